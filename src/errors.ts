@@ -1,0 +1,581 @@
+/**
+ * Errors raised by scaler-primitives.
+ *
+ * Every error the library raises for bad data or a failed operation is a
+ * {@link ScalerError}: it carries a readonly string `code`, the `cause` it was
+ * built from (when there is one), and a message that names the thing involved
+ * and what to do. Programmer misuse (a wrong argument type, a negative count)
+ * raises a plain `TypeError` instead.
+ *
+ * Test errors with the `is*` predicates rather than `instanceof`: the
+ * predicates also recognise errors thrown by another copy of the library
+ * (the ESM and the CJS build loaded side by side, or two versions in one tree).
+ *
+ * @packageDocumentation
+ */
+
+/**
+ * Every error code the library uses, as a constant object (see {@link ErrorCodeName}
+ * for the union of its values).
+ */
+export const ErrorCode = {
+  /** A CPU or memory quantity could not be parsed. */
+  RESOURCE_PARSE: 'ERR_RESOURCE_PARSE',
+  /** Resolved resources request more than their limit. */
+  RESOURCE_CONFLICT: 'ERR_RESOURCE_CONFLICT',
+  /** A reservation id that is already held was reserved again. */
+  DUPLICATE_RESERVATION: 'ERR_DUPLICATE_RESERVATION',
+  /** A configuration document failed validation. */
+  CONFIG_INVALID: 'ERR_CONFIG_INVALID',
+  /** A ledger file or value is unreadable, of the wrong shape or of an unknown version. */
+  LEDGER_CORRUPT: 'ERR_LEDGER_CORRUPT',
+  /** A pool's stored cap differs from the cap it was registered with. */
+  LEDGER_CAP_MISMATCH: 'ERR_LEDGER_CAP_MISMATCH',
+  /** The ledger lock (or compare-and-set) could not be won before the deadline. */
+  LEDGER_BUSY: 'ERR_LEDGER_BUSY',
+  /** The ledger lock was lost while the operation held it; nothing was written. */
+  LEDGER_LOCK_COMPROMISED: 'ERR_LEDGER_LOCK_COMPROMISED',
+  /** The ledger directory is unsafe (world-writable, owned by another user) or unusable. */
+  LEDGER_DIR_UNSAFE: 'ERR_LEDGER_DIR_UNSAFE',
+  /** This instance's lease expired; it must not act on its old rows. */
+  LEDGER_LEASE_EXPIRED: 'ERR_LEDGER_LEASE_EXPIRED',
+  /** The ledger's backing store (e.g. a NATS server) cannot be reached. */
+  LEDGER_UNAVAILABLE: 'ERR_LEDGER_UNAVAILABLE',
+  /** An input (interface name, address, port, uid, pool or agent name) is invalid. */
+  INVALID_INPUT: 'ERR_INVALID_INPUT',
+  /** The `nft` binary is not installed. */
+  NFT_NOT_INSTALLED: 'ERR_NFT_NOT_INSTALLED',
+  /** `nft` ran without the privileges it needs (CAP_NET_ADMIN). */
+  NFT_PERMISSION: 'ERR_NFT_PERMISSION',
+  /** `nft` exited with an error. */
+  NFT_COMMAND: 'ERR_NFT_COMMAND',
+  /** A per-agent caps value is not valid systemd syntax. */
+  CAPS_VALUE: 'ERR_CAPS_VALUE',
+  /** A KV write lost a compare-and-set race (JetStream codes 10071 and 10164). */
+  REVISION_CONFLICT: 'ERR_REVISION_CONFLICT',
+  /** A NATS request timed out (often a refused permission or a stream without direct get). */
+  NATS_TIMEOUT: 'ERR_NATS_TIMEOUT',
+  /** A NATS request failed for another reason. */
+  NATS_REQUEST: 'ERR_NATS_REQUEST',
+  /** A backend failed to spawn or destroy an agent. */
+  BACKEND: 'ERR_BACKEND',
+} as const;
+
+/** The union of every value of {@link ErrorCode}. */
+export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+// A registered symbol survives two copies of the library in one process.
+const brand = Symbol.for('scaler-primitives.ScalerError');
+
+/** Options accepted by every {@link ScalerError} constructor. */
+export interface ScalerErrorOptions {
+  /** The error this one was built from. */
+  cause?: unknown;
+}
+
+/**
+ * Base class of every error the library raises for bad data or failed operations.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   parseMemory('8GB');
+ * } catch (error) {
+ *   if (isScalerError(error)) console.error(error.code, error.message);
+ * }
+ * ```
+ */
+export class ScalerError extends Error {
+  /** A stable, machine-readable code: one of {@link ErrorCode}. */
+  readonly code: ErrorCodeName;
+
+  /**
+   * @param code - One of {@link ErrorCode}.
+   * @param message - A sentence naming the thing involved and what to do.
+   * @param options - `cause`, passed through to `Error`.
+   */
+  constructor(code: ErrorCodeName, message: string, options?: ScalerErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.name = 'ScalerError';
+    Object.defineProperty(this, brand, { value: true });
+  }
+}
+
+/** Which resource dimension a quantity or a refusal is about. */
+export type ResourceKind = 'cpu' | 'memory';
+
+/** A CPU or memory quantity that could not be parsed; names the value and the accepted forms. */
+export class ResourceParseError extends ScalerError {
+  /** The value that was refused, as given. */
+  readonly value: unknown;
+  /** Whether a CPU or a memory quantity was expected. */
+  readonly kind: ResourceKind;
+  /**
+   * @param kind - `cpu` or `memory`.
+   * @param value - The refused value.
+   * @param message - The full sentence.
+   */
+  constructor(kind: ResourceKind, value: unknown, message: string) {
+    super(ErrorCode.RESOURCE_PARSE, message);
+    this.name = 'ResourceParseError';
+    this.kind = kind;
+    this.value = value;
+  }
+}
+
+/** Resolved resources whose request exceeds their limit in one dimension. */
+export class ResourceConflictError extends ScalerError {
+  /** The dimension in conflict. */
+  readonly dimension: 'cpus' | 'memBytes';
+  /** The resolved request (cores or bytes). */
+  readonly request: number;
+  /** The resolved limit (cores or bytes). */
+  readonly limit: number;
+  /** The name of the layer the request came from. */
+  readonly requestLayer: string;
+  /** The name of the layer the limit came from. */
+  readonly limitLayer: string;
+  /**
+   * @param details - The values in conflict and where each came from.
+   * @param message - The full sentence.
+   */
+  constructor(
+    details: {
+      dimension: 'cpus' | 'memBytes';
+      request: number;
+      limit: number;
+      requestLayer: string;
+      limitLayer: string;
+    },
+    message: string,
+  ) {
+    super(ErrorCode.RESOURCE_CONFLICT, message);
+    this.name = 'ResourceConflictError';
+    this.dimension = details.dimension;
+    this.request = details.request;
+    this.limit = details.limit;
+    this.requestLayer = details.requestLayer;
+    this.limitLayer = details.limitLayer;
+  }
+}
+
+/** A reservation id that is already held was reserved again (it would count twice). */
+export class DuplicateReservationError extends ScalerError {
+  /** The reservation id. */
+  readonly id: string;
+  /**
+   * @param id - The reservation id already held.
+   * @param message - The full sentence.
+   */
+  constructor(id: string, message: string) {
+    super(ErrorCode.DUPLICATE_RESERVATION, message);
+    this.name = 'DuplicateReservationError';
+    this.id = id;
+  }
+}
+
+/** A configuration document failed validation; `issues` lists every problem with its path. */
+export class ConfigError extends ScalerError {
+  /** Every problem found, each with the path to the offending value. */
+  readonly issues: ReadonlyArray<{ path: ReadonlyArray<string | number>; message: string }>;
+  /**
+   * @param issues - The problems, each with its path.
+   * @param message - The full sentence.
+   * @param options - `cause`, e.g. the underlying `ZodError`.
+   */
+  constructor(
+    issues: ReadonlyArray<{ path: ReadonlyArray<string | number>; message: string }>,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.CONFIG_INVALID, message, options);
+    this.name = 'ConfigError';
+    this.issues = issues;
+  }
+}
+
+/** An input value (name, address, port, uid, ...) was refused before it reached any system. */
+export class InvalidInputError extends ScalerError {
+  /** What the value was meant to be, e.g. `interface name`. */
+  readonly what: string;
+  /** The refused value. */
+  readonly value: unknown;
+  /**
+   * @param what - What the value was meant to be.
+   * @param value - The refused value.
+   * @param message - The full sentence.
+   */
+  constructor(what: string, value: unknown, message: string) {
+    super(ErrorCode.INVALID_INPUT, message);
+    this.name = 'InvalidInputError';
+    this.what = what;
+    this.value = value;
+  }
+}
+
+/** Base class of the ledger's errors; `pool` names the pool involved. */
+export class LedgerError extends ScalerError {
+  /** The pool involved. */
+  readonly pool: string;
+  /**
+   * @param code - One of the `LEDGER_*` codes.
+   * @param pool - The pool involved.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(code: ErrorCodeName, pool: string, message: string, options?: ScalerErrorOptions) {
+    super(code, message, options);
+    this.name = 'LedgerError';
+    this.pool = pool;
+  }
+}
+
+/** A ledger document is unparseable, of the wrong shape or of an unknown version. Nothing was written. */
+export class LedgerCorruptError extends LedgerError {
+  /** The file path or KV key of the document. */
+  readonly location: string;
+  /**
+   * @param pool - The pool.
+   * @param location - The file path or KV key.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(pool: string, location: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.LEDGER_CORRUPT, pool, message, options);
+    this.name = 'LedgerCorruptError';
+    this.location = location;
+  }
+}
+
+/** A pool's stored cap differs from the cap given to `registerPool`. Nothing was written. */
+export class LedgerCapMismatchError extends LedgerError {
+  /** The cap stored in the ledger. */
+  readonly stored: unknown;
+  /** The cap this process registered. */
+  readonly registered: unknown;
+  /**
+   * @param pool - The pool.
+   * @param stored - The stored cap.
+   * @param registered - The registered cap.
+   * @param message - The full sentence.
+   */
+  constructor(pool: string, stored: unknown, registered: unknown, message: string) {
+    super(ErrorCode.LEDGER_CAP_MISMATCH, pool, message);
+    this.name = 'LedgerCapMismatchError';
+    this.stored = stored;
+    this.registered = registered;
+  }
+}
+
+/** The ledger lock, or a compare-and-set, could not be won before the deadline. */
+export class LedgerBusyError extends LedgerError {
+  /** How long the lock had been held when we gave up, in ms, when known. */
+  readonly lockAgeMs: number | undefined;
+  /**
+   * @param pool - The pool.
+   * @param lockAgeMs - The lock's age when known.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    pool: string,
+    lockAgeMs: number | undefined,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_BUSY, pool, message, options);
+    this.name = 'LedgerBusyError';
+    this.lockAgeMs = lockAgeMs;
+  }
+}
+
+/** The lock was taken over while this operation held it; the operation wrote nothing. */
+export class LedgerLockCompromisedError extends LedgerError {
+  /**
+   * @param pool - The pool.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.LEDGER_LOCK_COMPROMISED, pool, message, options);
+    this.name = 'LedgerLockCompromisedError';
+  }
+}
+
+/** The ledger directory cannot be used safely. */
+export class LedgerDirError extends LedgerError {
+  /** The directory. */
+  readonly dir: string;
+  /**
+   * @param dir - The directory.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(dir: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.LEDGER_DIR_UNSAFE, '', message, options);
+    this.name = 'LedgerDirError';
+    this.dir = dir;
+  }
+}
+
+/** This instance's lease expired (it stalled); peers may have reaped its rows. */
+export class LedgerLeaseExpiredError extends LedgerError {
+  /**
+   * @param pool - The pool.
+   * @param message - The full sentence.
+   */
+  constructor(pool: string, message: string) {
+    super(ErrorCode.LEDGER_LEASE_EXPIRED, pool, message);
+    this.name = 'LedgerLeaseExpiredError';
+  }
+}
+
+/** The ledger's backing store cannot be reached right now. */
+export class LedgerUnavailableError extends LedgerError {
+  /**
+   * @param pool - The pool.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.LEDGER_UNAVAILABLE, pool, message, options);
+    this.name = 'LedgerUnavailableError';
+  }
+}
+
+/** Base class of the errors raised while running `nft`. */
+export class NftError extends ScalerError {
+  /** The command line that was run, when one was. */
+  readonly command: string | undefined;
+  /** What `nft` printed on standard error, when it ran. */
+  readonly stderr: string | undefined;
+  /**
+   * @param code - One of the `NFT_*` codes.
+   * @param message - The full sentence.
+   * @param details - The command and its stderr.
+   * @param options - `cause`.
+   */
+  constructor(
+    code: ErrorCodeName,
+    message: string,
+    details: { command?: string; stderr?: string } = {},
+    options?: ScalerErrorOptions,
+  ) {
+    super(code, message, options);
+    this.name = 'NftError';
+    this.command = details.command;
+    this.stderr = details.stderr;
+  }
+}
+
+/** The `nft` binary is not installed (or not on `PATH`). */
+export class NftNotInstalledError extends NftError {
+  /**
+   * @param message - The full sentence.
+   * @param details - The command.
+   * @param options - `cause`.
+   */
+  constructor(message: string, details?: { command?: string }, options?: ScalerErrorOptions) {
+    super(ErrorCode.NFT_NOT_INSTALLED, message, details, options);
+    this.name = 'NftNotInstalledError';
+  }
+}
+
+/** `nft` lacked CAP_NET_ADMIN (run as root, grant the capability, or use `requireSudo`). */
+export class NftPermissionError extends NftError {
+  /**
+   * @param message - The full sentence.
+   * @param details - The command and its stderr.
+   * @param options - `cause`.
+   */
+  constructor(
+    message: string,
+    details?: { command?: string; stderr?: string },
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.NFT_PERMISSION, message, details, options);
+    this.name = 'NftPermissionError';
+  }
+}
+
+/** `nft` ran and exited with an error. */
+export class NftCommandError extends NftError {
+  /**
+   * @param message - The full sentence.
+   * @param details - The command and its stderr.
+   * @param options - `cause`.
+   */
+  constructor(
+    message: string,
+    details?: { command?: string; stderr?: string },
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.NFT_COMMAND, message, details, options);
+    this.name = 'NftCommandError';
+  }
+}
+
+/** A per-agent caps value is not valid systemd syntax; it was not written or applied. */
+export class CapsValueError extends ScalerError {
+  /** The field, `cpuQuota` or `memoryMax` (or `value` for the document). */
+  readonly field: string;
+  /** The refused value. */
+  readonly value: unknown;
+  /**
+   * @param field - The field.
+   * @param value - The refused value.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(field: string, value: unknown, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.CAPS_VALUE, message, options);
+    this.name = 'CapsValueError';
+    this.field = field;
+    this.value = value;
+  }
+}
+
+/** A KV write lost a compare-and-set race (JetStream codes 10071 and 10164). */
+export class RevisionConflictError extends ScalerError {
+  /** The KV key involved. */
+  readonly key: string;
+  /**
+   * @param key - The KV key.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(key: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.REVISION_CONFLICT, message, options);
+    this.name = 'RevisionConflictError';
+    this.key = key;
+  }
+}
+
+/** A NATS request failed or timed out. */
+export class NatsRequestError extends ScalerError {
+  /** The subject requested. */
+  readonly subject: string;
+  /**
+   * @param code - `NATS_TIMEOUT` or `NATS_REQUEST`.
+   * @param subject - The subject.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    code: typeof ErrorCode.NATS_TIMEOUT | typeof ErrorCode.NATS_REQUEST,
+    subject: string,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(code, message, options);
+    this.name = 'NatsRequestError';
+    this.subject = subject;
+  }
+}
+
+/** A host backend failed to spawn or destroy an agent. */
+export class BackendError extends ScalerError {
+  /** The backend (scaler) name. */
+  readonly backend: string;
+  /**
+   * @param backend - The backend name.
+   * @param message - The full sentence.
+   * @param options - `cause`: what the backend threw.
+   */
+  constructor(backend: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.BACKEND, message, options);
+    this.name = 'BackendError';
+    this.backend = backend;
+  }
+}
+
+/**
+ * True for any error raised by scaler-primitives (any copy of it).
+ *
+ * @param error - Anything caught.
+ */
+export function isScalerError(error: unknown): error is ScalerError {
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    (error as Record<symbol, unknown>)[brand] === true &&
+    typeof (error as { code?: unknown }).code === 'string'
+  );
+}
+
+function hasCode<T extends ScalerError>(codes: readonly ErrorCodeName[]) {
+  return (error: unknown): error is T => isScalerError(error) && codes.includes(error.code);
+}
+
+/** True for a {@link ResourceParseError}. */
+export const isResourceParseError = hasCode<ResourceParseError>([ErrorCode.RESOURCE_PARSE]);
+/** True for a {@link ResourceConflictError}. */
+export const isResourceConflictError = hasCode<ResourceConflictError>([
+  ErrorCode.RESOURCE_CONFLICT,
+]);
+/** True for a {@link DuplicateReservationError}. */
+export const isDuplicateReservationError = hasCode<DuplicateReservationError>([
+  ErrorCode.DUPLICATE_RESERVATION,
+]);
+/** True for a {@link ConfigError}. */
+export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
+/** True for an {@link InvalidInputError}. */
+export const isInvalidInputError = hasCode<InvalidInputError>([ErrorCode.INVALID_INPUT]);
+/** True for any {@link LedgerError}. */
+export const isLedgerError = hasCode<LedgerError>([
+  ErrorCode.LEDGER_CORRUPT,
+  ErrorCode.LEDGER_CAP_MISMATCH,
+  ErrorCode.LEDGER_BUSY,
+  ErrorCode.LEDGER_LOCK_COMPROMISED,
+  ErrorCode.LEDGER_DIR_UNSAFE,
+  ErrorCode.LEDGER_LEASE_EXPIRED,
+  ErrorCode.LEDGER_UNAVAILABLE,
+]);
+/** True for a {@link LedgerCorruptError}. */
+export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGER_CORRUPT]);
+/** True for a {@link LedgerCapMismatchError}. */
+export const isLedgerCapMismatchError = hasCode<LedgerCapMismatchError>([
+  ErrorCode.LEDGER_CAP_MISMATCH,
+]);
+/** True for a {@link LedgerBusyError}. */
+export const isLedgerBusyError = hasCode<LedgerBusyError>([ErrorCode.LEDGER_BUSY]);
+/** True for a {@link LedgerLockCompromisedError}. */
+export const isLedgerLockCompromisedError = hasCode<LedgerLockCompromisedError>([
+  ErrorCode.LEDGER_LOCK_COMPROMISED,
+]);
+/** True for a {@link LedgerDirError}. */
+export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UNSAFE]);
+/** True for a {@link LedgerLeaseExpiredError}. */
+export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
+  ErrorCode.LEDGER_LEASE_EXPIRED,
+]);
+/** True for a {@link LedgerUnavailableError}. */
+export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
+  ErrorCode.LEDGER_UNAVAILABLE,
+]);
+/** True for any {@link NftError}. */
+export const isNftError = hasCode<NftError>([
+  ErrorCode.NFT_NOT_INSTALLED,
+  ErrorCode.NFT_PERMISSION,
+  ErrorCode.NFT_COMMAND,
+]);
+/** True for an {@link NftNotInstalledError}. */
+export const isNftNotInstalledError = hasCode<NftNotInstalledError>([ErrorCode.NFT_NOT_INSTALLED]);
+/** True for an {@link NftPermissionError}. */
+export const isNftPermissionError = hasCode<NftPermissionError>([ErrorCode.NFT_PERMISSION]);
+/** True for an {@link NftCommandError}. */
+export const isNftCommandError = hasCode<NftCommandError>([ErrorCode.NFT_COMMAND]);
+/** True for a {@link CapsValueError}. */
+export const isCapsValueError = hasCode<CapsValueError>([ErrorCode.CAPS_VALUE]);
+/** True for a {@link RevisionConflictError}. */
+export const isRevisionConflictError = hasCode<RevisionConflictError>([
+  ErrorCode.REVISION_CONFLICT,
+]);
+/** True for a {@link NatsRequestError} (timeout or other failure). */
+export const isNatsRequestError = hasCode<NatsRequestError>([
+  ErrorCode.NATS_TIMEOUT,
+  ErrorCode.NATS_REQUEST,
+]);
+/** True for a {@link BackendError}. */
+export const isBackendError = hasCode<BackendError>([ErrorCode.BACKEND]);

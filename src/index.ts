@@ -1,0 +1,8 @@
+/**
+ * scaler-primitives: the public surface of every module except the NATS adapters
+ * (import those from `scaler-primitives/ledger/nats` and `scaler-primitives/agent-caps/nats`).
+ *
+ * @packageDocumentation
+ */
+export * from './errors.js';
+export * from './resources/index.js';

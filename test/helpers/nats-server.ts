@@ -1,0 +1,118 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createServer, connect as tcpConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A nats-server started by a test on a loopback port, with its own temp store dir. */
+export interface NatsServer {
+  /** `nats://127.0.0.1:<port>` */
+  url: string;
+  port: number;
+  clusterPort?: number;
+  storeDir: string;
+  process: ChildProcess;
+  /** Stop the server (SIGTERM, then SIGKILL) and remove its store dir unless keepStore. */
+  stop(opts?: { keepStore?: boolean }): Promise<void>;
+  /** SIGKILL the server without cleaning up (for crash tests). */
+  kill(): Promise<void>;
+}
+
+/** A free TCP port on 127.0.0.1, chosen by the kernel. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      if (address === null || typeof address === 'string') {
+        reject(new Error('no port'));
+        return;
+      }
+      const { port } = address;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForPort(port: number, deadlineMs: number): Promise<void> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const ok = await new Promise<boolean>((resolve) => {
+      const socket = tcpConnect({ host: '127.0.0.1', port }, () => {
+        socket.destroy();
+        resolve(true);
+      });
+      socket.on('error', () => resolve(false));
+    });
+    if (ok) return;
+    if (Date.now() > until) throw new Error(`nats-server did not listen on ${port}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+export interface StartNatsOptions {
+  /** Reuse a port (to restart a stopped server on the same address). */
+  port?: number;
+  /** Reuse a store dir (to restart with its data). */
+  storeDir?: string;
+  /** Cluster settings for a multi-node JetStream cluster on loopback. */
+  cluster?: { name: string; port: number; routes: number[]; serverName: string };
+}
+
+/** Start `nats-server -js` on 127.0.0.1 with a temp store dir. */
+export async function startNatsServer(opts: StartNatsOptions = {}): Promise<NatsServer> {
+  const port = opts.port ?? (await freePort());
+  const storeDir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'sp-nats-')));
+  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];
+  if (opts.cluster) {
+    args.push(
+      '--cluster_name',
+      opts.cluster.name,
+      '--cluster',
+      `nats://127.0.0.1:${opts.cluster.port}`,
+      '--routes',
+      opts.cluster.routes.map((p) => `nats://127.0.0.1:${p}`).join(','),
+      '-n',
+      opts.cluster.serverName,
+    );
+  }
+  const child = spawn('nats-server', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString()).slice(-8192);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  try {
+    await waitForPort(port, 10_000);
+  } catch (error) {
+    child.kill('SIGKILL');
+    throw new Error(`nats-server failed to start: ${stderr}`, { cause: error });
+  }
+  const server: NatsServer = {
+    url: `nats://127.0.0.1:${port}`,
+    port,
+    storeDir,
+    process: child,
+    async stop({ keepStore = false } = {}) {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+        await exited;
+        clearTimeout(timer);
+      }
+      if (!keepStore && opts.storeDir === undefined) {
+        await rm(storeDir, { recursive: true, force: true });
+      }
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+    },
+  };
+  if (opts.cluster) server.clusterPort = opts.cluster.port;
+  return server;
+}

@@ -1,0 +1,26 @@
+import { readFileSync } from 'node:fs';
+import { defineConfig } from 'tsup';
+
+// The exports map in package.json is the one list of public modules: every
+// subpath `./x/y` is built from `src/x/y/index.ts`, and `.` from `src/index.ts`.
+const pkg = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
+  exports: Record<string, unknown>;
+};
+const entry: Record<string, string> = {};
+for (const subpath of Object.keys(pkg.exports)) {
+  if (subpath === './package.json') continue;
+  const name = subpath === '.' ? 'index' : `${subpath.slice(2)}/index`;
+  entry[name] = `src/${name}.ts`;
+}
+
+export default defineConfig({
+  entry,
+  format: ['esm', 'cjs'],
+  dts: true,
+  splitting: true,
+  sourcemap: true,
+  clean: true,
+  target: 'node20',
+  platform: 'node',
+  treeshake: true,
+});
