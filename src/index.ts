@@ -5,4 +5,5 @@
  * @packageDocumentation
  */
 export * from './errors.js';
+export * from './ledger/index.js';
 export * from './resources/index.js';

@@ -1,0 +1,36 @@
+/**
+ * A cross-process ledger of CPU and memory reservations against named machine
+ * pools: the pool document format, the rules shared by every backend, and
+ * `MachineLedger`, the file-backed ledger shared with the kici orchestrator.
+ *
+ * @packageDocumentation
+ */
+
+export {
+  addRow,
+  assertCap,
+  capsEqual,
+  checkFit,
+  type DocumentSource,
+  emptyDocument,
+  keepRows,
+  LEDGER_VERSION,
+  type LeaseState,
+  type LivenessFacts,
+  normalizeCap,
+  type ProcessState,
+  parseDocument,
+  partitionRows,
+  type RowMatch,
+  type RowPartition,
+  type RowVerdict,
+  removeRows,
+  rowVerdict,
+  StaleReason,
+  serializeDocument,
+  sumRows,
+  toMillicores,
+  validateDocument,
+  validatePoolName,
+} from './document.js';
+export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
