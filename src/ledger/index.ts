@@ -7,6 +7,12 @@
  */
 
 export {
+  DEFAULT_LEDGER_DIR,
+  fallbackLedgerDir,
+  LEDGER_DIR_ENV,
+  resolveLedgerDir,
+} from './dir.js';
+export {
   addRow,
   assertCap,
   capsEqual,
@@ -33,4 +39,11 @@ export {
   validateDocument,
   validatePoolName,
 } from './document.js';
+export type { LedgerFs } from './fs.js';
+export {
+  MachineLedger,
+  type MachineLedgerOptions,
+  type PoolSnapshot,
+  type ReleaseOptions,
+} from './machine-ledger.js';
 export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';

@@ -1,0 +1,198 @@
+/**
+ * The pool lock: the directory `<dir>/<pool>.lock`, taken with proper-lockfile
+ * (`lockfilePath`, `realpath: false`) so the kici orchestrator's `mkdir` lock and
+ * ours exclude each other.
+ *
+ * proper-lockfile refreshes the directory's mtime while we hold it, and a
+ * process that finds the mtime older than the stale window may take the lock
+ * over. Two things keep a holder that lost the lock from writing:
+ * - our `onCompromised` only marks the handle (it never throws from a timer);
+ * - {@link LockHandle.assertOwned}, called right before the rename, compares the
+ *   directory's mtime with the last one proper-lockfile set for us.
+ */
+import lockfile from 'proper-lockfile';
+import { LedgerBusyError, LedgerLockCompromisedError } from '../errors.js';
+import { hasErrorCode, type LedgerFs } from './fs.js';
+
+/** Timing of the lock. */
+export interface LockTiming {
+  /** A lock whose mtime is older than this is taken over (proper-lockfile's `stale`, >= 2000). */
+  staleMs: number;
+  /** Give up with `LedgerBusyError` after trying this long. */
+  timeoutMs: number;
+}
+
+/** A held lock. */
+export interface LockHandle {
+  /** Throw `LedgerLockCompromisedError` unless we still own the lock. */
+  assertOwned(): Promise<void>;
+  /** Release the lock; never throws. */
+  release(): Promise<void>;
+}
+
+interface MtimeRecord {
+  mtimeMs: number | undefined;
+  inflight: Promise<void> | undefined;
+}
+
+/**
+ * Takes pool locks for one ledger. Wraps the fs handed to proper-lockfile so it
+ * knows the mtime proper-lockfile last set on each lock directory.
+ */
+export class PoolLocker {
+  private readonly records = new Map<string, MtimeRecord>();
+  private readonly lockFs: LedgerFs;
+
+  constructor(private readonly fs: LedgerFs) {
+    const records = this.records;
+    const record = (path: string): MtimeRecord => {
+      let entry = records.get(path);
+      if (!entry) {
+        entry = { mtimeMs: undefined, inflight: undefined };
+        records.set(path, entry);
+      }
+      return entry;
+    };
+    this.lockFs = {
+      ...fs,
+      utimes(
+        path: Parameters<LedgerFs['utimes']>[0],
+        atime: Parameters<LedgerFs['utimes']>[1],
+        mtime: Parameters<LedgerFs['utimes']>[2],
+        callback: (error: NodeJS.ErrnoException | null) => void,
+      ) {
+        const entry = record(String(path));
+        let done!: () => void;
+        entry.inflight = new Promise<void>((resolve) => {
+          done = resolve;
+        });
+        fs.utimes(path, atime, mtime, (error) => {
+          if (!error) entry.mtimeMs = toMs(mtime);
+          entry.inflight = undefined;
+          done();
+          callback(error);
+        });
+      },
+    } as LedgerFs;
+  }
+
+  /**
+   * Take the lock of `pool`, retrying with jitter until `timing.timeoutMs`.
+   *
+   * @throws LedgerBusyError naming the pool and the lock's age.
+   */
+  async acquire(
+    pool: string,
+    file: string,
+    lockPath: string,
+    timing: LockTiming,
+  ): Promise<LockHandle> {
+    const started = Date.now();
+    let attempt = 0;
+    let compromised: Error | undefined;
+    for (;;) {
+      try {
+        const release = await lockfile.lock(file, {
+          lockfilePath: lockPath,
+          realpath: false,
+          stale: timing.staleMs,
+          retries: 0,
+          fs: this.lockFs,
+          onCompromised: (error) => {
+            compromised = error;
+          },
+        });
+        const entry = this.records.get(lockPath) ?? { mtimeMs: undefined, inflight: undefined };
+        this.records.set(lockPath, entry);
+        if (entry.inflight) await entry.inflight;
+        // With a cached mtime precision proper-lockfile does not touch the fresh
+        // directory, so its creation mtime is our baseline.
+        entry.mtimeMs = (await this.fs.promises.stat(lockPath)).mtimeMs;
+        return this.handle(pool, lockPath, entry, release, () => compromised);
+      } catch (error) {
+        if (!hasErrorCode(error, 'ELOCKED')) throw error;
+      }
+      const waited = Date.now() - started;
+      if (waited >= timing.timeoutMs) throw await this.busy(pool, lockPath, waited, timing);
+      attempt++;
+      // Exponential backoff from 1 ms to 32 ms, with full jitter so waiters spread out.
+      const ceiling = Math.min(32, 2 ** Math.min(attempt, 5));
+      await sleep(Math.min(Math.random() * ceiling + 0.5, timing.timeoutMs - waited));
+    }
+  }
+
+  private handle(
+    pool: string,
+    lockPath: string,
+    entry: MtimeRecord,
+    release: () => Promise<void>,
+    compromised: () => Error | undefined,
+  ): LockHandle {
+    const fs = this.fs;
+    const lost = (why: string, cause?: unknown) =>
+      new LedgerLockCompromisedError(
+        pool,
+        `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
+        cause === undefined ? undefined : { cause },
+      );
+    return {
+      async assertOwned() {
+        const early = compromised();
+        if (early) throw lost(early.message, early);
+        if (entry.inflight) await entry.inflight;
+        let mtimeMs: number;
+        try {
+          mtimeMs = (await fs.promises.stat(lockPath)).mtimeMs;
+        } catch (error) {
+          throw lost('the lock directory is gone', error);
+        }
+        const late = compromised();
+        if (late) throw lost(late.message, late);
+        if (entry.mtimeMs === undefined || Math.floor(mtimeMs) !== Math.floor(entry.mtimeMs)) {
+          throw lost('its mtime is no longer the one we set');
+        }
+      },
+      async release() {
+        try {
+          await release();
+        } catch {
+          // Already released or compromised: nothing of ours to remove.
+        }
+      },
+    };
+  }
+
+  private async busy(
+    pool: string,
+    lockPath: string,
+    waited: number,
+    timing: LockTiming,
+  ): Promise<LedgerBusyError> {
+    let age: number | undefined;
+    try {
+      const stat = await this.fs.promises.stat(lockPath);
+      const since = stat.birthtimeMs > 0 ? stat.birthtimeMs : stat.mtimeMs;
+      age = Math.max(0, Date.now() - since);
+    } catch {
+      age = undefined;
+    }
+    const ageText =
+      age === undefined ? 'was released just now' : `is ${(age / 1000).toFixed(1)} s old`;
+    return new LedgerBusyError(
+      pool,
+      age,
+      `Pool ${JSON.stringify(pool)} is busy: could not take the lock ${lockPath} within ${waited} ms; the lock ${ageText} (a lock not refreshed for ${timing.staleMs} ms is taken over). Retry later, or raise \`lockTimeoutMs\`.`,
+    );
+  }
+}
+
+function toMs(value: unknown): number | undefined {
+  if (value instanceof Date) return value.getTime();
+  if (typeof value === 'number') return value * 1000;
+  if (typeof value === 'string') return Number(value) * 1000;
+  return undefined;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}
