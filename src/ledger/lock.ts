@@ -41,10 +41,13 @@ interface MtimeRecord {
  */
 export class PoolLocker {
   private readonly records = new Map<string, MtimeRecord>();
+  // Lock directories we no longer own: releasing must not remove the new owner's.
+  private readonly lost = new Set<string>();
   private readonly lockFs: LedgerFs;
 
   constructor(private readonly fs: LedgerFs) {
     const records = this.records;
+    const lost = this.lost;
     const record = (path: string): MtimeRecord => {
       let entry = records.get(path);
       if (!entry) {
@@ -55,6 +58,14 @@ export class PoolLocker {
     };
     this.lockFs = {
       ...fs,
+      rmdir(path: Parameters<LedgerFs['rmdir']>[0], callback: (error: unknown) => void) {
+        if (lost.delete(String(path))) return callback(null);
+        fs.rmdir(path, callback);
+      },
+      rmdirSync(path: Parameters<LedgerFs['rmdirSync']>[0]) {
+        if (lost.delete(String(path))) return;
+        fs.rmdirSync(path);
+      },
       utimes(
         path: Parameters<LedgerFs['utimes']>[0],
         atime: Parameters<LedgerFs['utimes']>[1],
@@ -129,13 +140,14 @@ export class PoolLocker {
     compromised: () => Error | undefined,
   ): LockHandle {
     const fs = this.fs;
+    const lostSet = this.lost;
     const lost = (why: string, cause?: unknown) =>
       new LedgerLockCompromisedError(
         pool,
         `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
         cause === undefined ? undefined : { cause },
       );
-    return {
+    const handle: LockHandle = {
       async assertOwned() {
         const early = compromised();
         if (early) throw lost(early.message, early);
@@ -153,13 +165,23 @@ export class PoolLocker {
         }
       },
       async release() {
+        // A holder that stalled past the stale window may have lost the lock
+        // after its write: never remove a lock directory that is not ours.
+        try {
+          await handle.assertOwned();
+        } catch {
+          lostSet.add(lockPath);
+        }
         try {
           await release();
         } catch {
           // Already released or compromised: nothing of ours to remove.
+        } finally {
+          lostSet.delete(lockPath);
         }
       },
     };
+    return handle;
   }
 
   private async busy(
