@@ -4,5 +4,7 @@
  *
  * @packageDocumentation
  */
+
+export * from './caps/index.js';
 export * from './errors.js';
 export * from './resources/index.js';
