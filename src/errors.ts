@@ -175,20 +175,24 @@ export class DuplicateReservationError extends ScalerError {
   }
 }
 
+/** One problem found in a configuration document. */
+export interface ConfigIssue {
+  /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
+  path: ReadonlyArray<string | number>;
+  /** What is wrong with it. */
+  message: string;
+}
+
 /** A configuration document failed validation; `issues` lists every problem with its path. */
 export class ConfigError extends ScalerError {
   /** Every problem found, each with the path to the offending value. */
-  readonly issues: ReadonlyArray<{ path: ReadonlyArray<string | number>; message: string }>;
+  readonly issues: readonly ConfigIssue[];
   /**
    * @param issues - The problems, each with its path.
    * @param message - The full sentence.
    * @param options - `cause`, e.g. the underlying `ZodError`.
    */
-  constructor(
-    issues: ReadonlyArray<{ path: ReadonlyArray<string | number>; message: string }>,
-    message: string,
-    options?: ScalerErrorOptions,
-  ) {
+  constructor(issues: readonly ConfigIssue[], message: string, options?: ScalerErrorOptions) {
     super(ErrorCode.CONFIG_INVALID, message, options);
     this.name = 'ConfigError';
     this.issues = issues;

@@ -4,6 +4,8 @@
  *
  * @packageDocumentation
  */
+
+export * from './caps/index.js';
 export * from './errors.js';
 export * from './ledger/index.js';
 export * from './resources/index.js';

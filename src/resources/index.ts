@@ -1,6 +1,45 @@
 /**
- * CPU and memory quantities, the request/limit mirroring rule and layered defaults.
+ * CPU and memory quantities (`"500m"`, `1.5`, `"8Gi"`, `"2g"`, bytes), the
+ * request/limit mirroring rule and layered defaults (job, label set, scaler,
+ * global, zero).
+ *
+ * Pure: no I/O, no dependencies beyond zod.
  *
  * @packageDocumentation
  */
+export {
+  isResourceConflictError,
+  isResourceParseError,
+  ResourceConflictError,
+  ResourceParseError,
+} from '../errors.js';
+export {
+  coresToMillicores,
+  formatCpu,
+  formatMemory,
+  MAX_CPU_CORES,
+  type MemoryConvention,
+  type ParseMemoryOptions,
+  parseCpu,
+  parseMemory,
+} from './quantity.js';
+export {
+  DEFAULT_LAYER_NAMES,
+  mirrorRequestsLimits,
+  type ProvenanceOf,
+  type ResolvedResources,
+  type ResolveResourcesOptions,
+  type ResourceProvenance,
+  resolveResources,
+} from './resolve.js';
+export {
+  type ParsedResourceRequest,
+  type ParsedResourceSpec,
+  type ResourceCapInput,
+  type ResourceSchemas,
+  resourceCapSchema,
+  resourceRequestSchema,
+  resourceSchemas,
+  resourceSpecSchema,
+} from './schema.js';
 export type { ResourceAmount, ResourceCap, ResourceRequest, ResourceSpec } from './types.js';

@@ -1,0 +1,54 @@
+// Packaging smoke test: pack the tarball, install it into a throwaway ESM
+// project and a throwaway CJS project, and import every subpath of the exports
+// map from each. Run after `npm run build` (npm run check:package does both).
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+const root = resolve(import.meta.dirname, '..');
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const subpaths = Object.keys(pkg.exports)
+  .filter((key) => key !== './package.json')
+  .map((key) => (key === '.' ? pkg.name : `${pkg.name}/${key.slice(2)}`));
+
+const work = mkdtempSync(join(tmpdir(), 'sp-smoke-'));
+try {
+  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', work], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  const tarball = join(work, JSON.parse(out)[0].filename);
+  // The NATS adapters need their optional peers to load.
+  const peers = Object.keys(pkg.peerDependencies ?? {}).map(
+    (name) => `${name}@${pkg.devDependencies?.[name] ?? pkg.peerDependencies[name]}`,
+  );
+
+  for (const type of ['module', 'commonjs']) {
+    const dir = join(work, type);
+    mkdirSync(dir);
+    writeFileSync(
+      join(dir, 'package.json'),
+      JSON.stringify({ name: `smoke-${type}`, type, private: true }),
+    );
+    execFileSync(
+      'npm',
+      ['install', '--no-audit', '--no-fund', '--prefer-offline', tarball, ...peers],
+      {
+        cwd: dir,
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    );
+    const checks = subpaths.map((spec) =>
+      type === 'module'
+        ? `{ const m = await import(${JSON.stringify(spec)}); if (Object.keys(m).length === 0) throw new Error('empty: ${spec}'); console.log('esm ok', ${JSON.stringify(spec)}, Object.keys(m).length); }`
+        : `{ const m = require(${JSON.stringify(spec)}); if (Object.keys(m).length === 0) throw new Error('empty: ${spec}'); console.log('cjs ok', ${JSON.stringify(spec)}, Object.keys(m).length); }`,
+    );
+    const file = join(dir, type === 'module' ? 'smoke.mjs' : 'smoke.cjs');
+    writeFileSync(file, checks.join('\n'));
+    execFileSync(process.execPath, [file], { cwd: dir, stdio: 'inherit' });
+  }
+  console.log(`smoke: ${subpaths.length} subpaths imported from ESM and CJS`);
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
