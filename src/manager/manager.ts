@@ -110,7 +110,6 @@ interface ScalerState {
   agents: Set<string>;
   retiring: boolean;
   jobSpawnsInFlight: number;
-  warmSpawnsInFlight: number;
   lastDemandAt: number;
 }
 
@@ -372,8 +371,6 @@ export class ScalerManager {
     if (jobId !== undefined) {
       this.#spawningByJob.set(jobId, agentId);
       scaler.jobSpawnsInFlight++;
-    } else {
-      scaler.warmSpawnsInFlight++;
     }
     try {
       if (record.pool !== undefined) {
@@ -472,7 +469,6 @@ export class ScalerManager {
       };
     } finally {
       if (jobId !== undefined) scaler.jobSpawnsInFlight--;
-      else scaler.warmSpawnsInFlight--;
     }
   }
 
@@ -841,10 +837,12 @@ export class ScalerManager {
       if (scaler.jobSpawnsInFlight > 0) continue;
       if (now - scaler.lastDemandAt < this.#demandHoldMs) continue;
       if (now - this.#globalDemandAt < this.#demandHoldMs) continue;
-      let ready = scaler.warmSpawnsInFlight;
+      // Only agents that can take a job count: idle ones and warm spawns not yet registered.
+      let ready = 0;
       for (const id of scaler.agents) {
         const record = this.#agents.get(id)!;
         if (record.state === 'idle' && !record.destroying) ready++;
+        else if (record.state === 'spawning' && record.warm) ready++;
       }
       const labelSet = scaler.labelSets[warm.labelSet] ?? scaler.labelSets[0]!;
       let resources: AgentResources;
@@ -1121,7 +1119,6 @@ export class ScalerManager {
           agents: new Set(),
           retiring: false,
           jobSpawnsInFlight: 0,
-          warmSpawnsInFlight: 0,
           lastDemandAt: Number.NEGATIVE_INFINITY,
         };
         this.#scalers.set(entry.name, state);

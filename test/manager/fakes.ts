@@ -16,6 +16,7 @@ export class FakeBackend implements ScalerBackend {
   /** When set, spawn waits for this promise before answering. */
   gate: Promise<void> | undefined;
   shutdowns = 0;
+  shutdown: (() => Promise<void>) | undefined;
   onSpawn: ((request: SpawnRequest) => void) | undefined;
 
   async spawn(request: SpawnRequest) {

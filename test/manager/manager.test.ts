@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { isBackendError } from '../../src/errors.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,
