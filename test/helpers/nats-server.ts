@@ -59,13 +59,16 @@ export interface StartNatsOptions {
   storeDir?: string;
   /** Cluster settings for a multi-node JetStream cluster on loopback. */
   cluster?: { name: string; port: number; routes: number[]; serverName: string };
+  /** Enable JetStream (`-js`). Default true; false starts a plain core NATS server. */
+  jetstream?: boolean;
 }
 
-/** Start `nats-server -js` on 127.0.0.1 with a temp store dir. */
+/** Start `nats-server -js` (or plain nats-server with `jetstream: false`) on 127.0.0.1 with a temp store dir. */
 export async function startNatsServer(opts: StartNatsOptions = {}): Promise<NatsServer> {
   const port = opts.port ?? (await freePort());
   const storeDir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'sp-nats-')));
-  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];
+  if (opts.jetstream !== false) args.unshift('-js');
   if (opts.cluster) {
     args.push(
       '--cluster_name',
