@@ -86,6 +86,7 @@ describe('readAgentCaps', () => {
         isNatsRequestError(e) &&
         e.code === 'ERR_NATS_TIMEOUT' &&
         /refuses for permissions/.test(e.message) &&
+        /before 2\.10\.26/.test(e.message) &&
         /allow_direct/.test(e.message),
     );
   });

@@ -248,23 +248,26 @@ describe.runIf(ok)('agent-caps on a real nats-server -js', () => {
       expect((await iterator.next()).done).toBe(true);
     });
 
-    it('a watcher of every agent sees each agent by name', async () => {
+    it('a watcher of every agent replays each key once, then sees changes', async () => {
       const watch = await watchAgentCaps(nc);
       const iterator = watch[Symbol.asyncIterator]();
-      const seen = new Set<string>();
-      // Drain the replay of stored values, then make a change.
-      for (;;) {
-        const change = await next(iterator);
-        seen.add(change.agent);
-        if (seen.has('ada') && seen.has('iris') && !change.isUpdate && seen.size >= 2) break;
-      }
-      expect(seen.has('ada')).toBe(true);
-      await writeAgentCaps(kv, 'zoe', { memoryMax: '512M' });
-      let change = await next(iterator);
-      while (change.agent !== 'zoe') change = await next(iterator);
-      expect(change).toMatchObject({
+      // The replay ends with the first change flagged isUpdate (the last stored value).
+      const replay: AgentCapsChange[] = [];
+      do replay.push(await next(iterator));
+      while (!replay.at(-1)!.isUpdate);
+      expect(replay.slice(0, -1).every((change) => !change.isUpdate)).toBe(true);
+      const agents = replay.map((change) => change.agent);
+      expect(new Set(agents).size).toBe(agents.length);
+      expect(agents).toEqual(expect.arrayContaining(['ada', 'iris', 'keep', 'del', 'cas']));
+      expect(replay.find((change) => change.agent === 'bogus')?.kind).toBe('invalid');
+      expect(replay.find((change) => change.agent === 'watched')).toMatchObject({ caps: {} });
+
+      const revision = await writeAgentCaps(kv, 'zoe', { memoryMax: '512M' });
+      expect(await next(iterator)).toEqual({
         kind: 'current',
+        agent: 'zoe',
         caps: { memoryMax: '512M' },
+        revision,
         isUpdate: true,
       });
       watch.stop();
@@ -313,5 +316,49 @@ describe.runIf(ok)('agent-caps on a nats-server without JetStream', () => {
       expect(isNatsRequestError(error)).toBe(true);
       expect((error as Error).message).toMatch(/JetStream/);
     }
+  });
+});
+
+describe.runIf(ok)('agent-caps with restricted permissions', () => {
+  const config = `accounts { A { jetstream: enabled, users: [
+    { user: admin, password: pw },
+    { user: noinfo, password: pw, permissions: { publish: { deny: ["$JS.API.STREAM.INFO.>"] } } },
+    { user: host, password: pw, permissions: { publish: { deny: ["$JS.API.DIRECT.GET.>"] } } }
+  ] } }`;
+  let server: NatsServer;
+  const conns: NatsConnection[] = [];
+  const as = async (user: string) => {
+    const nc = await connect({ servers: server.url, user, pass: 'pw' });
+    conns.push(nc);
+    return nc;
+  };
+
+  beforeAll(async () => {
+    server = await startNatsServer({ config });
+  });
+
+  afterAll(async () => {
+    for (const nc of conns) await nc.close();
+    await server?.stop();
+  });
+
+  it('does not create the bucket when the lookup fails for another reason than "not found"', async () => {
+    const error = await rejection(openOrCreateCapsBucket(await as('noinfo'), { timeout: 1000 }));
+    expect(isNatsRequestError(error)).toBe(true);
+    expect(error).toMatchObject({
+      code: 'ERR_NATS_REQUEST',
+      subject: '$JS.API.STREAM.INFO.KV_agent-limits',
+    });
+    expect((error as Error).message).toMatch(/refused it for permissions/);
+    expect(await openCapsBucket(await as('admin'))).toBeNull();
+  });
+
+  it('reports a direct get refused for permissions as a request error naming the subject', async () => {
+    await openOrCreateCapsBucket(await as('admin'));
+    const error = await rejection(readAgentCaps(await as('host'), 'iris', { timeout: 1000 }));
+    expect(isNatsRequestError(error)).toBe(true);
+    // nats.js v3 surfaces the server's -ERR at once; other clients may only see a timeout.
+    expect(error).toMatchObject({ code: 'ERR_NATS_REQUEST' });
+    expect((error as Error).message).toMatch(/Permissions Violation for Publish/);
   });
 });

@@ -37,10 +37,11 @@ export interface ReadAgentCapsOptions extends DecodeAgentCapsOptions {
 }
 
 const TIMEOUT_HINT =
-  'A direct get that the server refuses for permissions, or one on a stream without allow_direct, ' +
-  'shows up as a timeout rather than as a refusal; so does a bucket that does not exist on ' +
-  'nats-server before 2.10.26. Check that this connection may publish to the subject above and ' +
-  'that stream KV_agent-limits exists with allow_direct: true.';
+  'Several causes look like a timeout: a request the server refuses for permissions (the ' +
+  'reply inbox may not be subscribed, or a client that does not report the refusal), a ' +
+  'stream without allow_direct, and on nats-server before 2.10.26 a bucket that does not ' +
+  'exist. Check that this connection may publish to the subject above and subscribe to its ' +
+  'inbox, and that stream KV_agent-limits exists with allow_direct: true.';
 
 // KV delete and purge leave an empty marker with this header; a server that
 // expires a key (subject delete markers, 2.11+) marks it with Nats-Marker-Reason.

@@ -17,7 +17,11 @@ export type AgentCapsChange =
       caps: AgentCaps;
       /** The stream sequence of the change. */
       revision: number;
-      /** False while the watcher replays the values stored when it started; true after. */
+      /**
+       * nats.js's flag: false for the values replayed when the watch starts, except
+       * the last of them; true for that one and every change after. Once it is
+       * true, the watcher has caught up.
+       */
       isUpdate: boolean;
     }
   | {
@@ -29,7 +33,11 @@ export type AgentCapsChange =
       error: CapsValueError;
       /** The stream sequence of the change. */
       revision: number;
-      /** False while the watcher replays the values stored when it started; true after. */
+      /**
+       * nats.js's flag: false for the values replayed when the watch starts, except
+       * the last of them; true for that one and every change after. Once it is
+       * true, the watcher has caught up.
+       */
       isUpdate: boolean;
     };
 
@@ -65,8 +73,9 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
 
 /**
  * Watch caps as they change: first the value stored for each key when the
- * watch starts (`isUpdate: false`), then every change (`isUpdate: true`).
- * For a host that applies caps as they change.
+ * watch starts, then every change. `isUpdate` turns true with the last
+ * replayed value, when the watcher has caught up. For a host that applies
+ * caps as they change.
  *
  * A value that is not valid caps arrives as `{ kind: 'invalid' }` rather than
  * ending the iteration, so one bad write cannot stop a host from seeing the
