@@ -196,6 +196,7 @@ describe.runIf(ok)('agent-caps on a real nats-server -js', () => {
         expect(isInvalidInputError(await rejection(readAgentCaps(nc, agent)))).toBe(true);
         expect(isInvalidInputError(await rejection(writeAgentCaps(kv, agent, {})))).toBe(true);
         expect(isInvalidInputError(await rejection(deleteAgentCaps(kv, agent)))).toBe(true);
+        expect(isInvalidInputError(await rejection(watchAgentCaps(nc, agent)))).toBe(true);
       }
     });
 

@@ -1,4 +1,4 @@
-import type { MsgHdrs, NatsConnection } from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
 import { ErrorCode, NatsRequestError } from '../../errors.js';
 import { isNoResponders, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type DecodeAgentCapsOptions, decodeAgentCaps } from '../codec.js';
@@ -81,7 +81,7 @@ export async function readAgentCaps(
 ): Promise<AgentCapsRead> {
   const subject = directGetSubject(agent);
   const what = `Reading the caps of agent ${JSON.stringify(agent)}`;
-  let reply: Awaited<ReturnType<NatsConnection['request']>>;
+  let reply: Msg;
   try {
     reply = await nc.request(subject, new Uint8Array(0), { timeout: options.timeout ?? 2000 });
   } catch (error) {

@@ -1,10 +1,9 @@
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
-import type { CapsValueError } from '../../errors.js';
-import { isCapsValueError } from '../../errors.js';
+import type { NatsConnection, QueuedIterator } from '@nats-io/transport-node';
+import { type CapsValueError, isCapsValueError } from '../../errors.js';
 import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, decodeAgentCaps } from '../codec.js';
-import { assertAgentName, BUCKET, keySubject } from '../names.js';
+import { BUCKET, keySubject } from '../names.js';
 
 /** One change seen by {@link watchAgentCaps}. */
 export type AgentCapsChange =
@@ -105,12 +104,12 @@ export async function watchAgentCaps(
   agent?: string,
   options: WatchAgentCapsOptions = {},
 ): Promise<AgentCapsWatch> {
-  const subject = agent === undefined ? `$KV.${BUCKET}.>` : keySubject(assertAgentName(agent));
+  const subject = agent === undefined ? `$KV.${BUCKET}.>` : keySubject(agent);
   const what =
     agent === undefined
       ? 'Watching all agent caps'
       : `Watching the caps of agent ${JSON.stringify(agent)}`;
-  let iterator: Awaited<ReturnType<Awaited<ReturnType<Kvm['open']>>['watch']>>;
+  let iterator: QueuedIterator<KvWatchEntry>;
   try {
     const kv = await new Kvm(nc).open(BUCKET);
     iterator = await kv.watch(agent === undefined ? {} : { key: agent });
