@@ -5,6 +5,7 @@
  * @packageDocumentation
  */
 
+export * from './agent-caps/index.js';
 export * from './caps/index.js';
 export * from './errors.js';
 export * from './ledger/index.js';
