@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
-import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
+import {
+  type ParsedResourceRequest,
+  type ResourceCapInput,
+  resourceCapSchema,
+  resourceRequestSchema,
+} from '../resources/schema.js';
+import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
 
 /** The automatic-label prefix used when the config does not set `autoLabelPrefix`. */
 export const DEFAULT_AUTO_LABEL_PREFIX = 'kici:';
@@ -56,6 +62,134 @@ const baseSchema = z.strictObject({
   scalers: z.array(scalerSchema),
 });
 
+/** Default resources as written in configuration. */
+export interface ResourceDefaultsInput {
+  /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** Validated default resources. */
+export interface ResourceDefaults {
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** A warm pool as written in configuration. */
+export interface WarmPoolInput {
+  /** How many idle agents to keep ready (busy agents do not count). */
+  size: number;
+  /** An idle agent older than this is destroyed. @default 300 */
+  idleTimeoutSeconds?: number;
+  /** Index of the label set warm agents are started with. @default 0 */
+  labelSet?: number;
+}
+
+/** A validated warm pool. */
+export interface WarmPoolConfig {
+  /** How many idle agents to keep ready (busy agents do not count). */
+  size: number;
+  /** An idle agent older than this is destroyed. */
+  idleTimeoutSeconds: number;
+  /** Index of the label set warm agents are started with. */
+  labelSet: number;
+}
+
+/** A label set as written in configuration. */
+export interface LabelSetInput {
+  /** The labels an agent of this set has (the manager adds the automatic ones). */
+  labels: string[];
+  /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** A validated label set. */
+export interface LabelSetConfig {
+  /** The labels an agent of this set has (without automatic labels). */
+  labels: string[];
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** One scaler as written in configuration. */
+export interface ScalerEntryInput {
+  /** Unique name; also the backend entry's name and the `<prefix>scaler:<name>` label. */
+  name: string;
+  /** The host's backend kind (free text, e.g. `container`, `firecracker`). */
+  type: string;
+  /** The most agents this scaler runs at once (spawning, idle and busy). 0 spawns nothing. */
+  maxAgents: number;
+  /** The kinds of agent this scaler can start; the first that fits a job is used. */
+  labelSets: LabelSetInput[];
+  /** Labels a job must name to run here (a taint): keeps special agents for jobs that ask. @default [] */
+  mandatoryLabels?: string[];
+  /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
+  machinePool?: string;
+  /** A cap on the summed requests of this scaler's agents. */
+  resourceCap?: ResourceCapInput;
+  /** Resources for label sets that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** Keep idle agents ready. */
+  warmPool?: WarmPoolInput;
+  /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
+  options?: Record<string, unknown>;
+}
+
+/** One validated scaler. */
+export interface ScalerEntryConfig {
+  /** Unique name. */
+  name: string;
+  /** The host's backend kind. */
+  type: string;
+  /** The most agents this scaler runs at once. */
+  maxAgents: number;
+  /** The label sets, in order. */
+  labelSets: LabelSetConfig[];
+  /** Labels a job must name to run here. */
+  mandatoryLabels: string[];
+  /** The machine pool, if any. */
+  machinePool?: string;
+  /** The scaler's cap, in cores and bytes. */
+  resourceCap?: ResourceCap;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The warm pool, with defaults filled in. */
+  warmPool?: WarmPoolConfig;
+  /** Backend-specific settings. */
+  options?: Record<string, unknown>;
+}
+
+/** A scaler configuration as written (quantities as strings or numbers). */
+export interface ScalerConfigInput {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'kici:' */
+  autoLabelPrefix?: string;
+  /** Resources for jobs, label sets and scalers that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** A cap on the summed requests of every agent of this orchestrator. */
+  resourceCap?: ResourceCapInput;
+  /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
+  machinePools?: Record<string, ResourceCapInput>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryInput[];
+}
+
+/** A validated scaler configuration: quantities as numbers, defaults filled in. */
+export interface ScalerConfig {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels. */
+  autoLabelPrefix: string;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The orchestrator-wide cap. */
+  resourceCap?: ResourceCap;
+  /** Machine pools by name. */
+  machinePools: Record<string, ResourceCap>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryConfig[];
+}
+
 /**
  * The zod schema of a {@link ScalerConfig}. Quantities (`"500m"`, `"8Gi"`) parse to
  * numbers; unknown keys are refused (put backend-specific settings in a scaler's
@@ -63,81 +197,75 @@ const baseSchema = z.strictObject({
  * mandatory labels present in every label set, warm pool within `maxAgents`) are
  * reported with their paths.
  */
-export const scalerConfigSchema = baseSchema.superRefine((config, ctx) => {
-  const prefix = config.autoLabelPrefix;
-  const seen = new Map<string, number>();
-  for (const [i, scaler] of config.scalers.entries()) {
-    const first = seen.get(scaler.name);
-    if (first !== undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['scalers', i, 'name'],
-        message: `Scaler name "${scaler.name}" is already used by scalers[${first}]`,
-      });
-    } else {
-      seen.set(scaler.name, i);
-    }
-    if (scaler.machinePool !== undefined && !(scaler.machinePool in config.machinePools)) {
-      const known = Object.keys(config.machinePools);
-      ctx.addIssue({
-        code: 'custom',
-        path: ['scalers', i, 'machinePool'],
-        message: `Unknown machine pool "${scaler.machinePool}"; declare it under machinePools (known: ${known.length ? known.join(', ') : 'none'})`,
-      });
-    }
-    for (const [j, label] of scaler.mandatoryLabels.entries()) {
-      if (label.startsWith(prefix)) {
+export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
+  baseSchema.superRefine((config, ctx) => {
+    const prefix = config.autoLabelPrefix;
+    const seen = new Map<string, number>();
+    for (const [i, scaler] of config.scalers.entries()) {
+      const first = seen.get(scaler.name);
+      if (first !== undefined) {
         ctx.addIssue({
           code: 'custom',
-          path: ['scalers', i, 'mandatoryLabels', j],
-          message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels`,
+          path: ['scalers', i, 'name'],
+          message: `Scaler name "${scaler.name}" is already used by scalers[${first}]`,
+        });
+      } else {
+        seen.set(scaler.name, i);
+      }
+      if (scaler.machinePool !== undefined && !(scaler.machinePool in config.machinePools)) {
+        const known = Object.keys(config.machinePools);
+        ctx.addIssue({
+          code: 'custom',
+          path: ['scalers', i, 'machinePool'],
+          message: `Unknown machine pool "${scaler.machinePool}"; declare it under machinePools (known: ${known.length ? known.join(', ') : 'none'})`,
         });
       }
-    }
-    for (const [j, set] of scaler.labelSets.entries()) {
-      for (const [k, label] of set.labels.entries()) {
+      for (const [j, label] of scaler.mandatoryLabels.entries()) {
         if (label.startsWith(prefix)) {
           ctx.addIssue({
             code: 'custom',
-            path: ['scalers', i, 'labelSets', j, 'labels', k],
-            message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels; the manager adds "${prefix}scaler:${scaler.name}" itself`,
+            path: ['scalers', i, 'mandatoryLabels', j],
+            message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels`,
           });
         }
       }
-      const missing = scaler.mandatoryLabels.filter((m) => !set.labels.includes(m));
-      if (missing.length > 0) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['scalers', i, 'labelSets', j, 'labels'],
-          message: `Label set lacks mandatory label(s) ${missing.map((m) => `"${m}"`).join(', ')}: a job must name them, so no job could ever match this set`,
-        });
+      for (const [j, set] of scaler.labelSets.entries()) {
+        for (const [k, label] of set.labels.entries()) {
+          if (label.startsWith(prefix)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['scalers', i, 'labelSets', j, 'labels', k],
+              message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels; the manager adds "${prefix}scaler:${scaler.name}" itself`,
+            });
+          }
+        }
+        const missing = scaler.mandatoryLabels.filter((m) => !set.labels.includes(m));
+        if (missing.length > 0) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'labelSets', j, 'labels'],
+            message: `Label set lacks mandatory label(s) ${missing.map((m) => `"${m}"`).join(', ')}: a job must name them, so no job could ever match this set`,
+          });
+        }
+      }
+      if (scaler.warmPool !== undefined) {
+        if (scaler.warmPool.size > scaler.maxAgents) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'warmPool', 'size'],
+            message: `Warm pool size ${scaler.warmPool.size} exceeds maxAgents ${scaler.maxAgents}`,
+          });
+        }
+        if (scaler.warmPool.labelSet >= scaler.labelSets.length) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'warmPool', 'labelSet'],
+            message: `Warm pool label set index ${scaler.warmPool.labelSet} is out of range (the scaler has ${scaler.labelSets.length})`,
+          });
+        }
       }
     }
-    if (scaler.warmPool !== undefined) {
-      if (scaler.warmPool.size > scaler.maxAgents) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['scalers', i, 'warmPool', 'size'],
-          message: `Warm pool size ${scaler.warmPool.size} exceeds maxAgents ${scaler.maxAgents}`,
-        });
-      }
-      if (scaler.warmPool.labelSet >= scaler.labelSets.length) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['scalers', i, 'warmPool', 'labelSet'],
-          message: `Warm pool label set index ${scaler.warmPool.labelSet} is out of range (the scaler has ${scaler.labelSets.length})`,
-        });
-      }
-    }
-  }
-});
-
-/** A scaler configuration as written (quantities as strings or numbers). */
-export type ScalerConfigInput = z.input<typeof scalerConfigSchema>;
-/** A validated scaler configuration: quantities as numbers, defaults filled in. */
-export type ScalerConfig = z.output<typeof scalerConfigSchema>;
-/** One validated entry of {@link ScalerConfig}`.scalers`. */
-export type ScalerEntryConfig = ScalerConfig['scalers'][number];
+  });
 
 /** The answer to {@link validateScalerConfig}. */
 export type ConfigValidation =

@@ -19,9 +19,11 @@ import {
   passesMandatoryGate,
 } from './labels.js';
 import type {
+  AgentRegistration,
   AgentResources,
   AgentState,
   BackendEventInput,
+  BackendStatus,
   CapacityLimit,
   NoMatchReason,
   ReconcileResult,
@@ -278,7 +280,7 @@ export class ScalerManager {
    * @param resources - The job's own resource declaration (highest layer of defaults).
    * @returns A {@link ScaleResult}, discriminated by `kind`. Never rejects for a
    *   backend or ledger failure (that is `spawn-failed`).
-   * @throws {@link ResourceParseError} or {@link ResourceConflictError} when the
+   * @throws `ResourceParseError` or `ResourceConflictError` when the
    *   job's resources (with the layered defaults) are invalid.
    * @throws TypeError for malformed arguments.
    */
@@ -543,8 +545,8 @@ export class ScalerManager {
     const { requests, limits } = resolveResources([
       job,
       labelSet.resources,
-      scaler.config.defaults?.resources as ResourceRequest | undefined,
-      this.#config.defaults?.resources as ResourceRequest | undefined,
+      scaler.config.defaults?.resources,
+      this.#config.defaults?.resources,
     ]);
     return { requests, limits };
   }
@@ -605,10 +607,7 @@ export class ScalerManager {
    * @returns `{ boundJobId?, mandatoryLabels }`, or `null` for an agent this
    *   manager did not spawn (a static agent).
    */
-  onAgentRegistered(
-    agentId: string,
-    labels: readonly string[] = [],
-  ): { boundJobId?: string; mandatoryLabels: string[] } | null {
+  onAgentRegistered(agentId: string, labels: readonly string[] = []): AgentRegistration | null {
     const record = this.#agents.get(agentId);
     if (record === undefined) return null;
     if (record.state === 'spawning') {
@@ -624,7 +623,7 @@ export class ScalerManager {
       }
       this.#emitFor(record, 'registered', `${agentId} registered`, { labels: [...labels] });
     }
-    const answer: { boundJobId?: string; mandatoryLabels: string[] } = {
+    const answer: AgentRegistration = {
       mandatoryLabels: [...record.scaler.config.mandatoryLabels],
     };
     if (record.jobId !== undefined) answer.boundJobId = record.jobId;
@@ -1019,7 +1018,7 @@ export class ScalerManager {
         else spawning++;
       }
       const usage = this.#caps.usage(scaler.scope);
-      const entry: ScalerStatus['backends'][number] = {
+      const entry: BackendStatus = {
         name: scaler.name,
         type: scaler.config.type,
         activeCount: scaler.agents.size,
@@ -1104,7 +1103,7 @@ export class ScalerManager {
           index,
           labels,
           set: new Set(labels),
-          resources: set.resources as ResourceRequest | undefined,
+          resources: set.resources,
         };
       });
       let state = this.#scalers.get(entry.name);

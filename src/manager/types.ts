@@ -273,40 +273,61 @@ export interface ScalerStatus {
   /** The orchestrator-wide cap, if configured. */
   globalResourceCap?: ResourceCap;
   /** Machine pools: cap, and what this instance holds in each. */
-  pools: Array<{ name: string; cap: ResourceCap; usage: Usage }>;
+  pools: PoolStatus[];
   /** Counters since construction. */
   counters: ScalerCounters;
   /** One entry per scaler (retiring ones included). */
-  backends: Array<{
-    /** The scaler name. */
-    name: string;
-    /** The backend kind from config. */
-    type: string;
-    /** Agents tracked (spawning, idle, busy). */
-    activeCount: number;
-    /** Agents spawning. */
-    spawningCount: number;
-    /** Agents registered and idle. */
-    idleCount: number;
-    /** Agents registered and busy. */
-    busyCount: number;
-    /** The scaler's agent limit. */
-    maxAgents: number;
-    /** Label sets this scaler can provision, automatic labels included. */
-    labelSets: string[][];
-    /** Summed requests of this scaler's agents. */
-    usage: Usage;
-    /** The scaler's cap, if configured. */
-    resourceCap?: ResourceCap;
-    /** The machine pool, if any. */
-    machinePool?: string;
-    /** Labels a job must name to run here (empty: no gate). */
-    mandatoryLabels: string[];
-    /** The warm pool target, if any. */
-    warmPool?: { size: number; idleTimeoutSeconds: number };
-    /** True once `reload` removed it; it goes when its last agent goes. */
-    retiring: boolean;
-  }>;
+  backends: BackendStatus[];
+}
+
+/** One machine pool in {@link ScalerStatus}. */
+export interface PoolStatus {
+  /** The pool. */
+  name: string;
+  /** Its cap. */
+  cap: ResourceCap;
+  /** What this manager's agents hold in it (other processes' rows are not counted). */
+  usage: Usage;
+}
+
+/** One scaler in {@link ScalerStatus}. */
+export interface BackendStatus {
+  /** The scaler name. */
+  name: string;
+  /** The backend kind from config. */
+  type: string;
+  /** Agents tracked (spawning, idle, busy). */
+  activeCount: number;
+  /** Agents spawning. */
+  spawningCount: number;
+  /** Agents registered and idle. */
+  idleCount: number;
+  /** Agents registered and busy. */
+  busyCount: number;
+  /** The scaler's agent limit. */
+  maxAgents: number;
+  /** Label sets this scaler can provision, automatic labels included. */
+  labelSets: string[][];
+  /** Summed requests of this scaler's agents. */
+  usage: Usage;
+  /** The scaler's cap, if configured. */
+  resourceCap?: ResourceCap;
+  /** The machine pool, if any. */
+  machinePool?: string;
+  /** Labels a job must name to run here (empty: no gate). */
+  mandatoryLabels: string[];
+  /** The warm pool target, if any. */
+  warmPool?: WarmPoolStatus;
+  /** True once `reload` removed it; it goes when its last agent goes. */
+  retiring: boolean;
+}
+
+/** A scaler's warm pool in {@link BackendStatus}. */
+export interface WarmPoolStatus {
+  /** Idle agents to keep ready. */
+  size: number;
+  /** Idle agents older than this are destroyed. */
+  idleTimeoutSeconds: number;
 }
 
 /** The answer to `reload`. */
@@ -322,7 +343,31 @@ export interface ReconcileResult {
   /** Tracked agents their backend no longer lists: released and forgotten. */
   released: string[];
   /** Agents a backend lists that this manager does not track (left alone). */
-  untracked: Array<{ scaler: string; agentId: string }>;
+  untracked: UntrackedAgent[];
   /** Backends whose `list()` threw (their agents were left alone). */
-  failed: Array<{ scaler: string; error: unknown }>;
+  failed: ReconcileFailure[];
+}
+
+/** An agent a backend runs that the manager does not track. */
+export interface UntrackedAgent {
+  /** The scaler whose backend listed it. */
+  scaler: string;
+  /** The agent. */
+  agentId: string;
+}
+
+/** A backend whose `list()` threw during `reconcile`. */
+export interface ReconcileFailure {
+  /** The scaler. */
+  scaler: string;
+  /** What `list()` threw. */
+  error: unknown;
+}
+
+/** The answer to `onAgentRegistered` for an agent the manager spawned. */
+export interface AgentRegistration {
+  /** The job the agent was spawned for; absent for a warm-pool agent. */
+  boundJobId?: string;
+  /** Labels every job given to this agent must name (apply them to queue-drain dispatch too). */
+  mandatoryLabels: string[];
 }

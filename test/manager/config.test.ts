@@ -71,7 +71,7 @@ describe('scalerConfigSchema', () => {
     ],
     [
       'unknown key (typo)',
-      (c) => ((c.scalers[0] as Record<string, unknown>).maxAgent = 3),
+      (c) => ((c.scalers[0] as unknown as Record<string, unknown>).maxAgent = 3),
       ['scalers', 0],
       /maxAgent/,
     ],
