@@ -5,4 +5,5 @@
  * @packageDocumentation
  */
 export * from './errors.js';
+export * from './nftables/index.js';
 export * from './resources/index.js';
