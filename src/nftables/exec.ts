@@ -220,6 +220,27 @@ function removal(footprint: AgentFootprint): NftCommand[] {
 }
 
 /**
+ * Removal without reading the table. `add element` first: it is a no-op when the element
+ * jumps to this agent's chain and fails when the identity now belongs to another agent, so
+ * another agent's dispatch is never deleted; `delete chain` fails if the chain is gone or
+ * still referenced. Any failure aborts the whole transaction.
+ */
+function blindRemoval(agentId: string, policy: NormalizedPolicy): NftCommand[] {
+  const commands: NftCommand[] = [];
+  for (const { part } of agentRules(policy)) {
+    const chain = agentChainName(agentId, part);
+    const { map, key } = dispatchFor(policy, part);
+    commands.push(
+      { op: 'add element', map, key, target: chain },
+      { op: 'delete element', map, key },
+      { op: 'flush chain', chain },
+      { op: 'delete chain', chain },
+    );
+  }
+  return commands;
+}
+
+/**
  * Check that nft can be run with the privileges it needs (runs `nft list tables`).
  *
  * @throws {NftNotInstalledError} when nft (or sudo, or ip for `netns`) is missing.
@@ -336,6 +357,13 @@ export async function addIsolationRules(
 
 /** Options of {@link removeIsolationRules}. */
 export interface RemoveOptions extends NftOptions {
+  /**
+   * The policy the agent was isolated with. In the `vmap` layout this allows a teardown in
+   * one nft process without reading the table (the return value is then the number of rules
+   * that policy installs). If the table does not hold what the policy says, it falls back to
+   * reading the table.
+   */
+  policy?: IsolationPolicy;
   /** Never throw: report failures to `onError` and return 0. @default false */
   bestEffort?: boolean;
   /** Called with the error a best-effort removal swallowed. */
@@ -353,6 +381,16 @@ export async function removeIsolationRules(agentId: string, opts?: RemoveOptions
   try {
     const id = validateAgentId(agentId);
     const ctx = context(opts);
+    if (opts?.policy !== undefined && ctx.layout === 'vmap') {
+      const policy = normalizePolicy(opts.policy);
+      try {
+        await apply(ctx, blindRemoval(id, policy));
+        return agentRules(policy).reduce((n, p) => n + p.rules.length, 0);
+      } catch (error) {
+        if (!isNftCommandError(error)) throw error;
+        // Not as the policy says (already gone, identity re-claimed): read and remove.
+      }
+    }
     for (let attempt = 0; ; attempt++) {
       const footprint = agentFootprints(await readState(ctx)).get(id);
       if (!footprint) return 0;

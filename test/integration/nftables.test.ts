@@ -145,7 +145,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     const before = Object.fromEntries(agents.map(([id]) => [id, count(id)]));
     expect(await removeIsolationRules('ab', opts)).toBe(before.ab);
     expect(await removeIsolationRules('r1', opts)).toBe(before.r1);
-    expect(await removeIsolationRules('u', opts)).toBe(before.u);
+    expect(await removeIsolationRules('u', { ...opts, policy: agents[5]![1] })).toBe(before.u);
     expect(await removeIsolationRules('ab', opts)).toBe(0);
     for (const [id] of agents) {
       expect(count(id), id).toBe(['ab', 'r1', 'u'].includes(id) ? 0 : before[id]);
@@ -158,6 +158,15 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
       'veth-abc',
       'veth-abc',
     ]);
+  });
+
+  it('a guarded removal never deletes the dispatch of another agent with that identity', async () => {
+    const policy: IsolationPolicy = { iifname: 'veth-g' };
+    await addIsolationRules('g1', policy, opts);
+    expect(await removeIsolationRules('g2', { ...opts, policy })).toBe(0);
+    expect(await verifyIsolation('g1', policy, opts)).toMatchObject({ ok: true });
+    expect(await removeIsolationRules('g1', { ...opts, policy })).toBe(5 + 3);
+    expect(footprint('g1')).toBeUndefined();
   });
 
   it('sweep removes the orphans of agents that are gone', async () => {

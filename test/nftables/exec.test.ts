@@ -248,6 +248,33 @@ describe('removeIsolationRules', () => {
     );
   });
 
+  it('vmap with the policy: one transaction, guarded so another agent is never touched', async () => {
+    const { calls, runner } = scripted(ok());
+    expect(await removeIsolationRules('ab', { runner, policy: { iifname: 'veth-ab' } })).toBe(8);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.input!.split('\n').slice(0, 4)).toEqual([
+      'add element inet kici fwd_iif { "veth-ab" : jump agent-ab-fwd }',
+      'delete element inet kici fwd_iif { "veth-ab" }',
+      'flush chain inet kici agent-ab-fwd',
+      'delete chain inet kici agent-ab-fwd',
+    ]);
+  });
+
+  it('vmap with a policy that does not match the table: falls back to reading it', async () => {
+    const { calls, runner } = scripted(
+      fail('Error: Could not process rule: File exists'),
+      ok(listing),
+      ok(),
+    );
+    expect(await removeIsolationRules('ab', { runner, policy: { iifname: 'veth-abc' } })).toBe(9);
+    expect(calls.map((c) => c.argv.slice(1, 3))).toEqual([
+      ['-f', '-'],
+      ['-j', 'list'],
+      ['-f', '-'],
+    ]);
+    expect(calls[2]!.input).not.toMatch(/veth-abc|agent-abc/);
+  });
+
   it('returns 0 without writing for an unknown agent or a missing table', async () => {
     for (const answer of [ok(listing), noTable]) {
       const { calls, runner } = scripted(answer);
