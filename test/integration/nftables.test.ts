@@ -111,6 +111,35 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     );
   });
 
+  it('nft lists the very rules the plan rendered, chain by chain (text compared)', () => {
+    // nft sorts set members when it prints; sort ours the same way before comparing.
+    const norm = (body: string) =>
+      body.replace(
+        /\{ ([^}]*) \}/g,
+        (_m, inner: string) => `{ ${inner.split(', ').sort().join(', ')} }`,
+      );
+    const listed = new Map<string, string[]>();
+    let chain = '';
+    for (const line of inNs(ns, 'nft', ['list', 'table', 'inet', 'kici']).split('\n')) {
+      const header = /^\tchain (\S+) \{$/.exec(line);
+      if (header) chain = header[1]!;
+      else if (line.startsWith('\t\t') && line.includes('comment "agent=')) {
+        listed.set(chain, [...(listed.get(chain) ?? []), norm(line.trim())]);
+      }
+    }
+    for (const [id, policy, layout] of agents) {
+      const planned = new Map<string, string[]>();
+      for (const line of renderIsolationPlan(id, policy, { layout }).split('\n')) {
+        const m = /^add rule inet kici (\S+) (.*)$/.exec(line);
+        if (m) planned.set(m[1]!, [...(planned.get(m[1]!) ?? []), norm(m[2]!)]);
+      }
+      for (const [name, rules] of planned) {
+        const mine = (listed.get(name) ?? []).filter((l) => l.includes(`"agent=${id} `));
+        expect(mine, `${id} ${name}`).toEqual(rules);
+      }
+    }
+  });
+
   it('re-applying is idempotent; a changed policy replaces the old rules', async () => {
     for (const [id, policy, layout] of agents) {
       const before = footprint(id)!.rules.length;
