@@ -1,7 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isNftCommandError, isNftNotInstalledError } from '../../src/errors.js';
+import {
+  isNftCommandError,
+  isNftNotInstalledError,
+  isNftPermissionError,
+} from '../../src/errors.js';
 import { skeletonCommands } from '../../src/nftables/build.js';
 import {
   addIsolationRules,
@@ -10,6 +15,7 @@ import {
   listIsolatedAgents,
   type NftLayoutName,
   type NftOptions,
+  type NftRunner,
   parseRuleHandles,
   parseRuleHandlesJson,
   removeIsolationRules,
@@ -46,6 +52,31 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     await expect(
       validateNftablesAvailability({ ...opts, nftPath: 'nft-does-not-exist' }),
     ).rejects.toSatisfy(isNftNotInstalledError);
+  });
+
+  it('nft without CAP_NET_ADMIN is reported as NftPermissionError naming requireSudo', async () => {
+    // Same namespace, but nft runs as nobody: `ip netns exec <ns> setpriv ... nft ...`.
+    const runner: NftRunner = async (file, args, { input }) => {
+      const [netns, exec, name, ...rest] = args;
+      const dropped = [
+        netns!,
+        exec!,
+        name!,
+        'setpriv',
+        '--reuid=65534',
+        '--regid=65534',
+        '--clear-groups',
+        ...rest,
+      ];
+      const r = await execa(file, dropped, {
+        reject: false,
+        ...(input === undefined ? {} : { input }),
+      });
+      return { stdout: String(r.stdout), stderr: String(r.stderr), exitCode: r.exitCode ?? 1 };
+    };
+    const error = await validateNftablesAvailability({ ...opts, runner }).catch((e) => e);
+    expect(isNftPermissionError(error)).toBe(true);
+    expect(error.message).toMatch(/CAP_NET_ADMIN.*requireSudo/);
   });
 
   it('the golden files are valid nft (checked with nft -c against the kernel)', () => {
