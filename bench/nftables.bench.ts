@@ -124,7 +124,11 @@ export default async function bench(): Promise<BenchTable[]> {
   const missing = canRun();
   if (missing) {
     return [
-      { title, rows: [], notes: [`skipped: ${missing}; run as root with nft and ip installed.`] },
+      {
+        title,
+        rows: [{ result: 'skipped', reason: missing }],
+        notes: ['The benchmark needs root with nft and ip installed; nothing was run.'],
+      },
     ];
   }
   const rows: BenchTable['rows'] = [];
