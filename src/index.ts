@@ -8,4 +8,5 @@
 export * from './agent-caps/index.js';
 export * from './caps/index.js';
 export * from './errors.js';
+export * from './nftables/index.js';
 export * from './resources/index.js';
