@@ -10,4 +10,5 @@ export * from './caps/index.js';
 export * from './errors.js';
 export * from './ledger/index.js';
 export * from './manager/index.js';
+export * from './nftables/index.js';
 export * from './resources/index.js';
