@@ -552,7 +552,8 @@ export class ScalerManager {
   }
 
   #match(labels: readonly string[], exclude: readonly string[]): MatchOutcome {
-    const key = `${labels.join('\n')}\u0000${exclude.join('\n')}`;
+    // JSON keeps ['a,b'] and ['a', 'b'] apart: job labels are not restricted.
+    const key = JSON.stringify([labels, exclude]);
     const cached = this.#matchCache.get(key);
     if (cached) return cached;
     const jobSet = new Set(labels);

@@ -137,6 +137,13 @@ describe('ScalerManager.requestScale: result kinds', () => {
     });
   });
 
+  it('the match cache keeps label lists apart that join to the same text', async () => {
+    const { manager } = setup();
+    expect((await manager.requestScale(['linux', 'small'], 'j1')).kind).toBe('spawned');
+    expect((await manager.requestScale(['linux\nsmall'], 'j2')).kind).toBe('no-match');
+    expect((await manager.requestScale(['linux,small'], 'j3')).kind).toBe('no-match');
+  });
+
   it('the mandatory gate: a gpu agent only for jobs naming gpu', async () => {
     const { manager, gpu } = setup();
     const plain = await manager.requestScale(['linux'], 'job-1');
