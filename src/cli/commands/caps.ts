@@ -3,7 +3,6 @@
  * command line.
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import {
   type AgentCaps,
   capsFromResources,
@@ -15,6 +14,7 @@ import {
   resourcesFromCaps,
 } from '../../agent-caps/index.js';
 import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../resources/index.js';
+import { type ParsedCommandArgs, parseCommandArgs, readStdin } from '../args.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives caps encode <caps> [options]
@@ -72,9 +72,7 @@ const options = {
   json: { type: 'boolean', default: false },
 } as const;
 
-type Values = ReturnType<
-  typeof parseArgs<{ options: typeof options; allowPositionals: true }>
->['values'];
+type Values = ParsedCommandArgs<typeof options>['values'];
 
 /** The `caps` command. */
 export const capsCommand: CliCommand = {
@@ -82,12 +80,7 @@ export const capsCommand: CliCommand = {
   summary: 'Encode, decode and render per-agent systemd caps (encode, decode, dropin).',
   help,
   async run(args, io) {
-    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-    try {
-      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseCommandArgs(args, options);
     const [sub, ...rest] = parsed.positionals;
     const v = parsed.values;
     const opts = { allowMemoryPercent: v['allow-memory-percent'] };
@@ -208,10 +201,4 @@ function printDecoded(caps: AgentCaps, v: Values, io: CliIO): void {
       ],
     ),
   );
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

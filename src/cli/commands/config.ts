@@ -4,9 +4,9 @@
  */
 import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
-import { parseArgs } from 'node:util';
 import { formatConfigPath, validateScalerConfig } from '../../manager/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
+import { parseCommandArgs, readStdin } from '../args.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives config check <file> [options]
@@ -45,12 +45,7 @@ export const configCommand: CliCommand = {
   summary: 'Validate a ScalerManager config file and print every issue with its path (check).',
   help,
   async run(args, io) {
-    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-    try {
-      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseCommandArgs(args, options);
     const [sub, file, ...extra] = parsed.positionals;
     if (sub !== 'check') {
       throw new UsageError(
@@ -150,10 +145,4 @@ async function parseYaml(text: string): Promise<unknown> {
   } catch (error) {
     throw new Error(`not valid YAML: ${(error as Error).message}`);
   }
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -3,13 +3,13 @@
  * without running nft and without root.
  */
 import { readFile } from 'node:fs/promises';
-import { parseArgs } from 'node:util';
 import {
   type HostPort,
   type IsolationPolicy,
   type NftLayoutName,
   renderIsolationPlan,
 } from '../../nftables/index.js';
+import { parseCommandArgs } from '../args.js';
 import { type CliCommand, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives nft plan --agent <id> <identity> [rules] [options]
@@ -77,12 +77,7 @@ export const nftCommand: CliCommand = {
   summary: 'Print the nftables isolation plan for an agent, without root (plan).',
   help,
   async run(args, io) {
-    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-    try {
-      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseCommandArgs(args, options);
     const [sub, ...extra] = parsed.positionals;
     if (sub !== 'plan') {
       throw new UsageError(
