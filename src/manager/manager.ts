@@ -798,9 +798,14 @@ export class ScalerManager {
    * Never rejects: failures become events. Concurrent calls share one pass.
    */
   maintain(): Promise<void> {
-    this.#maintaining ??= this.#maintainOnce().finally(() => {
-      this.#maintaining = undefined;
-    });
+    this.#maintaining ??= this.#maintainOnce()
+      .catch((error: unknown) => {
+        // A timer must never reject into the host (an unhandled rejection kills it).
+        this.#emitGeneral('', 'maintenance-failed', 'A maintenance pass failed', error);
+      })
+      .finally(() => {
+        this.#maintaining = undefined;
+      });
     return this.#maintaining;
   }
 
@@ -926,7 +931,16 @@ export class ScalerManager {
     for (const scaler of this.#scalers.values()) {
       if (typeof scaler.backend.shutdown === 'function') {
         stops.push(
-          scaler.backend.shutdown().catch((error: unknown) => this.#emitScaler(scaler, error)),
+          scaler.backend
+            .shutdown()
+            .catch((error: unknown) =>
+              this.#emitGeneral(
+                scaler.name,
+                'shutdown-failed',
+                `Backend ${scaler.name} failed to shut down`,
+                error,
+              ),
+            ),
         );
       } else {
         for (const id of scaler.agents) {
@@ -1234,15 +1248,16 @@ export class ScalerManager {
     this.#dispatch(record, event);
   }
 
-  #emitScaler(scaler: ScalerState, error: unknown): void {
+  /** An event about no single agent (`agentId` is empty). */
+  #emitGeneral(scaler: string, kind: string, message: string, error: unknown): void {
     safeCall(() =>
       this.#onEvent?.({
         source: 'manager',
-        kind: 'shutdown-failed',
+        kind,
         agentId: '',
-        scaler: scaler.name,
+        scaler,
         at: this.#now(),
-        message: `Backend ${scaler.name} failed to shut down`,
+        message,
         data: { error },
       }),
     );

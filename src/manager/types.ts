@@ -216,8 +216,9 @@ export interface ScalerEvent {
   source: 'manager' | 'backend';
   /**
    * For the manager: `spawning`, `spawned`, `spawn-failed`, `registered`, `busy`, `idle`,
-   * `disconnected`, `pruned`, `destroyed`, `destroy-failed`, `gone` (reconcile),
-   * `events-dropped` (the pre-correlation buffer overflowed). For a backend: its own kind.
+   * `disconnected`, `pruned`, `destroyed`, `destroy-failed`, `release-failed`, `gone`
+   * (reconcile), `events-dropped` (the pre-correlation buffer overflowed); and, with an
+   * empty `agentId`, `maintenance-failed` and `shutdown-failed`. For a backend: its own kind.
    */
   kind: string;
   /** The agent. */

@@ -164,6 +164,33 @@ describe('pruning spawns that never register', () => {
   });
 });
 
+describe('maintenance never rejects', () => {
+  it('a failing pass becomes a maintenance-failed event', async () => {
+    let calls = 0;
+    const { manager, events } = setup({
+      config: config({
+        scalers: [
+          {
+            name: 'small',
+            type: 'container',
+            maxAgents: 3,
+            labelSets: [{ labels: ['linux'] }],
+            warmPool: { size: 1 },
+          },
+        ],
+      }),
+      generateAgentId: () => {
+        calls++;
+        throw new Error('id source down');
+      },
+    });
+    await expect(manager.maintain()).resolves.toBeUndefined();
+    expect(calls).toBe(1);
+    expect(events.map((e) => e.kind)).toEqual(['maintenance-failed']);
+    expect(manager.getStatus().globalActiveCount).toBe(0);
+  });
+});
+
 describe('warm pool', () => {
   const warmConfig = (size: number, idleTimeoutSeconds = 60): ScalerConfigInput =>
     config({
