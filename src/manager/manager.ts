@@ -4,7 +4,8 @@ import { BackendError, type ConfigIssue } from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import { resolveResources } from '../resources/resolve.js';
-import type { ResourceAmount, ResourceCap, ResourceRequest } from '../resources/types.js';
+import type { ResourceAmount, ResourceRequest } from '../resources/types.js';
+import { checkLabels, exceeds, nonNegative, positive } from './checks.js';
 import {
   configError,
   type ScalerConfig,
@@ -12,6 +13,7 @@ import {
   type ScalerEntryConfig,
   validateScalerConfig,
 } from './config.js';
+import { type AgentMailbox, EventRelay, newMailbox } from './events.js';
 import {
   automaticLabels,
   type CompiledLabelSet,
@@ -129,10 +131,7 @@ interface AgentRecord {
   idleSince: number;
   destroying: boolean;
   context: Record<string, unknown> | undefined;
-  runId: string | undefined;
-  correlatedJobId: string | undefined;
-  buffer: ScalerEvent[];
-  dropped: number;
+  mailbox: AgentMailbox;
 }
 
 interface Candidate {
@@ -187,14 +186,12 @@ export class ScalerManager {
   readonly #spawningByJob = new Map<string, string>();
   readonly #caps = new CapTracker();
   readonly #ledger: PoolLedger | undefined;
-  readonly #onScalerEvent: ScalerManagerOptions['onScalerEvent'];
-  readonly #onEvent: ScalerManagerOptions['onEvent'];
+  readonly #events: EventRelay;
   readonly #now: () => number;
   readonly #generateAgentId: (scaler: string) => string;
   readonly #registrationTimeoutMs: number;
   readonly #maintenanceIntervalMs: number;
   readonly #demandHoldMs: number;
-  readonly #maxBufferedEvents: number;
   readonly #matchCache = new Map<string, MatchOutcome>();
   readonly #poolReleases = new Set<Promise<void>>();
   #globalDemandAt = Number.NEGATIVE_INFINITY;
@@ -239,8 +236,6 @@ export class ScalerManager {
       this.#backends.set(entry.name, entry);
     }
     this.#ledger = options.ledger;
-    this.#onScalerEvent = options.onScalerEvent;
-    this.#onEvent = options.onEvent;
     this.#now = options.now ?? Date.now;
     this.#generateAgentId = options.generateAgentId ?? defaultAgentId;
     this.#registrationTimeoutMs = positive(
@@ -254,7 +249,11 @@ export class ScalerManager {
       5000,
     );
     this.#demandHoldMs = nonNegative('demandHoldMs', options.demandHoldMs, 10_000);
-    this.#maxBufferedEvents = nonNegative('maxBufferedEvents', options.maxBufferedEvents, 100);
+    this.#events = new EventRelay(
+      options.onEvent,
+      options.onScalerEvent,
+      nonNegative('maxBufferedEvents', options.maxBufferedEvents, 100),
+    );
 
     const checked = this.#check(options.config);
     if (!checked.ok) throw configError(checked.errors);
@@ -363,10 +362,7 @@ export class ScalerManager {
       idleSince: 0,
       destroying: false,
       context: undefined,
-      runId: undefined,
-      correlatedJobId: undefined,
-      buffer: [],
-      dropped: 0,
+      mailbox: newMailbox(),
     };
     this.#agents.set(agentId, record);
     scaler.agents.add(agentId);
@@ -666,23 +662,15 @@ export class ScalerManager {
       this.#spawningByJob.delete(record.jobId!);
     }
     record.jobId = jobId;
-    record.runId = runId;
-    record.correlatedJobId = jobId;
-    const buffered = record.buffer.splice(0);
-    if (record.dropped > 0) {
-      const dropped = record.dropped;
-      record.dropped = 0;
-      this.#relay(runId, jobId, {
-        source: 'manager',
-        kind: 'events-dropped',
-        agentId,
-        scaler: record.scaler.name,
-        at: this.#now(),
-        message: `${dropped} event(s) of ${agentId} were dropped before it was correlated with a job`,
-        data: { dropped },
-      });
-    }
-    for (const event of buffered) this.#relay(runId, jobId, event);
+    this.#events.correlate(record.mailbox, runId, jobId, (dropped) => ({
+      source: 'manager',
+      kind: 'events-dropped',
+      agentId,
+      scaler: record.scaler.name,
+      at: this.#now(),
+      message: `${dropped} event(s) of ${agentId} were dropped before it was correlated with a job`,
+      data: { dropped },
+    }));
     this.#emitFor(record, 'busy', `${agentId} runs job ${jobId}`, { runId, jobId });
   }
 
@@ -698,8 +686,7 @@ export class ScalerManager {
     record.state = 'idle';
     record.idleSince = this.#now();
     record.jobId = undefined;
-    record.runId = undefined;
-    record.correlatedJobId = undefined;
+    this.#events.uncorrelate(record.mailbox);
     this.#emitFor(record, 'idle', `${agentId} is idle`);
   }
 
@@ -1227,7 +1214,7 @@ export class ScalerManager {
     };
     if (input?.message !== undefined) event.message = input.message;
     if (input?.data !== undefined) event.data = input.data;
-    this.#dispatch(this.#agents.get(agentId), event);
+    this.#events.dispatch(this.#agents.get(agentId)?.mailbox, event);
   }
 
   #emitFor(
@@ -1245,99 +1232,23 @@ export class ScalerManager {
       message,
     };
     if (data !== undefined) event.data = data;
-    this.#dispatch(record, event);
+    this.#events.dispatch(record.mailbox, event);
   }
 
   /** An event about no single agent (`agentId` is empty). */
   #emitGeneral(scaler: string, kind: string, message: string, error: unknown): void {
-    safeCall(() =>
-      this.#onEvent?.({
-        source: 'manager',
-        kind,
-        agentId: '',
-        scaler,
-        at: this.#now(),
-        message,
-        data: { error },
-      }),
-    );
+    this.#events.general({
+      source: 'manager',
+      kind,
+      agentId: '',
+      scaler,
+      at: this.#now(),
+      message,
+      data: { error },
+    });
   }
-
-  #dispatch(record: AgentRecord | undefined, event: ScalerEvent): void {
-    safeCall(() => this.#onEvent?.(event));
-    if (record === undefined) return;
-    if (record.runId !== undefined && record.correlatedJobId !== undefined) {
-      this.#relay(record.runId, record.correlatedJobId, event);
-      return;
-    }
-    if (this.#maxBufferedEvents === 0) {
-      record.dropped++;
-      return;
-    }
-    if (record.buffer.length >= this.#maxBufferedEvents) {
-      record.buffer.shift();
-      record.dropped++;
-    }
-    record.buffer.push(event);
-  }
-
-  #relay(runId: string, jobId: string, event: ScalerEvent): void {
-    safeCall(() => this.#onScalerEvent?.(runId, jobId, event));
-  }
-}
-
-// A host callback that throws must not break the manager's books.
-function safeCall(fn: () => void): void {
-  try {
-    fn();
-  } catch {
-    // ignored on purpose
-  }
-}
-
-function exceeds(
-  cap: ResourceCap | undefined,
-  requests: ResourceAmount,
-): { dimension: 'cpu' | 'memory'; requested: number; used: number; max: number } | undefined {
-  if (cap === undefined) return undefined;
-  if (
-    cap.maxCpu !== undefined &&
-    coresToMillicores(requests.cpus) > coresToMillicores(cap.maxCpu)
-  ) {
-    return { dimension: 'cpu', requested: requests.cpus, used: 0, max: cap.maxCpu };
-  }
-  if (cap.maxMemoryBytes !== undefined && requests.memBytes > cap.maxMemoryBytes) {
-    return { dimension: 'memory', requested: requests.memBytes, used: 0, max: cap.maxMemoryBytes };
-  }
-  return undefined;
 }
 
 function defaultAgentId(scaler: string): string {
   return `${scaler}-${randomBytes(6).toString('hex')}`;
-}
-
-function checkLabels(name: string, labels: readonly string[]): void {
-  if (!Array.isArray(labels) || labels.some((l) => typeof l !== 'string')) {
-    throw new TypeError(
-      `Expected \`${name}\` to be an array of strings, got \`${String(labels)}\``,
-    );
-  }
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new TypeError(`Expected \`${name}\` to be a finite number > 0, got \`${String(value)}\``);
-  }
-  return value;
-}
-
-function nonNegative(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new TypeError(
-      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
-    );
-  }
-  return value;
 }
