@@ -27,9 +27,13 @@ function readPool() {
   return parseDocument(readFileSync(location, 'utf8'), { pool: 'shared', location });
 }
 
-function worker(instanceId: string, requests: number): FixtureProcess {
+function worker(
+  instanceId: string,
+  requests: number,
+  extra: { rounds?: number; leaseTtlMs?: number; trigger?: string } = {},
+): FixtureProcess {
   const fixture = startFixture('manager-worker.ts', [
-    JSON.stringify({ dir, instanceId, requests, poolCpus: 5 }),
+    JSON.stringify({ dir, instanceId, requests, poolCpus: 5, ...extra }),
   ]);
   running.push(fixture);
   return fixture;
@@ -59,5 +63,33 @@ describe('two ScalerManagers, two processes, one machine pool', () => {
     }
     const after = readPool();
     expect(after.reservations).toEqual([]);
+  });
+
+  it('the share of a SIGKILLed manager goes to the other process once its lease has expired', async () => {
+    const a = worker('orch-a', 5, { leaseTtlMs: 1000, trigger: 'go-a' });
+    const b = worker('orch-b', 5, { rounds: 2, leaseTtlMs: 1000, trigger: 'go-b' });
+    await Promise.all([a.waitFor('ready'), b.waitFor('ready')]);
+    // A takes the whole pool; then B finds it full.
+    writeFileSync(join(dir, 'go-a'), '');
+    expect((await a.waitFor('held')).kinds).toEqual({ spawned: 5 });
+    writeFileSync(join(dir, 'go-b'), '');
+    expect((await b.waitFor('held')).kinds).toEqual({ 'at-capacity': 5 });
+    const aHeld = readPool().reservations.filter((r) => r.instanceId === 'orch-a').length;
+    expect(aHeld).toBe(5);
+    a.child.kill('SIGKILL');
+    await a.exited;
+    // Nothing released A's rows: they are still in the file. Once A's lease (1 s) has
+    // expired, B's next round reaps them and gets the capacity.
+    expect(readPool().reservations.filter((r) => r.instanceId === 'orch-a')).toHaveLength(aHeld);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    writeFileSync(join(dir, 'go-2'), '');
+    const second = await b.waitFor('held-2');
+    expect((second.kinds as Record<string, number>).spawned ?? 0).toBe(aHeld);
+    const rows = readPool().reservations;
+    expect(rows.every((r) => r.instanceId === 'orch-b')).toBe(true);
+    expect(rows).toHaveLength(5);
+    b.child.kill('SIGTERM');
+    expect(await b.exited, b.stderr()).toEqual({ code: 0, signal: null });
+    expect(readPool().reservations).toEqual([]);
   });
 });

@@ -351,6 +351,13 @@ describe('reload', () => {
       kind: 'at-capacity',
       backend: 'big',
     });
+    expect(await manager.requestScale(['kici:scaler:small'], 'j4')).toEqual({
+      kind: 'no-match',
+      reasons: [
+        { scaler: 'big', reason: 'labels', missing: ['kici:scaler:small'] },
+        { scaler: 'small', reason: 'retired' },
+      ],
+    });
     await manager.onAgentDisconnected(id);
     status = manager.getStatus();
     expect(status.backends.map((b) => b.name)).toEqual(['big']);

@@ -342,6 +342,10 @@ describe('ScalerManager: machine pools', () => {
     expect(ledger.caps.get('host')).toEqual({ maxCpu: 3 });
     await manager.requestScale(['linux'], 'j1');
     expect(ledger.usageOf('host')).toEqual({ cpus: 1, memBytes: 0 });
+    expect(manager.getStatus().pools).toEqual([
+      { name: 'host', cap: { maxCpu: 3 }, usage: { cpus: 1, memBytes: 0 } },
+    ]);
+    expect(manager.getStatus().backends[0]!.machinePool).toBe('host');
   });
 
   it('a full pool (another process holds it) is at-capacity and rolls the caps back', async () => {
