@@ -75,6 +75,23 @@ async function measure(m: ScalerManager, concurrency: number, ms: number) {
   return { perSecond: n / seconds, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
+/** Reserve + release pairs/s on the ledger itself: the bound of the pool rows. */
+async function ledgerAlone(ledger: MachineLedger, concurrency: number, ms: number) {
+  let n = 0;
+  const until = performance.now() + ms;
+  const start = performance.now();
+  const worker = async () => {
+    while (performance.now() < until) {
+      const id = `bare-${n++}`;
+      const result = await ledger.reserve('host', id, 0.25, 2 ** 28);
+      if (!result.ok) throw new Error('refused');
+      await ledger.release('host', id);
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return n / ((performance.now() - start) / 1000);
+}
+
 async function refusals(m: ScalerManager, ms: number) {
   // Decisions that end without a spawn: unknown labels (no-match) and never-fits.
   let n = 0;
@@ -118,6 +135,13 @@ export default async function (): Promise<BenchTable[]> {
     const pooled = manager(ledger);
     try {
       for (const concurrency of [1, 64]) {
+        const bare = await ledgerAlone(ledger, concurrency, 1000);
+        rows.push({
+          case: `  ledger alone (fsync ${fsync ? 'on' : 'off'}), ${concurrency} concurrent`,
+          'decisions/s': fmt(bare),
+          'p50 µs': '',
+          'p99 µs': '',
+        });
         const r = await measure(pooled, concurrency, 1500);
         rows.push({
           case: `file-backed pool (fsync ${fsync ? 'on' : 'off'}), ${concurrency} concurrent`,
