@@ -132,6 +132,8 @@ interface AgentRecord {
   destroying: boolean;
   context: Record<string, unknown> | undefined;
   mailbox: AgentMailbox;
+  /** Set when the agent itself went away (it registered, maybe ran, and disconnected). */
+  disconnected: boolean;
 }
 
 interface Candidate {
@@ -363,6 +365,7 @@ export class ScalerManager {
       destroying: false,
       context: undefined,
       mailbox: newMailbox(),
+      disconnected: false,
     };
     this.#agents.set(agentId, record);
     scaler.agents.add(agentId);
@@ -449,11 +452,12 @@ export class ScalerManager {
         return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'spawn', error };
       }
       record.spawnSettled = true;
-      if (this.#agents.get(agentId) !== record) {
+      if (this.#agents.get(agentId) !== record && !record.disconnected) {
         // Pruned (or shut down) before the backend answered: it must not live on.
         this.#destroyQuietly(record);
         return this.#lostWhileSpawning(record, 'spawn');
       }
+      // (A fast agent may even have registered, run and disconnected by now: still a spawn.)
       if (result && typeof result === 'object' && result.context) record.context = result.context;
       if (record.warm) this.#counters.warmSpawns++;
       else this.#counters.coldStarts++;
@@ -702,6 +706,7 @@ export class ScalerManager {
   onAgentDisconnected(agentId: string): Promise<void> {
     const record = this.#agents.get(agentId);
     if (record === undefined) return Promise.resolve();
+    record.disconnected = true;
     this.#emitFor(record, 'disconnected', `${agentId} disconnected`);
     return this.#forget(record);
   }

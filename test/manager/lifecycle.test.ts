@@ -86,6 +86,27 @@ describe('registration and correlation', () => {
     expect(relayed.at(-1)![2]).toMatchObject({ kind: 'log', data: { line: 'hello' } });
   });
 
+  it('an agent that registers, runs and leaves before spawn() resolves is still spawned', async () => {
+    const { manager, backend } = setup();
+    const gate = deferred();
+    backend.gate = gate.promise;
+    const pending = manager.requestScale(['linux'], 'job-1');
+    await new Promise((r) => setImmediate(r));
+    expect(manager.onAgentRegistered('small-1', [])).toEqual({
+      boundJobId: 'job-1',
+      mandatoryLabels: [],
+    });
+    await manager.onAgentDisconnected('small-1');
+    gate.resolve();
+    expect(await pending).toMatchObject({ kind: 'spawned', agentId: 'small-1' });
+    expect(backend.destroyed).toEqual([]);
+    expect(manager.getStatus()).toMatchObject({
+      globalActiveCount: 0,
+      globalUsage: { cpus: 0, memBytes: 0 },
+      counters: { coldStarts: 1, spawnFailures: 0 },
+    });
+  });
+
   it('the buffer is bounded and says how many events it dropped', async () => {
     const { manager, backend, relayed } = setup({ maxBufferedEvents: 3 });
     const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
