@@ -604,7 +604,7 @@ export class ScalerManager {
    * {@link ScalerManager.canRunJob}).
    *
    * @param agentId - The registering agent.
-   * @param labels - The labels it registered with (kept for status only).
+   * @param labels - The labels it registered with (passed on in the `registered` event).
    * @returns `{ boundJobId?, mandatoryLabels }`, or `null` for an agent this
    *   manager did not spawn (a static agent).
    */
@@ -689,9 +689,10 @@ export class ScalerManager {
     if (record === undefined || record.state === 'spawning') return;
     record.state = 'idle';
     record.idleSince = this.#now();
+    // The job still hears that its agent is done; later events wait for the next job.
+    this.#emitFor(record, 'idle', `${agentId} finished job ${record.jobId ?? ''} and is idle`);
     record.jobId = undefined;
     this.#events.uncorrelate(record.mailbox);
-    this.#emitFor(record, 'idle', `${agentId} is idle`);
   }
 
   /**

@@ -84,6 +84,18 @@ describe('registration and correlation', () => {
     ]);
     backend.spawned[0]!.emit({ kind: 'log', data: { line: 'hello' } });
     expect(relayed.at(-1)![2]).toMatchObject({ kind: 'log', data: { line: 'hello' } });
+    // The job hears that its agent is done; after that, events wait for the next job.
+    manager.onJobComplete(id);
+    expect(relayed.at(-1)!.slice(0, 2)).toEqual(['run-1', 'job-1']);
+    expect(relayed.at(-1)![2].kind).toBe('idle');
+    const count = relayed.length;
+    backend.spawned[0]!.emit({ kind: 'log', data: { line: 'between jobs' } });
+    expect(relayed).toHaveLength(count);
+    manager.correlateAgentToJob(id, 'run-2', 'job-2');
+    expect(relayed.slice(count).map(([r, j, e]) => `${r}/${j}/${e.kind}`)).toEqual([
+      'run-2/job-2/log',
+      'run-2/job-2/busy',
+    ]);
   });
 
   it('an agent that registers, runs and leaves before spawn() resolves is still spawned', async () => {
