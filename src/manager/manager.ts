@@ -846,7 +846,13 @@ export class ScalerManager {
       let resources: AgentResources;
       try {
         resources = this.#resolve(scaler, labelSet, undefined);
-      } catch {
+      } catch (error) {
+        this.#emitGeneral(
+          scaler.name,
+          'warm-pool-failed',
+          `The warm pool of ${scaler.name} cannot resolve its label set's resources`,
+          error,
+        );
         continue;
       }
       for (let missing = warm.size - ready; missing > 0; missing--) {

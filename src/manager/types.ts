@@ -218,7 +218,7 @@ export interface ScalerEvent {
    * For the manager: `spawning`, `spawned`, `spawn-failed`, `registered`, `busy`, `idle`,
    * `disconnected`, `pruned`, `destroyed`, `destroy-failed`, `release-failed`, `gone`
    * (reconcile), `events-dropped` (the pre-correlation buffer overflowed); and, with an
-   * empty `agentId`, `maintenance-failed` and `shutdown-failed`. For a backend: its own kind.
+   * empty `agentId`, `maintenance-failed`, `warm-pool-failed` and `shutdown-failed`. For a backend: its own kind.
    */
   kind: string;
   /** The agent. */
