@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
+import { resolveResources } from '../resources/resolve.js';
 import {
   type ParsedResourceRequest,
   type ResourceCapInput,
@@ -194,8 +195,8 @@ export interface ScalerConfig {
  * The zod schema of a {@link ScalerConfig}. Quantities (`"500m"`, `"8Gi"`) parse to
  * numbers; unknown keys are refused (put backend-specific settings in a scaler's
  * `options`); cross-field rules (unique names, known pools, reserved label prefix,
- * mandatory labels present in every label set, warm pool within `maxAgents`) are
- * reported with their paths.
+ * mandatory labels present in every label set, warm pool within `maxAgents`, label-set
+ * resources that resolve without a request above its limit) are reported with their paths.
  */
 export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
   baseSchema.superRefine((config, ctx) => {
@@ -238,6 +239,19 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
               message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels; the manager adds "${prefix}scaler:${scaler.name}" itself`,
             });
           }
+        }
+        try {
+          // A label set whose layers disagree (a request above a limit) could never spawn.
+          resolveResources(
+            [undefined, set.resources, scaler.defaults?.resources, config.defaults?.resources],
+            ['job', 'labelSet', 'scaler', 'global'],
+          );
+        } catch (error) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'labelSets', j, 'resources'],
+            message: (error as Error).message,
+          });
         }
         const missing = scaler.mandatoryLabels.filter((m) => !set.labels.includes(m));
         if (missing.length > 0) {

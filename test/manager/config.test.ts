@@ -138,6 +138,14 @@ describe('scalerConfigSchema', () => {
       /whitespace/,
     ],
     [
+      'label set request above its limit',
+      (c) => {
+        c.scalers[0]!.labelSets[0]!.resources = { requests: { cpus: 2 }, limits: { cpus: 1 } };
+      },
+      ['scalers', 0, 'labelSets', 0, 'resources'],
+      /request 2 cores \(from labelSet\) exceeds its limit 1 cores \(from labelSet\)/,
+    ],
+    [
       'maxMemory and maxMemoryBytes together',
       (c) => (c.resourceCap = { maxMemory: '1Gi', maxMemoryBytes: 5 }),
       ['resourceCap', 'maxMemoryBytes'],

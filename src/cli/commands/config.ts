@@ -15,7 +15,8 @@ Validate a ScalerManager configuration (the \`config\` given to \`new ScalerMana
 and to \`reload\`) without starting anything: the schema (names, counts, quantities
 such as "500m" and "8Gi"), unknown keys (typos), and the rules across fields (unique
 scaler names, machine pools that exist, no user label using the automatic-label
-prefix, mandatory labels present in every label set, warm pools within maxAgents).
+prefix, mandatory labels present in every label set, warm pools within maxAgents,
+label-set resources whose request would exceed their limit).
 
 Prints a summary of the scalers when the file is valid; otherwise every problem, one
 per line, as \`<path>: <message>\` (e.g. \`scalers[0].labelSets[1].labels: ...\`).
