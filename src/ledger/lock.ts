@@ -32,7 +32,6 @@ export interface LockHandle {
 
 interface MtimeRecord {
   mtimeMs: number | undefined;
-  inflight: Promise<void> | undefined;
 }
 
 /**
@@ -51,40 +50,42 @@ export class PoolLocker {
     const record = (path: string): MtimeRecord => {
       let entry = records.get(path);
       if (!entry) {
-        entry = { mtimeMs: undefined, inflight: undefined };
+        entry = { mtimeMs: undefined };
         records.set(path, entry);
       }
       return entry;
     };
+    // proper-lockfile's calls run synchronously (they are single metadata
+    // syscalls on a local directory) and answer on the next tick; utimes also
+    // records the mtime it set, which is how we recognise our own lock later.
+    const later =
+      <A extends unknown[], R>(fn: (...args: A) => R) =>
+      (...args: [...A, (error: unknown, result?: R) => void]) => {
+        const callback = args.pop() as (error: unknown, result?: R) => void;
+        let result: R;
+        try {
+          result = fn(...(args as unknown as A));
+        } catch (error) {
+          process.nextTick(callback, error);
+          return;
+        }
+        process.nextTick(callback, null, result);
+      };
     this.lockFs = {
       ...fs,
-      rmdir(path: Parameters<LedgerFs['rmdir']>[0], callback: (error: unknown) => void) {
-        if (lost.delete(String(path))) return callback(null);
-        fs.rmdir(path, callback);
+      mkdir: later((path: string) => fs.mkdirSync(path)),
+      stat: later((path: string) => fs.statSync(path)),
+      rmdir: later((path: string) => {
+        if (!lost.delete(path)) fs.rmdirSync(path);
+      }),
+      rmdirSync(path: string) {
+        if (!lost.delete(path)) fs.rmdirSync(path);
       },
-      rmdirSync(path: Parameters<LedgerFs['rmdirSync']>[0]) {
-        if (lost.delete(String(path))) return;
-        fs.rmdirSync(path);
-      },
-      utimes(
-        path: Parameters<LedgerFs['utimes']>[0],
-        atime: Parameters<LedgerFs['utimes']>[1],
-        mtime: Parameters<LedgerFs['utimes']>[2],
-        callback: (error: NodeJS.ErrnoException | null) => void,
-      ) {
-        const entry = record(String(path));
-        let done!: () => void;
-        entry.inflight = new Promise<void>((resolve) => {
-          done = resolve;
-        });
-        fs.utimes(path, atime, mtime, (error) => {
-          if (!error) entry.mtimeMs = toMs(mtime);
-          entry.inflight = undefined;
-          done();
-          callback(error);
-        });
-      },
-    } as LedgerFs;
+      utimes: later((path: string, atime: Date | number, mtime: Date | number) => {
+        fs.utimesSync(path, atime, mtime);
+        record(path).mtimeMs = toMs(mtime);
+      }),
+    } as unknown as LedgerFs;
   }
 
   /**
@@ -113,12 +114,11 @@ export class PoolLocker {
             compromised = error;
           },
         });
-        const entry = this.records.get(lockPath) ?? { mtimeMs: undefined, inflight: undefined };
+        const entry = this.records.get(lockPath) ?? { mtimeMs: undefined };
         this.records.set(lockPath, entry);
-        if (entry.inflight) await entry.inflight;
         // With a cached mtime precision proper-lockfile does not touch the fresh
         // directory, so its creation mtime is our baseline.
-        entry.mtimeMs = (await this.fs.promises.stat(lockPath)).mtimeMs;
+        entry.mtimeMs = this.fs.statSync(lockPath).mtimeMs;
         return this.handle(pool, lockPath, entry, release, () => compromised);
       } catch (error) {
         if (!hasErrorCode(error, 'ELOCKED')) throw error;
@@ -151,10 +151,9 @@ export class PoolLocker {
       async assertOwned() {
         const early = compromised();
         if (early) throw lost(early.message, early);
-        if (entry.inflight) await entry.inflight;
         let mtimeMs: number;
         try {
-          mtimeMs = (await fs.promises.stat(lockPath)).mtimeMs;
+          mtimeMs = fs.statSync(lockPath).mtimeMs;
         } catch (error) {
           throw lost('the lock directory is gone', error);
         }

@@ -335,7 +335,7 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const dir = await this.dir();
     const file = join(dir, `${pool}.json`);
-    const text = await readPoolFile(this.fs, file);
+    const text = readPoolFile(this.fs, file);
     const doc =
       text === undefined
         ? emptyDocument(this.caps.get(pool) ?? {})
@@ -471,7 +471,7 @@ export class MachineLedger implements PoolLedger {
       timeoutMs: this.lockTimeoutMs,
     });
     try {
-      const text = await readPoolFile(this.fs, file);
+      const text = readPoolFile(this.fs, file);
       let doc: LedgerDocument | undefined =
         text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);

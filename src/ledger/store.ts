@@ -7,10 +7,14 @@ import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 
+// The pool file is small and local: reads, renames and metadata calls are
+// synchronous (a few microseconds each, and the lock is held for less time);
+// only the fsyncs, which wait for the disk, go through the thread pool.
+
 /** The pool file's text, or `undefined` when it does not exist yet. */
-export async function readPoolFile(fs: LedgerFs, file: string): Promise<string | undefined> {
+export function readPoolFile(fs: LedgerFs, file: string): string | undefined {
   try {
-    return await fs.promises.readFile(file, 'utf8');
+    return fs.readFileSync(file, 'utf8');
   } catch (error) {
     if (hasErrorCode(error, 'ENOENT')) return undefined;
     throw error;
@@ -41,27 +45,37 @@ export async function writePoolFile(
   const temp = join(dir, `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   let renamed = false;
   try {
-    const handle = await fs.promises.open(temp, 'wx', 0o644);
+    const fd = fs.openSync(temp, 'wx', 0o644);
     try {
-      await handle.writeFile(text, 'utf8');
-      if (options.fsync) await handle.sync();
+      fs.writeFileSync(fd, text, 'utf8');
+      if (options.fsync) await sync(fs, fd);
     } finally {
-      await handle.close();
+      fs.closeSync(fd);
     }
     await options.beforeRename();
-    await fs.promises.rename(temp, file);
+    fs.renameSync(temp, file);
     renamed = true;
-    if (options.fsync) await syncDir(fs, dir);
+    if (options.fsync) {
+      const dirFd = fs.openSync(dir, 'r');
+      try {
+        await sync(fs, dirFd);
+      } finally {
+        fs.closeSync(dirFd);
+      }
+    }
   } finally {
-    if (!renamed) await fs.promises.unlink(temp).catch(() => {});
+    if (!renamed) {
+      try {
+        fs.unlinkSync(temp);
+      } catch {
+        // Never created, or already gone.
+      }
+    }
   }
 }
 
-async function syncDir(fs: LedgerFs, dir: string): Promise<void> {
-  const handle = await fs.promises.open(dir, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
-  }
+function sync(fs: LedgerFs, fd: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    fs.fsync(fd, (error) => (error ? reject(error) : resolve()));
+  });
 }

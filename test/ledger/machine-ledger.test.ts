@@ -318,12 +318,9 @@ describe('group commit', () => {
     let renames = 0;
     const fs = {
       ...nodeFs,
-      promises: {
-        ...nodeFs.promises,
-        rename: async (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
-          renames++;
-          return nodeFs.promises.rename(a, b);
-        },
+      renameSync: (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
+        renames++;
+        nodeFs.renameSync(a, b);
       },
     } as LedgerFs;
     const ledger = make({ fs });
@@ -342,12 +339,9 @@ describe('group commit', () => {
     let fail = false;
     const fs = {
       ...nodeFs,
-      promises: {
-        ...nodeFs.promises,
-        rename: async (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
-          if (fail) throw Object.assign(new Error('disk on fire'), { code: 'EIO' });
-          return nodeFs.promises.rename(a, b);
-        },
+      renameSync: (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
+        if (fail) throw Object.assign(new Error('disk on fire'), { code: 'EIO' });
+        nodeFs.renameSync(a, b);
       },
     } as LedgerFs;
     const ledger = make({ fs });
