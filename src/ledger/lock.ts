@@ -42,6 +42,9 @@ export class PoolLocker {
   private readonly records = new Map<string, MtimeRecord>();
   // Lock directories we no longer own: releasing must not remove the new owner's.
   private readonly lost = new Set<string>();
+  // When this process last had to wait for, and last released, each lock.
+  private readonly contendedAt = new Map<string, number>();
+  private readonly releasedAt = new Map<string, number>();
   private readonly lockFs: LedgerFs;
 
   constructor(private readonly fs: LedgerFs) {
@@ -100,8 +103,15 @@ export class PoolLocker {
     timing: LockTiming,
   ): Promise<LockHandle> {
     const started = Date.now();
-    let attempt = 0;
     let compromised: Error | undefined;
+    // Fairness: a process that just released a contended lock steps back for a
+    // moment before taking it again, so the processes polling for it get a turn
+    // instead of watching it hand the lock to itself.
+    const lastContended = this.contendedAt.get(lockPath) ?? -Infinity;
+    const lastReleased = this.releasedAt.get(lockPath) ?? -Infinity;
+    if (started - lastContended < 1_000 && started - lastReleased < 3) {
+      await sleep(1 + Math.random());
+    }
     for (;;) {
       try {
         const release = await lockfile.lock(file, {
@@ -123,12 +133,11 @@ export class PoolLocker {
       } catch (error) {
         if (!hasErrorCode(error, 'ELOCKED')) throw error;
       }
-      const waited = Date.now() - started;
+      const now = Date.now();
+      this.contendedAt.set(lockPath, now);
+      const waited = now - started;
       if (waited >= timing.timeoutMs) throw await this.busy(pool, lockPath, waited, timing);
-      attempt++;
-      // Exponential backoff from 1 ms to 32 ms, with full jitter so waiters spread out.
-      const ceiling = Math.min(32, 2 ** Math.min(attempt, 5));
-      await sleep(Math.min(Math.random() * ceiling + 0.5, timing.timeoutMs - waited));
+      await sleep(Math.min(retryDelay(waited), timing.timeoutMs - waited));
     }
   }
 
@@ -141,6 +150,7 @@ export class PoolLocker {
   ): LockHandle {
     const fs = this.fs;
     const lostSet = this.lost;
+    const releasedAt = this.releasedAt;
     const lost = (why: string, cause?: unknown) =>
       new LedgerLockCompromisedError(
         pool,
@@ -177,6 +187,7 @@ export class PoolLocker {
           // Already released or compromised: nothing of ours to remove.
         } finally {
           lostSet.delete(lockPath);
+          releasedAt.set(lockPath, Date.now());
         }
       },
     };
@@ -212,6 +223,18 @@ function toMs(value: unknown): number | undefined {
   if (typeof value === 'number') return value * 1000;
   if (typeof value === 'string') return Number(value) * 1000;
   return undefined;
+}
+
+/**
+ * How long a waiter sleeps before trying again, by how long it has waited so far.
+ * Newcomers poll every 1-4 ms (jittered); waiters past 20 ms poll every
+ * millisecond, so the longest waiters tend to win; past 250 ms the holder is
+ * probably stuck (it will be taken over after the stale window), so poll gently.
+ */
+function retryDelay(waitedMs: number): number {
+  if (waitedMs < 20) return 1 + Math.random();
+  if (waitedMs < 250) return 1;
+  return 5 + Math.random() * 10;
 }
 
 function sleep(ms: number): Promise<void> {
