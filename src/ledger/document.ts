@@ -204,7 +204,25 @@ export interface LivenessFacts {
 }
 
 /** A row's verdict: live, or stale with the reason. */
-export type RowVerdict = { stale: false } | { stale: true; reason: StaleReason };
+export type RowVerdict =
+  | {
+      /** The row is live. */
+      stale: false;
+    }
+  | {
+      /** The row is stale. */
+      stale: true;
+      /** Why. */
+      reason: StaleReason;
+    };
+
+/** A stale row and why it is stale. */
+export interface StaleRow {
+  /** The row. */
+  row: ReservationRow;
+  /** Why it is stale. */
+  reason: StaleReason;
+}
 
 /**
  * Decide whether one row is stale. In order:
@@ -235,7 +253,7 @@ export interface RowPartition {
   /** Rows to keep. */
   live: ReservationRow[];
   /** Rows to reap, each with why. */
-  stale: Array<{ row: ReservationRow; reason: StaleReason }>;
+  stale: StaleRow[];
 }
 
 /** Split rows into live and stale with {@link rowVerdict}. */
@@ -324,11 +342,16 @@ export interface RowMatch {
   instanceId?: string;
 }
 
+/** What {@link removeRows} returns. */
+export interface RemoveResult {
+  /** The document without the matching rows (the same object when nothing matched). */
+  doc: LedgerDocument;
+  /** The rows removed. */
+  removed: ReservationRow[];
+}
+
 /** The document without the matching rows, and the rows removed (the input is not changed). */
-export function removeRows(
-  doc: LedgerDocument,
-  match: RowMatch,
-): { doc: LedgerDocument; removed: ReservationRow[] } {
+export function removeRows(doc: LedgerDocument, match: RowMatch): RemoveResult {
   const removed: ReservationRow[] = [];
   const kept: ReservationRow[] = [];
   for (const row of doc.reservations) {

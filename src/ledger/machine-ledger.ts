@@ -21,6 +21,7 @@ import {
   partitionRows,
   type RowMatch,
   removeRows,
+  type StaleRow,
   serializeDocument,
   sumRows,
   validatePoolName,
@@ -101,7 +102,7 @@ export interface PoolSnapshot {
   /** Live rows. */
   live: ReservationRow[];
   /** Rows that would be reaped now, each with the reason. */
-  stale: Array<{ row: ReservationRow; reason: string }>;
+  stale: StaleRow[];
   /** Summed CPU and memory of live rows. */
   usage: ResourceAmount;
 }
