@@ -30,7 +30,7 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
-import { readPoolFile, writePoolFile } from './store.js';
+import { readPoolFile, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
 /** Options of {@link MachineLedger}. */
@@ -537,9 +537,36 @@ export class MachineLedger implements PoolLedger {
           beforeRename: () => handle.assertOwned(),
         });
       }
+      if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
       return answers;
     } finally {
       await handle.release();
+    }
+  }
+
+  // Under the pool lock: remove temp files that writers of this pool left when
+  // they were killed (older than the stale window, so no live writer owns
+  // them), and lease files expired for ten lease windows. Best effort.
+  private sweepLeftovers(dir: string, file: string): void {
+    const now = Date.now();
+    const prefix = tempPrefix(file);
+    let names: string[];
+    try {
+      names = this.fs.readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const temp = name.startsWith(prefix) && name.endsWith('.tmp');
+      const lease = name.endsWith('.lease') && name !== `${this.leaseId}.lease`;
+      if (!temp && !lease) continue;
+      const path = join(dir, name);
+      try {
+        const age = (lease ? this.now() : now) - this.fs.statSync(path).mtimeMs;
+        if (temp ? age > this.staleMs : age > 10 * this.leaseTtlMs) this.fs.unlinkSync(path);
+      } catch {
+        // Gone already, or not ours to remove.
+      }
     }
   }
 

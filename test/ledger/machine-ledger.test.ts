@@ -289,6 +289,30 @@ describe('stale rows', () => {
     expect(read().reservations.map((r: { agentId: string }) => r.agentId)).toEqual(['x', 'small']);
   });
 
+  it('reapStale also sweeps old temp files of this pool and long-expired lease files', async () => {
+    const clock = Date.now();
+    const touch = (name: string, ageMs: number) => {
+      writeFileSync(join(dir, name), '');
+      utimesSync(join(dir, name), new Date(clock - ageMs), new Date(clock - ageMs));
+    };
+    touch('.p.json.123.abcd.tmp', 60_000); // killed writer of p: removed
+    touch('.p.json.456.ef01.tmp', 100); // may belong to a live writer: kept
+    touch('.q.json.123.abcd.tmp', 60_000); // another pool's: kept
+    touch('dead.lease', 11 * 30_000); // expired ten windows ago: removed
+    touch('recent.lease', 31_000); // expired, but recently: kept
+    const ledger = make({ now: () => clock });
+    ledger.registerPool('p', {});
+    await ledger.reapStale('p');
+    expect(nodeFs.readdirSync(dir).sort()).toEqual(
+      [
+        '.p.json.456.ef01.tmp',
+        '.q.json.123.abcd.tmp',
+        `${ledger.leaseId}.lease`,
+        'recent.lease',
+      ].sort(),
+    );
+  });
+
   it('releaseAllForInstance removes only this instance’s rows in every registered pool', async () => {
     seedFile({ version: 1, cap: {}, reservations: [peerRow()] }, 'p');
     const ledger = make();
