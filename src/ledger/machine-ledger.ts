@@ -30,7 +30,7 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
-import { readPoolFile, tempPrefix, writePoolFile } from './store.js';
+import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
 /** Options of {@link MachineLedger}. */
@@ -471,6 +471,8 @@ export class MachineLedger implements PoolLedger {
       staleMs: this.staleMs,
       timeoutMs: this.lockTimeoutMs,
     });
+    let answers: Array<{ value?: unknown; error?: unknown }>;
+    let wrote = false;
     try {
       const text = readPoolFile(this.fs, file);
       let doc: LedgerDocument | undefined =
@@ -480,7 +482,7 @@ export class MachineLedger implements PoolLedger {
       const { live, stale } = partitionRows(base.reservations, await this.facts(dir, base));
       let current = keepRows(base, live);
       let dirty = false;
-      const answers = batch.map(({ op }) => {
+      answers = batch.map(({ op }) => {
         try {
           switch (op.kind) {
             case 'reserve': {
@@ -536,12 +538,17 @@ export class MachineLedger implements PoolLedger {
           fsync: this.fsync,
           beforeRename: () => handle.assertOwned(),
         });
+        wrote = true;
       }
       if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
-      return answers;
     } finally {
       await handle.release();
     }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (wrote && this.fsync) await syncDir(this.fs, dir);
+    return answers;
   }
 
   // Under the pool lock: remove temp files that writers of this pool left when

@@ -1,7 +1,8 @@
 /**
  * Reading and atomically replacing a pool file: temp file in the same directory,
- * fsync it, check we still own the lock, rename over the pool file, fsync the directory.
- * A process killed at any point leaves the old file or the new one, never a torn one.
+ * fdatasync it, check we still own the lock, rename over the pool file, fsync the
+ * directory. A process killed at any point leaves the old file or the new one,
+ * never a torn one.
  */
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
@@ -23,7 +24,7 @@ export function readPoolFile(fs: LedgerFs, file: string): string | undefined {
 
 /** Options of {@link writePoolFile}. */
 export interface WriteOptions {
-  /** fsync the temp file and the directory (default true). Off only for benchmarks. */
+  /** fdatasync the temp file before the rename (default true). Off only for benchmarks. */
   fsync: boolean;
   /** Called after the temp file is durable and right before the rename; throw to abort. */
   beforeRename(): Promise<void>;
@@ -34,35 +35,34 @@ export function tempPrefix(file: string): string {
   return `.${basename(file)}.`;
 }
 
-/** Replace `file` with `text` atomically. On any failure the temp file is removed and `file` is untouched. */
+/**
+ * Replace `file` with `text` atomically: temp file in the same directory,
+ * fdatasync, `beforeRename`, rename. On any failure the temp file is removed
+ * and `file` is untouched. Call {@link syncDir} afterwards to make the rename
+ * itself durable.
+ */
 export async function writePoolFile(
   fs: LedgerFs,
   file: string,
   text: string,
   options: WriteOptions,
 ): Promise<void> {
-  const dir = dirname(file);
-  const temp = join(dir, `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const temp = join(
+    dirname(file),
+    `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`,
+  );
   let renamed = false;
   try {
     const fd = fs.openSync(temp, 'wx', 0o644);
     try {
       fs.writeFileSync(fd, text, 'utf8');
-      if (options.fsync) await sync(fs, fd);
+      if (options.fsync) await datasync(fs, fd);
     } finally {
       fs.closeSync(fd);
     }
     await options.beforeRename();
     fs.renameSync(temp, file);
     renamed = true;
-    if (options.fsync) {
-      const dirFd = fs.openSync(dir, 'r');
-      try {
-        await sync(fs, dirFd);
-      } finally {
-        fs.closeSync(dirFd);
-      }
-    }
   } finally {
     if (!renamed) {
       try {
@@ -74,8 +74,20 @@ export async function writePoolFile(
   }
 }
 
-function sync(fs: LedgerFs, fd: number): Promise<void> {
+/** fsync a directory, making renames in it durable. */
+export async function syncDir(fs: LedgerFs, dir: string): Promise<void> {
+  const fd = fs.openSync(dir, 'r');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      fs.fsync(fd, (error) => (error ? reject(error) : resolve()));
+    });
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function datasync(fs: LedgerFs, fd: number): Promise<void> {
   return new Promise((resolve, reject) => {
-    fs.fsync(fd, (error) => (error ? reject(error) : resolve()));
+    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
   });
 }
