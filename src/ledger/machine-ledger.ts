@@ -341,7 +341,7 @@ export class MachineLedger implements PoolLedger {
       text === undefined
         ? emptyDocument(this.caps.get(pool) ?? {})
         : parseDocument(text, { pool, location: file });
-    const { live, stale } = partitionRows(doc.reservations, await this.facts(dir, doc));
+    const { live, stale } = partitionRows(doc.reservations, this.facts(dir, doc));
     return { pool, file, cap: doc.cap, live, stale, usage: sumRows(live) };
   }
 
@@ -479,7 +479,7 @@ export class MachineLedger implements PoolLedger {
         text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
-      const { live, stale } = partitionRows(base.reservations, await this.facts(dir, base));
+      const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
       let current = keepRows(base, live);
       let dirty = false;
       answers = batch.map(({ op }) => {
@@ -599,7 +599,7 @@ export class MachineLedger implements PoolLedger {
   }
 
   // Gather the liveness facts the pure rule needs, one probe per pid and lease.
-  private async facts(dir: string, doc: LedgerDocument): Promise<LivenessFacts> {
+  private facts(dir: string, doc: LedgerDocument): LivenessFacts {
     const bootId = this.bootId;
     const leases = new Map<string, LeaseState>();
     const processes = new Map<string, ProcessState>();
@@ -614,7 +614,7 @@ export class MachineLedger implements PoolLedger {
           row.leaseId,
           row.leaseId === this.leaseId
             ? 'fresh'
-            : await leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
+            : leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
         );
       }
     }
