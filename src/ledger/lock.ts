@@ -42,9 +42,6 @@ export class PoolLocker {
   private readonly records = new Map<string, MtimeRecord>();
   // Lock directories we no longer own: releasing must not remove the new owner's.
   private readonly lost = new Set<string>();
-  // When this process last had to wait for, and last released, each lock.
-  private readonly contendedAt = new Map<string, number>();
-  private readonly releasedAt = new Map<string, number>();
   private readonly lockFs: LedgerFs;
 
   constructor(private readonly fs: LedgerFs) {
@@ -104,14 +101,6 @@ export class PoolLocker {
   ): Promise<LockHandle> {
     const started = Date.now();
     let compromised: Error | undefined;
-    // Fairness: a process that just released a contended lock steps back for a
-    // moment before taking it again, so the processes polling for it get a turn
-    // instead of watching it hand the lock to itself.
-    const lastContended = this.contendedAt.get(lockPath) ?? -Infinity;
-    const lastReleased = this.releasedAt.get(lockPath) ?? -Infinity;
-    if (started - lastContended < 1_000 && started - lastReleased < 3) {
-      await sleep(1 + Math.random());
-    }
     for (;;) {
       try {
         const release = await lockfile.lock(file, {
@@ -133,9 +122,7 @@ export class PoolLocker {
       } catch (error) {
         if (!hasErrorCode(error, 'ELOCKED')) throw error;
       }
-      const now = Date.now();
-      this.contendedAt.set(lockPath, now);
-      const waited = now - started;
+      const waited = Date.now() - started;
       if (waited >= timing.timeoutMs) throw await this.busy(pool, lockPath, waited, timing);
       await sleep(Math.min(retryDelay(waited), timing.timeoutMs - waited));
     }
@@ -150,7 +137,6 @@ export class PoolLocker {
   ): LockHandle {
     const fs = this.fs;
     const lostSet = this.lost;
-    const releasedAt = this.releasedAt;
     const lost = (why: string, cause?: unknown) =>
       new LedgerLockCompromisedError(
         pool,
@@ -187,7 +173,6 @@ export class PoolLocker {
           // Already released or compromised: nothing of ours to remove.
         } finally {
           lostSet.delete(lockPath);
-          releasedAt.set(lockPath, Date.now());
         }
       },
     };
@@ -226,15 +211,14 @@ function toMs(value: unknown): number | undefined {
 }
 
 /**
- * How long a waiter sleeps before trying again, by how long it has waited so far.
- * Newcomers poll every 1-4 ms (jittered); waiters past 20 ms poll every
- * millisecond, so the longest waiters tend to win; past 250 ms the holder is
- * probably stuck (it will be taken over after the stale window), so poll gently.
+ * How long a waiter sleeps before trying again. Every millisecond (the timer
+ * floor) while the wait is short: a lock is held for about one disk flush, and
+ * a waiter that sleeps longer mostly finds it taken again, which is what makes
+ * tails long under contention. Past 250 ms the holder is probably stuck (it is
+ * taken over after the stale window), so poll gently, with jitter.
  */
 function retryDelay(waitedMs: number): number {
-  if (waitedMs < 20) return 1 + Math.random();
-  if (waitedMs < 250) return 1;
-  return 5 + Math.random() * 10;
+  return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
 }
 
 function sleep(ms: number): Promise<void> {
