@@ -100,31 +100,44 @@ export class PoolLocker {
     timing: LockTiming,
   ): Promise<LockHandle> {
     const started = Date.now();
+    const queue = new WaitQueue(this.fs, queuePath(lockPath));
     let compromised: Error | undefined;
     for (;;) {
-      try {
-        const release = await lockfile.lock(file, {
-          lockfilePath: lockPath,
-          realpath: false,
-          stale: timing.staleMs,
-          retries: 0,
-          fs: this.lockFs,
-          onCompromised: (error) => {
-            compromised = error;
-          },
-        });
-        const entry = this.records.get(lockPath) ?? { mtimeMs: undefined };
-        this.records.set(lockPath, entry);
-        // With a cached mtime precision proper-lockfile does not touch the fresh
-        // directory, so its creation mtime is our baseline.
-        entry.mtimeMs = this.fs.statSync(lockPath).mtimeMs;
-        return this.handle(pool, lockPath, entry, release, () => compromised);
-      } catch (error) {
-        if (!hasErrorCode(error, 'ELOCKED')) throw error;
+      if (queue.myTurn()) {
+        try {
+          const release = await lockfile.lock(file, {
+            lockfilePath: lockPath,
+            realpath: false,
+            stale: timing.staleMs,
+            retries: 0,
+            fs: this.lockFs,
+            onCompromised: (error) => {
+              compromised = error;
+            },
+          });
+          queue.leave();
+          const entry = this.records.get(lockPath) ?? { mtimeMs: undefined };
+          this.records.set(lockPath, entry);
+          // With a cached mtime precision proper-lockfile does not touch the fresh
+          // directory, so its creation mtime is our baseline.
+          entry.mtimeMs = this.fs.statSync(lockPath).mtimeMs;
+          return this.handle(pool, lockPath, entry, release, () => compromised);
+        } catch (error) {
+          if (!hasErrorCode(error, 'ELOCKED')) {
+            queue.leave();
+            throw error;
+          }
+        }
+        queue.claim();
       }
       const waited = Date.now() - started;
-      if (waited >= timing.timeoutMs) throw await this.busy(pool, lockPath, waited, timing);
-      await sleep(Math.min(retryDelay(waited), timing.timeoutMs - waited));
+      if (waited >= timing.timeoutMs) {
+        queue.leave();
+        throw await this.busy(pool, lockPath, waited, timing);
+      }
+      // Waiters behind an older one only need to notice when it is their turn.
+      const delay = queue.leading() ? retryDelay(waited) : 2 + Math.random();
+      await sleep(Math.min(delay, timing.timeoutMs - waited));
     }
   }
 
@@ -219,6 +232,88 @@ function toMs(value: unknown): number | undefined {
  */
 function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
+}
+
+/** The advisory wait-queue file of a lock: `<dir>/.<pool>.queue`, beside `<dir>/<pool>.lock`. */
+function queuePath(lockPath: string): string {
+  const slash = lockPath.lastIndexOf('/');
+  return `${lockPath.slice(0, slash + 1)}.${lockPath.slice(slash + 1, -'.lock'.length)}.queue`;
+}
+
+// A head-of-line claim older than this is ignored: its waiter died or stalled.
+const CLAIM_TTL_MS = 10;
+
+/**
+ * An advisory first-come-first-served order among waiters of one lock, so a
+ * process that keeps re-taking the lock cannot starve the others. The queue file
+ * names the oldest waiter (its start time and id) and when it last said so; a
+ * waiter only tries the lock when no older waiter has claimed the head within
+ * `CLAIM_TTL_MS`. It is only a hint: the lock itself is still the `mkdir`, a
+ * dead waiter's claim expires on its own, and writers that do not know the file
+ * (the kici orchestrator) simply compete as before.
+ */
+class WaitQueue {
+  private readonly start = performance.timeOrigin + performance.now();
+  private readonly id = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
+  private claimed = false;
+
+  constructor(
+    private readonly fs: LedgerFs,
+    private readonly path: string,
+  ) {}
+
+  /** True unless an older waiter holds a fresh claim on the head of the line. */
+  myTurn(): boolean {
+    const head = this.read();
+    if (head === undefined || head.id === this.id) return true;
+    if (Date.now() - head.touchedAt > CLAIM_TTL_MS) return true;
+    return head.start > this.start || (head.start === this.start && head.id > this.id);
+  }
+
+  /** True while our claim is the head of the line. */
+  leading(): boolean {
+    return this.claimed;
+  }
+
+  /** After a failed attempt: claim (or keep) the head of the line if no older waiter has it. */
+  claim(): void {
+    if (!this.myTurn()) {
+      this.claimed = false;
+      return;
+    }
+    try {
+      this.fs.writeFileSync(this.path, `${this.start} ${Date.now()} ${this.id}\n`, { mode: 0o644 });
+      this.claimed = true;
+    } catch {
+      // Advisory only.
+    }
+  }
+
+  /** Done waiting (the lock is ours, or we gave up): drop our claim if it is still there. */
+  leave(): void {
+    if (!this.claimed) return;
+    this.claimed = false;
+    if (this.read()?.id !== this.id) return;
+    try {
+      this.fs.unlinkSync(this.path);
+    } catch {
+      // Already gone.
+    }
+  }
+
+  private read(): { start: number; touchedAt: number; id: string } | undefined {
+    let text: string;
+    try {
+      text = this.fs.readFileSync(this.path, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const [start, touchedAt, id] = text.trim().split(' ');
+    const parsed = { start: Number(start), touchedAt: Number(touchedAt), id: id ?? '' };
+    return Number.isFinite(parsed.start) && Number.isFinite(parsed.touchedAt) && parsed.id
+      ? parsed
+      : undefined;
+  }
 }
 
 function sleep(ms: number): Promise<void> {

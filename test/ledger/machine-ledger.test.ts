@@ -399,6 +399,23 @@ describe('lock', () => {
     expect(error.message).toMatch(/Pool "p" is busy.* s old/);
   });
 
+  it('waits its turn behind an older waiter with a fresh claim, and ignores a stale claim', async () => {
+    const queue = join(dir, '.p.queue');
+    const claim = () => writeFileSync(queue, `1 ${Date.now()} older.1\n`);
+    claim();
+    const refresher = setInterval(claim, 2);
+    setTimeout(() => clearInterval(refresher), 150);
+    const ledger = make();
+    ledger.registerPool('p', {});
+    const started = Date.now();
+    expect(await ledger.reserve('p', 'a', 1, 1)).toEqual({ ok: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+    writeFileSync(queue, `1 ${Date.now() - 1_000} older.1\n`);
+    const again = Date.now();
+    expect(await ledger.reserve('p', 'b', 1, 1)).toEqual({ ok: true });
+    expect(Date.now() - again).toBeLessThan(100);
+  });
+
   it('a lock left by a dead holder is taken over once it is older than the stale window', async () => {
     mkdirSync(join(dir, 'p.lock'));
     const past = new Date(Date.now() - 5_000);
