@@ -31,7 +31,8 @@ function row(run: Run): Record<string, string> {
   };
 }
 
-async function sequential(fsync: boolean): Promise<Run> {
+// `callers` concurrent loops of reserve+release in this process (1: sequential).
+async function inProcess(callers: number, fsync: boolean, scenario: string): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
   const ledger = new MachineLedger({ instanceId: 'bench', dir, fsync });
   ledger.registerPool('p', { maxCpu: 10_000 });
@@ -41,23 +42,21 @@ async function sequential(fsync: boolean): Promise<Run> {
   let pairs = 0;
   const start = performance.now();
   const end = start + DURATION_MS;
-  while (performance.now() < end) {
-    const t = performance.now();
-    await ledger.reserve('p', `a${pairs}`, 1, 1);
-    latencies.push(performance.now() - t);
-    await ledger.release('p', `a${pairs}`);
-    pairs++;
-  }
+  await Promise.all(
+    Array.from({ length: callers }, async (_, c) => {
+      for (let i = 0; performance.now() < end; i++) {
+        const t = performance.now();
+        await ledger.reserve('p', `c${c}-${i}`, 1, 1);
+        latencies.push(performance.now() - t);
+        await ledger.release('p', `c${c}-${i}`);
+        pairs++;
+      }
+    }),
+  );
   const seconds = (performance.now() - start) / 1000;
   await ledger.close();
   rmSync(dir, { recursive: true, force: true });
-  return {
-    scenario: `1 process, sequential, fsync ${fsync ? 'on' : 'off'}`,
-    pairs,
-    seconds,
-    latencies,
-    errors: 0,
-  };
+  return { scenario, pairs, seconds, latencies, errors: 0 };
 }
 
 async function contending(processes: number): Promise<Run> {
@@ -104,45 +103,12 @@ async function contending(processes: number): Promise<Run> {
   };
 }
 
-async function groupCommit(callers: number): Promise<Run> {
-  const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
-  const ledger = new MachineLedger({ instanceId: 'bench', dir });
-  ledger.registerPool('p', { maxCpu: 10_000 });
-  await ledger.reserve('p', 'warm', 1, 1);
-  await ledger.release('p', 'warm');
-  const latencies: number[] = [];
-  let pairs = 0;
-  const start = performance.now();
-  const end = start + DURATION_MS;
-  await Promise.all(
-    Array.from({ length: callers }, async (_, c) => {
-      for (let i = 0; performance.now() < end; i++) {
-        const t = performance.now();
-        await ledger.reserve('p', `c${c}-${i}`, 1, 1);
-        latencies.push(performance.now() - t);
-        await ledger.release('p', `c${c}-${i}`);
-        pairs++;
-      }
-    }),
-  );
-  const seconds = (performance.now() - start) / 1000;
-  await ledger.close();
-  rmSync(dir, { recursive: true, force: true });
-  return {
-    scenario: `1 process, ${callers} concurrent callers (group commit), fsync on`,
-    pairs,
-    seconds,
-    latencies,
-    errors: 0,
-  };
-}
-
 export default async function bench(): Promise<BenchTable[]> {
   const runs = [
-    await sequential(true),
-    await sequential(false),
+    await inProcess(1, true, '1 process, sequential, fsync on'),
+    await inProcess(1, false, '1 process, sequential, fsync off'),
     await contending(8),
-    await groupCommit(32),
+    await inProcess(32, true, '1 process, 32 concurrent callers (group commit), fsync on'),
   ];
   const [seq, , contended, group] = runs as [Run, Run, Run, Run];
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
