@@ -1,0 +1,408 @@
+/**
+ * Pure decisions over one pool document, shared by every ledger backend: parse and
+ * validate, compare caps, decide which rows are stale from injected facts, check a
+ * request against the cap, add and remove rows, serialize. No I/O, no clock.
+ */
+import { z } from 'zod';
+import { InvalidInputError, LedgerCapMismatchError, LedgerCorruptError } from '../errors.js';
+import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
+
+/** The document version this library reads and writes. */
+export const LEDGER_VERSION = 1;
+
+const POOL_NAME = /^[A-Za-z0-9._-]{1,128}$/;
+
+/**
+ * Check a pool name before it becomes part of a path or a key.
+ *
+ * @returns The name, unchanged.
+ * @throws InvalidInputError when the name is empty, longer than 128 characters,
+ *   `.` or `..`, or holds a character outside `[A-Za-z0-9._-]`.
+ * @throws TypeError when the name is not a string.
+ */
+export function validatePoolName(name: unknown): string {
+  if (typeof name !== 'string') {
+    throw new TypeError(`Expected \`pool\` to be a string, got \`${typeof name}\``);
+  }
+  if (!POOL_NAME.test(name) || name === '.' || name === '..') {
+    throw new InvalidInputError(
+      'pool name',
+      name,
+      `Invalid pool name ${JSON.stringify(name)}: use 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-', other than '.' and '..'.`,
+    );
+  }
+  return name;
+}
+
+const finiteNonNegative = z.number().finite().nonnegative();
+
+const capSchema = z.looseObject({
+  maxCpu: finiteNonNegative.optional(),
+  maxMemoryBytes: finiteNonNegative.optional(),
+});
+
+const rowSchema = z.looseObject({
+  instanceId: z.string(),
+  pid: z.number().int().nonnegative(),
+  bootId: z.string(),
+  agentId: z.string(),
+  cpus: finiteNonNegative,
+  memBytes: finiteNonNegative,
+  reservedAt: z.number().finite(),
+  pidStartTime: z.number().int().nonnegative().optional(),
+  leaseId: z.string().optional(),
+});
+
+const documentSchema = z.looseObject({
+  version: z.literal(LEDGER_VERSION),
+  cap: capSchema,
+  reservations: z.array(rowSchema),
+});
+
+/** Where a document came from, for error messages: its pool and its file path or KV key. */
+export interface DocumentSource {
+  /** The pool name. */
+  pool: string;
+  /** The file path or KV key the document was read from. */
+  location: string;
+}
+
+/**
+ * Parse and validate the text of a pool document. Unknown fields, in the
+ * document and in rows, are kept.
+ *
+ * @throws LedgerCorruptError when the text is not JSON, the version is not 1,
+ *   or a field has the wrong type; the message names the location and the field.
+ */
+export function parseDocument(text: string, source: DocumentSource): LedgerDocument {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    const detail =
+      text.trim() === '' ? 'it is empty' : `it is not valid JSON (${messageOf(error)})`;
+    throw corrupt(source, detail, error);
+  }
+  return validateDocument(value, source);
+}
+
+/**
+ * Validate an already-parsed pool document (for stores that hand over values).
+ *
+ * @throws LedgerCorruptError as {@link parseDocument}.
+ */
+export function validateDocument(value: unknown, source: DocumentSource): LedgerDocument {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw corrupt(source, 'it is not a JSON object');
+  }
+  const version = (value as { version?: unknown }).version;
+  if (version !== LEDGER_VERSION) {
+    throw corrupt(
+      source,
+      `its version is ${JSON.stringify(version) ?? 'missing'}, and this library reads version ${LEDGER_VERSION} only`,
+    );
+  }
+  const result = documentSchema.safeParse(value);
+  if (!result.success) {
+    const first = result.error.issues[0]!;
+    const where = first.path.length === 0 ? 'the document' : `\`${formatPath(first.path)}\``;
+    const more =
+      result.error.issues.length > 1 ? ` (and ${result.error.issues.length - 1} more)` : '';
+    throw corrupt(source, `${where}: ${first.message}${more}`, result.error);
+  }
+  return result.data as LedgerDocument;
+}
+
+/** Render a document as the text written to the store (two-space JSON, trailing newline). */
+export function serializeDocument(doc: LedgerDocument): string {
+  return `${JSON.stringify(doc, null, 2)}\n`;
+}
+
+/** A fresh, empty document for a pool with this cap. */
+export function emptyDocument(cap: ResourceCap): LedgerDocument {
+  return { version: LEDGER_VERSION, cap: normalizeCap(cap), reservations: [] };
+}
+
+/**
+ * Validate a cap given to `registerPool` and keep only its two known fields.
+ *
+ * @throws TypeError when a field is present and not a finite number >= 0.
+ */
+export function normalizeCap(cap: ResourceCap): ResourceCap {
+  if (typeof cap !== 'object' || cap === null) {
+    throw new TypeError(`Expected \`cap\` to be an object, got \`${String(cap)}\``);
+  }
+  const out: ResourceCap = {};
+  if (cap.maxCpu !== undefined) out.maxCpu = checkAmount('cap.maxCpu', cap.maxCpu);
+  if (cap.maxMemoryBytes !== undefined) {
+    out.maxMemoryBytes = checkAmount('cap.maxMemoryBytes', cap.maxMemoryBytes);
+  }
+  return out;
+}
+
+/** True when two caps limit the same dimensions to the same amounts (CPU compared in millicores). */
+export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
+  const sameCpu =
+    a.maxCpu === undefined || b.maxCpu === undefined
+      ? a.maxCpu === b.maxCpu
+      : toMillicores(a.maxCpu) === toMillicores(b.maxCpu);
+  const sameMemory =
+    a.maxMemoryBytes === undefined || b.maxMemoryBytes === undefined
+      ? a.maxMemoryBytes === b.maxMemoryBytes
+      : Math.round(a.maxMemoryBytes) === Math.round(b.maxMemoryBytes);
+  return sameCpu && sameMemory;
+}
+
+/**
+ * Fail unless the stored cap equals the registered one.
+ *
+ * @throws LedgerCapMismatchError naming the location and both caps.
+ */
+export function assertCap(doc: LedgerDocument, registered: ResourceCap, source: DocumentSource) {
+  if (capsEqual(doc.cap, registered)) return;
+  throw new LedgerCapMismatchError(
+    source.pool,
+    doc.cap,
+    registered,
+    `Pool ${JSON.stringify(source.pool)} in ${source.location} has cap ${describeCap(doc.cap)}, but this process registered ${describeCap(registered)}. Every writer of a pool must register the same cap; fix the configuration, or clear the pool deliberately if the cap really changed.`,
+  );
+}
+
+/** Why a row is stale: a constant object and its union type. */
+export const StaleReason = {
+  /** Written during an earlier boot of the host. */
+  OTHER_BOOT: 'other-boot',
+  /** Same instance; the writer's process no longer exists. */
+  PROCESS_GONE: 'process-gone',
+  /** Same instance; the pid now belongs to a newer process (start time differs). */
+  PID_REUSED: 'pid-reused',
+  /** Another instance whose lease has expired or ended. */
+  LEASE_EXPIRED: 'lease-expired',
+} as const;
+/** One of the values of {@link StaleReason}. */
+export type StaleReason = (typeof StaleReason)[keyof typeof StaleReason];
+
+/** What a same-instance row's process probe found. */
+export type ProcessState = 'alive' | 'gone' | 'reused';
+/** What a peer row's lease check found; `unknown` keeps the row (fail safe). */
+export type LeaseState = 'fresh' | 'expired' | 'unknown';
+
+/**
+ * Facts the stale-row rule needs, gathered by the backend before it decides.
+ * The backend decides how to answer (pid probe, lease file mtime, KV key age).
+ */
+export interface LivenessFacts {
+  /** The host's current boot id. */
+  bootId: string;
+  /** This ledger's instance id. */
+  instanceId: string;
+  /** Probe a same-instance row's process (pid, and start time when the row has one). */
+  processState(row: ReservationRow): ProcessState;
+  /** Check the lease of a peer row that carries `leaseId`. */
+  leaseState(leaseId: string, row: ReservationRow): LeaseState;
+}
+
+/** A row's verdict: live, or stale with the reason. */
+export type RowVerdict =
+  | {
+      /** The row is live. */
+      stale: false;
+    }
+  | {
+      /** The row is stale. */
+      stale: true;
+      /** Why. */
+      reason: StaleReason;
+    };
+
+/** A stale row and why it is stale. */
+export interface StaleRow {
+  /** The row. */
+  row: ReservationRow;
+  /** Why it is stale. */
+  reason: StaleReason;
+}
+
+/**
+ * Decide whether one row is stale. In order:
+ * 1. another boot id: stale;
+ * 2. same instance: the process probe decides (gone or reused: stale);
+ * 3. another instance with a lease: an expired lease is stale, fresh or unknown is live;
+ * 4. another instance without a lease (an older writer): live, as in the seed,
+ *    until the host reboots or the owner releases it.
+ */
+export function rowVerdict(row: ReservationRow, facts: LivenessFacts): RowVerdict {
+  if (row.bootId !== facts.bootId) return { stale: true, reason: StaleReason.OTHER_BOOT };
+  if (row.instanceId === facts.instanceId) {
+    const state = facts.processState(row);
+    if (state === 'gone') return { stale: true, reason: StaleReason.PROCESS_GONE };
+    if (state === 'reused') return { stale: true, reason: StaleReason.PID_REUSED };
+    return { stale: false };
+  }
+  if (typeof row.leaseId === 'string') {
+    if (facts.leaseState(row.leaseId, row) === 'expired') {
+      return { stale: true, reason: StaleReason.LEASE_EXPIRED };
+    }
+  }
+  return { stale: false };
+}
+
+/** A document's rows split into live ones and stale ones (with reasons), in document order. */
+export interface RowPartition {
+  /** Rows to keep. */
+  live: ReservationRow[];
+  /** Rows to reap, each with why. */
+  stale: StaleRow[];
+}
+
+/** Split rows into live and stale with {@link rowVerdict}. */
+export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
+  const live: ReservationRow[] = [];
+  const stale: RowPartition['stale'] = [];
+  for (const row of rows) {
+    const verdict = rowVerdict(row, facts);
+    if (verdict.stale) stale.push({ row, reason: verdict.reason });
+    else live.push(row);
+  }
+  return { live, stale };
+}
+
+/** CPU cores as integer millicores, so sums never drift (0.1 + 0.2 is 300m). */
+export function toMillicores(cpus: number): number {
+  return Math.round(cpus * 1000);
+}
+
+/** The summed CPU (cores, millicore precision) and memory (bytes) of rows. */
+export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
+  let milli = 0;
+  let bytes = 0;
+  for (const row of rows) {
+    milli += toMillicores(row.cpus);
+    bytes += Math.round(row.memBytes);
+  }
+  return { cpus: milli / 1000, memBytes: bytes };
+}
+
+/**
+ * Would `request` fit next to `rows` under `cap`? Sums in integer millicores
+ * and bytes. An absent cap field means no limit in that dimension. CPU is checked first.
+ */
+export function checkFit(
+  pool: string,
+  rows: readonly ReservationRow[],
+  cap: ResourceCap,
+  request: ResourceAmount,
+): ReserveResult {
+  const used = sumRows(rows);
+  if (cap.maxCpu !== undefined) {
+    const max = toMillicores(cap.maxCpu);
+    const want = toMillicores(request.cpus);
+    const have = toMillicores(used.cpus);
+    if (have + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'cpu',
+        requested: want / 1000,
+        used: have / 1000,
+        max: max / 1000,
+        neverFits: want > max,
+      };
+    }
+  }
+  if (cap.maxMemoryBytes !== undefined) {
+    const max = Math.round(cap.maxMemoryBytes);
+    const want = Math.round(request.memBytes);
+    if (used.memBytes + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'memory',
+        requested: want,
+        used: used.memBytes,
+        max,
+        neverFits: want > max,
+      };
+    }
+  }
+  return { ok: true };
+}
+
+/** The document with `row` appended (the input is not changed). */
+export function addRow(doc: LedgerDocument, row: ReservationRow): LedgerDocument {
+  return { ...doc, reservations: [...doc.reservations, row] };
+}
+
+/** Which rows {@link removeRows} removes: an agent, optionally only one instance's row. */
+export interface RowMatch {
+  /** The agent id. */
+  agentId: string;
+  /** When set, only rows of this instance. */
+  instanceId?: string;
+}
+
+/** What {@link removeRows} returns. */
+export interface RemoveResult {
+  /** The document without the matching rows (the same object when nothing matched). */
+  doc: LedgerDocument;
+  /** The rows removed. */
+  removed: ReservationRow[];
+}
+
+/** The document without the matching rows, and the rows removed (the input is not changed). */
+export function removeRows(doc: LedgerDocument, match: RowMatch): RemoveResult {
+  const removed: ReservationRow[] = [];
+  const kept: ReservationRow[] = [];
+  for (const row of doc.reservations) {
+    const hit =
+      row.agentId === match.agentId &&
+      (match.instanceId === undefined || row.instanceId === match.instanceId);
+    (hit ? removed : kept).push(row);
+  }
+  return { doc: removed.length ? { ...doc, reservations: kept } : doc, removed };
+}
+
+/** The document keeping only `rows` (by identity), the input unchanged. */
+export function keepRows(doc: LedgerDocument, rows: readonly ReservationRow[]): LedgerDocument {
+  if (rows.length === doc.reservations.length) return doc;
+  return { ...doc, reservations: [...rows] };
+}
+
+/** Human form of a cap for messages: `{ maxCpu: 4, maxMemoryBytes: 8589934592 }` or `no cap`. */
+export function describeCap(cap: ResourceCap): string {
+  const parts: string[] = [];
+  if (cap.maxCpu !== undefined) parts.push(`maxCpu: ${cap.maxCpu}`);
+  if (cap.maxMemoryBytes !== undefined) parts.push(`maxMemoryBytes: ${cap.maxMemoryBytes}`);
+  return parts.length ? `{ ${parts.join(', ')} }` : '{} (no limit)';
+}
+
+function checkAmount(name: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(
+      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
+    );
+  }
+  return value;
+}
+
+function corrupt(source: DocumentSource, detail: string, cause?: unknown): LedgerCorruptError {
+  return new LedgerCorruptError(
+    source.pool,
+    source.location,
+    `Ledger for pool ${JSON.stringify(source.pool)} at ${source.location} is corrupt: ${detail}. Nothing was written; inspect the file and clear it deliberately (see docs/ledger.md, "Clearing a corrupt pool").`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  return path
+    .map((key, i) =>
+      typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`,
+    )
+    .join('');
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

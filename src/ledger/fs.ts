@@ -1,0 +1,17 @@
+/**
+ * The one place the ledger touches `node:fs` directly. Every other ledger file,
+ * and proper-lockfile, reaches the filesystem through a {@link LedgerFs} passed
+ * in, so tests can inject failures (a test scans the sources to keep it so).
+ */
+import * as nodeFs from 'node:fs';
+
+/** The filesystem the ledger uses: the shape of `node:fs` (callback API and `promises`). */
+export type LedgerFs = typeof nodeFs;
+
+/** The real filesystem. */
+export const defaultFs: LedgerFs = nodeFs;
+
+/** True for a Node.js system error with this code (`ENOENT`, `EEXIST`, ...). */
+export function hasErrorCode(error: unknown, code: string): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
+}

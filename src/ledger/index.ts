@@ -1,0 +1,51 @@
+/**
+ * A cross-process ledger of CPU and memory reservations against named machine
+ * pools: the pool document format, the rules shared by every backend, and
+ * `MachineLedger`, the file-backed ledger shared with the kici orchestrator.
+ *
+ * @packageDocumentation
+ */
+
+export {
+  DEFAULT_LEDGER_DIR,
+  fallbackLedgerDir,
+  LEDGER_DIR_ENV,
+  resolveLedgerDir,
+} from './dir.js';
+export {
+  addRow,
+  assertCap,
+  capsEqual,
+  checkFit,
+  type DocumentSource,
+  emptyDocument,
+  keepRows,
+  LEDGER_VERSION,
+  type LeaseState,
+  type LivenessFacts,
+  normalizeCap,
+  type ProcessState,
+  parseDocument,
+  partitionRows,
+  type RemoveResult,
+  type RowMatch,
+  type RowPartition,
+  type RowVerdict,
+  removeRows,
+  rowVerdict,
+  StaleReason,
+  type StaleRow,
+  serializeDocument,
+  sumRows,
+  toMillicores,
+  validateDocument,
+  validatePoolName,
+} from './document.js';
+export type { LedgerFs } from './fs.js';
+export {
+  MachineLedger,
+  type MachineLedgerOptions,
+  type PoolSnapshot,
+  type ReleaseOptions,
+} from './machine-ledger.js';
+export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';

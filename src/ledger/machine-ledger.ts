@@ -1,0 +1,687 @@
+/**
+ * MachineLedger: the file-backed PoolLedger shared with the kici orchestrator.
+ */
+import { randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { DuplicateReservationError } from '../errors.js';
+import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import { resolveLedgerDir } from './dir.js';
+import {
+  addRow,
+  assertCap,
+  checkFit,
+  type DocumentSource,
+  emptyDocument,
+  keepRows,
+  type LeaseState,
+  type LivenessFacts,
+  normalizeCap,
+  type ProcessState,
+  parseDocument,
+  partitionRows,
+  type RowMatch,
+  removeRows,
+  type StaleRow,
+  serializeDocument,
+  sumRows,
+  validatePoolName,
+} from './document.js';
+import { defaultFs, type LedgerFs } from './fs.js';
+import { leasePath, leaseState, touchLease } from './lease.js';
+import { PoolLocker } from './lock.js';
+import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
+import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
+
+/** Options of {@link MachineLedger}. */
+export interface MachineLedgerOptions {
+  /** This orchestrator instance's id, written into every row it makes. */
+  instanceId: string;
+  /**
+   * The ledger directory.
+   * @default `$KICI_MACHINE_LEDGER_DIR`, else `/var/lib/kici/scaler-ledger`, else
+   *   (when that cannot be created or written) `<os.tmpdir()>/scaler-ledger-<uid>`
+   */
+  dir?: string;
+  /** Alias of `dir`, the seed's name. `dir` wins when both are given. */
+  explicitDir?: string;
+  /**
+   * A lock not refreshed for this long is taken over by the next process that
+   * wants it (a holder refreshes every `staleMs / 2`). Minimum 2000.
+   * @default 10000
+   */
+  staleMs?: number;
+  /**
+   * How long an operation keeps retrying a busy lock before it rejects with
+   * `LedgerBusyError`. Keep it above `staleMs` so a crashed holder's lock is
+   * taken over within one call.
+   * @default 15000
+   */
+  lockTimeoutMs?: number;
+  /**
+   * A peer whose lease has not been refreshed for this long is gone, and its
+   * rows are reaped. The lease is refreshed every `leaseTtlMs / 3`.
+   * @default 30000
+   */
+  leaseTtlMs?: number;
+  /** fsync the temp file and the directory on each write. Turn off only for benchmarks. @default true */
+  fsync?: boolean;
+  /** The host's boot id. @default read from `/proc/sys/kernel/random/boot_id` */
+  bootId?: string;
+  /** Probe whether a pid exists. @default `kill(pid, 0)`, where `EPERM` counts as alive */
+  isProcessAlive?: (pid: number) => boolean;
+  /** A process's start time in clock ticks since boot. @default `/proc/<pid>/stat` field 22 */
+  processStartTime?: (pid: number) => number | undefined;
+  /** The clock, in epoch milliseconds. @default `Date.now` */
+  now?: () => number;
+  /** The filesystem. @default `node:fs` */
+  fs?: LedgerFs;
+  /** The environment used to resolve the directory. @default `process.env` */
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Test hooks.
+   * @internal
+   */
+  hooks?: { beforeCommit?: (pool: string) => Promise<void> | void };
+}
+
+/** Options of {@link MachineLedger.release}. */
+export interface ReleaseOptions {
+  /** Remove the agent's row only when this instance made it. */
+  instanceId?: string;
+}
+
+/** Per-pool summary returned by {@link MachineLedger.inspect}. */
+export interface PoolSnapshot {
+  /** The pool name. */
+  pool: string;
+  /** The pool file. */
+  file: string;
+  /** The cap stored in the file (`{}` when the file does not exist). */
+  cap: ResourceCap;
+  /** Live rows. */
+  live: ReservationRow[];
+  /** Rows that would be reaped now, each with the reason. */
+  stale: StaleRow[];
+  /** Summed CPU and memory of live rows. */
+  usage: ResourceAmount;
+}
+
+type Op =
+  | { kind: 'reserve'; agentId: string; cpus: number; memBytes: number }
+  | { kind: 'release'; match: RowMatch }
+  | { kind: 'releaseInstance' }
+  | { kind: 'reap' };
+
+interface Pending {
+  op: Op;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+interface PoolQueue {
+  pending: Pending[];
+  running: boolean;
+}
+
+const DEFAULT_STALE_MS = 10_000;
+const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
+const DEFAULT_LEASE_TTL_MS = 30_000;
+const DEFAULT_REAP_INTERVAL_MS = 30_000;
+
+/**
+ * A cross-process ledger of reservations against named machine pools, kept in
+ * `<dir>/<pool>.json` and shared by every process on the host (including the
+ * kici orchestrator, whose file format and lock it uses).
+ *
+ * Every change happens under the pool's lock: read, reap stale rows, decide,
+ * write atomically. Concurrent calls on one pool in this process share one
+ * lock/read/write cycle (group commit) and each still gets its own answer, in
+ * call order. Reads (`getUsage`, `list`) take no lock: the file is only ever
+ * replaced whole.
+ *
+ * @example
+ * ```ts
+ * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: '/var/lib/ci/ledger' });
+ * ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 });
+ * ledger.start();
+ * const result = await ledger.reserve('build-host', 'agent-42', 2, 4 * 2 ** 30);
+ * if (result.ok) {
+ *   // start the agent; when it is gone:
+ *   await ledger.release('build-host', 'agent-42');
+ * } else {
+ *   console.log(`no room: ${result.dimension} ${result.used}/${result.max}`);
+ * }
+ * await ledger.releaseAllForInstance();
+ * await ledger.close();
+ * ```
+ */
+export class MachineLedger implements PoolLedger {
+  /** This instance's id. */
+  readonly instanceId: string;
+  /** This ledger's lease id, written into its rows. */
+  readonly leaseId: string;
+
+  private readonly fs: LedgerFs;
+  private readonly locker: PoolLocker;
+  private readonly caps = new Map<string, ResourceCap>();
+  private readonly queues = new Map<string, PoolQueue>();
+  private readonly now: () => number;
+  private readonly probe: (pid: number) => boolean;
+  private readonly startTimeOf: (pid: number) => number | undefined;
+  private readonly staleMs: number;
+  private readonly lockTimeoutMs: number;
+  private readonly leaseTtlMs: number;
+  private readonly fsync: boolean;
+  private readonly requestedDir: string | undefined;
+  private readonly env: NodeJS.ProcessEnv;
+  private readonly hooks: NonNullable<MachineLedgerOptions['hooks']>;
+  private bootIdValue: string | undefined;
+  private ownStartTime: number | undefined;
+  private dirPromise: Promise<string> | undefined;
+  private leaseReady: Promise<void> | undefined;
+  private reaperTimer: NodeJS.Timeout | undefined;
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  /**
+   * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
+   * @throws TypeError when `instanceId` is not a non-empty string or a timing is out of range.
+   */
+  constructor(options: MachineLedgerOptions) {
+    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
+      throw new TypeError(
+        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
+      );
+    }
+    this.instanceId = options.instanceId;
+    this.leaseId = randomUUID();
+    this.fs = options.fs ?? defaultFs;
+    this.locker = new PoolLocker(this.fs);
+    this.now = options.now ?? Date.now;
+    this.probe = options.isProcessAlive ?? isProcessAlive;
+    this.startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.fs, pid));
+    this.staleMs = Math.max(2000, positive('staleMs', options.staleMs, DEFAULT_STALE_MS));
+    this.lockTimeoutMs = positive('lockTimeoutMs', options.lockTimeoutMs, DEFAULT_LOCK_TIMEOUT_MS);
+    this.leaseTtlMs = positive('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
+    this.fsync = options.fsync ?? true;
+    this.requestedDir = options.dir ?? options.explicitDir;
+    this.env = options.env ?? process.env;
+    this.hooks = options.hooks ?? {};
+    this.bootIdValue = options.bootId;
+  }
+
+  /** The boot id rows are written with and compared against. */
+  get bootId(): string {
+    this.bootIdValue ??= readBootId(this.fs);
+    return this.bootIdValue;
+  }
+
+  /**
+   * The resolved ledger directory (created on first use).
+   *
+   * @throws LedgerDirError when the directory is unsafe or cannot be created.
+   */
+  dir(): Promise<string> {
+    this.dirPromise ??= resolveLedgerDir(this.fs, this.requestedDir, this.env);
+    // A failed resolution is retried on the next call.
+    this.dirPromise.catch(() => {
+      this.dirPromise = undefined;
+    });
+    return this.dirPromise;
+  }
+
+  /**
+   * Declare the cap a pool must have. The first write creates the file with this
+   * cap; a file with another cap is refused with `LedgerCapMismatchError`.
+   *
+   * @throws InvalidInputError for an invalid pool name.
+   * @throws TypeError for a cap field that is not a finite number >= 0.
+   */
+  registerPool(name: string, cap: ResourceCap): void {
+    this.caps.set(validatePoolName(name), normalizeCap(cap));
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
+   * A refusal writes nothing.
+   *
+   * @throws see {@link MachineLedger.reserve}.
+   */
+  async tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<boolean> {
+    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
+   * out of the sum (and removed when the file is written). A refusal says which
+   * dimension did not fit and writes nothing.
+   *
+   * @throws TypeError when the pool is not registered or an amount is not a finite number >= 0.
+   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
+   * @throws LedgerCorruptError, LedgerCapMismatchError when the file is bad (it is left as it is).
+   * @throws LedgerBusyError when the lock could not be taken before `lockTimeoutMs`.
+   * @throws LedgerLockCompromisedError when the lock was lost before the write (nothing written).
+   * @throws LedgerDirError when the directory is unsafe.
+   */
+  async reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<ReserveResult> {
+    validatePoolName(pool);
+    if (!this.caps.has(pool)) {
+      throw new TypeError(
+        `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
+      );
+    }
+    checkAgentId(agentId);
+    checkAmount('cpus', cpus);
+    checkAmount('memBytes', memBytes);
+    return (await this.enqueue(pool, {
+      kind: 'reserve',
+      agentId,
+      cpus,
+      memBytes,
+    })) as ReserveResult;
+  }
+
+  /**
+   * Remove the reservation of `agentId` in `pool`. Idempotent.
+   *
+   * @returns true when a row was removed.
+   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors).
+   */
+  async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
+    validatePoolName(pool);
+    checkAgentId(agentId);
+    const match: RowMatch = { agentId };
+    if (options.instanceId !== undefined) match.instanceId = options.instanceId;
+    return (await this.enqueue(pool, { kind: 'release', match })) as boolean;
+  }
+
+  /**
+   * Remove stale rows from `pool` now.
+   *
+   * @returns The number of rows removed.
+   */
+  async reapStale(pool: string): Promise<number> {
+    validatePoolName(pool);
+    return (await this.enqueue(pool, { kind: 'reap' })) as number;
+  }
+
+  /** Summed CPU and memory of `pool`'s live rows (no lock, no write). */
+  async getUsage(pool: string): Promise<ResourceAmount> {
+    return (await this.inspect(pool)).usage;
+  }
+
+  /** `pool`'s live rows (no lock, no write). */
+  async list(pool: string): Promise<ReservationRow[]> {
+    return (await this.inspect(pool)).live;
+  }
+
+  /**
+   * Everything about a pool as this instance sees it: live rows, rows it would
+   * reap and why, the stored cap. Takes no lock and writes nothing.
+   *
+   * @throws LedgerCorruptError when the file is bad.
+   */
+  async inspect(pool: string): Promise<PoolSnapshot> {
+    validatePoolName(pool);
+    const dir = await this.dir();
+    const file = join(dir, `${pool}.json`);
+    const text = readPoolFile(this.fs, file);
+    const doc =
+      text === undefined
+        ? emptyDocument(this.caps.get(pool) ?? {})
+        : parseDocument(text, { pool, location: file });
+    const { live, stale } = partitionRows(doc.reservations, this.facts(dir, doc));
+    return { pool, file, cap: doc.cap, live, stale, usage: sumRows(live) };
+  }
+
+  /**
+   * The pools that have a file in the ledger directory, sorted.
+   */
+  async pools(): Promise<string[]> {
+    const dir = await this.dir();
+    const names = await this.fs.promises.readdir(dir);
+    return names
+      .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
+      .map((name) => name.slice(0, -'.json'.length))
+      .filter((name) => {
+        try {
+          validatePoolName(name);
+          return true;
+        } catch {
+          return false;
+        }
+      })
+      .sort();
+  }
+
+  /**
+   * Start reaping every registered pool every `intervalMs`. Idempotent; the timer
+   * is unref'd and a failed round is retried on the next tick.
+   */
+  start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
+    checkAmount('intervalMs', intervalMs);
+    if (this.reaperTimer) return;
+    this.reaperTimer = setInterval(() => {
+      void this.reapAll();
+    }, intervalMs);
+    this.reaperTimer.unref();
+  }
+
+  /** Stop the reaper started by {@link MachineLedger.start}. */
+  stop(): void {
+    if (this.reaperTimer) clearInterval(this.reaperTimer);
+    this.reaperTimer = undefined;
+  }
+
+  /** Release every row this instance holds in every registered pool. Best effort per pool. */
+  async releaseAllForInstance(): Promise<void> {
+    await Promise.allSettled(
+      [...this.caps.keys()].map((pool) => this.enqueue(pool, { kind: 'releaseInstance' })),
+    );
+  }
+
+  /**
+   * Stop the timers and end this instance's lease (its file is removed), so
+   * peers reap rows it leaves behind. Waits for operations in progress.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.stop();
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.leaseTimer = undefined;
+    await Promise.allSettled(
+      [...this.queues.values()].map(
+        (queue) =>
+          new Promise<void>((resolve) => {
+            const check = () => (queue.running ? setTimeout(check, 5) : resolve());
+            check();
+          }),
+      ),
+    );
+    if (this.leaseReady) {
+      const dir = await this.dir().catch(() => undefined);
+      const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
+      if (file) await this.fs.promises.unlink(file).catch(() => {});
+    }
+  }
+
+  private async reapAll(): Promise<void> {
+    await Promise.allSettled([...this.caps.keys()].map((pool) => this.reapStale(pool)));
+  }
+
+  private enqueue(pool: string, op: Op): Promise<unknown> {
+    if (this.closed) {
+      return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
+    }
+    let queue = this.queues.get(pool);
+    if (!queue) {
+      queue = { pending: [], running: false };
+      this.queues.set(pool, queue);
+    }
+    const promise = new Promise<unknown>((resolve, reject) => {
+      queue.pending.push({ op, resolve, reject });
+    });
+    if (!queue.running) void this.drain(pool, queue);
+    return promise;
+  }
+
+  // One lock/read/write cycle per batch of queued calls.
+  private async drain(pool: string, queue: PoolQueue): Promise<void> {
+    queue.running = true;
+    try {
+      while (queue.pending.length > 0) {
+        const batch = queue.pending.splice(0);
+        try {
+          const answers = await this.commit(pool, batch);
+          batch.forEach((item, i) => {
+            const answer = answers[i]!;
+            if (answer.error !== undefined) item.reject(answer.error);
+            else item.resolve(answer.value);
+          });
+        } catch (error) {
+          for (const item of batch) item.reject(error);
+        }
+      }
+    } finally {
+      queue.running = false;
+    }
+  }
+
+  private async commit(
+    pool: string,
+    batch: Pending[],
+  ): Promise<Array<{ value?: unknown; error?: unknown }>> {
+    const dir = await this.dir();
+    await this.ensureLease(dir);
+    const file = join(dir, `${pool}.json`);
+    const source: DocumentSource = { pool, location: file };
+    const registered = this.caps.get(pool);
+    const handle = await this.locker.acquire(pool, file, join(dir, `${pool}.lock`), {
+      staleMs: this.staleMs,
+      timeoutMs: this.lockTimeoutMs,
+    });
+    let answers: Array<{ value?: unknown; error?: unknown }>;
+    let wrote = false;
+    try {
+      const text = readPoolFile(this.fs, file);
+      let doc: LedgerDocument | undefined =
+        text === undefined ? undefined : parseDocument(text, source);
+      if (doc && registered) assertCap(doc, registered, source);
+      const base = doc ?? emptyDocument(registered ?? {});
+      const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
+      let current = keepRows(base, live);
+      let dirty = false;
+      answers = batch.map(({ op }) => {
+        try {
+          switch (op.kind) {
+            case 'reserve': {
+              if (current.reservations.some((row) => row.agentId === op.agentId)) {
+                throw new DuplicateReservationError(
+                  op.agentId,
+                  `Agent ${JSON.stringify(op.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
+                );
+              }
+              const result = checkFit(pool, current.reservations, current.cap, op);
+              if (result.ok) {
+                current = addRow(current, this.row(op.agentId, op.cpus, op.memBytes));
+                dirty = true;
+              }
+              return { value: result };
+            }
+            case 'release': {
+              // Stale rows are gone from `current` already; they count as released.
+              const inStale = stale.some(
+                (s) =>
+                  s.row.agentId === op.match.agentId &&
+                  (op.match.instanceId === undefined || s.row.instanceId === op.match.instanceId),
+              );
+              const next = removeRows(current, op.match);
+              current = next.doc;
+              if (next.removed.length > 0 || inStale) dirty = true;
+              return { value: next.removed.length > 0 || inStale };
+            }
+            case 'releaseInstance': {
+              const kept = current.reservations.filter((row) => row.instanceId !== this.instanceId);
+              if (kept.length !== current.reservations.length) {
+                current = keepRows(current, kept);
+                dirty = true;
+              }
+              return { value: undefined };
+            }
+            default: {
+              // 'reap': stale rows are already out of `current`.
+              if (stale.length > 0) dirty = true;
+              return { value: stale.length };
+            }
+          }
+        } catch (error) {
+          return { error };
+        }
+      });
+      // Refusals, no-op releases and reads never rewrite the file; a file that
+      // does not exist yet is created only by a change.
+      if (dirty) {
+        doc = current;
+        await this.hooks.beforeCommit?.(pool);
+        await writePoolFile(this.fs, file, serializeDocument(doc), {
+          fsync: this.fsync,
+          beforeRename: () => handle.assertOwned(),
+        });
+        wrote = true;
+      }
+      if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
+    } finally {
+      await handle.release();
+    }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (wrote && this.fsync) await syncDir(this.fs, dir);
+    return answers;
+  }
+
+  // Under the pool lock: remove temp files that writers of this pool left when
+  // they were killed (older than the stale window, so no live writer owns
+  // them), and lease files expired for ten lease windows. Best effort.
+  private sweepLeftovers(dir: string, file: string): void {
+    const now = Date.now();
+    const prefix = tempPrefix(file);
+    let names: string[];
+    try {
+      names = this.fs.readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const temp = name.startsWith(prefix) && name.endsWith('.tmp');
+      const lease = name.endsWith('.lease') && name !== `${this.leaseId}.lease`;
+      if (!temp && !lease) continue;
+      const path = join(dir, name);
+      try {
+        const age = (lease ? this.now() : now) - this.fs.statSync(path).mtimeMs;
+        if (temp ? age > this.staleMs : age > 10 * this.leaseTtlMs) this.fs.unlinkSync(path);
+      } catch {
+        // Gone already, or not ours to remove.
+      }
+    }
+  }
+
+  private row(agentId: string, cpus: number, memBytes: number): ReservationRow {
+    const row: ReservationRow = {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.now(),
+    };
+    const start = this.selfStartTime();
+    if (start !== undefined) row.pidStartTime = start;
+    row.leaseId = this.leaseId;
+    return row;
+  }
+
+  private selfStartTime(): number | undefined {
+    this.ownStartTime ??= this.startTimeOf(process.pid);
+    return this.ownStartTime;
+  }
+
+  // Gather the liveness facts the pure rule needs, one probe per pid and lease.
+  private facts(dir: string, doc: LedgerDocument): LivenessFacts {
+    const bootId = this.bootId;
+    const leases = new Map<string, LeaseState>();
+    const processes = new Map<string, ProcessState>();
+    const now = this.now();
+    for (const row of doc.reservations) {
+      if (row.bootId !== bootId) continue;
+      if (row.instanceId === this.instanceId) {
+        const key = `${row.pid}:${row.pidStartTime ?? ''}`;
+        if (!processes.has(key)) processes.set(key, this.processStateOf(row));
+      } else if (typeof row.leaseId === 'string' && !leases.has(row.leaseId)) {
+        leases.set(
+          row.leaseId,
+          row.leaseId === this.leaseId
+            ? 'fresh'
+            : leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
+        );
+      }
+    }
+    return {
+      bootId,
+      instanceId: this.instanceId,
+      processState: (row) => processes.get(`${row.pid}:${row.pidStartTime ?? ''}`) ?? 'alive',
+      leaseState: (leaseId) => leases.get(leaseId) ?? 'unknown',
+    };
+  }
+
+  private processStateOf(row: ReservationRow): ProcessState {
+    if (row.pid === process.pid) {
+      const own = this.selfStartTime();
+      if (row.pidStartTime === undefined || own === undefined || row.pidStartTime === own) {
+        return 'alive';
+      }
+      return 'reused';
+    }
+    if (!this.probe(row.pid)) return 'gone';
+    if (row.pidStartTime === undefined) return 'alive';
+    const start = this.startTimeOf(row.pid);
+    return start === undefined || start === row.pidStartTime ? 'alive' : 'reused';
+  }
+
+  // The lease exists before the first row that names it is written, and is
+  // refreshed every third of its window by an unref'd timer.
+  private ensureLease(dir: string): Promise<void> {
+    const file = leasePath(dir, this.leaseId)!;
+    const body = `${JSON.stringify({ instanceId: this.instanceId, pid: process.pid, bootId: this.bootId })}\n`;
+    this.leaseReady ??= touchLease(this.fs, file, this.now(), body).then(() => {
+      if (this.closed) return;
+      this.leaseTimer = setInterval(
+        () => {
+          touchLease(this.fs, file, this.now(), body).catch(() => {});
+        },
+        Math.max(100, Math.floor(this.leaseTtlMs / 3)),
+      );
+      this.leaseTimer.unref();
+    });
+    this.leaseReady.catch(() => {
+      this.leaseReady = undefined;
+    });
+    return this.leaseReady;
+  }
+}
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new TypeError(`Expected \`${name}\` to be a finite number > 0, got \`${String(value)}\``);
+  }
+  return value;
+}
+
+function checkAmount(name: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(
+      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
+    );
+  }
+}
+
+function checkAgentId(agentId: unknown): void {
+  if (typeof agentId !== 'string' || agentId === '') {
+    throw new TypeError(
+      `Expected \`agentId\` to be a non-empty string, got \`${String(agentId)}\``,
+    );
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Facts about processes and the host, read from `/proc`: the boot id, whether a
+ * pid is alive, and a process's start time (to tell a reused pid from its first owner).
+ */
+import type { LedgerFs } from './fs.js';
+import { hasErrorCode } from './fs.js';
+
+/** Read the Linux boot id; `unknown-boot` where `/proc` has none (then only pids and leases decide). */
+export function readBootId(fs: LedgerFs): string {
+  try {
+    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || 'unknown-boot';
+  } catch {
+    return 'unknown-boot';
+  }
+}
+
+/**
+ * Whether a pid exists, by `kill(pid, 0)`. `EPERM` means the process exists but
+ * belongs to another user, so it counts as alive.
+ */
+export function isProcessAlive(pid: number): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return hasErrorCode(error, 'EPERM');
+  }
+}
+
+/**
+ * A process's start time: `/proc/<pid>/stat` field 22, in clock ticks since boot.
+ * `undefined` when it cannot be read (no such process, no `/proc`, another PID namespace).
+ */
+export function readProcessStartTime(fs: LedgerFs, pid: number): number | undefined {
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return undefined;
+  }
+  // Field 2 (comm) is in parentheses and may hold spaces or ')': split after the last ')'.
+  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  // rest[0] is field 3 (state), so field 22 is rest[19].
+  const value = Number(rest[19]);
+  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+}

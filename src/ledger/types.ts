@@ -1,0 +1,109 @@
+import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+
+/**
+ * One reservation in a pool: who holds it (instance, process, boot) and how much.
+ *
+ * The seven named fields are the wire format shared with the kici orchestrator's
+ * ledger. Everything else is optional and additive; a reader keeps fields it
+ * does not know when it rewrites the document.
+ */
+export interface ReservationRow {
+  /** The orchestrator instance that made the reservation. */
+  instanceId: string;
+  /** The process id of the writer, in the writer's PID namespace. */
+  pid: number;
+  /** The Linux boot id (`/proc/sys/kernel/random/boot_id`) when the row was written. */
+  bootId: string;
+  /** The agent this reservation is for; unique within a pool. */
+  agentId: string;
+  /** Reserved CPU, in cores. */
+  cpus: number;
+  /** Reserved memory, in bytes. */
+  memBytes: number;
+  /** When the row was written, in epoch milliseconds. */
+  reservedAt: number;
+  /**
+   * The writer's process start time (`/proc/<pid>/stat` field 22, clock ticks
+   * since boot). With `pid` it identifies the process even after the pid is reused.
+   */
+  pidStartTime?: number;
+  /**
+   * The writer's lease id. While the lease is fresh the row is live, whichever
+   * PID namespace the writer runs in; once it expires peers reap the row.
+   * Rows without a lease (older writers) keep the seed's rule.
+   */
+  leaseId?: string;
+  /** Fields written by other writers, kept as they are. */
+  [extra: string]: unknown;
+}
+
+/** The whole state of one pool: the `<dir>/<pool>.json` file, or one KV value. */
+export interface LedgerDocument {
+  /** Format version; this library reads and writes version 1. */
+  version: 1;
+  /** The pool's cap; every writer must have registered the same one. */
+  cap: ResourceCap;
+  /** Every reservation, live or not yet reaped. */
+  reservations: ReservationRow[];
+  /** Fields written by other writers, kept as they are. */
+  [extra: string]: unknown;
+}
+
+/**
+ * The answer to {@link PoolLedger.reserve}: granted, or refused with the
+ * dimension that did not fit and the numbers behind the refusal.
+ */
+export type ReserveResult =
+  | {
+      /** Granted: the row is written. */
+      ok: true;
+    }
+  | {
+      /** Refused: nothing was written. */
+      ok: false;
+      /** The pool. */
+      pool: string;
+      /** The dimension that did not fit (CPU is checked first). */
+      dimension: 'cpu' | 'memory';
+      /** What was asked for, in cores or bytes. */
+      requested: number;
+      /** What live rows already hold, in cores or bytes. */
+      used: number;
+      /** The pool's cap in that dimension, in cores or bytes. */
+      max: number;
+      /** True when the request exceeds the cap on its own: retrying cannot help. */
+      neverFits: boolean;
+    };
+
+/**
+ * A cross-process ledger of reservations against named pools. Implemented by
+ * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
+ */
+export interface PoolLedger {
+  /** Declare the cap a pool must have; every operation on the pool checks the stored cap against it. */
+  registerPool(name: string, cap: ResourceCap): void;
+  /** Reserve and answer only whether it was granted (the seed's signature). */
+  tryReserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<boolean>;
+  /** Reserve, and on refusal say which dimension did not fit and by how much. */
+  reserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<ReserveResult>;
+  /** Remove the agent's reservation. Idempotent; true when a row was removed. */
+  release(pool: string, agentId: string): Promise<boolean>;
+  /** Remove stale rows now; resolves to the number of rows reaped. */
+  reapStale(pool: string): Promise<number>;
+  /** The summed CPU and memory of the pool's live rows. */
+  getUsage(pool: string): Promise<ResourceAmount>;
+  /** The pool's live rows. */
+  list(pool: string): Promise<ReservationRow[]>;
+  /** Start the periodic reaper over every registered pool (unref'd timer; default 30000 ms). */
+  start(intervalMs?: number): void;
+  /** Stop the periodic reaper. */
+  stop(): void;
+  /** Release every row this instance holds in every registered pool (graceful shutdown). */
+  releaseAllForInstance(): Promise<void>;
+  /**
+   * Stop timers and end this instance's lease. Rows are not released here (call
+   * {@link PoolLedger.releaseAllForInstance} first); rows left behind become stale
+   * for peers once the lease has ended.
+   */
+  close(): Promise<void>;
+}

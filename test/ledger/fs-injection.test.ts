@@ -1,0 +1,31 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+// STYLE.md 6: the ledger reaches the filesystem only through the injected
+// `LedgerFs` (proper-lockfile included, via its `fs` option). Only fs.ts may import node:fs.
+const srcDir = join(import.meta.dirname, '../../src/ledger');
+const files = readdirSync(srcDir).filter((f) => f.endsWith('.ts'));
+
+describe('ledger sources route fs through the injected object', () => {
+  it('finds the sources', () => {
+    expect(files).toContain('machine-ledger.ts');
+    expect(files).toContain('fs.ts');
+  });
+
+  it.each(files.filter((f) => f !== 'fs.ts'))('%s does not import node:fs or fs', (file) => {
+    const text = readFileSync(join(srcDir, file), 'utf8');
+    expect(text).not.toMatch(/from\s+['"](node:)?fs(\/promises)?['"]/);
+    expect(text).not.toMatch(/require\(\s*['"](node:)?fs/);
+    expect(text).not.toMatch(/import\(\s*['"](node:)?fs/);
+  });
+
+  it('every proper-lockfile call passes the injected fs', () => {
+    const text = readFileSync(join(srcDir, 'lock.ts'), 'utf8');
+    const calls = text.match(/lockfile\.\w+\(/g) ?? [];
+    expect(calls.length).toBeGreaterThan(0);
+    const options = text.match(/lockfile\.\w+\([^)]*\{[^}]*\}/gs) ?? [];
+    expect(options.length).toBe(calls.length);
+    for (const call of options) expect(call).toMatch(/fs: this\.lockFs/);
+  });
+});
