@@ -10,7 +10,7 @@
  * - {@link LockHandle.assertOwned}, called right before the rename, compares the
  *   directory's mtime with the last one proper-lockfile set for us.
  */
-import lockfile from 'proper-lockfile';
+import type * as ProperLockfile from 'proper-lockfile';
 import { LedgerBusyError, LedgerLockCompromisedError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 
@@ -32,6 +32,15 @@ export interface LockHandle {
 
 interface MtimeRecord {
   mtimeMs: number | undefined;
+}
+
+// proper-lockfile installs a process exit hook (signal-exit) when it is loaded,
+// so it is loaded on the first lock, not when the package is imported.
+type LockfileApi = Pick<typeof ProperLockfile, 'lock'>;
+let loading: Promise<LockfileApi> | undefined;
+function loadLockfile(): Promise<LockfileApi> {
+  loading ??= import('proper-lockfile').then((mod) => mod.default);
+  return loading;
 }
 
 /**
@@ -102,6 +111,7 @@ export class PoolLocker {
     const started = Date.now();
     const queue = new WaitQueue(this.fs, queuePath(lockPath));
     let compromised: Error | undefined;
+    const lockfile = await loadLockfile();
     for (;;) {
       if (queue.myTurn()) {
         try {
