@@ -37,7 +37,6 @@ export {
   type StaleRow,
   serializeDocument,
   sumRows,
-  toMillicores,
   validateDocument,
   validatePoolName,
 } from './document.js';
