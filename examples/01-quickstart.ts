@@ -190,8 +190,11 @@ const dispatcher = {
         progress(`${job.id} -> failed (${job.why})`);
         break;
       case 'spawn-failed':
+        // Stays queued; everything was rolled back, so simply try again shortly.
         job.why = `spawn failed: ${String(result.error)}`;
-        break; // stays queued, tried again on the next pump
+        progress(`${job.id} -> ${job.why}; retrying`);
+        setTimeout(() => void this.pump(), 500);
+        break;
       case 'already-spawning':
         break;
     }
