@@ -2,7 +2,7 @@
  * Shared pieces of the NatsPoolLedger cross-process tests: start workers, and
  * watch every revision of a pool key checking it against the cap.
  */
-import type { KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
 import { KvWatchInclude } from '@nats-io/kv';
 import { checkFit, parseDocument } from '../../src/ledger/index.js';
 import type { ResourceCap } from '../../src/resources/types.js';
@@ -32,34 +32,69 @@ export interface RevisionReport {
 
 /**
  * Watch every revision of `pool.<pool>` (the bucket must keep enough history for
- * a slow watcher). A revision whose live sum exceeds `cap`, or that does not
- * parse, is a violation.
+ * a slow watcher). A revision whose rows sum above `cap`, or that does not
+ * parse, is a violation. When the watch stalls while the key moves on (its
+ * consumer lived on a server that was killed), it resumes from the next revision.
  */
 export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
-  const watch = await kv.watch({ key: `pool.${pool}`, include: KvWatchInclude.AllHistory });
+  const key = `pool.${pool}`;
+  let stopped = false;
+  let current: { stop(): void } | undefined;
+  let lastSeen = 0;
+  let lastProgress = performance.now();
+  const seen = new Set<number>();
   const report: RevisionReport = {
     revisions: [],
     violations: [],
     maxRows: 0,
     last: undefined,
-    stop: () => watch.stop(),
+    stop: () => {
+      stopped = true;
+      clearInterval(stallCheck);
+      current?.stop();
+    },
   };
+  const onEntry = (entry: KvEntry) => {
+    lastProgress = performance.now();
+    lastSeen = Math.max(lastSeen, entry.revision);
+    if (entry.operation !== 'PUT' || seen.has(entry.revision)) return;
+    seen.add(entry.revision);
+    report.revisions.push(entry.revision);
+    try {
+      const doc = parseDocument(entry.string(), { pool, location: `rev ${entry.revision}` });
+      // The whole document, stale rows included, must fit: nothing over-commits even briefly.
+      const fit = checkFit(pool, [], cap, {
+        cpus: doc.reservations.reduce((s, r) => s + r.cpus, 0),
+        memBytes: doc.reservations.reduce((s, r) => s + r.memBytes, 0),
+      });
+      if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
+      report.maxRows = Math.max(report.maxRows, doc.reservations.length);
+      report.last = { revision: entry.revision, rows: doc.reservations.length };
+    } catch (error) {
+      report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);
+    }
+  };
+  const stallCheck = setInterval(() => {
+    if (performance.now() - lastProgress < 1000) return;
+    kv.get(key)
+      .then((entry) => {
+        if (entry && entry.revision > lastSeen) current?.stop();
+      })
+      .catch(() => {});
+  }, 500);
   void (async () => {
-    for await (const entry of watch) {
-      if (entry.operation !== 'PUT') continue;
-      report.revisions.push(entry.revision);
+    while (!stopped) {
       try {
-        const doc = parseDocument(entry.string(), { pool, location: `rev ${entry.revision}` });
-        // The whole document, stale rows included, must fit: nothing over-commits even briefly.
-        const fit = checkFit(pool, [], cap, {
-          cpus: doc.reservations.reduce((s, r) => s + r.cpus, 0),
-          memBytes: doc.reservations.reduce((s, r) => s + r.memBytes, 0),
-        });
-        if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
-        report.maxRows = Math.max(report.maxRows, doc.reservations.length);
-        report.last = { revision: entry.revision, rows: doc.reservations.length };
-      } catch (error) {
-        report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);
+        const watch = await kv.watch(
+          lastSeen === 0
+            ? { key, include: KvWatchInclude.AllHistory }
+            : { key, resumeFromRevision: lastSeen + 1 },
+        );
+        current = watch;
+        lastProgress = performance.now();
+        for await (const entry of watch) onEntry(entry);
+      } catch {
+        await new Promise((r) => setTimeout(r, 200));
       }
     }
   })();

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { jetstream } from '@nats-io/jetstream';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type KV, type KvEntry, Kvm, KvWatchInclude } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -27,6 +27,7 @@ import {
 import { defaultFs } from '../fs.js';
 import { readBootId } from '../proc.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
+import { CasWriter } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
 import { describeNatsError, isConnectionClosed, isRevisionConflict } from './nats-errors.js';
@@ -135,9 +136,9 @@ const monotonic = () => performance.now();
  *
  * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh.
  * A peer whose heartbeat is older than `leaseMs`, measured with the server's
- * timestamps, is fenced (its heartbeat key is deleted at the revision that was
- * judged, so a late refresh and the fence cannot both win) and its rows are
- * reaped. An instance that finds its own heartbeat fenced fails its next
+ * timestamps, is fenced (an end marker is written to its heartbeat key at the
+ * revision that was judged, so a late refresh and the fence cannot both win)
+ * and its rows are reaped. An instance that finds its own heartbeat fenced fails its next
  * operation on each pool with `LedgerLeaseExpiredError`, then carries on under
  * a new lease.
  *
@@ -169,6 +170,7 @@ export class NatsPoolLedger implements PoolLedger {
   readonly leaseMs: number;
 
   private readonly kv: KV;
+  private readonly cas: CasWriter;
   private readonly nc: NatsConnection;
   private readonly ownsConnection: boolean;
   private readonly timeoutMs: number;
@@ -179,7 +181,7 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly clock = new ServerClock(monotonic);
   /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
   private readonly freshLeases = new Map<string, { created: number; windowMs: number }>();
-  /** Peer leases known ended (fenced or deleted); they never come back. */
+  /** Peer leases known ended (closed, fenced or deleted); they never come back. */
   private readonly endedLeases = new Set<string>();
   /** Pools that have not yet been told that this instance's previous lease was lost. */
   private readonly unreported = new Set<string>();
@@ -193,11 +195,13 @@ export class NatsPoolLedger implements PoolLedger {
 
   private constructor(
     kv: KV,
+    js: JetStreamClient,
     nc: NatsConnection,
     ownsConnection: boolean,
     options: NatsPoolLedgerOptions & { bucket: string; leaseMs: number; timeoutMs: number },
   ) {
     this.kv = kv;
+    this.cas = new CasWriter(js, options.bucket);
     this.nc = nc;
     this.ownsConnection = ownsConnection;
     this.instanceId = options.instanceId;
@@ -283,8 +287,27 @@ export class NatsPoolLedger implements PoolLedger {
           await sleep(backoff(attempt, 50, 1000));
         }
       }
-      const ledger = new NatsPoolLedger(kv, nc, owns, { ...options, bucket, leaseMs, timeoutMs });
-      await ledger.openLease('');
+      const ledger = new NatsPoolLedger(kv, js, nc, owns, {
+        ...options,
+        bucket,
+        leaseMs,
+        timeoutMs,
+      });
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await ledger.openLease();
+          break;
+        } catch (error) {
+          if (monotonic() >= deadline || isConnectionClosed(error)) {
+            throw new LedgerUnavailableError(
+              '',
+              `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}.`,
+              { cause: error },
+            );
+          }
+          await sleep(backoff(attempt, 50, 1000));
+        }
+      }
       ledger.leaseTimer = setInterval(
         () => {
           ledger.beat().catch(() => {});
@@ -484,7 +507,7 @@ export class NatsPoolLedger implements PoolLedger {
 
   /**
    * Stop the timers, wait for operations in progress, end the lease (its
-   * heartbeat key is deleted, so peers reap rows left behind at once) and close
+   * heartbeat key gets an end marker, so peers reap rows left behind at once) and close
    * the connection when the ledger opened it.
    */
   async close(): Promise<void> {
@@ -505,7 +528,9 @@ export class NatsPoolLedger implements PoolLedger {
     );
     await this.beating?.catch(() => {});
     if (this.lease.status === 'live') {
-      await this.kv.delete(this.lease.key, { previousSeq: this.lease.revision }).catch(() => {});
+      await this.cas
+        .write(this.lease.key, this.endBody('closed'), this.lease.revision)
+        .catch(() => {});
     }
     if (this.ownsConnection) await this.nc.close().catch(() => {});
   }
@@ -589,10 +614,7 @@ export class NatsPoolLedger implements PoolLedger {
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
-          revision =
-            entry === null
-              ? await this.kv.create(key, data)
-              : await this.kv.update(key, data, entry.revision);
+          revision = await this.cas.write(key, data, entry?.revision ?? 0);
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
@@ -625,9 +647,12 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   private unavailable(pool: string, error: unknown): LedgerUnavailableError {
+    const why = isConnectionClosed(error)
+      ? 'the connection to NATS is closed'
+      : `NATS did not complete the operation within ${this.timeoutMs} ms`;
     return new LedgerUnavailableError(
       pool,
-      `Pool ${JSON.stringify(pool)}: the NATS server did not answer within ${this.timeoutMs} ms (${describeNatsError(error)}). Nothing was changed by this call unless a later read shows it; retry when the server is back.`,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: ${why} (last error: ${describeNatsError(error)}). A change this call was making may or may not have been stored; a later read shows which. Retry when the server is back.`,
       { cause: error },
     );
   }
@@ -644,16 +669,16 @@ export class NatsPoolLedger implements PoolLedger {
     });
   }
 
+  // What a heartbeat key holds once its lease has ended: closed by its owner or fenced by a peer.
+  private endBody(how: 'closed' | 'fenced'): string {
+    return JSON.stringify({ ended: how, by: this.instanceId, host: hostname() });
+  }
+
   /** Take a new lease: a fresh id and a heartbeat key created for it. */
-  private async openLease(pool: string): Promise<void> {
+  private async openLease(): Promise<void> {
     const lease = newLease();
     const sent = monotonic();
-    let revision: number;
-    try {
-      revision = await this.kv.create(lease.key, this.heartbeatBody());
-    } catch (error) {
-      throw this.unavailable(pool, error);
-    }
+    const revision = await this.cas.write(lease.key, this.heartbeatBody(), 0);
     lease.revision = revision;
     lease.sentAt = sent;
     lease.status = 'live';
@@ -669,7 +694,7 @@ export class NatsPoolLedger implements PoolLedger {
 
   /**
    * Refresh the heartbeat, as a compare-and-set on its own revision: when a peer
-   * fenced it (deleted it at the revision it judged expired), the refresh fails
+   * fenced it (wrote an end marker at the revision it judged expired), the refresh fails
    * and the lease is lapsed for good.
    */
   private beat(): Promise<void> {
@@ -678,7 +703,7 @@ export class NatsPoolLedger implements PoolLedger {
       const lease = this.lease;
       const sent = monotonic();
       try {
-        const revision = await this.kv.update(lease.key, this.heartbeatBody(), lease.revision);
+        const revision = await this.cas.write(lease.key, this.heartbeatBody(), lease.revision);
         const acked = monotonic();
         lease.revision = revision;
         lease.sentAt = sent;
@@ -704,15 +729,12 @@ export class NatsPoolLedger implements PoolLedger {
    */
   private async ensureLease(pool: string): Promise<void> {
     if (this.lease.status === 'live' && monotonic() - this.lease.sentAt > this.leaseMs / 2) {
-      try {
-        await this.beat();
-      } catch (error) {
-        throw this.unavailable(pool, error);
-      }
+      // A failure here is retried by the caller's loop until its deadline.
+      await this.beat();
     }
     if (this.lease.status === 'lapsed') {
       const lost = this.lease.id;
-      this.renewing ??= this.openLease(pool)
+      this.renewing ??= this.openLease()
         .then(() => this.endLease(lost))
         .finally(() => {
           this.renewing = undefined;
@@ -729,7 +751,7 @@ export class NatsPoolLedger implements PoolLedger {
 
   /**
    * Follow heartbeat keys: a refresh proves a peer fresh (by its server
-   * timestamp), a deletion ends its lease at once. Only a hint that saves reads;
+   * timestamp), an end marker or a deletion ends its lease at once. Only a hint that saves reads;
    * without it every judgement falls back to reading the heartbeat key.
    */
   private async watchLeases(): Promise<void> {
@@ -743,7 +765,7 @@ export class NatsPoolLedger implements PoolLedger {
         for await (const entry of watch) {
           const id = entry.key.slice(LEASE_KEY_PREFIX.length);
           if (id === this.lease.id) continue;
-          if (entry.operation !== 'PUT') {
+          if (entry.operation !== 'PUT' || hasEnded(entry)) {
             this.endLease(id);
           } else if (!this.endedLeases.has(id)) {
             const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
@@ -786,7 +808,7 @@ export class NatsPoolLedger implements PoolLedger {
     const key = leaseKey(id);
     try {
       const entry = await this.kv.get(key);
-      if (entry === null || entry.operation !== 'PUT') {
+      if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
         this.endLease(id);
         return 'expired';
       }
@@ -796,9 +818,9 @@ export class NatsPoolLedger implements PoolLedger {
         this.noteFresh(id, created, windowMs);
         return 'fresh';
       }
-      // Fence: delete exactly the heartbeat judged expired. If its owner
+      // Fence: end exactly the heartbeat judged expired. If its owner
       // refreshed it meanwhile, this fails and the lease stays.
-      await this.kv.delete(key, { previousSeq: entry.revision });
+      await this.cas.write(key, this.endBody('fenced'), entry.revision);
       this.endLease(id);
       return 'expired';
     } catch {
@@ -820,6 +842,14 @@ export class NatsPoolLedger implements PoolLedger {
 function newLease(): Lease {
   const id = randomUUID();
   return { id, key: leaseKey(id), revision: 0, sentAt: monotonic(), status: 'live' };
+}
+
+function hasEnded(entry: KvEntry): boolean {
+  try {
+    return (entry.json() as { ended?: unknown }).ended !== undefined;
+  } catch {
+    return false;
+  }
 }
 
 function declaredLeaseMs(entry: KvEntry): number {
