@@ -74,6 +74,8 @@ export interface NatsPoolLedgerOptions {
   hooks?: {
     /** Called after each successful write of a pool document, with its revision. */
     afterCommit?: (pool: string, revision: number, doc: LedgerDocument) => void;
+    /** Called for each lost compare-and-set race on a pool document. */
+    onConflict?: (pool: string) => void;
   };
 }
 
@@ -631,7 +633,10 @@ export class NatsPoolLedger implements PoolLedger {
         lastError = error;
       }
       const conflict = isRevisionConflict(lastError);
-      if (conflict) conflicts++;
+      if (conflict) {
+        conflicts++;
+        this.hooks.onConflict?.(pool);
+      }
       if (isConnectionClosed(lastError)) throw this.unavailable(pool, lastError);
       if (monotonic() >= deadline) {
         if (!conflict) throw this.unavailable(pool, lastError);
