@@ -11,6 +11,7 @@ import {
   isDuplicateReservationError,
   isLedgerCapMismatchError,
   isLedgerCorruptError,
+  isLedgerLeaseExpiredError,
   isLedgerUnavailableError,
 } from '../../src/errors.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
@@ -188,6 +189,51 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     expect(await b.getUsage(pool)).toEqual({ cpus: 0, memBytes: 0 });
     expect(await b.reapStale(pool)).toBe(2);
     expect(await b.tryReserve(pool, 'y', 1, 0)).toBe(true);
+  });
+
+  it('a refresh that landed without an answer does not cost the lease', async () => {
+    const pool = poolName();
+    const a = await ledger('a', { leaseMs: 600 });
+    a.registerPool(pool, { maxCpu: 2 });
+    await a.reserve(pool, 'x1', 1, 0);
+    const leaseId = a.leaseId;
+    // As if a refresh was stored but its acknowledgement was lost: the revision moves on.
+    const current = (await kv.get(`lease.${leaseId}`))!;
+    await kv.update(`lease.${leaseId}`, current.value, current.revision);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await a.reserve(pool, 'x2', 1, 0)).toEqual({ ok: true });
+    expect(a.leaseId).toBe(leaseId);
+    const entry = (await kv.get(`lease.${leaseId}`))!;
+    expect(entry.json<{ ended?: string }>().ended).toBeUndefined();
+    expect(entry.revision).toBeGreaterThan(current.revision + 1);
+  });
+
+  it('a lease fenced by a peer fails the next call once per pool, then a new lease works', async () => {
+    const a = await ledger('a', { leaseMs: 60_000 });
+    const p1 = poolName();
+    const p2 = poolName();
+    a.registerPool(p1, { maxCpu: 2 });
+    a.registerPool(p2, { maxCpu: 2 });
+    await a.reserve(p1, 'x1', 1, 0);
+    const old = a.leaseId;
+    // What a peer writes when it judges the lease expired.
+    const current = (await kv.get(`lease.${old}`))!;
+    await kv.update(
+      `lease.${old}`,
+      JSON.stringify({ ended: 'fenced', by: 'test' }),
+      current.revision,
+    );
+    // Force the refresh-before-call path: make the last heartbeat look old.
+    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+    const error = await a.reserve(p1, 'x2', 1, 0).catch((e: unknown) => e);
+    expect(isLedgerLeaseExpiredError(error), String(error)).toBe(true);
+    expect((error as Error).message).toContain(p1);
+    expect(a.leaseId).not.toBe(old);
+    expect(isLedgerLeaseExpiredError(await a.list(p2).catch((e: unknown) => e))).toBe(true);
+    // Rows of the old lease no longer count, and calls work again.
+    expect(await a.getUsage(p1)).toEqual({ cpus: 0, memBytes: 0 });
+    expect(await a.reserve(p1, 'x2', 2, 0)).toEqual({ ok: true });
+    expect((await a.list(p1)).map((r) => [r.agentId, r.leaseId])).toEqual([['x2', a.leaseId]]);
   });
 
   it('releaseAllForInstance removes only this instance rows', async () => {

@@ -715,6 +715,14 @@ export class NatsPoolLedger implements PoolLedger {
         await this.anchorClock(lease.key, revision, acked).catch(() => {});
       } catch (error) {
         if (!isRevisionConflict(error)) throw error;
+        // The revision moved. Only a peer's end marker (or an operator's delete)
+        // means the lease is lost; a heartbeat body is our own earlier refresh
+        // that landed although its answer did not arrive: carry on from it.
+        const entry = await this.kv.get(lease.key);
+        if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
+          lease.revision = Math.max(lease.revision, entry.revision);
+          return;
+        }
         if (lease === this.lease && lease.status === 'live') {
           lease.status = 'lapsed';
           for (const pool of this.caps.keys()) this.unreported.add(pool);
