@@ -74,28 +74,44 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
       report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);
     }
   };
+  // Set by the stall check to abandon the current watch and resume from lastSeen + 1.
+  let abandon: (() => void) | undefined;
   const stallCheck = setInterval(() => {
     if (performance.now() - lastProgress < 1000) return;
     kv.get(key)
       .then((entry) => {
-        if (entry && entry.revision > lastSeen) current?.stop();
+        if (entry && entry.revision > lastSeen) abandon?.();
       })
       .catch(() => {});
   }, 500);
+  const timeout = (ms: number) => new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), ms));
   void (async () => {
     while (!stopped) {
-      try {
-        const watch = await kv.watch(
-          lastSeen === 0
-            ? { key, include: KvWatchInclude.AllHistory }
-            : { key, resumeFromRevision: lastSeen + 1 },
-        );
-        current = watch;
-        lastProgress = performance.now();
-        for await (const entry of watch) onEntry(entry);
-      } catch {
-        await new Promise((r) => setTimeout(r, 200));
+      const abandoned = new Promise<'abandon'>((resolve) => {
+        abandon = () => resolve('abandon');
+      });
+      lastProgress = performance.now();
+      const opening = kv.watch(
+        lastSeen === 0
+          ? { key, include: KvWatchInclude.AllHistory }
+          : { key, resumeFromRevision: lastSeen + 1 },
+      );
+      // Opening can hang during a leader election: give up on it after a while.
+      const watch = await Promise.race([opening, timeout(3000)]).catch(() => 'timeout' as const);
+      if (watch === 'timeout') {
+        opening.then((w) => w.stop()).catch(() => {});
+        continue;
       }
+      current = watch;
+      const entries = watch[Symbol.asyncIterator]();
+      for (;;) {
+        const next = await Promise.race([entries.next(), abandoned]).catch(
+          () => 'abandon' as const,
+        );
+        if (next === 'abandon' || next.done) break;
+        onEntry(next.value);
+      }
+      watch.stop();
     }
   })();
   return report;

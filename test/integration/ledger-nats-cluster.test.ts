@@ -141,7 +141,12 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
           return w.events.find((e) => e.event === 'done')!;
         }),
       );
-      await new Promise((r) => setTimeout(r, 300));
+      // Let the watcher catch up with the last revision (it may be resuming after the kill).
+      const final = (await kv.get('pool.clustered'))!.revision;
+      const caughtUp = performance.now() + 20_000;
+      while ((watcher.last?.revision ?? 0) < final && performance.now() < caughtUp) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
 
       // The run went on after the kill, and nothing failed for good.
       expect(watcher.revisions.length).toBeGreaterThan(beforeKill + 20);
