@@ -14,6 +14,7 @@ import {
   ScalerError,
 } from '../../errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { checkAgentId, checkAmount, positiveOption } from '../checks.js';
 import {
   assertCap,
   type DocumentSource,
@@ -25,13 +26,14 @@ import {
   sumRows,
 } from '../document.js';
 import { defaultFs } from '../fs.js';
+import { GroupCommit, type OpAnswer } from '../group-commit.js';
 import { readBootId } from '../proc.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
 import { CasWriter } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
 import { describeNatsError, isConnectionClosed, isRevisionConflict } from './nats-errors.js';
-import { applyBatch, type LedgerOp, type OpAnswer } from './ops.js';
+import { applyBatch, type LedgerOp } from './ops.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions {
@@ -113,17 +115,6 @@ interface Lease {
   status: LeaseStatus;
 }
 
-interface Pending {
-  op: LedgerOp;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-}
-
-interface PoolQueue {
-  pending: Pending[];
-  running: boolean;
-}
-
 const DEFAULT_BUCKET = 'scaler-pools';
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -179,7 +170,7 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly bootId: string;
   private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
   private readonly caps = new Map<string, ResourceCap>();
-  private readonly queues = new Map<string, PoolQueue>();
+  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
   private readonly clock = new ServerClock(monotonic);
   /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
   private readonly freshLeases = new Map<string, { created: number; windowMs: number }>();
@@ -238,11 +229,11 @@ export class NatsPoolLedger implements PoolLedger {
         `Expected \`bucket\` to be a KV bucket name of letters, digits, '-' and '_', got \`${String(bucket)}\``,
       );
     }
-    const leaseMs = positive('leaseMs', options.leaseMs, DEFAULT_LEASE_MS);
+    const leaseMs = positiveOption('leaseMs', options.leaseMs, DEFAULT_LEASE_MS);
     if (leaseMs < 300) {
       throw new TypeError(`Expected \`leaseMs\` to be at least 300, got \`${leaseMs}\``);
     }
-    const timeoutMs = positive('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
+    const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
     const replicas = options.replicas ?? 1;
     if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
       throw new TypeError(
@@ -519,15 +510,7 @@ export class NatsPoolLedger implements PoolLedger {
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();
-    await Promise.allSettled(
-      [...this.queues.values()].map(
-        (queue) =>
-          new Promise<void>((resolve) => {
-            const check = () => (queue.running ? setTimeout(check, 5) : resolve());
-            check();
-          }),
-      ),
-    );
+    await this.batches.idle();
     await this.beating?.catch(() => {});
     if (this.lease.status === 'live') {
       await this.cas
@@ -557,45 +540,13 @@ export class NatsPoolLedger implements PoolLedger {
     if (this.closed) {
       return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
     }
-    let queue = this.queues.get(pool);
-    if (!queue) {
-      queue = { pending: [], running: false };
-      this.queues.set(pool, queue);
-    }
-    const promise = new Promise<unknown>((resolve, reject) => {
-      queue.pending.push({ op, resolve, reject });
-    });
-    if (!queue.running) void this.drain(pool, queue);
-    return promise;
+    return this.batches.enqueue(pool, op);
   }
 
-  // One read and one compare-and-set per batch of queued calls.
-  private async drain(pool: string, queue: PoolQueue): Promise<void> {
-    queue.running = true;
-    try {
-      while (queue.pending.length > 0) {
-        const batch = queue.pending.splice(0);
-        try {
-          const answers = await this.commit(pool, batch);
-          batch.forEach((item, i) => {
-            const answer = answers[i]!;
-            if (answer.ok) item.resolve(answer.value);
-            else item.reject(answer.error);
-          });
-        } catch (error) {
-          for (const item of batch) item.reject(error);
-        }
-      }
-    } finally {
-      queue.running = false;
-    }
-  }
-
-  private async commit(pool: string, batch: Pending[]): Promise<OpAnswer[]> {
+  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const key = poolKey(pool);
     const source = this.source(pool);
     const registered = this.caps.get(pool);
-    const ops = batch.map((item) => item.op);
     const deadline = monotonic() + this.timeoutMs;
     let conflicts = 0;
     for (let attempt = 0; ; attempt++) {
@@ -726,7 +677,7 @@ export class NatsPoolLedger implements PoolLedger {
         if (lease === this.lease && lease.status === 'live') {
           lease.status = 'lapsed';
           for (const pool of this.caps.keys()) this.unreported.add(pool);
-          for (const pool of this.queues.keys()) this.unreported.add(pool);
+          for (const pool of this.batches.pools()) this.unreported.add(pool);
         }
       }
     })().finally(() => {
@@ -881,28 +832,4 @@ function backoff(attempt: number, baseMs: number, capMs: number): number {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new TypeError(`Expected \`${name}\` to be a finite number > 0, got \`${String(value)}\``);
-  }
-  return value;
-}
-
-function checkAmount(name: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new TypeError(
-      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
-    );
-  }
-}
-
-function checkAgentId(agentId: unknown): void {
-  if (typeof agentId !== 'string' || agentId === '') {
-    throw new TypeError(
-      `Expected \`agentId\` to be a non-empty string, got \`${String(agentId)}\``,
-    );
-  }
 }

@@ -4,6 +4,7 @@
  */
 import { DuplicateReservationError } from '../../errors.js';
 import { addRow, checkFit, keepRows, type RowPartition, removeRows } from '../document.js';
+import type { OpAnswer } from '../group-commit.js';
 import type { LedgerDocument, ReservationRow, ReserveResult } from '../types.js';
 
 /** A queued call. `maybeApplied` is set when a write carrying it failed without an answer. */
@@ -12,9 +13,6 @@ export type LedgerOp =
   | { kind: 'release'; agentId: string; maybeApplied?: boolean; removedBefore?: boolean }
   | { kind: 'releaseInstance'; instanceId: string }
   | { kind: 'reap' };
-
-/** One call's answer: a value or an error. */
-export type OpAnswer = { ok: true; value: unknown } | { ok: false; error: unknown };
 
 /** The document to write (when `dirty`) and every call's answer, in call order. */
 export interface BatchOutcome {
