@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
 import { emptyDocument, sumRows } from '../../src/ledger/index.js';
+import { DuplicateWriteError } from '../../src/ledger/nats/cas.js';
 import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {
   foreignLeases,
@@ -53,6 +54,7 @@ describe('nats errors', () => {
     [{ name: 'JetStreamApiError', code: 10164 }, true],
     [{ code: '10071' }, true],
     [Object.assign(new Error('wrapped'), { cause: { code: 10164 } }), true],
+    [new DuplicateWriteError('pool.p', 7), true],
     [{ name: 'JetStreamApiError', code: 10058 }, false],
     [new Error('timeout'), false],
     [undefined, false],

@@ -10,9 +10,13 @@
 /** JetStream's "wrong last sequence" codes: the compare-and-set lost a race. */
 const CONFLICT_CODES: ReadonlySet<number> = new Set([10071, 10164]);
 
-/** True when a KV `create`/`update`/`delete` failed because the revision moved. */
+/**
+ * True when a compare-and-set write lost: the revision moved (JetStream codes
+ * 10071, 10164), or another writer from the same revision won (`DuplicateWriteError`).
+ */
 export function isRevisionConflict(error: unknown): boolean {
   for (let e = error, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { name?: unknown }).name === 'DuplicateWriteError') return true;
     const code = (e as { code?: unknown }).code;
     if (typeof code === 'number' && CONFLICT_CODES.has(code)) return true;
     if (typeof code === 'string' && CONFLICT_CODES.has(Number(code))) return true;
