@@ -1,13 +1,18 @@
 /**
- * One batch of queued calls applied to a pool document: pure, so every
+ * One batch of queued calls applied to a pool document, so every
  * compare-and-set attempt recomputes the answers from the document it read.
+ * No I/O; the only state carried between attempts is on the ops themselves
+ * (`maybeApplied`, set by the caller, and `removedBefore`, set here).
  */
 import { DuplicateReservationError } from '../../errors.js';
 import { addRow, checkFit, keepRows, type RowPartition, removeRows } from '../document.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { LedgerDocument, ReservationRow, ReserveResult } from '../types.js';
 
-/** A queued call. `maybeApplied` is set when a write carrying it failed without an answer. */
+/**
+ * A queued call. `maybeApplied` is set when a write carrying it failed without
+ * an answer; `removedBefore` records that an earlier attempt removed the row.
+ */
 export type LedgerOp =
   | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
   | { kind: 'release'; agentId: string; maybeApplied?: boolean; removedBefore?: boolean }
