@@ -236,6 +236,43 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     expect((await a.list(p1)).map((r) => [r.agentId, r.leaseId])).toEqual([['x2', a.leaseId]]);
   });
 
+  it('reaps rows whose lease has no heartbeat key; keeps rows without a lease', async () => {
+    const pool = poolName();
+    const row = (agentId: string, extra: Record<string, unknown>) => ({
+      instanceId: 'gone-host',
+      pid: 1,
+      bootId: 'other-boot',
+      agentId,
+      cpus: 1,
+      memBytes: 0,
+      reservedAt: 1,
+      ...extra,
+    });
+    await kv.put(
+      `pool.${pool}`,
+      JSON.stringify({
+        version: 1,
+        cap: { maxCpu: 4 },
+        reservations: [row('no-heartbeat', { leaseId: 'never-written' }), row('no-lease', {})],
+      }),
+    );
+    const a = await ledger('a');
+    a.registerPool(pool, { maxCpu: 4 });
+    const snapshot = await a.inspect(pool);
+    expect(snapshot.live.map((r) => r.agentId)).toEqual(['no-lease']);
+    expect(snapshot.stale.map((s) => [s.row.agentId, s.reason])).toEqual([
+      ['no-heartbeat', 'lease-expired'],
+    ]);
+    expect(snapshot.usage).toEqual({ cpus: 1, memBytes: 0 });
+    expect(await a.reapStale(pool)).toBe(1);
+    const doc = (await kv.get(`pool.${pool}`))!.json<{
+      reservations: Array<{ agentId: string }>;
+    }>();
+    expect(doc.reservations.map((r) => r.agentId)).toEqual(['no-lease']);
+    // A row without a lease goes only when released by agent id.
+    expect(await a.release(pool, 'no-lease')).toBe(true);
+  });
+
   it('releaseAllForInstance removes only this instance rows', async () => {
     const pool = poolName();
     const a = await ledger('a');
