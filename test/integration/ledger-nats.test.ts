@@ -273,6 +273,27 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     expect(await a.release(pool, 'no-lease')).toBe(true);
   });
 
+  it('judges leases by server timestamps: a host wall clock hours ahead reaps nothing', async () => {
+    const pool = poolName();
+    const a = await ledger('a', { leaseMs: 1000 });
+    const b = await ledger('b', { leaseMs: 1000 });
+    a.registerPool(pool, { maxCpu: 2 });
+    b.registerPool(pool, { maxCpu: 2 });
+    await a.reserve(pool, 'a1', 1, 0);
+    const realNow = Date.now;
+    Date.now = () => realNow() + 3 * 3600_000;
+    try {
+      // Several lease windows pass on b's monotonic clock while a keeps beating.
+      for (let i = 0; i < 3; i++) {
+        await new Promise((r) => setTimeout(r, 500));
+        expect(await b.reapStale(pool)).toBe(0);
+      }
+      expect((await b.list(pool)).map((r) => r.agentId)).toEqual(['a1']);
+    } finally {
+      Date.now = realNow;
+    }
+  });
+
   it('releaseAllForInstance removes only this instance rows', async () => {
     const pool = poolName();
     const a = await ledger('a');
