@@ -12,6 +12,8 @@ for (const subpath of Object.keys(pkg.exports)) {
   const name = subpath === '.' ? 'index' : `${subpath.slice(2)}/index`;
   entry[name] = `src/${name}.ts`;
 }
+// The operator CLI (package.json `bin`): built from src/cli/index.ts, shebang kept.
+entry['cli/index'] = 'src/cli/index.ts';
 
 export default defineConfig({
   entry,

@@ -15,7 +15,7 @@ import { type BenchTable, fmt, percentile } from './lib.js';
 
 const DURATION_MS = 2500;
 const PROCESSES = [1, 4, 8];
-const worker = join(import.meta.dirname, 'ledger-worker.ts');
+const worker = join(import.meta.dirname, 'ledger-nats-worker.ts');
 
 interface WorkerResult {
   cycles: number;

@@ -1,58 +1,45 @@
 /**
- * One contending process for `bench/ledger-nats.bench.ts`: reserve and release
- * in a loop from `startAt` for `durationMs`, then print one JSON line with the
- * number of cycles, the reserve latencies (ms) and the lost CAS races.
+ * One contending process for bench/ledger.bench.ts: waits for `go` on stdin,
+ * runs reserve/release pairs for `durationMs`, prints its counts and reserve latencies.
  */
+import { createInterface } from 'node:readline';
 import { MachineLedger } from '../src/ledger/index.js';
-import { NatsPoolLedger } from '../src/ledger/nats/index.js';
-import type { PoolLedger } from '../src/ledger/types.js';
 
-interface Config {
-  backend: 'file' | 'nats';
-  dir?: string;
-  servers?: string[];
-  instanceId: string;
+const { dir, pool, id, durationMs } = JSON.parse(process.argv[2]!) as {
+  dir: string;
   pool: string;
-  maxCpu: number;
-  startAt: number;
+  id: string;
   durationMs: number;
-}
-
-const config = JSON.parse(process.argv[2] ?? '{}') as Config;
-let conflicts = 0;
-const ledger: PoolLedger =
-  config.backend === 'file'
-    ? new MachineLedger({ instanceId: config.instanceId, dir: config.dir, leaseTtlMs: 60_000 })
-    : await NatsPoolLedger.connect({
-        servers: config.servers,
-        instanceId: config.instanceId,
-        timeoutMs: 60_000,
-        hooks: { onConflict: () => conflicts++ },
-      });
-ledger.registerPool(config.pool, { maxCpu: config.maxCpu });
-// Warm up the connection (and the lease) before the clock starts.
-await ledger.getUsage(config.pool);
-process.stdout.write(`${JSON.stringify({ event: 'ready' })}\n`);
-
-await new Promise((resolve) => setTimeout(resolve, Math.max(0, config.startAt - Date.now())));
+};
+const ledger = new MachineLedger({ instanceId: id, dir });
+ledger.registerPool(pool, { maxCpu: 10_000 });
+// Warm up (directory, lease, JIT) before the start line.
+await ledger.reserve(pool, `${id}-warm`, 1, 1);
+await ledger.release(pool, `${id}-warm`);
+process.stdout.write('ready\n');
+await new Promise<void>((resolve) => {
+  const lines = createInterface({ input: process.stdin });
+  lines.once('line', () => {
+    lines.close();
+    process.stdin.destroy();
+    resolve();
+  });
+});
 const latencies: number[] = [];
-let cycles = 0;
-let refused = 0;
-const end = config.startAt + config.durationMs;
-for (let i = 0; Date.now() < end; i++) {
-  const agent = `${config.instanceId}-${i}`;
-  const t0 = performance.now();
-  const granted = await ledger.tryReserve(config.pool, agent, 1, 0);
-  latencies.push(performance.now() - t0);
-  if (granted) {
-    await ledger.release(config.pool, agent);
-    cycles++;
-  } else {
-    refused++;
+let pairs = 0;
+let errors = 0;
+const end = performance.now() + durationMs;
+while (performance.now() < end) {
+  const agent = `${id}-${pairs}`;
+  const start = performance.now();
+  try {
+    await ledger.reserve(pool, agent, 1, 1);
+    latencies.push(performance.now() - start);
+    await ledger.release(pool, agent);
+    pairs++;
+  } catch {
+    errors++;
   }
 }
 await ledger.close();
-process.stdout.write(
-  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, latencies })}\n`,
-);
-process.exit(0);
+process.stdout.write(`${JSON.stringify({ pairs, errors, latencies })}\n`);

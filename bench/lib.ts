@@ -39,6 +39,14 @@ export function fmt(value: number, digits = 0): string {
 
 /** Render a table as aligned text. */
 export function renderTable(table: BenchTable): string {
+  if (table.rows.length === 0) {
+    return [
+      `## ${table.title}`,
+      '',
+      '(no rows)',
+      ...(table.notes?.length ? ['', ...table.notes] : []),
+    ].join('\n');
+  }
   const headers = [...new Set(table.rows.flatMap((row) => Object.keys(row)))];
   const cells = table.rows.map((row) => headers.map((h) => String(row[h] ?? '')));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));

@@ -3,8 +3,10 @@
  * validate, compare caps, decide which rows are stale from injected facts, check a
  * request against the cap, add and remove rows, serialize. No I/O, no clock.
  */
+
 import { z } from 'zod';
 import { InvalidInputError, LedgerCapMismatchError, LedgerCorruptError } from '../errors.js';
+import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
 
@@ -146,7 +148,7 @@ export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
   const sameCpu =
     a.maxCpu === undefined || b.maxCpu === undefined
       ? a.maxCpu === b.maxCpu
-      : toMillicores(a.maxCpu) === toMillicores(b.maxCpu);
+      : coresToMillicores(a.maxCpu) === coresToMillicores(b.maxCpu);
   const sameMemory =
     a.maxMemoryBytes === undefined || b.maxMemoryBytes === undefined
       ? a.maxMemoryBytes === b.maxMemoryBytes
@@ -204,7 +206,25 @@ export interface LivenessFacts {
 }
 
 /** A row's verdict: live, or stale with the reason. */
-export type RowVerdict = { stale: false } | { stale: true; reason: StaleReason };
+export type RowVerdict =
+  | {
+      /** The row is live. */
+      stale: false;
+    }
+  | {
+      /** The row is stale. */
+      stale: true;
+      /** Why. */
+      reason: StaleReason;
+    };
+
+/** A stale row and why it is stale. */
+export interface StaleRow {
+  /** The row. */
+  row: ReservationRow;
+  /** Why it is stale. */
+  reason: StaleReason;
+}
 
 /**
  * Decide whether one row is stale. In order:
@@ -235,7 +255,7 @@ export interface RowPartition {
   /** Rows to keep. */
   live: ReservationRow[];
   /** Rows to reap, each with why. */
-  stale: Array<{ row: ReservationRow; reason: StaleReason }>;
+  stale: StaleRow[];
 }
 
 /** Split rows into live and stale with {@link rowVerdict}. */
@@ -250,17 +270,12 @@ export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFa
   return { live, stale };
 }
 
-/** CPU cores as integer millicores, so sums never drift (0.1 + 0.2 is 300m). */
-export function toMillicores(cpus: number): number {
-  return Math.round(cpus * 1000);
-}
-
 /** The summed CPU (cores, millicore precision) and memory (bytes) of rows. */
 export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
   let milli = 0;
   let bytes = 0;
   for (const row of rows) {
-    milli += toMillicores(row.cpus);
+    milli += coresToMillicores(row.cpus);
     bytes += Math.round(row.memBytes);
   }
   return { cpus: milli / 1000, memBytes: bytes };
@@ -278,9 +293,9 @@ export function checkFit(
 ): ReserveResult {
   const used = sumRows(rows);
   if (cap.maxCpu !== undefined) {
-    const max = toMillicores(cap.maxCpu);
-    const want = toMillicores(request.cpus);
-    const have = toMillicores(used.cpus);
+    const max = coresToMillicores(cap.maxCpu);
+    const want = coresToMillicores(request.cpus);
+    const have = coresToMillicores(used.cpus);
     if (have + want > max) {
       return {
         ok: false,
@@ -324,11 +339,16 @@ export interface RowMatch {
   instanceId?: string;
 }
 
+/** What {@link removeRows} returns. */
+export interface RemoveResult {
+  /** The document without the matching rows (the same object when nothing matched). */
+  doc: LedgerDocument;
+  /** The rows removed. */
+  removed: ReservationRow[];
+}
+
 /** The document without the matching rows, and the rows removed (the input is not changed). */
-export function removeRows(
-  doc: LedgerDocument,
-  match: RowMatch,
-): { doc: LedgerDocument; removed: ReservationRow[] } {
+export function removeRows(doc: LedgerDocument, match: RowMatch): RemoveResult {
   const removed: ReservationRow[] = [];
   const kept: ReservationRow[] = [];
   for (const row of doc.reservations) {

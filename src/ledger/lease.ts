@@ -31,18 +31,21 @@ export async function touchLease(
   }
 }
 
-/** Is the lease fresh at `nowMs`? A missing file is expired; an unreadable one is unknown. */
-export async function leaseState(
+/**
+ * Is the lease fresh at `nowMs`? A missing file is expired; an unreadable one is
+ * unknown. Synchronous: it runs under the pool lock and is one stat.
+ */
+export function leaseState(
   fs: LedgerFs,
   dir: string,
   leaseId: string,
   nowMs: number,
   ttlMs: number,
-): Promise<LeaseState> {
+): LeaseState {
   const file = leasePath(dir, leaseId);
   if (file === undefined) return 'unknown';
   try {
-    const stat = await fs.promises.stat(file);
+    const stat = fs.statSync(file);
     return nowMs - stat.mtimeMs > ttlMs ? 'expired' : 'fresh';
   } catch (error) {
     return hasErrorCode(error, 'ENOENT') ? 'expired' : 'unknown';

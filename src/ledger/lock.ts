@@ -10,7 +10,7 @@
  * - {@link LockHandle.assertOwned}, called right before the rename, compares the
  *   directory's mtime with the last one proper-lockfile set for us.
  */
-import lockfile from 'proper-lockfile';
+import type * as ProperLockfile from 'proper-lockfile';
 import { LedgerBusyError, LedgerLockCompromisedError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 
@@ -32,7 +32,15 @@ export interface LockHandle {
 
 interface MtimeRecord {
   mtimeMs: number | undefined;
-  inflight: Promise<void> | undefined;
+}
+
+// proper-lockfile installs a process exit hook (signal-exit) when it is loaded,
+// so it is loaded on the first lock, not when the package is imported.
+type LockfileApi = Pick<typeof ProperLockfile, 'lock'>;
+let loading: Promise<LockfileApi> | undefined;
+function loadLockfile(): Promise<LockfileApi> {
+  loading ??= import('proper-lockfile').then((mod) => mod.default);
+  return loading;
 }
 
 /**
@@ -51,40 +59,42 @@ export class PoolLocker {
     const record = (path: string): MtimeRecord => {
       let entry = records.get(path);
       if (!entry) {
-        entry = { mtimeMs: undefined, inflight: undefined };
+        entry = { mtimeMs: undefined };
         records.set(path, entry);
       }
       return entry;
     };
+    // proper-lockfile's calls run synchronously (they are single metadata
+    // syscalls on a local directory) and answer on the next tick; utimes also
+    // records the mtime it set, which is how we recognise our own lock later.
+    const later =
+      <A extends unknown[], R>(fn: (...args: A) => R) =>
+      (...args: [...A, (error: unknown, result?: R) => void]) => {
+        const callback = args.pop() as (error: unknown, result?: R) => void;
+        let result: R;
+        try {
+          result = fn(...(args as unknown as A));
+        } catch (error) {
+          process.nextTick(callback, error);
+          return;
+        }
+        process.nextTick(callback, null, result);
+      };
     this.lockFs = {
       ...fs,
-      rmdir(path: Parameters<LedgerFs['rmdir']>[0], callback: (error: unknown) => void) {
-        if (lost.delete(String(path))) return callback(null);
-        fs.rmdir(path, callback);
+      mkdir: later((path: string) => fs.mkdirSync(path)),
+      stat: later((path: string) => fs.statSync(path)),
+      rmdir: later((path: string) => {
+        if (!lost.delete(path)) fs.rmdirSync(path);
+      }),
+      rmdirSync(path: string) {
+        if (!lost.delete(path)) fs.rmdirSync(path);
       },
-      rmdirSync(path: Parameters<LedgerFs['rmdirSync']>[0]) {
-        if (lost.delete(String(path))) return;
-        fs.rmdirSync(path);
-      },
-      utimes(
-        path: Parameters<LedgerFs['utimes']>[0],
-        atime: Parameters<LedgerFs['utimes']>[1],
-        mtime: Parameters<LedgerFs['utimes']>[2],
-        callback: (error: NodeJS.ErrnoException | null) => void,
-      ) {
-        const entry = record(String(path));
-        let done!: () => void;
-        entry.inflight = new Promise<void>((resolve) => {
-          done = resolve;
-        });
-        fs.utimes(path, atime, mtime, (error) => {
-          if (!error) entry.mtimeMs = toMs(mtime);
-          entry.inflight = undefined;
-          done();
-          callback(error);
-        });
-      },
-    } as LedgerFs;
+      utimes: later((path: string, atime: Date | number, mtime: Date | number) => {
+        fs.utimesSync(path, atime, mtime);
+        record(path).mtimeMs = toMs(mtime);
+      }),
+    } as unknown as LedgerFs;
   }
 
   /**
@@ -99,36 +109,45 @@ export class PoolLocker {
     timing: LockTiming,
   ): Promise<LockHandle> {
     const started = Date.now();
-    let attempt = 0;
+    const queue = new WaitQueue(this.fs, queuePath(lockPath));
     let compromised: Error | undefined;
+    const lockfile = await loadLockfile();
     for (;;) {
-      try {
-        const release = await lockfile.lock(file, {
-          lockfilePath: lockPath,
-          realpath: false,
-          stale: timing.staleMs,
-          retries: 0,
-          fs: this.lockFs,
-          onCompromised: (error) => {
-            compromised = error;
-          },
-        });
-        const entry = this.records.get(lockPath) ?? { mtimeMs: undefined, inflight: undefined };
-        this.records.set(lockPath, entry);
-        if (entry.inflight) await entry.inflight;
-        // With a cached mtime precision proper-lockfile does not touch the fresh
-        // directory, so its creation mtime is our baseline.
-        entry.mtimeMs = (await this.fs.promises.stat(lockPath)).mtimeMs;
-        return this.handle(pool, lockPath, entry, release, () => compromised);
-      } catch (error) {
-        if (!hasErrorCode(error, 'ELOCKED')) throw error;
+      if (queue.myTurn()) {
+        try {
+          const release = await lockfile.lock(file, {
+            lockfilePath: lockPath,
+            realpath: false,
+            stale: timing.staleMs,
+            retries: 0,
+            fs: this.lockFs,
+            onCompromised: (error) => {
+              compromised = error;
+            },
+          });
+          queue.leave();
+          const entry = this.records.get(lockPath) ?? { mtimeMs: undefined };
+          this.records.set(lockPath, entry);
+          // With a cached mtime precision proper-lockfile does not touch the fresh
+          // directory, so its creation mtime is our baseline.
+          entry.mtimeMs = this.fs.statSync(lockPath).mtimeMs;
+          return this.handle(pool, lockPath, entry, release, () => compromised);
+        } catch (error) {
+          if (!hasErrorCode(error, 'ELOCKED')) {
+            queue.leave();
+            throw error;
+          }
+        }
+        queue.claim();
       }
       const waited = Date.now() - started;
-      if (waited >= timing.timeoutMs) throw await this.busy(pool, lockPath, waited, timing);
-      attempt++;
-      // Exponential backoff from 1 ms to 32 ms, with full jitter so waiters spread out.
-      const ceiling = Math.min(32, 2 ** Math.min(attempt, 5));
-      await sleep(Math.min(Math.random() * ceiling + 0.5, timing.timeoutMs - waited));
+      if (waited >= timing.timeoutMs) {
+        queue.leave();
+        throw await this.busy(pool, lockPath, waited, timing);
+      }
+      // Waiters behind an older one only need to notice when it is their turn.
+      const delay = queue.leading() ? retryDelay(waited) : 2 + Math.random();
+      await sleep(Math.min(delay, timing.timeoutMs - waited));
     }
   }
 
@@ -151,10 +170,9 @@ export class PoolLocker {
       async assertOwned() {
         const early = compromised();
         if (early) throw lost(early.message, early);
-        if (entry.inflight) await entry.inflight;
         let mtimeMs: number;
         try {
-          mtimeMs = (await fs.promises.stat(lockPath)).mtimeMs;
+          mtimeMs = fs.statSync(lockPath).mtimeMs;
         } catch (error) {
           throw lost('the lock directory is gone', error);
         }
@@ -213,6 +231,99 @@ function toMs(value: unknown): number | undefined {
   if (typeof value === 'number') return value * 1000;
   if (typeof value === 'string') return Number(value) * 1000;
   return undefined;
+}
+
+/**
+ * How long a waiter sleeps before trying again. Every millisecond (the timer
+ * floor) while the wait is short: a lock is held for about one disk flush, and
+ * a waiter that sleeps longer mostly finds it taken again, which is what makes
+ * tails long under contention. Past 250 ms the holder is probably stuck (it is
+ * taken over after the stale window), so poll gently, with jitter.
+ */
+function retryDelay(waitedMs: number): number {
+  return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
+}
+
+/** The advisory wait-queue file of a lock: `<dir>/.<pool>.queue`, beside `<dir>/<pool>.lock`. */
+function queuePath(lockPath: string): string {
+  const slash = lockPath.lastIndexOf('/');
+  return `${lockPath.slice(0, slash + 1)}.${lockPath.slice(slash + 1, -'.lock'.length)}.queue`;
+}
+
+// A head-of-line claim older than this is ignored: its waiter died or stalled.
+const CLAIM_TTL_MS = 10;
+
+/**
+ * An advisory first-come-first-served order among waiters of one lock, so a
+ * process that keeps re-taking the lock cannot starve the others. The queue file
+ * names the oldest waiter (its start time and id) and when it last said so; a
+ * waiter only tries the lock when no older waiter has claimed the head within
+ * `CLAIM_TTL_MS`. It is only a hint: the lock itself is still the `mkdir`, a
+ * dead waiter's claim expires on its own, and writers that do not know the file
+ * (the kici orchestrator) simply compete as before.
+ */
+class WaitQueue {
+  private readonly start = performance.timeOrigin + performance.now();
+  private readonly id = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
+  private claimed = false;
+
+  constructor(
+    private readonly fs: LedgerFs,
+    private readonly path: string,
+  ) {}
+
+  /** True unless an older waiter holds a fresh claim on the head of the line. */
+  myTurn(): boolean {
+    const head = this.read();
+    if (head === undefined || head.id === this.id) return true;
+    if (Date.now() - head.touchedAt > CLAIM_TTL_MS) return true;
+    return head.start > this.start || (head.start === this.start && head.id > this.id);
+  }
+
+  /** True while our claim is the head of the line. */
+  leading(): boolean {
+    return this.claimed;
+  }
+
+  /** After a failed attempt: claim (or keep) the head of the line if no older waiter has it. */
+  claim(): void {
+    if (!this.myTurn()) {
+      this.claimed = false;
+      return;
+    }
+    try {
+      this.fs.writeFileSync(this.path, `${this.start} ${Date.now()} ${this.id}\n`, { mode: 0o644 });
+      this.claimed = true;
+    } catch {
+      // Advisory only.
+    }
+  }
+
+  /** Done waiting (the lock is ours, or we gave up): drop our claim if it is still there. */
+  leave(): void {
+    if (!this.claimed) return;
+    this.claimed = false;
+    if (this.read()?.id !== this.id) return;
+    try {
+      this.fs.unlinkSync(this.path);
+    } catch {
+      // Already gone.
+    }
+  }
+
+  private read(): { start: number; touchedAt: number; id: string } | undefined {
+    let text: string;
+    try {
+      text = this.fs.readFileSync(this.path, 'utf8');
+    } catch {
+      return undefined;
+    }
+    const [start, touchedAt, id] = text.trim().split(' ');
+    const parsed = { start: Number(start), touchedAt: Number(touchedAt), id: id ?? '' };
+    return Number.isFinite(parsed.start) && Number.isFinite(parsed.touchedAt) && parsed.id
+      ? parsed
+      : undefined;
+  }
 }
 
 function sleep(ms: number): Promise<void> {

@@ -21,6 +21,7 @@ import {
   partitionRows,
   type RowMatch,
   removeRows,
+  type StaleRow,
   serializeDocument,
   sumRows,
   validatePoolName,
@@ -29,7 +30,7 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
-import { readPoolFile, writePoolFile } from './store.js';
+import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
 /** Options of {@link MachineLedger}. */
@@ -101,7 +102,7 @@ export interface PoolSnapshot {
   /** Live rows. */
   live: ReservationRow[];
   /** Rows that would be reaped now, each with the reason. */
-  stale: Array<{ row: ReservationRow; reason: string }>;
+  stale: StaleRow[];
   /** Summed CPU and memory of live rows. */
   usage: ResourceAmount;
 }
@@ -335,12 +336,12 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const dir = await this.dir();
     const file = join(dir, `${pool}.json`);
-    const text = await readPoolFile(this.fs, file);
+    const text = readPoolFile(this.fs, file);
     const doc =
       text === undefined
         ? emptyDocument(this.caps.get(pool) ?? {})
         : parseDocument(text, { pool, location: file });
-    const { live, stale } = partitionRows(doc.reservations, await this.facts(dir, doc));
+    const { live, stale } = partitionRows(doc.reservations, this.facts(dir, doc));
     return { pool, file, cap: doc.cap, live, stale, usage: sumRows(live) };
   }
 
@@ -470,16 +471,18 @@ export class MachineLedger implements PoolLedger {
       staleMs: this.staleMs,
       timeoutMs: this.lockTimeoutMs,
     });
+    let answers: Array<{ value?: unknown; error?: unknown }>;
+    let wrote = false;
     try {
-      const text = await readPoolFile(this.fs, file);
+      const text = readPoolFile(this.fs, file);
       let doc: LedgerDocument | undefined =
         text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
-      const { live, stale } = partitionRows(base.reservations, await this.facts(dir, base));
+      const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
       let current = keepRows(base, live);
       let dirty = false;
-      const answers = batch.map(({ op }) => {
+      answers = batch.map(({ op }) => {
         try {
           switch (op.kind) {
             case 'reserve': {
@@ -535,10 +538,42 @@ export class MachineLedger implements PoolLedger {
           fsync: this.fsync,
           beforeRename: () => handle.assertOwned(),
         });
+        wrote = true;
       }
-      return answers;
+      if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {
       await handle.release();
+    }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (wrote && this.fsync) await syncDir(this.fs, dir);
+    return answers;
+  }
+
+  // Under the pool lock: remove temp files that writers of this pool left when
+  // they were killed (older than the stale window, so no live writer owns
+  // them), and lease files expired for ten lease windows. Best effort.
+  private sweepLeftovers(dir: string, file: string): void {
+    const now = Date.now();
+    const prefix = tempPrefix(file);
+    let names: string[];
+    try {
+      names = this.fs.readdirSync(dir);
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      const temp = name.startsWith(prefix) && name.endsWith('.tmp');
+      const lease = name.endsWith('.lease') && name !== `${this.leaseId}.lease`;
+      if (!temp && !lease) continue;
+      const path = join(dir, name);
+      try {
+        const age = (lease ? this.now() : now) - this.fs.statSync(path).mtimeMs;
+        if (temp ? age > this.staleMs : age > 10 * this.leaseTtlMs) this.fs.unlinkSync(path);
+      } catch {
+        // Gone already, or not ours to remove.
+      }
     }
   }
 
@@ -564,7 +599,7 @@ export class MachineLedger implements PoolLedger {
   }
 
   // Gather the liveness facts the pure rule needs, one probe per pid and lease.
-  private async facts(dir: string, doc: LedgerDocument): Promise<LivenessFacts> {
+  private facts(dir: string, doc: LedgerDocument): LivenessFacts {
     const bootId = this.bootId;
     const leases = new Map<string, LeaseState>();
     const processes = new Map<string, ProcessState>();
@@ -579,7 +614,7 @@ export class MachineLedger implements PoolLedger {
           row.leaseId,
           row.leaseId === this.leaseId
             ? 'fresh'
-            : await leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
+            : leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
         );
       }
     }

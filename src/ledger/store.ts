@@ -1,16 +1,21 @@
 /**
  * Reading and atomically replacing a pool file: temp file in the same directory,
- * fsync it, check we still own the lock, rename over the pool file, fsync the directory.
- * A process killed at any point leaves the old file or the new one, never a torn one.
+ * fdatasync it, check we still own the lock, rename over the pool file, fsync the
+ * directory. A process killed at any point leaves the old file or the new one,
+ * never a torn one.
  */
 import { randomBytes } from 'node:crypto';
 import { basename, dirname, join } from 'node:path';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 
+// The pool file is small and local: reads, renames and metadata calls are
+// synchronous (a few microseconds each, and the lock is held for less time);
+// only the fsyncs, which wait for the disk, go through the thread pool.
+
 /** The pool file's text, or `undefined` when it does not exist yet. */
-export async function readPoolFile(fs: LedgerFs, file: string): Promise<string | undefined> {
+export function readPoolFile(fs: LedgerFs, file: string): string | undefined {
   try {
-    return await fs.promises.readFile(file, 'utf8');
+    return fs.readFileSync(file, 'utf8');
   } catch (error) {
     if (hasErrorCode(error, 'ENOENT')) return undefined;
     throw error;
@@ -19,7 +24,7 @@ export async function readPoolFile(fs: LedgerFs, file: string): Promise<string |
 
 /** Options of {@link writePoolFile}. */
 export interface WriteOptions {
-  /** fsync the temp file and the directory (default true). Off only for benchmarks. */
+  /** fdatasync the temp file before the rename (default true). Off only for benchmarks. */
   fsync: boolean;
   /** Called after the temp file is durable and right before the rename; throw to abort. */
   beforeRename(): Promise<void>;
@@ -30,38 +35,59 @@ export function tempPrefix(file: string): string {
   return `.${basename(file)}.`;
 }
 
-/** Replace `file` with `text` atomically. On any failure the temp file is removed and `file` is untouched. */
+/**
+ * Replace `file` with `text` atomically: temp file in the same directory,
+ * fdatasync, `beforeRename`, rename. On any failure the temp file is removed
+ * and `file` is untouched. Call {@link syncDir} afterwards to make the rename
+ * itself durable.
+ */
 export async function writePoolFile(
   fs: LedgerFs,
   file: string,
   text: string,
   options: WriteOptions,
 ): Promise<void> {
-  const dir = dirname(file);
-  const temp = join(dir, `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  const temp = join(
+    dirname(file),
+    `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`,
+  );
   let renamed = false;
   try {
-    const handle = await fs.promises.open(temp, 'wx', 0o644);
+    const fd = fs.openSync(temp, 'wx', 0o644);
     try {
-      await handle.writeFile(text, 'utf8');
-      if (options.fsync) await handle.sync();
+      fs.writeFileSync(fd, text, 'utf8');
+      if (options.fsync) await datasync(fs, fd);
     } finally {
-      await handle.close();
+      fs.closeSync(fd);
     }
     await options.beforeRename();
-    await fs.promises.rename(temp, file);
+    fs.renameSync(temp, file);
     renamed = true;
-    if (options.fsync) await syncDir(fs, dir);
   } finally {
-    if (!renamed) await fs.promises.unlink(temp).catch(() => {});
+    if (!renamed) {
+      try {
+        fs.unlinkSync(temp);
+      } catch {
+        // Never created, or already gone.
+      }
+    }
   }
 }
 
-async function syncDir(fs: LedgerFs, dir: string): Promise<void> {
-  const handle = await fs.promises.open(dir, 'r');
+/** fsync a directory, making renames in it durable. */
+export async function syncDir(fs: LedgerFs, dir: string): Promise<void> {
+  const fd = fs.openSync(dir, 'r');
   try {
-    await handle.sync();
+    await new Promise<void>((resolve, reject) => {
+      fs.fsync(fd, (error) => (error ? reject(error) : resolve()));
+    });
   } finally {
-    await handle.close();
+    fs.closeSync(fd);
   }
+}
+
+function datasync(fs: LedgerFs, fd: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
+  });
 }

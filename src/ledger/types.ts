@@ -54,8 +54,12 @@ export interface LedgerDocument {
  * dimension that did not fit and the numbers behind the refusal.
  */
 export type ReserveResult =
-  | { ok: true }
   | {
+      /** Granted: the row is written. */
+      ok: true;
+    }
+  | {
+      /** Refused: nothing was written. */
       ok: false;
       /** The pool. */
       pool: string;

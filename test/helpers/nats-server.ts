@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -59,13 +59,26 @@ export interface StartNatsOptions {
   storeDir?: string;
   /** Cluster settings for a multi-node JetStream cluster on loopback. */
   cluster?: { name: string; port: number; routes: number[]; serverName: string };
+  /** Enable JetStream (`-js`). Default true; false starts a plain core NATS server. */
+  jetstream?: boolean;
+  /**
+   * Server configuration text (e.g. accounts and user permissions), written to a file
+   * in the store dir and passed with `-c`; the address, port and store dir flags still apply.
+   */
+  config?: string;
 }
 
-/** Start `nats-server -js` on 127.0.0.1 with a temp store dir. */
+/** Start `nats-server -js` (or plain nats-server with `jetstream: false`) on 127.0.0.1 with a temp store dir. */
 export async function startNatsServer(opts: StartNatsOptions = {}): Promise<NatsServer> {
   const port = opts.port ?? (await freePort());
   const storeDir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'sp-nats-')));
-  const args = ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];
+  if (opts.jetstream !== false) args.unshift('-js');
+  if (opts.config !== undefined) {
+    const file = join(storeDir, 'server.conf');
+    await writeFile(file, opts.config);
+    args.unshift('-c', file);
+  }
   if (opts.cluster) {
     args.push(
       '--cluster_name',

@@ -64,6 +64,23 @@ const rows = () =>
   (
     JSON.parse(readFileSync(join(dir, 'p.json'), 'utf8')).reservations as Array<{ agentId: string }>
   ).map((r) => r.agentId);
+// Write the pool file as another writer left it.
+function writePool(reservations: Array<Record<string, unknown>>) {
+  writeFileSync(
+    join(dir, 'p.json'),
+    JSON.stringify({ version: 1, cap: { maxCpu: 2 }, reservations }),
+  );
+}
+const seedRow = (over: Record<string, unknown>) => ({
+  instanceId: 'kici',
+  pid: 999_999,
+  bootId: readBootId(nodeFs),
+  agentId: 'old',
+  cpus: 2,
+  memBytes: 0,
+  reservedAt: 1,
+  ...over,
+});
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('locks', () => {
@@ -128,49 +145,14 @@ describe('rows of dead peers', () => {
   });
 
   it('a peer row without a lease (an older writer) is kept while the host runs', async () => {
-    const bootId = readBootId(nodeFs);
-    writeFileSync(
-      join(dir, 'p.json'),
-      JSON.stringify({
-        version: 1,
-        cap: { maxCpu: 2 },
-        reservations: [
-          {
-            instanceId: 'kici',
-            pid: 999_999,
-            bootId,
-            agentId: 'old',
-            cpus: 2,
-            memBytes: 0,
-            reservedAt: 1,
-          },
-        ],
-      }),
-    );
+    writePool([seedRow({})]);
     const me = ledger();
     expect(await me.reapStale('p')).toBe(0);
     expect(await me.reserve('p', 'mine', 1, 0)).toMatchObject({ ok: false, used: 2 });
   });
 
   it('a row from another boot is reaped', async () => {
-    writeFileSync(
-      join(dir, 'p.json'),
-      JSON.stringify({
-        version: 1,
-        cap: { maxCpu: 2 },
-        reservations: [
-          {
-            instanceId: 'kici',
-            pid: process.pid,
-            bootId: 'an-earlier-boot',
-            agentId: 'old',
-            cpus: 2,
-            memBytes: 0,
-            reservedAt: 1,
-          },
-        ],
-      }),
-    );
+    writePool([seedRow({ pid: process.pid, bootId: 'an-earlier-boot' })]);
     const me = ledger();
     expect((await me.inspect('p')).stale.map((s) => s.reason)).toEqual(['other-boot']);
     expect(await me.reserve('p', 'mine', 2, 0)).toEqual({ ok: true });
@@ -178,36 +160,26 @@ describe('rows of dead peers', () => {
   });
 
   it('same-instance rows: a dead pid and a reused pid are reaped, a live process is kept', async () => {
-    const bootId = readBootId(nodeFs);
     const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
     const exited = spawnSync('true');
     const deadPid = exited.pid!;
     try {
       const start = readProcessStartTime(nodeFs, sleeper.pid!)!;
       expect(start).toBeGreaterThan(0);
-      const row = (agentId: string, pid: number, pidStartTime?: number) => ({
-        instanceId: 'tester',
-        pid,
-        bootId,
-        agentId,
-        cpus: 0.5,
-        memBytes: 0,
-        reservedAt: 1,
-        ...(pidStartTime === undefined ? {} : { pidStartTime }),
-      });
-      writeFileSync(
-        join(dir, 'p.json'),
-        JSON.stringify({
-          version: 1,
-          cap: { maxCpu: 2 },
-          reservations: [
-            row('alive', sleeper.pid!, start),
-            row('reused', sleeper.pid!, start - 1),
-            row('gone', deadPid),
-            row('alive-no-start-time', sleeper.pid!),
-          ],
-        }),
-      );
+      const row = (agentId: string, pid: number, pidStartTime?: number) =>
+        seedRow({
+          instanceId: 'tester',
+          agentId,
+          pid,
+          cpus: 0.5,
+          ...(pidStartTime === undefined ? {} : { pidStartTime }),
+        });
+      writePool([
+        row('alive', sleeper.pid!, start),
+        row('reused', sleeper.pid!, start - 1),
+        row('gone', deadPid),
+        row('alive-no-start-time', sleeper.pid!),
+      ]);
       const me = ledger();
       const snapshot = await me.inspect('p');
       expect(snapshot.live.map((r) => r.agentId)).toEqual(['alive', 'alive-no-start-time']);

@@ -1,8 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
+import { isConnectionClosed } from '../../src/internal/nats-errors.js';
 import { emptyDocument, sumRows } from '../../src/ledger/index.js';
-import { DuplicateWriteError } from '../../src/ledger/nats/cas.js';
+import { DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {
   foreignLeases,
@@ -10,7 +11,6 @@ import {
   partitionByLease,
   ServerClock,
 } from '../../src/ledger/nats/liveness.js';
-import { isConnectionClosed, isRevisionConflict } from '../../src/ledger/nats/nats-errors.js';
 import { applyBatch, type LedgerOp } from '../../src/ledger/nats/ops.js';
 import type { LedgerDocument, ReservationRow } from '../../src/ledger/types.js';
 
@@ -49,16 +49,22 @@ describe('keys', () => {
 });
 
 describe('nats errors', () => {
+  // nats.js JetStreamApiError: a numeric code next to an apiError() method.
+  const apiError = (code: number) =>
+    Object.assign(new Error(`api ${code}`), {
+      name: 'JetStreamApiError',
+      code,
+      apiError: () => ({}),
+    });
   it.each([
-    [{ name: 'JetStreamApiError', code: 10071 }, true],
-    [{ name: 'JetStreamApiError', code: 10164 }, true],
-    [{ code: '10071' }, true],
-    [Object.assign(new Error('wrapped'), { cause: { code: 10164 } }), true],
-    [new DuplicateWriteError('pool.p', 7), true],
-    [{ name: 'JetStreamApiError', code: 10058 }, false],
-    [new Error('timeout'), false],
-    [undefined, false],
-  ])('isRevisionConflict(%o) is %s', (error, expected) => {
+    ['wrong last sequence (10071)', apiError(10071), true],
+    ['wrong last sequence, unknown (10164)', apiError(10164), true],
+    ['a conflict as the cause', new Error('wrapped', { cause: apiError(10164) }), true],
+    ['another writer from the same revision won', new DuplicateWriteError('pool.p', 7), true],
+    ['another JetStream error', apiError(10058), false],
+    ['a timeout', Object.assign(new Error('timeout'), { name: 'TimeoutError' }), false],
+    ['nothing', undefined, false],
+  ])('isRevisionConflict: %s is %s', (_, error, expected) => {
     expect(isRevisionConflict(error)).toBe(expected);
   });
   it('recognizes a closed connection', () => {

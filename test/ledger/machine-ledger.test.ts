@@ -289,6 +289,30 @@ describe('stale rows', () => {
     expect(read().reservations.map((r: { agentId: string }) => r.agentId)).toEqual(['x', 'small']);
   });
 
+  it('reapStale also sweeps old temp files of this pool and long-expired lease files', async () => {
+    const clock = Date.now();
+    const touch = (name: string, ageMs: number) => {
+      writeFileSync(join(dir, name), '');
+      utimesSync(join(dir, name), new Date(clock - ageMs), new Date(clock - ageMs));
+    };
+    touch('.p.json.123.abcd.tmp', 60_000); // killed writer of p: removed
+    touch('.p.json.456.ef01.tmp', 100); // may belong to a live writer: kept
+    touch('.q.json.123.abcd.tmp', 60_000); // another pool's: kept
+    touch('dead.lease', 11 * 30_000); // expired ten windows ago: removed
+    touch('recent.lease', 31_000); // expired, but recently: kept
+    const ledger = make({ now: () => clock });
+    ledger.registerPool('p', {});
+    await ledger.reapStale('p');
+    expect(nodeFs.readdirSync(dir).sort()).toEqual(
+      [
+        '.p.json.456.ef01.tmp',
+        '.q.json.123.abcd.tmp',
+        `${ledger.leaseId}.lease`,
+        'recent.lease',
+      ].sort(),
+    );
+  });
+
   it('releaseAllForInstance removes only this instance’s rows in every registered pool', async () => {
     seedFile({ version: 1, cap: {}, reservations: [peerRow()] }, 'p');
     const ledger = make();
@@ -318,12 +342,9 @@ describe('group commit', () => {
     let renames = 0;
     const fs = {
       ...nodeFs,
-      promises: {
-        ...nodeFs.promises,
-        rename: async (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
-          renames++;
-          return nodeFs.promises.rename(a, b);
-        },
+      renameSync: (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
+        renames++;
+        nodeFs.renameSync(a, b);
       },
     } as LedgerFs;
     const ledger = make({ fs });
@@ -342,12 +363,9 @@ describe('group commit', () => {
     let fail = false;
     const fs = {
       ...nodeFs,
-      promises: {
-        ...nodeFs.promises,
-        rename: async (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
-          if (fail) throw Object.assign(new Error('disk on fire'), { code: 'EIO' });
-          return nodeFs.promises.rename(a, b);
-        },
+      renameSync: (a: nodeFs.PathLike, b: nodeFs.PathLike) => {
+        if (fail) throw Object.assign(new Error('disk on fire'), { code: 'EIO' });
+        nodeFs.renameSync(a, b);
       },
     } as LedgerFs;
     const ledger = make({ fs });
@@ -379,6 +397,23 @@ describe('lock', () => {
     expect(error.pool).toBe('p');
     expect(error.lockAgeMs).toBeGreaterThanOrEqual(0);
     expect(error.message).toMatch(/Pool "p" is busy.* s old/);
+  });
+
+  it('waits its turn behind an older waiter with a fresh claim, and ignores a stale claim', async () => {
+    const queue = join(dir, '.p.queue');
+    const claim = () => writeFileSync(queue, `1 ${Date.now()} older.1\n`);
+    claim();
+    const refresher = setInterval(claim, 2);
+    setTimeout(() => clearInterval(refresher), 150);
+    const ledger = make();
+    ledger.registerPool('p', {});
+    const started = Date.now();
+    expect(await ledger.reserve('p', 'a', 1, 1)).toEqual({ ok: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(140);
+    writeFileSync(queue, `1 ${Date.now() - 1_000} older.1\n`);
+    const again = Date.now();
+    expect(await ledger.reserve('p', 'b', 1, 1)).toEqual({ ok: true });
+    expect(Date.now() - again).toBeLessThan(100);
   });
 
   it('a lock left by a dead holder is taken over once it is older than the stale window', async () => {

@@ -14,11 +14,21 @@
  * id changes nothing.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
+import { isJetStreamRevisionConflict } from '../../internal/nats-errors.js';
+
+/**
+ * True when a compare-and-set write lost: the revision moved (JetStream codes
+ * 10071, 10164), or another writer from the same revision won ({@link DuplicateWriteError}).
+ */
+export function isRevisionConflict(error: unknown): boolean {
+  for (let e = error, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
+    if ((e as { name?: unknown }).name === 'DuplicateWriteError') return true;
+  }
+  return isJetStreamRevisionConflict(error);
+}
 
 /** Thrown when the write was refused as a duplicate of another writer's write from the same revision. */
 export class DuplicateWriteError extends Error {
-  /** Reads as JetStream's "wrong last sequence" code, so it is handled as a revision conflict. */
-  readonly code = 10071;
   /** @param key - The KV key. @param revision - The revision the write was based on. */
   constructor(key: string, revision: number) {
     super(`another write based on revision ${revision} of ${key} won`);

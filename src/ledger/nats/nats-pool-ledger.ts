@@ -13,6 +13,7 @@ import {
   LedgerUnavailableError,
   ScalerError,
 } from '../../errors.js';
+import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import { checkAgentId, checkAmount, positiveOption } from '../checks.js';
 import {
@@ -29,10 +30,9 @@ import { defaultFs } from '../fs.js';
 import { GroupCommit, type OpAnswer } from '../group-commit.js';
 import { readBootId } from '../proc.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
-import { CasWriter } from './cas.js';
+import { CasWriter, isRevisionConflict } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
-import { describeNatsError, isConnectionClosed, isRevisionConflict } from './nats-errors.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
@@ -832,4 +832,13 @@ function backoff(attempt: number, baseMs: number, capMs: number): number {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A short description of a NATS failure for messages: its message and JetStream code. */
+function describeNatsError(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return code === undefined ? `${error.name}: ${error.message}` : `${error.message} (${code})`;
+  }
+  return String(error);
 }

@@ -1,0 +1,97 @@
+import type { ResourceAmount } from '../resources/types.js';
+import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
+import { parseCpuQuota, parseMemoryMax } from './grammar.js';
+
+/** The largest `CPUQuota=` systemd accepts, in cores (INT_MAX hundredths of a percent). */
+const MAX_QUOTA_CORES = 2_147_483_647 / 10_000;
+
+const UNITS = [
+  ['E', 60n],
+  ['P', 50n],
+  ['T', 40n],
+  ['G', 30n],
+  ['M', 20n],
+  ['K', 10n],
+] as const;
+
+/** Cores to a whole percent, rounding a fraction up (never a smaller cap than asked). */
+function cpuQuotaFromCores(cpus: number): string {
+  if (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0 || cpus > MAX_QUOTA_CORES) {
+    throw new TypeError(
+      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES}, got \`${String(cpus)}\``,
+    );
+  }
+  const percent = cpus * 100;
+  // 1.1 * 100 is 110.00000000000001: snap float noise before rounding up.
+  const nearest = Math.round(percent);
+  const whole = Math.abs(percent - nearest) < 1e-9 ? nearest : Math.ceil(percent);
+  return `${whole}%`;
+}
+
+/** Bytes to the largest unit that divides them exactly: 8589934592 -> "8G". */
+function memoryMaxFromBytes(memBytes: number): string {
+  if (typeof memBytes !== 'number' || !Number.isSafeInteger(memBytes) || memBytes < 1) {
+    throw new TypeError(
+      `Expected \`memBytes\` to be a whole number of bytes from 1 to Number.MAX_SAFE_INTEGER, got \`${String(memBytes)}\``,
+    );
+  }
+  const bytes = BigInt(memBytes);
+  for (const [unit, shift] of UNITS) {
+    const factor = 1n << shift;
+    if (bytes % factor === 0n) return `${bytes / factor}${unit}`;
+  }
+  return String(bytes);
+}
+
+/**
+ * Caps from an amount of cores and bytes: 4 cores -> `"400%"`, 1.5 -> `"150%"`,
+ * a fraction of a percent rounds up (1.234 -> `"124%"`); bytes -> the largest
+ * unit that divides them exactly (`"8G"`, not `"8192M"`; `"1536M"` for 1.5 GiB).
+ * A field absent from `amount` is absent from the caps.
+ *
+ * @param amount - `cpus` (cores) and `memBytes` (whole bytes), either optional.
+ * @returns Caps that pass {@link validateAgentCaps}.
+ * @throws `TypeError` when `cpus` is not a finite number > 0, or `memBytes` is not a whole number from 1 to `Number.MAX_SAFE_INTEGER`.
+ *
+ * @example
+ * ```ts
+ * capsFromResources({ cpus: 4, memBytes: 8 * 1024 ** 3 }); // { cpuQuota: '400%', memoryMax: '8G' }
+ * ```
+ */
+export function capsFromResources(amount: Partial<ResourceAmount>): AgentCaps {
+  const caps: AgentCaps = {};
+  if (amount.cpus !== undefined) caps.cpuQuota = cpuQuotaFromCores(amount.cpus);
+  if (amount.memBytes !== undefined) caps.memoryMax = memoryMaxFromBytes(amount.memBytes);
+  return caps;
+}
+
+/**
+ * Cores and bytes from caps: `"400%"` -> 4 cores, `"8G"` -> 8589934592 bytes.
+ * A field that is unset, `infinity`, or a memory percentage (whose size depends
+ * on the host) is `undefined`. Round-trips {@link capsFromResources} for whole
+ * percents and whole bytes.
+ *
+ * @param caps - The caps; checked against the systemd grammar first.
+ * @param options - `allowMemoryPercent`.
+ * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax.
+ *
+ * @example
+ * ```ts
+ * resourcesFromCaps({ cpuQuota: '150%', memoryMax: '1.5G' }); // { cpus: 1.5, memBytes: 1610612736 }
+ * ```
+ */
+export function resourcesFromCaps(
+  caps: AgentCaps,
+  options: CapsValueOptions = {},
+): Partial<ResourceAmount> {
+  validateAgentCaps(caps, options);
+  const amount: Partial<ResourceAmount> = {};
+  if (typeof caps.cpuQuota === 'string') {
+    amount.cpus = parseCpuQuota(caps.cpuQuota)! / 10_000;
+  }
+  if (typeof caps.memoryMax === 'string') {
+    const memory = parseMemoryMax(caps.memoryMax, options.allowMemoryPercent === true)!;
+    if (memory.kind === 'bytes') amount.memBytes = Number(memory.bytes);
+  }
+  return amount;
+}

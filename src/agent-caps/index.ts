@@ -1,0 +1,28 @@
+/**
+ * Per-agent CPU and memory caps, as systemd `CPUQuota=` and `MemoryMax=`
+ * values, in the wire format of the `agent-limits` JetStream KV bucket
+ * (byte-compatible with the Rust `swarm-queue-client` crate).
+ *
+ * Pure: no I/O and no NATS import. The NATS JetStream adapter lives in
+ * `scaler-primitives/agent-caps/nats`.
+ *
+ * @packageDocumentation
+ */
+export {
+  type AgentCaps,
+  type CapsValueOptions,
+  type DecodeAgentCapsOptions,
+  decodeAgentCaps,
+  encodeAgentCaps,
+  isEmpty,
+  validateAgentCaps,
+} from './codec.js';
+export { capsFromResources, resourcesFromCaps } from './convert.js';
+export {
+  DropInSection,
+  type DropInSectionName,
+  type RenderDropInOptions,
+  renderDropIn,
+} from './drop-in.js';
+export { isValidCpuQuota, isValidMemoryMax } from './grammar.js';
+export { assertAgentName, BUCKET, directGetSubject, keySubject, STREAM } from './names.js';

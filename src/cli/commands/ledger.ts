@@ -1,0 +1,221 @@
+/**
+ * `scaler-primitives ledger ls|usage|reap|release`: inspect and repair machine-pool ledgers.
+ */
+import { parseArgs } from 'node:util';
+import { MachineLedger, type PoolSnapshot } from '../../ledger/index.js';
+import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
+
+// Rows this CLI judges as a bystander: it has no rows of its own, so only the
+// boot id and peers' leases decide what is stale (rows without a lease are kept).
+const CLI_INSTANCE = 'scaler-primitives-cli';
+
+const help = `Usage: scaler-primitives ledger <subcommand> [pool] [options]
+
+Inspect and repair the machine-pool ledger shared by orchestrators on this host.
+
+Subcommands:
+  ls [pool]       List reservations (every pool, or one), live and stale.
+  usage [pool]    Show used and maximum CPU and memory per pool.
+  reap [pool]     Remove stale rows now (rows of another boot, rows whose lease expired).
+  release --pool P --agent A [--instance I]
+                  Remove an agent's reservation (only instance I's row with --instance).
+
+Options:
+  --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
+                  /var/lib/kici/scaler-ledger, else <tmpdir>/scaler-ledger-<uid>.
+  --json          Print JSON instead of a table.
+  -h, --help      Show this help.
+
+Exit codes: 0 success, 1 failure (corrupt file, busy lock, unsafe directory), 2 usage error.
+`;
+
+const options = {
+  dir: { type: 'string' },
+  json: { type: 'boolean', default: false },
+  pool: { type: 'string' },
+  agent: { type: 'string' },
+  instance: { type: 'string' },
+} as const;
+
+type Values = { dir?: string; json: boolean; pool?: string; agent?: string; instance?: string };
+
+/** The `ledger` command. */
+export const ledgerCommand: CliCommand = {
+  name: 'ledger',
+  summary: 'Inspect and repair machine-pool ledgers (ls, usage, reap, release).',
+  help,
+  async run(args, io) {
+    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
+    try {
+      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    const values = parsed.values as Values;
+    const [sub, ...positionals] = parsed.positionals;
+    if (sub === undefined) throw new UsageError('missing subcommand: ls, usage, reap or release');
+    const ledger = new MachineLedger({
+      instanceId: CLI_INSTANCE,
+      dir: values.dir,
+      env: io.env,
+    });
+    try {
+      switch (sub) {
+        case 'ls':
+          return await ls(ledger, await poolsOf(ledger, positionals), values, io);
+        case 'usage':
+          return await usage(ledger, await poolsOf(ledger, positionals), values, io);
+        case 'reap':
+          return await reap(ledger, await poolsOf(ledger, positionals), values, io);
+        case 'release':
+          return await release(ledger, positionals, values, io);
+        default:
+          throw new UsageError(
+            `unknown subcommand ${JSON.stringify(sub)}: use ls, usage, reap or release`,
+          );
+      }
+    } finally {
+      await ledger.close();
+    }
+  },
+};
+
+async function poolsOf(ledger: MachineLedger, positionals: string[]): Promise<string[]> {
+  if (positionals.length > 1) {
+    throw new UsageError(`expected at most one pool, got ${positionals.length}`);
+  }
+  return positionals.length === 1 ? positionals : ledger.pools();
+}
+
+async function ls(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
+  const snapshots = await Promise.all(pools.map((pool) => ledger.inspect(pool)));
+  if (values.json) {
+    io.out(
+      `${JSON.stringify(
+        snapshots.map((s) => ({
+          pool: s.pool,
+          file: s.file,
+          cap: s.cap,
+          reservations: [
+            ...s.live.map((row) => ({ ...row, state: 'live' })),
+            ...s.stale.map(({ row, reason }) => ({ ...row, state: `stale (${reason})` })),
+          ],
+        })),
+        null,
+        2,
+      )}\n`,
+    );
+    return 0;
+  }
+  const rows: string[][] = [];
+  for (const s of snapshots) {
+    const stale = new Map(s.stale.map(({ row, reason }) => [row, reason]));
+    for (const row of [...s.live, ...s.stale.map((x) => x.row)]) {
+      const reason = stale.get(row);
+      rows.push([
+        s.pool,
+        row.agentId,
+        row.instanceId,
+        String(row.pid),
+        String(row.cpus),
+        String(row.memBytes),
+        new Date(row.reservedAt).toISOString(),
+        reason === undefined ? 'live' : `stale (${reason})`,
+      ]);
+    }
+  }
+  if (rows.length === 0) {
+    io.out(pools.length === 0 ? `No pools in ${await ledger.dir()}\n` : 'No reservations\n');
+    return 0;
+  }
+  io.out(
+    table(
+      ['POOL', 'AGENT', 'INSTANCE', 'PID', 'CPUS', 'MEM_BYTES', 'RESERVED_AT', 'STATE'],
+      rows,
+      [3, 4, 5],
+    ),
+  );
+  return 0;
+}
+
+function usageOf(s: PoolSnapshot) {
+  return {
+    pool: s.pool,
+    cpus: s.usage.cpus,
+    maxCpu: s.cap.maxCpu ?? null,
+    memBytes: s.usage.memBytes,
+    maxMemoryBytes: s.cap.maxMemoryBytes ?? null,
+    live: s.live.length,
+    stale: s.stale.length,
+  };
+}
+
+async function usage(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
+  const usages = (await Promise.all(pools.map((pool) => ledger.inspect(pool)))).map(usageOf);
+  if (values.json) {
+    io.out(`${JSON.stringify(usages, null, 2)}\n`);
+    return 0;
+  }
+  if (usages.length === 0) {
+    io.out(`No pools in ${await ledger.dir()}\n`);
+    return 0;
+  }
+  io.out(
+    table(
+      ['POOL', 'CPUS', 'MAX_CPU', 'MEM_BYTES', 'MAX_MEM_BYTES', 'LIVE', 'STALE'],
+      usages.map((u) => [
+        u.pool,
+        String(u.cpus),
+        u.maxCpu === null ? '-' : String(u.maxCpu),
+        String(u.memBytes),
+        u.maxMemoryBytes === null ? '-' : String(u.maxMemoryBytes),
+        String(u.live),
+        String(u.stale),
+      ]),
+      [1, 2, 3, 4, 5, 6],
+    ),
+  );
+  return 0;
+}
+
+async function reap(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
+  const results: Array<{ pool: string; reaped: number }> = [];
+  for (const pool of pools) results.push({ pool, reaped: await ledger.reapStale(pool) });
+  if (values.json) {
+    io.out(`${JSON.stringify(results, null, 2)}\n`);
+  } else if (results.length === 0) {
+    io.out(`No pools in ${await ledger.dir()}\n`);
+  } else {
+    io.out(
+      table(
+        ['POOL', 'REAPED'],
+        results.map((r) => [r.pool, String(r.reaped)]),
+        [1],
+      ),
+    );
+  }
+  return 0;
+}
+
+async function release(ledger: MachineLedger, positionals: string[], values: Values, io: CliIO) {
+  if (positionals.length > 0) {
+    throw new UsageError(`release takes --pool and --agent, not ${JSON.stringify(positionals[0])}`);
+  }
+  if (!values.pool || !values.agent) throw new UsageError('release needs --pool and --agent');
+  const released = await ledger.release(
+    values.pool,
+    values.agent,
+    values.instance === undefined ? {} : { instanceId: values.instance },
+  );
+  if (values.json) {
+    io.out(`${JSON.stringify({ pool: values.pool, agent: values.agent, released })}\n`);
+  } else if (released) {
+    io.out(`Released agent ${values.agent} in pool ${values.pool}\n`);
+  } else {
+    const which = values.instance === undefined ? '' : ` of instance ${values.instance}`;
+    io.out(
+      `No reservation for agent ${values.agent}${which} in pool ${values.pool}; nothing to do\n`,
+    );
+  }
+  return 0;
+}

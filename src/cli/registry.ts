@@ -1,0 +1,47 @@
+/**
+ * The operator CLI's command registry. Each command lives in `commands/<name>.ts`
+ * and is listed in `commands/index.ts`; `main` dispatches on the first argument.
+ */
+
+/** Where a command writes, so tests and embedders can capture it. */
+export interface CliIO {
+  /** Write to standard output (the text is written as is). */
+  out(text: string): void;
+  /** Write to standard error (the text is written as is). */
+  err(text: string): void;
+  /** The environment (for defaults such as `KICI_MACHINE_LEDGER_DIR`). */
+  env: NodeJS.ProcessEnv;
+}
+
+/** One top-level command, e.g. `ledger`. */
+export interface CliCommand {
+  /** The word that selects it. */
+  name: string;
+  /** One line for the top-level help. */
+  summary: string;
+  /** Its full help text. */
+  help: string;
+  /** Run with the arguments after the command word; resolves to the exit code. */
+  run(args: string[], io: CliIO): Promise<number>;
+}
+
+/** A usage mistake: printed with a hint to `--help`, exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+/** Render rows as an aligned table: a header line, then one line per row. */
+export function table(headers: string[], rows: string[][], rightAligned: number[] = []): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, i) =>
+        rightAligned.includes(i) ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!),
+      )
+      .join('  ')
+      .trimEnd();
+  return `${[line(headers), ...rows.map(line)].join('\n')}\n`;
+}

@@ -1,0 +1,287 @@
+import { createHash } from 'node:crypto';
+import type {
+  AddrFamily,
+  DispatchKey,
+  NftCommand,
+  NftElementKey,
+  NftExpr,
+  NftHook,
+  NftRule,
+} from './plan.js';
+import type { NormalizedPolicy } from './policy.js';
+import type { Cidr } from './validate.js';
+
+/** Where an agent's rules live: see docs/nftables.md for both layouts. */
+export const NftLayout = {
+  /** One chain per agent, reached through verdict maps keyed by the agent's identity. */
+  vmap: 'vmap',
+  /** The seed's layout: the agent's rules appended to the shared base chains. */
+  rules: 'rules',
+} as const;
+
+/** `'vmap' | 'rules'`. */
+export type NftLayoutName = (typeof NftLayout)[keyof typeof NftLayout];
+
+/** Base chains of the table: name -> hook. */
+export const BASE_CHAINS: Readonly<Record<NftHook, NftHook>> = {
+  forward: 'forward',
+  input: 'input',
+  output: 'output',
+};
+
+/** Which part of the path a set of agent rules guards. */
+export type AgentPart = 'fwd' | 'in' | 'out';
+
+const PART_HOOK: Readonly<Record<AgentPart, NftHook>> = {
+  fwd: 'forward',
+  in: 'input',
+  out: 'output',
+};
+
+/** One verdict map of the `vmap` layout. */
+export interface DispatchMap {
+  /** The map's name. */
+  readonly map: string;
+  /** What it is keyed by. */
+  readonly key: DispatchKey;
+  /** Which of an agent's chains its elements jump to (forward, input or output). */
+  readonly part: AgentPart;
+}
+
+/** Verdict maps of the `vmap` layout, with their key and the base chain that consults them. */
+export const DISPATCH_MAPS: ReadonlyArray<DispatchMap> = [
+  { map: 'fwd_iif', key: 'iifname', part: 'fwd' },
+  { map: 'fwd_v4', key: 'ip saddr', part: 'fwd' },
+  { map: 'fwd_v6', key: 'ip6 saddr', part: 'fwd' },
+  { map: 'in_iif', key: 'iifname', part: 'in' },
+  { map: 'in_v4', key: 'ip saddr', part: 'in' },
+  { map: 'in_v6', key: 'ip6 saddr', part: 'in' },
+  { map: 'out_uid', key: 'meta skuid', part: 'out' },
+];
+
+/** Comment carried by the dispatch rules the table skeleton puts in the base chains. */
+export const DISPATCH_COMMENT = 'dispatch';
+
+/** Name of the per-agent chain for one part (vmap layout), e.g. `agent-ci-7-fwd`. */
+export function agentChainName(agentId: string, part: AgentPart): string {
+  return `agent-${agentId}-${part}`;
+}
+
+const AGENT_CHAIN = /^agent-([A-Za-z0-9][A-Za-z0-9_.-]{0,63})-(fwd|in|out)$/;
+
+/** The agent id and part of a per-agent chain name, or undefined for any other chain. */
+export function parseAgentChainName(
+  name: string,
+): { agentId: string; part: AgentPart } | undefined {
+  const match = AGENT_CHAIN.exec(name);
+  return match ? { agentId: match[1]!, part: match[2] as AgentPart } : undefined;
+}
+
+/** Comment every rule of an agent carries: `agent=<id> policy=<digest>`. */
+export function agentComment(agentId: string, digest: string): string {
+  return `agent=${agentId} policy=${digest}`;
+}
+
+const COMMENT = /^agent=([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?: policy=([0-9a-f]{12}))?$/;
+
+/** Parse a rule comment; undefined when it is not one of ours. Compares nothing by substring. */
+export function parseAgentComment(
+  comment: string | undefined,
+): { agentId: string; digest: string | undefined } | undefined {
+  if (comment === undefined) return undefined;
+  const match = COMMENT.exec(comment);
+  return match ? { agentId: match[1]!, digest: match[2] } : undefined;
+}
+
+/** A short stable digest of a normalized policy and layout, stored in every rule comment. */
+export function policyDigest(policy: NormalizedPolicy, layout: NftLayoutName): string {
+  return createHash('sha256').update(JSON.stringify({ layout, policy })).digest('hex').slice(0, 12);
+}
+
+/** The commands that create the table, its base chains, the verdict maps and the dispatch rules. */
+export function skeletonCommands(): NftCommand[] {
+  const commands: NftCommand[] = [{ op: 'add table' }];
+  for (const hook of Object.values(BASE_CHAINS))
+    commands.push({ op: 'add chain', chain: hook, hook });
+  for (const { map, key } of DISPATCH_MAPS) commands.push({ op: 'add map', map, key });
+  for (const { map, key, part } of DISPATCH_MAPS) {
+    commands.push({
+      op: 'add rule',
+      chain: PART_HOOK[part],
+      rule: { exprs: [{ type: 'vmap', key, map }], comment: DISPATCH_COMMENT },
+    });
+  }
+  return commands;
+}
+
+function family(cidr: Cidr): AddrFamily {
+  return cidr.family === 4 ? 'ip' : 'ip6';
+}
+
+/** Address families the agent's packets can have (a `saddr` agent has exactly one). */
+function families(policy: NormalizedPolicy): AddrFamily[] {
+  return policy.identity.kind === 'saddr' ? [family(policy.identity.value)] : ['ip', 'ip6'];
+}
+
+function daddrRules(
+  cidrs: readonly Cidr[],
+  allowed: readonly AddrFamily[],
+  verdict: 'accept' | 'drop',
+): Array<Omit<NftRule, 'comment'>> {
+  const out: Array<Omit<NftRule, 'comment'>> = [];
+  for (const fam of allowed) {
+    const addrs = cidrs.filter((c) => family(c) === fam).map((c) => c.text);
+    if (addrs.length > 0) out.push({ exprs: [{ type: 'daddr', family: fam, addrs }], verdict });
+  }
+  return out;
+}
+
+const ESTABLISHED: Omit<NftRule, 'comment'> = {
+  exprs: [{ type: 'ctState', states: ['established', 'related'] }],
+  verdict: 'accept',
+};
+
+/** Rules for traffic the agent sends past the host (forward hook) or, for `skuid`, out of it. */
+function outboundRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>> {
+  const fams = families(policy);
+  const rules = [
+    ESTABLISHED,
+    ...daddrRules(policy.gateway, fams, 'accept'),
+    ...daddrRules(policy.metadata, fams, 'drop'),
+    ...daddrRules(policy.allowlist, fams, 'accept'),
+    ...daddrRules(policy.blocked, fams, 'drop'),
+  ];
+  if (policy.denyAll) {
+    // A process on the host keeps its own loopback (local test servers, sockets).
+    if (policy.identity.kind === 'skuid') {
+      rules.push({ exprs: [{ type: 'oifname', name: 'lo' }], verdict: 'accept' });
+    }
+    rules.push({ exprs: [], verdict: 'drop' });
+  }
+  return rules;
+}
+
+/** Rules for traffic the agent addresses to the host itself (input hook). */
+function hostRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>> {
+  const rules: Array<Omit<NftRule, 'comment'>> = [ESTABLISHED];
+  if (families(policy).includes('ip6')) {
+    rules.push({
+      exprs: [
+        {
+          type: 'icmpv6Type',
+          types: ['nd-neighbor-solicit', 'nd-neighbor-advert', 'nd-router-solicit'],
+        },
+      ],
+      verdict: 'accept',
+    });
+  }
+  for (const protocol of ['tcp', 'udp'] as const) {
+    const ports = policy.hostAccess[protocol];
+    if (ports.length > 0) {
+      rules.push({ exprs: [{ type: 'dport', protocol, ports }], verdict: 'accept' });
+    }
+  }
+  rules.push({ exprs: [], verdict: 'drop' });
+  return rules;
+}
+
+/** The agent's rules per part, without identity match or comment. */
+export function agentRules(
+  policy: NormalizedPolicy,
+): Array<{ part: AgentPart; rules: Array<Omit<NftRule, 'comment'>> }> {
+  if (policy.identity.kind === 'skuid') return [{ part: 'out', rules: outboundRules(policy) }];
+  return [
+    { part: 'fwd', rules: outboundRules(policy) },
+    { part: 'in', rules: hostRules(policy) },
+  ];
+}
+
+function identityExpr(policy: NormalizedPolicy): NftExpr {
+  const id = policy.identity;
+  switch (id.kind) {
+    case 'iifname':
+      return { type: 'iifname', name: id.value };
+    case 'saddr':
+      return { type: 'saddr', family: family(id.value), addrs: [id.value.text] };
+    case 'skuid':
+      return { type: 'skuid', uid: id.value };
+  }
+}
+
+/** The element key and map for an agent's identity in one part (vmap layout). */
+export function dispatchFor(
+  policy: NormalizedPolicy,
+  part: AgentPart,
+): { map: string; key: NftElementKey } {
+  const id = policy.identity;
+  const wanted: DispatchKey =
+    id.kind === 'iifname'
+      ? 'iifname'
+      : id.kind === 'skuid'
+        ? 'meta skuid'
+        : id.value.family === 4
+          ? 'ip saddr'
+          : 'ip6 saddr';
+  const entry = DISPATCH_MAPS.find((m) => m.part === part && m.key === wanted)!;
+  const key: NftElementKey =
+    id.kind === 'iifname'
+      ? { kind: 'ifname', value: id.value }
+      : id.kind === 'skuid'
+        ? { kind: 'uid', value: id.value }
+        : { kind: 'addr', value: id.value.text };
+  return { map: entry.map, key };
+}
+
+/** How many rules an agent owns once applied (what `removeIsolationRules` would count). */
+export function agentRuleCount(policy: NormalizedPolicy): number {
+  return agentRules(policy).reduce((sum, part) => sum + part.rules.length, 0);
+}
+
+/**
+ * Commands that install an agent's rules into a table that has its skeleton and holds
+ * nothing of this agent yet. In the vmap layout they start with `create chain`, which
+ * fails if the agent's chain exists, so applying them twice can never duplicate rules.
+ */
+export function agentAddCommands(
+  agentId: string,
+  policy: NormalizedPolicy,
+  layout: NftLayoutName,
+): NftCommand[] {
+  const comment = agentComment(agentId, policyDigest(policy, layout));
+  const commands: NftCommand[] = [];
+  for (const { part, rules } of agentRules(policy)) {
+    if (layout === 'rules') {
+      const match = identityExpr(policy);
+      for (const rule of rules) {
+        commands.push({
+          op: 'add rule',
+          chain: PART_HOOK[part],
+          rule: { ...rule, exprs: [match, ...rule.exprs], comment },
+        });
+      }
+      continue;
+    }
+    const chain = agentChainName(agentId, part);
+    commands.push({ op: 'create chain', chain });
+    for (const rule of rules) commands.push({ op: 'add rule', chain, rule: { ...rule, comment } });
+    commands.push({ op: 'add element', ...dispatchFor(policy, part), target: chain });
+  }
+  return commands;
+}
+
+/** Expected shape of an agent's rules: per chain, the verdict of each rule in order. */
+export function expectedVerdicts(
+  agentId: string,
+  policy: NormalizedPolicy,
+  layout: NftLayoutName,
+): Map<string, Array<'accept' | 'drop' | undefined>> {
+  const out = new Map<string, Array<'accept' | 'drop' | undefined>>();
+  for (const { part, rules } of agentRules(policy)) {
+    const chain = layout === 'rules' ? PART_HOOK[part] : agentChainName(agentId, part);
+    out.set(
+      chain,
+      rules.map((r) => r.verdict),
+    );
+  }
+  return out;
+}

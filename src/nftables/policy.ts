@@ -1,0 +1,214 @@
+import { InvalidInputError } from '../errors.js';
+import {
+  type Cidr,
+  parseAddress,
+  parseCidr,
+  validateInterfaceName,
+  validatePort,
+  validateUid,
+} from './validate.js';
+
+/** Match the agent by the interface its packets arrive on (TAP or veth: Firecracker, VMs). */
+export interface IfnameIdentity {
+  /** Interface name, e.g. `tap-ab12`. Matched exactly, never as a prefix. */
+  iifname: string;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  saddr?: never;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  skuid?: never;
+}
+
+/** Match the agent by its source address (containers on a bridge). */
+export interface SaddrIdentity {
+  /** The agent's own IPv4 or IPv6 address (a single address, not a network). */
+  saddr: string;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  iifname?: never;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  skuid?: never;
+}
+
+/** Match the agent by the uid of the local process that sends (bare-metal agents, output hook). */
+export interface SkuidIdentity {
+  /** Numeric uid the agent's processes run as. */
+  skuid: number;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  iifname?: never;
+  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+  saddr?: never;
+}
+
+/** How the rules recognise an agent's packets: exactly one of `iifname`, `saddr`, `skuid`. */
+export type AgentIdentity = IfnameIdentity | SaddrIdentity | SkuidIdentity;
+
+/** A port on the host's own addresses the agent may reach; a bare number means TCP. */
+export type HostPort =
+  | number
+  | {
+      /** The port, 1-65535. */
+      port: number;
+      /** Transport protocol. @defaultValue `'tcp'` */
+      protocol?: 'tcp' | 'udp';
+    };
+
+/** What an agent may and may not reach. */
+export interface IsolationRules {
+  /**
+   * Addresses that stay reachable through the forward path even inside a blocked range
+   * (e.g. an upstream router or proxy on a private network). Traffic to the host itself is
+   * governed by `hostAccess`, not by this field.
+   */
+  gateway?: string | readonly string[];
+  /** Networks excepted from the blocked ranges (and from `denyAll`). @default [] */
+  allowlist?: readonly string[];
+  /** Drop everything that is not `gateway` or `allowlist`ed. @default false */
+  denyAll?: boolean;
+  /**
+   * Ports on the host's own addresses the agent may open (e.g. the orchestrator's port, DNS
+   * as `{ port: 53, protocol: 'udp' }`). Everything else addressed to the host from the agent
+   * is dropped. Not available for `skuid` agents, which run on the host itself.
+   * @default []
+   */
+  hostAccess?: readonly HostPort[];
+  /**
+   * Metadata service addresses, dropped before the allowlist is consulted (an allowlist entry
+   * cannot re-open them; pass `[]` to allow them).
+   * @default ['169.254.169.254', 'fd00:ec2::254']
+   */
+  metadata?: readonly string[];
+  /**
+   * Ranges dropped unless allowlisted.
+   * @default {@link DEFAULT_BLOCKED_RANGES}
+   */
+  blocked?: readonly string[];
+}
+
+/** An agent's identity plus its rules. */
+export type IsolationPolicy = AgentIdentity & IsolationRules;
+
+/** Private, shared, link-local and unique-local ranges an agent may not reach by default. */
+export const DEFAULT_BLOCKED_RANGES: readonly string[] = Object.freeze([
+  '10.0.0.0/8',
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '100.64.0.0/10',
+  '169.254.0.0/16',
+  'fc00::/7',
+  'fe80::/10',
+]);
+
+/** Cloud metadata endpoints (AWS/GCP/Azure IPv4, AWS IPv6). Add e.g. `100.100.100.200` for Alibaba. */
+export const DEFAULT_METADATA_ADDRESSES: readonly string[] = Object.freeze([
+  '169.254.169.254',
+  'fd00:ec2::254',
+]);
+
+/** A policy after validation: every address parsed and normalized, every list de-duplicated. */
+export interface NormalizedPolicy {
+  readonly identity:
+    | { readonly kind: 'iifname'; readonly value: string }
+    | { readonly kind: 'saddr'; readonly value: Cidr }
+    | { readonly kind: 'skuid'; readonly value: number };
+  readonly gateway: readonly Cidr[];
+  readonly allowlist: readonly Cidr[];
+  readonly metadata: readonly Cidr[];
+  readonly blocked: readonly Cidr[];
+  readonly denyAll: boolean;
+  readonly hostAccess: { readonly tcp: readonly number[]; readonly udp: readonly number[] };
+}
+
+function list(value: unknown, field: string): readonly unknown[] {
+  if (value === undefined) return [];
+  if (!Array.isArray(value)) {
+    throw new TypeError(`Expected \`${field}\` to be an array, got \`${typeof value}\``);
+  }
+  return value;
+}
+
+function uniqueCidrs(values: readonly unknown[], what: string): Cidr[] {
+  const seen = new Map<string, Cidr>();
+  for (const value of values) {
+    const cidr = parseCidr(value, what);
+    seen.set(cidr.text, cidr);
+  }
+  return [...seen.values()];
+}
+
+/**
+ * Validate a policy and bring it into one canonical form.
+ *
+ * @throws {InvalidInputError} for any refused value, naming it and the accepted forms.
+ * @throws {TypeError} when a field has the wrong type altogether.
+ */
+export function normalizePolicy(policy: IsolationPolicy): NormalizedPolicy {
+  if (typeof policy !== 'object' || policy === null) {
+    throw new TypeError(`Expected \`policy\` to be an object, got \`${policy}\``);
+  }
+  const given = (['iifname', 'saddr', 'skuid'] as const).filter((k) => policy[k] !== undefined);
+  if (given.length !== 1) {
+    throw new InvalidInputError(
+      'agent identity',
+      given,
+      `Invalid agent identity: expected exactly one of \`iifname\`, \`saddr\` or \`skuid\`, got ${given.length === 0 ? 'none' : given.map((k) => `\`${k}\``).join(' and ')}.`,
+    );
+  }
+  let identity: NormalizedPolicy['identity'];
+  if (policy.iifname !== undefined) {
+    identity = { kind: 'iifname', value: validateInterfaceName(policy.iifname) };
+  } else if (policy.saddr !== undefined) {
+    identity = { kind: 'saddr', value: parseAddress(policy.saddr, 'agent source address') };
+  } else {
+    identity = { kind: 'skuid', value: validateUid(policy.skuid) };
+  }
+
+  const gatewayInput = policy.gateway === undefined ? [] : ([] as unknown[]).concat(policy.gateway);
+  const gateway: Cidr[] = [];
+  for (const value of gatewayInput) {
+    const address = parseAddress(value, 'gateway address');
+    if (!gateway.some((g) => g.text === address.text)) gateway.push(address);
+  }
+
+  const tcp = new Set<number>();
+  const udp = new Set<number>();
+  for (const entry of list(policy.hostAccess, 'hostAccess') as HostPort[]) {
+    const port = typeof entry === 'number' ? entry : entry?.port;
+    const protocol = typeof entry === 'number' ? 'tcp' : (entry?.protocol ?? 'tcp');
+    if (protocol !== 'tcp' && protocol !== 'udp') {
+      throw new InvalidInputError(
+        'host access protocol',
+        protocol,
+        `Invalid host access protocol ${JSON.stringify(protocol)}: expected \`tcp\` or \`udp\`.`,
+      );
+    }
+    (protocol === 'tcp' ? tcp : udp).add(validatePort(port));
+  }
+  if (identity.kind === 'skuid' && tcp.size + udp.size > 0) {
+    throw new InvalidInputError(
+      'hostAccess',
+      policy.hostAccess,
+      'Invalid hostAccess for an `skuid` agent: a process on the host reaches the host over loopback, which these rules do not filter; remove `hostAccess` or give the agent its own network (iifname or saddr).',
+    );
+  }
+  if (policy.denyAll !== undefined && typeof policy.denyAll !== 'boolean') {
+    throw new TypeError(`Expected \`denyAll\` to be a boolean, got \`${typeof policy.denyAll}\``);
+  }
+
+  const byNumber = (a: number, b: number) => a - b;
+  return {
+    identity,
+    gateway,
+    allowlist: uniqueCidrs(list(policy.allowlist, 'allowlist'), 'allowlist entry'),
+    metadata: uniqueCidrs(
+      policy.metadata === undefined
+        ? DEFAULT_METADATA_ADDRESSES
+        : list(policy.metadata, 'metadata'),
+      'metadata address',
+    ),
+    blocked: uniqueCidrs(
+      policy.blocked === undefined ? DEFAULT_BLOCKED_RANGES : list(policy.blocked, 'blocked'),
+      'blocked range',
+    ),
+    denyAll: policy.denyAll ?? false,
+    hostAccess: { tcp: [...tcp].sort(byNumber), udp: [...udp].sort(byNumber) },
+  };
+}
