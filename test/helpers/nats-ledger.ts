@@ -42,7 +42,6 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
   let current: { stop(): void } | undefined;
   let lastSeen = 0;
   let lastProgress = performance.now();
-  const seen = new Set<number>();
   const report: RevisionReport = {
     revisions: [],
     violations: [],
@@ -54,25 +53,11 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
       current?.stop();
     },
   };
+  const check = revisionChecker(pool, cap, report);
   const onEntry = (entry: KvEntry) => {
     lastProgress = performance.now();
     lastSeen = Math.max(lastSeen, entry.revision);
-    if (entry.operation !== 'PUT' || seen.has(entry.revision)) return;
-    seen.add(entry.revision);
-    report.revisions.push(entry.revision);
-    try {
-      const doc = parseDocument(entry.string(), { pool, location: `rev ${entry.revision}` });
-      // The whole document, stale rows included, must fit: nothing over-commits even briefly.
-      const fit = checkFit(pool, [], cap, {
-        cpus: doc.reservations.reduce((s, r) => s + r.cpus, 0),
-        memBytes: doc.reservations.reduce((s, r) => s + r.memBytes, 0),
-      });
-      if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
-      report.maxRows = Math.max(report.maxRows, doc.reservations.length);
-      report.last = { revision: entry.revision, rows: doc.reservations.length };
-    } catch (error) {
-      report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);
-    }
+    check(entry);
   };
   // Set by the stall check to abandon the current watch and resume from lastSeen + 1.
   let abandon: (() => void) | undefined;
@@ -115,4 +100,35 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
     }
   })();
   return report;
+}
+
+/**
+ * Check pool document revisions one by one into `report`: a revision whose
+ * rows sum above `cap`, or that does not parse, is a violation; a revision
+ * given twice counts once.
+ */
+export function revisionChecker(
+  pool: string,
+  cap: ResourceCap,
+  report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'>,
+): (entry: KvEntry) => void {
+  const seen = new Set<number>();
+  return (entry) => {
+    if (entry.operation !== 'PUT' || seen.has(entry.revision)) return;
+    seen.add(entry.revision);
+    report.revisions.push(entry.revision);
+    try {
+      const doc = parseDocument(entry.string(), { pool, location: `rev ${entry.revision}` });
+      // The whole document, stale rows included, must fit: nothing over-commits even briefly.
+      const fit = checkFit(pool, [], cap, {
+        cpus: doc.reservations.reduce((s, r) => s + r.cpus, 0),
+        memBytes: doc.reservations.reduce((s, r) => s + r.memBytes, 0),
+      });
+      if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
+      report.maxRows = Math.max(report.maxRows, doc.reservations.length);
+      report.last = { revision: entry.revision, rows: doc.reservations.length };
+    } catch (error) {
+      report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);
+    }
+  };
 }
