@@ -5,9 +5,9 @@
  * @packageDocumentation
  */
 
-export * from './errors.js';
-export * from './resources/index.js';
+export * from './agent-caps/index.js';
 export * from './caps/index.js';
+export * from './errors.js';
 export * from './ledger/index.js';
 export * from './nftables/index.js';
-export * from './agent-caps/index.js';
+export * from './resources/index.js';
