@@ -122,3 +122,8 @@ export function toNatsRequestError(
     { cause: err },
   );
 }
+
+/** True when the connection was closed for good (by `close()`, or the client gave up reconnecting). */
+export function isConnectionClosed(err: unknown): boolean {
+  return hasName(err, 'ClosedConnectionError');
+}

@@ -1,0 +1,844 @@
+/**
+ * NatsPoolLedger: the PoolLedger for pools shared by many hosts, kept in a
+ * NATS JetStream KV bucket. Every change is a compare-and-set on the pool key.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
+import { type KV, type KvEntry, Kvm, KvWatchInclude } from '@nats-io/kv';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  LedgerBusyError,
+  LedgerLeaseExpiredError,
+  LedgerUnavailableError,
+  ScalerError,
+} from '../../errors.js';
+import { isConnectionClosed } from '../../internal/nats-errors.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { checkAgentId, checkAmount, positiveOption } from '../checks.js';
+import {
+  assertCap,
+  type DocumentSource,
+  emptyDocument,
+  type LeaseState,
+  normalizeCap,
+  parseDocument,
+  serializeDocument,
+  sumRows,
+} from '../document.js';
+import { defaultFs } from '../fs.js';
+import { GroupCommit, type OpAnswer } from '../group-commit.js';
+import { readBootId } from '../proc.js';
+import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
+import { CasWriter, isRevisionConflict } from './cas.js';
+import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
+import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
+import { applyBatch, type LedgerOp } from './ops.js';
+
+/** Options of {@link NatsPoolLedger.connect}. */
+export interface NatsPoolLedgerOptions {
+  /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
+  nc?: NatsConnection;
+  /**
+   * Server URLs to connect to (needs `@nats-io/transport-node`); the ledger owns
+   * this connection, reconnects forever and closes it in {@link NatsPoolLedger.close}.
+   */
+  servers?: string | string[];
+  /**
+   * The KV bucket. Created (with `replicas`, history 1) when it does not exist;
+   * an existing bucket is used as it is.
+   * @default 'scaler-pools'
+   */
+  bucket?: string;
+  /** This orchestrator instance's id, written into every row it makes. */
+  instanceId: string;
+  /**
+   * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
+   * whose heartbeat is older than this (by the server's timestamps) is gone and
+   * its rows are reaped. Minimum 300.
+   * @default 30000
+   */
+  leaseMs?: number;
+  /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
+  replicas?: number;
+  /**
+   * How long one operation keeps retrying lost compare-and-set races (then
+   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
+   * @default 10000
+   */
+  timeoutMs?: number;
+  /** The boot id written into rows (informational across hosts). @default read from `/proc` */
+  bootId?: string;
+  /**
+   * Test hooks.
+   * @internal
+   */
+  hooks?: {
+    /** Called after each successful write of a pool document, with its revision. */
+    afterCommit?: (pool: string, revision: number, doc: LedgerDocument) => void;
+    /** Called for each lost compare-and-set race on a pool document. */
+    onConflict?: (pool: string) => void;
+  };
+}
+
+/** Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}. */
+export interface NatsPoolSnapshot {
+  /** The pool name. */
+  pool: string;
+  /** The KV key, `pool.<name>`. */
+  key: string;
+  /** The key's revision, or 0 when the pool has never been written. */
+  revision: number;
+  /** The cap stored in the document (the registered cap when there is no document yet). */
+  cap: ResourceCap;
+  /** Live rows. */
+  live: ReservationRow[];
+  /** Rows whose lease has expired, each with the reason; the next write drops them. */
+  stale: Array<{
+    /** The row. */
+    row: ReservationRow;
+    /** Why it is stale (`lease-expired`). */
+    reason: string;
+  }>;
+  /** Summed CPU and memory of live rows. */
+  usage: ResourceAmount;
+}
+
+type LeaseStatus = 'live' | 'lapsed';
+
+interface Lease {
+  id: string;
+  key: string;
+  revision: number;
+  /** Monotonic time the last acknowledged heartbeat was sent. */
+  sentAt: number;
+  status: LeaseStatus;
+}
+
+const DEFAULT_BUCKET = 'scaler-pools';
+const DEFAULT_LEASE_MS = 30_000;
+const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_REAP_INTERVAL_MS = 30_000;
+const BUCKET_NAME = /^[-\w]+$/;
+const monotonic = () => performance.now();
+
+/**
+ * A cross-host ledger of reservations against named pools, kept in a NATS
+ * JetStream KV bucket: one key per pool holding the same document as the file
+ * ledger, every change a compare-and-set on the key's revision.
+ *
+ * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh.
+ * A peer whose heartbeat is older than `leaseMs`, measured with the server's
+ * timestamps, is fenced (an end marker is written to its heartbeat key at the
+ * revision that was judged, so a late refresh and the fence cannot both win)
+ * and its rows are reaped. An instance that finds its own heartbeat fenced fails its next
+ * operation on each pool with `LedgerLeaseExpiredError`, then carries on under
+ * a new lease.
+ *
+ * Concurrent calls on one pool in this process share one read and one
+ * compare-and-set (group commit); each still gets its own answer, in call order.
+ *
+ * @example
+ * ```ts
+ * const ledger = await NatsPoolLedger.connect({
+ *   servers: 'nats://nats.internal:4222',
+ *   instanceId: 'orchestrator-eu-1',
+ * });
+ * ledger.registerPool('gpu', { maxCpu: 64, maxMemoryBytes: 512 * 2 ** 30 });
+ * ledger.start();
+ * if (await ledger.tryReserve('gpu', 'agent-7', 8, 64 * 2 ** 30)) {
+ *   // start the agent; when it is gone:
+ *   await ledger.release('gpu', 'agent-7');
+ * }
+ * await ledger.releaseAllForInstance();
+ * await ledger.close();
+ * ```
+ */
+export class NatsPoolLedger implements PoolLedger {
+  /** This instance's id. */
+  readonly instanceId: string;
+  /** The KV bucket. */
+  readonly bucket: string;
+  /** The lease window in ms. */
+  readonly leaseMs: number;
+
+  private readonly kv: KV;
+  private readonly cas: CasWriter;
+  private readonly nc: NatsConnection;
+  private readonly ownsConnection: boolean;
+  private readonly timeoutMs: number;
+  private readonly bootId: string;
+  private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
+  private readonly caps = new Map<string, ResourceCap>();
+  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  private readonly clock = new ServerClock(monotonic);
+  /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
+  private readonly freshLeases = new Map<string, { created: number; windowMs: number }>();
+  /** Peer leases known ended (closed, fenced or deleted); they never come back. */
+  private readonly endedLeases = new Set<string>();
+  /** Pools that have not yet been told that this instance's previous lease was lost. */
+  private readonly unreported = new Set<string>();
+  private lease: Lease;
+  private beating: Promise<void> | undefined;
+  private renewing: Promise<void> | undefined;
+  private leaseTimer: NodeJS.Timeout | undefined;
+  private leaseWatch: { stop(): void } | undefined;
+  private reaperTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  private constructor(
+    kv: KV,
+    js: JetStreamClient,
+    nc: NatsConnection,
+    ownsConnection: boolean,
+    options: NatsPoolLedgerOptions & { bucket: string; leaseMs: number; timeoutMs: number },
+  ) {
+    this.kv = kv;
+    this.cas = new CasWriter(js, options.bucket);
+    this.nc = nc;
+    this.ownsConnection = ownsConnection;
+    this.instanceId = options.instanceId;
+    this.bucket = options.bucket;
+    this.leaseMs = options.leaseMs;
+    this.timeoutMs = options.timeoutMs;
+    this.bootId = options.bootId ?? readBootId(defaultFs);
+    this.hooks = options.hooks ?? {};
+    this.lease = newLease();
+  }
+
+  /**
+   * Connect, open (or create) the bucket and take a lease.
+   *
+   * @throws TypeError for a missing `instanceId`, both or neither of `nc` and
+   *   `servers`, or a timing, replica count or bucket name out of range.
+   * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
+   *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
+   */
+  static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
+    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
+      throw new TypeError(
+        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
+      );
+    }
+    if ((options.nc === undefined) === (options.servers === undefined)) {
+      throw new TypeError('Expected exactly one of `nc` (a NatsConnection) and `servers` (URLs)');
+    }
+    const bucket = options.bucket ?? DEFAULT_BUCKET;
+    if (typeof bucket !== 'string' || !BUCKET_NAME.test(bucket)) {
+      throw new TypeError(
+        `Expected \`bucket\` to be a KV bucket name of letters, digits, '-' and '_', got \`${String(bucket)}\``,
+      );
+    }
+    const leaseMs = positiveOption('leaseMs', options.leaseMs, DEFAULT_LEASE_MS);
+    if (leaseMs < 300) {
+      throw new TypeError(`Expected \`leaseMs\` to be at least 300, got \`${leaseMs}\``);
+    }
+    const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
+    const replicas = options.replicas ?? 1;
+    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
+      throw new TypeError(
+        `Expected \`replicas\` to be an integer from 1 to 5, got \`${String(replicas)}\``,
+      );
+    }
+
+    let nc = options.nc;
+    const owns = nc === undefined;
+    if (nc === undefined) {
+      const { connect } = await import('@nats-io/transport-node');
+      try {
+        nc = await connect({
+          servers: options.servers,
+          name: `scaler-primitives ledger ${options.instanceId}`,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 250,
+          timeout: Math.min(timeoutMs, 5000),
+        });
+      } catch (error) {
+        throw new LedgerUnavailableError(
+          '',
+          `Cannot connect to NATS at ${String(options.servers)}: ${describeNatsError(error)}. Check that the server runs and that JetStream is enabled (nats-server -js).`,
+          { cause: error },
+        );
+      }
+    }
+    try {
+      const js = jetstream(nc, { timeout: Math.min(timeoutMs, 2000) });
+      const deadline = monotonic() + timeoutMs;
+      let kv: KV | undefined;
+      for (let attempt = 0; kv === undefined; attempt++) {
+        try {
+          // Gets go to the stream leader (no direct get), so a read never trails a write.
+          kv = await new Kvm(js).create(bucket, { replicas, history: 1, allow_direct: false });
+        } catch (error) {
+          if (monotonic() >= deadline || isConnectionClosed(error)) {
+            throw new LedgerUnavailableError(
+              '',
+              `Cannot open the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}. Check that JetStream is enabled and, in a cluster, that enough servers for ${replicas} replica(s) are up.`,
+              { cause: error },
+            );
+          }
+          await sleep(backoff(attempt, 50, 1000));
+        }
+      }
+      const ledger = new NatsPoolLedger(kv, js, nc, owns, {
+        ...options,
+        bucket,
+        leaseMs,
+        timeoutMs,
+      });
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await ledger.openLease();
+          break;
+        } catch (error) {
+          if (monotonic() >= deadline || isConnectionClosed(error)) {
+            throw new LedgerUnavailableError(
+              '',
+              `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}.`,
+              { cause: error },
+            );
+          }
+          await sleep(backoff(attempt, 50, 1000));
+        }
+      }
+      ledger.leaseTimer = setInterval(
+        () => {
+          ledger.beat().catch(() => {});
+        },
+        Math.max(100, Math.floor(leaseMs / 3)),
+      );
+      ledger.leaseTimer.unref();
+      await ledger.watchLeases();
+      return ledger;
+    } catch (error) {
+      if (owns) await nc.close().catch(() => {});
+      throw error;
+    }
+  }
+
+  /** This instance's current lease id, written into its rows (it changes after a lost lease). */
+  get leaseId(): string {
+    return this.lease.id;
+  }
+
+  /**
+   * Declare the cap a pool must have. The first write creates the pool key with
+   * this cap; a stored document with another cap is refused with `LedgerCapMismatchError`.
+   *
+   * @throws InvalidInputError for a pool name that is invalid or cannot be a KV key.
+   * @throws TypeError for a cap field that is not a finite number >= 0.
+   */
+  registerPool(name: string, cap: ResourceCap): void {
+    poolKey(name);
+    this.caps.set(name, normalizeCap(cap));
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
+   *
+   * @throws see {@link NatsPoolLedger.reserve}.
+   */
+  async tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<boolean> {
+    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Rows of expired
+   * leases are left out of the sum (and dropped when the key is written).
+   * A refusal says which dimension did not fit and writes nothing.
+   *
+   * @throws TypeError when the pool is not registered or an amount is not a finite number >= 0.
+   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
+   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored document is bad (it is left as it is).
+   * @throws LedgerBusyError when the compare-and-set kept losing until `timeoutMs`.
+   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`.
+   * @throws LedgerLeaseExpiredError when this instance's lease was lost since its
+   *   last operation on this pool (its rows may have been reaped); the next call works.
+   */
+  async reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<ReserveResult> {
+    poolKey(pool);
+    if (!this.caps.has(pool)) {
+      throw new TypeError(
+        `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
+      );
+    }
+    checkAgentId(agentId);
+    checkAmount('cpus', cpus);
+    checkAmount('memBytes', memBytes);
+    const row: ReservationRow = {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: Date.now(),
+      leaseId: this.lease.id,
+    };
+    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+  }
+
+  /**
+   * Remove the reservation of `agentId` in `pool`, whoever made it. Idempotent.
+   *
+   * @returns true when a row was removed.
+   * @throws as {@link NatsPoolLedger.reserve} (except the duplicate and registration errors).
+   */
+  async release(pool: string, agentId: string): Promise<boolean> {
+    poolKey(pool);
+    checkAgentId(agentId);
+    return (await this.enqueue(pool, { kind: 'release', agentId })) as boolean;
+  }
+
+  /**
+   * Remove the rows of expired leases from `pool` now.
+   *
+   * @returns The number of rows removed.
+   * @throws as {@link NatsPoolLedger.release}.
+   */
+  async reapStale(pool: string): Promise<number> {
+    poolKey(pool);
+    return (await this.enqueue(pool, { kind: 'reap' })) as number;
+  }
+
+  /**
+   * Summed CPU and memory of `pool`'s live rows (one read, no write).
+   *
+   * @throws as {@link NatsPoolLedger.inspect}.
+   */
+  async getUsage(pool: string): Promise<ResourceAmount> {
+    return (await this.inspect(pool)).usage;
+  }
+
+  /**
+   * `pool`'s live rows (one read, no write).
+   *
+   * @throws as {@link NatsPoolLedger.inspect}.
+   */
+  async list(pool: string): Promise<ReservationRow[]> {
+    return (await this.inspect(pool)).live;
+  }
+
+  /**
+   * Everything about a pool as this instance sees it now: live rows, rows of
+   * expired leases, the stored cap and the key's revision. Writes nothing
+   * (except fencing a peer lease it finds expired).
+   *
+   * @throws LedgerCorruptError when the stored document is bad.
+   * @throws LedgerUnavailableError, LedgerLeaseExpiredError as {@link NatsPoolLedger.reserve}.
+   */
+  async inspect(pool: string): Promise<NatsPoolSnapshot> {
+    const key = poolKey(pool);
+    this.assertOpen();
+    const source = this.source(pool);
+    const deadline = monotonic() + this.timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.ensureLease(pool);
+        const entry = await this.kv.get(key);
+        const doc = this.documentOf(entry, source) ?? emptyDocument(this.caps.get(pool) ?? {});
+        const { live, stale } = partitionByLease(
+          doc.reservations,
+          await this.leaseFacts(doc.reservations),
+        );
+        return {
+          pool,
+          key,
+          revision: entry?.revision ?? 0,
+          cap: doc.cap,
+          live,
+          stale,
+          usage: sumRows(live),
+        };
+      } catch (error) {
+        if (error instanceof ScalerError) throw error;
+        if (isConnectionClosed(error) || monotonic() >= deadline) {
+          throw this.unavailable(pool, error);
+        }
+        await sleep(backoff(attempt, 50, 1000));
+      }
+    }
+  }
+
+  /**
+   * Reap every registered pool every `intervalMs`. Idempotent; the timer is
+   * unref'd and a failed round is retried on the next tick (it never throws).
+   */
+  start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
+    checkAmount('intervalMs', intervalMs);
+    if (this.reaperTimer || this.closed) return;
+    this.reaperTimer = setInterval(() => {
+      for (const pool of this.caps.keys()) this.reapStale(pool).catch(() => {});
+    }, intervalMs);
+    this.reaperTimer.unref();
+  }
+
+  /** Stop the reaper started by {@link NatsPoolLedger.start}. */
+  stop(): void {
+    if (this.reaperTimer) clearInterval(this.reaperTimer);
+    this.reaperTimer = undefined;
+  }
+
+  /** Release every row this instance holds in every registered pool. Best effort per pool. */
+  async releaseAllForInstance(): Promise<void> {
+    await Promise.allSettled(
+      [...this.caps.keys()].map((pool) =>
+        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      ),
+    );
+  }
+
+  /**
+   * Stop the timers, wait for operations in progress, end the lease (its
+   * heartbeat key gets an end marker, so peers reap rows left behind at once) and close
+   * the connection when the ledger opened it.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stop();
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.leaseTimer = undefined;
+    this.leaseWatch?.stop();
+    await this.batches.idle();
+    await this.beating?.catch(() => {});
+    if (this.lease.status === 'live') {
+      await this.cas
+        .write(this.lease.key, this.endBody('closed'), this.lease.revision)
+        .catch(() => {});
+    }
+    if (this.ownsConnection) await this.nc.close().catch(() => {});
+  }
+
+  private source(pool: string): DocumentSource {
+    return { pool, location: `NATS KV ${this.bucket}/${poolKey(pool)}` };
+  }
+
+  private documentOf(entry: KvEntry | null, source: DocumentSource): LedgerDocument | undefined {
+    if (entry === null || entry.operation !== 'PUT') return undefined;
+    const doc = parseDocument(entry.string(), source);
+    const registered = this.caps.get(source.pool);
+    if (registered) assertCap(doc, registered, source);
+    return doc;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new TypeError('This NatsPoolLedger is closed; connect a new one');
+  }
+
+  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
+    if (this.closed) {
+      return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
+    }
+    return this.batches.enqueue(pool, op);
+  }
+
+  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const key = poolKey(pool);
+    const source = this.source(pool);
+    const registered = this.caps.get(pool);
+    const deadline = monotonic() + this.timeoutMs;
+    let conflicts = 0;
+    for (let attempt = 0; ; attempt++) {
+      let lastError: unknown;
+      try {
+        await this.ensureLease(pool);
+        const entry = await this.kv.get(key);
+        const doc = this.documentOf(entry, source);
+        const base = doc ?? emptyDocument(registered ?? {});
+        const partition = partitionByLease(
+          base.reservations,
+          await this.leaseFacts(base.reservations),
+        );
+        for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+        const outcome = applyBatch(pool, base, partition, ops);
+        if (!outcome.dirty) return outcome.answers;
+        const data = serializeDocument(outcome.doc);
+        let revision: number;
+        try {
+          // A deleted or purged key still has a revision to compare against.
+          revision = await this.cas.write(key, data, entry?.revision ?? 0);
+        } catch (error) {
+          if (!isRevisionConflict(error)) {
+            // No answer: the write may have landed. The retry recognizes our own rows.
+            for (const op of ops) {
+              if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+            }
+          }
+          throw error;
+        }
+        this.hooks.afterCommit?.(pool, revision, outcome.doc);
+        return outcome.answers;
+      } catch (error) {
+        if (error instanceof ScalerError) throw error;
+        lastError = error;
+      }
+      const conflict = isRevisionConflict(lastError);
+      if (conflict) {
+        conflicts++;
+        this.hooks.onConflict?.(pool);
+      }
+      if (isConnectionClosed(lastError)) throw this.unavailable(pool, lastError);
+      if (monotonic() >= deadline) {
+        if (!conflict) throw this.unavailable(pool, lastError);
+        throw new LedgerBusyError(
+          pool,
+          undefined,
+          `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: lost ${conflicts} compare-and-set races in ${this.timeoutMs} ms to other writers. The pool is very contended: raise \`timeoutMs\`, or split the pool into smaller pools.`,
+          { cause: lastError },
+        );
+      }
+      await sleep(conflict ? backoff(attempt, 2, 100) : backoff(attempt, 50, 1000));
+    }
+  }
+
+  private unavailable(pool: string, error: unknown): LedgerUnavailableError {
+    const why = isConnectionClosed(error)
+      ? 'the connection to NATS is closed'
+      : `NATS did not complete the operation within ${this.timeoutMs} ms`;
+    return new LedgerUnavailableError(
+      pool,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: ${why} (last error: ${describeNatsError(error)}). A change this call was making may or may not have been stored; a later read shows which. Retry when the server is back.`,
+      { cause: error },
+    );
+  }
+
+  // --- leases ---------------------------------------------------------------
+
+  private heartbeatBody(): string {
+    return JSON.stringify({
+      instanceId: this.instanceId,
+      host: hostname(),
+      pid: process.pid,
+      bootId: this.bootId,
+      leaseMs: this.leaseMs,
+    });
+  }
+
+  // What a heartbeat key holds once its lease has ended: closed by its owner or fenced by a peer.
+  private endBody(how: 'closed' | 'fenced'): string {
+    return JSON.stringify({ ended: how, by: this.instanceId, host: hostname() });
+  }
+
+  /** Take a new lease: a fresh id and a heartbeat key created for it. */
+  private async openLease(): Promise<void> {
+    const lease = newLease();
+    const sent = monotonic();
+    const revision = await this.cas.write(lease.key, this.heartbeatBody(), 0);
+    lease.revision = revision;
+    lease.sentAt = sent;
+    lease.status = 'live';
+    this.lease = lease;
+    await this.anchorClock(lease.key, revision, monotonic()).catch(() => {});
+  }
+
+  // Learn the server's time from the heartbeat just written.
+  private async anchorClock(key: string, revision: number, ackedAt: number): Promise<void> {
+    const entry = await this.kv.get(key, { revision });
+    if (entry) this.clock.anchor(entry.created.getTime(), ackedAt);
+  }
+
+  /**
+   * Refresh the heartbeat, as a compare-and-set on its own revision: when a peer
+   * fenced it (wrote an end marker at the revision it judged expired), the refresh fails
+   * and the lease is lapsed for good.
+   */
+  private beat(): Promise<void> {
+    if (this.lease.status !== 'live' || this.closed) return Promise.resolve();
+    this.beating ??= (async () => {
+      const lease = this.lease;
+      const sent = monotonic();
+      try {
+        const revision = await this.cas.write(lease.key, this.heartbeatBody(), lease.revision);
+        const acked = monotonic();
+        lease.revision = revision;
+        lease.sentAt = sent;
+        await this.anchorClock(lease.key, revision, acked).catch(() => {});
+      } catch (error) {
+        if (!isRevisionConflict(error)) throw error;
+        // The revision moved. Only a peer's end marker (or an operator's delete)
+        // means the lease is lost; a heartbeat body is our own earlier refresh
+        // that landed although its answer did not arrive: carry on from it.
+        const entry = await this.kv.get(lease.key);
+        if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
+          lease.revision = Math.max(lease.revision, entry.revision);
+          return;
+        }
+        if (lease === this.lease && lease.status === 'live') {
+          lease.status = 'lapsed';
+          for (const pool of this.caps.keys()) this.unreported.add(pool);
+          for (const pool of this.batches.pools()) this.unreported.add(pool);
+        }
+      }
+    })().finally(() => {
+      this.beating = undefined;
+    });
+    return this.beating;
+  }
+
+  /**
+   * Before acting on a pool: make sure the lease is ours. A heartbeat older than
+   * half the window (a stall, a slow server) is refreshed first; a lost lease is
+   * replaced, and reported once to each pool.
+   */
+  private async ensureLease(pool: string): Promise<void> {
+    if (this.lease.status === 'live' && monotonic() - this.lease.sentAt > this.leaseMs / 2) {
+      // A failure here is retried by the caller's loop until its deadline.
+      await this.beat();
+    }
+    if (this.lease.status === 'lapsed') {
+      const lost = this.lease.id;
+      this.renewing ??= this.openLease()
+        .then(() => this.endLease(lost))
+        .finally(() => {
+          this.renewing = undefined;
+        });
+      await this.renewing;
+    }
+    if (this.unreported.delete(pool)) {
+      throw new LedgerLeaseExpiredError(
+        pool,
+        `Instance ${JSON.stringify(this.instanceId)} lost its lease on NATS KV ${this.bucket} (its heartbeat was not refreshed within ${this.leaseMs} ms and a peer ended it), so its reservations in pool ${JSON.stringify(pool)} made before may have been reaped and given to others. Treat them as lost: stop or re-reserve their agents. This instance now holds a new lease and the next call proceeds.`,
+      );
+    }
+  }
+
+  /**
+   * Follow heartbeat keys: a refresh proves a peer fresh (by its server
+   * timestamp), an end marker or a deletion ends its lease at once. Only a hint that saves reads;
+   * without it every judgement falls back to reading the heartbeat key.
+   */
+  private async watchLeases(): Promise<void> {
+    try {
+      const watch = await this.kv.watch({
+        key: `${LEASE_KEY_PREFIX}>`,
+        include: KvWatchInclude.UpdatesOnly,
+      });
+      this.leaseWatch = watch;
+      void (async () => {
+        for await (const entry of watch) {
+          const id = entry.key.slice(LEASE_KEY_PREFIX.length);
+          if (id === this.lease.id) continue;
+          if (entry.operation !== 'PUT' || hasEnded(entry)) {
+            this.endLease(id);
+          } else if (!this.endedLeases.has(id)) {
+            const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
+            this.noteFresh(id, entry.created.getTime(), windowMs);
+          }
+        }
+      })().catch(() => {});
+    } catch {
+      // Without the watch, leases are judged by reading their keys.
+    }
+  }
+
+  private noteFresh(id: string, created: number, windowMs: number): void {
+    const known = this.freshLeases.get(id);
+    if (known && known.created >= created) return;
+    if (this.freshLeases.size > 1000) this.freshLeases.clear();
+    this.freshLeases.set(id, { created, windowMs });
+  }
+
+  private async leaseFacts(rows: readonly ReservationRow[]): Promise<LeaseFacts> {
+    const ownLeaseId = this.lease.id;
+    const ids = foreignLeases(rows, ownLeaseId);
+    const states = new Map<string, LeaseState>();
+    await Promise.all(ids.map(async (id) => states.set(id, await this.leaseState(id))));
+    return { ownLeaseId, leaseState: (id) => states.get(id) ?? 'unknown' };
+  }
+
+  /**
+   * A peer lease's state, by server timestamps only. A heartbeat seen fresh
+   * stays fresh until the server clock passes its time plus the window, so a
+   * busy pool reads each peer's heartbeat about once per window. Anything
+   * uncertain is `unknown`, which keeps the rows.
+   */
+  private async leaseState(id: string): Promise<LeaseState> {
+    if (this.endedLeases.has(id)) return 'expired';
+    const now = this.clock.now();
+    if (now === undefined) return 'unknown';
+    const known = this.freshLeases.get(id);
+    if (known && now - known.created <= known.windowMs) return 'fresh';
+    const key = leaseKey(id);
+    try {
+      const entry = await this.kv.get(key);
+      if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
+        this.endLease(id);
+        return 'expired';
+      }
+      const created = entry.created.getTime();
+      const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
+      if (now - created <= windowMs) {
+        this.noteFresh(id, created, windowMs);
+        return 'fresh';
+      }
+      // Fence: end exactly the heartbeat judged expired. If its owner
+      // refreshed it meanwhile, this fails and the lease stays.
+      await this.cas.write(key, this.endBody('fenced'), entry.revision);
+      this.endLease(id);
+      return 'expired';
+    } catch {
+      return 'unknown';
+    }
+  }
+
+  private endLease(id: string): void {
+    this.freshLeases.delete(id);
+    this.endedLeases.add(id);
+    // Ended leases are only ever looked up while their rows exist; keep the set bounded.
+    if (this.endedLeases.size > 10_000) {
+      const first = this.endedLeases.values().next().value;
+      if (first !== undefined) this.endedLeases.delete(first);
+    }
+  }
+}
+
+function newLease(): Lease {
+  const id = randomUUID();
+  return { id, key: leaseKey(id), revision: 0, sentAt: monotonic(), status: 'live' };
+}
+
+function hasEnded(entry: KvEntry): boolean {
+  try {
+    return (entry.json() as { ended?: unknown }).ended !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+function declaredLeaseMs(entry: KvEntry): number {
+  try {
+    const value = (entry.json() as { leaseMs?: unknown }).leaseMs;
+    return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Full jitter: a random delay up to `base * 2^attempt`, capped. */
+function backoff(attempt: number, baseMs: number, capMs: number): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A short description of a NATS failure for messages: its message and JetStream code. */
+function describeNatsError(error: unknown): string {
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    return code === undefined ? `${error.name}: ${error.message}` : `${error.message} (${code})`;
+  }
+  return String(error);
+}

@@ -1,0 +1,100 @@
+/**
+ * One batch of queued calls applied to a pool document, so every
+ * compare-and-set attempt recomputes the answers from the document it read.
+ * No I/O; the only state carried between attempts is on the ops themselves
+ * (`maybeApplied`, set by the caller, and `removedBefore`, set here).
+ */
+import { DuplicateReservationError } from '../../errors.js';
+import { addRow, checkFit, keepRows, type RowPartition, removeRows } from '../document.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerDocument, ReservationRow, ReserveResult } from '../types.js';
+
+/**
+ * A queued call. `maybeApplied` is set when a write carrying it failed without
+ * an answer; `removedBefore` records that an earlier attempt removed the row.
+ */
+export type LedgerOp =
+  | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
+  | { kind: 'release'; agentId: string; maybeApplied?: boolean; removedBefore?: boolean }
+  | { kind: 'releaseInstance'; instanceId: string }
+  | { kind: 'reap' };
+
+/** The document to write (when `dirty`) and every call's answer, in call order. */
+export interface BatchOutcome {
+  doc: LedgerDocument;
+  dirty: boolean;
+  answers: OpAnswer[];
+}
+
+/**
+ * Apply `ops` in order to `base` whose rows were split into live and stale.
+ * Stale rows are dropped from any document written; as in the file ledger,
+ * only a change (a grant, a release, a reap) makes the batch `dirty`.
+ */
+export function applyBatch(
+  pool: string,
+  base: LedgerDocument,
+  partition: RowPartition,
+  ops: readonly LedgerOp[],
+): BatchOutcome {
+  let current = keepRows(base, partition.live);
+  let dirty = false;
+  const answers = ops.map((op): OpAnswer => {
+    try {
+      switch (op.kind) {
+        case 'reserve': {
+          const held = current.reservations.find((row) => row.agentId === op.row.agentId);
+          if (held) {
+            // A write that failed without an answer may have landed: our own row
+            // (same lease, same timestamp) means it did, and the grant stands.
+            if (op.maybeApplied && sameReservation(held, op.row))
+              return { ok: true, value: { ok: true } };
+            throw new DuplicateReservationError(
+              op.row.agentId,
+              `Agent ${JSON.stringify(op.row.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
+            );
+          }
+          const result: ReserveResult = checkFit(pool, current.reservations, current.cap, {
+            cpus: op.row.cpus,
+            memBytes: op.row.memBytes,
+          });
+          if (result.ok) {
+            current = addRow(current, op.row);
+            dirty = true;
+          }
+          return { ok: true, value: result };
+        }
+        case 'release': {
+          const wasStale = partition.stale.some((s) => s.row.agentId === op.agentId);
+          const next = removeRows(current, { agentId: op.agentId });
+          current = next.doc;
+          const removed = next.removed.length > 0 || wasStale;
+          if (removed) dirty = true;
+          op.removedBefore ||= removed;
+          return {
+            ok: true,
+            value: removed || (op.maybeApplied === true && op.removedBefore === true),
+          };
+        }
+        case 'releaseInstance': {
+          const kept = current.reservations.filter((row) => row.instanceId !== op.instanceId);
+          if (kept.length !== current.reservations.length) {
+            current = keepRows(current, kept);
+            dirty = true;
+          }
+          return { ok: true, value: undefined };
+        }
+        default:
+          if (partition.stale.length > 0) dirty = true;
+          return { ok: true, value: partition.stale.length };
+      }
+    } catch (error) {
+      return { ok: false, error };
+    }
+  });
+  return { doc: current, dirty, answers };
+}
+
+function sameReservation(a: ReservationRow, b: ReservationRow): boolean {
+  return a.leaseId === b.leaseId && a.reservedAt === b.reservedAt && a.instanceId === b.instanceId;
+}

@@ -1,0 +1,246 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
+import { isConnectionClosed } from '../../src/internal/nats-errors.js';
+import { emptyDocument, sumRows } from '../../src/ledger/index.js';
+import { DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
+import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
+import {
+  foreignLeases,
+  leaseVerdict,
+  partitionByLease,
+  ServerClock,
+} from '../../src/ledger/nats/liveness.js';
+import { applyBatch, type LedgerOp } from '../../src/ledger/nats/ops.js';
+import type { LedgerDocument, ReservationRow } from '../../src/ledger/types.js';
+
+function row(agentId: string, extra: Partial<ReservationRow> = {}): ReservationRow {
+  return {
+    instanceId: 'i1',
+    pid: 1,
+    bootId: 'b',
+    agentId,
+    cpus: 1,
+    memBytes: 0,
+    reservedAt: 1000,
+    leaseId: 'L1',
+    ...extra,
+  };
+}
+
+describe('keys', () => {
+  it('names pool and lease keys', () => {
+    expect(poolKey('gpu-pool_1.eu')).toBe('pool.gpu-pool_1.eu');
+    expect(leaseKey('abc')).toBe('lease.abc');
+  });
+  it.each(['.a', 'a.', 'a..b', '', '..', 'a b', 'a/b', 'x'.repeat(129)])(
+    'refuses pool name %j',
+    (name) => {
+      let error: unknown;
+      try {
+        poolKey(name);
+      } catch (e) {
+        error = e;
+      }
+      expect(isInvalidInputError(error)).toBe(true);
+      expect((error as Error).message).toContain(JSON.stringify(name));
+    },
+  );
+});
+
+describe('nats errors', () => {
+  // nats.js JetStreamApiError: a numeric code next to an apiError() method.
+  const apiError = (code: number) =>
+    Object.assign(new Error(`api ${code}`), {
+      name: 'JetStreamApiError',
+      code,
+      apiError: () => ({}),
+    });
+  it.each([
+    ['wrong last sequence (10071)', apiError(10071), true],
+    ['wrong last sequence, unknown (10164)', apiError(10164), true],
+    ['a conflict as the cause', new Error('wrapped', { cause: apiError(10164) }), true],
+    ['another writer from the same revision won', new DuplicateWriteError('pool.p', 7), true],
+    ['another JetStream error', apiError(10058), false],
+    ['a timeout', Object.assign(new Error('timeout'), { name: 'TimeoutError' }), false],
+    ['nothing', undefined, false],
+  ])('isRevisionConflict: %s is %s', (_, error, expected) => {
+    expect(isRevisionConflict(error)).toBe(expected);
+  });
+  it('recognizes a closed connection', () => {
+    const closed = Object.assign(new Error('closed'), { name: 'ClosedConnectionError' });
+    expect(isConnectionClosed(closed)).toBe(true);
+    expect(isConnectionClosed(new Error('x', { cause: closed }))).toBe(true);
+    expect(isConnectionClosed(new Error('timeout'))).toBe(false);
+  });
+});
+
+describe('lease verdicts', () => {
+  const states: Record<string, 'fresh' | 'expired' | 'unknown'> = {
+    L2: 'fresh',
+    L3: 'expired',
+    L4: 'unknown',
+  };
+  const facts = { ownLeaseId: 'L1', leaseState: (id: string) => states[id] ?? 'unknown' };
+
+  it.each([
+    ['own lease', row('a'), false],
+    ['fresh peer lease', row('a', { leaseId: 'L2' }), false],
+    ['expired peer lease', row('a', { leaseId: 'L3' }), true],
+    ['unknown peer lease (kept)', row('a', { leaseId: 'L4' }), false],
+    ['no lease (kept)', row('a', { leaseId: undefined }), false],
+    // Boot ids and pids say nothing across hosts.
+    ['another boot id, fresh lease', row('a', { leaseId: 'L2', bootId: 'other' }), false],
+  ])('%s', (_, r, stale) => {
+    expect(leaseVerdict(r, facts).stale).toBe(stale);
+  });
+
+  it('partitions in order and lists foreign leases once', () => {
+    const rows = [
+      row('a'),
+      row('b', { leaseId: 'L3' }),
+      row('c', { leaseId: 'L2' }),
+      row('d', { leaseId: 'L3' }),
+    ];
+    const { live, stale } = partitionByLease(rows, facts);
+    expect(live.map((r) => r.agentId)).toEqual(['a', 'c']);
+    expect(stale.map((s) => [s.row.agentId, s.reason])).toEqual([
+      ['b', 'lease-expired'],
+      ['d', 'lease-expired'],
+    ]);
+    expect(foreignLeases(rows, 'L1')).toEqual(['L3', 'L2']);
+  });
+});
+
+describe('ServerClock', () => {
+  it('is undefined before an anchor, then advances with the monotonic clock', () => {
+    let mono = 100;
+    const clock = new ServerClock(() => mono);
+    expect(clock.now()).toBeUndefined();
+    clock.anchor(5_000_000, 100);
+    mono = 350;
+    expect(clock.now()).toBe(5_000_250);
+    // An older server timestamp never moves the anchor back.
+    clock.anchor(4_000_000, 350);
+    expect(clock.now()).toBe(5_000_250);
+    clock.anchor(5_000_400, 350);
+    expect(clock.now()).toBe(5_000_400);
+  });
+});
+
+describe('applyBatch', () => {
+  const cap = { maxCpu: 3 };
+  const noStale = (doc: LedgerDocument) => ({ live: doc.reservations, stale: [] });
+
+  it('grants in order until the cap, then refuses without a write', () => {
+    const doc = emptyDocument(cap);
+    const ops: LedgerOp[] = ['a', 'b', 'c', 'd'].map((id) => ({ kind: 'reserve', row: row(id) }));
+    const out = applyBatch('p', doc, noStale(doc), ops);
+    expect(out.answers.map((a) => (a.ok ? (a.value as { ok: boolean }).ok : 'error'))).toEqual([
+      true,
+      true,
+      true,
+      false,
+    ]);
+    expect(out.dirty).toBe(true);
+    expect(out.doc.reservations.map((r) => r.agentId)).toEqual(['a', 'b', 'c']);
+    const full = applyBatch('p', out.doc, noStale(out.doc), [{ kind: 'reserve', row: row('e') }]);
+    expect(full.dirty).toBe(false);
+  });
+
+  it('refuses a duplicate, unless it is our own write that may have landed', () => {
+    const doc = { ...emptyDocument(cap), reservations: [row('a')] };
+    const dup = applyBatch('p', doc, noStale(doc), [
+      { kind: 'reserve', row: row('a', { reservedAt: 2000 }) },
+    ]);
+    expect(dup.answers[0]!.ok).toBe(false);
+    expect(isDuplicateReservationError((dup.answers[0] as { error: unknown }).error)).toBe(true);
+    const again = applyBatch('p', doc, noStale(doc), [
+      { kind: 'reserve', row: row('a'), maybeApplied: true },
+    ]);
+    expect(again.answers[0]).toEqual({ ok: true, value: { ok: true } });
+    expect(again.dirty).toBe(false);
+    // Same agent, our lease, but another reservation time: still a duplicate.
+    const other = applyBatch('p', doc, noStale(doc), [
+      { kind: 'reserve', row: row('a', { reservedAt: 5 }), maybeApplied: true },
+    ]);
+    expect(other.answers[0]!.ok).toBe(false);
+  });
+
+  it('release answers true once removed, also when the removing write had no answer', () => {
+    const doc = { ...emptyDocument(cap), reservations: [row('a')] };
+    const op: LedgerOp = { kind: 'release', agentId: 'a' };
+    const first = applyBatch('p', doc, noStale(doc), [op]);
+    expect(first.answers[0]).toEqual({ ok: true, value: true });
+    // The write had no answer but landed: the re-read no longer has the row.
+    op.maybeApplied = true;
+    const retry = applyBatch('p', first.doc, noStale(first.doc), [op]);
+    expect(retry.answers[0]).toEqual({ ok: true, value: true });
+    expect(retry.dirty).toBe(false);
+    expect(
+      applyBatch('p', first.doc, noStale(first.doc), [{ kind: 'release', agentId: 'a' }])
+        .answers[0],
+    ).toEqual({ ok: true, value: false });
+  });
+
+  it('drops stale rows from what it writes and counts them on reap', () => {
+    const doc = { ...emptyDocument(cap), reservations: [row('a'), row('b', { leaseId: 'dead' })] };
+    const partition = {
+      live: [doc.reservations[0]!],
+      stale: [{ row: doc.reservations[1]!, reason: 'lease-expired' as const }],
+    };
+    const refusal = applyBatch('p', doc, partition, [
+      { kind: 'reserve', row: row('c', { cpus: 5 }) },
+    ]);
+    expect(refusal.dirty).toBe(false);
+    const reap = applyBatch('p', doc, partition, [{ kind: 'reap' }]);
+    expect(reap.answers[0]).toEqual({ ok: true, value: 1 });
+    expect(reap.dirty).toBe(true);
+    expect(reap.doc.reservations.map((r) => r.agentId)).toEqual(['a']);
+    const release = applyBatch('p', doc, partition, [{ kind: 'release', agentId: 'b' }]);
+    expect(release.answers[0]).toEqual({ ok: true, value: true });
+    expect(release.dirty).toBe(true);
+  });
+
+  it('releaseInstance removes only that instance', () => {
+    const doc = { ...emptyDocument(cap), reservations: [row('a'), row('b', { instanceId: 'i2' })] };
+    const out = applyBatch('p', doc, noStale(doc), [{ kind: 'releaseInstance', instanceId: 'i1' }]);
+    expect(out.doc.reservations.map((r) => r.agentId)).toEqual(['b']);
+  });
+
+  it('never writes a document over the cap (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.oneof(
+            fc.record({
+              kind: fc.constant('reserve' as const),
+              agent: fc.integer({ min: 0, max: 9 }),
+              milli: fc.integer({ min: 0, max: 3000 }),
+            }),
+            fc.record({
+              kind: fc.constant('release' as const),
+              agent: fc.integer({ min: 0, max: 9 }),
+            }),
+          ),
+          { maxLength: 40 },
+        ),
+        (script) => {
+          let doc = emptyDocument({ maxCpu: 4 });
+          for (const step of script) {
+            const op: LedgerOp =
+              step.kind === 'reserve'
+                ? { kind: 'reserve', row: row(`a${step.agent}`, { cpus: step.milli / 1000 }) }
+                : { kind: 'release', agentId: `a${step.agent}` };
+            const out = applyBatch('p', doc, noStale(doc), [op]);
+            if (out.dirty) doc = out.doc;
+            expect(sumRows(doc.reservations).cpus).toBeLessThanOrEqual(4);
+            expect(new Set(doc.reservations.map((r) => r.agentId)).size).toBe(
+              doc.reservations.length,
+            );
+          }
+        },
+      ),
+    );
+  });
+});
