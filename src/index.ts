@@ -9,5 +9,6 @@ export * from './agent-caps/index.js';
 export * from './caps/index.js';
 export * from './errors.js';
 export * from './ledger/index.js';
+export * from './manager/index.js';
 export * from './nftables/index.js';
 export * from './resources/index.js';

@@ -1,0 +1,323 @@
+/**
+ * The whole thing in one process tree, in about ten seconds, without root:
+ *
+ * - a tiny dispatcher with a queue of CI jobs,
+ * - a `ScalerManager` with two scalers (different label sets, caps and agent limits)
+ *   that share one machine pool through a `MachineLedger` in a temp directory,
+ * - a real backend: every agent is a child process (examples/quickstart-agent.mjs)
+ *   that registers back over IPC, runs its job (a short sleep) and exits.
+ *
+ * It prints progress while it runs (queued / spawning / running / done, usage
+ * against caps) and a summary table at the end.
+ *
+ * Run: npm run demo   (or: npx tsx examples/01-quickstart.ts)
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  formatCpu,
+  formatMemory,
+  MachineLedger,
+  type ResourceRequest,
+  type ScaleResult,
+  type ScalerBackend,
+  ScalerManager,
+} from 'scaler-primitives';
+
+const started = Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
+
+// ---------------------------------------------------------------- configuration
+
+const config = {
+  globalMaxAgents: 5,
+  resourceCap: { maxCpu: 6, maxMemory: '8Gi' },
+  machinePools: { 'this-host': { maxCpu: 5, maxMemory: '8Gi' } },
+  scalers: [
+    {
+      name: 'linux-small',
+      type: 'process',
+      maxAgents: 3,
+      resourceCap: { maxCpu: 3 },
+      machinePool: 'this-host',
+      labelSets: [{ labels: ['linux', 'small'], resources: { cpus: 1, memory: '1Gi' } }],
+    },
+    {
+      name: 'linux-large',
+      type: 'process',
+      maxAgents: 2,
+      // Only jobs that ask for "large" land here: small jobs never take a big agent.
+      mandatoryLabels: ['large'],
+      machinePool: 'this-host',
+      labelSets: [{ labels: ['linux', 'large'], resources: { cpus: 2, memory: '3Gi' } }],
+    },
+  ],
+};
+
+interface Job {
+  id: string;
+  labels: string[];
+  resources?: ResourceRequest;
+  ms: number;
+  state: 'queued' | 'spawning' | 'running' | 'done' | 'failed';
+  scaler?: string;
+  agentId?: string;
+  why?: string;
+  queuedAt: number;
+  startedAt?: number;
+  doneAt?: number;
+}
+
+const jobSpecs: Array<Pick<Job, 'id' | 'labels' | 'resources' | 'ms'>> = [
+  { id: 'lint', labels: ['linux'], ms: 600 },
+  { id: 'unit-1', labels: ['linux'], ms: 1200 },
+  { id: 'unit-2', labels: ['linux'], ms: 1200 },
+  { id: 'unit-3', labels: ['linux'], ms: 1200 },
+  { id: 'build', labels: ['linux', 'large'], ms: 1800 },
+  { id: 'e2e', labels: ['linux', 'large'], ms: 1500 },
+  { id: 'docs', labels: ['linux', 'small'], ms: 500 },
+  { id: 'package', labels: ['linux', 'large'], ms: 900 },
+  { id: 'audit', labels: ['linux'], ms: 700 },
+  { id: 'bench', labels: ['linux', 'large'], resources: { requests: { cpus: 16 } }, ms: 1000 },
+  { id: 'msi', labels: ['windows'], ms: 1000 },
+];
+const jobs: Job[] = jobSpecs.map((spec) => ({ ...spec, state: 'queued', queuedAt: Date.now() }));
+
+// ---------------------------------------------------------------- the backend
+
+const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
+const children = new Map<string, ChildProcess>();
+
+/** Starts each agent as a child process; the dispatcher hears from it over IPC. */
+const processBackend: ScalerBackend = {
+  async spawn(request) {
+    const child = fork(agentScript, [], {
+      execPath: process.execPath,
+      execArgv: [],
+      env: {
+        ...process.env,
+        AGENT_ID: request.agentId,
+        AGENT_LABELS: JSON.stringify(request.labels),
+      },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    children.set(request.agentId, child);
+    child.on('message', (message) => dispatcher.onAgentMessage(request.agentId, message));
+    child.on('exit', () => {
+      children.delete(request.agentId);
+      dispatcher.onAgentExit(request.agentId);
+    });
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', resolve);
+      child.once('error', reject);
+    });
+  },
+  async destroy(agentId) {
+    children.get(agentId)?.kill();
+  },
+  async list() {
+    return [...children.keys()];
+  },
+};
+
+// ---------------------------------------------------------------- the manager
+
+const ledgerDir = mkdtempSync(join(tmpdir(), 'scaler-primitives-demo-'));
+const ledger = new MachineLedger({ instanceId: 'demo-orchestrator', dir: ledgerDir });
+const manager = new ScalerManager({
+  config,
+  backends: [
+    { name: 'linux-small', backend: processBackend },
+    { name: 'linux-large', backend: processBackend },
+  ],
+  ledger,
+});
+manager.start();
+
+const peak = new Map<string, { agents: number; cpus: number }>();
+
+// ---------------------------------------------------------------- the dispatcher
+
+const dispatcher = {
+  pumping: false,
+  again: false,
+
+  /** Ask the manager for an agent for every queued job; retry later what is at capacity. */
+  async pump(): Promise<void> {
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = true;
+    try {
+      do {
+        this.again = false;
+        for (const job of jobs.filter((j) => j.state === 'queued')) {
+          const result = await manager.requestScale(job.labels, job.id, [], job.resources);
+          this.handle(job, result);
+        }
+      } while (this.again);
+    } finally {
+      this.pumping = false;
+    }
+  },
+
+  handle(job: Job, result: ScaleResult): void {
+    switch (result.kind) {
+      case 'spawned':
+        job.state = 'spawning';
+        job.scaler = result.backend;
+        job.agentId = result.agentId;
+        progress(`${job.id} -> spawning ${result.agentId}`);
+        break;
+      case 'at-capacity': {
+        // Stays queued: an agent leaving wakes the pump.
+        const why = describeLimit(result.limit);
+        if (why !== job.why) progress(`${job.id} waits: ${why}`);
+        job.why = why;
+        break;
+      }
+      case 'never-fits':
+        job.state = 'failed';
+        job.why = `never fits: ${describeLimit(result.limit)}`;
+        progress(`${job.id} -> failed (${job.why})`);
+        break;
+      case 'no-match':
+        job.state = 'failed';
+        job.why = `no match: ${result.reasons.map((r) => `${r.scaler} ${r.reason}${r.missing ? ` ${r.missing.join(',')}` : ''}`).join('; ')}`;
+        progress(`${job.id} -> failed (${job.why})`);
+        break;
+      case 'spawn-failed':
+        // Stays queued; everything was rolled back, so simply try again shortly.
+        job.why = `spawn failed: ${String(result.error)}`;
+        progress(`${job.id} -> ${job.why}; retrying`);
+        setTimeout(() => void this.pump(), 500);
+        break;
+      case 'already-spawning':
+        break;
+    }
+  },
+
+  onAgentMessage(agentId: string, message: unknown): void {
+    const m = message as { type: string; labels?: string[]; jobId?: string };
+    if (m.type === 'register') {
+      const answer = manager.onAgentRegistered(agentId, m.labels ?? []);
+      const job = jobs.find((j) => j.id === answer?.boundJobId);
+      if (!job) return;
+      manager.correlateAgentToJob(agentId, 'run-1', job.id);
+      job.state = 'running';
+      job.startedAt = Date.now();
+      children.get(agentId)?.send({ type: 'run', jobId: job.id, ms: job.ms });
+      progress(`${job.id} -> running on ${agentId}`);
+    } else if (m.type === 'done') {
+      const job = jobs.find((j) => j.id === m.jobId);
+      if (!job) return;
+      manager.onJobComplete(agentId);
+      job.state = 'done';
+      job.doneAt = Date.now();
+      progress(`${job.id} -> done`);
+    }
+  },
+
+  onAgentExit(agentId: string): void {
+    void manager.onAgentDisconnected(agentId).then(() => this.pump());
+  },
+};
+
+function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['limit']): string {
+  switch (limit.limit) {
+    case 'global-max-agents':
+    case 'scaler-max-agents':
+      return `${limit.limit} ${limit.used}/${limit.max}`;
+    default: {
+      const f = limit.dimension === 'cpu' ? formatCpu : formatMemory;
+      const where = limit.limit === 'pool-cap' ? `pool ${limit.pool}` : limit.limit;
+      if (limit.neverFits)
+        return `${where} ${limit.dimension} ${f(limit.requested)} > ${f(limit.max)}`;
+      return `${where} ${limit.dimension} ${f(limit.used)} used + ${f(limit.requested)} > ${f(limit.max)}`;
+    }
+  }
+}
+
+function progress(what: string): void {
+  const status = manager.getStatus();
+  const count = (state: Job['state']) => jobs.filter((j) => j.state === state).length;
+  for (const b of status.backends) {
+    const p = peak.get(b.name) ?? { agents: 0, cpus: 0 };
+    peak.set(b.name, {
+      agents: Math.max(p.agents, b.activeCount),
+      cpus: Math.max(p.cpus, b.usage.cpus),
+    });
+  }
+  const cap = status.globalResourceCap!;
+  const pool = status.pools[0]!;
+  console.log(
+    `${elapsed()}  ${what.padEnd(52)} queued ${count('queued')} spawning ${count('spawning')} running ${count('running')} done ${count('done')} failed ${count('failed')} | agents ${status.globalActiveCount}/${status.globalMaxAgents} cpu ${formatCpu(status.globalUsage.cpus)}/${formatCpu(cap.maxCpu!)} mem ${formatMemory(status.globalUsage.memBytes)}/${formatMemory(cap.maxMemoryBytes!)} | pool cpu ${formatCpu(pool.usage.cpus)}/${formatCpu(pool.cap.maxCpu!)}`,
+  );
+}
+
+// ---------------------------------------------------------------- run
+
+console.log(
+  `Demo: ${jobs.length} jobs, scalers linux-small (max 3 agents, 3 CPU) and linux-large (max 2, "large" jobs only), pool "this-host" (5 CPU) in ${ledgerDir}\n`,
+);
+await dispatcher.pump();
+const deadline = Date.now() + 50_000;
+while (jobs.some((j) => j.state !== 'done' && j.state !== 'failed') && Date.now() < deadline) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+await manager.shutdownAll();
+const poolAfter = await ledger.getUsage('this-host');
+await ledger.close();
+rmSync(ledgerDir, { recursive: true, force: true });
+
+// ---------------------------------------------------------------- summary
+
+console.log('\nSummary');
+const rows = [['job', 'labels', 'scaler', 'result', 'waited', 'ran', 'why']];
+for (const job of jobs) {
+  rows.push([
+    job.id,
+    job.labels.join(','),
+    job.scaler ?? '-',
+    job.state,
+    job.startedAt ? `${((job.startedAt - job.queuedAt) / 1000).toFixed(1)}s` : '-',
+    job.startedAt && job.doneAt ? `${((job.doneAt - job.startedAt) / 1000).toFixed(1)}s` : '-',
+    job.state === 'failed' ? (job.why ?? '') : '',
+  ]);
+}
+printTable(rows);
+console.log('');
+const status = manager.getStatus();
+const scalerRows = [['scaler', 'jobs run', 'peak agents / max', 'peak cpu / cap']];
+for (const s of config.scalers) {
+  const p = peak.get(s.name) ?? { agents: 0, cpus: 0 };
+  scalerRows.push([
+    s.name,
+    String(jobs.filter((j) => j.scaler === s.name && j.state === 'done').length),
+    `${p.agents} / ${s.maxAgents}`,
+    `${formatCpu(p.cpus)} / ${s.resourceCap ? formatCpu(s.resourceCap.maxCpu) : '-'}`,
+  ]);
+}
+printTable(scalerRows);
+const done = jobs.filter((j) => j.state === 'done').length;
+const failed = jobs.filter((j) => j.state === 'failed').length;
+console.log(
+  `\n${done} done, ${failed} failed fast, ${jobs.length - done - failed} unfinished; cold starts ${status.counters.coldStarts}; after shutdown: ${status.globalActiveCount} agents tracked, pool holds ${formatCpu(poolAfter.cpus)} CPU and ${formatMemory(poolAfter.memBytes)}; ${((Date.now() - started) / 1000).toFixed(1)}s`,
+);
+if (jobs.length - done - failed > 0) process.exitCode = 1;
+
+function printTable(table: string[][]): void {
+  const widths = table[0]!.map((_, i) => Math.max(...table.map((row) => row[i]!.length)));
+  for (const [n, row] of table.entries()) {
+    console.log(
+      row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    );
+    if (n === 0) console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  }
+}

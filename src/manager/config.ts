@@ -1,0 +1,352 @@
+import { z } from 'zod';
+import { ConfigError, type ConfigIssue } from '../errors.js';
+import { resolveResources } from '../resources/resolve.js';
+import {
+  type ParsedResourceRequest,
+  type ResourceCapInput,
+  resourceCapSchema,
+  resourceRequestSchema,
+} from '../resources/schema.js';
+import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
+
+/** The automatic-label prefix used when the config does not set `autoLabelPrefix`. */
+export const DEFAULT_AUTO_LABEL_PREFIX = 'kici:';
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
+const nameSchema = z
+  .string()
+  .regex(
+    NAME,
+    'Expected a name of 1-63 characters: letters, digits, ".", "_" and "-", starting with a letter or digit',
+  );
+
+const labelSchema = z
+  .string()
+  .min(1, 'Expected a non-empty label')
+  .max(253, 'Expected a label of at most 253 characters')
+  .regex(/^[^\s,]+$/, 'Expected a label without whitespace or commas');
+
+const labelSetSchema = z.strictObject({
+  labels: z.array(labelSchema),
+  resources: resourceRequestSchema.optional(),
+});
+
+const warmPoolSchema = z.strictObject({
+  size: z.int().min(0),
+  idleTimeoutSeconds: z.number().positive().default(300),
+  labelSet: z.int().min(0).default(0),
+});
+
+const scalerSchema = z.strictObject({
+  name: nameSchema,
+  type: z.string().min(1, 'Expected the backend kind, e.g. "container"'),
+  maxAgents: z.int().min(0),
+  labelSets: z.array(labelSetSchema).min(1, 'Expected at least one label set'),
+  mandatoryLabels: z.array(labelSchema).default([]),
+  machinePool: nameSchema.optional(),
+  resourceCap: resourceCapSchema.optional(),
+  defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
+  warmPool: warmPoolSchema.optional(),
+  options: z.record(z.string(), z.unknown()).optional(),
+});
+
+const baseSchema = z.strictObject({
+  globalMaxAgents: z.int().min(0),
+  autoLabelPrefix: z
+    .string()
+    .min(1)
+    .regex(/^[^\s,]+$/, 'Expected a prefix without whitespace or commas')
+    .default(DEFAULT_AUTO_LABEL_PREFIX),
+  defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
+  resourceCap: resourceCapSchema.optional(),
+  machinePools: z.record(nameSchema, resourceCapSchema).default({}),
+  scalers: z.array(scalerSchema),
+});
+
+/** Default resources as written in configuration. */
+export interface ResourceDefaultsInput {
+  /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** Validated default resources. */
+export interface ResourceDefaults {
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** A warm pool as written in configuration. */
+export interface WarmPoolInput {
+  /** How many idle agents to keep ready (busy agents do not count). */
+  size: number;
+  /** An idle agent older than this is destroyed. @default 300 */
+  idleTimeoutSeconds?: number;
+  /** Index of the label set warm agents are started with. @default 0 */
+  labelSet?: number;
+}
+
+/** A validated warm pool. */
+export interface WarmPoolConfig {
+  /** How many idle agents to keep ready (busy agents do not count). */
+  size: number;
+  /** An idle agent older than this is destroyed. */
+  idleTimeoutSeconds: number;
+  /** Index of the label set warm agents are started with. */
+  labelSet: number;
+}
+
+/** A label set as written in configuration. */
+export interface LabelSetInput {
+  /** The labels an agent of this set has (the manager adds the automatic ones). */
+  labels: string[];
+  /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** A validated label set. */
+export interface LabelSetConfig {
+  /** The labels an agent of this set has (without automatic labels). */
+  labels: string[];
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** One scaler as written in configuration. */
+export interface ScalerEntryInput {
+  /** Unique name; also the backend entry's name and the `<prefix>scaler:<name>` label. */
+  name: string;
+  /** The host's backend kind (free text, e.g. `container`, `firecracker`). */
+  type: string;
+  /** The most agents this scaler runs at once (spawning, idle and busy). 0 spawns nothing. */
+  maxAgents: number;
+  /** The kinds of agent this scaler can start; the first that fits a job is used. */
+  labelSets: LabelSetInput[];
+  /** Labels a job must name to run here (a taint): keeps special agents for jobs that ask. @default [] */
+  mandatoryLabels?: string[];
+  /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
+  machinePool?: string;
+  /** A cap on the summed requests of this scaler's agents. */
+  resourceCap?: ResourceCapInput;
+  /** Resources for label sets that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** Keep idle agents ready. */
+  warmPool?: WarmPoolInput;
+  /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
+  options?: Record<string, unknown>;
+}
+
+/** One validated scaler. */
+export interface ScalerEntryConfig {
+  /** Unique name. */
+  name: string;
+  /** The host's backend kind. */
+  type: string;
+  /** The most agents this scaler runs at once. */
+  maxAgents: number;
+  /** The label sets, in order. */
+  labelSets: LabelSetConfig[];
+  /** Labels a job must name to run here. */
+  mandatoryLabels: string[];
+  /** The machine pool, if any. */
+  machinePool?: string;
+  /** The scaler's cap, in cores and bytes. */
+  resourceCap?: ResourceCap;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The warm pool, with defaults filled in. */
+  warmPool?: WarmPoolConfig;
+  /** Backend-specific settings. */
+  options?: Record<string, unknown>;
+}
+
+/** A scaler configuration as written (quantities as strings or numbers). */
+export interface ScalerConfigInput {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'kici:' */
+  autoLabelPrefix?: string;
+  /** Resources for jobs, label sets and scalers that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** A cap on the summed requests of every agent of this orchestrator. */
+  resourceCap?: ResourceCapInput;
+  /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
+  machinePools?: Record<string, ResourceCapInput>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryInput[];
+}
+
+/** A validated scaler configuration: quantities as numbers, defaults filled in. */
+export interface ScalerConfig {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels. */
+  autoLabelPrefix: string;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The orchestrator-wide cap. */
+  resourceCap?: ResourceCap;
+  /** Machine pools by name. */
+  machinePools: Record<string, ResourceCap>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryConfig[];
+}
+
+/**
+ * The zod schema of a {@link ScalerConfig}. Quantities (`"500m"`, `"8Gi"`) parse to
+ * numbers; unknown keys are refused (put backend-specific settings in a scaler's
+ * `options`); cross-field rules (unique names, known pools, reserved label prefix,
+ * mandatory labels present in every label set, warm pool within `maxAgents`, label-set
+ * resources that resolve without a request above its limit) are reported with their paths.
+ */
+export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
+  baseSchema.superRefine((config, ctx) => {
+    const prefix = config.autoLabelPrefix;
+    const seen = new Map<string, number>();
+    for (const [i, scaler] of config.scalers.entries()) {
+      const first = seen.get(scaler.name);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['scalers', i, 'name'],
+          message: `Scaler name "${scaler.name}" is already used by scalers[${first}]`,
+        });
+      } else {
+        seen.set(scaler.name, i);
+      }
+      if (scaler.machinePool !== undefined && !(scaler.machinePool in config.machinePools)) {
+        const known = Object.keys(config.machinePools);
+        ctx.addIssue({
+          code: 'custom',
+          path: ['scalers', i, 'machinePool'],
+          message: `Unknown machine pool "${scaler.machinePool}"; declare it under machinePools (known: ${known.length ? known.join(', ') : 'none'})`,
+        });
+      }
+      for (const [j, label] of scaler.mandatoryLabels.entries()) {
+        if (label.startsWith(prefix)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'mandatoryLabels', j],
+            message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels`,
+          });
+        }
+      }
+      for (const [j, set] of scaler.labelSets.entries()) {
+        for (const [k, label] of set.labels.entries()) {
+          if (label.startsWith(prefix)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['scalers', i, 'labelSets', j, 'labels', k],
+              message: `Label "${label}" uses the reserved prefix "${prefix}" of automatic labels; the manager adds "${prefix}scaler:${scaler.name}" itself`,
+            });
+          }
+        }
+        try {
+          // A label set whose layers disagree (a request above a limit) could never spawn.
+          resolveResources(
+            [undefined, set.resources, scaler.defaults?.resources, config.defaults?.resources],
+            ['job', 'labelSet', 'scaler', 'global'],
+          );
+        } catch (error) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'labelSets', j, 'resources'],
+            message: (error as Error).message,
+          });
+        }
+        const missing = scaler.mandatoryLabels.filter((m) => !set.labels.includes(m));
+        if (missing.length > 0) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'labelSets', j, 'labels'],
+            message: `Label set lacks mandatory label(s) ${missing.map((m) => `"${m}"`).join(', ')}: a job must name them, so no job could ever match this set`,
+          });
+        }
+      }
+      if (scaler.warmPool !== undefined) {
+        if (scaler.warmPool.size > scaler.maxAgents) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'warmPool', 'size'],
+            message: `Warm pool size ${scaler.warmPool.size} exceeds maxAgents ${scaler.maxAgents}`,
+          });
+        }
+        if (scaler.warmPool.labelSet >= scaler.labelSets.length) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['scalers', i, 'warmPool', 'labelSet'],
+            message: `Warm pool label set index ${scaler.warmPool.labelSet} is out of range (the scaler has ${scaler.labelSets.length})`,
+          });
+        }
+      }
+    }
+  });
+
+/** The answer to {@link validateScalerConfig}. */
+export type ConfigValidation =
+  | {
+      /** Valid. */
+      ok: true;
+      /** The parsed config. */
+      config: ScalerConfig;
+    }
+  | {
+      /** Invalid. */
+      ok: false;
+      /** Every problem, each with its path. */
+      errors: ConfigIssue[];
+    };
+
+/**
+ * Validate a scaler configuration without throwing.
+ *
+ * @param value - The configuration, e.g. parsed from JSON.
+ * @returns The parsed config, or every problem with its path.
+ *
+ * @example
+ * ```ts
+ * const result = validateScalerConfig(JSON.parse(text));
+ * if (!result.ok) for (const e of result.errors) console.error(`${e.path.join('.')}: ${e.message}`);
+ * ```
+ */
+export function validateScalerConfig(value: unknown): ConfigValidation {
+  const result = scalerConfigSchema.safeParse(value);
+  if (result.success) return { ok: true, config: result.data };
+  return {
+    ok: false,
+    errors: result.error.issues.map((issue) => ({
+      path: issue.path.filter((p): p is string | number => typeof p !== 'symbol'),
+      message: issue.message,
+    })),
+  };
+}
+
+/**
+ * Parse a scaler configuration.
+ *
+ * @param value - The configuration, e.g. parsed from JSON.
+ * @returns The validated config (quantities as numbers, defaults filled in).
+ * @throws {@link ConfigError} listing every problem with its path.
+ */
+export function parseScalerConfig(value: unknown): ScalerConfig {
+  const result = validateScalerConfig(value);
+  if (result.ok) return result.config;
+  throw configError(result.errors);
+}
+
+/** Render a path as `scalers[0].labelSets[1].labels`. */
+export function formatConfigPath(path: ReadonlyArray<string | number>): string {
+  let out = '';
+  for (const part of path) {
+    out += typeof part === 'number' ? `[${part}]` : out === '' ? part : `.${part}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+/** @internal */
+export function configError(errors: ConfigIssue[]): ConfigError {
+  const lines = errors.map((e) => `  ${formatConfigPath(e.path)}: ${e.message}`);
+  return new ConfigError(
+    errors,
+    `Invalid scaler config (${errors.length} problem${errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
+  );
+}

@@ -1,0 +1,57 @@
+/**
+ * `ScalerManager`: the facade a CI orchestrator wires to its own dispatcher and
+ * backends. It decides whether a waiting job may get a new agent, where, and with
+ * what resources; reserves that capacity in every scope it must (scaler and
+ * orchestrator caps, then a machine pool shared with other processes through a
+ * ledger) or in none; and keeps its books straight through spawn failures,
+ * agents that never register, vanished agents and config reloads.
+ *
+ * Also exported: the config schema (`scalerConfigSchema`, `parseScalerConfig`,
+ * `validateScalerConfig`) and the label-matching rules.
+ *
+ * @packageDocumentation
+ */
+export { ConfigError, type ConfigIssue, isConfigError } from '../errors.js';
+export {
+  type ConfigValidation,
+  DEFAULT_AUTO_LABEL_PREFIX,
+  formatConfigPath,
+  type LabelSetConfig,
+  type LabelSetInput,
+  parseScalerConfig,
+  type ResourceDefaults,
+  type ResourceDefaultsInput,
+  type ScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEntryConfig,
+  type ScalerEntryInput,
+  scalerConfigSchema,
+  validateScalerConfig,
+  type WarmPoolConfig,
+  type WarmPoolInput,
+} from './config.js';
+export { automaticLabels, labelSetMatches, passesMandatoryGate } from './labels.js';
+export { type BackendEntry, ScalerManager, type ScalerManagerOptions } from './manager.js';
+export type {
+  AgentRegistration,
+  AgentResources,
+  AgentState,
+  BackendEventInput,
+  BackendStatus,
+  CapacityLimit,
+  NoMatchReason,
+  PoolStatus,
+  ReconcileFailure,
+  ReconcileResult,
+  ScaleResult,
+  ScalerBackend,
+  ScalerCounters,
+  ScalerEvent,
+  ScalerStatus,
+  SpawnRequest,
+  SpawnResult,
+  UntrackedAgent,
+  Usage,
+  ValidationResult,
+  WarmPoolStatus,
+} from './types.js';

@@ -1,0 +1,467 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type ScalerConfigInput,
+  type ScalerEvent,
+  ScalerManager,
+  type ScalerManagerOptions,
+} from '../../src/manager/index.js';
+import { deferred, FakeBackend, FakeLedger, minimalBackend } from './fakes.js';
+
+const Gi = 2 ** 30;
+
+function config(overrides: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
+  return {
+    globalMaxAgents: 10,
+    defaults: { resources: { requests: { cpus: 1, memory: '1Gi' } } },
+    scalers: [
+      {
+        name: 'small',
+        type: 'container',
+        maxAgents: 3,
+        labelSets: [{ labels: ['linux', 'small'] }, { labels: ['linux', 'docker'] }],
+        resourceCap: { maxCpu: 4 },
+      },
+      {
+        name: 'gpu',
+        type: 'vm',
+        maxAgents: 2,
+        mandatoryLabels: ['gpu'],
+        labelSets: [{ labels: ['linux', 'gpu'], resources: { cpus: 2, memory: '4Gi' } }],
+      },
+    ],
+    ...overrides,
+  };
+}
+
+function setup(options: Partial<ScalerManagerOptions> = {}) {
+  const small = new FakeBackend();
+  const gpu = new FakeBackend();
+  const events: ScalerEvent[] = [];
+  let n = 0;
+  const manager = new ScalerManager({
+    config: config(),
+    backends: [
+      { name: 'small', backend: small, platformLabels: ['kici:os:linux'] },
+      { name: 'gpu', backend: gpu },
+    ],
+    onEvent: (e) => events.push(e),
+    generateAgentId: (scaler) => `${scaler}-${++n}`,
+    ...options,
+  });
+  return { manager, small, gpu, events };
+}
+
+describe('ScalerManager.requestScale: result kinds', () => {
+  it('spawned: reserves, passes the request to the backend, names the scaler', async () => {
+    const { manager, small } = setup();
+    const result = await manager.requestScale(['linux'], 'job-1');
+    expect(result).toEqual({
+      kind: 'spawned',
+      backend: 'small',
+      agentId: 'small-1',
+      labels: ['linux', 'small', 'kici:scaler:small', 'kici:os:linux'],
+      resources: { requests: { cpus: 1, memBytes: Gi }, limits: { cpus: 1, memBytes: Gi } },
+    });
+    expect(small.spawned).toHaveLength(1);
+    expect(small.spawned[0]).toMatchObject({
+      agentId: 'small-1',
+      scaler: 'small',
+      jobId: 'job-1',
+      warm: false,
+      labelSetIndex: 0,
+      mandatoryLabels: [],
+    });
+    const status = manager.getStatus();
+    expect(status.globalActiveCount).toBe(1);
+    expect(status.spawningCount).toBe(1);
+    expect(status.globalUsage).toEqual({ cpus: 1, memBytes: Gi });
+    expect(status.backends[0]!.usage).toEqual({ cpus: 1, memBytes: Gi });
+    expect(status.counters.coldStarts).toBe(1);
+  });
+
+  it('uses the first label set that fits, and the job resources over the layers', async () => {
+    const { manager, small } = setup();
+    const result = await manager.requestScale(['docker'], 'job-1', [], {
+      limits: { cpus: '1500m' },
+    });
+    expect(result.kind).toBe('spawned');
+    expect(small.spawned[0]!.labelSetIndex).toBe(1);
+    expect(small.spawned[0]!.resources).toEqual({
+      requests: { cpus: 1.5, memBytes: Gi },
+      limits: { cpus: 1.5, memBytes: Gi },
+    });
+  });
+
+  it('a job may pin a scaler through its automatic label', async () => {
+    const { manager } = setup();
+    const result = await manager.requestScale(['kici:scaler:small', 'kici:os:linux'], 'job-1');
+    expect(result).toMatchObject({ kind: 'spawned', backend: 'small' });
+    const none = await manager.requestScale(['kici:scaler:gpu', 'gpu'], 'job-2');
+    expect(none.kind).toBe('spawned');
+    expect(none.kind === 'spawned' && none.backend).toBe('gpu');
+  });
+
+  it('already-spawning: a second request for the same job while the spawn is in flight', async () => {
+    const { manager, small } = setup();
+    const gate = deferred();
+    small.gate = gate.promise;
+    const first = manager.requestScale(['linux'], 'job-1');
+    const second = await manager.requestScale(['linux'], 'job-1');
+    expect(second).toEqual({ kind: 'already-spawning', backend: 'small', agentId: 'small-1' });
+    gate.resolve();
+    expect((await first).kind).toBe('spawned');
+    // Still spawning (not registered): still already-spawning.
+    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('already-spawning');
+    manager.onAgentRegistered('small-1', []);
+    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
+    expect(small.spawned).toHaveLength(2);
+  });
+
+  it('no-match: says why for each scaler', async () => {
+    const { manager } = setup();
+    const labels = await manager.requestScale(['windows'], 'job-1');
+    expect(labels).toEqual({
+      kind: 'no-match',
+      reasons: [
+        { scaler: 'small', reason: 'labels', missing: ['windows'] },
+        { scaler: 'gpu', reason: 'mandatory', missing: ['gpu'] },
+      ],
+    });
+    const exclude = await manager.requestScale(['linux'], 'job-2', ['small', 'docker']);
+    expect(exclude).toEqual({
+      kind: 'no-match',
+      reasons: [
+        { scaler: 'small', reason: 'exclude', excluded: ['small'] },
+        { scaler: 'gpu', reason: 'mandatory', missing: ['gpu'] },
+      ],
+    });
+  });
+
+  it('the match cache keeps label lists apart that join to the same text', async () => {
+    const { manager } = setup();
+    expect((await manager.requestScale(['linux', 'small'], 'j1')).kind).toBe('spawned');
+    expect((await manager.requestScale(['linux\nsmall'], 'j2')).kind).toBe('no-match');
+    expect((await manager.requestScale(['linux,small'], 'j3')).kind).toBe('no-match');
+  });
+
+  it('the mandatory gate: a gpu agent only for jobs naming gpu', async () => {
+    const { manager, gpu } = setup();
+    const plain = await manager.requestScale(['linux'], 'job-1');
+    expect(plain).toMatchObject({ kind: 'spawned', backend: 'small' });
+    const gpuJob = await manager.requestScale(['linux', 'gpu'], 'job-2');
+    expect(gpuJob).toMatchObject({ kind: 'spawned', backend: 'gpu' });
+    expect(gpu.spawned[0]!.mandatoryLabels).toEqual(['gpu']);
+    const reg = manager.onAgentRegistered('gpu-2', ['linux', 'gpu']);
+    expect(reg).toEqual({ boundJobId: 'job-2', mandatoryLabels: ['gpu'] });
+    // Queue drain applies the same gate.
+    expect(manager.canRunJob('gpu-2', ['linux'])).toBe(false);
+    expect(manager.canRunJob('gpu-2', ['linux', 'gpu'])).toBe(true);
+    expect(manager.canRunJob('static-agent', ['linux'])).toBe(true);
+  });
+
+  it('at-capacity on the scaler max, falling through to the next matching scaler first', async () => {
+    const { manager } = setup({
+      config: config({
+        scalers: [
+          { name: 'small', type: 'c', maxAgents: 1, labelSets: [{ labels: ['linux'] }] },
+          { name: 'gpu', type: 'v', maxAgents: 1, labelSets: [{ labels: ['linux'] }] },
+        ],
+      }),
+    });
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ backend: 'small' });
+    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ backend: 'gpu' });
+    const full = await manager.requestScale(['linux'], 'j3');
+    expect(full).toEqual({
+      kind: 'at-capacity',
+      backend: 'small',
+      limit: { limit: 'scaler-max-agents', scaler: 'small', used: 1, max: 1, neverFits: false },
+      refusals: [
+        { limit: 'scaler-max-agents', scaler: 'small', used: 1, max: 1, neverFits: false },
+        { limit: 'scaler-max-agents', scaler: 'gpu', used: 1, max: 1, neverFits: false },
+      ],
+    });
+  });
+
+  it('at-capacity on globalMaxAgents', async () => {
+    const { manager } = setup({ config: config({ globalMaxAgents: 1 }) });
+    await manager.requestScale(['linux'], 'j1');
+    const result = await manager.requestScale(['linux'], 'j2');
+    expect(result).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'global-max-agents', used: 1, max: 1 },
+    });
+  });
+
+  it('at-capacity on a scaler cap and on the orchestrator cap, with the numbers', async () => {
+    const { manager } = setup();
+    for (const job of ['j1', 'j2']) {
+      await manager.requestScale(['linux'], job, [], { requests: { cpus: 2 } });
+    }
+    const scalerCap = await manager.requestScale(['linux'], 'j3', [], { requests: { cpus: 1 } });
+    expect(scalerCap).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'scaler-cap', dimension: 'cpu', requested: 1, used: 4, max: 4 },
+    });
+
+    const other = setup({ config: config({ resourceCap: { maxMemory: '3Gi' } }) });
+    await other.manager.requestScale(['linux'], 'j1', [], { requests: { memory: '2Gi' } });
+    const globalCap = await other.manager.requestScale(['linux'], 'j2', [], {
+      requests: { memory: '2Gi' },
+    });
+    expect(globalCap).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'global-cap', dimension: 'memory', requested: 2 * Gi, used: 2 * Gi },
+    });
+  });
+
+  it('never-fits: a request above a cap even when empty, at every matching scaler', async () => {
+    const { manager, small } = setup();
+    const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 5 } });
+    expect(result).toEqual({
+      kind: 'never-fits',
+      backend: 'small',
+      limit: {
+        limit: 'scaler-cap',
+        scaler: 'small',
+        dimension: 'cpu',
+        requested: 5,
+        used: 0,
+        max: 4,
+        neverFits: true,
+      },
+      refusals: [expect.objectContaining({ limit: 'scaler-cap', neverFits: true })],
+    });
+    expect(small.spawned).toHaveLength(0);
+    expect(manager.getStatus().globalActiveCount).toBe(0);
+  });
+
+  it('never-fits is reported even when the scaler is also full right now', async () => {
+    const { manager } = setup({
+      config: config({
+        scalers: [
+          {
+            name: 'small',
+            type: 'c',
+            maxAgents: 1,
+            resourceCap: { maxCpu: 2 },
+            labelSets: [{ labels: ['linux'] }],
+          },
+        ],
+      }),
+      backends: [{ name: 'small', backend: new FakeBackend() }],
+    });
+    await manager.requestScale(['linux'], 'j1');
+    const result = await manager.requestScale(['linux'], 'j2', [], { requests: { cpus: 3 } });
+    expect(result.kind).toBe('never-fits');
+  });
+
+  it('maxAgents: 0 spawns nothing (at-capacity, so a drained scaler does not fail jobs)', async () => {
+    const backend = new FakeBackend();
+    const { manager } = setup({
+      config: config({
+        scalers: [{ name: 'small', type: 'c', maxAgents: 0, labelSets: [{ labels: ['linux'] }] }],
+      }),
+      backends: [{ name: 'small', backend }],
+    });
+    const result = await manager.requestScale(['linux'], 'j1');
+    expect(result).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'scaler-max-agents', max: 0 },
+    });
+    expect(backend.spawned).toHaveLength(0);
+  });
+
+  it('spawn-failed: a throwing spawn rolls usage back to exactly zero', async () => {
+    const { manager, small, events } = setup();
+    small.failNext = 1;
+    const result = await manager.requestScale(['linux'], 'j1', [], {
+      requests: { cpus: '0.1', memory: 3 },
+    });
+    expect(result).toMatchObject({
+      kind: 'spawn-failed',
+      backend: 'small',
+      agentId: 'small-1',
+      stage: 'spawn',
+    });
+    expect(result.kind === 'spawn-failed' && String(result.error)).toContain('boom');
+    const status = manager.getStatus();
+    expect(status.globalActiveCount).toBe(0);
+    expect(status.globalUsage).toEqual({ cpus: 0, memBytes: 0 });
+    expect(status.backends[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
+    expect(status.counters.spawnFailures).toBe(1);
+    expect(events.map((e) => e.kind)).toEqual(['spawning', 'spawn-failed']);
+    // The job is not stuck in already-spawning.
+    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
+  });
+
+  it('rejects malformed arguments with TypeErrors', async () => {
+    const { manager } = setup();
+    await expect(manager.requestScale('linux' as never, 'j')).rejects.toThrow(TypeError);
+    await expect(manager.requestScale(['linux'], '')).rejects.toThrow(/jobId/);
+    await expect(manager.requestScale(['linux'], 'j', [1] as never)).rejects.toThrow(
+      /excludeLabels/,
+    );
+  });
+
+  it('bad job resources throw the resources error naming the layer', async () => {
+    const { manager } = setup();
+    await expect(
+      manager.requestScale(['linux'], 'j', [], { requests: { cpus: 2 }, limits: { cpus: 1 } }),
+    ).rejects.toThrow(/job/);
+    expect(manager.getStatus().globalActiveCount).toBe(0);
+  });
+});
+
+describe('ScalerManager: machine pools', () => {
+  function poolSetup(ledger = new FakeLedger()) {
+    const backend = new FakeBackend();
+    let n = 0;
+    const manager = new ScalerManager({
+      config: {
+        globalMaxAgents: 10,
+        machinePools: { host: { maxCpu: 3 } },
+        scalers: [
+          {
+            name: 'a',
+            type: 'c',
+            maxAgents: 5,
+            machinePool: 'host',
+            labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+          },
+        ],
+      },
+      backends: [{ name: 'a', backend }],
+      ledger,
+      generateAgentId: () => `a-${++n}`,
+    });
+    return { manager, backend, ledger };
+  }
+
+  it('registers pools and reserves in the pool after the in-memory caps', async () => {
+    const { manager, ledger } = poolSetup();
+    expect(ledger.caps.get('host')).toEqual({ maxCpu: 3 });
+    await manager.requestScale(['linux'], 'j1');
+    expect(ledger.usageOf('host')).toEqual({ cpus: 1, memBytes: 0 });
+    expect(manager.getStatus().pools).toEqual([
+      { name: 'host', cap: { maxCpu: 3 }, usage: { cpus: 1, memBytes: 0 } },
+    ]);
+    expect(manager.getStatus().backends[0]!.machinePool).toBe('host');
+  });
+
+  it('a full pool (another process holds it) is at-capacity and rolls the caps back', async () => {
+    const { manager, ledger, backend } = poolSetup();
+    ledger.foreign.set('host', { cpus: 2.5, memBytes: 0 });
+    const result = await manager.requestScale(['linux'], 'j1');
+    expect(result).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'pool-cap', pool: 'host', dimension: 'cpu', used: 2.5, max: 3 },
+    });
+    expect(backend.spawned).toHaveLength(0);
+    expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
+    expect(manager.getStatus().globalActiveCount).toBe(0);
+  });
+
+  it('a request above the pool cap never fits, without asking the ledger', async () => {
+    const { manager, ledger } = poolSetup();
+    ledger.failReserve = new Error('must not be called');
+    const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 4 } });
+    expect(result).toMatchObject({ kind: 'never-fits', limit: { limit: 'pool-cap', max: 3 } });
+  });
+
+  it('a throwing ledger is spawn-failed at the reserve stage, everything rolled back', async () => {
+    const { manager, ledger, backend } = poolSetup();
+    ledger.failReserve = new Error('ledger busy');
+    const result = await manager.requestScale(['linux'], 'j1');
+    expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
+    expect(backend.spawned).toHaveLength(0);
+    expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
+    ledger.failReserve = undefined;
+    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
+  });
+
+  it('a throwing spawn releases the pool row too', async () => {
+    const { manager, ledger, backend } = poolSetup();
+    backend.failNext = 1;
+    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawn-failed');
+    await Promise.resolve();
+    await new Promise((r) => setImmediate(r));
+    expect(ledger.usageOf('host')).toEqual({ cpus: 0, memBytes: 0 });
+  });
+
+  it('disconnect releases the pool row; shutdownAll releases this instance rows', async () => {
+    const { manager, ledger } = poolSetup();
+    const a = await manager.requestScale(['linux'], 'j1');
+    await manager.requestScale(['linux'], 'j2');
+    expect(ledger.usageOf('host').cpus).toBe(2);
+    await manager.onAgentDisconnected(a.kind === 'spawned' ? a.agentId : '');
+    expect(ledger.usageOf('host').cpus).toBe(1);
+    manager.start();
+    expect(ledger.started).toBe(1);
+    await manager.shutdownAll();
+    expect(ledger.usageOf('host').cpus).toBe(0);
+    expect(ledger.releasedAllForInstance).toBe(1);
+    expect(ledger.stopped).toBe(1);
+  });
+
+  it('a pool without a ledger is a ConfigError at construction', () => {
+    expect(
+      () =>
+        new ScalerManager({
+          config: {
+            globalMaxAgents: 1,
+            machinePools: { host: {} },
+            scalers: [
+              {
+                name: 'a',
+                type: 'c',
+                maxAgents: 1,
+                machinePool: 'host',
+                labelSets: [{ labels: [] }],
+              },
+            ],
+          },
+          backends: [{ name: 'a', backend: minimalBackend() }],
+        }),
+    ).toThrow(/scalers\[0\]\.machinePool: .*no `ledger`/);
+  });
+});
+
+describe('ScalerManager: construction', () => {
+  it('a scaler without a backend is a ConfigError with its path', () => {
+    expect(
+      () =>
+        new ScalerManager({
+          config: config(),
+          backends: [{ name: 'small', backend: minimalBackend() }],
+        }),
+    ).toThrow(/scalers\[1\]\.name: No backend was given for scaler "gpu"/);
+  });
+
+  it('platform labels must use the reserved prefix', () => {
+    expect(
+      () =>
+        new ScalerManager({
+          config: config(),
+          backends: [
+            { name: 'small', backend: minimalBackend(), platformLabels: ['os:linux'] },
+            { name: 'gpu', backend: minimalBackend() },
+          ],
+        }),
+    ).toThrow(/Platform label "os:linux"/);
+  });
+
+  it('duplicate backends and bad timings are TypeErrors', () => {
+    const b = minimalBackend();
+    expect(
+      () =>
+        new ScalerManager({
+          config: config(),
+          backends: [
+            { name: 'small', backend: b },
+            { name: 'small', backend: b },
+          ],
+        }),
+    ).toThrow(TypeError);
+    expect(() => setup({ registrationTimeoutMs: -1 })).toThrow(/registrationTimeoutMs/);
+  });
+});
