@@ -9,7 +9,7 @@
  *
  * Run against a NATS server with JetStream enabled:
  *   nats-server -js &
- *   NATS_URL=nats://127.0.0.1:4222 npx tsx examples/05-cluster-pool.ts
+ *   NATS_URL=nats://127.0.0.1:4222 npx tsx examples/06-cluster-pool.ts
  * For a cluster, give every server: NATS_URL=nats://a:4222,nats://b:4222,nats://c:4222
  */
 import { isLedgerError } from 'scaler-primitives';
@@ -21,7 +21,7 @@ if (!url) {
     'This example needs a NATS server with JetStream. Start one and point NATS_URL at it:',
   );
   console.log('  nats-server -js &');
-  console.log('  NATS_URL=nats://127.0.0.1:4222 npx tsx examples/05-cluster-pool.ts');
+  console.log('  NATS_URL=nats://127.0.0.1:4222 npx tsx examples/06-cluster-pool.ts');
   process.exit(0);
 }
 

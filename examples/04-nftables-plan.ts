@@ -1,6 +1,6 @@
 /**
  * Print the nft transaction that isolates a build agent, without running nft and
- * without root. Run: npx tsx examples/03-nftables-plan.ts
+ * without root. Run: npx tsx examples/04-nftables-plan.ts
  *
  * In your own code import from 'scaler-primitives/nftables'; then, as root (or with
  * `requireSudo: true`), `await addIsolationRules('ci-42', policy)` applies exactly this

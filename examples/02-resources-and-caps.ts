@@ -7,7 +7,7 @@
  * 3. reserve them against per-scaler and orchestrator-wide caps, all or nothing,
  * 4. print what was granted, what was refused and why.
  *
- * Run: npx tsx examples/01-resources-and-caps.ts
+ * Run: npx tsx examples/02-resources-and-caps.ts
  */
 import {
   CapTracker,

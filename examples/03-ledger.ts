@@ -7,7 +7,7 @@
  *    back because that instance's lease has ended,
  * 4. graceful shutdown: release everything this instance holds, then close.
  *
- * Run: npx tsx examples/02-ledger.ts
+ * Run: npx tsx examples/03-ledger.ts
  * (uses a throwaway directory; in production leave `dir` unset to share
  * /var/lib/kici/scaler-ledger with every orchestrator on the host)
  */

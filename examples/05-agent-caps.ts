@@ -8,8 +8,8 @@
  *    `agent-limits` bucket, read them back the way a host does (one direct get),
  *    and remove them again.
  *
- * Run: npx tsx examples/04-agent-caps.ts
- *      NATS_URL=nats://127.0.0.1:4222 npx tsx examples/04-agent-caps.ts
+ * Run: npx tsx examples/05-agent-caps.ts
+ *      NATS_URL=nats://127.0.0.1:4222 npx tsx examples/05-agent-caps.ts
  */
 import { isCapsValueError } from 'scaler-primitives';
 import {
