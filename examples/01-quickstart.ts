@@ -305,7 +305,7 @@ printTable(scalerRows);
 const done = jobs.filter((j) => j.state === 'done').length;
 const failed = jobs.filter((j) => j.state === 'failed').length;
 console.log(
-  `\n${done} done, ${failed} failed fast, ${jobs.length - done - failed} unfinished; cold starts ${status.counters.coldStarts}; after shutdown: ${status.globalActiveCount} agents tracked, pool holds ${formatCpu(poolAfter.cpus)} CPU and ${formatMemory(poolAfter.memBytes)}; ${((Date.now() - started) / 1000).toFixed(1)}s`,
+  `\n${done} done, ${failed} failed fast, ${jobs.length - done - failed} unfinished; cold starts ${status.counters.coldStarts}; after shutdown: ${status.globalActiveCount} agents tracked, pool holds ${formatCpu(poolAfter.cpus)} CPU and ${formatMemory(poolAfter.memBytes)} memory; ${((Date.now() - started) / 1000).toFixed(1)}s`,
 );
 if (jobs.length - done - failed > 0) process.exitCode = 1;
 

@@ -67,7 +67,7 @@ describe('npm run demo', () => {
       expect(poolCpu).toBeLessThanOrEqual(poolMax!);
     }
     expect(stdout).toMatch(
-      /9 done, 2 failed fast, 0 unfinished; cold starts 9; after shutdown: 0 agents tracked, pool holds 0 CPU and 0;/,
+      /9 done, 2 failed fast, 0 unfinished; cold starts 9; after shutdown: 0 agents tracked, pool holds 0 CPU and 0 memory;/,
     );
   });
 });
