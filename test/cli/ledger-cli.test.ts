@@ -68,12 +68,12 @@ describe('scaler-primitives ledger', () => {
     expect(code).toBe(0);
     const lines = stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(
-      /^POOL\s+AGENT\s+INSTANCE\s+PID\s+CPUS\s+MEM_BYTES\s+RESERVED_AT\s+STATE$/,
+      /^POOL\s+AGENT\s+INSTANCE\s+PID\s+CPU\s+MEMORY\s+RESERVED_AT\s+STATE$/,
     );
     expect(lines).toHaveLength(4);
-    expect(lines[1]).toMatch(/^build\s+agent-1\s+orch-a\s+\d+\s+1\.5\s+2048\s+\S+\s+live$/);
-    expect(lines[2]).toMatch(/^build\s+agent-22\s+orch-a\s+\d+\s+0\.25\s+1024\s+\S+\s+live$/);
-    expect(lines[3]).toMatch(/^gpu\s+old\s+peer\s+999999\s+1\s+1024\s+\S+\s+stale \(other-boot\)$/);
+    expect(lines[1]).toMatch(/^build\s+agent-1\s+orch-a\s+\d+\s+1\.5\s+2Ki\s+\S+\s+live$/);
+    expect(lines[2]).toMatch(/^build\s+agent-22\s+orch-a\s+\d+\s+250m\s+1Ki\s+\S+\s+live$/);
+    expect(lines[3]).toMatch(/^gpu\s+old\s+peer\s+999999\s+1\s+1Ki\s+\S+\s+stale \(other-boot\)$/);
     // Aligned: every column starts at the same offset on every line.
     const stateColumn = lines[0]!.indexOf('STATE');
     for (const line of lines.slice(1)) expect(line.slice(stateColumn)).toMatch(/^(live|stale)/);
@@ -105,9 +105,9 @@ describe('scaler-primitives ledger', () => {
       ['agent-22', 'live'],
     ]);
     expect(table.stdout).toMatch(
-      /^POOL\s+CPUS\s+MAX_CPU\s+MEM_BYTES\s+MAX_MEM_BYTES\s+LIVE\s+STALE\n/,
+      /^POOL\s+CPU\s+MAX_CPU\s+MEMORY\s+MAX_MEMORY\s+LIVE\s+STALE\n/,
     );
-    expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3072\s+8192\s+2\s+0\n$/);
+    expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3Ki\s+8Ki\s+2\s+0\n$/);
   });
 
   it('reap removes stale rows and release removes one agent', async () => {

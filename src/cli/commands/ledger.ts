@@ -1,8 +1,10 @@
 /**
  * `scaler-primitives ledger ls|usage|reap|release`: inspect and repair machine-pool ledgers.
  */
+
 import { parseArgs } from 'node:util';
 import { MachineLedger, type PoolSnapshot } from '../../ledger/index.js';
+import { formatCpu, formatMemory } from '../../resources/index.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 // Rows this CLI judges as a bystander: it has no rows of its own, so only the
@@ -117,8 +119,8 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
         row.agentId,
         row.instanceId,
         String(row.pid),
-        String(row.cpus),
-        String(row.memBytes),
+        showCpu(row.cpus),
+        showMemory(row.memBytes),
         new Date(row.reservedAt).toISOString(),
         reason === undefined ? 'live' : `stale (${reason})`,
       ]);
@@ -130,7 +132,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   }
   io.out(
     table(
-      ['POOL', 'AGENT', 'INSTANCE', 'PID', 'CPUS', 'MEM_BYTES', 'RESERVED_AT', 'STATE'],
+      ['POOL', 'AGENT', 'INSTANCE', 'PID', 'CPU', 'MEMORY', 'RESERVED_AT', 'STATE'],
       rows,
       [3, 4, 5],
     ),
@@ -162,13 +164,13 @@ async function usage(ledger: MachineLedger, pools: string[], values: Values, io:
   }
   io.out(
     table(
-      ['POOL', 'CPUS', 'MAX_CPU', 'MEM_BYTES', 'MAX_MEM_BYTES', 'LIVE', 'STALE'],
+      ['POOL', 'CPU', 'MAX_CPU', 'MEMORY', 'MAX_MEMORY', 'LIVE', 'STALE'],
       usages.map((u) => [
         u.pool,
-        String(u.cpus),
-        u.maxCpu === null ? '-' : String(u.maxCpu),
-        String(u.memBytes),
-        u.maxMemoryBytes === null ? '-' : String(u.maxMemoryBytes),
+        showCpu(u.cpus),
+        u.maxCpu === null ? '-' : showCpu(u.maxCpu),
+        showMemory(u.memBytes),
+        u.maxMemoryBytes === null ? '-' : showMemory(u.maxMemoryBytes),
         String(u.live),
         String(u.stale),
       ]),
@@ -218,4 +220,22 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
     );
   }
   return 0;
+}
+
+// Human tables use the canonical quantity forms ("500m", "2560Mi"); --json keeps
+// raw cores and bytes. A value the formatters refuse (a hand-edited file) is shown as is.
+function showCpu(cores: number): string {
+  try {
+    return formatCpu(cores);
+  } catch {
+    return String(cores);
+  }
+}
+
+function showMemory(bytes: number): string {
+  try {
+    return formatMemory(bytes);
+  } catch {
+    return String(bytes);
+  }
 }
