@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { DuplicateReservationError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import { checkAgentId, checkAmount, positiveOption } from './checks.js';
 import { resolveLedgerDir } from './dir.js';
 import {
   addRow,
@@ -201,9 +202,13 @@ export class MachineLedger implements PoolLedger {
     this.now = options.now ?? Date.now;
     this.probe = options.isProcessAlive ?? isProcessAlive;
     this.startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.fs, pid));
-    this.staleMs = Math.max(2000, positive('staleMs', options.staleMs, DEFAULT_STALE_MS));
-    this.lockTimeoutMs = positive('lockTimeoutMs', options.lockTimeoutMs, DEFAULT_LOCK_TIMEOUT_MS);
-    this.leaseTtlMs = positive('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
+    this.staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
+    this.lockTimeoutMs = positiveOption(
+      'lockTimeoutMs',
+      options.lockTimeoutMs,
+      DEFAULT_LOCK_TIMEOUT_MS,
+    );
+    this.leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
     this.fsync = options.fsync ?? true;
     this.requestedDir = options.dir ?? options.explicitDir;
     this.env = options.env ?? process.env;
@@ -659,29 +664,5 @@ export class MachineLedger implements PoolLedger {
       this.leaseReady = undefined;
     });
     return this.leaseReady;
-  }
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new TypeError(`Expected \`${name}\` to be a finite number > 0, got \`${String(value)}\``);
-  }
-  return value;
-}
-
-function checkAmount(name: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new TypeError(
-      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
-    );
-  }
-}
-
-function checkAgentId(agentId: unknown): void {
-  if (typeof agentId !== 'string' || agentId === '') {
-    throw new TypeError(
-      `Expected \`agentId\` to be a non-empty string, got \`${String(agentId)}\``,
-    );
   }
 }
