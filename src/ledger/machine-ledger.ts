@@ -28,6 +28,7 @@ import {
   validatePoolName,
 } from './document.js';
 import { defaultFs, type LedgerFs } from './fs.js';
+import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
@@ -114,17 +115,6 @@ type Op =
   | { kind: 'releaseInstance' }
   | { kind: 'reap' };
 
-interface Pending {
-  op: Op;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-}
-
-interface PoolQueue {
-  pending: Pending[];
-  running: boolean;
-}
-
 const DEFAULT_STALE_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -166,7 +156,7 @@ export class MachineLedger implements PoolLedger {
   private readonly fs: LedgerFs;
   private readonly locker: PoolLocker;
   private readonly caps = new Map<string, ResourceCap>();
-  private readonly queues = new Map<string, PoolQueue>();
+  private readonly batches = new GroupCommit<Op>((pool, ops) => this.commit(pool, ops));
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -405,15 +395,7 @@ export class MachineLedger implements PoolLedger {
     this.stop();
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
-    await Promise.allSettled(
-      [...this.queues.values()].map(
-        (queue) =>
-          new Promise<void>((resolve) => {
-            const check = () => (queue.running ? setTimeout(check, 5) : resolve());
-            check();
-          }),
-      ),
-    );
+    await this.batches.idle();
     if (this.leaseReady) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
@@ -429,44 +411,11 @@ export class MachineLedger implements PoolLedger {
     if (this.closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
-    let queue = this.queues.get(pool);
-    if (!queue) {
-      queue = { pending: [], running: false };
-      this.queues.set(pool, queue);
-    }
-    const promise = new Promise<unknown>((resolve, reject) => {
-      queue.pending.push({ op, resolve, reject });
-    });
-    if (!queue.running) void this.drain(pool, queue);
-    return promise;
+    return this.batches.enqueue(pool, op);
   }
 
   // One lock/read/write cycle per batch of queued calls.
-  private async drain(pool: string, queue: PoolQueue): Promise<void> {
-    queue.running = true;
-    try {
-      while (queue.pending.length > 0) {
-        const batch = queue.pending.splice(0);
-        try {
-          const answers = await this.commit(pool, batch);
-          batch.forEach((item, i) => {
-            const answer = answers[i]!;
-            if (answer.error !== undefined) item.reject(answer.error);
-            else item.resolve(answer.value);
-          });
-        } catch (error) {
-          for (const item of batch) item.reject(error);
-        }
-      }
-    } finally {
-      queue.running = false;
-    }
-  }
-
-  private async commit(
-    pool: string,
-    batch: Pending[],
-  ): Promise<Array<{ value?: unknown; error?: unknown }>> {
+  private async commit(pool: string, ops: Op[]): Promise<OpAnswer[]> {
     const dir = await this.dir();
     await this.ensureLease(dir);
     const file = join(dir, `${pool}.json`);
@@ -476,7 +425,7 @@ export class MachineLedger implements PoolLedger {
       staleMs: this.staleMs,
       timeoutMs: this.lockTimeoutMs,
     });
-    let answers: Array<{ value?: unknown; error?: unknown }>;
+    let answers: OpAnswer[];
     let wrote = false;
     try {
       const text = readPoolFile(this.fs, file);
@@ -487,7 +436,7 @@ export class MachineLedger implements PoolLedger {
       const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
       let current = keepRows(base, live);
       let dirty = false;
-      answers = batch.map(({ op }) => {
+      answers = ops.map((op): OpAnswer => {
         try {
           switch (op.kind) {
             case 'reserve': {
@@ -502,7 +451,7 @@ export class MachineLedger implements PoolLedger {
                 current = addRow(current, this.row(op.agentId, op.cpus, op.memBytes));
                 dirty = true;
               }
-              return { value: result };
+              return { ok: true, value: result };
             }
             case 'release': {
               // Stale rows are gone from `current` already; they count as released.
@@ -514,7 +463,7 @@ export class MachineLedger implements PoolLedger {
               const next = removeRows(current, op.match);
               current = next.doc;
               if (next.removed.length > 0 || inStale) dirty = true;
-              return { value: next.removed.length > 0 || inStale };
+              return { ok: true, value: next.removed.length > 0 || inStale };
             }
             case 'releaseInstance': {
               const kept = current.reservations.filter((row) => row.instanceId !== this.instanceId);
@@ -522,16 +471,16 @@ export class MachineLedger implements PoolLedger {
                 current = keepRows(current, kept);
                 dirty = true;
               }
-              return { value: undefined };
+              return { ok: true, value: undefined };
             }
             default: {
               // 'reap': stale rows are already out of `current`.
               if (stale.length > 0) dirty = true;
-              return { value: stale.length };
+              return { ok: true, value: stale.length };
             }
           }
         } catch (error) {
-          return { error };
+          return { ok: false, error };
         }
       });
       // Refusals, no-op releases and reads never rewrite the file; a file that
@@ -545,7 +494,7 @@ export class MachineLedger implements PoolLedger {
         });
         wrote = true;
       }
-      if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
+      if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {
       await handle.release();
     }
