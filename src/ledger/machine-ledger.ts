@@ -3,25 +3,19 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { DuplicateReservationError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import { checkAgentId, checkAmount, positiveOption } from './checks.js';
 import { resolveLedgerDir } from './dir.js';
 import {
-  addRow,
   assertCap,
-  checkFit,
   type DocumentSource,
   emptyDocument,
-  keepRows,
   type LeaseState,
   type LivenessFacts,
   normalizeCap,
   type ProcessState,
   parseDocument,
   partitionRows,
-  type RowMatch,
-  removeRows,
   type StaleRow,
   serializeDocument,
   sumRows,
@@ -31,6 +25,7 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
+import { applyBatch, type LedgerOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
@@ -109,12 +104,6 @@ export interface PoolSnapshot {
   usage: ResourceAmount;
 }
 
-type Op =
-  | { kind: 'reserve'; agentId: string; cpus: number; memBytes: number }
-  | { kind: 'release'; match: RowMatch }
-  | { kind: 'releaseInstance' }
-  | { kind: 'reap' };
-
 const DEFAULT_STALE_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -156,7 +145,7 @@ export class MachineLedger implements PoolLedger {
   private readonly fs: LedgerFs;
   private readonly locker: PoolLocker;
   private readonly caps = new Map<string, ResourceCap>();
-  private readonly batches = new GroupCommit<Op>((pool, ops) => this.commit(pool, ops));
+  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -279,12 +268,8 @@ export class MachineLedger implements PoolLedger {
     checkAgentId(agentId);
     checkAmount('cpus', cpus);
     checkAmount('memBytes', memBytes);
-    return (await this.enqueue(pool, {
-      kind: 'reserve',
-      agentId,
-      cpus,
-      memBytes,
-    })) as ReserveResult;
+    const row = this.row(agentId, cpus, memBytes);
+    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   /**
@@ -296,9 +281,8 @@ export class MachineLedger implements PoolLedger {
   async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    const match: RowMatch = { agentId };
-    if (options.instanceId !== undefined) match.instanceId = options.instanceId;
-    return (await this.enqueue(pool, { kind: 'release', match })) as boolean;
+    const { instanceId } = options;
+    return (await this.enqueue(pool, { kind: 'release', agentId, instanceId })) as boolean;
   }
 
   /**
@@ -382,7 +366,9 @@ export class MachineLedger implements PoolLedger {
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) => this.enqueue(pool, { kind: 'releaseInstance' })),
+      [...this.caps.keys()].map((pool) =>
+        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      ),
     );
   }
 
@@ -407,7 +393,7 @@ export class MachineLedger implements PoolLedger {
     await Promise.allSettled([...this.caps.keys()].map((pool) => this.reapStale(pool)));
   }
 
-  private enqueue(pool: string, op: Op): Promise<unknown> {
+  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
     if (this.closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
@@ -415,7 +401,7 @@ export class MachineLedger implements PoolLedger {
   }
 
   // One lock/read/write cycle per batch of queued calls.
-  private async commit(pool: string, ops: Op[]): Promise<OpAnswer[]> {
+  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const dir = await this.dir();
     await this.ensureLease(dir);
     const file = join(dir, `${pool}.json`);
@@ -429,66 +415,17 @@ export class MachineLedger implements PoolLedger {
     let wrote = false;
     try {
       const text = readPoolFile(this.fs, file);
-      let doc: LedgerDocument | undefined =
-        text === undefined ? undefined : parseDocument(text, source);
+      const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
-      const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
-      let current = keepRows(base, live);
-      let dirty = false;
-      answers = ops.map((op): OpAnswer => {
-        try {
-          switch (op.kind) {
-            case 'reserve': {
-              if (current.reservations.some((row) => row.agentId === op.agentId)) {
-                throw new DuplicateReservationError(
-                  op.agentId,
-                  `Agent ${JSON.stringify(op.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
-                );
-              }
-              const result = checkFit(pool, current.reservations, current.cap, op);
-              if (result.ok) {
-                current = addRow(current, this.row(op.agentId, op.cpus, op.memBytes));
-                dirty = true;
-              }
-              return { ok: true, value: result };
-            }
-            case 'release': {
-              // Stale rows are gone from `current` already; they count as released.
-              const inStale = stale.some(
-                (s) =>
-                  s.row.agentId === op.match.agentId &&
-                  (op.match.instanceId === undefined || s.row.instanceId === op.match.instanceId),
-              );
-              const next = removeRows(current, op.match);
-              current = next.doc;
-              if (next.removed.length > 0 || inStale) dirty = true;
-              return { ok: true, value: next.removed.length > 0 || inStale };
-            }
-            case 'releaseInstance': {
-              const kept = current.reservations.filter((row) => row.instanceId !== this.instanceId);
-              if (kept.length !== current.reservations.length) {
-                current = keepRows(current, kept);
-                dirty = true;
-              }
-              return { ok: true, value: undefined };
-            }
-            default: {
-              // 'reap': stale rows are already out of `current`.
-              if (stale.length > 0) dirty = true;
-              return { ok: true, value: stale.length };
-            }
-          }
-        } catch (error) {
-          return { ok: false, error };
-        }
-      });
+      const partition = partitionRows(base.reservations, this.facts(dir, base));
+      const outcome = applyBatch(pool, base, partition, ops);
+      answers = outcome.answers;
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
-      if (dirty) {
-        doc = current;
+      if (outcome.dirty) {
         await this.hooks.beforeCommit?.(pool);
-        await writePoolFile(this.fs, file, serializeDocument(doc), {
+        await writePoolFile(this.fs, file, serializeDocument(outcome.doc), {
           fsync: this.fsync,
           beforeRename: () => handle.assertOwned(),
         });

@@ -28,12 +28,12 @@ import {
 } from '../document.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit, type OpAnswer } from '../group-commit.js';
+import { applyBatch, type LedgerOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
-import { applyBatch, type LedgerOp } from './ops.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions {
