@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { checkAgentId, checkAmount, positiveOption } from './checks.js';
+import { checkAgentId, checkReserve, positiveOption } from './checks.js';
 import { resolveLedgerDir } from './dir.js';
 import {
   assertCap,
@@ -27,6 +27,7 @@ import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
@@ -107,7 +108,6 @@ export interface PoolSnapshot {
 const DEFAULT_STALE_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
-const DEFAULT_REAP_INTERVAL_MS = 30_000;
 
 /**
  * A cross-process ledger of reservations against named machine pools, kept in
@@ -146,6 +146,10 @@ export class MachineLedger implements PoolLedger {
   private readonly locker: PoolLocker;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  private readonly reaper = new Reaper(
+    () => this.caps.keys(),
+    (pool) => this.reapStale(pool),
+  );
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -160,7 +164,6 @@ export class MachineLedger implements PoolLedger {
   private ownStartTime: number | undefined;
   private dirPromise: Promise<string> | undefined;
   private leaseReady: Promise<void> | undefined;
-  private reaperTimer: NodeJS.Timeout | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -260,14 +263,7 @@ export class MachineLedger implements PoolLedger {
     memBytes: number,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
-    if (!this.caps.has(pool)) {
-      throw new TypeError(
-        `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
-      );
-    }
-    checkAgentId(agentId);
-    checkAmount('cpus', cpus);
-    checkAmount('memBytes', memBytes);
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
     const row = this.row(agentId, cpus, memBytes);
     return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
@@ -349,18 +345,12 @@ export class MachineLedger implements PoolLedger {
    * is unref'd and a failed round is retried on the next tick.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    checkAmount('intervalMs', intervalMs);
-    if (this.reaperTimer) return;
-    this.reaperTimer = setInterval(() => {
-      void this.reapAll();
-    }, intervalMs);
-    this.reaperTimer.unref();
+    this.reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link MachineLedger.start}. */
   stop(): void {
-    if (this.reaperTimer) clearInterval(this.reaperTimer);
-    this.reaperTimer = undefined;
+    this.reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
@@ -378,7 +368,7 @@ export class MachineLedger implements PoolLedger {
    */
   async close(): Promise<void> {
     this.closed = true;
-    this.stop();
+    this.reaper.close();
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     await this.batches.idle();
@@ -387,10 +377,6 @@ export class MachineLedger implements PoolLedger {
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
       if (file) await this.fs.promises.unlink(file).catch(() => {});
     }
-  }
-
-  private async reapAll(): Promise<void> {
-    await Promise.allSettled([...this.caps.keys()].map((pool) => this.reapStale(pool)));
   }
 
   private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
