@@ -29,3 +29,24 @@ export function checkAgentId(agentId: unknown): void {
     );
   }
 }
+
+/**
+ * The checks of `reserve` after the backend's own pool-name check, in the order
+ * both ledgers make them: the pool is registered, then the agent id, then the amounts.
+ */
+export function checkReserve(
+  registered: ReadonlyMap<string, unknown>,
+  pool: string,
+  agentId: unknown,
+  cpus: unknown,
+  memBytes: unknown,
+): void {
+  if (!registered.has(pool)) {
+    throw new TypeError(
+      `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
+    );
+  }
+  checkAgentId(agentId);
+  checkAmount('cpus', cpus);
+  checkAmount('memBytes', memBytes);
+}

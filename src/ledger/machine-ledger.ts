@@ -3,33 +3,31 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { DuplicateReservationError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import { checkAgentId, checkReserve, positiveOption } from './checks.js';
 import { resolveLedgerDir } from './dir.js';
 import {
-  addRow,
   assertCap,
-  checkFit,
   type DocumentSource,
   emptyDocument,
-  keepRows,
   type LeaseState,
   type LivenessFacts,
   normalizeCap,
   type ProcessState,
   parseDocument,
   partitionRows,
-  type RowMatch,
-  removeRows,
   type StaleRow,
   serializeDocument,
   sumRows,
   validatePoolName,
 } from './document.js';
 import { defaultFs, type LedgerFs } from './fs.js';
+import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
+import { applyBatch, type LedgerOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
@@ -107,27 +105,9 @@ export interface PoolSnapshot {
   usage: ResourceAmount;
 }
 
-type Op =
-  | { kind: 'reserve'; agentId: string; cpus: number; memBytes: number }
-  | { kind: 'release'; match: RowMatch }
-  | { kind: 'releaseInstance' }
-  | { kind: 'reap' };
-
-interface Pending {
-  op: Op;
-  resolve(value: unknown): void;
-  reject(error: unknown): void;
-}
-
-interface PoolQueue {
-  pending: Pending[];
-  running: boolean;
-}
-
 const DEFAULT_STALE_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
-const DEFAULT_REAP_INTERVAL_MS = 30_000;
 
 /**
  * A cross-process ledger of reservations against named machine pools, kept in
@@ -165,7 +145,11 @@ export class MachineLedger implements PoolLedger {
   private readonly fs: LedgerFs;
   private readonly locker: PoolLocker;
   private readonly caps = new Map<string, ResourceCap>();
-  private readonly queues = new Map<string, PoolQueue>();
+  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  private readonly reaper = new Reaper(
+    () => this.caps.keys(),
+    (pool) => this.reapStale(pool),
+  );
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -180,7 +164,6 @@ export class MachineLedger implements PoolLedger {
   private ownStartTime: number | undefined;
   private dirPromise: Promise<string> | undefined;
   private leaseReady: Promise<void> | undefined;
-  private reaperTimer: NodeJS.Timeout | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -201,9 +184,13 @@ export class MachineLedger implements PoolLedger {
     this.now = options.now ?? Date.now;
     this.probe = options.isProcessAlive ?? isProcessAlive;
     this.startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.fs, pid));
-    this.staleMs = Math.max(2000, positive('staleMs', options.staleMs, DEFAULT_STALE_MS));
-    this.lockTimeoutMs = positive('lockTimeoutMs', options.lockTimeoutMs, DEFAULT_LOCK_TIMEOUT_MS);
-    this.leaseTtlMs = positive('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
+    this.staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
+    this.lockTimeoutMs = positiveOption(
+      'lockTimeoutMs',
+      options.lockTimeoutMs,
+      DEFAULT_LOCK_TIMEOUT_MS,
+    );
+    this.leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
     this.fsync = options.fsync ?? true;
     this.requestedDir = options.dir ?? options.explicitDir;
     this.env = options.env ?? process.env;
@@ -276,20 +263,9 @@ export class MachineLedger implements PoolLedger {
     memBytes: number,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
-    if (!this.caps.has(pool)) {
-      throw new TypeError(
-        `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
-      );
-    }
-    checkAgentId(agentId);
-    checkAmount('cpus', cpus);
-    checkAmount('memBytes', memBytes);
-    return (await this.enqueue(pool, {
-      kind: 'reserve',
-      agentId,
-      cpus,
-      memBytes,
-    })) as ReserveResult;
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    const row = this.row(agentId, cpus, memBytes);
+    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   /**
@@ -301,9 +277,8 @@ export class MachineLedger implements PoolLedger {
   async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    const match: RowMatch = { agentId };
-    if (options.instanceId !== undefined) match.instanceId = options.instanceId;
-    return (await this.enqueue(pool, { kind: 'release', match })) as boolean;
+    const { instanceId } = options;
+    return (await this.enqueue(pool, { kind: 'release', agentId, instanceId })) as boolean;
   }
 
   /**
@@ -370,24 +345,20 @@ export class MachineLedger implements PoolLedger {
    * is unref'd and a failed round is retried on the next tick.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    checkAmount('intervalMs', intervalMs);
-    if (this.reaperTimer) return;
-    this.reaperTimer = setInterval(() => {
-      void this.reapAll();
-    }, intervalMs);
-    this.reaperTimer.unref();
+    this.reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link MachineLedger.start}. */
   stop(): void {
-    if (this.reaperTimer) clearInterval(this.reaperTimer);
-    this.reaperTimer = undefined;
+    this.reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) => this.enqueue(pool, { kind: 'releaseInstance' })),
+      [...this.caps.keys()].map((pool) =>
+        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      ),
     );
   }
 
@@ -397,18 +368,10 @@ export class MachineLedger implements PoolLedger {
    */
   async close(): Promise<void> {
     this.closed = true;
-    this.stop();
+    this.reaper.close();
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
-    await Promise.allSettled(
-      [...this.queues.values()].map(
-        (queue) =>
-          new Promise<void>((resolve) => {
-            const check = () => (queue.running ? setTimeout(check, 5) : resolve());
-            check();
-          }),
-      ),
-    );
+    await this.batches.idle();
     if (this.leaseReady) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
@@ -416,52 +379,15 @@ export class MachineLedger implements PoolLedger {
     }
   }
 
-  private async reapAll(): Promise<void> {
-    await Promise.allSettled([...this.caps.keys()].map((pool) => this.reapStale(pool)));
-  }
-
-  private enqueue(pool: string, op: Op): Promise<unknown> {
+  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
     if (this.closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
-    let queue = this.queues.get(pool);
-    if (!queue) {
-      queue = { pending: [], running: false };
-      this.queues.set(pool, queue);
-    }
-    const promise = new Promise<unknown>((resolve, reject) => {
-      queue.pending.push({ op, resolve, reject });
-    });
-    if (!queue.running) void this.drain(pool, queue);
-    return promise;
+    return this.batches.enqueue(pool, op);
   }
 
   // One lock/read/write cycle per batch of queued calls.
-  private async drain(pool: string, queue: PoolQueue): Promise<void> {
-    queue.running = true;
-    try {
-      while (queue.pending.length > 0) {
-        const batch = queue.pending.splice(0);
-        try {
-          const answers = await this.commit(pool, batch);
-          batch.forEach((item, i) => {
-            const answer = answers[i]!;
-            if (answer.error !== undefined) item.reject(answer.error);
-            else item.resolve(answer.value);
-          });
-        } catch (error) {
-          for (const item of batch) item.reject(error);
-        }
-      }
-    } finally {
-      queue.running = false;
-    }
-  }
-
-  private async commit(
-    pool: string,
-    batch: Pending[],
-  ): Promise<Array<{ value?: unknown; error?: unknown }>> {
+  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const dir = await this.dir();
     await this.ensureLease(dir);
     const file = join(dir, `${pool}.json`);
@@ -471,76 +397,27 @@ export class MachineLedger implements PoolLedger {
       staleMs: this.staleMs,
       timeoutMs: this.lockTimeoutMs,
     });
-    let answers: Array<{ value?: unknown; error?: unknown }>;
+    let answers: OpAnswer[];
     let wrote = false;
     try {
       const text = readPoolFile(this.fs, file);
-      let doc: LedgerDocument | undefined =
-        text === undefined ? undefined : parseDocument(text, source);
+      const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
-      const { live, stale } = partitionRows(base.reservations, this.facts(dir, base));
-      let current = keepRows(base, live);
-      let dirty = false;
-      answers = batch.map(({ op }) => {
-        try {
-          switch (op.kind) {
-            case 'reserve': {
-              if (current.reservations.some((row) => row.agentId === op.agentId)) {
-                throw new DuplicateReservationError(
-                  op.agentId,
-                  `Agent ${JSON.stringify(op.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
-                );
-              }
-              const result = checkFit(pool, current.reservations, current.cap, op);
-              if (result.ok) {
-                current = addRow(current, this.row(op.agentId, op.cpus, op.memBytes));
-                dirty = true;
-              }
-              return { value: result };
-            }
-            case 'release': {
-              // Stale rows are gone from `current` already; they count as released.
-              const inStale = stale.some(
-                (s) =>
-                  s.row.agentId === op.match.agentId &&
-                  (op.match.instanceId === undefined || s.row.instanceId === op.match.instanceId),
-              );
-              const next = removeRows(current, op.match);
-              current = next.doc;
-              if (next.removed.length > 0 || inStale) dirty = true;
-              return { value: next.removed.length > 0 || inStale };
-            }
-            case 'releaseInstance': {
-              const kept = current.reservations.filter((row) => row.instanceId !== this.instanceId);
-              if (kept.length !== current.reservations.length) {
-                current = keepRows(current, kept);
-                dirty = true;
-              }
-              return { value: undefined };
-            }
-            default: {
-              // 'reap': stale rows are already out of `current`.
-              if (stale.length > 0) dirty = true;
-              return { value: stale.length };
-            }
-          }
-        } catch (error) {
-          return { error };
-        }
-      });
+      const partition = partitionRows(base.reservations, this.facts(dir, base));
+      const outcome = applyBatch(pool, base, partition, ops);
+      answers = outcome.answers;
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
-      if (dirty) {
-        doc = current;
+      if (outcome.dirty) {
         await this.hooks.beforeCommit?.(pool);
-        await writePoolFile(this.fs, file, serializeDocument(doc), {
+        await writePoolFile(this.fs, file, serializeDocument(outcome.doc), {
           fsync: this.fsync,
           beforeRename: () => handle.assertOwned(),
         });
         wrote = true;
       }
-      if (batch.some(({ op }) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
+      if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {
       await handle.release();
     }
@@ -659,29 +536,5 @@ export class MachineLedger implements PoolLedger {
       this.leaseReady = undefined;
     });
     return this.leaseReady;
-  }
-}
-
-function positive(name: string, value: number | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new TypeError(`Expected \`${name}\` to be a finite number > 0, got \`${String(value)}\``);
-  }
-  return value;
-}
-
-function checkAmount(name: string, value: unknown): void {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    throw new TypeError(
-      `Expected \`${name}\` to be a finite number >= 0, got \`${String(value)}\``,
-    );
-  }
-}
-
-function checkAgentId(agentId: unknown): void {
-  if (typeof agentId !== 'string' || agentId === '') {
-    throw new TypeError(
-      `Expected \`agentId\` to be a non-empty string, got \`${String(agentId)}\``,
-    );
   }
 }

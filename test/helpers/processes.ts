@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 
 const fixtures = join(import.meta.dirname, '../fixtures');
 
@@ -89,6 +90,16 @@ export function startFixture(
       });
     },
   };
+}
+
+/**
+ * Wait for a fixture to exit, assert it exited with code 0 (showing its stderr
+ * when not), and return its `done` event.
+ */
+export async function finishFixture(fixture: FixtureProcess): Promise<FixtureEvent> {
+  const exit = await fixture.exited;
+  expect(exit, fixture.stderr()).toEqual({ code: 0, signal: null });
+  return fixture.events.find((e) => e.event === 'done')!;
 }
 
 /** Kill a fixture if it is still running (for afterEach). */

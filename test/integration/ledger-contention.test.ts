@@ -8,7 +8,12 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MachineLedger, parseDocument } from '../../src/ledger/index.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
-import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
+import {
+  type FixtureProcess,
+  finishFixture,
+  startFixture,
+  stopFixture,
+} from '../helpers/processes.js';
 
 const GiB = 2 ** 30;
 const cap = { maxCpu: 4, maxMemoryBytes: 4 * GiB };
@@ -48,12 +53,6 @@ function reader(): FixtureProcess {
   return fixture;
 }
 
-async function finish(fixture: FixtureProcess) {
-  const exit = await fixture.exited;
-  expect(exit, fixture.stderr()).toEqual({ code: 0, signal: null });
-  return fixture.events.find((e) => e.event === 'done')!;
-}
-
 describe('MachineLedger across processes', () => {
   it('8 contending workers never over-commit; every read parses; the file ends empty', async () => {
     const watcher = reader();
@@ -61,9 +60,9 @@ describe('MachineLedger across processes', () => {
     const workers = Array.from({ length: 8 }, (_, i) =>
       worker({ instanceId: `w${i}`, iterations: 150 }),
     );
-    const results = await Promise.all(workers.map(finish));
+    const results = await Promise.all(workers.map(finishFixture));
     watcher.child.kill('SIGTERM');
-    const report = await finish(watcher);
+    const report = await finishFixture(watcher);
 
     for (const result of results) expect(result.errors).toEqual([]);
     const granted = results.reduce((sum, r) => sum + (r.granted as number), 0);
@@ -109,7 +108,7 @@ describe('MachineLedger across processes', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     await Promise.all(live.map((w) => w.waitFor('ready')));
     for (const w of live) w.child.kill('SIGTERM');
-    const results = await Promise.all(live.map(finish));
+    const results = await Promise.all(live.map(finishFixture));
     for (const result of results) {
       // A survivor may see its lock taken over while a killed holder's stale lock
       // is broken; it must never see a corrupt file or fail otherwise.
@@ -118,7 +117,7 @@ describe('MachineLedger across processes', () => {
       }
     }
     watcher.child.kill('SIGTERM');
-    const report = await finish(watcher);
+    const report = await finishFixture(watcher);
     expect(report.violations).toEqual([]);
     expect(report.reads as number).toBeGreaterThan(50);
 

@@ -11,7 +11,7 @@ import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 import { natsWorker, revisionChecker } from '../helpers/nats-ledger.js';
 import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
-import { type FixtureProcess, stopFixture } from '../helpers/processes.js';
+import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';
 import { hasSystem } from '../helpers/system.js';
 
 const GiB = 2 ** 30;
@@ -144,13 +144,7 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
     const atKill = Math.max(...polled);
     await victim.kill();
 
-    const results = await Promise.all(
-      workers.map(async (w) => {
-        const exit = await w.exited;
-        expect(exit, w.stderr()).toEqual({ code: 0, signal: null });
-        return w.events.find((e) => e.event === 'done')!;
-      }),
-    );
+    const results = await Promise.all(workers.map(finishFixture));
     for (const result of results) {
       expect(result.lost).toEqual([]);
       // Failover can fail a release attempt (the worker retries it); nothing else.

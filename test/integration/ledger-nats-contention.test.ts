@@ -9,17 +9,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 import { natsWorker, watchRevisions } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
-import { type FixtureProcess, stopFixture } from '../helpers/processes.js';
+import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';
 import { hasSystem } from '../helpers/system.js';
 
 const GiB = 2 ** 30;
 const ok = hasSystem(['nats-server'], 'NatsPoolLedger cross-process tests');
-
-async function finish(fixture: FixtureProcess) {
-  const exit = await fixture.exited;
-  expect(exit, fixture.stderr()).toEqual({ code: 0, signal: null });
-  return fixture.events.find((e) => e.event === 'done')!;
-}
 
 async function until(check: () => Promise<boolean>, timeoutMs: number, what: string) {
   const deadline = performance.now() + timeoutMs;
@@ -62,7 +56,7 @@ describe.runIf(ok)('NatsPoolLedger across processes', () => {
         timeoutMs: 30_000,
       }),
     );
-    const results = await Promise.all(workers.map(finish));
+    const results = await Promise.all(workers.map(finishFixture));
     await new Promise((r) => setTimeout(r, 200));
     watcher.stop();
 

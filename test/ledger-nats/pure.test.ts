@@ -11,7 +11,7 @@ import {
   partitionByLease,
   ServerClock,
 } from '../../src/ledger/nats/liveness.js';
-import { applyBatch, type LedgerOp } from '../../src/ledger/nats/ops.js';
+import { applyBatch, type LedgerOp } from '../../src/ledger/ops.js';
 import type { LedgerDocument, ReservationRow } from '../../src/ledger/types.js';
 
 function row(agentId: string, extra: Partial<ReservationRow> = {}): ReservationRow {
@@ -200,6 +200,22 @@ describe('applyBatch', () => {
     const release = applyBatch('p', doc, partition, [{ kind: 'release', agentId: 'b' }]);
     expect(release.answers[0]).toEqual({ ok: true, value: true });
     expect(release.dirty).toBe(true);
+  });
+
+  it("release with an instanceId removes only that instance's row, live or stale", () => {
+    const doc = { ...emptyDocument(cap), reservations: [row('a'), row('b', { leaseId: 'dead' })] };
+    const partition = {
+      live: [doc.reservations[0]!],
+      stale: [{ row: doc.reservations[1]!, reason: 'lease-expired' as const }],
+    };
+    const release = (agentId: string, instanceId: string) =>
+      applyBatch('p', doc, partition, [{ kind: 'release', agentId, instanceId }]);
+    expect(release('a', 'i2').answers[0]).toEqual({ ok: true, value: false });
+    expect(release('a', 'i2').doc.reservations.map((r) => r.agentId)).toEqual(['a']);
+    expect(release('b', 'i2').answers[0]).toEqual({ ok: true, value: false });
+    expect(release('a', 'i1').answers[0]).toEqual({ ok: true, value: true });
+    expect(release('a', 'i1').doc.reservations).toEqual([]);
+    expect(release('b', 'i1').answers[0]).toEqual({ ok: true, value: true });
   });
 
   it('releaseInstance removes only that instance', () => {

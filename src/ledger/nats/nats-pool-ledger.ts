@@ -15,7 +15,7 @@ import {
 } from '../../errors.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
-import { checkAgentId, checkAmount, positiveOption } from '../checks.js';
+import { checkAgentId, checkReserve, positiveOption } from '../checks.js';
 import {
   assertCap,
   type DocumentSource,
@@ -28,12 +28,13 @@ import {
 } from '../document.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit, type OpAnswer } from '../group-commit.js';
+import { applyBatch, type LedgerOp } from '../ops.js';
 import { readBootId } from '../proc.js';
+import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
-import { applyBatch, type LedgerOp } from './ops.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions {
@@ -118,7 +119,6 @@ interface Lease {
 const DEFAULT_BUCKET = 'scaler-pools';
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
-const DEFAULT_REAP_INTERVAL_MS = 30_000;
 const BUCKET_NAME = /^[-\w]+$/;
 const monotonic = () => performance.now();
 
@@ -171,6 +171,10 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  private readonly reaper = new Reaper(
+    () => this.caps.keys(),
+    (pool) => this.reapStale(pool),
+  );
   private readonly clock = new ServerClock(monotonic);
   /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
   private readonly freshLeases = new Map<string, { created: number; windowMs: number }>();
@@ -183,7 +187,6 @@ export class NatsPoolLedger implements PoolLedger {
   private renewing: Promise<void> | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
   private leaseWatch: { stop(): void } | undefined;
-  private reaperTimer: NodeJS.Timeout | undefined;
   private closed = false;
 
   private constructor(
@@ -367,14 +370,7 @@ export class NatsPoolLedger implements PoolLedger {
     memBytes: number,
   ): Promise<ReserveResult> {
     poolKey(pool);
-    if (!this.caps.has(pool)) {
-      throw new TypeError(
-        `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
-      );
-    }
-    checkAgentId(agentId);
-    checkAmount('cpus', cpus);
-    checkAmount('memBytes', memBytes);
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -475,18 +471,12 @@ export class NatsPoolLedger implements PoolLedger {
    * unref'd and a failed round is retried on the next tick (it never throws).
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    checkAmount('intervalMs', intervalMs);
-    if (this.reaperTimer || this.closed) return;
-    this.reaperTimer = setInterval(() => {
-      for (const pool of this.caps.keys()) this.reapStale(pool).catch(() => {});
-    }, intervalMs);
-    this.reaperTimer.unref();
+    this.reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link NatsPoolLedger.start}. */
   stop(): void {
-    if (this.reaperTimer) clearInterval(this.reaperTimer);
-    this.reaperTimer = undefined;
+    this.reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
@@ -506,7 +496,7 @@ export class NatsPoolLedger implements PoolLedger {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.stop();
+    this.reaper.close();
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();

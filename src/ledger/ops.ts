@@ -1,21 +1,36 @@
 /**
- * One batch of queued calls applied to a pool document, so every
- * compare-and-set attempt recomputes the answers from the document it read.
- * No I/O; the only state carried between attempts is on the ops themselves
- * (`maybeApplied`, set by the caller, and `removedBefore`, set here).
+ * One batch of queued calls applied to a pool document: the decisions both
+ * ledger backends share, from the document each one read (under the file lock,
+ * or for each compare-and-set attempt). No I/O; the only state carried between
+ * attempts is on the ops themselves (`maybeApplied`, set by the caller, and
+ * `removedBefore`, set here).
  */
-import { DuplicateReservationError } from '../../errors.js';
-import { addRow, checkFit, keepRows, type RowPartition, removeRows } from '../document.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerDocument, ReservationRow, ReserveResult } from '../types.js';
+import { DuplicateReservationError } from '../errors.js';
+import {
+  addRow,
+  checkFit,
+  keepRows,
+  type RowMatch,
+  type RowPartition,
+  removeRows,
+} from './document.js';
+import type { OpAnswer } from './group-commit.js';
+import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
 
 /**
  * A queued call. `maybeApplied` is set when a write carrying it failed without
  * an answer; `removedBefore` records that an earlier attempt removed the row.
+ * A release with `instanceId` removes the agent's row only when that instance made it.
  */
 export type LedgerOp =
   | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
-  | { kind: 'release'; agentId: string; maybeApplied?: boolean; removedBefore?: boolean }
+  | {
+      kind: 'release';
+      agentId: string;
+      instanceId?: string;
+      maybeApplied?: boolean;
+      removedBefore?: boolean;
+    }
   | { kind: 'releaseInstance'; instanceId: string }
   | { kind: 'reap' };
 
@@ -28,8 +43,9 @@ export interface BatchOutcome {
 
 /**
  * Apply `ops` in order to `base` whose rows were split into live and stale.
- * Stale rows are dropped from any document written; as in the file ledger,
- * only a change (a grant, a release, a reap) makes the batch `dirty`.
+ * Stale rows are dropped from any document written, and count as released;
+ * only a change (a grant, a release, a reap) makes the batch `dirty`, so
+ * refusals, no-op releases and reads never rewrite the document.
  */
 export function applyBatch(
   pool: string,
@@ -65,8 +81,9 @@ export function applyBatch(
           return { ok: true, value: result };
         }
         case 'release': {
-          const wasStale = partition.stale.some((s) => s.row.agentId === op.agentId);
-          const next = removeRows(current, { agentId: op.agentId });
+          const match = { agentId: op.agentId, instanceId: op.instanceId };
+          const wasStale = partition.stale.some((s) => matches(s.row, match));
+          const next = removeRows(current, match);
           current = next.doc;
           const removed = next.removed.length > 0 || wasStale;
           if (removed) dirty = true;
@@ -93,6 +110,13 @@ export function applyBatch(
     }
   });
   return { doc: current, dirty, answers };
+}
+
+function matches(row: ReservationRow, match: RowMatch): boolean {
+  return (
+    row.agentId === match.agentId &&
+    (match.instanceId === undefined || row.instanceId === match.instanceId)
+  );
 }
 
 function sameReservation(a: ReservationRow, b: ReservationRow): boolean {
