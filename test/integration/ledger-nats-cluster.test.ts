@@ -74,7 +74,12 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
   it('of 12 concurrent writers from one revision, exactly one wins (nats-server#4320 guard)', async () => {
     const conns = await Promise.all(servers.map((s) => connect({ servers: s.url })));
     try {
-      const kv = await retry(() => new Kvm(conns[0]!).create('cas-race', { replicas: 3 }), 20_000);
+      // allow_direct: false, so the check below reads from the stream leader, not from a
+      // replica that may not have caught up with the winning write yet.
+      const kv = await retry(
+        () => new Kvm(conns[0]!).create('cas-race', { replicas: 3, allow_direct: false }),
+        20_000,
+      );
       const writers = conns.map((nc) => new CasWriter(jetstream(nc), 'cas-race'));
       for (let round = 0; round < 20; round++) {
         const base = await kv.put(`k${round}`, 'base');
