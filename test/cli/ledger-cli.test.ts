@@ -104,9 +104,7 @@ describe('scaler-primitives ledger', () => {
       ['agent-1', 'live'],
       ['agent-22', 'live'],
     ]);
-    expect(table.stdout).toMatch(
-      /^POOL\s+CPU\s+MAX_CPU\s+MEMORY\s+MAX_MEMORY\s+LIVE\s+STALE\n/,
-    );
+    expect(table.stdout).toMatch(/^POOL\s+CPU\s+MAX_CPU\s+MEMORY\s+MAX_MEMORY\s+LIVE\s+STALE\n/);
     expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3Ki\s+8Ki\s+2\s+0\n$/);
   });
 
