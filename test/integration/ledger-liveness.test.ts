@@ -194,9 +194,16 @@ describe('rows of dead peers', () => {
     }
   });
 
-  const unshareOk =
-    hasSystem(['root'], 'ledger peer in another PID namespace') &&
-    spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0;
+  const unshareOk = (() => {
+    if (!hasSystem(['root'], 'ledger peer in another PID namespace')) return false;
+    if (spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true']).status === 0) return true;
+    const line = 'ledger peer in another PID namespace: `unshare --pid --fork --mount-proc` failed';
+    if (process.env.SCALER_PRIMITIVES_REQUIRE_SYSTEM === '1') {
+      throw new Error(`SCALER_PRIMITIVES_REQUIRE_SYSTEM=1 but ${line}`);
+    }
+    console.warn(`skipped: ${line}`);
+    return false;
+  })();
   describe.runIf(unshareOk)('a peer in another PID namespace', () => {
     it('keeps its rows while alive (its pid means nothing here) and loses them when killed', async () => {
       const peer = worker({ mode: 'hold', instanceId: 'contained', agents: 1 }, [
