@@ -7,6 +7,13 @@ import { execFileSync } from 'node:child_process';
  */
 export type SystemNeed = 'nft' | 'nats-server' | 'ip' | 'root';
 
+// The Debian package that provides each command.
+const PACKAGE: Record<Exclude<SystemNeed, 'root'>, string> = {
+  nft: 'nftables',
+  'nats-server': 'nats-server',
+  ip: 'iproute2',
+};
+
 const required = process.env.SCALER_PRIMITIVES_REQUIRE_SYSTEM === '1';
 
 function onPath(binary: string): boolean {
@@ -40,7 +47,9 @@ export function hasSystem(needs: SystemNeed[], suite: string): boolean {
   const missing = needs.filter((need) => !present(need));
   if (missing.length === 0) return true;
   const line = `${suite}: needs ${missing.join(', ')} (${missing
-    .map((m) => (m === 'root' ? 'run as root' : `install ${m}`))
+    .map((m) =>
+      m === 'root' ? 'run as root' : `install ${PACKAGE[m]}, e.g. apt-get install ${PACKAGE[m]}`,
+    )
     .join('; ')})`;
   if (required) {
     throw new Error(`SCALER_PRIMITIVES_REQUIRE_SYSTEM=1 but ${line}`);
