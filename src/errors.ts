@@ -326,12 +326,20 @@ export class LedgerDirError extends LedgerError {
 /** This instance's lease expired (it stalled); peers may have reaped its rows. */
 export class LedgerLeaseExpiredError extends LedgerError {
   /**
+   * The agents whose reservations are known to be lost. Empty when the backend
+   * cannot tell which ones (`NatsPoolLedger`: treat every earlier reservation
+   * in the pool as lost).
+   */
+  readonly agentIds: readonly string[];
+  /**
    * @param pool - The pool.
    * @param message - The full sentence.
+   * @param agentIds - The agents known to be lost, when known.
    */
-  constructor(pool: string, message: string) {
+  constructor(pool: string, message: string, agentIds: readonly string[] = []) {
     super(ErrorCode.LEDGER_LEASE_EXPIRED, pool, message);
     this.name = 'LedgerLeaseExpiredError';
+    this.agentIds = agentIds;
   }
 }
 
