@@ -125,6 +125,11 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
  * call order. Reads (`getUsage`, `list`) take no lock: the file is only ever
  * replaced whole.
  *
+ * Stalls: rows of this instance that vanish although it did not release them
+ * (a peer reaped them while this process was stopped past `leaseTtlMs`, or an
+ * operator released them) fail the next `reserve` or `reapStale` on that pool
+ * once with `LedgerLeaseExpiredError` naming the agents; later calls proceed.
+ *
  * @example
  * ```ts
  * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: '/var/lib/ci/ledger' });
@@ -267,6 +272,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerBusyError when the lock could not be taken before `lockTimeoutMs`.
    * @throws LedgerLockCompromisedError when the lock was lost before the write (nothing written).
    * @throws LedgerDirError when the directory is unsafe.
+   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
+   *   although it did not release them (a peer reaped them while this process was stalled
+   *   past `leaseTtlMs`, or an operator released them). Its `agentIds` name them: treat
+   *   their capacity as lost and stop or re-reserve those agents. This call did nothing;
+   *   each loss is reported once, so the next call proceeds.
    */
   async reserve(
     pool: string,
@@ -284,7 +294,9 @@ export class MachineLedger implements PoolLedger {
    * Remove the reservation of `agentId` in `pool`. Idempotent.
    *
    * @returns true when a row was removed.
-   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors).
+   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors,
+   *   and `LedgerLeaseExpiredError`: a release never carries that report, it waits for the
+   *   next `reserve` or `reapStale` on the pool).
    */
   async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
     validatePoolName(pool);
@@ -297,6 +309,8 @@ export class MachineLedger implements PoolLedger {
    * Remove stale rows from `pool` now.
    *
    * @returns The number of rows removed.
+   * @throws as {@link MachineLedger.release}, and `LedgerLeaseExpiredError` as
+   *   {@link MachineLedger.reserve} (the periodic reaper of `start()` never consumes that report).
    */
   async reapStale(pool: string): Promise<number> {
     validatePoolName(pool);
