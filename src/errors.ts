@@ -323,15 +323,28 @@ export class LedgerDirError extends LedgerError {
   }
 }
 
-/** This instance's lease expired (it stalled); peers may have reaped its rows. */
+/**
+ * Reservations this instance made may be gone: its lease expired while it was
+ * stalled and peers may have reaped its rows (`NatsPoolLedger`), or rows it
+ * holds vanished without it releasing them, by a peer's reap or an operator's
+ * release (`MachineLedger`). Reported once per loss; the next call proceeds.
+ */
 export class LedgerLeaseExpiredError extends LedgerError {
+  /**
+   * The agents whose reservations are known to be lost. Empty when the backend
+   * cannot tell which ones (`NatsPoolLedger`: treat every earlier reservation
+   * in the pool as lost).
+   */
+  readonly agentIds: readonly string[];
   /**
    * @param pool - The pool.
    * @param message - The full sentence.
+   * @param agentIds - The agents known to be lost, when known.
    */
-  constructor(pool: string, message: string) {
+  constructor(pool: string, message: string, agentIds: readonly string[] = []) {
     super(ErrorCode.LEDGER_LEASE_EXPIRED, pool, message);
     this.name = 'LedgerLeaseExpiredError';
+    this.agentIds = agentIds;
   }
 }
 

@@ -3,6 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import { checkAgentId, checkReserve, positiveOption } from './checks.js';
 import { resolveLedgerDir } from './dir.js';
@@ -80,7 +81,11 @@ export interface MachineLedgerOptions {
    * Test hooks.
    * @internal
    */
-  hooks?: { beforeCommit?: (pool: string) => Promise<void> | void };
+  hooks?: {
+    beforeCommit?: (pool: string) => Promise<void> | void;
+    /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
+    monotonic?: () => number;
+  };
 }
 
 /** Options of {@link MachineLedger.release}. */
@@ -120,6 +125,11 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
  * call order. Reads (`getUsage`, `list`) take no lock: the file is only ever
  * replaced whole.
  *
+ * Stalls: rows of this instance that vanish although it did not release them
+ * (a peer reaped them while this process was stopped past `leaseTtlMs`, or an
+ * operator released them) fail the next `reserve` or `reapStale` on that pool
+ * once with `LedgerLeaseExpiredError` naming the agents; later calls proceed.
+ *
  * @example
  * ```ts
  * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: '/var/lib/ci/ledger' });
@@ -146,10 +156,14 @@ export class MachineLedger implements PoolLedger {
   private readonly locker: PoolLocker;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  // The reaper's rounds are not the caller's operations: they never report a
+  // lost lease (the report waits for the next call the caller makes).
   private readonly reaper = new Reaper(
     () => this.caps.keys(),
-    (pool) => this.reapStale(pool),
+    (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
   );
+  // Per pool, the agents this instance reserved and has not released.
+  private readonly held = new Map<string, Set<string>>();
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -165,6 +179,8 @@ export class MachineLedger implements PoolLedger {
   private dirPromise: Promise<string> | undefined;
   private leaseReady: Promise<void> | undefined;
   private leaseTimer: NodeJS.Timeout | undefined;
+  private leaseRefreshedAt = Number.NEGATIVE_INFINITY;
+  private readonly monotonic: () => number;
   private closed = false;
 
   /**
@@ -195,6 +211,7 @@ export class MachineLedger implements PoolLedger {
     this.requestedDir = options.dir ?? options.explicitDir;
     this.env = options.env ?? process.env;
     this.hooks = options.hooks ?? {};
+    this.monotonic = this.hooks.monotonic ?? (() => performance.now());
     this.bootIdValue = options.bootId;
   }
 
@@ -255,6 +272,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerBusyError when the lock could not be taken before `lockTimeoutMs`.
    * @throws LedgerLockCompromisedError when the lock was lost before the write (nothing written).
    * @throws LedgerDirError when the directory is unsafe.
+   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
+   *   although it did not release them (a peer reaped them while this process was stalled
+   *   past `leaseTtlMs`, or an operator released them). Its `agentIds` name them: treat
+   *   their capacity as lost and stop or re-reserve those agents. This call did nothing;
+   *   each loss is reported once, so the next call proceeds.
    */
   async reserve(
     pool: string,
@@ -272,7 +294,9 @@ export class MachineLedger implements PoolLedger {
    * Remove the reservation of `agentId` in `pool`. Idempotent.
    *
    * @returns true when a row was removed.
-   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors).
+   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors,
+   *   and `LedgerLeaseExpiredError`: a release never carries that report, it waits for the
+   *   next `reserve` or `reapStale` on the pool).
    */
   async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
     validatePoolName(pool);
@@ -285,6 +309,8 @@ export class MachineLedger implements PoolLedger {
    * Remove stale rows from `pool` now.
    *
    * @returns The number of rows removed.
+   * @throws as {@link MachineLedger.release}, and `LedgerLeaseExpiredError` as
+   *   {@link MachineLedger.reserve} (the periodic reaper of `start()` never consumes that report).
    */
   async reapStale(pool: string): Promise<number> {
     validatePoolName(pool);
@@ -372,6 +398,7 @@ export class MachineLedger implements PoolLedger {
     if (this.leaseTimer) clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     await this.batches.idle();
+    this.held.clear();
     if (this.leaseReady) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
@@ -404,9 +431,12 @@ export class MachineLedger implements PoolLedger {
       const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
+      const lost = this.lostReport(pool, file, base, ops);
       const partition = partitionRows(base.reservations, this.facts(dir, base));
-      const outcome = applyBatch(pool, base, partition, ops);
+      const applied = lost ? ops.filter((_, i) => i !== lost.index) : ops;
+      const outcome = applyBatch(pool, base, partition, applied);
       answers = outcome.answers;
+      if (lost) answers.splice(lost.index, 0, { ok: false, error: lost.error });
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
@@ -417,6 +447,8 @@ export class MachineLedger implements PoolLedger {
         });
         wrote = true;
       }
+      if (lost) for (const agentId of lost.error.agentIds) this.held.get(pool)?.delete(agentId);
+      this.track(pool, ops, answers);
       if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {
       await handle.release();
@@ -452,6 +484,71 @@ export class MachineLedger implements PoolLedger {
         // Gone already, or not ours to remove.
       }
     }
+  }
+
+  // Under the pool lock, before deciding: the agents this instance holds whose
+  // row is gone from the document although this process did not release them
+  // (a peer reaped them while this instance was stalled past its lease, or an
+  // operator removed them). The report goes to the batch's first reserve or
+  // reapStale call, which fails and does nothing; the other calls proceed, and
+  // once the batch is written the lost agents are forgotten. Releases never
+  // carry the report (failing one would strand a row), and neither do the
+  // reaper's rounds: without such a call the report waits for the next batch.
+  private lostReport(
+    pool: string,
+    file: string,
+    doc: LedgerDocument,
+    ops: LedgerOp[],
+  ): { index: number; error: LedgerLeaseExpiredError } | undefined {
+    const held = this.held.get(pool);
+    if (!held || held.size === 0) return undefined;
+    const index = ops.findIndex(
+      (op) => op.kind === 'reserve' || (op.kind === 'reap' && !op.background),
+    );
+    if (index < 0) return undefined;
+    // A row this batch releases anyway is no loss the caller needs to hear of.
+    if (ops.some((op) => op.kind === 'releaseInstance' && op.instanceId === this.instanceId)) {
+      return undefined;
+    }
+    const releasing = new Set(ops.flatMap((op) => (op.kind === 'release' ? [op.agentId] : [])));
+    const present = new Set(
+      doc.reservations
+        .filter(
+          (row) =>
+            row.instanceId === this.instanceId && (row.leaseId ?? this.leaseId) === this.leaseId,
+        )
+        .map((row) => row.agentId),
+    );
+    const lost = [...held].filter((agentId) => !present.has(agentId) && !releasing.has(agentId));
+    if (lost.length === 0) return undefined;
+    const one = lost.length === 1;
+    const names = lost.map((agentId) => JSON.stringify(agentId)).join(', ');
+    const error = new LedgerLeaseExpiredError(
+      pool,
+      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
+      lost,
+    );
+    return { index, error };
+  }
+
+  // After a successful cycle: remember what this instance now holds.
+  private track(pool: string, ops: LedgerOp[], answers: OpAnswer[]): void {
+    let held = this.held.get(pool);
+    ops.forEach((op, i) => {
+      const answer = answers[i];
+      if (!answer?.ok) return;
+      if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
+        if (!held) {
+          held = new Set();
+          this.held.set(pool, held);
+        }
+        held.add(op.row.agentId);
+      } else if (op.kind === 'release') {
+        held?.delete(op.agentId);
+      } else if (op.kind === 'releaseInstance' && op.instanceId === this.instanceId) {
+        held?.clear();
+      }
+    });
   }
 
   private row(agentId: string, cpus: number, memBytes: number): ReservationRow {
@@ -518,23 +615,37 @@ export class MachineLedger implements PoolLedger {
   }
 
   // The lease exists before the first row that names it is written, and is
-  // refreshed every third of its window by an unref'd timer.
-  private ensureLease(dir: string): Promise<void> {
+  // refreshed every third of its window by an unref'd timer. A refresh older
+  // than half the window (measured on the monotonic clock) means this process
+  // stalled: the lease is refreshed before acting, so rows written now are not
+  // judged by a lease that looks expired. Only a refresh: whether rows were
+  // lost is decided from the document (see checkHeld), never from the stall.
+  private async ensureLease(dir: string): Promise<void> {
     const file = leasePath(dir, this.leaseId)!;
     const body = `${JSON.stringify({ instanceId: this.instanceId, pid: process.pid, bootId: this.bootId })}\n`;
-    this.leaseReady ??= touchLease(this.fs, file, this.now(), body).then(() => {
-      if (this.closed) return;
-      this.leaseTimer = setInterval(
-        () => {
-          touchLease(this.fs, file, this.now(), body).catch(() => {});
-        },
-        Math.max(100, Math.floor(this.leaseTtlMs / 3)),
-      );
-      this.leaseTimer.unref();
-    });
-    this.leaseReady.catch(() => {
-      this.leaseReady = undefined;
-    });
-    return this.leaseReady;
+    const refresh = async () => {
+      const started = this.monotonic();
+      await touchLease(this.fs, file, this.now(), body);
+      this.leaseRefreshedAt = Math.max(this.leaseRefreshedAt, started);
+    };
+    if (!this.leaseReady) {
+      const ready = refresh().then(() => {
+        if (this.closed) return;
+        this.leaseTimer = setInterval(
+          () => {
+            refresh().catch(() => {});
+          },
+          Math.max(100, Math.floor(this.leaseTtlMs / 3)),
+        );
+        this.leaseTimer.unref();
+      });
+      this.leaseReady = ready;
+      ready.catch(() => {
+        if (this.leaseReady === ready) this.leaseReady = undefined;
+      });
+      return ready;
+    }
+    await this.leaseReady;
+    if (this.monotonic() - this.leaseRefreshedAt > this.leaseTtlMs / 2) await refresh();
   }
 }

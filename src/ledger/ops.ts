@@ -21,6 +21,7 @@ import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
  * A queued call. `maybeApplied` is set when a write carrying it failed without
  * an answer; `removedBefore` records that an earlier attempt removed the row.
  * A release with `instanceId` removes the agent's row only when that instance made it.
+ * A `background` reap is the reaper's own round, not a caller's operation.
  */
 export type LedgerOp =
   | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
@@ -32,7 +33,7 @@ export type LedgerOp =
       removedBefore?: boolean;
     }
   | { kind: 'releaseInstance'; instanceId: string }
-  | { kind: 'reap' };
+  | { kind: 'reap'; background?: boolean };
 
 /** The document to write (when `dirty`) and every call's answer, in call order. */
 export interface BatchOutcome {
