@@ -236,6 +236,34 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     expect((await a.list(p1)).map((r) => [r.agentId, r.leaseId])).toEqual([['x2', a.leaseId]]);
   });
 
+  it('the reaper does not use up the lost-lease report a caller is owed', async () => {
+    const a = await ledger('a', { leaseMs: 60_000 });
+    const pool = poolName();
+    a.registerPool(pool, { maxCpu: 2 });
+    await a.reserve(pool, 'x1', 1, 0);
+    const old = a.leaseId;
+    const current = (await kv.get(`lease.${old}`))!;
+    await kv.update(
+      `lease.${old}`,
+      JSON.stringify({ ended: 'fenced', by: 'test' }),
+      current.revision,
+    );
+    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+    // Reaper rounds run first: they find the lease lost and renew it, silently.
+    a.start(20);
+    try {
+      const until = Date.now() + 5000;
+      while (a.leaseId === old && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+      expect(a.leaseId).not.toBe(old);
+      await new Promise((r) => setTimeout(r, 100));
+      const error = await a.reserve(pool, 'x2', 1, 0).catch((e: unknown) => e);
+      expect(isLedgerLeaseExpiredError(error), String(error)).toBe(true);
+      expect(await a.reserve(pool, 'x2', 1, 0)).toEqual({ ok: true });
+    } finally {
+      a.stop();
+    }
+  });
+
   it('reaps rows whose lease has no heartbeat key; keeps rows without a lease', async () => {
     const pool = poolName();
     const row = (agentId: string, extra: Record<string, unknown>) => ({

@@ -173,7 +173,9 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
   private readonly reaper = new Reaper(
     () => this.caps.keys(),
-    (pool) => this.reapStale(pool),
+    // The reaper's own rounds must not use up the one-time lost-lease report
+    // that a caller's next operation on the pool is owed.
+    (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
   );
   private readonly clock = new ServerClock(monotonic);
   /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
@@ -539,10 +541,11 @@ export class NatsPoolLedger implements PoolLedger {
     const registered = this.caps.get(pool);
     const deadline = monotonic() + this.timeoutMs;
     let conflicts = 0;
+    const report = ops.some((op) => !(op.kind === 'reap' && op.background));
     for (let attempt = 0; ; attempt++) {
       let lastError: unknown;
       try {
-        await this.ensureLease(pool);
+        await this.ensureLease(pool, report);
         const entry = await this.kv.get(key);
         const doc = this.documentOf(entry, source);
         const base = doc ?? emptyDocument(registered ?? {});
@@ -681,7 +684,7 @@ export class NatsPoolLedger implements PoolLedger {
    * half the window (a stall, a slow server) is refreshed first; a lost lease is
    * replaced, and reported once to each pool.
    */
-  private async ensureLease(pool: string): Promise<void> {
+  private async ensureLease(pool: string, report = true): Promise<void> {
     if (this.lease.status === 'live' && monotonic() - this.lease.sentAt > this.leaseMs / 2) {
       // A failure here is retried by the caller's loop until its deadline.
       await this.beat();
@@ -695,7 +698,7 @@ export class NatsPoolLedger implements PoolLedger {
         });
       await this.renewing;
     }
-    if (this.unreported.delete(pool)) {
+    if (report && this.unreported.delete(pool)) {
       throw new LedgerLeaseExpiredError(
         pool,
         `Instance ${JSON.stringify(this.instanceId)} lost its lease on NATS KV ${this.bucket} (its heartbeat was not refreshed within ${this.leaseMs} ms and a peer ended it), so its reservations in pool ${JSON.stringify(pool)} made before may have been reaped and given to others. Treat them as lost: stop or re-reserve their agents. This instance now holds a new lease and the next call proceeds.`,
