@@ -1,6 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { CapTracker } from '../caps/cap-tracker.js';
-import { BackendError, type ConfigIssue } from '../errors.js';
+import {
+  BackendError,
+  type ConfigIssue,
+  isLedgerLeaseExpiredError,
+  type LedgerLeaseExpiredError,
+} from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import { resolveResources } from '../resources/resolve.js';
@@ -387,6 +392,7 @@ export class ScalerManager {
           // A store that failed mid-write may hold the row: releasing is idempotent.
           this.#rollback(record);
           void this.#releasePool(record);
+          if (isLedgerLeaseExpiredError(error)) this.#reservationsLost(record.pool, agentId, error);
           this.#counters.spawnFailures++;
           this.#emitFor(record, 'spawn-failed', `Reserving in pool "${record.pool}" failed`, {
             stage: 'reserve',
@@ -1245,6 +1251,24 @@ export class ScalerManager {
     };
     if (data !== undefined) event.data = data;
     this.#events.dispatch(record.mailbox, event);
+  }
+
+  // The ledger says rows of ours in `pool` were removed while this instance
+  // stalled (or by an operator): those agents run without a pool reservation
+  // now. The host decides (destroy, or let them finish); we say which ones.
+  #reservationsLost(pool: string, except: string, error: LedgerLeaseExpiredError): void {
+    const named = new Set(error.agentIds);
+    for (const record of this.#agents.values()) {
+      if (record.pool !== pool || record.agentId === except) continue;
+      // A ledger that cannot name the rows (NATS) means all of ours may be gone.
+      if (named.size > 0 && !named.has(record.agentId)) continue;
+      this.#emitFor(
+        record,
+        'reservation-lost',
+        `The pool reservation of ${record.agentId} in "${pool}" is gone (${named.size > 0 ? 'removed' : 'possibly removed'} while this instance's lease had lapsed); its capacity may now be given to others`,
+        { pool, certain: named.size > 0, error },
+      );
+    }
   }
 
   /** An event about no single agent (`agentId` is empty). */

@@ -217,7 +217,10 @@ export interface ScalerEvent {
   /**
    * For the manager: `spawning`, `spawned`, `spawn-failed`, `registered`, `busy`, `idle`,
    * `disconnected`, `pruned`, `destroyed`, `destroy-failed`, `release-failed`, `gone`
-   * (reconcile), `events-dropped` (the pre-correlation buffer overflowed); and, with an
+   * (reconcile), `events-dropped` (the pre-correlation buffer overflowed),
+   * `reservation-lost` (the ledger removed this agent's pool row while this instance's
+   * lease had lapsed: the agent runs without a pool reservation; `data.certain` is false
+   * when the ledger could not say which rows it removed); and, with an
    * empty `agentId`, `maintenance-failed`, `warm-pool-failed` and `shutdown-failed`. For a backend: its own kind.
    */
   kind: string;

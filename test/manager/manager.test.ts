@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { LedgerLeaseExpiredError } from '../../src/errors.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,
@@ -377,6 +378,54 @@ describe('ScalerManager: machine pools', () => {
     expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
     ledger.failReserve = undefined;
     expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
+  });
+
+  it('a lost lease names the agents whose pool rows are gone (reservation-lost)', async () => {
+    const events: ScalerEvent[] = [];
+    const ledger = new FakeLedger();
+    const backend = new FakeBackend();
+    let n = 0;
+    const manager = new ScalerManager({
+      config: {
+        globalMaxAgents: 10,
+        machinePools: { host: { maxCpu: 3 } },
+        scalers: [
+          {
+            name: 'a',
+            type: 'c',
+            maxAgents: 5,
+            machinePool: 'host',
+            labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+          },
+        ],
+      },
+      backends: [{ name: 'a', backend }],
+      ledger,
+      generateAgentId: () => `a-${++n}`,
+      onEvent: (e) => events.push(e),
+    });
+    await manager.requestScale(['linux'], 'j1');
+    await manager.requestScale(['linux'], 'j2');
+    // A peer reaped a-1 while we stalled; the file ledger names it.
+    ledger.failReserve = new LedgerLeaseExpiredError('host', 'lease lapsed', ['a-1']);
+    const result = await manager.requestScale(['linux'], 'j3');
+    expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
+    const lost = events.filter((e) => e.kind === 'reservation-lost');
+    expect(lost.map((e) => e.agentId)).toEqual(['a-1']);
+    expect(lost[0]!.data).toMatchObject({ pool: 'host', certain: true });
+    // A ledger that cannot name the rows (NATS): every agent of ours in the pool.
+    events.length = 0;
+    ledger.failReserve = new LedgerLeaseExpiredError('host', 'lease lapsed');
+    await manager.requestScale(['linux'], 'j4');
+    expect(events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
+      'a-1',
+      'a-2',
+    ]);
+    // Other reserve failures say nothing of the other agents.
+    events.length = 0;
+    ledger.failReserve = new Error('disk full');
+    await manager.requestScale(['linux'], 'j5');
+    expect(events.some((e) => e.kind === 'reservation-lost')).toBe(false);
   });
 
   it('a throwing spawn releases the pool row too', async () => {
