@@ -208,6 +208,18 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     expect(entry.revision).toBeGreaterThan(current.revision + 1);
   });
 
+  // End `a`'s lease as a peer does when it judges it expired, and make a's last
+  // heartbeat look old so its next call takes the refresh-before-call path.
+  async function fence(a: NatsPoolLedger): Promise<void> {
+    const current = (await kv.get(`lease.${a.leaseId}`))!;
+    await kv.update(
+      `lease.${a.leaseId}`,
+      JSON.stringify({ ended: 'fenced', by: 'test' }),
+      current.revision,
+    );
+    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+  }
+
   it('a lease fenced by a peer fails the next call once per pool, then a new lease works', async () => {
     const a = await ledger('a', { leaseMs: 60_000 });
     const p1 = poolName();
@@ -216,15 +228,7 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     a.registerPool(p2, { maxCpu: 2 });
     await a.reserve(p1, 'x1', 1, 0);
     const old = a.leaseId;
-    // What a peer writes when it judges the lease expired.
-    const current = (await kv.get(`lease.${old}`))!;
-    await kv.update(
-      `lease.${old}`,
-      JSON.stringify({ ended: 'fenced', by: 'test' }),
-      current.revision,
-    );
-    // Force the refresh-before-call path: make the last heartbeat look old.
-    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+    await fence(a);
     const error = await a.reserve(p1, 'x2', 1, 0).catch((e: unknown) => e);
     expect(isLedgerLeaseExpiredError(error), String(error)).toBe(true);
     expect((error as Error).message).toContain(p1);
@@ -242,13 +246,7 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     a.registerPool(pool, { maxCpu: 2 });
     await a.reserve(pool, 'x1', 1, 0);
     const old = a.leaseId;
-    const current = (await kv.get(`lease.${old}`))!;
-    await kv.update(
-      `lease.${old}`,
-      JSON.stringify({ ended: 'fenced', by: 'test' }),
-      current.revision,
-    );
-    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+    await fence(a);
     // Reaper rounds run first: they find the lease lost and renew it, silently.
     a.start(20);
     try {

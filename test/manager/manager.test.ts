@@ -314,7 +314,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
 });
 
 describe('ScalerManager: machine pools', () => {
-  function poolSetup(ledger = new FakeLedger()) {
+  function poolSetup(ledger = new FakeLedger(), events: ScalerEvent[] = []) {
     const backend = new FakeBackend();
     let n = 0;
     const manager = new ScalerManager({
@@ -334,8 +334,9 @@ describe('ScalerManager: machine pools', () => {
       backends: [{ name: 'a', backend }],
       ledger,
       generateAgentId: () => `a-${++n}`,
+      onEvent: (e) => events.push(e),
     });
-    return { manager, backend, ledger };
+    return { manager, backend, ledger, events };
   }
 
   it('registers pools and reserves in the pool after the in-memory caps', async () => {
@@ -381,29 +382,7 @@ describe('ScalerManager: machine pools', () => {
   });
 
   it('a lost lease names the agents whose pool rows are gone (reservation-lost)', async () => {
-    const events: ScalerEvent[] = [];
-    const ledger = new FakeLedger();
-    const backend = new FakeBackend();
-    let n = 0;
-    const manager = new ScalerManager({
-      config: {
-        globalMaxAgents: 10,
-        machinePools: { host: { maxCpu: 3 } },
-        scalers: [
-          {
-            name: 'a',
-            type: 'c',
-            maxAgents: 5,
-            machinePool: 'host',
-            labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
-          },
-        ],
-      },
-      backends: [{ name: 'a', backend }],
-      ledger,
-      generateAgentId: () => `a-${++n}`,
-      onEvent: (e) => events.push(e),
-    });
+    const { manager, ledger, events } = poolSetup();
     await manager.requestScale(['linux'], 'j1');
     await manager.requestScale(['linux'], 'j2');
     // A peer reaped a-1 while we stalled; the file ledger names it.
