@@ -92,7 +92,11 @@ export class PoolLocker {
       },
       utimes: later((path: string, atime: Date | number, mtime: Date | number) => {
         fs.utimesSync(path, atime, mtime);
-        record(path).mtimeMs = toMs(mtime);
+        // Record what the filesystem stored, not what we asked for: utimes goes
+        // through float seconds, so about half of all whole-millisecond times read
+        // back as .999 of the millisecond before, and the ownership check would
+        // then see a lock we still hold as taken over.
+        record(path).mtimeMs = fs.statSync(path).mtimeMs;
       }),
     } as unknown as LedgerFs;
   }
@@ -226,12 +230,6 @@ export class PoolLocker {
   }
 }
 
-function toMs(value: unknown): number | undefined {
-  if (value instanceof Date) return value.getTime();
-  if (typeof value === 'number') return value * 1000;
-  if (typeof value === 'string') return Number(value) * 1000;
-  return undefined;
-}
 
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
