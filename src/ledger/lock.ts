@@ -230,7 +230,6 @@ export class PoolLocker {
   }
 }
 
-
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
  * floor) while the wait is short: a lock is held for about one disk flush, and
