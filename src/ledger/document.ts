@@ -258,16 +258,24 @@ export interface RowPartition {
   stale: StaleRow[];
 }
 
-/** Split rows into live and stale with {@link rowVerdict}. */
-export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
+/** Split rows into live and stale, in document order, by a per-row verdict. */
+export function partitionBy(
+  rows: readonly ReservationRow[],
+  verdictOf: (row: ReservationRow) => RowVerdict,
+): RowPartition {
   const live: ReservationRow[] = [];
   const stale: RowPartition['stale'] = [];
   for (const row of rows) {
-    const verdict = rowVerdict(row, facts);
+    const verdict = verdictOf(row);
     if (verdict.stale) stale.push({ row, reason: verdict.reason });
     else live.push(row);
   }
   return { live, stale };
+}
+
+/** Split rows into live and stale with {@link rowVerdict}. */
+export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
+  return partitionBy(rows, (row) => rowVerdict(row, facts));
 }
 
 /** The summed CPU (cores, millicore precision) and memory (bytes) of rows. */

@@ -3,7 +3,13 @@
  * or a pid says nothing, so the file ledger's rule (boot id, then process
  * probe) does not apply; a row is live while the lease it names is fresh.
  */
-import { type LeaseState, type RowPartition, type RowVerdict, StaleReason } from '../document.js';
+import {
+  type LeaseState,
+  partitionBy,
+  type RowPartition,
+  type RowVerdict,
+  StaleReason,
+} from '../document.js';
 import type { ReservationRow } from '../types.js';
 
 /** What the lease rule needs: this ledger's lease, and the state of other leases. */
@@ -30,14 +36,7 @@ export function leaseVerdict(row: ReservationRow, facts: LeaseFacts): RowVerdict
 
 /** Split rows into live and stale by {@link leaseVerdict}, in document order. */
 export function partitionByLease(rows: readonly ReservationRow[], facts: LeaseFacts): RowPartition {
-  const live: ReservationRow[] = [];
-  const stale: RowPartition['stale'] = [];
-  for (const row of rows) {
-    const verdict = leaseVerdict(row, facts);
-    if (verdict.stale) stale.push({ row, reason: verdict.reason });
-    else live.push(row);
-  }
-  return { live, stale };
+  return partitionBy(rows, (row) => leaseVerdict(row, facts));
 }
 
 /** The distinct lease ids of rows that need a lease check (not ours, not lease-less). */
