@@ -7,6 +7,7 @@
 
 export * from './agent-caps/index.js';
 export * from './caps/index.js';
+export { type Clock, type ClockTimer, systemClock } from './clock.js';
 export * from './errors.js';
 export * from './ledger/index.js';
 export * from './manager/index.js';

@@ -5,6 +5,8 @@
  * backends; the backend supplies the cycle.
  */
 
+import { sleep } from '../clock.js';
+
 /** One call's answer from a commit: a value, or an error for that call alone. */
 export type OpAnswer = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -51,7 +53,7 @@ export class GroupCommit<Op> {
   /** Resolves once no pool has a commit running. */
   async idle(): Promise<void> {
     while ([...this.queues.values()].some((queue) => queue.running)) {
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await sleep(5);
     }
   }
 

@@ -6,6 +6,7 @@
  * @packageDocumentation
  */
 
+export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export {
   DEFAULT_LEDGER_DIR,
   fallbackLedgerDir,

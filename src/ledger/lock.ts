@@ -11,6 +11,7 @@
  *   directory's mtime with the last one proper-lockfile set for us.
  */
 import type * as ProperLockfile from 'proper-lockfile';
+import { monotonicEpochNow, sleep, systemClock } from '../clock.js';
 import { LedgerBusyError, LedgerLockCompromisedError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 
@@ -112,7 +113,7 @@ export class PoolLocker {
     lockPath: string,
     timing: LockTiming,
   ): Promise<LockHandle> {
-    const started = Date.now();
+    const started = systemClock.now();
     const queue = new WaitQueue(this.fs, queuePath(lockPath));
     let compromised: Error | undefined;
     const lockfile = await loadLockfile();
@@ -144,7 +145,7 @@ export class PoolLocker {
         }
         queue.claim();
       }
-      const waited = Date.now() - started;
+      const waited = systemClock.now() - started;
       if (waited >= timing.timeoutMs) {
         queue.leave();
         throw await this.busy(pool, lockPath, waited, timing);
@@ -216,7 +217,7 @@ export class PoolLocker {
     try {
       const stat = await this.fs.promises.stat(lockPath);
       const since = stat.birthtimeMs > 0 ? stat.birthtimeMs : stat.mtimeMs;
-      age = Math.max(0, Date.now() - since);
+      age = Math.max(0, systemClock.now() - since);
     } catch {
       age = undefined;
     }
@@ -260,7 +261,7 @@ const CLAIM_TTL_MS = 10;
  * (the kici orchestrator) simply compete as before.
  */
 class WaitQueue {
-  private readonly start = performance.timeOrigin + performance.now();
+  private readonly start = monotonicEpochNow();
   private readonly id = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
   private claimed = false;
 
@@ -273,7 +274,7 @@ class WaitQueue {
   myTurn(): boolean {
     const head = this.read();
     if (head === undefined || head.id === this.id) return true;
-    if (Date.now() - head.touchedAt > CLAIM_TTL_MS) return true;
+    if (systemClock.now() - head.touchedAt > CLAIM_TTL_MS) return true;
     return head.start > this.start || (head.start === this.start && head.id > this.id);
   }
 
@@ -289,7 +290,9 @@ class WaitQueue {
       return;
     }
     try {
-      this.fs.writeFileSync(this.path, `${this.start} ${Date.now()} ${this.id}\n`, { mode: 0o644 });
+      this.fs.writeFileSync(this.path, `${this.start} ${systemClock.now()} ${this.id}\n`, {
+        mode: 0o644,
+      });
       this.claimed = true;
     } catch {
       // Advisory only.
@@ -321,8 +324,4 @@ class WaitQueue {
       ? parsed
       : undefined;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }

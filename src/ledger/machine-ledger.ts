@@ -3,6 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
+import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import { checkAgentId, checkReserve, positiveOption } from './checks.js';
@@ -71,7 +72,13 @@ export interface MachineLedgerOptions {
   isProcessAlive?: (pid: number) => boolean;
   /** A process's start time in clock ticks since boot. @default `/proc/<pid>/stat` field 22 */
   processStartTime?: (pid: number) => number | undefined;
-  /** The clock, in epoch milliseconds. @default `Date.now` */
+  /**
+   * The clock leases, staleness and the reaper are timed with. Waits on other
+   * processes (the lock poll) stay on the system clock.
+   * @default {@link systemClock}
+   */
+  clock?: Clock;
+  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
   now?: () => number;
   /** The filesystem. @default `node:fs` */
   fs?: LedgerFs;
@@ -161,9 +168,11 @@ export class MachineLedger implements PoolLedger {
   private readonly reaper = new Reaper(
     () => this.caps.keys(),
     (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
+    () => this.clock,
   );
   // Per pool, the agents this instance reserved and has not released.
   private readonly held = new Map<string, Set<string>>();
+  private readonly clock: Clock;
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
@@ -178,7 +187,7 @@ export class MachineLedger implements PoolLedger {
   private ownStartTime: number | undefined;
   private dirPromise: Promise<string> | undefined;
   private leaseReady: Promise<void> | undefined;
-  private leaseTimer: NodeJS.Timeout | undefined;
+  private leaseTimer: ClockTimer | undefined;
   private leaseRefreshedAt = Number.NEGATIVE_INFINITY;
   private readonly monotonic: () => number;
   private closed = false;
@@ -197,7 +206,8 @@ export class MachineLedger implements PoolLedger {
     this.leaseId = randomUUID();
     this.fs = options.fs ?? defaultFs;
     this.locker = new PoolLocker(this.fs);
-    this.now = options.now ?? Date.now;
+    this.clock = resolveClock(options.clock, options.now);
+    this.now = () => this.clock.now();
     this.probe = options.isProcessAlive ?? isProcessAlive;
     this.startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.fs, pid));
     this.staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
@@ -211,7 +221,7 @@ export class MachineLedger implements PoolLedger {
     this.requestedDir = options.dir ?? options.explicitDir;
     this.env = options.env ?? process.env;
     this.hooks = options.hooks ?? {};
-    this.monotonic = this.hooks.monotonic ?? (() => performance.now());
+    this.monotonic = this.hooks.monotonic ?? monotonicNow;
     this.bootIdValue = options.bootId;
   }
 
@@ -395,7 +405,7 @@ export class MachineLedger implements PoolLedger {
   async close(): Promise<void> {
     this.closed = true;
     this.reaper.close();
-    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.clock.clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     await this.batches.idle();
     this.held.clear();
@@ -464,7 +474,8 @@ export class MachineLedger implements PoolLedger {
   // they were killed (older than the stale window, so no live writer owns
   // them), and lease files expired for ten lease windows. Best effort.
   private sweepLeftovers(dir: string, file: string): void {
-    const now = Date.now();
+    // Temp files carry real mtimes: their age is judged on the system clock.
+    const now = systemClock.now();
     const prefix = tempPrefix(file);
     let names: string[];
     try {
@@ -631,7 +642,7 @@ export class MachineLedger implements PoolLedger {
     if (!this.leaseReady) {
       const ready = refresh().then(() => {
         if (this.closed) return;
-        this.leaseTimer = setInterval(
+        this.leaseTimer = this.clock.setInterval(
           () => {
             refresh().catch(() => {});
           },

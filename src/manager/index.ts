@@ -11,6 +11,7 @@
  *
  * @packageDocumentation
  */
+export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export { ConfigError, type ConfigIssue, isConfigError } from '../errors.js';
 export {
   type ConfigValidation,

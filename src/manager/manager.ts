@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { CapTracker } from '../caps/cap-tracker.js';
+import { type Clock, type ClockTimer, resolveClock } from '../clock.js';
 import {
   BackendError,
   type ConfigIssue,
@@ -99,7 +100,13 @@ export interface ScalerManagerOptions {
    * @default 100
    */
   maxBufferedEvents?: number;
-  /** The clock, in epoch milliseconds. @default `Date.now` */
+  /**
+   * The clock every timing rule runs on (maintenance timer, registration
+   * timeout, warm pool, demand hold).
+   * @default {@link systemClock}
+   */
+  clock?: Clock;
+  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
   now?: () => number;
   /** Make an agent id for a scaler. Must be unique. @default `<scaler>-<12 hex digits>` */
   generateAgentId?: (scaler: string) => string;
@@ -202,7 +209,8 @@ export class ScalerManager {
   readonly #matchCache = new Map<string, MatchOutcome>();
   readonly #poolReleases = new Set<Promise<void>>();
   #globalDemandAt = Number.NEGATIVE_INFINITY;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: ClockTimer | undefined;
+  readonly #clock: Clock;
   #maintaining: Promise<void> | undefined;
   #ledgerStarted = false;
   #shutDown = false;
@@ -243,7 +251,8 @@ export class ScalerManager {
       this.#backends.set(entry.name, entry);
     }
     this.#ledger = options.ledger;
-    this.#now = options.now ?? Date.now;
+    this.#clock = resolveClock(options.clock, options.now);
+    this.#now = () => this.#clock.now();
     this.#generateAgentId = options.generateAgentId ?? defaultAgentId;
     this.#registrationTimeoutMs = positive(
       'registrationTimeoutMs',
@@ -774,7 +783,7 @@ export class ScalerManager {
   start(): void {
     if (this.#shutDown) return;
     if (this.#timer === undefined) {
-      this.#timer = setInterval(() => {
+      this.#timer = this.#clock.setInterval(() => {
         void this.maintain();
       }, this.#maintenanceIntervalMs);
       this.#timer.unref();
@@ -929,7 +938,7 @@ export class ScalerManager {
    */
   async shutdownAll(): Promise<void> {
     this.#shutDown = true;
-    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#clock.clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#maintaining;
     const stops: Promise<unknown>[] = [];

@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type KV, type KvEntry, Kvm, KvWatchInclude } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { type Clock, type ClockTimer, monotonicNow, resolveClock, sleep } from '../../clock.js';
 import {
   LedgerBusyError,
   LedgerLeaseExpiredError,
@@ -71,6 +72,13 @@ export interface NatsPoolLedgerOptions {
   /** The boot id written into rows (informational across hosts). @default read from `/proc` */
   bootId?: string;
   /**
+   * The clock of `reservedAt`, the heartbeat and the reaper timers. Lease
+   * liveness is judged by the server's timestamps and this host's monotonic
+   * clock, and retry pauses are real waits on the server, whatever is given here.
+   * @default {@link systemClock}
+   */
+  clock?: Clock;
+  /**
    * Test hooks.
    * @internal
    */
@@ -120,7 +128,7 @@ const DEFAULT_BUCKET = 'scaler-pools';
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
 const BUCKET_NAME = /^[-\w]+$/;
-const monotonic = () => performance.now();
+const monotonic = monotonicNow;
 
 /**
  * A cross-host ledger of reservations against named pools, kept in a NATS
@@ -176,6 +184,7 @@ export class NatsPoolLedger implements PoolLedger {
     // The reaper's own rounds must not use up the one-time lost-lease report
     // that a caller's next operation on the pool is owed.
     (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
+    () => this.timeSource,
   );
   private readonly clock = new ServerClock(monotonic);
   /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
@@ -187,7 +196,8 @@ export class NatsPoolLedger implements PoolLedger {
   private lease: Lease;
   private beating: Promise<void> | undefined;
   private renewing: Promise<void> | undefined;
-  private leaseTimer: NodeJS.Timeout | undefined;
+  private leaseTimer: ClockTimer | undefined;
+  private readonly timeSource: Clock;
   private leaseWatch: { stop(): void } | undefined;
   private closed = false;
 
@@ -208,6 +218,7 @@ export class NatsPoolLedger implements PoolLedger {
     this.timeoutMs = options.timeoutMs;
     this.bootId = options.bootId ?? readBootId(defaultFs);
     this.hooks = options.hooks ?? {};
+    this.timeSource = resolveClock(options.clock, undefined);
     this.lease = newLease();
   }
 
@@ -306,7 +317,7 @@ export class NatsPoolLedger implements PoolLedger {
           await sleep(backoff(attempt, 50, 1000));
         }
       }
-      ledger.leaseTimer = setInterval(
+      ledger.leaseTimer = ledger.timeSource.setInterval(
         () => {
           ledger.beat().catch(() => {});
         },
@@ -380,7 +391,7 @@ export class NatsPoolLedger implements PoolLedger {
       agentId,
       cpus,
       memBytes,
-      reservedAt: Date.now(),
+      reservedAt: this.timeSource.now(),
       leaseId: this.lease.id,
     };
     return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
@@ -499,7 +510,7 @@ export class NatsPoolLedger implements PoolLedger {
     if (this.closed) return;
     this.closed = true;
     this.reaper.close();
-    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.timeSource.clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();
     await this.batches.idle();
@@ -821,10 +832,6 @@ function declaredLeaseMs(entry: KvEntry): number {
 /** Full jitter: a random delay up to `base * 2^attempt`, capped. */
 function backoff(attempt: number, baseMs: number, capMs: number): number {
   return Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** A short description of a NATS failure for messages: its message and JetStream code. */
