@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { defineConfig } from 'tsup';
+// @ts-expect-error: a plain .mjs build script without types
+import { pruneEmptyChunks } from './scripts/prune-empty-chunks.mjs';
 
 // The exports map in package.json is the one list of public modules: every
 // subpath `./x/y` is built from `src/x/y/index.ts`, and `.` from `src/index.ts`.
@@ -13,12 +15,14 @@ for (const subpath of Object.keys(pkg.exports)) {
   entry[name] = `src/${name}.ts`;
 }
 // The operator CLI (package.json `bin`): built from src/cli/index.ts, shebang kept.
+const libraryEntry = { ...entry };
 entry['cli/index'] = 'src/cli/index.ts';
 
 export default defineConfig({
   entry,
   format: ['esm', 'cjs'],
-  dts: true,
+  // The CLI is a program, not an API: no declarations for it.
+  dts: { entry: libraryEntry },
   splitting: true,
   // No source maps in the package: they were two thirds of its size, and the
   // unminified output reads as it is.
@@ -27,4 +31,8 @@ export default defineConfig({
   target: 'node20',
   platform: 'node',
   treeshake: true,
+  // Every emitted file has content (see scripts/prune-empty-chunks.mjs).
+  onSuccess: async () => {
+    pruneEmptyChunks('dist');
+  },
 });

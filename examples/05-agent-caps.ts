@@ -52,7 +52,12 @@ if (url === undefined) {
   const { deleteAgentCaps, openOrCreateCapsBucket, readAgentCaps, writeAgentCaps } = await import(
     'scaler-primitives/agent-caps/nats'
   );
-  const nc = await connect({ servers: url });
+  const nc = await connect({ servers: url.split(',') }).catch((error: Error) => {
+    console.error(
+      `Cannot reach a NATS server at ${url} (${error.message}); start one with \`nats-server -js\` (Debian: apt-get install nats-server) or unset NATS_URL.`,
+    );
+    process.exit(1);
+  });
   try {
     // Controller side: create the bucket if needed, publish the caps.
     const kv = await openOrCreateCapsBucket(nc);

@@ -31,16 +31,23 @@ const GiB = 2 ** 30;
 const pool = 'example-gpu';
 const cap = { maxCpu: 8, maxMemoryBytes: 32 * GiB };
 
+// One line, not a stack, when the server is not there.
+const unreachable = (error: Error): never => {
+  console.error(
+    `Cannot reach a NATS server at ${url} (${error.message}); start one with \`nats-server -js\` (Debian: apt-get install nats-server) or unset NATS_URL.`,
+  );
+  process.exit(1);
+};
 const hostA = await NatsPoolLedger.connect({
   servers,
   instanceId: 'orchestrator-a',
   leaseMs: 3000,
-});
+}).catch(unreachable);
 const hostB = await NatsPoolLedger.connect({
   servers,
   instanceId: 'orchestrator-b',
   leaseMs: 3000,
-});
+}).catch(unreachable);
 for (const ledger of [hostA, hostB]) ledger.registerPool(pool, cap);
 // Peers reap the rows of ended leases every second (the default is 30 s).
 hostB.start(1000);

@@ -18,7 +18,22 @@ try {
     cwd: root,
     encoding: 'utf8',
   });
-  const tarball = join(work, JSON.parse(out)[0].filename);
+  const packed = JSON.parse(out)[0];
+  const tarball = join(work, packed.filename);
+  // Every shipped file has content: no empty chunks, no declaration file without declarations.
+  const hollow = packed.files
+    .map((file) => file.path)
+    .filter((path) => /\.(c?js|d\.c?ts)$/.test(path))
+    .filter((path) => {
+      const code = readFileSync(join(root, path), 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/^\s*\/\/.*$/gm, '')
+        .replace(/^#!.*$/m, '')
+        .replace(/['"]use strict['"];?/g, '');
+      return code.trim() === '';
+    });
+  if (hollow.length > 0)
+    throw new Error(`the package ships files with no content: ${hollow.join(', ')}`);
   // The NATS adapters need their optional peers to load.
   const peers = Object.keys(pkg.peerDependencies ?? {}).map(
     (name) => `${name}@${pkg.devDependencies?.[name] ?? pkg.peerDependencies[name]}`,
