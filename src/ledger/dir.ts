@@ -44,7 +44,7 @@ function unusable(error: unknown): boolean {
  *    (not root, read-only), the per-user `<tmpdir>/scaler-ledger-<uid>`.
  *
  * Missing directories are created with mode 0700; the result is checked as
- * described in this module (see {@link checkLedgerDir}).
+ * described in this module (see `checkLedgerDir`).
  *
  * @throws LedgerDirError when the directory is unsafe or unusable.
  */
