@@ -1,8 +1,8 @@
 /**
  * Opening files in the ledger directory without being tricked: a symbolic link
  * is never followed (`O_NOFOLLOW`), a FIFO, device, directory or socket is never
- * read (`lstat` before the open, so a device is not even opened, and `fstat` on
- * the opened descriptor, which is what counts), a file owned by another user or
+ * read (`fstat` on the opened descriptor decides; `O_NONBLOCK` keeps a FIFO from
+ * blocking the open), a file owned by another user or
  * writable by others is refused, and a file larger than the limit is refused
  * before a byte is read. Refusals are `LedgerFileError`s naming the path and
  * what it is, never the contents.
@@ -125,63 +125,45 @@ function openError(error: unknown, path: string, pool: string): unknown {
 }
 
 /**
- * Read a ledger file as UTF-8, or `undefined` when it does not exist. Checked
- * twice: `lstat` first (so a device or FIFO is never opened), then `fstat` on the
- * descriptor opened with `O_NOFOLLOW | O_NONBLOCK` (what was opened is what
- * counts, whatever replaced the path in between). At most `maxBytes` are read,
- * even when the file grows while it is read.
+ * Read a ledger file as UTF-8, or `undefined` when it does not exist. Opened with
+ * `O_NOFOLLOW | O_NONBLOCK` (a link fails the open, a FIFO cannot block it), then
+ * checked with `fstat` on the descriptor before a byte is read: what was opened is
+ * what counts, whatever replaced the path in between. At most the `fstat` size,
+ * itself at most `maxBytes`, is read. (No `lstat` first: opening a device or FIFO
+ * without reading it is harmless, and only root can make a device; it would cost
+ * the hot path a syscall.)
  *
  * @throws LedgerFileError when the file is refused.
  */
 export function readLedgerFile(fs: LedgerFs, path: string, check: FileCheck): string | undefined {
-  let linkStat: Stats;
-  try {
-    linkStat = fs.lstatSync(path);
-  } catch (error) {
-    if (hasErrorCode(error, 'ENOENT')) return undefined;
-    throw error;
-  }
-  checkFileStat(linkStat, path, check.pool, check.maxBytes);
   const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
   let fd: number;
   try {
     fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch (error) {
-    // Replaced by a rename between the lstat and the open, then removed.
     if (hasErrorCode(error, 'ENOENT')) return undefined;
     throw openError(error, path, check.pool);
   }
   try {
     const stat = fs.fstatSync(fd);
     checkFileStat(stat, path, check.pool, check.maxBytes);
-    return readAtMost(fs, fd, path, check, stat.size);
+    return readAtMost(fs, fd, stat.size);
   } finally {
     fs.closeSync(fd);
   }
 }
 
-function readAtMost(
-  fs: LedgerFs,
-  fd: number,
-  path: string,
-  check: FileCheck,
-  size: number,
-): string {
-  // One byte more than the limit tells a file that grew past it.
-  let buffer = Buffer.allocUnsafe(Math.min(size, check.maxBytes) + 1);
+// Read up to `size` bytes (the checked fstat size): a file that grows while it is
+// read is cut there, never read past the limit. The ledger replaces files by
+// rename, so a file it reads never changes under it.
+function readAtMost(fs: LedgerFs, fd: number, size: number): string {
+  const buffer = Buffer.allocUnsafe(size);
   let length = 0;
-  for (;;) {
-    if (length === buffer.length) {
-      if (length > check.maxBytes) throw tooLarge(path, check.pool, length, check.maxBytes);
-      const bigger = Buffer.allocUnsafe(Math.min(buffer.length * 2, check.maxBytes + 1));
-      buffer.copy(bigger, 0, 0, length);
-      buffer = bigger;
-    }
-    const n = fs.readSync(fd, buffer, length, buffer.length - length, null);
+  while (length < size) {
+    const n = fs.readSync(fd, buffer, length, size - length, null);
     if (n === 0) break;
     length += n;
   }
-  if (length > check.maxBytes) throw tooLarge(path, check.pool, length, check.maxBytes);
   return buffer.toString('utf8', 0, length);
 }
 
