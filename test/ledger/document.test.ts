@@ -116,7 +116,11 @@ describe('parseDocument', () => {
     ['null', 'null', 'not a JSON object'],
     ['unknown version', '{"version":2,"cap":{},"reservations":[]}', 'version is 2'],
     ['missing version', '{"cap":{},"reservations":[]}', 'version is missing'],
-    ['string version', '{"version":"1","cap":{},"reservations":[]}', 'version is not a number (a string)'],
+    [
+      'string version',
+      '{"version":"1","cap":{},"reservations":[]}',
+      'version is not a number (a string)',
+    ],
     ['missing reservations', '{"version":1,"cap":{}}', '`reservations`'],
     ['missing cap', '{"version":1,"reservations":[]}', '`cap`'],
     ['negative cap', '{"version":1,"cap":{"maxCpu":-1},"reservations":[]}', '`cap.maxCpu`'],
