@@ -37,6 +37,11 @@ export const ErrorCode = {
   LEDGER_LOCK_COMPROMISED: 'ERR_LEDGER_LOCK_COMPROMISED',
   /** The ledger directory is unsafe (world-writable, owned by another user) or unusable. */
   LEDGER_DIR_UNSAFE: 'ERR_LEDGER_DIR_UNSAFE',
+  /**
+   * A file in the ledger directory was refused before it was read or written: a
+   * symbolic link, not a regular file, owned by another user, writable by others, or too large.
+   */
+  LEDGER_FILE_UNSAFE: 'ERR_LEDGER_FILE_UNSAFE',
   /** This instance's lease expired; it must not act on its old rows. */
   LEDGER_LEASE_EXPIRED: 'ERR_LEDGER_LEASE_EXPIRED',
   /** The ledger's backing store (e.g. a NATS server) cannot be reached. */
@@ -324,6 +329,57 @@ export class LedgerDirError extends LedgerError {
 }
 
 /**
+ * Why a ledger file was refused (see {@link LedgerFileError}): a constant object,
+ * {@link LedgerFileProblemName} is the union of its values.
+ */
+export const LedgerFileProblem = {
+  /** The path is a symbolic link (it is never followed). */
+  SYMLINK: 'symlink',
+  /** The path is a FIFO, a device, a directory or a socket. */
+  NOT_REGULAR: 'not-regular',
+  /** The file is owned by a user other than this process's (or root). */
+  OWNER: 'owner',
+  /** The file is writable by its group or by others. */
+  MODE: 'mode',
+  /** The file is larger than the ledger's `maxFileBytes`. */
+  TOO_LARGE: 'too-large',
+} as const;
+
+/** The union of every value of {@link LedgerFileProblem}. */
+export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof LedgerFileProblem];
+
+/**
+ * A file in the ledger directory (pool file, lease file, temp file) was refused
+ * before it was read or written. The message names the path and what it is,
+ * never the file's contents. Nothing was written.
+ */
+export class LedgerFileError extends LedgerError {
+  /** The refused path. */
+  readonly path: string;
+  /** Why it was refused. */
+  readonly problem: LedgerFileProblemName;
+  /**
+   * @param pool - The pool involved (`''` when none).
+   * @param path - The refused path.
+   * @param problem - Why it was refused.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    pool: string,
+    path: string,
+    problem: LedgerFileProblemName,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_FILE_UNSAFE, pool, message, options);
+    this.name = 'LedgerFileError';
+    this.path = path;
+    this.problem = problem;
+  }
+}
+
+/**
  * Reservations this instance made may be gone: its lease expired while it was
  * stalled and peers may have reaped its rows (`NatsPoolLedger`), or rows it
  * holds vanished without it releasing them, by a peer's reap or an operator's
@@ -546,6 +602,7 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_BUSY,
   ErrorCode.LEDGER_LOCK_COMPROMISED,
   ErrorCode.LEDGER_DIR_UNSAFE,
+  ErrorCode.LEDGER_FILE_UNSAFE,
   ErrorCode.LEDGER_LEASE_EXPIRED,
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
@@ -563,6 +620,8 @@ export const isLedgerLockCompromisedError = hasCode<LedgerLockCompromisedError>(
 ]);
 /** True for a {@link LedgerDirError}. */
 export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UNSAFE]);
+/** True for a {@link LedgerFileError}. */
+export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE_UNSAFE]);
 /** True for a {@link LedgerLeaseExpiredError}. */
 export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
   ErrorCode.LEDGER_LEASE_EXPIRED,

@@ -1,7 +1,10 @@
 /**
  * Argument checks shared by ledger backends: programmer misuse raises a plain
- * `TypeError` naming the argument, the accepted form and the value given.
+ * `TypeError` naming the argument, the accepted form and the value given; a
+ * value of the right type that is refused (too long, an unknown option key)
+ * raises `InvalidInputError`.
  */
+import { InvalidInputError } from '../errors.js';
 
 /** An optional timing option: `fallback` when undefined, else a finite number > 0. */
 export function positiveOption(name: string, value: number | undefined, fallback: number): number {
@@ -21,13 +24,9 @@ export function checkAmount(name: string, value: unknown): void {
   }
 }
 
-/** An agent id: a non-empty string. */
+/** An agent id: a non-empty string of at most {@link MAX_ID_LENGTH} characters. */
 export function checkAgentId(agentId: unknown): void {
-  if (typeof agentId !== 'string' || agentId === '') {
-    throw new TypeError(
-      `Expected \`agentId\` to be a non-empty string, got \`${String(agentId)}\``,
-    );
-  }
+  checkId('agentId', agentId);
 }
 
 /**
@@ -49,4 +48,81 @@ export function checkReserve(
   checkAgentId(agentId);
   checkAmount('cpus', cpus);
   checkAmount('memBytes', memBytes);
+}
+
+/**
+ * The longest agent id or instance id the ledgers accept, in characters: 256
+ * (a Kubernetes object name, 253, fits). Rows carry both in every pool document
+ * and every message that names them, on disk and in NATS KV.
+ */
+export const MAX_ID_LENGTH = 256;
+
+/** An instance id: a non-empty string of at most {@link MAX_ID_LENGTH} characters. */
+export function checkInstanceId(instanceId: unknown): void {
+  checkId('instanceId', instanceId);
+}
+
+function checkId(name: string, value: unknown): void {
+  if (typeof value !== 'string' || value === '') {
+    throw new TypeError(`Expected \`${name}\` to be a non-empty string, got \`${String(value)}\``);
+  }
+  if (value.length > MAX_ID_LENGTH) {
+    throw new InvalidInputError(
+      name,
+      value,
+      `Expected \`${name}\` to be at most ${MAX_ID_LENGTH} characters, got ${value.length} (starting ${JSON.stringify(value.slice(0, 32))}).`,
+    );
+  }
+}
+
+/**
+ * Refuse keys of an options object that are not in `accepted`, naming the key,
+ * the nearest accepted one and all of them. `undefined` and `null` pass.
+ *
+ * @throws InvalidInputError for the first unknown key.
+ * @throws TypeError when `value` is not an object.
+ */
+export function checkKnownKeys(what: string, value: unknown, accepted: readonly string[]): void {
+  if (value === undefined || value === null) return;
+  if (typeof value !== 'object' || Array.isArray(value)) {
+    throw new TypeError(`Expected \`${what}\` to be an object, got \`${String(value)}\``);
+  }
+  for (const key of Object.keys(value)) {
+    if (accepted.includes(key)) continue;
+    const near = nearest(key, accepted);
+    const hint = near === undefined ? '' : ` Did you mean \`${near}\`?`;
+    throw new InvalidInputError(
+      `${what} key`,
+      key,
+      `Unknown key ${JSON.stringify(key)} in ${what}.${hint} Accepted keys: ${accepted.join(', ')}.`,
+    );
+  }
+}
+
+// The accepted key within a third of the key's length in edits (case-insensitive), if any.
+function nearest(key: string, accepted: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
+  for (const candidate of accepted) {
+    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  if (a.length > 64 || b.length > 64) return Number.POSITIVE_INFINITY;
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
 }

@@ -13,14 +13,16 @@ import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
 /** The document version this library reads and writes. */
 export const LEDGER_VERSION = 1;
 
-const POOL_NAME = /^[A-Za-z0-9._-]{1,128}$/;
+// No leading dot: `.<pool>.queue` and temp files are dot names, and a dot pool
+// would be hidden from listings (and is not a valid NATS KV key).
+const POOL_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 
 /**
  * Check a pool name before it becomes part of a path or a key.
  *
  * @returns The name, unchanged.
  * @throws InvalidInputError when the name is empty, longer than 128 characters,
- *   `.` or `..`, or holds a character outside `[A-Za-z0-9._-]`.
+ *   starts with `.`, or holds a character outside `[A-Za-z0-9._-]`.
  * @throws TypeError when the name is not a string.
  */
 export function validatePoolName(name: unknown): string {
@@ -31,7 +33,7 @@ export function validatePoolName(name: unknown): string {
     throw new InvalidInputError(
       'pool name',
       name,
-      `Invalid pool name ${JSON.stringify(name)}: use 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-', other than '.' and '..'.`,
+      `Invalid pool name ${JSON.stringify(name.length > 160 ? `${name.slice(0, 160)}...` : name)}: use 1-128 characters from A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'.`,
     );
   }
   return name;
@@ -82,9 +84,13 @@ export function parseDocument(text: string, source: DocumentSource): LedgerDocum
   try {
     value = JSON.parse(text);
   } catch (error) {
+    // V8's message quotes the text; only the position is kept (never the contents).
+    const at = /position (\d+)/.exec(messageOf(error))?.[1];
     const detail =
-      text.trim() === '' ? 'it is empty' : `it is not valid JSON (${messageOf(error)})`;
-    throw corrupt(source, detail, error);
+      text.trim() === ''
+        ? 'it is empty'
+        : `it is not valid JSON (${at === undefined ? 'a syntax error' : `a syntax error at byte offset ${at}`}, ${text.length} characters)`;
+    throw corrupt(source, detail);
   }
   return validateDocument(value, source);
 }
@@ -102,7 +108,7 @@ export function validateDocument(value: unknown, source: DocumentSource): Ledger
   if (version !== LEDGER_VERSION) {
     throw corrupt(
       source,
-      `its version is ${JSON.stringify(version) ?? 'missing'}, and this library reads version ${LEDGER_VERSION} only`,
+      `its version is ${describeVersion(version)}, and this library reads version ${LEDGER_VERSION} only`,
     );
   }
   const result = documentSchema.safeParse(value);
@@ -398,6 +404,13 @@ function corrupt(source: DocumentSource, detail: string, cause?: unknown): Ledge
     `Ledger for pool ${JSON.stringify(source.pool)} at ${source.location} is corrupt: ${detail}. Nothing was written; inspect the file and clear it deliberately (see docs/ledger.md, "Clearing a corrupt pool").`,
     cause === undefined ? undefined : { cause },
   );
+}
+
+// A version for messages: a number as is, anything else by its type (never file text).
+function describeVersion(version: unknown): string {
+  if (version === undefined) return 'missing';
+  if (typeof version === 'number') return String(version);
+  return `not a number (${version === null ? 'null' : Array.isArray(version) ? 'an array' : `a ${typeof version}`})`;
 }
 
 function formatPath(path: ReadonlyArray<PropertyKey>): string {

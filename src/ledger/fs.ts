@@ -8,6 +8,9 @@ import * as nodeFs from 'node:fs';
 /** The filesystem the ledger uses: the shape of `node:fs` (callback API and `promises`). */
 export type LedgerFs = typeof nodeFs;
 
+/** What `lstat` and `fstat` return. */
+export type LedgerStats = nodeFs.Stats;
+
 /** The real filesystem. */
 export const defaultFs: LedgerFs = nodeFs;
 

@@ -7,9 +7,11 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
+export { MAX_ID_LENGTH } from './checks.js';
 export {
   DEFAULT_LEDGER_DIR,
   fallbackLedgerDir,
+  findLedgerDir,
   LEDGER_DIR_ENV,
   resolveLedgerDir,
 } from './dir.js';
@@ -48,4 +50,5 @@ export {
   type PoolSnapshot,
   type ReleaseOptions,
 } from './machine-ledger.js';
+export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';

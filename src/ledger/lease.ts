@@ -6,6 +6,7 @@
 import { join } from 'node:path';
 import type { LeaseState } from './document.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
+import { createExclusive, openExistingForWrite } from './safe-fs.js';
 
 const LEASE_ID = /^[A-Za-z0-9_-]{1,128}$/;
 
@@ -14,26 +15,47 @@ export function leasePath(dir: string, leaseId: string): string | undefined {
   return LEASE_ID.test(leaseId) ? join(dir, `${leaseId}.lease`) : undefined;
 }
 
-/** Create or touch a lease file, setting its mtime to `nowMs`. */
+/**
+ * Create or touch a lease file, setting its mtime to `nowMs`. The file is opened
+ * without following a link and checked (a regular file of ours, not writable by
+ * others) before its times are set through the descriptor; a new one is created
+ * with `O_EXCL`, so nothing planted at the path is ever written through.
+ *
+ * @throws LedgerFileError when something other than our lease file is at the path.
+ */
 export async function touchLease(
   fs: LedgerFs,
   file: string,
   nowMs: number,
   body: string,
 ): Promise<void> {
-  const time = new Date(nowMs);
-  try {
-    await fs.promises.utimes(file, time, time);
-  } catch (error) {
-    if (!hasErrorCode(error, 'ENOENT')) throw error;
-    await fs.promises.writeFile(file, body, { mode: 0o644 });
-    await fs.promises.utimes(file, time, time);
+  const time = nowMs / 1000;
+  // Two rounds: a file removed between the two calls (a peer's sweep) is recreated.
+  for (let attempt = 0; ; attempt++) {
+    let fd = openExistingForWrite(fs, file, '');
+    if (fd === undefined) {
+      try {
+        fd = createExclusive(fs, file, 0o644);
+        fs.writeFileSync(fd, body, 'utf8');
+      } catch (error) {
+        if (fd !== undefined) fs.closeSync(fd);
+        if (hasErrorCode(error, 'EEXIST') && attempt === 0) continue;
+        throw error;
+      }
+    }
+    try {
+      fs.futimesSync(fd, time, time);
+    } finally {
+      fs.closeSync(fd);
+    }
+    return;
   }
 }
 
 /**
- * Is the lease fresh at `nowMs`? A missing file is expired; an unreadable one is
- * unknown. Synchronous: it runs under the pool lock and is one stat.
+ * Is the lease fresh at `nowMs`? A missing file is expired; an unreadable one,
+ * or anything but a regular file (a link is not followed), is unknown, so the
+ * rows it covers are kept. Synchronous: it runs under the pool lock and is one `lstat`.
  */
 export function leaseState(
   fs: LedgerFs,
@@ -45,7 +67,8 @@ export function leaseState(
   const file = leasePath(dir, leaseId);
   if (file === undefined) return 'unknown';
   try {
-    const stat = fs.statSync(file);
+    const stat = fs.lstatSync(file);
+    if (!stat.isFile()) return 'unknown';
     return nowMs - stat.mtimeMs > ttlMs ? 'expired' : 'fresh';
   } catch (error) {
     return hasErrorCode(error, 'ENOENT') ? 'expired' : 'unknown';

@@ -6,8 +6,14 @@ import { join } from 'node:path';
 import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { checkAgentId, checkReserve, positiveOption } from './checks.js';
-import { resolveLedgerDir } from './dir.js';
+import {
+  checkAgentId,
+  checkInstanceId,
+  checkKnownKeys,
+  checkReserve,
+  positiveOption,
+} from './checks.js';
+import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import {
   assertCap,
   type DocumentSource,
@@ -30,6 +36,7 @@ import { PoolLocker } from './lock.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
+import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
 
@@ -66,6 +73,14 @@ export interface MachineLedgerOptions {
   leaseTtlMs?: number;
   /** fsync the temp file and the directory on each write. Turn off only for benchmarks. @default true */
   fsync?: boolean;
+  /**
+   * The largest pool file this ledger reads or writes, in bytes. A larger file is
+   * refused with `LedgerFileError` (problem `too-large`) before a byte is read, and
+   * a write that would produce one is refused. Give every process that shares a
+   * pool the same value.
+   * @default 4194304 (4 MiB, about 11,800 reservations)
+   */
+  maxFileBytes?: number;
   /** The host's boot id. @default read from `/proc/sys/kernel/random/boot_id` */
   bootId?: string;
   /** Probe whether a pid exists. @default `kill(pid, 0)`, where `EPERM` counts as alive */
@@ -95,6 +110,27 @@ export interface MachineLedgerOptions {
   };
 }
 
+// Every key of MachineLedgerOptions: any other key is refused (a typo must not
+// silently fall back to a default).
+const OPTION_KEYS = [
+  'instanceId',
+  'dir',
+  'explicitDir',
+  'staleMs',
+  'lockTimeoutMs',
+  'leaseTtlMs',
+  'fsync',
+  'maxFileBytes',
+  'bootId',
+  'isProcessAlive',
+  'processStartTime',
+  'clock',
+  'now',
+  'fs',
+  'env',
+  'hooks',
+] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
+
 /** Options of {@link MachineLedger.release}. */
 export interface ReleaseOptions {
   /** Remove the agent's row only when this instance made it. */
@@ -105,8 +141,13 @@ export interface ReleaseOptions {
 export interface PoolSnapshot {
   /** The pool name. */
   pool: string;
-  /** The pool file. */
+  /** The pool file (where it would be, when it does not exist). */
   file: string;
+  /**
+   * Whether the pool file exists. A pool without a file has no rows, and its
+   * `cap` is the registered one (or `{}`).
+   */
+  exists: boolean;
   /** The cap stored in the file (`{}` when the file does not exist). */
   cap: ResourceCap;
   /** Live rows. */
@@ -180,6 +221,7 @@ export class MachineLedger implements PoolLedger {
   private readonly lockTimeoutMs: number;
   private readonly leaseTtlMs: number;
   private readonly fsync: boolean;
+  private readonly maxFileBytes: number;
   private readonly requestedDir: string | undefined;
   private readonly env: NodeJS.ProcessEnv;
   private readonly hooks: NonNullable<MachineLedgerOptions['hooks']>;
@@ -195,13 +237,15 @@ export class MachineLedger implements PoolLedger {
   /**
    * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
    * @throws TypeError when `instanceId` is not a non-empty string or a timing is out of range.
+   * @throws InvalidInputError for an unknown option key (the message names the accepted
+   *   ones and the nearest), or an `instanceId` longer than 256 characters.
    */
   constructor(options: MachineLedgerOptions) {
-    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
-      throw new TypeError(
-        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
-      );
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
     }
+    checkKnownKeys('MachineLedger options', options, OPTION_KEYS);
+    checkInstanceId(options.instanceId);
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
     this.fs = options.fs ?? defaultFs;
@@ -218,6 +262,9 @@ export class MachineLedger implements PoolLedger {
     );
     this.leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
     this.fsync = options.fsync ?? true;
+    this.maxFileBytes = Math.floor(
+      positiveOption('maxFileBytes', options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
+    );
     this.requestedDir = options.dir ?? options.explicitDir;
     this.env = options.env ?? process.env;
     this.hooks = options.hooks ?? {};
@@ -243,6 +290,21 @@ export class MachineLedger implements PoolLedger {
       this.dirPromise = undefined;
     });
     return this.dirPromise;
+  }
+
+  /**
+   * The ledger directory this instance reads, without creating anything:
+   * `undefined` when it does not exist yet (nothing to read). Read-only methods
+   * (`inspect`, `getUsage`, `list`, `pools`) use it; only a write creates the directory.
+   *
+   * @throws LedgerDirError when the directory exists and is unsafe.
+   */
+  async existingDir(): Promise<string | undefined> {
+    if (this.dirPromise) {
+      const dir = await this.dirPromise.catch(() => undefined);
+      if (dir !== undefined) return dir;
+    }
+    return findLedgerDir(this.fs, this.requestedDir, this.env);
   }
 
   /**
@@ -311,6 +373,8 @@ export class MachineLedger implements PoolLedger {
   async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
+    checkKnownKeys('release options', options, ['instanceId']);
+    if (options.instanceId !== undefined) checkInstanceId(options.instanceId);
     const { instanceId } = options;
     return (await this.enqueue(pool, { kind: 'release', agentId, instanceId })) as boolean;
   }
@@ -339,28 +403,55 @@ export class MachineLedger implements PoolLedger {
 
   /**
    * Everything about a pool as this instance sees it: live rows, rows it would
-   * reap and why, the stored cap. Takes no lock and writes nothing.
+   * reap and why, the stored cap. Takes no lock, writes nothing and creates
+   * nothing (not even the directory).
    *
    * @throws LedgerCorruptError when the file is bad.
+   * @throws LedgerFileError when the pool file is a link, not a regular file, not
+   *   ours, writable by others or larger than `maxFileBytes`.
+   * @throws LedgerDirError when the directory is unsafe.
    */
   async inspect(pool: string): Promise<PoolSnapshot> {
     validatePoolName(pool);
-    const dir = await this.dir();
-    const file = join(dir, `${pool}.json`);
-    const text = readPoolFile(this.fs, file);
+    const dir = await this.existingDir();
+    const file = join(dir ?? this.expectedDir(), `${pool}.json`);
+    const text =
+      dir === undefined
+        ? undefined
+        : readPoolFile(this.fs, file, { pool, maxBytes: this.maxFileBytes });
     const doc =
       text === undefined
         ? emptyDocument(this.caps.get(pool) ?? {})
         : parseDocument(text, { pool, location: file });
-    const { live, stale } = partitionRows(doc.reservations, this.facts(dir, doc));
-    return { pool, file, cap: doc.cap, live, stale, usage: sumRows(live) };
+    const { live, stale } =
+      dir === undefined
+        ? { live: [], stale: [] }
+        : partitionRows(doc.reservations, this.facts(dir, doc));
+    return {
+      pool,
+      file,
+      exists: text !== undefined,
+      cap: doc.cap,
+      live,
+      stale,
+      usage: sumRows(live),
+    };
+  }
+
+  // Where the directory would be, for naming a file that does not exist.
+  private expectedDir(): string {
+    return this.requestedDir ?? (this.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
 
   /**
-   * The pools that have a file in the ledger directory, sorted.
+   * The pools that have a file in the ledger directory, sorted. Creates nothing:
+   * no directory, no pools.
+   *
+   * @throws LedgerDirError when the directory is unsafe.
    */
   async pools(): Promise<string[]> {
-    const dir = await this.dir();
+    const dir = await this.existingDir();
+    if (dir === undefined) return [];
     const names = await this.fs.promises.readdir(dir);
     return names
       .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
@@ -437,7 +528,7 @@ export class MachineLedger implements PoolLedger {
     let answers: OpAnswer[];
     let wrote = false;
     try {
-      const text = readPoolFile(this.fs, file);
+      const text = readPoolFile(this.fs, file, { pool, maxBytes: this.maxFileBytes });
       const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
@@ -454,6 +545,7 @@ export class MachineLedger implements PoolLedger {
         await writePoolFile(this.fs, file, serializeDocument(outcome.doc), {
           fsync: this.fsync,
           beforeRename: () => handle.assertOwned(),
+          limit: { pool, maxBytes: this.maxFileBytes },
         });
         wrote = true;
       }
@@ -489,7 +581,10 @@ export class MachineLedger implements PoolLedger {
       if (!temp && !lease) continue;
       const path = join(dir, name);
       try {
-        const age = (lease ? this.now() : now) - this.fs.statSync(path).mtimeMs;
+        // lstat: a link is judged (and removed) as itself, never by its target.
+        const stat = this.fs.lstatSync(path);
+        if (!stat.isFile() && !stat.isSymbolicLink()) continue;
+        const age = (lease ? this.now() : now) - stat.mtimeMs;
         if (temp ? age > this.staleMs : age > 10 * this.leaseTtlMs) this.fs.unlinkSync(path);
       } catch {
         // Gone already, or not ours to remove.

@@ -1,8 +1,18 @@
 /**
  * The `ledger` commands, run as a real process (`node --import tsx src/cli/index.ts`).
  */
-import { execFile } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -178,6 +188,91 @@ describe('scaler-primitives ledger', () => {
     const result = await run('ledger', 'ls');
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/world-writable.*ERR_LEDGER_DIR_UNSAFE/s);
+  });
+
+  it('a world-writable directory is refused even with the sticky bit, and a group-writable one', async () => {
+    for (const mode of [0o1777, 0o770]) {
+      chmodSync(dir, mode);
+      const result = await run('ledger', 'usage');
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain(`mode ${mode.toString(8).padStart(4, '0')}`);
+      expect(result.stderr).toContain(`chmod go-w ${dir}`);
+      expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+    }
+  });
+
+  it('ls and usage with a mistyped --dir: exit 1, one line, nothing created', async () => {
+    const typo = join(dir, 'no', 'such', 'ledger');
+    for (const sub of ['ls', 'usage', 'reap']) {
+      const result = await run('ledger', sub, '--dir', typo);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toMatch(
+        /No ledger directory: .* does not exist.*ERR_LEDGER_DIR_UNSAFE/,
+      );
+      expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+    }
+    expect(existsSync(join(dir, 'no'))).toBe(false);
+    const release = await run('ledger', 'release', '--pool', 'p', '--agent', 'a', '--dir', typo);
+    expect(release.code).toBe(1);
+    expect(existsSync(join(dir, 'no'))).toBe(false);
+  });
+
+  it('ls, usage and reap of a pool that does not exist: exit 1 naming it; nothing created', async () => {
+    const ledger = await seed();
+    await ledger.close();
+    const before = readdirSync(dir).sort();
+    for (const sub of ['ls', 'usage', 'reap']) {
+      const result = await run('ledger', sub, 'nosuchpool');
+      expect(result.code).toBe(1);
+      expect(result.stderr).toMatch(/No pool "nosuchpool" in .*\(pools: build\)/);
+      expect(result.stderr.trimEnd().split('\n')).toHaveLength(1);
+    }
+    expect(readdirSync(dir).sort()).toEqual(before);
+    expect(existsSync(join(dir, 'nosuchpool.json'))).toBe(false);
+  });
+
+  it('ls of an empty existing directory says so, exit 0, and writes nothing', async () => {
+    const result = await run('ledger', 'ls');
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toBe(`No pools in ${dir}\n`);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('a dot pool name is refused', async () => {
+    const result = await run('ledger', 'ls', '.hidden');
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/Invalid pool name "\.hidden".*not starting with '\.'/);
+  });
+
+  it('a FIFO, a directory or a link to a secret at a pool path: exit 1 at once, never the contents', async () => {
+    const secretDir = mkdtempSync(join(tmpdir(), 'ledger-cli-secret-'));
+    try {
+      const secret = join(secretDir, 'shadow');
+      writeFileSync(secret, 'TOPSECRET-line\n');
+      execFileSync('mkfifo', [join(dir, 'fifo.json')]);
+      mkdirSync(join(dir, 'adir.json'));
+      symlinkSync(secret, join(dir, 'link.json'));
+      for (const [pool, what] of [
+        ['fifo', /FIFO/],
+        ['adir', /a directory/],
+        ['link', /symbolic link/],
+      ] as const) {
+        const result = await run('ledger', 'ls', pool);
+        expect(result.code).toBe(1);
+        expect(result.stderr).toContain(join(dir, `${pool}.json`));
+        expect(result.stderr).toMatch(what);
+        expect(result.stderr).toContain('ERR_LEDGER_FILE_UNSAFE');
+        expect(result.stderr).not.toContain('TOPSECRET');
+      }
+      // Listing every pool meets the same files and fails the same way, without hanging.
+      const all = await run('ledger', 'ls');
+      expect(all.code).toBe(1);
+      expect(all.stderr).not.toContain('TOPSECRET');
+      expect(readFileSync(secret, 'utf8')).toBe('TOPSECRET-line\n');
+    } finally {
+      rmSync(secretDir, { recursive: true, force: true });
+    }
   });
 
   it('--help prints usage on stdout and exits 0', async () => {

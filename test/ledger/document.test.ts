@@ -49,7 +49,7 @@ function catchError(fn: () => unknown): unknown {
 }
 
 describe('validatePoolName', () => {
-  it.each(['a', 'pool-1', 'A.b_c-9', 'x'.repeat(128), '...', '.hidden'])('accepts %j', (name) => {
+  it.each(['a', 'pool-1', 'A.b_c-9', 'x'.repeat(128), 'a...', '_x', '-x'])('accepts %j', (name) => {
     expect(validatePoolName(name)).toBe(name);
   });
 
@@ -57,6 +57,9 @@ describe('validatePoolName', () => {
     '',
     '.',
     '..',
+    '...',
+    '.hidden',
+    '.p.queue',
     '../etc/x',
     'a/b',
     'a\\b',
@@ -113,7 +116,11 @@ describe('parseDocument', () => {
     ['null', 'null', 'not a JSON object'],
     ['unknown version', '{"version":2,"cap":{},"reservations":[]}', 'version is 2'],
     ['missing version', '{"cap":{},"reservations":[]}', 'version is missing'],
-    ['string version', '{"version":"1","cap":{},"reservations":[]}', 'version is "1"'],
+    [
+      'string version',
+      '{"version":"1","cap":{},"reservations":[]}',
+      'version is not a number (a string)',
+    ],
     ['missing reservations', '{"version":1,"cap":{}}', '`reservations`'],
     ['missing cap', '{"version":1,"reservations":[]}', '`cap`'],
     ['negative cap', '{"version":1,"cap":{"maxCpu":-1},"reservations":[]}', '`cap.maxCpu`'],

@@ -3,7 +3,14 @@
  */
 
 import { parseArgs } from 'node:util';
-import { MachineLedger, type PoolSnapshot } from '../../ledger/index.js';
+import { InvalidInputError, LedgerDirError } from '../../errors.js';
+import {
+  DEFAULT_LEDGER_DIR,
+  fallbackLedgerDir,
+  LEDGER_DIR_ENV,
+  MachineLedger,
+  type PoolSnapshot,
+} from '../../ledger/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
@@ -28,7 +35,11 @@ Options:
   --json          Print JSON instead of a table.
   -h, --help      Show this help.
 
-Exit codes: 0 success, 1 failure (corrupt file, busy lock, unsafe directory), 2 usage error.
+Nothing is created: the ledger directory must exist, and a pool named for ls,
+usage or reap must have a file (an unknown pool is a failure, not an empty answer).
+
+Exit codes: 0 success, 1 failure (no such directory or pool, corrupt or unsafe
+file, busy lock, unsafe directory), 2 usage error.
 `;
 
 const options = {
@@ -62,6 +73,13 @@ export const ledgerCommand: CliCommand = {
       env: io.env,
     });
     try {
+      if (!['ls', 'usage', 'reap', 'release'].includes(sub)) {
+        throw new UsageError(
+          `unknown subcommand ${JSON.stringify(sub)}: use ls, usage, reap or release`,
+        );
+      }
+      // A repair tool never creates a ledger: a mistyped --dir is a failure.
+      await existingDir(ledger, values, io);
       switch (sub) {
         case 'ls':
           return await ls(ledger, await poolsOf(ledger, positionals), values, io);
@@ -82,11 +100,38 @@ export const ledgerCommand: CliCommand = {
   },
 };
 
+async function existingDir(ledger: MachineLedger, values: Values, io: CliIO): Promise<string> {
+  const dir = await ledger.existingDir();
+  if (dir !== undefined) return dir;
+  const configured = values.dir ?? (io.env[LEDGER_DIR_ENV] || undefined);
+  const where =
+    configured === undefined
+      ? `neither ${DEFAULT_LEDGER_DIR} nor ${fallbackLedgerDir()} exists`
+      : `${configured} does not exist`;
+  throw new LedgerDirError(
+    configured ?? DEFAULT_LEDGER_DIR,
+    `No ledger directory: ${where}. Check --dir (or ${LEDGER_DIR_ENV}); nothing was created.`,
+  );
+}
+
+// The pools to show: the one named (which must have a file), or every pool.
 async function poolsOf(ledger: MachineLedger, positionals: string[]): Promise<string[]> {
   if (positionals.length > 1) {
     throw new UsageError(`expected at most one pool, got ${positionals.length}`);
   }
-  return positionals.length === 1 ? positionals : ledger.pools();
+  if (positionals.length === 0) return ledger.pools();
+  const pool = positionals[0]!;
+  const snapshot = await ledger.inspect(pool);
+  if (!snapshot.exists) {
+    const known = await ledger.pools();
+    const list = known.length === 0 ? 'there are no pools' : `pools: ${known.join(', ')}`;
+    throw new InvalidInputError(
+      'pool',
+      pool,
+      `No pool ${JSON.stringify(pool)} in ${await ledger.existingDir()} (${list}).`,
+    );
+  }
+  return [pool];
 }
 
 async function ls(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
