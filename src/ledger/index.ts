@@ -46,6 +46,12 @@ export {
   MachineLedger,
   type MachineLedgerOptions,
   type PoolSnapshot,
-  type ReleaseOptions,
 } from './machine-ledger.js';
-export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
+export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
+export type {
+  LedgerDocument,
+  PoolLedger,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';

@@ -27,11 +27,17 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
-import { applyBatch, type LedgerOp } from './ops.js';
+import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
-import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
+import type {
+  LedgerDocument,
+  PoolLedger,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';
 
 /** Options of {@link MachineLedger}. */
 export interface MachineLedgerOptions {
@@ -93,12 +99,6 @@ export interface MachineLedgerOptions {
     /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
     monotonic?: () => number;
   };
-}
-
-/** Options of {@link MachineLedger.release}. */
-export interface ReleaseOptions {
-  /** Remove the agent's row only when this instance made it. */
-  instanceId?: string;
 }
 
 /** Per-pool summary returned by {@link MachineLedger.inspect}. */
@@ -301,18 +301,19 @@ export class MachineLedger implements PoolLedger {
   }
 
   /**
-   * Remove the reservation of `agentId` in `pool`. Idempotent.
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; see {@link PoolLedger.release} for
+   * the operator paths `anyInstance` and `instanceId`). Idempotent.
    *
    * @returns true when a row was removed.
    * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors,
    *   and `LedgerLeaseExpiredError`: a release never carries that report, it waits for the
    *   next `reserve` or `reapStale` on the pool).
    */
-  async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
+  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    const { instanceId } = options;
-    return (await this.enqueue(pool, { kind: 'release', agentId, instanceId })) as boolean;
+    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**

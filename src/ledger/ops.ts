@@ -15,12 +15,13 @@ import {
   removeRows,
 } from './document.js';
 import type { OpAnswer } from './group-commit.js';
-import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
+import type { LedgerDocument, ReleaseOptions, ReservationRow, ReserveResult } from './types.js';
 
 /**
  * A queued call. `maybeApplied` is set when a write carrying it failed without
  * an answer; `removedBefore` records that an earlier attempt removed the row.
- * A release with `instanceId` removes the agent's row only when that instance made it.
+ * A release with `instanceId` removes the agent's row only when that instance made it;
+ * without it, any instance's row (build it with {@link releaseOp}).
  * A `background` reap is the reaper's own round, not a caller's operation.
  */
 export type LedgerOp =
@@ -34,6 +35,50 @@ export type LedgerOp =
     }
   | { kind: 'releaseInstance'; instanceId: string }
   | { kind: 'reap'; background?: boolean };
+
+/**
+ * The release op for `agentId` asked by instance `caller`: the release contract
+ * every ledger shares. By default only `caller`'s row is removed; `anyInstance`
+ * removes any instance's row, `instanceId` only that instance's.
+ *
+ * @throws TypeError when `options` is not an object, has a key other than
+ *   `anyInstance` and `instanceId`, a field of the wrong type, or both fields.
+ */
+export function releaseOp(
+  agentId: string,
+  caller: string,
+  options: ReleaseOptions | undefined,
+): LedgerOp {
+  if (options === undefined) return { kind: 'release', agentId, instanceId: caller };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      `Expected release \`options\` to be an object like { anyInstance: true } or { instanceId }, got \`${String(options)}\``,
+    );
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'anyInstance' && key !== 'instanceId') {
+      throw new TypeError(
+        `Unknown release option \`${key}\`: the accepted options are \`anyInstance\` and \`instanceId\``,
+      );
+    }
+  }
+  const { anyInstance, instanceId } = options;
+  if (anyInstance !== undefined && typeof anyInstance !== 'boolean') {
+    throw new TypeError(`Expected \`anyInstance\` to be a boolean, got \`${String(anyInstance)}\``);
+  }
+  if (instanceId !== undefined && (typeof instanceId !== 'string' || instanceId === '')) {
+    throw new TypeError(
+      `Expected \`instanceId\` to be a non-empty string, got \`${String(instanceId)}\``,
+    );
+  }
+  if (anyInstance === true && instanceId !== undefined) {
+    throw new TypeError(
+      "Expected either `anyInstance: true` or `instanceId`, not both: `anyInstance` removes any instance's row, `instanceId` only that instance's",
+    );
+  }
+  if (anyInstance === true) return { kind: 'release', agentId };
+  return { kind: 'release', agentId, instanceId: instanceId ?? caller };
+}
 
 /** The document to write (when `dirty`) and every call's answer, in call order. */
 export interface BatchOutcome {
