@@ -7,6 +7,7 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
+export { checkAgentId, checkReserve } from './checks.js';
 export {
   DEFAULT_LEDGER_DIR,
   fallbackLedgerDir,
@@ -42,6 +43,7 @@ export {
   validatePoolName,
 } from './document.js';
 export type { LedgerFs } from './fs.js';
+export type { OpAnswer } from './group-commit.js';
 export {
   MachineLedger,
   type MachineLedgerOptions,

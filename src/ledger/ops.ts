@@ -25,16 +25,38 @@ import type { LedgerDocument, ReleaseOptions, ReservationRow, ReserveResult } fr
  * A `background` reap is the reaper's own round, not a caller's operation.
  */
 export type LedgerOp =
-  | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
   | {
-      kind: 'release';
-      agentId: string;
-      instanceId?: string;
+      /** Add `row` if it fits (answers a {@link ReserveResult}). */
+      kind: 'reserve';
+      /** The row to add. */
+      row: ReservationRow;
+      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
+    }
+  | {
+      /** Remove the agent's row (answers whether one was removed). */
+      kind: 'release';
+      /** The agent. */
+      agentId: string;
+      /** Only this instance's row; any instance's when absent. */
+      instanceId?: string;
+      /** A write carrying this op failed without an answer: it may have landed. */
+      maybeApplied?: boolean;
+      /** An earlier attempt removed the row. */
       removedBefore?: boolean;
     }
-  | { kind: 'releaseInstance'; instanceId: string }
-  | { kind: 'reap'; background?: boolean };
+  | {
+      /** Remove every row of an instance. */
+      kind: 'releaseInstance';
+      /** The instance. */
+      instanceId: string;
+    }
+  | {
+      /** Drop stale rows (answers how many). */
+      kind: 'reap';
+      /** The reaper's own round, not a caller's call. */
+      background?: boolean;
+    };
 
 /**
  * The release op for `agentId` asked by instance `caller`: the release contract
@@ -82,8 +104,11 @@ export function releaseOp(
 
 /** The document to write (when `dirty`) and every call's answer, in call order. */
 export interface BatchOutcome {
+  /** The document after the batch (stale rows dropped). */
   doc: LedgerDocument;
+  /** True when the batch changed something and `doc` must be written. */
   dirty: boolean;
+  /** One answer per op, in op order. */
   answers: OpAnswer[];
 }
 
