@@ -8,9 +8,10 @@ const run = promisify(execFile);
 const root = join(import.meta.dirname, '..');
 // Examples that need an outside service say so with a NATS_URL guard; they must
 // still exit 0 without it.
-// 01-quickstart (the demo) is run and checked by test/manager/demo.test.ts.
+// 01-quickstart (the demo) is run and checked by test/manager/demo.test.ts;
+// example tests (NN-*.test.ts) run under vitest itself (vitest.config.ts).
 const examples = readdirSync(join(root, 'examples')).filter(
-  (f) => /^\d\d-.*\.ts$/.test(f) && f !== '01-quickstart.ts',
+  (f) => /^\d\d-.*\.ts$/.test(f) && f !== '01-quickstart.ts' && !f.endsWith('.test.ts'),
 );
 
 describe('examples run as they are', () => {
