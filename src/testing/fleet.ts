@@ -187,16 +187,25 @@ export function createTestFleet(
   for (const backend of Object.values(backends)) backend.attach(manager);
   if (options.startManager !== false) manager.start();
 
+  // Agents spawned and not yet forgotten by the manager, per scaler, kept up
+  // to date from each backend's new spawn calls (an id the manager forgot
+  // never comes back).
+  const candidates = new Map<string, { seen: number; ids: Set<string> }>(
+    Object.keys(backends).map((name) => [name, { seen: 0, ids: new Set<string>() }]),
+  );
   const trackedAgents = (): Record<string, string[]> => {
     const out: Record<string, string[]> = {};
     for (const [name, backend] of Object.entries(backends)) {
+      const entry = candidates.get(name)!;
+      const calls = backend.calls;
+      for (; entry.seen < calls.length; entry.seen++) {
+        const call = calls[entry.seen]!;
+        if (call.method === 'spawn' && call.agentId !== undefined) entry.ids.add(call.agentId);
+      }
       const ids: string[] = [];
-      const seen = new Set<string>();
-      for (const call of backend.callsOf('spawn')) {
-        const id = call.agentId;
-        if (id === undefined || seen.has(id)) continue;
-        seen.add(id);
+      for (const id of entry.ids) {
         if (manager.getBackendName(id) === name) ids.push(id);
+        else entry.ids.delete(id);
       }
       if (ids.length > 0) out[name] = ids;
     }

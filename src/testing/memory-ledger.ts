@@ -28,10 +28,12 @@ import {
 } from '../ledger/index.js';
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
 
+// A live ledger object refreshes its lease by existing: the process it lives
+// in is the one judging. `abandon()` stops the refreshes at that instant.
 interface LeaseRecord {
   instanceId: string;
   refreshedAt: number;
-  ended: boolean;
+  state: 'live' | 'ended' | 'abandoned';
 }
 
 /**
@@ -107,23 +109,27 @@ export class MemoryPoolStore {
   }
 
   /** @internal */
-  refreshLease(leaseId: string, instanceId: string, now: number): void {
-    const lease = this.#leases.get(leaseId);
-    if (lease?.ended) return;
-    this.#leases.set(leaseId, { instanceId, refreshedAt: now, ended: false });
+  openLease(leaseId: string, instanceId: string): void {
+    if (!this.#leases.has(leaseId)) {
+      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
+    }
   }
 
   /** @internal */
-  endLease(leaseId: string): void {
+  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
     const lease = this.#leases.get(leaseId);
-    if (lease) lease.ended = true;
+    if (lease && lease.state === 'live') {
+      lease.state = state;
+      lease.refreshedAt = now;
+    }
   }
 
   /** @internal */
   leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
     const lease = this.#leases.get(leaseId);
-    if (lease === undefined || lease.ended || now - lease.refreshedAt > ttlMs) return 'expired';
-    return 'fresh';
+    if (lease === undefined || lease.state === 'ended') return 'expired';
+    if (lease.state === 'live') return 'fresh';
+    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
   }
 }
 
@@ -136,8 +142,9 @@ export interface MemoryPoolLedgerOptions {
   /** The clock leases and the reaper run on. @default systemClock */
   clock?: Clock;
   /**
-   * A peer whose lease has not been refreshed for this long is gone and its rows
-   * are stale. Refreshed on every call and every `leaseTtlMs / 3` (unref'd timer).
+   * A replica that crashed ({@link MemoryPoolLedger.abandon}) is judged gone this
+   * long after the crash, and its rows are stale. A live replica's lease is
+   * always fresh (it lives in this process); `close()` ends it at once.
    * @default 30000
    */
   leaseTtlMs?: number;
@@ -185,7 +192,6 @@ export class MemoryPoolLedger implements PoolLedger {
   readonly #caps = new Map<string, ResourceCap>();
   // Per pool, the agents this instance reserved and has not released.
   readonly #held = new Map<string, Set<string>>();
-  #leaseTimer: ClockTimer | undefined;
   #reaper: ClockTimer | undefined;
   #closed = false;
 
@@ -347,7 +353,7 @@ export class MemoryPoolLedger implements PoolLedger {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#shut();
-    this.store.endLease(this.leaseId);
+    this.store.endLease(this.leaseId, 'ended', this.#clock.now());
   }
 
   /**
@@ -355,14 +361,14 @@ export class MemoryPoolLedger implements PoolLedger {
    * the rows left behind stale only once the lease is older than `leaseTtlMs`.
    */
   abandon(): void {
+    if (this.#closed) return;
     this.#shut();
+    this.store.endLease(this.leaseId, 'abandoned', this.#clock.now());
   }
 
   #shut(): void {
     this.#closed = true;
     this.stop();
-    this.#clock.clearInterval(this.#leaseTimer);
-    this.#leaseTimer = undefined;
   }
 
   #assertOpen(): void {
@@ -371,7 +377,7 @@ export class MemoryPoolLedger implements PoolLedger {
 
   // One read-decide-write, synchronously: nothing else runs in between.
   #apply(pool: string, op: LedgerOp): unknown {
-    this.#touchLease();
+    this.store.openLease(this.leaseId, this.instanceId);
     const stored = this.store.get(pool);
     const registered = this.#caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
@@ -390,21 +396,8 @@ export class MemoryPoolLedger implements PoolLedger {
       instanceId: this.instanceId,
       // One process: a row of this instance id is this replica's, or one it adopts.
       processState: () => 'alive',
-      leaseState: (leaseId) =>
-        leaseId === this.leaseId && !this.#closed
-          ? 'fresh'
-          : this.store.leaseState(leaseId, now, this.#ttl),
+      leaseState: (leaseId) => this.store.leaseState(leaseId, now, this.#ttl),
     });
-  }
-
-  #touchLease(): void {
-    this.store.refreshLease(this.leaseId, this.instanceId, this.#clock.now());
-    if (this.#leaseTimer !== undefined || this.#closed) return;
-    this.#leaseTimer = this.#clock.setInterval(
-      () => this.store.refreshLease(this.leaseId, this.instanceId, this.#clock.now()),
-      Math.max(1, Math.floor(this.#ttl / 3)),
-    );
-    this.#leaseTimer.unref();
   }
 
   // Rows this instance holds that are gone although it did not release them

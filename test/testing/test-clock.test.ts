@@ -12,7 +12,7 @@ describe('TestClock', () => {
     for (const bad of ['tomorrow', '2026-13-45T00:00:00Z', '', Number.NaN, new Date('x'), null]) {
       expect(() => new TestClock(bad as never)).toThrow(TypeError);
     }
-    expect(() => new TestClock(T0, { settleTurns: 0 })).toThrow(/settleTurns/);
+    expect(() => new TestClock(T0, { settleTurns: -1 })).toThrow(/settleTurns/);
     expect(() => new TestClock(T0, { turns: 2 } as never)).toThrow(/Unknown TestClock option/);
   });
 
