@@ -137,8 +137,8 @@ export interface PoolLedger {
    *   mtime is older than `leaseTtlMs` (default 30 s), or at once for a peer of
    *   the same `instanceId` whose pid probe finds the process gone, or after a reboot.
    * - `NatsPoolLedger`: `close()` writes the lease key as ended, so its rows are
-   *   stale for peers at once. Without `close()`, once the lease key has not been
-   *   refreshed for `leaseTtlMs` by the server's clock.
+   *   stale for peers at once. Without `close()`, once the heartbeat key is older
+   *   than `leaseMs` (default 30 s) by the server's timestamps.
    * - `MemoryPoolLedger` (`scaler-primitives/testing`): `close()` ends its lease in
    *   the shared store, so its rows are stale for peers at once; `abandon()`
    *   (a simulated crash) leaves the lease to expire after `leaseTtlMs` on the

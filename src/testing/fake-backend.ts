@@ -13,19 +13,41 @@ import type {
   SpawnResult,
 } from '../manager/index.js';
 
-/** The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts. */
+/**
+ * The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts.
+ *
+ * @example
+ * ```ts
+ * const method: FakeMethod = 'destroy';
+ * backend.failNext(1, new Error('busy'), method);
+ * ```
+ */
 export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
 
 /**
  * What a {@link FakeBackend} calls on the manager, as a real backend and
  * dispatcher would: a `ScalerManager` fits.
+ *
+ * @example
+ * ```ts
+ * const host: FakeBackendHost = manager; // a ScalerManager
+ * new FakeBackend({ clock, manager: host, registerAfterMs: 10_000 });
+ * ```
  */
 export type FakeBackendHost = Pick<
   ScalerManager,
   'onAgentRegistered' | 'correlateAgentToJob' | 'onJobComplete' | 'onAgentDisconnected'
 >;
 
-/** One call a {@link FakeBackend} received. */
+/**
+ * One call a {@link FakeBackend} received.
+ *
+ * @example
+ * ```ts
+ * const spawns: FakeCall[] = backend.callsOf('spawn');
+ * console.log(spawns.map((c) => `${new Date(c.at).toISOString()} ${c.agentId} ${c.outcome}`));
+ * ```
+ */
 export interface FakeCall {
   /** Which method. */
   method: FakeMethod;
@@ -46,6 +68,16 @@ export interface FakeCall {
 /**
  * A scripted answer. Rules are tried in the order they were added; the first
  * whose `method` and `when` match the call and that has `times` left applies.
+ *
+ * @example
+ * ```ts
+ * const slowWarm: FakeScript = {
+ *   when: (call) => (call.args[0] as SpawnRequest).warm,
+ *   latencyMs: 90_000,
+ *   times: Infinity,
+ * };
+ * backend.script(slowWarm);
+ * ```
  */
 export interface FakeScript {
   /** The method it applies to. @default 'spawn' */
@@ -64,7 +96,15 @@ export interface FakeScript {
   result?: SpawnResult;
 }
 
-/** Options of {@link FakeBackend}. */
+/**
+ * Options of {@link FakeBackend}.
+ *
+ * @example
+ * ```ts
+ * const options: FakeBackendOptions = { clock, latencyMs: { spawn: 5000 }, registerAfterMs: 20_000 };
+ * const backend = new FakeBackend(options);
+ * ```
+ */
 export interface FakeBackendOptions {
   /** The clock calls are timed and delayed with (a `TestClock` in tests). @default systemClock */
   clock?: Clock;
@@ -90,7 +130,15 @@ export interface FakeBackendOptions {
   runIdOf?: (jobId: string) => string;
 }
 
-/** An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it. */
+/**
+ * An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it.
+ *
+ * @example
+ * ```ts
+ * const agent: FakeAgent | undefined = backend.agent('linux-1');
+ * if (agent?.state === 'busy') console.log(`runs ${agent.jobId}`);
+ * ```
+ */
 export interface FakeAgent {
   /** The agent id. */
   agentId: string;
@@ -109,7 +157,15 @@ export interface FakeAgent {
   registeredAt?: number;
 }
 
-/** A job a {@link FakeBackend} agent ran to the end. */
+/**
+ * A job a {@link FakeBackend} agent ran to the end.
+ *
+ * @example
+ * ```ts
+ * const runs: FakeJobRun[] = backend.jobsCompleted;
+ * console.log(runs.map((r) => `${r.jobId} on ${r.agentId}: ${(r.completedAt - r.startedAt) / 1000} s`));
+ * ```
+ */
 export interface FakeJobRun {
   /** The agent. */
   agentId: string;

@@ -14,10 +14,30 @@ import { FakeBackend, type FakeBackendOptions } from './fake-backend.js';
 import { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
 import { type Instant, TestClock, type TestClockOptions } from './test-clock.js';
 
-/** What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`). */
+/**
+ * What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`).
+ *
+ * @example
+ * ```ts
+ * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
+ * const fleet = createTestFleet(config, { backend });
+ * ```
+ */
 export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'manager'>;
 
-/** Options of {@link createTestFleet}. */
+/**
+ * Options of {@link createTestFleet}.
+ *
+ * @example
+ * ```ts
+ * const options: TestFleetOptions = {
+ *   start: '2026-01-05T08:00:00Z',
+ *   backends: { linux: { registerAfterMs: 15_000 } },
+ *   manager: { registrationTimeoutMs: 120_000 },
+ * };
+ * const fleet = createTestFleet(config, options);
+ * ```
+ */
 export interface TestFleetOptions {
   /** Where the fleet's clock starts. @default '2026-01-05T09:00:00Z' (a Monday) */
   start?: Instant;
@@ -40,7 +60,18 @@ export interface TestFleetOptions {
   startManager?: boolean;
 }
 
-/** What {@link createTestFleet} returns. */
+/**
+ * What {@link createTestFleet} returns.
+ *
+ * @example
+ * ```ts
+ * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
+ * await manager.requestScale(['linux'], 'job-1');
+ * await clock.advance(60_000);
+ * checkInvariants();
+ * console.log(backends.linux?.running());
+ * ```
+ */
 export interface TestFleet {
   /** The manager under test. */
   manager: ScalerManager;
@@ -65,7 +96,19 @@ export interface TestFleet {
   shutdown(): Promise<void>;
 }
 
-/** Thrown by {@link TestFleet.checkInvariants}: every broken invariant, one a line. */
+/**
+ * Thrown by {@link TestFleet.checkInvariants}: every broken invariant, one a line.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   fleet.checkInvariants();
+ * } catch (error) {
+ *   if (error instanceof FleetInvariantError) console.log(error.violations);
+ *   throw error;
+ * }
+ * ```
+ */
 export class FleetInvariantError extends Error {
   /** The broken invariants, one sentence each. */
   readonly violations: readonly string[];

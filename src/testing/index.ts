@@ -13,7 +13,6 @@
  * @packageDocumentation
  */
 
-export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export {
   type BackendFactoryArgs,
   type MakeBackend,
@@ -47,7 +46,9 @@ export {
 export {
   MemoryPoolLedger,
   type MemoryPoolLedgerOptions,
+  type MemoryPoolSnapshot,
   MemoryPoolStore,
+  type MemoryPoolStoreOptions,
 } from './memory-ledger.js';
 export {
   type Instant,

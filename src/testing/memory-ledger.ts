@@ -58,8 +58,11 @@ export class MemoryPoolStore {
   readonly #docs = new Map<string, LedgerDocument>();
   readonly #leases = new Map<string, LeaseRecord>();
 
-  /** @param options - `bootId` of the simulated host. @default a random id */
-  constructor(options: { bootId?: string } = {}) {
+  /**
+   * @param options - See {@link MemoryPoolStoreOptions}.
+   * @throws TypeError for an unknown option or an empty `bootId`.
+   */
+  constructor(options: MemoryPoolStoreOptions = {}) {
     for (const key of Object.keys(options ?? {})) {
       if (key !== 'bootId') {
         throw new TypeError(
@@ -133,7 +136,44 @@ export class MemoryPoolStore {
   }
 }
 
-/** Options of {@link MemoryPoolLedger}. */
+/**
+ * What {@link MemoryPoolLedger.inspect} answers.
+ *
+ * @example
+ * ```ts
+ * const { live, stale }: MemoryPoolSnapshot = ledger.inspect('host');
+ * console.log(live.length, stale.map((s) => s.reason));
+ * ```
+ */
+export interface MemoryPoolSnapshot {
+  /** Rows that count against the cap. */
+  live: ReservationRow[];
+  /** Rows a reap would remove now, each with why. */
+  stale: StaleRow[];
+}
+
+/**
+ * Options of {@link MemoryPoolStore}.
+ *
+ * @example
+ * ```ts
+ * const store = new MemoryPoolStore({ bootId: 'host-a-boot-1' });
+ * ```
+ */
+export interface MemoryPoolStoreOptions {
+  /** The boot id of the simulated host, written into every row. @default a random id */
+  bootId?: string;
+}
+
+/**
+ * Options of {@link MemoryPoolLedger}.
+ *
+ * @example
+ * ```ts
+ * const options: MemoryPoolLedgerOptions = { instanceId: 'replica-a', store, clock, leaseTtlMs: 10_000 };
+ * const ledger = new MemoryPoolLedger(options);
+ * ```
+ */
 export interface MemoryPoolLedgerOptions {
   /** This replica's instance id, written into every row it makes. */
   instanceId: string;
@@ -311,8 +351,8 @@ export class MemoryPoolLedger implements PoolLedger {
     return this.inspect(pool).live.map((row) => structuredClone(row));
   }
 
-  /** Live rows and the rows this instance would reap now, with reasons. */
-  inspect(pool: string): { live: ReservationRow[]; stale: StaleRow[] } {
+  /** Live rows and the rows this instance would reap now, with reasons (the store's objects: do not change them). */
+  inspect(pool: string): MemoryPoolSnapshot {
     validatePoolName(pool);
     const doc = this.store.get(pool);
     if (doc === undefined) return { live: [], stale: [] };

@@ -5,10 +5,25 @@
  */
 import { type Clock, type ClockTimer, nextTurn } from '../clock.js';
 
-/** An instant: a `Date`, an ISO 8601 string, or epoch milliseconds. */
+/**
+ * An instant: a `Date`, an ISO 8601 string, or epoch milliseconds.
+ *
+ * @example
+ * ```ts
+ * const start: Instant = '2026-01-05T09:00:00Z';
+ * const clock = new TestClock(start);
+ * ```
+ */
 export type Instant = Date | string | number;
 
-/** Options of {@link TestClock}. */
+/**
+ * Options of {@link TestClock}.
+ *
+ * @example
+ * ```ts
+ * const clock = new TestClock('2026-01-05T09:00:00Z', { settleTurns: 3 }); // chains with real I/O
+ * ```
+ */
 export interface TestClockOptions {
   /**
    * Real event-loop turns (`setImmediate`) to wait after each timer fires (and
@@ -20,7 +35,14 @@ export interface TestClockOptions {
   settleTurns?: number;
 }
 
-/** Options of {@link TestClock.runAll}. */
+/**
+ * Options of {@link TestClock.runAll}.
+ *
+ * @example
+ * ```ts
+ * const fired = await clock.runAll({ limit: 100 });
+ * ```
+ */
 export interface RunAllOptions {
   /**
    * The most timers to fire before giving up with an error (an interval that
@@ -30,7 +52,14 @@ export interface RunAllOptions {
   limit?: number;
 }
 
-/** One timer waiting on a {@link TestClock}, as {@link TestClock.pending} lists it. */
+/**
+ * One timer waiting on a {@link TestClock}, as {@link TestClock.pending} lists it.
+ *
+ * @example
+ * ```ts
+ * for (const t of clock.pending()) console.log(t.id, t.kind, t.due, t.ref ? 'ref' : 'unref', t.name);
+ * ```
+ */
 export interface PendingTimer {
   /** The timer's id on this clock (in creation order). */
   id: number;

@@ -8,25 +8,48 @@ import type {
   SpawnRequest,
   SpawnResult,
 } from '../../manager/index.js';
+import type { ResourceAmount } from '../../resources/index.js';
 import { type ConformanceCheck, expectEqual, expectTrue, sample, show } from './check.js';
 
-/** What {@link scalerBackendConformance} passes to the factory. */
+/**
+ * What {@link scalerBackendConformance} passes to the factory.
+ *
+ * @example
+ * ```ts
+ * const suite = scalerBackendConformance(({ check }: BackendFactoryArgs) => new MyBackend({ label: check }));
+ * ```
+ */
 export interface BackendFactoryArgs {
   /** The check being run, for logs. */
   check: string;
 }
 
-/** Makes a fresh backend for one check. */
+/**
+ * Makes a fresh backend for one check.
+ *
+ * @example
+ * ```ts
+ * const make: MakeBackend = () => new FakeBackend();
+ * const suite = scalerBackendConformance(make);
+ * ```
+ */
 export type MakeBackend = (args: BackendFactoryArgs) => ScalerBackend | Promise<ScalerBackend>;
 
-/** Options of {@link scalerBackendConformance}. */
+/**
+ * Options of {@link scalerBackendConformance}.
+ *
+ * @example
+ * ```ts
+ * const suite = scalerBackendConformance(make, { labels: ['linux'], resources: { cpus: 1, memBytes: 2 ** 30 }, list: false });
+ * ```
+ */
 export interface ScalerBackendConformanceOptions {
   /** The scaler name put in spawn requests. @default 'conformance' */
   scaler?: string;
   /** Labels put in spawn requests. @default ['conformance'] */
   labels?: string[];
   /** Requested CPU cores and memory bytes. @default 0.1 core, 64 MiB */
-  resources?: { cpus: number; memBytes: number };
+  resources?: ResourceAmount;
   /** Prefix of the agent ids (1-40 of `[a-z0-9-]`). @default `conf-<random>` */
   prefix?: string;
   /**

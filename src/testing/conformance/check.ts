@@ -26,7 +26,17 @@ export interface ConformanceCheck {
   run: () => Promise<void>;
 }
 
-/** A failed expectation inside a conformance check. */
+/**
+ * A failed expectation inside a conformance check: its message says what was
+ * expected and what was found.
+ *
+ * @example
+ * ```ts
+ * await check.run().catch((error) => {
+ *   if (error instanceof ConformanceError) console.log(`${check.name}: ${error.message}`);
+ * });
+ * ```
+ */
 export class ConformanceError extends Error {
   /**
    * @param message - What was expected, and what was found.

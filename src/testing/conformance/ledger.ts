@@ -13,7 +13,17 @@ import {
   sample,
 } from './check.js';
 
-/** What {@link poolLedgerConformance} passes to the factory, once per instance a check needs. */
+/**
+ * What {@link poolLedgerConformance} passes to the factory, once per instance a check needs.
+ *
+ * @example
+ * ```ts
+ * const make = ({ instanceId, check }: LedgerFactoryArgs) => {
+ *   console.log(`${check}: new instance ${instanceId}`);
+ *   return new MachineLedger({ instanceId, dir });
+ * };
+ * ```
+ */
 export interface LedgerFactoryArgs {
   /** The instance id the new ledger must use (every check uses ids of its own). */
   instanceId: string;
@@ -25,10 +35,24 @@ export interface LedgerFactoryArgs {
  * Makes one ledger instance. Every instance of a check must share one backing
  * store (one directory, one KV bucket); checks use pool names of their own, so
  * one store serves the whole suite.
+ *
+ * @example
+ * ```ts
+ * const store = new MemoryPoolStore();
+ * const make: MakeLedger = ({ instanceId }) => new MemoryPoolLedger({ instanceId, store });
+ * const suite = poolLedgerConformance(make);
+ * ```
  */
 export type MakeLedger = (args: LedgerFactoryArgs) => PoolLedger | Promise<PoolLedger>;
 
-/** Options of {@link poolLedgerConformance}. */
+/**
+ * Options of {@link poolLedgerConformance}.
+ *
+ * @example
+ * ```ts
+ * const suite = poolLedgerConformance(make, { prefix: 'ci', instances: 5, staleAfterCloseMs: 30_000 });
+ * ```
+ */
 export interface PoolLedgerConformanceOptions {
   /**
    * Prefix of every pool name the suite uses (1-40 characters of
