@@ -59,6 +59,15 @@ try {
         ? `{ const m = await import(${JSON.stringify(spec)}); if (Object.keys(m).length === 0) throw new Error('empty: ${spec}'); console.log('esm ok', ${JSON.stringify(spec)}, Object.keys(m).length); }`
         : `{ const m = require(${JSON.stringify(spec)}); if (Object.keys(m).length === 0) throw new Error('empty: ${spec}'); console.log('cjs ok', ${JSON.stringify(spec)}, Object.keys(m).length); }`,
     );
+    if (type === 'commonjs') {
+      // The test kit loads only through its own subpath: require every other
+      // one first and look for the kit's file among the loaded modules.
+      const others = subpaths.filter((spec) => spec !== `${pkg.name}/testing`);
+      checks.unshift(
+        `{ for (const spec of ${JSON.stringify(others)}) require(spec); const kit = Object.keys(require.cache).filter((f) => /[\\/]dist[\\/]testing[\\/]/.test(f)); if (kit.length > 0) throw new Error('another subpath loaded the test kit: ' + kit.join(', ')); console.log('cjs ok: no other subpath loads the test kit'); }`,
+        `{ const t = require(${JSON.stringify(`${pkg.name}/testing`)}); for (const name of ['TestClock', 'FakeBackend', 'MemoryPoolLedger', 'createTestFleet', 'poolLedgerConformance']) if (typeof t[name] !== 'function') throw new Error('testing lacks ' + name); if ('TestClock' in require(${JSON.stringify(pkg.name)})) throw new Error('the root entry re-exports the test kit'); console.log('cjs ok: the test kit and only there'); }`,
+      );
+    }
     const file = join(dir, type === 'module' ? 'smoke.mjs' : 'smoke.cjs');
     writeFileSync(file, checks.join('\n'));
     execFileSync(process.execPath, [file], { cwd: dir, stdio: 'inherit' });

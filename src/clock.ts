@@ -106,3 +106,12 @@ export function resolveClock(clock: Clock | undefined, now: (() => number) | und
     throw new TypeError(`Expected \`now\` to be a function, got \`${typeof now}\``);
   return { ...systemClock, now };
 }
+
+/**
+ * Resolve after one real turn of the event loop (`setImmediate`): every
+ * microtask queued so far, and those they queue, has run by then. The test
+ * kit's `TestClock` uses it to let the promise chains a timer starts settle.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

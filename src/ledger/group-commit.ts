@@ -8,7 +8,19 @@
 import { sleep } from '../clock.js';
 
 /** One call's answer from a commit: a value, or an error for that call alone. */
-export type OpAnswer = { ok: true; value: unknown } | { ok: false; error: unknown };
+export type OpAnswer =
+  | {
+      /** The call succeeded. */
+      ok: true;
+      /** Its answer. */
+      value: unknown;
+    }
+  | {
+      /** The call failed. */
+      ok: false;
+      /** What it throws. */
+      error: unknown;
+    };
 
 interface Pending<Op> {
   op: Op;

@@ -7,7 +7,7 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
-export { MAX_ID_LENGTH } from './checks.js';
+export { checkAgentId, checkReserve, MAX_ID_LENGTH } from './checks.js';
 export {
   DEFAULT_LEDGER_DIR,
   fallbackLedgerDir,
@@ -44,11 +44,18 @@ export {
   validatePoolName,
 } from './document.js';
 export type { LedgerFs } from './fs.js';
+export type { OpAnswer } from './group-commit.js';
 export {
   MachineLedger,
   type MachineLedgerOptions,
   type PoolSnapshot,
-  type ReleaseOptions,
 } from './machine-ledger.js';
+export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
-export type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
+export type {
+  LedgerDocument,
+  PoolLedger,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';

@@ -33,12 +33,18 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
-import { applyBatch, type LedgerOp } from './ops.js';
+import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
-import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from './types.js';
+import type {
+  LedgerDocument,
+  PoolLedger,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';
 
 /** Options of {@link MachineLedger}. */
 export interface MachineLedgerOptions {
@@ -130,12 +136,6 @@ const OPTION_KEYS = [
   'env',
   'hooks',
 ] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
-
-/** Options of {@link MachineLedger.release}. */
-export interface ReleaseOptions {
-  /** Remove the agent's row only when this instance made it. */
-  instanceId?: string;
-}
 
 /** Per-pool summary returned by {@link MachineLedger.inspect}. */
 export interface PoolSnapshot {
@@ -363,20 +363,19 @@ export class MachineLedger implements PoolLedger {
   }
 
   /**
-   * Remove the reservation of `agentId` in `pool`. Idempotent.
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; see {@link PoolLedger.release} for
+   * the operator paths `anyInstance` and `instanceId`). Idempotent.
    *
    * @returns true when a row was removed.
    * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors,
    *   and `LedgerLeaseExpiredError`: a release never carries that report, it waits for the
    *   next `reserve` or `reapStale` on the pool).
    */
-  async release(pool: string, agentId: string, options: ReleaseOptions = {}): Promise<boolean> {
+  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    checkKnownKeys('release options', options, ['instanceId']);
-    if (options.instanceId !== undefined) checkInstanceId(options.instanceId);
-    const { instanceId } = options;
-    return (await this.enqueue(pool, { kind: 'release', agentId, instanceId })) as boolean;
+    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**

@@ -6,6 +6,7 @@
  * `removedBefore`, set here).
  */
 import { DuplicateReservationError } from '../errors.js';
+import { checkInstanceId, checkKnownKeys } from './checks.js';
 import {
   addRow,
   checkFit,
@@ -15,30 +16,90 @@ import {
   removeRows,
 } from './document.js';
 import type { OpAnswer } from './group-commit.js';
-import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
+import type { LedgerDocument, ReleaseOptions, ReservationRow, ReserveResult } from './types.js';
 
 /**
  * A queued call. `maybeApplied` is set when a write carrying it failed without
  * an answer; `removedBefore` records that an earlier attempt removed the row.
- * A release with `instanceId` removes the agent's row only when that instance made it.
+ * A release with `instanceId` removes the agent's row only when that instance made it;
+ * without it, any instance's row (build it with {@link releaseOp}).
  * A `background` reap is the reaper's own round, not a caller's operation.
  */
 export type LedgerOp =
-  | { kind: 'reserve'; row: ReservationRow; maybeApplied?: boolean }
   | {
-      kind: 'release';
-      agentId: string;
-      instanceId?: string;
+      /** Add `row` if it fits (answers a {@link ReserveResult}). */
+      kind: 'reserve';
+      /** The row to add. */
+      row: ReservationRow;
+      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
+    }
+  | {
+      /** Remove the agent's row (answers whether one was removed). */
+      kind: 'release';
+      /** The agent. */
+      agentId: string;
+      /** Only this instance's row; any instance's when absent. */
+      instanceId?: string;
+      /** A write carrying this op failed without an answer: it may have landed. */
+      maybeApplied?: boolean;
+      /** An earlier attempt removed the row. */
       removedBefore?: boolean;
     }
-  | { kind: 'releaseInstance'; instanceId: string }
-  | { kind: 'reap'; background?: boolean };
+  | {
+      /** Remove every row of an instance. */
+      kind: 'releaseInstance';
+      /** The instance. */
+      instanceId: string;
+    }
+  | {
+      /** Drop stale rows (answers how many). */
+      kind: 'reap';
+      /** The reaper's own round, not a caller's call. */
+      background?: boolean;
+    };
+
+/**
+ * The release op for `agentId` asked by instance `caller`: the release contract
+ * every ledger shares. By default only `caller`'s row is removed; `anyInstance`
+ * removes any instance's row, `instanceId` only that instance's.
+ *
+ * @throws TypeError when `options` is not an object, has a key other than
+ *   `anyInstance` and `instanceId`, a field of the wrong type, or both fields.
+ */
+export function releaseOp(
+  agentId: string,
+  caller: string,
+  options: ReleaseOptions | undefined,
+): LedgerOp {
+  if (options === undefined) return { kind: 'release', agentId, instanceId: caller };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      `Expected release \`options\` to be an object like { anyInstance: true } or { instanceId }, got \`${String(options)}\``,
+    );
+  }
+  checkKnownKeys('release options', options, ['anyInstance', 'instanceId']);
+  const { anyInstance, instanceId } = options;
+  if (anyInstance !== undefined && typeof anyInstance !== 'boolean') {
+    throw new TypeError(`Expected \`anyInstance\` to be a boolean, got \`${String(anyInstance)}\``);
+  }
+  if (instanceId !== undefined) checkInstanceId(instanceId);
+  if (anyInstance === true && instanceId !== undefined) {
+    throw new TypeError(
+      "Expected either `anyInstance: true` or `instanceId`, not both: `anyInstance` removes any instance's row, `instanceId` only that instance's",
+    );
+  }
+  if (anyInstance === true) return { kind: 'release', agentId };
+  return { kind: 'release', agentId, instanceId: instanceId ?? caller };
+}
 
 /** The document to write (when `dirty`) and every call's answer, in call order. */
 export interface BatchOutcome {
+  /** The document after the batch (stale rows dropped). */
   doc: LedgerDocument;
+  /** True when the batch changed something and `doc` must be written. */
   dirty: boolean;
+  /** One answer per op, in op order. */
   answers: OpAnswer[];
 }
 

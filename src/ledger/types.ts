@@ -75,6 +75,22 @@ export type ReserveResult =
       neverFits: boolean;
     };
 
+/** Options of {@link PoolLedger.release}; every field is an operator path. */
+export interface ReleaseOptions {
+  /**
+   * Remove the agent's row whichever instance made it (an operator repairing a
+   * pool; the CLI's `ledger release`). Not with `instanceId`.
+   * @default false
+   */
+  anyInstance?: boolean;
+  /**
+   * Remove the agent's row only when this instance made it (another instance's
+   * id included: an explicit operator path). Not with `anyInstance`.
+   * @default the calling ledger's own instance id
+   */
+  instanceId?: string;
+}
+
 /**
  * A cross-process ledger of reservations against named pools. Implemented by
  * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
@@ -86,8 +102,17 @@ export interface PoolLedger {
   tryReserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<boolean>;
   /** Reserve, and on refusal say which dimension did not fit and by how much. */
   reserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<ReserveResult>;
-  /** Remove the agent's reservation. Idempotent; true when a row was removed. */
-  release(pool: string, agentId: string): Promise<boolean>;
+  /**
+   * Remove the agent's reservation, fail closed: only a row this instance made
+   * is removed, and another instance's row answers `false` and stays (an id
+   * mix-up between two orchestrators must not free capacity still in use).
+   * Idempotent; true when a row was removed. The operator path
+   * `{ anyInstance: true }` removes the row whoever made it, and
+   * `{ instanceId }` removes it only when that instance made it. A restarted
+   * host that takes over its old agents does it by an explicit adoption (same
+   * `instanceId`, or reserving again), not by releasing rows it does not own.
+   */
+  release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean>;
   /** Remove stale rows now; resolves to the number of rows reaped. */
   reapStale(pool: string): Promise<number>;
   /** The summed CPU and memory of the pool's live rows. */
@@ -103,7 +128,23 @@ export interface PoolLedger {
   /**
    * Stop timers and end this instance's lease. Rows are not released here (call
    * {@link PoolLedger.releaseAllForInstance} first); rows left behind become stale
-   * for peers once the lease has ended.
+   * for peers once the lease has ended, and a peer's `reapStale` (or its reaper)
+   * removes them. The rule per ledger:
+   *
+   * - `MachineLedger`: `close()` removes the lease file `<dir>/<leaseId>.lease`,
+   *   so its rows are stale for peers at once (`lease-expired`). A process that
+   *   dies without `close()` leaves the file: its rows go stale once the file's
+   *   mtime is older than `leaseTtlMs` (default 30 s), or at once for a peer of
+   *   the same `instanceId` whose pid probe finds the process gone, or after a reboot.
+   * - `NatsPoolLedger`: `close()` writes the lease key as ended, so its rows are
+   *   stale for peers at once. Without `close()`, once the heartbeat key is older
+   *   than `leaseMs` (default 30 s) by the server's timestamps.
+   * - `MemoryPoolLedger` (`scaler-primitives/testing`): `close()` ends its lease in
+   *   the shared store, so its rows are stale for peers at once; `abandon()`
+   *   (a simulated crash) leaves the lease to expire after `leaseTtlMs` on the
+   *   ledger's clock.
+   *
+   * Rows without a lease (older writers) are never reaped by lease.
    */
   close(): Promise<void>;
 }

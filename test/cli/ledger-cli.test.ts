@@ -152,9 +152,16 @@ describe('scaler-primitives ledger', () => {
       'other',
     );
     expect(none).toMatchObject({ code: 0 });
-    expect(none.stdout).toMatch(/No reservation for agent kept of instance other/);
+    expect(none.stdout).toMatch(/belongs to instance peer, not other; nothing to do/);
     const released = await run('ledger', 'release', '--pool', 'gpu', '--agent', 'kept');
-    expect(released.stdout).toBe('Released agent kept in pool gpu\n');
+    expect(released.stdout).toBe('Released agent kept in pool gpu (row of instance peer)\n');
+    const again = await run('ledger', 'release', '--pool', 'gpu', '--agent', 'kept', '--json');
+    expect(JSON.parse(again.stdout)).toEqual({
+      pool: 'gpu',
+      agent: 'kept',
+      released: false,
+      instanceId: null,
+    });
     expect(JSON.parse(readFileSync(join(dir, 'gpu.json'), 'utf8')).reservations).toEqual([]);
   });
 

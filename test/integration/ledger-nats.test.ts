@@ -70,8 +70,9 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
       ['x1', 'a'],
       ['x2', 'b'],
     ]);
-    // Any instance may release any agent; a second release is a no-op.
-    expect(await b.release(pool, 'x1')).toBe(true);
+    // Only the owner releases its row (fail closed); a second release is a no-op.
+    expect(await b.release(pool, 'x1')).toBe(false);
+    expect(await a.release(pool, 'x1')).toBe(true);
     expect(await a.release(pool, 'x1')).toBe(false);
     expect(await a.getUsage(pool)).toEqual({ cpus: 1.5, memBytes: 2 * GiB });
   });
@@ -295,8 +296,10 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
       reservations: Array<{ agentId: string }>;
     }>();
     expect(doc.reservations.map((r) => r.agentId)).toEqual(['no-lease']);
-    // A row without a lease goes only when released by agent id.
-    expect(await a.release(pool, 'no-lease')).toBe(true);
+    // A row without a lease goes only when released by agent id (another
+    // instance's row: the operator path).
+    expect(await a.release(pool, 'no-lease')).toBe(false);
+    expect(await a.release(pool, 'no-lease', { anyInstance: true })).toBe(true);
   });
 
   it('judges leases by server timestamps: a host wall clock hours ahead reaps nothing', async () => {

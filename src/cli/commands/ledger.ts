@@ -27,7 +27,8 @@ Subcommands:
   usage [pool]    Show used and maximum CPU and memory per pool.
   reap [pool]     Remove stale rows now (rows of another boot, rows whose lease expired).
   release --pool P --agent A [--instance I]
-                  Remove an agent's reservation (only instance I's row with --instance).
+                  Remove an agent's reservation, whichever instance made it,
+                  and say whose it was (only instance I's row with --instance).
 
 Options:
   --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
@@ -249,20 +250,32 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
     throw new UsageError(`release takes --pool and --agent, not ${JSON.stringify(positionals[0])}`);
   }
   if (!values.pool || !values.agent) throw new UsageError('release needs --pool and --agent');
-  const released = await ledger.release(
-    values.pool,
-    values.agent,
-    values.instance === undefined ? {} : { instanceId: values.instance },
+  const { pool, agent, instance } = values;
+  // The operator path of the release contract: the CLI holds no rows, so it
+  // names the owner it found, and the ledger removes the row only while that
+  // instance still owns it (a row replaced meanwhile is left alone).
+  const snapshot = await ledger.inspect(pool);
+  const row = [...snapshot.live, ...snapshot.stale.map((s) => s.row)].find(
+    (r) => r.agentId === agent,
   );
+  const owner = row?.instanceId;
+  const released =
+    owner !== undefined && (instance === undefined || instance === owner)
+      ? await ledger.release(pool, agent, { instanceId: owner })
+      : false;
   if (values.json) {
-    io.out(`${JSON.stringify({ pool: values.pool, agent: values.agent, released })}\n`);
-  } else if (released) {
-    io.out(`Released agent ${values.agent} in pool ${values.pool}\n`);
-  } else {
-    const which = values.instance === undefined ? '' : ` of instance ${values.instance}`;
     io.out(
-      `No reservation for agent ${values.agent}${which} in pool ${values.pool}; nothing to do\n`,
+      `${JSON.stringify({ pool, agent, released, instanceId: released ? owner : (owner ?? null) })}\n`,
     );
+  } else if (released) {
+    io.out(`Released agent ${agent} in pool ${pool} (row of instance ${owner})\n`);
+  } else if (owner !== undefined && instance !== undefined && owner !== instance) {
+    io.out(
+      `The reservation for agent ${agent} in pool ${pool} belongs to instance ${owner}, not ${instance}; nothing to do\n`,
+    );
+  } else {
+    const which = instance === undefined ? '' : ` of instance ${instance}`;
+    io.out(`No reservation for agent ${agent}${which} in pool ${pool}; nothing to do\n`);
   }
   return 0;
 }

@@ -29,10 +29,16 @@ import {
 } from '../document.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit, type OpAnswer } from '../group-commit.js';
-import { applyBatch, type LedgerOp } from '../ops.js';
+import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
-import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
+import type {
+  LedgerDocument,
+  PoolLedger,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
@@ -398,15 +404,17 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   /**
-   * Remove the reservation of `agentId` in `pool`, whoever made it. Idempotent.
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; see {@link PoolLedger.release} for
+   * the operator paths `anyInstance` and `instanceId`). Idempotent.
    *
    * @returns true when a row was removed.
    * @throws as {@link NatsPoolLedger.reserve} (except the duplicate and registration errors).
    */
-  async release(pool: string, agentId: string): Promise<boolean> {
+  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     poolKey(pool);
     checkAgentId(agentId);
-    return (await this.enqueue(pool, { kind: 'release', agentId })) as boolean;
+    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**

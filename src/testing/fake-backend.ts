@@ -1,0 +1,571 @@
+/**
+ * FakeBackend: a `ScalerBackend` that runs nothing outside the process. It
+ * records every call with its clock time, answers as scripted, and can play
+ * the agent and the dispatcher: register each agent with the manager after a
+ * delay, run its job for a while, report it done.
+ */
+import { type Clock, type ClockTimer, systemClock } from '../clock.js';
+import type {
+  AgentRegistration,
+  ScalerBackend,
+  ScalerManager,
+  SpawnRequest,
+  SpawnResult,
+} from '../manager/index.js';
+
+/**
+ * The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts.
+ *
+ * @example
+ * ```ts
+ * const method: FakeMethod = 'destroy';
+ * backend.failNext(1, new Error('busy'), method);
+ * ```
+ */
+export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
+
+/**
+ * What a {@link FakeBackend} calls on the manager, as a real backend and
+ * dispatcher would: a `ScalerManager` fits.
+ *
+ * @example
+ * ```ts
+ * const host: FakeBackendHost = manager; // a ScalerManager
+ * new FakeBackend({ clock, manager: host, registerAfterMs: 10_000 });
+ * ```
+ */
+export type FakeBackendHost = Pick<
+  ScalerManager,
+  'onAgentRegistered' | 'correlateAgentToJob' | 'onJobComplete' | 'onAgentDisconnected'
+>;
+
+/**
+ * One call a {@link FakeBackend} received.
+ *
+ * @example
+ * ```ts
+ * const spawns: FakeCall[] = backend.callsOf('spawn');
+ * console.log(spawns.map((c) => `${new Date(c.at).toISOString()} ${c.agentId} ${c.outcome}`));
+ * ```
+ */
+export interface FakeCall {
+  /** Which method. */
+  method: FakeMethod;
+  /** When it was called, on the backend's clock (epoch milliseconds). */
+  at: number;
+  /** The arguments as given: `[request]` for spawn, `[agentId]` for destroy, `[]` otherwise. */
+  args: readonly unknown[];
+  /** The agent, for spawn and destroy. */
+  agentId?: string;
+  /** `pending` until it settles; `hung` for a scripted call that never settles. */
+  outcome: 'pending' | 'ok' | 'failed' | 'hung';
+  /** When it settled, on the backend's clock. */
+  settledAt?: number;
+  /** What it rejected with, when `failed`. */
+  error?: unknown;
+}
+
+/**
+ * A scripted answer. Rules are tried in the order they were added; the first
+ * whose `method` and `when` match the call and that has `times` left applies.
+ *
+ * @example
+ * ```ts
+ * const slowWarm: FakeScript = {
+ *   when: (call) => (call.args[0] as SpawnRequest).warm,
+ *   latencyMs: 90_000,
+ *   times: Infinity,
+ * };
+ * backend.script(slowWarm);
+ * ```
+ */
+export interface FakeScript {
+  /** The method it applies to. @default 'spawn' */
+  method?: FakeMethod;
+  /** How many calls it applies to. @default 1 (use `Infinity` for every call) */
+  times?: number;
+  /** Apply only to calls this predicate accepts (e.g. by `agentId` or `args[0].jobId`). */
+  when?: (call: FakeCall) => boolean;
+  /** Reject with this. */
+  fail?: unknown;
+  /** Never settle (a spawn stuck in a cloud API). */
+  hang?: boolean;
+  /** Answer after this many milliseconds of clock time (instead of the backend's latency). */
+  latencyMs?: number;
+  /** What `spawn` resolves to. */
+  result?: SpawnResult;
+}
+
+/**
+ * Options of {@link FakeBackend}.
+ *
+ * @example
+ * ```ts
+ * const options: FakeBackendOptions = { clock, latencyMs: { spawn: 5000 }, registerAfterMs: 20_000 };
+ * const backend = new FakeBackend(options);
+ * ```
+ */
+export interface FakeBackendOptions {
+  /** The clock calls are timed and delayed with (a `TestClock` in tests). @default systemClock */
+  clock?: Clock;
+  /** A name for messages and errors. @default 'fake' */
+  name?: string;
+  /** The manager to call back (also settable with {@link FakeBackend.attach}). */
+  manager?: FakeBackendHost;
+  /** Clock time every call takes, or per method. @default 0 */
+  latencyMs?: number | Partial<Record<FakeMethod, number>>;
+  /**
+   * Register each spawned agent with the manager this long after its spawn
+   * resolves (`onAgentRegistered` with the request's labels). Unset: agents
+   * register only when the test calls {@link FakeBackend.register}.
+   */
+  registerAfterMs?: number;
+  /**
+   * Once an agent spawned for a job registers, run that job for this long
+   * (`correlateAgentToJob`, then `onJobComplete`). Unset: the test runs jobs
+   * with {@link FakeBackend.runJob}.
+   */
+  jobDurationMs?: number;
+  /** The run id passed to `correlateAgentToJob` for a job. @default `run-<jobId>` */
+  runIdOf?: (jobId: string) => string;
+}
+
+/**
+ * An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it.
+ *
+ * @example
+ * ```ts
+ * const agent: FakeAgent | undefined = backend.agent('linux-1');
+ * if (agent?.state === 'busy') console.log(`runs ${agent.jobId}`);
+ * ```
+ */
+export interface FakeAgent {
+  /** The agent id. */
+  agentId: string;
+  /** The spawn request it was started with. */
+  request: SpawnRequest;
+  /**
+   * `starting` (spawn not settled), `started` (not registered), `idle`
+   * (registered, no job), `busy` (running `jobId`).
+   */
+  state: 'starting' | 'started' | 'idle' | 'busy';
+  /** The job it runs, when `busy`. */
+  jobId?: string;
+  /** When its spawn was called (clock time). */
+  startedAt: number;
+  /** When it registered (clock time). */
+  registeredAt?: number;
+}
+
+/**
+ * A job a {@link FakeBackend} agent ran to the end.
+ *
+ * @example
+ * ```ts
+ * const runs: FakeJobRun[] = backend.jobsCompleted;
+ * console.log(runs.map((r) => `${r.jobId} on ${r.agentId}: ${(r.completedAt - r.startedAt) / 1000} s`));
+ * ```
+ */
+export interface FakeJobRun {
+  /** The agent. */
+  agentId: string;
+  /** The job. */
+  jobId: string;
+  /** The run id it was correlated with. */
+  runId: string;
+  /** When it started (clock time). */
+  startedAt: number;
+  /** When it completed (clock time). */
+  completedAt: number;
+}
+
+interface AgentSlot extends FakeAgent {
+  timers: Set<ClockTimer>;
+  jobRunId?: string;
+  jobStartedAt?: number;
+}
+
+interface Rule extends FakeScript {
+  left: number;
+}
+
+const METHODS: readonly FakeMethod[] = ['spawn', 'destroy', 'list', 'shutdown'];
+
+/**
+ * A {@link ScalerBackend} for tests: nothing leaves the process. Every call is
+ * recorded in {@link FakeBackend.calls} with its clock time; answers can be
+ * scripted (`failNext`, `hangNext`, latency, any predicate); and with
+ * `registerAfterMs` / `jobDurationMs` it plays the agent and the dispatcher,
+ * calling the manager's callbacks as a real backend would.
+ *
+ * @example
+ * ```ts
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+ *
+ * const clock = new TestClock('2026-01-05T09:00:00Z');
+ * const backend = new FakeBackend({ clock, registerAfterMs: 20_000, jobDurationMs: 600_000 });
+ * const manager = new ScalerManager({ config, backends: [{ name: 'linux', backend }], clock });
+ * backend.attach(manager);
+ * backend.failNext(2, new Error('quota exceeded'));
+ * await manager.requestScale(['linux'], 'job-1'); // spawn-failed
+ * await manager.requestScale(['linux'], 'job-1'); // spawn-failed
+ * await manager.requestScale(['linux'], 'job-1'); // spawned
+ * await clock.advance(20_000); // registered, busy with job-1
+ * console.log(backend.running(), backend.calls.map((c) => `${c.method}:${c.outcome}`));
+ * ```
+ */
+export class FakeBackend implements ScalerBackend {
+  /** Every call received, in order. */
+  readonly calls: FakeCall[] = [];
+  /** Jobs that ran to the end on this backend's agents, in completion order. */
+  readonly jobsCompleted: FakeJobRun[] = [];
+  /** The backend's name, for messages. */
+  readonly name: string;
+
+  readonly #clock: Clock;
+  readonly #latency: Partial<Record<FakeMethod, number>> = {};
+  readonly #registerAfterMs: number | undefined;
+  readonly #jobDurationMs: number | undefined;
+  readonly #runIdOf: (jobId: string) => string;
+  readonly #rules: Rule[] = [];
+  readonly #agents = new Map<string, AgentSlot>();
+  #manager: FakeBackendHost | undefined;
+
+  /**
+   * @param options - See {@link FakeBackendOptions}.
+   * @throws TypeError for an unknown option or a value out of range.
+   */
+  constructor(options: FakeBackendOptions = {}) {
+    const known = [
+      'clock',
+      'name',
+      'manager',
+      'latencyMs',
+      'registerAfterMs',
+      'jobDurationMs',
+      'runIdOf',
+    ];
+    for (const key of Object.keys(options ?? {})) {
+      if (!known.includes(key)) {
+        throw new TypeError(
+          `Unknown FakeBackend option \`${key}\`: the accepted options are ${known.map((k) => `\`${k}\``).join(', ')}`,
+        );
+      }
+    }
+    this.#clock = options.clock ?? systemClock;
+    this.name = options.name ?? 'fake';
+    const latency = options.latencyMs ?? 0;
+    if (typeof latency === 'number') {
+      for (const method of METHODS) this.#latency[method] = checkMs('latencyMs', latency);
+    } else {
+      for (const [method, ms] of Object.entries(latency)) {
+        if (!METHODS.includes(method as FakeMethod)) {
+          throw new TypeError(
+            `Unknown method \`${method}\` in \`latencyMs\`: use spawn, destroy, list or shutdown`,
+          );
+        }
+        this.#latency[method as FakeMethod] = checkMs(`latencyMs.${method}`, ms);
+      }
+    }
+    this.#registerAfterMs =
+      options.registerAfterMs === undefined
+        ? undefined
+        : checkMs('registerAfterMs', options.registerAfterMs);
+    this.#jobDurationMs =
+      options.jobDurationMs === undefined
+        ? undefined
+        : checkMs('jobDurationMs', options.jobDurationMs, true);
+    this.#runIdOf = options.runIdOf ?? ((jobId) => `run-${jobId}`);
+    this.#manager = options.manager;
+  }
+
+  /** Call back this manager (registration, jobs, disconnects). @returns this backend. */
+  attach(manager: FakeBackendHost): this {
+    if (typeof manager?.onAgentRegistered !== 'function') {
+      throw new TypeError('Expected `manager` to be a ScalerManager (with onAgentRegistered)');
+    }
+    this.#manager = manager;
+    return this;
+  }
+
+  /**
+   * Add a scripted answer (see {@link FakeScript}).
+   *
+   * @example
+   * ```ts
+   * backend.script({ when: (c) => (c.args[0] as SpawnRequest).warm, fail: new Error('no warm pool'), times: Infinity });
+   * ```
+   */
+  script(rule: FakeScript): this {
+    const method = rule.method ?? 'spawn';
+    if (!METHODS.includes(method)) {
+      throw new TypeError(
+        `Expected \`method\` to be spawn, destroy, list or shutdown, got \`${String(method)}\``,
+      );
+    }
+    const times = rule.times ?? 1;
+    if (!(times === Number.POSITIVE_INFINITY || (Number.isInteger(times) && times >= 1))) {
+      throw new TypeError(
+        `Expected \`times\` to be an integer >= 1 or Infinity, got \`${String(times)}\``,
+      );
+    }
+    if (rule.latencyMs !== undefined) checkMs('latencyMs', rule.latencyMs);
+    this.#rules.push({ ...rule, method, left: times });
+    return this;
+  }
+
+  /**
+   * The next `n` calls of `method` reject with `error`.
+   *
+   * @example
+   * ```ts
+   * backend.failNext(2, new Error('quota exceeded')); // the third spawn works
+   * ```
+   */
+  failNext(n: number, error?: unknown, method: FakeMethod = 'spawn'): this {
+    const fail =
+      error ?? new Error(`FakeBackend ${this.name}: scripted ${method} failure (failNext)`);
+    return this.script({ method, times: n, fail });
+  }
+
+  /** The next `n` calls of `method` never settle. */
+  hangNext(n = 1, method: FakeMethod = 'spawn'): this {
+    return this.script({ method, times: n, hang: true });
+  }
+
+  /** Start an agent (recorded; answers as scripted). */
+  async spawn(request: SpawnRequest): Promise<SpawnResult | undefined> {
+    const agentId = request?.agentId;
+    const call = this.#record('spawn', [request], agentId);
+    const rule = this.#take(call);
+    const slot: AgentSlot = {
+      agentId,
+      request,
+      state: 'starting',
+      startedAt: call.at,
+      timers: new Set(),
+    };
+    if (request?.jobId !== undefined) slot.jobId = request.jobId;
+    this.#agents.set(agentId, slot);
+    await this.#answer(call, rule);
+    if (this.#agents.get(agentId) === slot) {
+      slot.state = 'started';
+      const after = this.#registerAfterMs;
+      if (after !== undefined && this.#manager !== undefined) {
+        this.#later(slot, after, () => {
+          this.register(agentId);
+        });
+      }
+    }
+    return rule?.result ?? { context: { backend: this.name, fake: true } };
+  }
+
+  /** Stop an agent (recorded; answers as scripted). Destroying an unknown agent succeeds. */
+  async destroy(agentId: string): Promise<void> {
+    const call = this.#record('destroy', [agentId], agentId);
+    const rule = this.#take(call);
+    await this.#answer(call, rule);
+    this.#remove(agentId);
+  }
+
+  /** The agents this backend runs (recorded; answers as scripted). */
+  async list(): Promise<string[]> {
+    const call = this.#record('list', []);
+    const rule = this.#take(call);
+    await this.#answer(call, rule);
+    return this.running();
+  }
+
+  /** Stop every agent (recorded; answers as scripted). */
+  async shutdown(): Promise<void> {
+    const call = this.#record('shutdown', []);
+    const rule = this.#take(call);
+    await this.#answer(call, rule);
+    for (const id of [...this.#agents.keys()]) this.#remove(id);
+  }
+
+  /** The ids of the agents that run now (starting ones included), in spawn order. */
+  running(): string[] {
+    return [...this.#agents.keys()];
+  }
+
+  /** What this backend knows about a running agent, or `undefined`. */
+  agent(agentId: string): FakeAgent | undefined {
+    const slot = this.#agents.get(agentId);
+    if (slot === undefined) return undefined;
+    const { timers: _t, jobRunId: _r, jobStartedAt: _s, ...agent } = slot;
+    return { ...agent };
+  }
+
+  /** The calls of one method, in order. */
+  callsOf(method: FakeMethod): FakeCall[] {
+    return this.calls.filter((call) => call.method === method);
+  }
+
+  /**
+   * The agent registers with the manager (`onAgentRegistered` with its spawn
+   * labels). An agent spawned for a job then runs it when `jobDurationMs` is set.
+   *
+   * @returns The manager's answer (`null` for an agent it does not track).
+   * @throws TypeError when no manager is attached or the agent does not run here.
+   */
+  register(agentId: string): AgentRegistration | null {
+    const slot = this.#slot(agentId);
+    const manager = this.#host();
+    const answer = manager.onAgentRegistered(agentId, slot.request.labels);
+    if (slot.state === 'starting' || slot.state === 'started') {
+      slot.state = 'idle';
+      slot.registeredAt = this.#clock.now();
+      delete slot.jobId;
+    }
+    const job = answer?.boundJobId;
+    if (job !== undefined && this.#jobDurationMs !== undefined && slot.state === 'idle') {
+      this.runJob(agentId, job, this.#jobDurationMs);
+    }
+    return answer;
+  }
+
+  /**
+   * The dispatcher gives `jobId` to the agent: `correlateAgentToJob`, then,
+   * after `durationMs` of clock time (never for `Infinity`), `onJobComplete`.
+   *
+   * @throws TypeError when no manager is attached, the agent does not run here or is busy.
+   */
+  runJob(agentId: string, jobId: string, durationMs: number, runId?: string): void {
+    const slot = this.#slot(agentId);
+    const manager = this.#host();
+    if (slot.state === 'busy') {
+      throw new TypeError(
+        `Agent ${JSON.stringify(agentId)} of FakeBackend ${this.name} is busy with job ${JSON.stringify(slot.jobId)}`,
+      );
+    }
+    checkMs('durationMs', durationMs, true);
+    const run = runId ?? this.#runIdOf(jobId);
+    manager.correlateAgentToJob(agentId, run, jobId);
+    slot.state = 'busy';
+    slot.jobId = jobId;
+    slot.jobRunId = run;
+    slot.jobStartedAt = this.#clock.now();
+    if (durationMs === Number.POSITIVE_INFINITY) return;
+    this.#later(slot, durationMs, () => this.completeJob(agentId));
+  }
+
+  /**
+   * The agent's job ends now (`onJobComplete`); it is idle again.
+   *
+   * @returns False when the agent was not busy.
+   */
+  completeJob(agentId: string): boolean {
+    const slot = this.#agents.get(agentId);
+    if (slot === undefined || slot.state !== 'busy') return false;
+    this.jobsCompleted.push({
+      agentId,
+      jobId: slot.jobId!,
+      runId: slot.jobRunId!,
+      startedAt: slot.jobStartedAt!,
+      completedAt: this.#clock.now(),
+    });
+    slot.state = 'idle';
+    delete slot.jobId;
+    this.#host().onJobComplete(agentId);
+    return true;
+  }
+
+  /**
+   * The agent dies on its own (a crash, a preempted VM): it stops running and
+   * the manager hears `onAgentDisconnected`.
+   *
+   * @returns Resolves once the manager released what the agent held.
+   */
+  async crash(agentId: string): Promise<void> {
+    this.#slot(agentId);
+    this.#remove(agentId);
+    await this.#manager?.onAgentDisconnected(agentId);
+  }
+
+  #record(method: FakeMethod, args: unknown[], agentId?: string): FakeCall {
+    const call: FakeCall = { method, at: this.#clock.now(), args, outcome: 'pending' };
+    if (agentId !== undefined) call.agentId = agentId;
+    this.calls.push(call);
+    return call;
+  }
+
+  #take(call: FakeCall): Rule | undefined {
+    for (const rule of this.#rules) {
+      if (rule.method !== call.method || rule.left <= 0) continue;
+      if (rule.when !== undefined && !rule.when(call)) continue;
+      rule.left--;
+      return rule;
+    }
+    return undefined;
+  }
+
+  async #answer(call: FakeCall, rule: Rule | undefined): Promise<void> {
+    if (rule?.hang) {
+      call.outcome = 'hung';
+      await new Promise<never>(() => {});
+    }
+    const ms = rule?.latencyMs ?? this.#latency[call.method] ?? 0;
+    if (ms > 0) await new Promise<void>((resolve) => this.#clock.setTimeout(resolve, ms));
+    call.settledAt = this.#clock.now();
+    if (rule !== undefined && 'fail' in rule && rule.fail !== undefined) {
+      call.outcome = 'failed';
+      call.error = rule.fail;
+      if (call.method === 'spawn' && call.agentId !== undefined) {
+        const slot = this.#agents.get(call.agentId);
+        if (slot?.state === 'starting') this.#remove(call.agentId);
+      }
+      throw rule.fail;
+    }
+    call.outcome = 'ok';
+  }
+
+  #later(slot: AgentSlot, ms: number, fn: () => void): void {
+    const timer = this.#clock.setTimeout(() => {
+      slot.timers.delete(timer);
+      if (this.#agents.get(slot.agentId) === slot) fn();
+    }, ms);
+    slot.timers.add(timer);
+  }
+
+  #remove(agentId: string): void {
+    const slot = this.#agents.get(agentId);
+    if (slot === undefined) return;
+    for (const timer of slot.timers) this.#clock.clearTimeout(timer);
+    this.#agents.delete(agentId);
+  }
+
+  #slot(agentId: string): AgentSlot {
+    const slot = this.#agents.get(agentId);
+    if (slot === undefined) {
+      throw new TypeError(
+        `Agent ${JSON.stringify(agentId)} does not run on FakeBackend ${this.name} (running: ${this.running().join(', ') || 'none'})`,
+      );
+    }
+    return slot;
+  }
+
+  #host(): FakeBackendHost {
+    if (this.#manager === undefined) {
+      throw new TypeError(
+        `FakeBackend ${this.name} has no manager: pass \`manager\` or call attach(manager)`,
+      );
+    }
+    return this.#manager;
+  }
+}
+
+function checkMs(name: string, value: unknown, infinite = false): number {
+  if (
+    typeof value !== 'number' ||
+    Number.isNaN(value) ||
+    value < 0 ||
+    (!infinite && !Number.isFinite(value))
+  ) {
+    throw new TypeError(
+      `Expected \`${name}\` to be a ${infinite ? '' : 'finite '}number >= 0, got \`${String(value)}\``,
+    );
+  }
+  return value;
+}

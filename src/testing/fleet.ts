@@ -1,0 +1,353 @@
+/**
+ * createTestFleet: a ScalerManager on a TestClock, a FakeBackend per scaler and
+ * a MemoryPoolLedger, wired together, with the fleet's invariants as one call.
+ */
+import { sumRows } from '../ledger/index.js';
+import {
+  parseScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEvent,
+  ScalerManager,
+  type ScalerManagerOptions,
+} from '../manager/index.js';
+import { FakeBackend, type FakeBackendOptions } from './fake-backend.js';
+import { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
+import { type Instant, TestClock, type TestClockOptions } from './test-clock.js';
+
+/**
+ * What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`).
+ *
+ * @example
+ * ```ts
+ * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
+ * const fleet = createTestFleet(config, { backend });
+ * ```
+ */
+export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'manager'>;
+
+/**
+ * Options of {@link createTestFleet}.
+ *
+ * @example
+ * ```ts
+ * const options: TestFleetOptions = {
+ *   start: '2026-01-05T08:00:00Z',
+ *   backends: { linux: { registerAfterMs: 15_000 } },
+ *   manager: { registrationTimeoutMs: 120_000 },
+ * };
+ * const fleet = createTestFleet(config, options);
+ * ```
+ */
+export interface TestFleetOptions {
+  /** Where the fleet's clock starts. @default '2026-01-05T09:00:00Z' (a Monday) */
+  start?: Instant;
+  /** Options of the fleet's {@link TestClock}. */
+  clockOptions?: TestClockOptions;
+  /** The ledger's instance id (this orchestrator replica). @default 'test-fleet' */
+  instanceId?: string;
+  /** The ledger store, to share a pool with other replicas. @default a new store */
+  store?: MemoryPoolStore;
+  /** Options for every scaler's backend. */
+  backend?: FleetBackendOptions;
+  /** Options per scaler name, over `backend`. */
+  backends?: Record<string, FleetBackendOptions>;
+  /**
+   * More `ScalerManager` options (`registrationTimeoutMs`, `maintenanceIntervalMs`,
+   * `onEvent`...). Agent ids default to `<scaler>-<n>` (deterministic).
+   */
+  manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledger'>;
+  /** Call `manager.start()` (maintenance on the clock, the ledger's reaper). @default true */
+  startManager?: boolean;
+}
+
+/**
+ * What {@link createTestFleet} returns.
+ *
+ * @example
+ * ```ts
+ * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
+ * await manager.requestScale(['linux'], 'job-1');
+ * await clock.advance(60_000);
+ * checkInvariants();
+ * console.log(backends.linux?.running());
+ * ```
+ */
+export interface TestFleet {
+  /** The manager under test. */
+  manager: ScalerManager;
+  /** Its clock. */
+  clock: TestClock;
+  /** Its machine-pool ledger. */
+  ledger: MemoryPoolLedger;
+  /** One backend per scaler name in the config. */
+  backends: Record<string, FakeBackend>;
+  /** Every event the manager emitted, in order. */
+  events: ScalerEvent[];
+  /**
+   * Throw a {@link FleetInvariantError} listing every broken invariant: a cap
+   * exceeded (global, scaler, pool), a tracked agent without its pool row, a
+   * row of this instance without a tracked agent, the manager's pool usage
+   * differing from the rows, a job bound to two agents. Call it after every step.
+   */
+  checkInvariants(): void;
+  /** The agents the manager tracks now, by scaler. */
+  trackedAgents(): Record<string, string[]>;
+  /** `manager.shutdownAll()`, then close the ledger. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Thrown by {@link TestFleet.checkInvariants}: every broken invariant, one a line.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   fleet.checkInvariants();
+ * } catch (error) {
+ *   if (error instanceof FleetInvariantError) console.log(error.violations);
+ *   throw error;
+ * }
+ * ```
+ */
+export class FleetInvariantError extends Error {
+  /** The broken invariants, one sentence each. */
+  readonly violations: readonly string[];
+
+  /**
+   * @param at - The clock time, for the message.
+   * @param violations - One sentence per broken invariant.
+   */
+  constructor(at: number, violations: readonly string[]) {
+    super(
+      `Fleet invariants broken at ${new Date(at).toISOString()} (${violations.length}):\n${violations.map((v) => `  - ${v}`).join('\n')}`,
+    );
+    this.name = 'FleetInvariantError';
+    this.violations = violations;
+  }
+}
+
+const EPSILON = 1e-9;
+
+/**
+ * A whole fleet in a test: a `ScalerManager` on a {@link TestClock}, a
+ * {@link FakeBackend} per scaler (attached to the manager) and a
+ * {@link MemoryPoolLedger}, with `checkInvariants()` to call after every step.
+ *
+ * @param config - The scaler configuration, as for `ScalerManager`.
+ * @param options - See {@link TestFleetOptions}.
+ * @throws ConfigError when the config is invalid; TypeError for bad options.
+ *
+ * @example
+ * ```ts
+ * import { createTestFleet } from 'scaler-primitives/testing';
+ * const fleet = createTestFleet(
+ *   {
+ *     globalMaxAgents: 4,
+ *     machinePools: { host: { maxCpu: '8', maxMemory: '16Gi' } },
+ *     scalers: [{ name: 'linux', type: 'container', maxAgents: 4, machinePool: 'host',
+ *       labelSets: [{ labels: ['linux'], resources: { cpus: '2', memory: '4Gi' } }] }],
+ *   },
+ *   { backend: { registerAfterMs: 15_000, jobDurationMs: 10 * 60_000 } },
+ * );
+ * await fleet.manager.requestScale(['linux'], 'job-1');
+ * await fleet.clock.advance(15_000); // registered, running job-1
+ * fleet.checkInvariants();
+ * await fleet.clock.advance(10 * 60_000); // job-1 done, agent idle
+ * await fleet.shutdown();
+ * ```
+ */
+export function createTestFleet(
+  config: ScalerConfigInput,
+  options: TestFleetOptions = {},
+): TestFleet {
+  const known = [
+    'start',
+    'clockOptions',
+    'instanceId',
+    'store',
+    'backend',
+    'backends',
+    'manager',
+    'startManager',
+  ];
+  for (const key of Object.keys(options ?? {})) {
+    if (!known.includes(key)) {
+      throw new TypeError(
+        `Unknown createTestFleet option \`${key}\`: the accepted options are ${known.join(', ')}`,
+      );
+    }
+  }
+  const parsed = parseScalerConfig(config);
+  const clock = new TestClock(options.start ?? '2026-01-05T09:00:00Z', options.clockOptions);
+  const instanceId = options.instanceId ?? 'test-fleet';
+  const ledger = new MemoryPoolLedger({
+    instanceId,
+    store: options.store ?? new MemoryPoolStore(),
+    clock,
+  });
+  const backends: Record<string, FakeBackend> = {};
+  for (const name of Object.keys(options.backends ?? {})) {
+    if (!parsed.scalers.some((s) => s.name === name)) {
+      throw new TypeError(
+        `\`backends\` names scaler \`${name}\`, which is not in the config (scalers: ${parsed.scalers.map((s) => s.name).join(', ')})`,
+      );
+    }
+  }
+  for (const scaler of parsed.scalers) {
+    backends[scaler.name] = new FakeBackend({
+      ...options.backend,
+      ...options.backends?.[scaler.name],
+      clock,
+      name: scaler.name,
+    });
+  }
+  const events: ScalerEvent[] = [];
+  // Which job each agent is bound to, from the manager's own events.
+  const bound = new Map<string, string>();
+  const extra = options.manager ?? {};
+  const counters = new Map<string, number>();
+  const manager = new ScalerManager({
+    generateAgentId: (scaler) => {
+      const n = (counters.get(scaler) ?? 0) + 1;
+      counters.set(scaler, n);
+      return `${scaler}-${n}`;
+    },
+    ...extra,
+    config,
+    backends: Object.entries(backends).map(([name, backend]) => ({ name, backend })),
+    clock,
+    ledger,
+    onEvent: (event) => {
+      events.push(event);
+      if (event.kind === 'busy' && typeof event.data?.jobId === 'string') {
+        bound.set(event.agentId, event.data.jobId);
+      } else if (['idle', 'disconnected', 'destroyed', 'pruned', 'gone'].includes(event.kind)) {
+        bound.delete(event.agentId);
+      }
+      extra.onEvent?.(event);
+    },
+  });
+  for (const backend of Object.values(backends)) backend.attach(manager);
+  if (options.startManager !== false) manager.start();
+
+  // Agents spawned and not yet forgotten by the manager, per scaler, kept up
+  // to date from each backend's new spawn calls (an id the manager forgot
+  // never comes back).
+  const candidates = new Map<string, { seen: number; ids: Set<string> }>(
+    Object.keys(backends).map((name) => [name, { seen: 0, ids: new Set<string>() }]),
+  );
+  const trackedAgents = (): Record<string, string[]> => {
+    const out: Record<string, string[]> = {};
+    for (const [name, backend] of Object.entries(backends)) {
+      const entry = candidates.get(name)!;
+      const calls = backend.calls;
+      for (; entry.seen < calls.length; entry.seen++) {
+        const call = calls[entry.seen]!;
+        if (call.method === 'spawn' && call.agentId !== undefined) entry.ids.add(call.agentId);
+      }
+      const ids: string[] = [];
+      for (const id of entry.ids) {
+        if (manager.getBackendName(id) === name) ids.push(id);
+        else entry.ids.delete(id);
+      }
+      if (ids.length > 0) out[name] = ids;
+    }
+    return out;
+  };
+
+  const checkInvariants = (): void => {
+    const problems: string[] = [];
+    const status = manager.getStatus();
+    const over = (what: string, used: number, max: number | undefined, unit: string) => {
+      if (max !== undefined && used > max + EPSILON) {
+        problems.push(`${what}: ${fmt(used)} ${unit} held, cap ${fmt(max)}`);
+      }
+    };
+    if (status.globalActiveCount > status.globalMaxAgents) {
+      problems.push(
+        `globalMaxAgents: ${status.globalActiveCount} agents tracked, max ${status.globalMaxAgents}`,
+      );
+    }
+    over('global CPU', status.globalUsage.cpus, status.globalResourceCap?.maxCpu, 'cores');
+    over(
+      'global memory',
+      status.globalUsage.memBytes,
+      status.globalResourceCap?.maxMemoryBytes,
+      'bytes',
+    );
+    for (const b of status.backends) {
+      if (b.activeCount > b.maxAgents) {
+        problems.push(
+          `scaler ${b.name}: ${b.activeCount} agents tracked, maxAgents ${b.maxAgents}`,
+        );
+      }
+      over(`scaler ${b.name} CPU`, b.usage.cpus, b.resourceCap?.maxCpu, 'cores');
+      over(`scaler ${b.name} memory`, b.usage.memBytes, b.resourceCap?.maxMemoryBytes, 'bytes');
+    }
+    const tracked = trackedAgents();
+    const poolOf = new Map(status.backends.map((b) => [b.name, b.machinePool]));
+    const agentPool = new Map<string, string | undefined>();
+    for (const [scaler, ids] of Object.entries(tracked)) {
+      for (const id of ids) agentPool.set(id, poolOf.get(scaler));
+    }
+    const pools = new Set([...status.pools.map((p) => p.name), ...ledger.store.pools()]);
+    for (const pool of [...pools].sort()) {
+      const live = ledger.inspect(pool).live;
+      const cap = status.pools.find((p) => p.name === pool)?.cap;
+      const total = sumRows(live);
+      over(`pool ${pool} CPU (all instances)`, total.cpus, cap?.maxCpu, 'cores');
+      over(`pool ${pool} memory (all instances)`, total.memBytes, cap?.maxMemoryBytes, 'bytes');
+      const ours = live.filter((row) => row.instanceId === instanceId);
+      const rowAgents = new Set(ours.map((row) => row.agentId));
+      for (const row of ours) {
+        if (agentPool.get(row.agentId) !== pool) {
+          problems.push(
+            `pool ${pool}: row for ${row.agentId} (${fmt(row.cpus)} cores, ${fmt(row.memBytes)} bytes) but the manager tracks no such agent in this pool`,
+          );
+        }
+      }
+      for (const [id, p] of agentPool) {
+        if (p === pool && !rowAgents.has(id)) {
+          problems.push(`agent ${id} (pool ${pool}): tracked by the manager, but it has no row`);
+        }
+      }
+      const held = status.pools.find((p) => p.name === pool)?.usage;
+      const mine = sumRows(ours);
+      if (
+        held !== undefined &&
+        (Math.abs(held.cpus - mine.cpus) > EPSILON || held.memBytes !== mine.memBytes)
+      ) {
+        problems.push(
+          `pool ${pool}: the manager says it holds ${fmt(held.cpus)} cores / ${fmt(held.memBytes)} bytes, its rows sum to ${fmt(mine.cpus)} cores / ${fmt(mine.memBytes)} bytes`,
+        );
+      }
+    }
+    const byJob = new Map<string, string[]>();
+    for (const [agentId, jobId] of bound) {
+      if (manager.getBackendName(agentId) === null) continue;
+      byJob.set(jobId, [...(byJob.get(jobId) ?? []), agentId]);
+    }
+    for (const [jobId, agents] of byJob) {
+      if (agents.length > 1) problems.push(`job ${jobId} is bound to ${agents.join(' and ')}`);
+    }
+    if (problems.length > 0) throw new FleetInvariantError(clock.now(), problems);
+  };
+
+  return {
+    manager,
+    clock,
+    ledger,
+    backends,
+    events,
+    checkInvariants,
+    trackedAgents,
+    async shutdown() {
+      await manager.shutdownAll();
+      await ledger.close();
+    },
+  };
+}
+
+function fmt(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(3);
+}

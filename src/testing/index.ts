@@ -1,0 +1,59 @@
+/**
+ * `scaler-primitives/testing`: a kit for testing the programs that embed this
+ * library. Virtual time (`TestClock`), a scriptable `FakeBackend`, an in-memory
+ * `MemoryPoolLedger`, a whole fleet in one call (`createTestFleet` with
+ * `checkInvariants`), and conformance suites (`poolLedgerConformance`,
+ * `scalerBackendConformance`) that prove a ledger or backend of your own keeps
+ * this library's contract. It imports no test framework: suites are arrays of
+ * `{ name, run }` that vitest, jest or `node:test` run alike.
+ *
+ * Nothing else in the package imports this module, and the root
+ * `scaler-primitives` entry does not re-export it.
+ *
+ * @packageDocumentation
+ */
+
+export {
+  type BackendFactoryArgs,
+  type MakeBackend,
+  type ScalerBackendConformanceOptions,
+  scalerBackendConformance,
+} from './conformance/backend.js';
+export { type ConformanceCheck, ConformanceError } from './conformance/check.js';
+export {
+  type LedgerFactoryArgs,
+  type MakeLedger,
+  type PoolLedgerConformanceOptions,
+  poolLedgerConformance,
+} from './conformance/ledger.js';
+export {
+  type FakeAgent,
+  FakeBackend,
+  type FakeBackendHost,
+  type FakeBackendOptions,
+  type FakeCall,
+  type FakeJobRun,
+  type FakeMethod,
+  type FakeScript,
+} from './fake-backend.js';
+export {
+  createTestFleet,
+  type FleetBackendOptions,
+  FleetInvariantError,
+  type TestFleet,
+  type TestFleetOptions,
+} from './fleet.js';
+export {
+  MemoryPoolLedger,
+  type MemoryPoolLedgerOptions,
+  type MemoryPoolSnapshot,
+  MemoryPoolStore,
+  type MemoryPoolStoreOptions,
+} from './memory-ledger.js';
+export {
+  type Instant,
+  type PendingTimer,
+  type RunAllOptions,
+  TestClock,
+  type TestClockOptions,
+} from './test-clock.js';

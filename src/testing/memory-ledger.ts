@@ -1,0 +1,477 @@
+/**
+ * MemoryPoolLedger: the PoolLedger contract in memory, over the same pure
+ * ledger layer as the file and NATS ledgers (one batch op, one fit check, one
+ * release rule). Several instances share one MemoryPoolStore to play several
+ * orchestrator replicas.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Clock, type ClockTimer, systemClock } from '../clock.js';
+import { LedgerLeaseExpiredError } from '../errors.js';
+import {
+  applyBatch,
+  assertCap,
+  checkAgentId,
+  checkReserve,
+  emptyDocument,
+  type LedgerDocument,
+  type LedgerOp,
+  normalizeCap,
+  type PoolLedger,
+  partitionRows,
+  type ReleaseOptions,
+  type ReservationRow,
+  type ReserveResult,
+  releaseOp,
+  type StaleRow,
+  sumRows,
+  validatePoolName,
+} from '../ledger/index.js';
+import type { ResourceAmount, ResourceCap } from '../resources/index.js';
+
+// A live ledger object refreshes its lease by existing: the process it lives
+// in is the one judging. `abandon()` stops the refreshes at that instant.
+interface LeaseRecord {
+  instanceId: string;
+  refreshedAt: number;
+  state: 'live' | 'ended' | 'abandoned';
+}
+
+/**
+ * The shared state of {@link MemoryPoolLedger} instances: pool documents and
+ * leases. One store is one "host" (or one KV bucket); give each replica its own
+ * ledger over the same store.
+ *
+ * @example
+ * ```ts
+ * import { MemoryPoolLedger, MemoryPoolStore } from 'scaler-primitives/testing';
+ * const store = new MemoryPoolStore();
+ * const a = new MemoryPoolLedger({ instanceId: 'replica-a', store });
+ * const b = new MemoryPoolLedger({ instanceId: 'replica-b', store });
+ * for (const l of [a, b]) l.registerPool('host', { maxCpu: 4 });
+ * await a.reserve('host', 'agent-1', 3, 0);
+ * console.log((await b.reserve('host', 'agent-2', 2, 0)).ok); // false: 3 + 2 > 4
+ * ```
+ */
+export class MemoryPoolStore {
+  /** The boot id every row written through this store carries. */
+  readonly bootId: string;
+  readonly #docs = new Map<string, LedgerDocument>();
+  readonly #leases = new Map<string, LeaseRecord>();
+
+  /**
+   * @param options - See {@link MemoryPoolStoreOptions}.
+   * @throws TypeError for an unknown option or an empty `bootId`.
+   */
+  constructor(options: MemoryPoolStoreOptions = {}) {
+    for (const key of Object.keys(options ?? {})) {
+      if (key !== 'bootId') {
+        throw new TypeError(
+          `Unknown MemoryPoolStore option \`${key}\`: the accepted option is \`bootId\``,
+        );
+      }
+    }
+    if (
+      options.bootId !== undefined &&
+      (typeof options.bootId !== 'string' || options.bootId === '')
+    ) {
+      throw new TypeError(
+        `Expected \`bootId\` to be a non-empty string, got \`${String(options.bootId)}\``,
+      );
+    }
+    this.bootId = options.bootId ?? `memory-${randomUUID()}`;
+  }
+
+  /** The pools that have a document, sorted. */
+  pools(): string[] {
+    return [...this.#docs.keys()].sort();
+  }
+
+  /** A copy of a pool's document, stale rows included (`undefined` before the first write). */
+  read(pool: string): LedgerDocument | undefined {
+    const doc = this.#docs.get(pool);
+    return doc === undefined ? undefined : structuredClone(doc);
+  }
+
+  /**
+   * Replace a pool's document as another writer would (an older writer's rows,
+   * a hand-edited pool). The document is copied.
+   */
+  write(pool: string, doc: LedgerDocument): void {
+    validatePoolName(pool);
+    this.#docs.set(pool, structuredClone(doc));
+  }
+
+  /** @internal */
+  get(pool: string): LedgerDocument | undefined {
+    return this.#docs.get(pool);
+  }
+
+  /** @internal */
+  put(pool: string, doc: LedgerDocument): void {
+    this.#docs.set(pool, doc);
+  }
+
+  /** @internal */
+  openLease(leaseId: string, instanceId: string): void {
+    if (!this.#leases.has(leaseId)) {
+      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
+    }
+  }
+
+  /** @internal */
+  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
+    const lease = this.#leases.get(leaseId);
+    if (lease && lease.state === 'live') {
+      lease.state = state;
+      lease.refreshedAt = now;
+    }
+  }
+
+  /** @internal */
+  leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
+    const lease = this.#leases.get(leaseId);
+    if (lease === undefined || lease.state === 'ended') return 'expired';
+    if (lease.state === 'live') return 'fresh';
+    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
+  }
+}
+
+/**
+ * What {@link MemoryPoolLedger.inspect} answers.
+ *
+ * @example
+ * ```ts
+ * const { live, stale }: MemoryPoolSnapshot = ledger.inspect('host');
+ * console.log(live.length, stale.map((s) => s.reason));
+ * ```
+ */
+export interface MemoryPoolSnapshot {
+  /** Rows that count against the cap. */
+  live: ReservationRow[];
+  /** Rows a reap would remove now, each with why. */
+  stale: StaleRow[];
+}
+
+/**
+ * Options of {@link MemoryPoolStore}.
+ *
+ * @example
+ * ```ts
+ * const store = new MemoryPoolStore({ bootId: 'host-a-boot-1' });
+ * ```
+ */
+export interface MemoryPoolStoreOptions {
+  /** The boot id of the simulated host, written into every row. @default a random id */
+  bootId?: string;
+}
+
+/**
+ * Options of {@link MemoryPoolLedger}.
+ *
+ * @example
+ * ```ts
+ * const options: MemoryPoolLedgerOptions = { instanceId: 'replica-a', store, clock, leaseTtlMs: 10_000 };
+ * const ledger = new MemoryPoolLedger(options);
+ * ```
+ */
+export interface MemoryPoolLedgerOptions {
+  /** This replica's instance id, written into every row it makes. */
+  instanceId: string;
+  /** The shared state; replicas that share a pool share a store. @default a new store */
+  store?: MemoryPoolStore;
+  /** The clock leases and the reaper run on. @default systemClock */
+  clock?: Clock;
+  /**
+   * A replica that crashed ({@link MemoryPoolLedger.abandon}) is judged gone this
+   * long after the crash, and its rows are stale. A live replica's lease is
+   * always fresh (it lives in this process); `close()` ends it at once.
+   * @default 30000
+   */
+  leaseTtlMs?: number;
+}
+
+/**
+ * A {@link PoolLedger} in memory, with the ledgers' contract: all-or-nothing
+ * against the cap (refusal details as the other ledgers), idempotent release of
+ * this instance's own rows only (operator paths `anyInstance`, `instanceId`),
+ * `releaseAllForInstance`, and stale rows by lease on the clock: after
+ * `close()` a replica's rows are stale for its peers at once; after
+ * {@link MemoryPoolLedger.abandon} (a simulated crash) once its lease is older
+ * than `leaseTtlMs`. Rows of another boot id are stale; rows without a lease
+ * are kept until released.
+ *
+ * It is a fair embedded ledger for a single-process host too (one manager, no
+ * other process sharing the machine). Its limits: nothing survives the
+ * process, and other processes cannot see it, so it cannot keep two
+ * orchestrators on one host within one cap; use `MachineLedger` for that.
+ *
+ * @example
+ * ```ts
+ * import { MemoryPoolLedger, MemoryPoolStore, TestClock } from 'scaler-primitives/testing';
+ * const clock = new TestClock('2026-01-05T09:00:00Z');
+ * const store = new MemoryPoolStore();
+ * const a = new MemoryPoolLedger({ instanceId: 'a', store, clock });
+ * const b = new MemoryPoolLedger({ instanceId: 'b', store, clock });
+ * for (const l of [a, b]) l.registerPool('host', { maxCpu: 8, maxMemoryBytes: 16 * 2 ** 30 });
+ * await a.reserve('host', 'agent-1', 4, 2 ** 30);
+ * a.abandon(); // a crashes
+ * await clock.advance(31_000);
+ * console.log(await b.reapStale('host')); // 1
+ * ```
+ */
+export class MemoryPoolLedger implements PoolLedger {
+  /** This replica's instance id. */
+  readonly instanceId: string;
+  /** This replica's lease id, written into its rows. */
+  readonly leaseId: string;
+  /** The shared state. */
+  readonly store: MemoryPoolStore;
+
+  readonly #clock: Clock;
+  readonly #ttl: number;
+  readonly #caps = new Map<string, ResourceCap>();
+  // Per pool, the agents this instance reserved and has not released.
+  readonly #held = new Map<string, Set<string>>();
+  #reaper: ClockTimer | undefined;
+  #closed = false;
+
+  /**
+   * @param options - `instanceId` is required; see {@link MemoryPoolLedgerOptions}.
+   * @throws TypeError for a missing `instanceId`, an unknown option or a bad value.
+   */
+  constructor(options: MemoryPoolLedgerOptions) {
+    const known = ['instanceId', 'store', 'clock', 'leaseTtlMs'];
+    for (const key of Object.keys(options ?? {})) {
+      if (!known.includes(key)) {
+        throw new TypeError(
+          `Unknown MemoryPoolLedger option \`${key}\`: the accepted options are ${known.map((k) => `\`${k}\``).join(', ')}`,
+        );
+      }
+    }
+    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
+      throw new TypeError(
+        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
+      );
+    }
+    if (options.store !== undefined && !(options.store instanceof MemoryPoolStore)) {
+      throw new TypeError('Expected `store` to be a MemoryPoolStore');
+    }
+    const ttl = options.leaseTtlMs ?? 30_000;
+    if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
+      throw new TypeError(
+        `Expected \`leaseTtlMs\` to be a finite number > 0, got \`${String(ttl)}\``,
+      );
+    }
+    this.instanceId = options.instanceId;
+    this.leaseId = randomUUID();
+    this.store = options.store ?? new MemoryPoolStore();
+    this.#clock = options.clock ?? systemClock;
+    this.#ttl = ttl;
+  }
+
+  /** Declare a pool's cap (a stored document with another cap is refused on use). */
+  registerPool(name: string, cap: ResourceCap): void {
+    this.#assertOpen();
+    this.#caps.set(validatePoolName(name), normalizeCap(cap));
+  }
+
+  /** Reserve; true when granted. */
+  async tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<boolean> {
+    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId`; a refusal writes nothing and
+   * says which dimension did not fit.
+   *
+   * @throws TypeError, DuplicateReservationError, LedgerCapMismatchError as the
+   *   other ledgers; LedgerLeaseExpiredError once when rows this instance held
+   *   vanished although it did not release them.
+   */
+  async reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+  ): Promise<ReserveResult> {
+    validatePoolName(pool);
+    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
+    this.#assertOpen();
+    this.#checkHeld(pool);
+    const row: ReservationRow = {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.store.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.#clock.now(),
+      leaseId: this.leaseId,
+    };
+    const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
+    if (result.ok) this.#heldOf(pool).add(agentId);
+    return result;
+  }
+
+  /**
+   * Remove this instance's row for `agentId` (another instance's row answers
+   * `false`; `{ anyInstance: true }` or `{ instanceId }` are the operator paths).
+   * Idempotent.
+   */
+  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
+    validatePoolName(pool);
+    checkAgentId(agentId);
+    const op = releaseOp(agentId, this.instanceId, options);
+    this.#assertOpen();
+    const removed = this.#apply(pool, op) as boolean;
+    this.#held.get(pool)?.delete(agentId);
+    return removed;
+  }
+
+  /** Remove stale rows now; the number removed. */
+  async reapStale(pool: string): Promise<number> {
+    validatePoolName(pool);
+    this.#assertOpen();
+    this.#checkHeld(pool);
+    return this.#apply(pool, { kind: 'reap' }) as number;
+  }
+
+  /** Summed CPU and memory of the pool's live rows. */
+  async getUsage(pool: string): Promise<ResourceAmount> {
+    return sumRows(await this.list(pool));
+  }
+
+  /** The pool's live rows (copies). */
+  async list(pool: string): Promise<ReservationRow[]> {
+    return this.inspect(pool).live.map((row) => structuredClone(row));
+  }
+
+  /** Live rows and the rows this instance would reap now, with reasons (the store's objects: do not change them). */
+  inspect(pool: string): MemoryPoolSnapshot {
+    validatePoolName(pool);
+    const doc = this.store.get(pool);
+    if (doc === undefined) return { live: [], stale: [] };
+    return this.#partition(doc);
+  }
+
+  /** Reap every registered pool every `intervalMs` (unref'd timer). Idempotent. */
+  start(intervalMs = 30_000): void {
+    this.#assertOpen();
+    if (this.#reaper !== undefined) return;
+    if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
+      throw new TypeError(
+        `Expected \`intervalMs\` to be a finite number > 0, got \`${String(intervalMs)}\``,
+      );
+    }
+    this.#reaper = this.#clock.setInterval(() => {
+      for (const pool of this.#caps.keys()) this.#apply(pool, { kind: 'reap' });
+    }, intervalMs);
+    this.#reaper.unref();
+  }
+
+  /** Stop the reaper. */
+  stop(): void {
+    this.#clock.clearInterval(this.#reaper);
+    this.#reaper = undefined;
+  }
+
+  /** Release every row this instance holds in every registered pool. */
+  async releaseAllForInstance(): Promise<void> {
+    this.#assertOpen();
+    for (const pool of this.#caps.keys()) {
+      this.#apply(pool, { kind: 'releaseInstance', instanceId: this.instanceId });
+      this.#held.get(pool)?.clear();
+    }
+  }
+
+  /** Stop the timers and end the lease: rows left behind are stale for peers at once. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#shut();
+    this.store.endLease(this.leaseId, 'ended', this.#clock.now());
+  }
+
+  /**
+   * Simulate a crash: stop everything without ending the lease, so peers judge
+   * the rows left behind stale only once the lease is older than `leaseTtlMs`.
+   */
+  abandon(): void {
+    if (this.#closed) return;
+    this.#shut();
+    this.store.endLease(this.leaseId, 'abandoned', this.#clock.now());
+  }
+
+  #shut(): void {
+    this.#closed = true;
+    this.stop();
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new TypeError('This MemoryPoolLedger is closed; create a new one');
+  }
+
+  // One read-decide-write, synchronously: nothing else runs in between.
+  #apply(pool: string, op: LedgerOp): unknown {
+    this.store.openLease(this.leaseId, this.instanceId);
+    const stored = this.store.get(pool);
+    const registered = this.#caps.get(pool);
+    if (stored && registered) assertCap(stored, registered, this.#source(pool));
+    const base = stored ?? emptyDocument(registered ?? {});
+    const outcome = applyBatch(pool, base, this.#partition(base), [op]);
+    if (outcome.dirty) this.store.put(pool, outcome.doc);
+    const answer = outcome.answers[0]!;
+    if (!answer.ok) throw answer.error;
+    return answer.value;
+  }
+
+  #partition(doc: LedgerDocument) {
+    const now = this.#clock.now();
+    return partitionRows(doc.reservations, {
+      bootId: this.store.bootId,
+      instanceId: this.instanceId,
+      // One process: a row of this instance id is this replica's, or one it adopts.
+      processState: () => 'alive',
+      leaseState: (leaseId) => this.store.leaseState(leaseId, now, this.#ttl),
+    });
+  }
+
+  // Rows this instance holds that are gone although it did not release them
+  // (a peer reaped them after a lapse, or an operator released them): reported
+  // once, as the other ledgers do.
+  #checkHeld(pool: string): void {
+    const held = this.#held.get(pool);
+    if (!held || held.size === 0) return;
+    const doc = this.store.get(pool);
+    const present = new Set(
+      (doc?.reservations ?? [])
+        .filter((row) => row.instanceId === this.instanceId)
+        .map((row) => row.agentId),
+    );
+    const lost = [...held].filter((agentId) => !present.has(agentId));
+    if (lost.length === 0) return;
+    for (const agentId of lost) held.delete(agentId);
+    throw new LedgerLeaseExpiredError(
+      pool,
+      `Instance ${JSON.stringify(this.instanceId)} lost its reservations for ${lost.map((a) => JSON.stringify(a)).join(', ')} in memory pool ${JSON.stringify(pool)}: the rows are gone although this instance did not release them (a peer reaped them after its lease lapsed, or an operator released them). Treat that capacity as lost. This call did nothing; the next call proceeds.`,
+      lost,
+    );
+  }
+
+  #heldOf(pool: string): Set<string> {
+    let held = this.#held.get(pool);
+    if (!held) {
+      held = new Set();
+      this.#held.set(pool, held);
+    }
+    return held;
+  }
+
+  #source(pool: string) {
+    return { pool, location: `memory store (pool ${pool})` };
+  }
+}

@@ -1,0 +1,453 @@
+/**
+ * TestClock: virtual time for everything that takes a `clock` option. Time
+ * moves only when the test says so; due timers fire in time order, and the
+ * promise chains each one starts settle before the next one fires.
+ */
+import { type Clock, type ClockTimer, nextTurn } from '../clock.js';
+
+/**
+ * An instant: a `Date`, an ISO 8601 string, or epoch milliseconds.
+ *
+ * @example
+ * ```ts
+ * const start: Instant = '2026-01-05T09:00:00Z';
+ * const clock = new TestClock(start);
+ * ```
+ */
+export type Instant = Date | string | number;
+
+/**
+ * Options of {@link TestClock}.
+ *
+ * @example
+ * ```ts
+ * const clock = new TestClock('2026-01-05T09:00:00Z', { settleTurns: 3 }); // chains with real I/O
+ * ```
+ */
+export interface TestClockOptions {
+  /**
+   * Real event-loop turns (`setImmediate`) to wait after each timer fires (and
+   * at the end of `advance`), after the microtask queue is drained. Promise
+   * chains settle without any; a turn also lets `setImmediate` callbacks and
+   * I/O that is already complete run. 0 is fastest.
+   * @default 1
+   */
+  settleTurns?: number;
+}
+
+/**
+ * Options of {@link TestClock.runAll}.
+ *
+ * @example
+ * ```ts
+ * const fired = await clock.runAll({ limit: 100 });
+ * ```
+ */
+export interface RunAllOptions {
+  /**
+   * The most timers to fire before giving up with an error (an interval that
+   * keeps the clock busy forever).
+   * @default 10000
+   */
+  limit?: number;
+}
+
+/**
+ * One timer waiting on a {@link TestClock}, as {@link TestClock.pending} lists it.
+ *
+ * @example
+ * ```ts
+ * for (const t of clock.pending()) console.log(t.id, t.kind, t.due, t.ref ? 'ref' : 'unref', t.name);
+ * ```
+ */
+export interface PendingTimer {
+  /** The timer's id on this clock (in creation order). */
+  id: number;
+  /** `timeout` (fires once) or `interval` (fires every `intervalMs`). */
+  kind: 'timeout' | 'interval';
+  /** When it fires next, in epoch milliseconds. */
+  dueAt: number;
+  /** The same instant as an ISO string. */
+  due: string;
+  /** Milliseconds from now until it fires. */
+  inMs: number;
+  /** The interval's period. */
+  intervalMs?: number;
+  /** False when `unref()` was called: it does not keep {@link TestClock.runAll} going. */
+  ref: boolean;
+  /** The callback's function name, when it has one. */
+  name: string;
+}
+
+const TIMEOUT_MAX = 2 ** 31 - 1;
+// A nextTick callback runs once the microtask queue is empty, and its
+// continuation after every microtask queued before it; a few rounds cover
+// chains that alternate between nextTick and promises.
+const DRAIN_ROUNDS = 4;
+
+function drainMicrotasks(): Promise<void> {
+  return new Promise((resolve) => process.nextTick(resolve));
+}
+const ISO_INSTANT =
+  /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+class VirtualTimer implements ClockTimer {
+  cancelled = false;
+  refed = true;
+  /** The heap entry currently scheduled for this timer. */
+  seq = 0;
+  constructor(
+    readonly id: number,
+    readonly fn: () => void,
+    public dueAt: number,
+    readonly intervalMs: number | undefined,
+  ) {}
+  ref(): ClockTimer {
+    this.refed = true;
+    return this;
+  }
+  unref(): ClockTimer {
+    this.refed = false;
+    return this;
+  }
+  hasRef(): boolean {
+    return this.refed;
+  }
+}
+
+interface Entry {
+  dueAt: number;
+  seq: number;
+  timer: VirtualTimer;
+}
+
+/**
+ * A {@link Clock} with virtual time. It starts at a given instant and moves
+ * only through {@link TestClock.advance}, {@link TestClock.advanceTo} and
+ * {@link TestClock.runAll}, which fire due timers in time order (creation order
+ * among equals) and, after each, wait for the promise chains it started to
+ * settle: when `advance` resolves, the destroy that followed an idle timeout
+ * has happened. Timers follow Node's contract (a delay below 1 or above
+ * 2^31-1 ms becomes 1 ms; `unref` is honoured by `runAll`).
+ *
+ * Time zones: `now()` is epoch milliseconds, as `Date.now()`; anything that
+ * reads a zone from it uses the process's zone, as with the system clock.
+ *
+ * @example
+ * ```ts
+ * import { TestClock } from 'scaler-primitives/testing';
+ * const clock = new TestClock('2026-01-05T09:00:00Z');
+ * const fired: string[] = [];
+ * clock.setTimeout(() => fired.push(new Date(clock.now()).toISOString()), 90_000);
+ * await clock.advance(60_000); // nothing yet
+ * await clock.advance(30_000); // fired at 09:01:30
+ * console.log(fired); // ['2026-01-05T09:01:30.000Z']
+ * ```
+ */
+export class TestClock implements Clock {
+  #now: number;
+  #nextId = 1;
+  #seq = 0;
+  #heap: Entry[] = [];
+  #live = new Map<number, VirtualTimer>();
+  #busy = false;
+  readonly #settleTurns: number;
+
+  /**
+   * @param start - Where time starts: a `Date`, an ISO 8601 string
+   *   (`2026-01-05T09:00:00Z`), or epoch milliseconds.
+   * @param options - See {@link TestClockOptions}.
+   * @throws TypeError when `start` is not a valid instant or an option is out of range.
+   */
+  constructor(start: Instant, options: TestClockOptions = {}) {
+    this.#now = toEpoch('start', start);
+    const unknown = Object.keys(options ?? {}).filter((key) => key !== 'settleTurns');
+    if (unknown.length > 0) {
+      throw new TypeError(
+        `Unknown TestClock option \`${unknown[0]}\`: the accepted option is \`settleTurns\``,
+      );
+    }
+    const turns = options?.settleTurns ?? 1;
+    if (!Number.isInteger(turns) || turns < 0 || turns > 100) {
+      throw new TypeError(
+        `Expected \`settleTurns\` to be an integer from 0 to 100, got \`${String(turns)}\``,
+      );
+    }
+    this.#settleTurns = turns;
+  }
+
+  /** The virtual time, in epoch milliseconds. */
+  now(): number {
+    return this.#now;
+  }
+
+  /** The virtual time as a `Date`. */
+  date(): Date {
+    return new Date(this.#now);
+  }
+
+  /** Run `fn` once, `ms` virtual milliseconds from now. */
+  setTimeout(fn: () => void, ms: number): ClockTimer {
+    return this.#add(fn, ms, false);
+  }
+
+  /** Cancel a timer; `undefined` and timers of other clocks are ignored. */
+  clearTimeout(timer: ClockTimer | undefined): void {
+    this.#cancel(timer);
+  }
+
+  /** Run `fn` every `ms` virtual milliseconds. */
+  setInterval(fn: () => void, ms: number): ClockTimer {
+    return this.#add(fn, ms, true);
+  }
+
+  /** Cancel an interval; `undefined` and timers of other clocks are ignored. */
+  clearInterval(timer: ClockTimer | undefined): void {
+    this.#cancel(timer);
+  }
+
+  /**
+   * Move time forward by `ms`, firing every timer due on the way in time
+   * order, each followed by a settle; then a last settle at the target.
+   *
+   * @returns Resolves once time is at the target and the chains have settled.
+   * @throws TypeError when `ms` is not a finite number >= 0, or another
+   *   advance is running. Rejects with what a timer callback threw (time stays
+   *   at that timer's instant).
+   */
+  advance(ms: number): Promise<void> {
+    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+      return Promise.reject(
+        new TypeError(`Expected \`ms\` to be a finite number >= 0, got \`${String(ms)}\``),
+      );
+    }
+    return this.#exclusive(() => this.#runUntil(this.#now + ms));
+  }
+
+  /**
+   * Move time forward to `instant`, as {@link TestClock.advance}.
+   *
+   * @throws TypeError when `instant` is invalid or earlier than now.
+   */
+  advanceTo(instant: Instant): Promise<void> {
+    let target: number;
+    try {
+      target = toEpoch('instant', instant);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (target < this.#now) {
+      return Promise.reject(
+        new TypeError(
+          `Expected \`instant\` to be now (${iso(this.#now)}) or later, got ${iso(target)}: a TestClock never goes back`,
+        ),
+      );
+    }
+    return this.#exclusive(() => this.#runUntil(target));
+  }
+
+  /**
+   * Fire timers in time order, moving time to each, until no timer that keeps
+   * the process alive is left (unref'd timers, such as the manager's
+   * maintenance interval, do not keep it going; they fire when due on the way).
+   *
+   * @returns The number of timers fired.
+   * @throws Error when `limit` timers fired and ref'd timers remain (an
+   *   interval that never stops); the message lists them.
+   */
+  runAll(options: RunAllOptions = {}): Promise<number> {
+    const limit = options?.limit ?? 10_000;
+    if (!Number.isInteger(limit) || limit < 1) {
+      return Promise.reject(
+        new TypeError(`Expected \`limit\` to be an integer >= 1, got \`${String(limit)}\``),
+      );
+    }
+    return this.#exclusive(async () => {
+      let fired = 0;
+      while (this.#hasRefed()) {
+        if (fired >= limit) {
+          const left = this.pending()
+            .filter((t) => t.ref)
+            .map((t) => `#${t.id} ${t.kind}${t.name ? ` ${t.name}` : ''} due ${t.due}`);
+          throw new Error(
+            `TestClock.runAll fired ${limit} timers and ref'd timers remain (${left.join('; ')}): an interval keeps the clock busy. Clear it, unref it, or use advance().`,
+          );
+        }
+        const entry = this.#pop();
+        if (entry === undefined) break;
+        await this.#fire(entry);
+        fired++;
+      }
+      await this.settle();
+      return fired;
+    });
+  }
+
+  /** Every waiting timer, soonest first (for debugging a test). */
+  pending(): PendingTimer[] {
+    return [...this.#live.values()]
+      .sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq)
+      .map((timer) => {
+        const out: PendingTimer = {
+          id: timer.id,
+          kind: timer.intervalMs === undefined ? 'timeout' : 'interval',
+          dueAt: timer.dueAt,
+          due: iso(timer.dueAt),
+          inMs: timer.dueAt - this.#now,
+          ref: timer.refed,
+          name: timer.fn.name,
+        };
+        if (timer.intervalMs !== undefined) out.intervalMs = timer.intervalMs;
+        return out;
+      });
+  }
+
+  /**
+   * Let promise chains settle without moving time: drain the microtask and
+   * `process.nextTick` queues (chains that hop between them included), then
+   * wait `settleTurns` real event-loop turns.
+   */
+  async settle(): Promise<void> {
+    for (let i = 0; i < DRAIN_ROUNDS; i++) await drainMicrotasks();
+    for (let i = 0; i < this.#settleTurns; i++) await nextTurn();
+  }
+
+  async #exclusive<T>(run: () => Promise<T>): Promise<T> {
+    if (this.#busy) {
+      throw new TypeError(
+        'A TestClock advance is already running: await it before moving time again (timer callbacks must not advance the clock).',
+      );
+    }
+    this.#busy = true;
+    try {
+      return await run();
+    } finally {
+      this.#busy = false;
+    }
+  }
+
+  async #runUntil(target: number): Promise<void> {
+    for (;;) {
+      const next = this.#peek();
+      if (next === undefined || next.dueAt > target) break;
+      this.#pop();
+      await this.#fire(next);
+    }
+    this.#now = target;
+    await this.settle();
+  }
+
+  async #fire(entry: Entry): Promise<void> {
+    const timer = entry.timer;
+    if (entry.dueAt > this.#now) this.#now = entry.dueAt;
+    if (timer.intervalMs === undefined) {
+      this.#live.delete(timer.id);
+      timer.cancelled = true;
+    } else {
+      this.#schedule(timer, this.#now + timer.intervalMs);
+    }
+    timer.fn();
+    await this.settle();
+  }
+
+  #add(fn: () => void, ms: number, repeat: boolean): VirtualTimer {
+    if (typeof fn !== 'function') {
+      throw new TypeError(`Expected the timer callback to be a function, got \`${typeof fn}\``);
+    }
+    let delay = Number(ms);
+    if (!(delay >= 1 && delay <= TIMEOUT_MAX)) delay = 1;
+    const timer = new VirtualTimer(
+      this.#nextId++,
+      fn,
+      this.#now + delay,
+      repeat ? delay : undefined,
+    );
+    this.#live.set(timer.id, timer);
+    this.#schedule(timer, timer.dueAt);
+    return timer;
+  }
+
+  #cancel(timer: ClockTimer | undefined): void {
+    if (!(timer instanceof VirtualTimer) || this.#live.get(timer.id) !== timer) return;
+    timer.cancelled = true;
+    this.#live.delete(timer.id);
+  }
+
+  #hasRefed(): boolean {
+    for (const timer of this.#live.values()) if (timer.refed) return true;
+    return false;
+  }
+
+  // A binary min-heap on (dueAt, seq); cancelled and rescheduled entries are
+  // skipped lazily.
+  #schedule(timer: VirtualTimer, dueAt: number): void {
+    timer.dueAt = dueAt;
+    timer.seq = ++this.#seq;
+    const heap = this.#heap;
+    heap.push({ dueAt, seq: timer.seq, timer });
+    let i = heap.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!before(heap[i]!, heap[parent]!)) break;
+      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
+      i = parent;
+    }
+  }
+
+  #peek(): Entry | undefined {
+    const heap = this.#heap;
+    while (heap.length > 0) {
+      const top = heap[0]!;
+      if (!top.timer.cancelled && top.timer.seq === top.seq) return top;
+      this.#removeTop();
+    }
+    return undefined;
+  }
+
+  #pop(): Entry | undefined {
+    const top = this.#peek();
+    if (top !== undefined) this.#removeTop();
+    return top;
+  }
+
+  #removeTop(): void {
+    const heap = this.#heap;
+    const last = heap.pop()!;
+    if (heap.length === 0) return;
+    heap[0] = last;
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
+      if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
+      if (m === i) break;
+      [heap[i], heap[m]] = [heap[m]!, heap[i]!];
+      i = m;
+    }
+  }
+}
+
+function before(a: Entry, b: Entry): boolean {
+  return a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq);
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** Epoch milliseconds of an instant; fails closed on anything else. */
+export function toEpoch(name: string, instant: Instant): number {
+  let ms: number;
+  if (instant instanceof Date) ms = instant.getTime();
+  else if (typeof instant === 'number') ms = instant;
+  else if (typeof instant === 'string' && ISO_INSTANT.test(instant)) ms = Date.parse(instant);
+  else ms = Number.NaN;
+  if (!Number.isFinite(ms) || Math.abs(ms) > 8.64e15) {
+    throw new TypeError(
+      `Expected \`${name}\` to be a Date, an ISO 8601 string such as "2026-01-05T09:00:00Z", or epoch milliseconds, got \`${String(instant)}\``,
+    );
+  }
+  return ms;
+}

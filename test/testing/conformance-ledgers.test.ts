@@ -1,0 +1,232 @@
+/**
+ * poolLedgerConformance against every ledger we ship (MachineLedger on a temp
+ * dir, NatsPoolLedger on a real nats-server, MemoryPoolLedger) and against
+ * deliberately broken ledgers, each of which must fail a check.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ResourceAmount, ResourceCap } from '../../src/index.js';
+import {
+  MachineLedger,
+  type PoolLedger,
+  type ReleaseOptions,
+  type ReservationRow,
+  type ReserveResult,
+} from '../../src/ledger/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import {
+  type ConformanceCheck,
+  MemoryPoolLedger,
+  MemoryPoolStore,
+  poolLedgerConformance,
+} from '../../src/testing/index.js';
+import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { hasSystem } from '../helpers/system.js';
+
+describe('poolLedgerConformance: MachineLedger (temp dir)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'sp-conformance-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  for (const check of poolLedgerConformance(
+    ({ instanceId }) => new MachineLedger({ instanceId, dir }),
+  )) {
+    it(check.name, check.run);
+  }
+});
+
+describe('poolLedgerConformance: MemoryPoolLedger (one shared store)', () => {
+  const store = new MemoryPoolStore();
+  for (const check of poolLedgerConformance(
+    ({ instanceId }) => new MemoryPoolLedger({ instanceId, store }),
+  )) {
+    it(check.name, check.run);
+  }
+});
+
+const natsOk = hasSystem(['nats-server'], 'poolLedgerConformance against nats-server');
+
+describe.runIf(natsOk)('poolLedgerConformance: NatsPoolLedger (real nats-server)', () => {
+  let server: NatsServer;
+  let nc: NatsConnection;
+  beforeAll(async () => {
+    server = await startNatsServer();
+    nc = await connect({ servers: server.url });
+  });
+  afterAll(async () => {
+    await nc?.close();
+    await server?.stop();
+  });
+  for (const check of poolLedgerConformance(({ instanceId }) =>
+    NatsPoolLedger.connect({ nc, instanceId }),
+  )) {
+    it(check.name, check.run);
+  }
+});
+
+// ---------------------------------------------------------------- broken ledgers
+
+/** Delegates everything to a MemoryPoolLedger; subclasses break one promise. */
+class Delegate implements PoolLedger {
+  constructor(protected readonly inner: MemoryPoolLedger) {}
+  registerPool(name: string, cap: ResourceCap): void {
+    this.inner.registerPool(name, cap);
+  }
+  tryReserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<boolean> {
+    return this.reserve(pool, agentId, cpus, memBytes).then((r) => r.ok);
+  }
+  reserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<ReserveResult> {
+    return this.inner.reserve(pool, agentId, cpus, memBytes);
+  }
+  release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
+    return this.inner.release(pool, agentId, options);
+  }
+  reapStale(pool: string): Promise<number> {
+    return this.inner.reapStale(pool);
+  }
+  getUsage(pool: string): Promise<ResourceAmount> {
+    return this.inner.getUsage(pool);
+  }
+  list(pool: string): Promise<ReservationRow[]> {
+    return this.inner.list(pool);
+  }
+  start(intervalMs?: number): void {
+    this.inner.start(intervalMs);
+  }
+  stop(): void {
+    this.inner.stop();
+  }
+  releaseAllForInstance(): Promise<void> {
+    return this.inner.releaseAllForInstance();
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+/** Grants one unit over the cap in each dimension. */
+class OverCap extends Delegate {
+  override registerPool(name: string, cap: ResourceCap): void {
+    this.inner.registerPool(name, {
+      ...(cap.maxCpu === undefined ? {} : { maxCpu: cap.maxCpu + 1 }),
+      ...(cap.maxMemoryBytes === undefined ? {} : { maxMemoryBytes: cap.maxMemoryBytes + 2 ** 30 }),
+    });
+  }
+}
+
+/** When memory does not fit, grants the CPU part anyway (and reports the refusal). */
+class PartialGrant extends Delegate {
+  override async reserve(pool: string, agentId: string, cpus: number, memBytes: number) {
+    const result = await this.inner.reserve(pool, agentId, cpus, memBytes);
+    if (!result.ok && result.dimension === 'memory') {
+      await this.inner.reserve(pool, agentId, cpus, 0);
+    }
+    return result;
+  }
+}
+
+/** A second release of the same agent says it removed something. */
+class ReleaseNotIdempotent extends Delegate {
+  override async release(pool: string, agentId: string, options?: ReleaseOptions) {
+    await this.inner.release(pool, agentId, options);
+    return true;
+  }
+}
+
+/** Removes whichever instance's row (the old contract). */
+class ReleasesOthers extends Delegate {
+  override release(pool: string, agentId: string) {
+    return this.inner.release(pool, agentId, { anyInstance: true });
+  }
+}
+
+async function failures(checks: ConformanceCheck[]): Promise<Map<string, string>> {
+  const failed = new Map<string, string>();
+  for (const check of checks) {
+    try {
+      await check.run();
+    } catch (error) {
+      failed.set(check.name, error instanceof Error ? error.message : String(error));
+    }
+  }
+  return failed;
+}
+
+describe('poolLedgerConformance can fail: each broken ledger fails a check', () => {
+  const broken: Array<[string, new (inner: MemoryPoolLedger) => Delegate, RegExp[]]> = [
+    [
+      'grants one over the cap',
+      OverCap,
+      [/never exceed the cpu cap/, /never exceed the memory cap/],
+    ],
+    ['grants partially', PartialGrant, [/refused reserve writes nothing/]],
+    ['release not idempotent', ReleaseNotIdempotent, [/release is idempotent/]],
+    ["releases another instance's row", ReleasesOthers, [/cannot release the first one's row/]],
+  ];
+
+  it('the honest delegate passes every check (so failures below come from the breakage)', async () => {
+    const store = new MemoryPoolStore();
+    const failed = await failures(
+      poolLedgerConformance(
+        ({ instanceId }) => new Delegate(new MemoryPoolLedger({ instanceId, store })),
+      ),
+    );
+    expect([...failed]).toEqual([]);
+  });
+
+  it.each(broken)('a ledger that %s fails', async (_what, Broken, expected) => {
+    const store = new MemoryPoolStore();
+    const failed = await failures(
+      poolLedgerConformance(
+        ({ instanceId }) => new Broken(new MemoryPoolLedger({ instanceId, store })),
+      ),
+    );
+    expect(failed.size).toBeGreaterThan(0);
+    for (const pattern of expected) {
+      expect(
+        [...failed.keys()].some((name) => pattern.test(name)),
+        String(pattern),
+      ).toBe(true);
+    }
+  });
+
+  it('a failed check says what was expected and what was found', async () => {
+    const store = new MemoryPoolStore();
+    const failed = await failures(
+      poolLedgerConformance(
+        ({ instanceId }) => new ReleaseNotIdempotent(new MemoryPoolLedger({ instanceId, store })),
+      ),
+    );
+    expect(failed.get('release is idempotent and answers whether a row was removed')).toBe(
+      'second release of x: expected false, got true',
+    );
+  });
+});
+
+describe('poolLedgerConformance options', () => {
+  it('refuses a bad factory, unknown options and bad values', () => {
+    expect(() => poolLedgerConformance(undefined as never)).toThrow(TypeError);
+    const make = () => new MemoryPoolLedger({ instanceId: 'x' });
+    expect(() => poolLedgerConformance(make, { prefix: 'a/b' })).toThrow(/prefix/);
+    expect(() => poolLedgerConformance(make, { instances: 1 })).toThrow(/instances/);
+    expect(() => poolLedgerConformance(make, { pools: 3 } as never)).toThrow(/Unknown/);
+  });
+
+  it('calls the factory once per instance with a fresh instance id, and uses its own pools', async () => {
+    const store = new MemoryPoolStore();
+    const seen: string[] = [];
+    const checks = poolLedgerConformance(
+      ({ instanceId, check }) => {
+        seen.push(`${check}|${instanceId}`);
+        return new MemoryPoolLedger({ instanceId, store });
+      },
+      { prefix: 'mine' },
+    );
+    for (const check of checks) await check.run();
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen.every((s) => s.includes('|mine-'))).toBe(true);
+    expect(store.pools().every((p) => p.startsWith('mine-'))).toBe(true);
+    expect(new Set(checks.map((c) => c.name)).size).toBe(checks.length);
+  });
+});

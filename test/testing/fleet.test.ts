@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import type { ScalerConfigInput } from '../../src/manager/index.js';
+import {
+  createTestFleet,
+  FleetInvariantError,
+  MemoryPoolLedger,
+  MemoryPoolStore,
+} from '../../src/testing/index.js';
+
+const config: ScalerConfigInput = {
+  globalMaxAgents: 6,
+  machinePools: { host: { maxCpu: 8, maxMemory: '16Gi' } },
+  scalers: [
+    {
+      name: 'linux',
+      type: 'container',
+      maxAgents: 4,
+      machinePool: 'host',
+      labelSets: [{ labels: ['linux'], resources: { cpus: 2, memory: '4Gi' } }],
+      warmPool: { size: 1, idleTimeoutSeconds: 600 },
+    },
+    {
+      name: 'mac',
+      type: 'vm',
+      maxAgents: 2,
+      labelSets: [{ labels: ['mac'], resources: { cpus: 1, memory: '1Gi' } }],
+    },
+  ],
+};
+
+describe('createTestFleet', () => {
+  it('wires a manager, a backend per scaler and the ledger on one TestClock', async () => {
+    const fleet = createTestFleet(config, {
+      backend: { registerAfterMs: 20_000, jobDurationMs: 10 * 60_000 },
+    });
+    expect(Object.keys(fleet.backends)).toEqual(['linux', 'mac']);
+    const result = await fleet.manager.requestScale(['linux'], 'job-1');
+    expect(result).toMatchObject({ kind: 'spawned', agentId: 'linux-1' });
+    fleet.checkInvariants();
+    await fleet.clock.advance(20_000);
+    expect(fleet.backends.linux!.agent('linux-1')).toMatchObject({ state: 'busy', jobId: 'job-1' });
+    fleet.checkInvariants();
+    await fleet.clock.advance(10 * 60_000);
+    expect(fleet.backends.linux!.jobsCompleted.map((j) => j.jobId)).toEqual(['job-1']);
+    // The warm pool started linux-2 at the first maintenance pass (5 s); idle
+    // agents go after ten idle minutes, and the pool is replenished (linux-3).
+    expect(fleet.events.filter((e) => e.kind === 'idle').map((e) => e.agentId)).toEqual([
+      'linux-1',
+    ]);
+    await fleet.clock.advance(11 * 60_000);
+    expect(fleet.manager.getStatus().counters.idleDestroyed).toBe(2);
+    expect(fleet.backends.linux!.callsOf('destroy').map((c) => c.agentId)).toEqual([
+      'linux-2',
+      'linux-1',
+    ]);
+    expect(fleet.trackedAgents()).toEqual({ linux: ['linux-3'] });
+    fleet.checkInvariants();
+    await fleet.shutdown();
+    expect(fleet.backends.linux!.running()).toEqual([]);
+    expect(await fleet.ledger.store.read('host')?.reservations).toEqual([]);
+  });
+
+  it('a spawn that never registers is pruned after the registration timeout', async () => {
+    const fleet = createTestFleet(config, {
+      manager: { registrationTimeoutMs: 5 * 60_000 },
+    });
+    await fleet.manager.requestScale(['mac'], 'job-1');
+    await fleet.clock.advance(5 * 60_000 + 5000);
+    expect(fleet.events.map((e) => e.kind)).toContain('pruned');
+    expect(fleet.backends.mac!.callsOf('destroy').map((c) => c.agentId)).toEqual(['mac-1']);
+    expect(fleet.manager.getGlobalActiveCount()).toBe(1); // the linux warm agent
+    fleet.checkInvariants();
+  });
+
+  it('checkInvariants names a row without an agent and an agent without its row', async () => {
+    const fleet = createTestFleet(config, { startManager: false });
+    await fleet.manager.requestScale(['linux'], 'job-1');
+    fleet.checkInvariants();
+    // Someone releases the agent's row behind the manager's back...
+    await fleet.ledger.release('host', 'linux-1');
+    // ...and a row appears for an agent the manager never started.
+    await fleet.ledger.reserve('host', 'ghost', 1, 0);
+    let error: unknown;
+    try {
+      fleet.checkInvariants();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(FleetInvariantError);
+    expect((error as FleetInvariantError).violations).toEqual([
+      'pool host: row for ghost (1 cores, 0 bytes) but the manager tracks no such agent in this pool',
+      'agent linux-1 (pool host): tracked by the manager, but it has no row',
+      'pool host: the manager says it holds 2 cores / 4294967296 bytes, its rows sum to 1 cores / 0 bytes',
+    ]);
+    expect((error as Error).message).toMatch(
+      /^Fleet invariants broken at 2026-01-05T09:00:00.000Z \(3\):\n {2}- pool host: row for ghost/,
+    );
+  });
+
+  it('checkInvariants sees a pool over its cap because of another replica, and a job bound twice', async () => {
+    const store = new MemoryPoolStore();
+    const fleet = createTestFleet(config, { store, startManager: false });
+    const a = await fleet.manager.requestScale(['mac'], 'job-1');
+    const b = await fleet.manager.requestScale(['mac'], 'job-2');
+    expect([a.kind, b.kind]).toEqual(['spawned', 'spawned']);
+    fleet.backends.mac!.register('mac-1');
+    fleet.backends.mac!.register('mac-2');
+    fleet.backends.mac!.runJob('mac-1', 'job-1', 60_000);
+    fleet.backends.mac!.runJob('mac-2', 'job-1', 60_000);
+    // A broken peer writes past the cap (a ledger with another cap would be refused).
+    const doc = store.read('host') ?? {
+      version: 1 as const,
+      cap: { maxCpu: 8, maxMemoryBytes: 16 * 2 ** 30 },
+      reservations: [],
+    };
+    doc.reservations.push({
+      instanceId: 'peer',
+      pid: 1,
+      bootId: store.bootId,
+      agentId: 'huge',
+      cpus: 9,
+      memBytes: 0,
+      reservedAt: 0,
+    });
+    store.write('host', doc);
+    expect(() => fleet.checkInvariants()).toThrow(FleetInvariantError);
+    try {
+      fleet.checkInvariants();
+    } catch (error) {
+      expect((error as FleetInvariantError).violations).toEqual([
+        'pool host CPU (all instances): 9 cores held, cap 8',
+        'job job-1 is bound to mac-1 and mac-2',
+      ]);
+    }
+    // The peer is a replica too: its own ledger sees the same store.
+    const peer = new MemoryPoolLedger({ instanceId: 'peer-2', store, clock: fleet.clock });
+    peer.registerPool('host', { maxCpu: 8, maxMemoryBytes: 16 * 2 ** 30 });
+    expect((await peer.reserve('host', 'x', 1, 0)).ok).toBe(false);
+  });
+
+  it('refuses unknown options and backends for scalers not in the config', () => {
+    expect(() => createTestFleet(config, { clock: 1 } as never)).toThrow(
+      /Unknown createTestFleet option/,
+    );
+    expect(() => createTestFleet(config, { backends: { windows: {} } })).toThrow(/windows/);
+    expect(() => createTestFleet({ ...config, globalMaxAgents: -1 })).toThrow(/globalMaxAgents/);
+  });
+});
