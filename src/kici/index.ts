@@ -1,0 +1,17 @@
+/**
+ * A migration kit for codebases built on the kici orchestrator's scaler
+ * (`@kici-dev/orchestrator` `src/scaler/`): the same names and call shapes, backed by
+ * this library's modules, so such a codebase can switch one import at a time while it
+ * shares a host (ledger directory, pool files, lock) with kici processes that have not
+ * switched yet. Translation only: every decision is made by the core modules.
+ * See docs/migrating-from-kici.md.
+ *
+ * @packageDocumentation
+ */
+export {
+  type KiciEnv,
+  kiciLedgerDirCandidates,
+  kiciLedgerDirFromEnv,
+  resolveKiciLedgerDir,
+} from './ledger-dir.js';
+export { type KiciMachineLedgerOptions, MachineLedger } from './machine-ledger.js';
