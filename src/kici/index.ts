@@ -15,3 +15,11 @@ export {
   resolveKiciLedgerDir,
 } from './ledger-dir.js';
 export { type KiciMachineLedgerOptions, MachineLedger } from './machine-ledger.js';
+export {
+  fromKiciCap,
+  fromKiciResources,
+  type KiciResourceCap,
+  type KiciResourceRequest,
+  type KiciResourceSpec,
+  parseKiciMemory,
+} from './resources.js';
