@@ -8,6 +8,18 @@
  *
  * @packageDocumentation
  */
+
+export { parseKiciScalerConfig, toScalerConfig } from './config.js';
+export type {
+  KiciConfigIssue,
+  KiciConfigTranslation,
+  KiciIssueSeverity,
+  KiciLabelSet,
+  KiciScalerConfig,
+  KiciScalerEntry,
+  KiciWarmPool,
+  ToScalerConfigOptions,
+} from './config-types.js';
 export {
   type KiciEnv,
   kiciLedgerDirCandidates,
