@@ -28,6 +28,17 @@ export {
 } from './ledger-dir.js';
 export { type KiciMachineLedgerOptions, MachineLedger } from './machine-ledger.js';
 export {
+  addIsolationRules,
+  ensureKiciTable,
+  type KiciNetworkPolicy,
+  type KiciNftOptions,
+  kiciAgentId,
+  type NftMatchMode,
+  parseRuleHandles,
+  removeIsolationRules,
+  validateNftablesAvailability,
+} from './nftables.js';
+export {
   fromKiciCap,
   fromKiciResources,
   type KiciResourceCap,
