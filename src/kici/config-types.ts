@@ -11,8 +11,32 @@ export interface KiciLabelSet {
   labels: string[];
   /** Resources (nested or flat). */
   resources?: KiciResourceRequest | KiciResourceSpec;
-  /** Backend settings of the set (`image`, `imagePullPolicy`, `networkPolicy`, `volumes`, ...). */
-  [backendSetting: string]: unknown;
+  /** Backend setting, kept in `options.labelSets[j]`: the container image. */
+  image?: string;
+  /** Backend setting: `Always`, `IfNotPresent`, `Never`. */
+  imagePullPolicy?: unknown;
+  /** Backend setting: the agent binary (bare metal). */
+  binaryPath?: string;
+  /** Backend setting: volumes to mount. */
+  volumes?: string[];
+  /** Backend setting: mount the container socket into the agent. */
+  containerSocket?: boolean;
+  /** Backend setting: environment of the agent. */
+  env?: Record<string, string>;
+  /** Backend setting: `pause` or `drop`. */
+  backpressureMode?: unknown;
+  /** Backend setting: `{ allowlist?, denyAll?, hostAccess? }` (see `addIsolationRules`). */
+  networkPolicy?: unknown;
+  /** Backend setting (Firecracker): root filesystem image. */
+  rootfsPath?: string;
+  /** Backend setting (Firecracker): kernel image. */
+  kernelPath?: string;
+  /** Backend setting (Firecracker): vCPUs. */
+  vcpuCount?: number;
+  /** Backend setting (Firecracker): memory in MiB. */
+  memSizeMib?: number;
+  /** Backend setting (Firecracker): overlay drive size in MiB. */
+  overlayDriveSizeMib?: number;
 }
 
 /** A kici warm pool (`scalers[].warmPool`). */
@@ -43,8 +67,55 @@ export interface KiciScalerEntry {
   resourceCap?: KiciResourceCap;
   /** The warm pool. */
   warmPool?: KiciWarmPool;
-  /** Backend and routing settings (`maxConcurrentSpawns`, `roles`, `platform`, `host`, ...). */
-  [setting: string]: unknown;
+  /** Concurrent `backend.spawn` calls (kici default 8); kept in `options`, reported. */
+  maxConcurrentSpawns?: number;
+  /** Job roles served (`builder`, `init-runner`, `all`); kept in `options`, an error unless acknowledged. */
+  roles?: string[];
+  /** `{ os, arch }`; kept in `options`; a non-linux/x64 platform is an error unless acknowledged. */
+  platform?: {
+    /** `linux`, `macos`, `windows`. */
+    os?: string;
+    /** `x64`, `arm64`. */
+    arch?: string;
+  };
+  /** Isolate agents with nftables (kici default true); kept in `options`. */
+  networkIsolation?: boolean;
+  /** Backend setting: container engine host. */
+  host?: string;
+  /** Backend setting: container engine socket. */
+  socketPath?: string;
+  /** Backend setting: `docker`, `podman`, `auto`. */
+  runtime?: string;
+  /** Backend setting: the URL agents connect to. */
+  orchestratorUrl?: string;
+  /** Backend setting: extra `/etc/hosts` entries. */
+  extraHosts?: string[];
+  /** Backend setting: enforce limits with cgroups. */
+  enforceCgroups?: boolean;
+  /** Backend setting (Firecracker): firecracker binary. */
+  firecrackerPath?: string;
+  /** Backend setting (Firecracker): jailer binary. */
+  jailerPath?: string;
+  /** Backend setting (Firecracker): kernel image. */
+  kernelPath?: string;
+  /** Backend setting (Firecracker): jailer chroot base. */
+  chrootBaseDir?: string;
+  /** Backend setting: uid agents run as. */
+  uid?: number;
+  /** Backend setting: gid agents run as. */
+  gid?: number;
+  /** Backend setting (Firecracker): vCPUs. */
+  vcpuCount?: number;
+  /** Backend setting (Firecracker): memory in MiB. */
+  memSizeMib?: number;
+  /** Backend setting: wrap privileged commands in `sudo -n`. */
+  requireSudo?: boolean;
+  /** Backend setting (event scalers): workflow refs. */
+  provisioningTargets?: string[];
+  /** Backend setting (event scalers): claim code lifetime. */
+  claimTtlSeconds?: number;
+  /** Backend setting (event scalers): agent token lifetime. */
+  agentTokenTtlSeconds?: number;
 }
 
 /**
@@ -73,8 +144,21 @@ export interface KiciScalerConfig {
   }>;
   /** The scalers. */
   scalers: KiciScalerEntry[];
-  /** Other top-level settings (`firecracker` network settings, ...). */
-  [setting: string]: unknown;
+  /** kici's Firecracker network settings: reported, not translated (they belong to the backend). */
+  firecracker?: {
+    /** Guest network. */
+    cidr?: string;
+    /** Bridge device. */
+    bridgeName?: string;
+    /** Gateway address. */
+    gateway?: string;
+    /** Netmask. */
+    netmask?: string;
+    /** nftables table. */
+    table?: string;
+    /** Provision the host network on start. */
+    autoProvisionHost?: boolean;
+  };
 }
 
 /** How much a kici setting without an equivalent matters. */

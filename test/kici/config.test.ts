@@ -165,7 +165,10 @@ describe('toScalerConfig', () => {
   });
 
   it('refuses unknown settings kici would drop silently', () => {
-    const result = toScalerConfig({ ...minimal({ maxAgnets: 3 }), globalMaxAgent: 4 });
+    const result = toScalerConfig({
+      ...minimal({ maxAgnets: 3 }),
+      globalMaxAgent: 4,
+    } as KiciScalerConfig);
     expect(at(result, 'scalers.0.maxAgnets')[0]!.severity).toBe('error');
     expect(at(result, 'globalMaxAgent')[0]!.severity).toBe('error');
     const set = toScalerConfig(minimal({ labelSets: [{ labels: ['x'], imagee: 'a' }] }));
