@@ -199,3 +199,11 @@ export interface KiciConfigTranslation {
   /** Every setting without an equivalent and every schema problem, errors first. */
   issues: KiciConfigIssue[];
 }
+
+/** The result of {@link parseKiciScalerConfig}. */
+export interface KiciParsedConfig {
+  /** The validated `ScalerManager` config. */
+  config: ScalerConfig;
+  /** The warnings of the translation (settings kept for the backend, behaviour that differs). */
+  warnings: KiciConfigIssue[];
+}

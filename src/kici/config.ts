@@ -12,6 +12,7 @@ import {
 import type {
   KiciConfigIssue,
   KiciConfigTranslation,
+  KiciParsedConfig,
   KiciScalerConfig,
   KiciScalerEntry,
   ToScalerConfigOptions,
@@ -414,7 +415,7 @@ function mapPath(path: ReadonlyArray<string | number>): ReadonlyArray<string | n
  * @param kici - The kici config.
  * @param options - See {@link ToScalerConfigOptions}.
  * @returns The validated config and the warnings.
- * @throws {@link ConfigError} listing every error with its path in the kici config.
+ * @throws `ConfigError` listing every error with its path in the kici config.
  *
  * @example
  * ```ts
@@ -424,7 +425,7 @@ function mapPath(path: ReadonlyArray<string | number>): ReadonlyArray<string | n
 export function parseKiciScalerConfig(
   kici: KiciScalerConfig,
   options?: ToScalerConfigOptions,
-): { config: NonNullable<KiciConfigTranslation['config']>; warnings: KiciConfigIssue[] } {
+): KiciParsedConfig {
   const result = toScalerConfig(kici, options);
   const warnings = result.issues.filter((i) => i.severity === 'warning');
   if (result.ok && result.config) return { config: result.config, warnings };

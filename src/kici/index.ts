@@ -15,6 +15,7 @@ export type {
   KiciConfigTranslation,
   KiciIssueSeverity,
   KiciLabelSet,
+  KiciParsedConfig,
   KiciScalerConfig,
   KiciScalerEntry,
   KiciWarmPool,
@@ -26,7 +27,7 @@ export {
   kiciLedgerDirFromEnv,
   resolveKiciLedgerDir,
 } from './ledger-dir.js';
-export { type KiciMachineLedgerOptions, MachineLedger } from './machine-ledger.js';
+export { type KiciMachineLedgerOptions, type KiciUsage, MachineLedger } from './machine-ledger.js';
 export {
   addIsolationRules,
   ensureKiciTable,

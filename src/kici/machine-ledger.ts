@@ -29,6 +29,14 @@ export interface KiciMachineLedgerOptions {
   core?: Omit<CoreMachineLedgerOptions, 'instanceId' | 'dir' | 'explicitDir' | 'env'>;
 }
 
+/** What {@link MachineLedger.getUsage} returns (kici's shape). */
+export interface KiciUsage {
+  /** Summed cores of the live rows. */
+  cpus: number;
+  /** Summed bytes of the live rows. */
+  memBytes: number;
+}
+
 // kici's reaper period.
 const DEFAULT_REAP_INTERVAL_MS = 30_000;
 
@@ -189,7 +197,7 @@ export class MachineLedger {
    *
    * @throws TypeError when the pool is not registered; LedgerCorruptError for a bad file.
    */
-  async getUsage(poolName: string): Promise<{ cpus: number; memBytes: number }> {
+  async getUsage(poolName: string): Promise<KiciUsage> {
     this.registered(poolName);
     const usage: ResourceAmount = await (await this.ledger()).getUsage(poolName);
     return { cpus: usage.cpus, memBytes: usage.memBytes };

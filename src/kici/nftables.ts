@@ -69,7 +69,7 @@ const IFNAME_HEX_PREFIX = 'kici-ifname-hex-';
  * @param identifier - The interface name or address given to {@link addIsolationRules}.
  * @param matchMode - How it is matched. @default 'iifname'
  * @returns The agent id.
- * @throws {@link InvalidInputError} for an invalid interface name or address.
+ * @throws `InvalidInputError` for an invalid interface name or address.
  *
  * @example
  * ```ts
@@ -195,7 +195,7 @@ export async function ensureKiciTable(opts?: KiciNftOptions): Promise<void> {
  * @param networkPolicy - `{ allowlist?, denyAll? }`.
  * @param matchMode - `'iifname'` (default) or `'saddr'`.
  * @param opts - `requireSudo`, `hostAccess` and this library's nft options.
- * @throws {@link InvalidInputError} for an invalid identifier, address, CIDR or policy key,
+ * @throws `InvalidInputError` for an invalid identifier, address, CIDR or policy key,
  *   before nft runs; nft errors as {@link validateNftablesAvailability}.
  *
  * @example

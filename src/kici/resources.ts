@@ -50,7 +50,7 @@ const MEMORY_FORMS =
  *
  * @param value - `"512m"`, `"512 m"`, `"2g"`, `"1024k"`, `"0.3m"` or a number of bytes.
  * @returns Whole bytes.
- * @throws {@link ResourceParseError} for anything else (`"2gb"`, `"2Gi"`, `"2"`, `" 2g"`,
+ * @throws `ResourceParseError` for anything else (`"2gb"`, `"2Gi"`, `"2"`, `" 2g"`,
  *   negatives), naming the value and the accepted forms, or a result past 2^53 - 1.
  *
  * @example
@@ -138,7 +138,7 @@ function spec(value: unknown, what: string): ParsedResourceSpec {
  * @param resources - kici's nested `{ requests?, limits? }` or flat `{ cpus?, memory? }`.
  * @returns `{ requests?, limits? }` with numbers, ready for a `ScalerManager` config or
  *   `resolveResources`.
- * @throws {@link ResourceParseError} for a bad quantity; {@link InvalidInputError} for an
+ * @throws `ResourceParseError` for a bad quantity; `InvalidInputError` for an
  *   unknown key (kici refuses those too) or a value that is not an object.
  *
  * @example
@@ -169,7 +169,7 @@ export function fromKiciResources(
  *
  * @param cap - The kici cap.
  * @returns `{ maxCpu?, maxMemoryBytes? }`.
- * @throws {@link ResourceParseError} for a bad quantity; {@link InvalidInputError} for an
+ * @throws `ResourceParseError` for a bad quantity; `InvalidInputError` for an
  *   unknown key, both `maxMemory` and `maxMemoryBytes`, or a value that is not an object.
  *
  * @example
