@@ -81,13 +81,17 @@ export const nftOptions = (o: seedNft.NftOptions): ours.KiciNftOptions => o;
 
 // kici 0.9.1's parsed scaler config is accepted by toScalerConfig.
 export const config = (c: KiciConfig) => ours.toScalerConfig(c);
+`;
 
-// The check can fail: a class without releaseAllForInstance is not kici's MachineLedger.
+// A mismatch the same compiler run must report, so the check cannot pass vacuously: a class
+// without releaseAllForInstance is not kici's MachineLedger.
+const BAD = `
+import type { MachineLedger as KiciLedger } from './v091/machine-ledger.js';
+type Public<T> = Pick<T, keyof T>;
 class Partial {
   constructor(_opts: { explicitDir?: string; instanceId: string }) {}
   registerPool(): void {}
 }
-// @ts-expect-error missing members
 export const bad: new (opts: ConstructorParameters<typeof KiciLedger>[0]) => Public<KiciLedger> = Partial;
 `;
 
@@ -102,7 +106,10 @@ describe('type compatibility with kici’s declarations', () => {
     );
   });
 
-  it('tsc accepts the adapter where kici’s types are expected (and rejects a mismatch)', () => {
+  // One compiler run over the adapter and the core modules it reaches: slow on a loaded machine.
+  it('tsc accepts the adapter where kici’s types are expected (and rejects a mismatch)', {
+    timeout: 240_000,
+  }, () => {
     mkdirSync(join(dir, 'seed'));
     mkdirSync(join(dir, 'v091'));
     for (const [name, text] of seedDeclarations(readFileSync(seedFile, 'utf8'))) {
@@ -116,51 +123,29 @@ describe('type compatibility with kici’s declarations', () => {
     }
     writeFileSync(join(dir, 'package.json'), '{ "type": "module" }\n');
     writeFileSync(join(dir, 'check.ts'), CHECK(join(root, 'src', 'kici', 'index.js')));
+    writeFileSync(join(dir, 'bad.ts'), BAD);
     writeFileSync(
       join(dir, 'tsconfig.json'),
       JSON.stringify({
         extends: join(root, 'tsconfig.json'),
         compilerOptions: { typeRoots: [join(root, 'node_modules', '@types')], noEmit: true },
-        include: ['check.ts'],
+        include: ['check.ts', 'bad.ts'],
       }),
     );
     let output = '';
-    let failed = false;
     try {
       execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', dir], {
         encoding: 'utf8',
         stdio: ['ignore', 'pipe', 'pipe'],
       });
     } catch (error) {
-      failed = true;
       output = String((error as { stdout?: string }).stdout ?? error);
     }
-    expect(output).toBe('');
-    expect(failed).toBe(false);
-    // Without the @ts-expect-error the mismatch is an error: the check is not vacuous.
-    writeFileSync(
-      join(dir, 'check.ts'),
-      CHECK(join(root, 'src', 'kici', 'index.js')).replace(
-        '// @ts-expect-error missing members\n',
-        '',
-      ),
-    );
-    let negative = '';
-    try {
-      execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', dir], {
-        encoding: 'utf8',
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-    } catch (error) {
-      negative = String((error as { stdout?: string }).stdout ?? '');
-    }
-    // Exactly one error, on the deliberately wrong line.
-    const errors = negative.split('\n').filter((line) => /error TS\d+/.test(line));
+    // Exactly one error, in bad.ts on the deliberately wrong line; none in check.ts.
+    const errors = output.split('\n').filter((line) => /error TS\d+/.test(line));
+    const badLine = BAD.split('\n').findIndex((l) => l.startsWith('export const bad')) + 1;
+    expect(errors.filter((line) => line.includes('check.ts'))).toEqual([]);
     expect(errors).toHaveLength(1);
-    const badLine =
-      CHECK('x')
-        .split('\n')
-        .findIndex((l) => l.startsWith('export const bad')) + 1;
-    expect(errors[0]).toContain(`check.ts(${badLine - 1},`);
+    expect(errors[0]).toContain(`bad.ts(${badLine},`);
   });
 });
