@@ -65,6 +65,8 @@ const LABEL_SET_BACKEND_SETTINGS = new Set([
 
 class Report {
   readonly issues: KiciConfigIssue[] = [];
+  // Pool name -> its index in kici's machinePools array, to report our paths as kici's.
+  readonly poolIndex = new Map<string, number>();
   constructor(private readonly acknowledged: ReadonlySet<string>) {}
 
   error(path: Path, message: string, setting?: string): void {
@@ -379,6 +381,7 @@ function translatePools(report: Report, value: unknown): ScalerConfigInput['mach
     }
     const cap = report.attempt([...at, 'cap'], () => fromKiciCap(pool.cap as never));
     if (cap) pools[pool.name] = cap;
+    report.poolIndex.set(pool.name, i);
   });
   return pools;
 }
@@ -388,7 +391,7 @@ function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation
   if (!validation.ok) {
     for (const error of validation.errors) {
       report.error(
-        mapPath(error.path),
+        mapPath(error.path, report.poolIndex),
         `${error.message} (ScalerManager config at ${formatConfigPath(error.path)})`,
       );
     }
@@ -404,8 +407,16 @@ function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation
 }
 
 // Our config's paths back to kici's names where they differ.
-function mapPath(path: ReadonlyArray<string | number>): ReadonlyArray<string | number> {
+function mapPath(
+  path: ReadonlyArray<string | number>,
+  poolIndex: ReadonlyMap<string, number>,
+): ReadonlyArray<string | number> {
   if (path[0] === 'resourceCap') return ['globalResourceCap', ...path.slice(1)];
+  if (path[0] === 'machinePools' && typeof path[1] === 'string') {
+    const index = poolIndex.get(path[1]);
+    if (index !== undefined)
+      return ['machinePools', index, ...(path.length > 2 ? ['cap', ...path.slice(2)] : ['name'])];
+  }
   return path;
 }
 

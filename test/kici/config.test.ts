@@ -190,6 +190,12 @@ describe('toScalerConfig', () => {
       ],
     });
     expect(at(pools, 'machinePools.1.name')[0]!.severity).toBe('error');
+    // A pool name our schema refuses is reported at kici's path.
+    const badName = toScalerConfig({
+      ...minimal(),
+      machinePools: [{ name: 'has space', cap: { maxCpu: 1 } }],
+    });
+    expect(at(badName, 'machinePools.0.name')[0]!.severity).toBe('error');
   });
 
   it('passes our schema’s cross-field errors through (unknown pool, warm pool > maxAgents)', () => {
