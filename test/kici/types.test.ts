@@ -95,7 +95,18 @@ class Partial {
 export const bad: new (opts: ConstructorParameters<typeof KiciLedger>[0]) => Public<KiciLedger> = Partial;
 `;
 
-describe('type compatibility with kici’s declarations', () => {
+// The seed lives beside the repository, not in it: without it (a fresh clone elsewhere) the
+// check is skipped with one line, as system tests are.
+const haveSeed = existsSync(seedFile);
+if (!haveSeed) {
+  const line = `kici type compatibility: no seed declarations at ${seedFile} (set KICI_SEED_DTS)`;
+  if (process.env.SCALER_PRIMITIVES_REQUIRE_SYSTEM === '1') {
+    throw new Error(`SCALER_PRIMITIVES_REQUIRE_SYSTEM=1 but ${line}`);
+  }
+  console.warn(`skipped: ${line}`);
+}
+
+describe.runIf(haveSeed)('type compatibility with kici’s declarations', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sp-kici-types-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
