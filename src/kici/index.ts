@@ -1,0 +1,49 @@
+/**
+ * A migration kit for codebases built on the kici orchestrator's scaler
+ * (`@kici-dev/orchestrator` `src/scaler/`): the same names and call shapes, backed by
+ * this library's modules, so such a codebase can switch one import at a time while it
+ * shares a host (ledger directory, pool files, lock) with kici processes that have not
+ * switched yet. Translation only: every decision is made by the core modules.
+ * See docs/migrating-from-kici.md.
+ *
+ * @packageDocumentation
+ */
+
+export { parseKiciScalerConfig, toScalerConfig } from './config.js';
+export type {
+  KiciConfigIssue,
+  KiciConfigTranslation,
+  KiciIssueSeverity,
+  KiciLabelSet,
+  KiciParsedConfig,
+  KiciScalerConfig,
+  KiciScalerEntry,
+  KiciWarmPool,
+  ToScalerConfigOptions,
+} from './config-types.js';
+export {
+  type KiciEnv,
+  kiciLedgerDirCandidates,
+  kiciLedgerDirFromEnv,
+  resolveKiciLedgerDir,
+} from './ledger-dir.js';
+export { type KiciMachineLedgerOptions, type KiciUsage, MachineLedger } from './machine-ledger.js';
+export {
+  addIsolationRules,
+  ensureKiciTable,
+  type KiciNetworkPolicy,
+  type KiciNftOptions,
+  kiciAgentId,
+  type NftMatchMode,
+  parseRuleHandles,
+  removeIsolationRules,
+  validateNftablesAvailability,
+} from './nftables.js';
+export {
+  fromKiciCap,
+  fromKiciResources,
+  type KiciResourceCap,
+  type KiciResourceRequest,
+  type KiciResourceSpec,
+  parseKiciMemory,
+} from './resources.js';
