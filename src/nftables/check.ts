@@ -272,7 +272,16 @@ function checkCommand(input: unknown): NftCommand {
       );
       const chain = validateChainName(c.chain);
       if (c.hook === undefined) return { op, chain };
-      return { op, chain, hook: oneOf(c.hook, HOOKS, 'chain hook') };
+      const hook = oneOf(c.hook, HOOKS, 'chain hook');
+      // The table's base chains are named after their hook; agent chains have none.
+      if (hook !== chain) {
+        throw new InvalidInputError(
+          'chain hook',
+          hook,
+          `Invalid hook ${show(hook)} for chain ${show(chain)}: a base chain is named after its hook (\`forward\`, \`input\`, \`output\`).`,
+        );
+      }
+      return { op, chain, hook };
     }
     case 'flush chain':
     case 'delete chain': {
