@@ -46,15 +46,41 @@ export function nearest(word: string, candidates: readonly string[]): string | u
   return bestDistance <= Math.max(2, Math.floor(folded.length / 3)) ? best : undefined;
 }
 
-/** A key shown in a message: printable, bounded, quoted. */
-function showKey(key: string | symbol): string {
-  const text = typeof key === 'symbol' ? key.toString() : key;
-  const shown = JSON.stringify(text.length > 64 ? `${text.slice(0, 64)}...` : text);
-  // JSON.stringify leaves DEL and C1 controls (a terminal's CSI) raw: escape them too.
-  return shown.replace(
-    /[\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
+const SHOW_MAX = 80;
+
+/**
+ * A value as an error message shows it: JSON-quoted, every control character (C0, DEL,
+ * C1 such as a terminal's CSI, line separators, bidi overrides) escaped, and bounded,
+ * so a message never carries a terminal escape or megabytes of hostile input.
+ */
+export function showValue(value: unknown): string {
+  let text: string;
+  if (typeof value === 'string') {
+    text =
+      value.length > SHOW_MAX
+        ? `${JSON.stringify(value.slice(0, SHOW_MAX))}... (${value.length} characters)`
+        : JSON.stringify(value);
+  } else if (typeof value === 'bigint') {
+    text = `${value}n`;
+  } else if (typeof value === 'symbol') {
+    text = value.toString();
+  } else {
+    try {
+      text = JSON.stringify(value) ?? String(value);
+    } catch {
+      text = String(value);
+    }
+    if (text.length > SHOW_MAX * 2) text = `${text.slice(0, SHOW_MAX * 2)}...`;
+  }
+  return text.replace(
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: escaping them is the point.
+    /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
+}
+
+function showKey(key: string | symbol): string {
+  return showValue(key);
 }
 
 /**

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { InvalidInputError } from '../errors.js';
+import { showValue } from '../internal/strict-keys.js';
 
 // Every value that ends up in nft script text passes through one of these
 // functions first. Each returns the value in the exact form the renderer prints
@@ -13,33 +14,8 @@ const IFNAME = /^[A-Za-z0-9_.@+-]{1,15}$/;
 const TABLE = /^[A-Za-z][A-Za-z0-9_]{0,31}$/;
 const NETNS = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 
-const SHOW_MAX = 80;
-
 /** A value as a message shows it: JSON-quoted, control characters escaped, bounded. */
-export function show(value: unknown): string {
-  let text: string;
-  if (typeof value === 'string') {
-    text =
-      value.length > SHOW_MAX
-        ? `${JSON.stringify(value.slice(0, SHOW_MAX))}... (${value.length} characters)`
-        : JSON.stringify(value);
-  } else if (typeof value === 'bigint') {
-    text = `${value}n`;
-  } else {
-    try {
-      text = JSON.stringify(value) ?? String(value);
-    } catch {
-      text = String(value);
-    }
-    if (text.length > SHOW_MAX * 2) text = `${text.slice(0, SHOW_MAX * 2)}...`;
-  }
-  // JSON.stringify leaves DEL, C1 controls (a terminal's CSI) and bidi overrides raw.
-  return text.replace(
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: escaping them is the point.
-    /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
-}
+export const show = showValue;
 
 function refuse(what: string, value: unknown, accepted: string): never {
   throw new InvalidInputError(what, value, `Invalid ${what} ${show(value)}: expected ${accepted}.`);
