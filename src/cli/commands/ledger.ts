@@ -2,9 +2,10 @@
  * `scaler-primitives ledger ls|usage|reap|release`: inspect and repair machine-pool ledgers.
  */
 
-import { parseArgs } from 'node:util';
 import { MachineLedger, type PoolSnapshot } from '../../ledger/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
+import { parseCommandArgs, subcommandError } from '../args.js';
+import { escapeText, jsonText } from '../escape.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 // Rows this CLI judges as a bystander: it has no rows of its own, so only the
@@ -31,6 +32,21 @@ Options:
 Exit codes: 0 success, 1 failure (corrupt file, busy lock, unsafe directory), 2 usage error.
 `;
 
+function subHelp(usage: string, what: string): string {
+  return `Usage: scaler-primitives ledger ${usage} [--dir DIR] [--json]
+
+${what}
+
+Options:
+  --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
+                  /var/lib/kici/scaler-ledger, else <tmpdir>/scaler-ledger-<uid>.
+  --json          Print JSON instead of a table (shape: docs/cli.md).
+  -h, --help      Show this help.
+
+Exit codes: 0 success, 1 failure (one line on standard error), 2 usage error.
+`;
+}
+
 const options = {
   dir: { type: 'string' },
   json: { type: 'boolean', default: false },
@@ -39,6 +55,8 @@ const options = {
   instance: { type: 'string' },
 } as const;
 
+const SUBCOMMANDS = ['ls', 'usage', 'reap', 'release'];
+
 type Values = { dir?: string; json: boolean; pool?: string; agent?: string; instance?: string };
 
 /** The `ledger` command. */
@@ -46,16 +64,23 @@ export const ledgerCommand: CliCommand = {
   name: 'ledger',
   summary: 'Inspect and repair machine-pool ledgers (ls, usage, reap, release).',
   help,
+  subcommands: {
+    ls: subHelp('ls [pool]', 'List reservations (every pool, or one), live and stale.'),
+    usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
+    reap: subHelp(
+      'reap [pool]',
+      'Remove stale rows now (rows of another boot, rows whose lease expired).',
+    ),
+    release: subHelp(
+      'release --pool P --agent A [--instance I]',
+      "Remove an agent's reservation (only instance I's row with --instance). Idempotent.",
+    ),
+  },
   async run(args, io) {
-    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-    try {
-      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseCommandArgs(args, options);
     const values = parsed.values as Values;
     const [sub, ...positionals] = parsed.positionals;
-    if (sub === undefined) throw new UsageError('missing subcommand: ls, usage, reap or release');
+    if (sub === undefined || !SUBCOMMANDS.includes(sub)) throw subcommandError(sub, SUBCOMMANDS);
     const ledger = new MachineLedger({
       instanceId: CLI_INSTANCE,
       dir: values.dir,
@@ -72,9 +97,7 @@ export const ledgerCommand: CliCommand = {
         case 'release':
           return await release(ledger, positionals, values, io);
         default:
-          throw new UsageError(
-            `unknown subcommand ${JSON.stringify(sub)}: use ls, usage, reap or release`,
-          );
+          throw subcommandError(sub, SUBCOMMANDS);
       }
     } finally {
       await ledger.close();
@@ -93,7 +116,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   const snapshots = await Promise.all(pools.map((pool) => ledger.inspect(pool)));
   if (values.json) {
     io.out(
-      `${JSON.stringify(
+      jsonText(
         snapshots.map((s) => ({
           pool: s.pool,
           file: s.file,
@@ -103,9 +126,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
             ...s.stale.map(({ row, reason }) => ({ ...row, state: `stale (${reason})` })),
           ],
         })),
-        null,
-        2,
-      )}\n`,
+      ),
     );
     return 0;
   }
@@ -127,7 +148,9 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
     }
   }
   if (rows.length === 0) {
-    io.out(pools.length === 0 ? `No pools in ${await ledger.dir()}\n` : 'No reservations\n');
+    io.out(
+      pools.length === 0 ? `No pools in ${escapeText(await ledger.dir())}\n` : 'No reservations\n',
+    );
     return 0;
   }
   io.out(
@@ -155,11 +178,11 @@ function usageOf(s: PoolSnapshot) {
 async function usage(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
   const usages = (await Promise.all(pools.map((pool) => ledger.inspect(pool)))).map(usageOf);
   if (values.json) {
-    io.out(`${JSON.stringify(usages, null, 2)}\n`);
+    io.out(jsonText(usages));
     return 0;
   }
   if (usages.length === 0) {
-    io.out(`No pools in ${await ledger.dir()}\n`);
+    io.out(`No pools in ${escapeText(await ledger.dir())}\n`);
     return 0;
   }
   io.out(
@@ -184,9 +207,9 @@ async function reap(ledger: MachineLedger, pools: string[], values: Values, io: 
   const results: Array<{ pool: string; reaped: number }> = [];
   for (const pool of pools) results.push({ pool, reaped: await ledger.reapStale(pool) });
   if (values.json) {
-    io.out(`${JSON.stringify(results, null, 2)}\n`);
+    io.out(jsonText(results));
   } else if (results.length === 0) {
-    io.out(`No pools in ${await ledger.dir()}\n`);
+    io.out(`No pools in ${escapeText(await ledger.dir())}\n`);
   } else {
     io.out(
       table(
@@ -210,13 +233,14 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
     values.instance === undefined ? {} : { instanceId: values.instance },
   );
   if (values.json) {
-    io.out(`${JSON.stringify({ pool: values.pool, agent: values.agent, released })}\n`);
+    io.out(jsonText({ pool: values.pool, agent: values.agent, released }));
   } else if (released) {
-    io.out(`Released agent ${values.agent} in pool ${values.pool}\n`);
+    io.out(`Released agent ${escapeText(values.agent)} in pool ${escapeText(values.pool)}\n`);
   } else {
-    const which = values.instance === undefined ? '' : ` of instance ${values.instance}`;
+    const which =
+      values.instance === undefined ? '' : ` of instance ${escapeText(values.instance)}`;
     io.out(
-      `No reservation for agent ${values.agent}${which} in pool ${values.pool}; nothing to do\n`,
+      `No reservation for agent ${escapeText(values.agent)}${which} in pool ${escapeText(values.pool)}; nothing to do\n`,
     );
   }
   return 0;
