@@ -37,7 +37,12 @@ export function escapeText(value: string): string {
  * they are (library messages quote values with JSON, whose escapes they are).
  */
 export function messageLine(message: string): string {
-  return message.replace(/\s*\n\s*/g, ' ').trim().replace(UNSAFE, hex);
+  const folded = message
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '')
+    .join(' ');
+  return folded.replace(UNSAFE, hex);
 }
 
 /**
