@@ -106,6 +106,16 @@ describe('caps inputs are strict', () => {
   });
 });
 
+describe('the grammar predicates', () => {
+  it('answer false for over-long values and refuse unknown options', async () => {
+    const { isValidCpuQuota, isValidMemoryMax } = await import('../../src/agent-caps/index.js');
+    expect(isValidCpuQuota(`${'1'.repeat(100)}%`)).toBe(false);
+    expect(isValidMemoryMax(`1${'0'.repeat(100)}`)).toBe(false);
+    expect(isValidMemoryMax('50%', { allowPercent: true })).toBe(true);
+    refused(() => isValidMemoryMax('50%', { allowPercents: true } as never));
+  });
+});
+
 describe('agent names have a length limit', () => {
   it(`accepts ${MAX_AGENT_NAME_LENGTH} characters, refuses one more`, () => {
     const longest = 'a'.repeat(MAX_AGENT_NAME_LENGTH);

@@ -310,6 +310,15 @@ describe('functions that run nft refuse bad input before running anything', () =
   });
 });
 
+describe('helpers check their input', () => {
+  it('agentChainName refuses an invalid agent id or part', async () => {
+    const { agentChainName } = await import('../../src/nftables/index.js');
+    expect(agentChainName('ci-7', 'fwd')).toBe('agent-ci-7-fwd');
+    refused(() => agentChainName('a b', 'fwd'));
+    refused(() => agentChainName('a', 'fwd accept' as never));
+  });
+});
+
 describe('parsers check their input', () => {
   it('parseRuleHandles and parseRuleHandlesJson refuse a non-string or oversized identifier', () => {
     expect(() => parseRuleHandles('', 'x'.repeat(65))).toThrow(TypeError);
