@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CapsValueError } from '../errors.js';
+import { showValue, strictObject, strictOptions } from '../internal/strict-keys.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 
 /**
@@ -35,6 +36,41 @@ export interface DecodeAgentCapsOptions extends CapsValueOptions {
   raw?: boolean;
 }
 
+/**
+ * The longest caps field accepted (`"18446744073709551614"` is 20 characters): a
+ * longer value is refused before any parsing.
+ */
+export const MAX_CAPS_FIELD_LENGTH = 64;
+
+/**
+ * The largest stored caps value {@link decodeAgentCaps} reads (64 KiB), checked before
+ * parsing. A value is a few dozen bytes; the margin leaves room for fields a newer
+ * writer may add, which are tolerated.
+ */
+export const MAX_CAPS_VALUE_BYTES = 65_536;
+
+/** The keys of {@link AgentCaps}. */
+const CAPS_KEYS = ['cpuQuota', 'memoryMax'] as const;
+/** The keys of {@link CapsValueOptions}. */
+export const CAPS_OPTION_KEYS: readonly string[] = ['allowMemoryPercent'];
+const DECODE_OPTION_KEYS: readonly string[] = [...CAPS_OPTION_KEYS, 'raw'];
+
+/** Check an options object strictly: known keys only, booleans where booleans go. */
+export function checkCapsOptions<T extends object>(
+  options: unknown,
+  keys: readonly string[],
+  what: string,
+): T {
+  const checked = strictOptions<Record<string, unknown>>(options, keys, what);
+  for (const key of ['allowMemoryPercent', 'raw', 'purge']) {
+    const value = checked[key];
+    if (value !== undefined && typeof value !== 'boolean') {
+      throw new TypeError(`Expected \`${key}\` to be a boolean, got \`${typeof value}\``);
+    }
+  }
+  return checked as T;
+}
+
 const FIELDS = [
   { key: 'cpuQuota', wire: 'cpu_quota' },
   { key: 'memoryMax', wire: 'memory_max' },
@@ -55,12 +91,19 @@ function checkField(
   options: CapsValueOptions,
   where: string,
 ): void {
+  if (value.length > MAX_CAPS_FIELD_LENGTH) {
+    throw new CapsValueError(
+      key,
+      `${value.length} characters`,
+      `Invalid ${key} ${showValue(value)}${where}: at most ${MAX_CAPS_FIELD_LENGTH} characters are accepted.`,
+    );
+  }
   if (key === 'cpuQuota') {
     if (parseCpuQuota(value) === undefined) {
       throw new CapsValueError(
         key,
         value,
-        `Invalid cpuQuota ${JSON.stringify(value)}${where}: expected ${CPU_FORMS} (systemd CPUQuota=).`,
+        `Invalid cpuQuota ${showValue(value)}${where}: expected ${CPU_FORMS} (systemd CPUQuota=).`,
       );
     }
     return;
@@ -77,7 +120,7 @@ function checkField(
     throw new CapsValueError(
       key,
       value,
-      `Invalid memoryMax ${JSON.stringify(value)}${where}: expected ${forms} (systemd MemoryMax=).${percent}`,
+      `Invalid memoryMax ${showValue(value)}${where}: expected ${forms} (systemd MemoryMax=).${percent}`,
     );
   }
 }
@@ -89,6 +132,8 @@ function checkField(
  * @param options - `allowMemoryPercent`.
  * @returns The same object.
  * @throws {@link errors!CapsValueError} naming the first invalid field and the accepted forms.
+ * @throws {@link errors!InvalidInputError} for a key other than `cpuQuota` and `memoryMax` (in
+ * `caps`) or `allowMemoryPercent` (in `options`), naming it and the nearest accepted key.
  * @throws `TypeError` when `caps` is not an object or a field is neither a string nor unset.
  *
  * @example
@@ -97,12 +142,20 @@ function checkField(
  * validateAgentCaps({ memoryMax: '8GB' }); // throws CapsValueError
  * ```
  */
-export function validateAgentCaps(caps: AgentCaps, options: CapsValueOptions = {}): AgentCaps {
+export function validateAgentCaps(caps: AgentCaps, options?: CapsValueOptions): AgentCaps {
+  checkCaps(caps, checkCapsOptions(options, CAPS_OPTION_KEYS, 'caps options'));
+  return caps;
+}
+
+/** {@link validateAgentCaps} with options already checked by the caller. */
+export function checkCaps(caps: AgentCaps, options: CapsValueOptions): void {
   if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) {
     throw new TypeError(
       `Expected \`caps\` to be an object such as { cpuQuota: '400%' }, got \`${caps === null ? 'null' : typeof caps}\``,
     );
   }
+  // A typo (`memoryMAx`, `cpu_quota`) would otherwise leave the agent uncapped.
+  strictObject(caps, CAPS_KEYS, 'agent caps');
   for (const { key } of FIELDS) {
     const value: unknown = caps[key];
     if (value === undefined || value === null) continue;
@@ -113,7 +166,6 @@ export function validateAgentCaps(caps: AgentCaps, options: CapsValueOptions = {
     }
     checkField(key, value, options, '');
   }
-  return caps;
 }
 
 /**
@@ -128,6 +180,13 @@ export function validateAgentCaps(caps: AgentCaps, options: CapsValueOptions = {
  * ```
  */
 export function isEmpty(caps: AgentCaps): boolean {
+  // Shape only (no grammar check): raw decoded caps may be asked too.
+  if (typeof caps !== 'object' || caps === null || Array.isArray(caps)) {
+    throw new TypeError(
+      `Expected \`caps\` to be an object, got \`${caps === null ? 'null' : typeof caps}\``,
+    );
+  }
+  strictObject(caps, CAPS_KEYS, 'agent caps');
   return (
     (caps.cpuQuota === undefined || caps.cpuQuota === null) &&
     (caps.memoryMax === undefined || caps.memoryMax === null)
@@ -146,6 +205,8 @@ const encoder = new TextEncoder();
  * @param options - `allowMemoryPercent`.
  * @returns UTF-8 JSON bytes.
  * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax: nothing invalid is ever encoded.
+ * @throws {@link errors!InvalidInputError} for an unknown key in `caps` or `options` (a typo
+ * would otherwise encode a value without that cap).
  * @throws `TypeError` when `caps` is not an object or a field is not a string.
  *
  * @example
@@ -153,7 +214,7 @@ const encoder = new TextEncoder();
  * new TextDecoder().decode(encodeAgentCaps({ memoryMax: '8G' })); // '{"memory_max":"8G"}'
  * ```
  */
-export function encodeAgentCaps(caps: AgentCaps, options: CapsValueOptions = {}): Uint8Array {
+export function encodeAgentCaps(caps: AgentCaps, options?: CapsValueOptions): Uint8Array {
   validateAgentCaps(caps, options);
   // Built by hand rather than from an object so the field order is fixed.
   const parts: string[] = [];
@@ -182,7 +243,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @param data - The stored value: UTF-8 JSON bytes or a string.
  * @param options - `raw` to skip the systemd grammar check; `allowMemoryPercent`.
  * @returns The caps, with unset fields absent.
- * @throws {@link errors!CapsValueError} (`field` is `value`) when the data is not UTF-8 JSON
+ * @throws {@link errors!CapsValueError} (`field` is `value`) when the data is larger than
+ * {@link MAX_CAPS_VALUE_BYTES} or not UTF-8 JSON
  * of an object with string fields, or (`field` is `cpuQuota`/`memoryMax`) when a
  * value is not valid systemd syntax and `raw` is not set.
  *
@@ -193,8 +255,26 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  */
 export function decodeAgentCaps(
   data: Uint8Array | string,
-  options: DecodeAgentCapsOptions = {},
+  options?: DecodeAgentCapsOptions,
 ): AgentCaps {
+  const opts = checkCapsOptions<DecodeAgentCapsOptions>(
+    options,
+    DECODE_OPTION_KEYS,
+    'decode options',
+  );
+  if (typeof data !== 'string' && !(data instanceof Uint8Array)) {
+    throw new TypeError(
+      `Expected \`data\` to be a Uint8Array or a string, got \`${data === null ? 'null' : typeof data}\``,
+    );
+  }
+  const size = typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength;
+  if (size > MAX_CAPS_VALUE_BYTES) {
+    throw new CapsValueError(
+      'value',
+      `${size} bytes`,
+      `Agent caps value is ${size} bytes: at most ${MAX_CAPS_VALUE_BYTES} are read (a caps value is a few dozen bytes).`,
+    );
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(typeof data === 'string' ? data : decoder.decode(data));
@@ -220,10 +300,10 @@ export function decodeAgentCaps(
   const caps: AgentCaps = {};
   if (typeof result.data.cpu_quota === 'string') caps.cpuQuota = result.data.cpu_quota;
   if (typeof result.data.memory_max === 'string') caps.memoryMax = result.data.memory_max;
-  if (options.raw !== true) {
+  if (opts.raw !== true) {
     for (const { key } of FIELDS) {
       const value = caps[key];
-      if (value !== undefined) checkField(key, value, options, ' in a stored caps value');
+      if (value !== undefined) checkField(key, value, opts, ' in a stored caps value');
     }
   }
   return caps;

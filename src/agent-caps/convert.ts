@@ -1,3 +1,4 @@
+import { strictObject } from '../internal/strict-keys.js';
 import type { ResourceAmount } from '../resources/types.js';
 import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
@@ -51,6 +52,8 @@ function memoryMaxFromBytes(memBytes: number): string {
  *
  * @param amount - `cpus` (cores) and `memBytes` (whole bytes), either optional.
  * @returns Caps that pass {@link validateAgentCaps}.
+ * @throws {@link errors!InvalidInputError} for a key other than `cpus` and `memBytes` (caps cannot
+ * carry it, so it is refused rather than dropped).
  * @throws `TypeError` when `cpus` is not a finite number > 0, or `memBytes` is not a whole number from 1 to `Number.MAX_SAFE_INTEGER`.
  *
  * @example
@@ -59,6 +62,7 @@ function memoryMaxFromBytes(memBytes: number): string {
  * ```
  */
 export function capsFromResources(amount: Partial<ResourceAmount>): AgentCaps {
+  strictObject(amount, ['cpus', 'memBytes'], 'resource amount');
   const caps: AgentCaps = {};
   if (amount.cpus !== undefined) caps.cpuQuota = cpuQuotaFromCores(amount.cpus);
   if (amount.memBytes !== undefined) caps.memoryMax = memoryMaxFromBytes(amount.memBytes);

@@ -1,4 +1,10 @@
-import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
+import {
+  type AgentCaps,
+  CAPS_OPTION_KEYS,
+  type CapsValueOptions,
+  checkCaps,
+  checkCapsOptions,
+} from './codec.js';
 
 /** The unit sections a resource-control drop-in can target. */
 export const DropInSection = {
@@ -37,6 +43,7 @@ export interface RenderDropInOptions extends CapsValueOptions {
  * @param caps - The caps; checked against the systemd grammar first, since systemd ignores an invalid line and leaves the unit uncapped.
  * @param options - `section` (default `Service`), `allowMemoryPercent`.
  * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax.
+ * @throws {@link errors!InvalidInputError} for an unknown key in `caps` or `options`.
  * @throws `TypeError` when `section` is not one of `Service`, `Scope`, `Slice`.
  *
  * @example
@@ -44,14 +51,19 @@ export interface RenderDropInOptions extends CapsValueOptions {
  * renderDropIn({ memoryMax: '8G' }, { section: 'Scope' }); // '[Scope]\nMemoryMax=8G\n'
  * ```
  */
-export function renderDropIn(caps: AgentCaps, options: RenderDropInOptions = {}): string {
-  const section = options.section ?? DropInSection.Service;
+export function renderDropIn(caps: AgentCaps, options?: RenderDropInOptions): string {
+  const opts = checkCapsOptions<RenderDropInOptions>(
+    options,
+    [...CAPS_OPTION_KEYS, 'section'],
+    'drop-in options',
+  );
+  const section = opts.section ?? DropInSection.Service;
   if (!Object.values(DropInSection).includes(section)) {
     throw new TypeError(
       `Expected \`section\` to be one of Service, Scope, Slice, got \`${String(section)}\``,
     );
   }
-  validateAgentCaps(caps, options);
+  checkCaps(caps, opts);
   const lines: string[] = [];
   if (typeof caps.cpuQuota === 'string') lines.push(`CPUQuota=${caps.cpuQuota}`);
   if (typeof caps.memoryMax === 'string') lines.push(`MemoryMax=${caps.memoryMax}`);

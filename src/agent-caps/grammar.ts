@@ -8,6 +8,8 @@
  * sizes such as `1G 512M`) are refused.
  */
 
+import { strictObject } from '../internal/strict-keys.js';
+
 // systemd parses the integer part of a percentage into an int: permyriad <= INT_MAX.
 const INT_MAX = 2_147_483_647;
 const UINT64_MAX = (1n << 64n) - 1n;
@@ -97,7 +99,7 @@ export function parseMemoryMax(value: string, allowPercent: boolean): MemoryMaxV
  * ```
  */
 export function isValidCpuQuota(value: unknown): boolean {
-  return typeof value === 'string' && parseCpuQuota(value) !== undefined;
+  return typeof value === 'string' && value.length <= 64 && parseCpuQuota(value) !== undefined;
 }
 
 /**
@@ -121,7 +123,10 @@ export function isValidMemoryMax(
   value: unknown,
   options: { allowPercent?: boolean } = {},
 ): boolean {
+  strictObject(options, ['allowPercent'], 'isValidMemoryMax options');
   return (
-    typeof value === 'string' && parseMemoryMax(value, options.allowPercent === true) !== undefined
+    typeof value === 'string' &&
+    value.length <= 64 &&
+    parseMemoryMax(value, options.allowPercent === true) !== undefined
   );
 }

@@ -15,6 +15,8 @@ export {
   decodeAgentCaps,
   encodeAgentCaps,
   isEmpty,
+  MAX_CAPS_FIELD_LENGTH,
+  MAX_CAPS_VALUE_BYTES,
   validateAgentCaps,
 } from './codec.js';
 export { capsFromResources, resourcesFromCaps } from './convert.js';
@@ -25,4 +27,11 @@ export {
   renderDropIn,
 } from './drop-in.js';
 export { isValidCpuQuota, isValidMemoryMax } from './grammar.js';
-export { assertAgentName, BUCKET, directGetSubject, keySubject, STREAM } from './names.js';
+export {
+  assertAgentName,
+  BUCKET,
+  directGetSubject,
+  keySubject,
+  MAX_AGENT_NAME_LENGTH,
+  STREAM,
+} from './names.js';

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { showValue } from '../internal/strict-keys.js';
 
 /** The JetStream KV bucket that holds one caps value per agent, keyed by agent name. */
 export const BUCKET = 'agent-limits';
@@ -12,6 +13,14 @@ export const STREAM = `KV_${BUCKET}`;
 const AGENT_NAME = /^[-/=\w]+$/;
 
 /**
+ * The longest agent name accepted: 256 characters (the charset is ASCII, so also
+ * 256 bytes). Checked before anything is sent: a subject longer than the server's
+ * control line (4096 bytes by default) makes nats-server close the whole
+ * connection, for every other user of it.
+ */
+export const MAX_AGENT_NAME_LENGTH = 256;
+
+/**
  * Check that `agent` is usable as one subject token and one KV key, and return it.
  *
  * A name such as `a.*` or `>` would widen the subject a read, a watch or a
@@ -19,8 +28,9 @@ const AGENT_NAME = /^[-/=\w]+$/;
  *
  * @param agent - The agent name.
  * @returns The same name.
- * @throws {@link errors!InvalidInputError} when the name is empty or contains a
- * character outside `A-Z a-z 0-9 _ - / =` (this excludes `.`, `*`, `>` and whitespace).
+ * @throws {@link errors!InvalidInputError} when the name is empty, longer than
+ * {@link MAX_AGENT_NAME_LENGTH} characters, or contains a character outside
+ * `A-Z a-z 0-9 _ - / =` (this excludes `.`, `*`, `>` and whitespace).
  *
  * @example
  * ```ts
@@ -32,11 +42,18 @@ export function assertAgentName(agent: string): string {
   if (typeof agent !== 'string') {
     throw new TypeError(`Expected \`agent\` to be a string, got \`${typeof agent}\``);
   }
+  if (agent.length > MAX_AGENT_NAME_LENGTH) {
+    throw new InvalidInputError(
+      'agent name',
+      `${agent.length} characters`,
+      `Invalid agent name ${showValue(agent)}: at most ${MAX_AGENT_NAME_LENGTH} characters are accepted.`,
+    );
+  }
   if (!AGENT_NAME.test(agent)) {
     throw new InvalidInputError(
       'agent name',
       agent,
-      `Invalid agent name ${JSON.stringify(agent)}: expected one NATS subject token and KV key, ` +
+      `Invalid agent name ${showValue(agent)}: expected one NATS subject token and KV key, ` +
         'made of letters, digits, "_", "-", "/" or "=" (no ".", "*", ">", whitespace, not empty).',
     );
   }

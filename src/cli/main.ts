@@ -1,39 +1,104 @@
+import pkg from '../../package.json' with { type: 'json' };
 import { isScalerError } from '../errors.js';
+import { nearest } from '../internal/strict-keys.js';
 import { commands } from './commands/index.js';
-import { type CliIO, UsageError } from './registry.js';
+import { guardText, messageLine } from './escape.js';
+import { type CliCommand, type CliIO, UsageError } from './registry.js';
 
 const NAME = 'scaler-primitives';
+
+/** The version printed by `--version`. */
+export const VERSION: string = pkg.version;
 
 function topHelp(): string {
   const width = Math.max(...commands.map((c) => c.name.length));
   return [
-    `Usage: ${NAME} <command> [arguments] [options]`,
+    `Usage: ${NAME} <command> [subcommand] [arguments] [options]`,
     '',
     'Commands:',
     ...commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    '',
+    'Options:',
+    "  -h, --help     Show this help (or a command's: <command> --help).",
+    '  -v, --version  Print the version.',
     '',
     `Run \`${NAME} <command> --help\` for a command's arguments and options.`,
     '',
   ].join('\n');
 }
 
+function oneLine(message: string): string {
+  return messageLine(message);
+}
+
+/** Name the CLI flag where a library message names the option behind it. */
+function withFlags(message: string, command: CliCommand): string {
+  let text = message;
+  for (const [option, flag] of Object.entries(command.flagHints ?? {})) {
+    text = text.replaceAll(`\`${option}\``, `\`${flag}\``);
+  }
+  return text;
+}
+
+function failure(error: unknown, command: CliCommand): string {
+  if (isScalerError(error)) {
+    return `${oneLine(withFlags(error.message, command))} [${error.code}]`;
+  }
+  if (error instanceof Error) {
+    const code = (error as { code?: unknown }).code;
+    // A file error (ENOENT, EACCES, EISDIR, ...): Node's message names the path.
+    return oneLine(
+      typeof code === 'string' && !error.message.startsWith(code)
+        ? `${code}: ${error.message}`
+        : error.message,
+    );
+  }
+  return oneLine(String(error));
+}
+
 /**
  * Run the CLI with `argv` (without `node` and the script) and resolve to the exit code:
- * 0 success, 1 failure, 2 usage error.
+ * 0 success, 1 failure, 2 usage error. Every failure is one line on standard error;
+ * usage goes to standard output only when asked for with `--help`.
  */
-export async function main(argv: string[], io: CliIO): Promise<number> {
+export async function main(argv: string[], rawIo: CliIO): Promise<number> {
+  // Last guard: nothing the CLI prints carries a raw control character.
+  const io: CliIO = {
+    out: (text) => rawIo.out(guardText(text)),
+    err: (text) => rawIo.err(guardText(text)),
+    env: rawIo.env,
+  };
   const [name, ...rest] = argv;
-  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+  if (name === undefined) {
+    io.err(topHelp());
+    return 2;
+  }
+  if (name === '--help' || name === '-h' || name === 'help') {
     io.out(topHelp());
-    return name === undefined ? 2 : 0;
+    return 0;
+  }
+  if (name === '--version' || name === '-v') {
+    io.out(`${VERSION}\n`);
+    return 0;
   }
   const command = commands.find((c) => c.name === name);
   if (!command) {
-    io.err(`${NAME}: unknown command ${JSON.stringify(name)}\n\n${topHelp()}`);
+    const what = name.startsWith('-') ? 'option' : 'command';
+    const candidates = what === 'option' ? ['help', 'version'] : commands.map((c) => c.name);
+    const suggestion = nearest(name.replace(/^-+/, ''), candidates);
+    const hint =
+      suggestion === undefined
+        ? ''
+        : `; did you mean ${what === 'option' ? `--${suggestion}` : suggestion}?`;
+    io.err(
+      `${NAME}: unknown ${what} ${oneLine(JSON.stringify(name.slice(0, 40)))}${hint} (run \`${NAME} --help\` for the commands)\n`,
+    );
     return 2;
   }
-  if (rest.includes('--help') || rest.includes('-h')) {
-    io.out(command.help);
+  const helpAt = rest.findIndex((a) => a === '--help' || a === '-h');
+  if (helpAt !== -1 && !rest.slice(0, helpAt).includes('--')) {
+    const sub = rest[0];
+    io.out((sub !== undefined && command.subcommands?.[sub]) || command.help);
     return 0;
   }
   try {
@@ -41,18 +106,11 @@ export async function main(argv: string[], io: CliIO): Promise<number> {
   } catch (error) {
     if (error instanceof UsageError) {
       io.err(
-        `${NAME} ${command.name}: ${error.message}\nRun \`${NAME} ${command.name} --help\` for usage.\n`,
+        `${NAME} ${command.name}: ${oneLine(error.message)} (run \`${NAME} ${command.name} --help\` for usage)\n`,
       );
       return 2;
     }
-    if (isScalerError(error) || error instanceof TypeError) {
-      const code = isScalerError(error) ? ` [${error.code}]` : '';
-      io.err(`${NAME} ${command.name}: ${error.message}${code}\n`);
-      return 1;
-    }
-    io.err(
-      `${NAME} ${command.name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    );
+    io.err(`${NAME} ${command.name}: ${failure(error, command)}\n`);
     return 1;
   }
 }

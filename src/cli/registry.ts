@@ -1,3 +1,5 @@
+import { escapeText } from './escape.js';
+
 /**
  * The operator CLI's command registry. Each command lives in `commands/<name>.ts`
  * and is listed in `commands/index.ts`; `main` dispatches on the first argument.
@@ -21,6 +23,13 @@ export interface CliCommand {
   summary: string;
   /** Its full help text. */
   help: string;
+  /** Help for each subcommand (`<command> <sub> --help`); the full help when absent. */
+  subcommands?: Readonly<Record<string, string>>;
+  /**
+   * Library option names its error messages may mention, and the CLI flag to name
+   * instead, e.g. `{ allowMemoryPercent: '--allow-memory-percent' }`.
+   */
+  flagHints?: Readonly<Record<string, string>>;
   /** Run with the arguments after the command word; resolves to the exit code. */
   run(args: string[], io: CliIO): Promise<number>;
 }
@@ -33,8 +42,12 @@ export class UsageError extends Error {
   }
 }
 
-/** Render rows as an aligned table: a header line, then one line per row. */
-export function table(headers: string[], rows: string[][], rightAligned: number[] = []): string {
+/**
+ * Render rows as an aligned table: a header line, then one line per row. Every cell is
+ * escaped ({@link escapeText}): ids and names come from files other processes write.
+ */
+export function table(headers: string[], cells: string[][], rightAligned: number[] = []): string {
+  const rows = cells.map((row) => row.map(escapeText));
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells

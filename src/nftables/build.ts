@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { InvalidInputError } from '../errors.js';
 import type {
   AddrFamily,
   DispatchKey,
@@ -9,7 +10,7 @@ import type {
   NftRule,
 } from './plan.js';
 import type { NormalizedPolicy } from './policy.js';
-import type { Cidr } from './validate.js';
+import { type Cidr, validateAgentId } from './validate.js';
 
 /** Where an agent's rules live: see docs/nftables.md for both layouts. */
 export const NftLayout = {
@@ -62,9 +63,20 @@ export const DISPATCH_MAPS: ReadonlyArray<DispatchMap> = [
 /** Comment carried by the dispatch rules the table skeleton puts in the base chains. */
 export const DISPATCH_COMMENT = 'dispatch';
 
-/** Name of the per-agent chain for one part (vmap layout), e.g. `agent-ci-7-fwd`. */
+/**
+ * Name of the per-agent chain for one part (vmap layout), e.g. `agent-ci-7-fwd`.
+ *
+ * @throws {InvalidInputError} for an invalid agent id or a part other than `fwd`, `in`, `out`.
+ */
 export function agentChainName(agentId: string, part: AgentPart): string {
-  return `agent-${agentId}-${part}`;
+  if (part !== 'fwd' && part !== 'in' && part !== 'out') {
+    throw new InvalidInputError(
+      'agent chain part',
+      part,
+      `Invalid agent chain part ${JSON.stringify(String(part).slice(0, 40))}: expected \`fwd\`, \`in\` or \`out\`.`,
+    );
+  }
+  return `agent-${validateAgentId(agentId)}-${part}`;
 }
 
 const AGENT_CHAIN = /^agent-([A-Za-z0-9][A-Za-z0-9_.-]{0,63})-(fwd|in|out)$/;

@@ -4,6 +4,7 @@ import {
   NftNotInstalledError,
   NftPermissionError,
 } from '../errors.js';
+import { strictOptions } from '../internal/strict-keys.js';
 import {
   agentAddCommands,
   agentChainName,
@@ -100,7 +101,35 @@ interface Context {
   sudo: boolean;
 }
 
-function context(opts: NftOptions = {}): Context {
+const NFT_OPTION_KEYS = ['requireSudo', 'netns', 'table', 'layout', 'nftPath', 'runner'];
+const REMOVE_OPTION_KEYS = [...NFT_OPTION_KEYS, 'policy', 'bestEffort', 'onError'];
+const VERIFY_OPTION_KEYS = [...NFT_OPTION_KEYS, 'repair'];
+
+function optionType(opts: object, key: string, type: 'boolean' | 'function' | 'string'): void {
+  const value = (opts as Record<string, unknown>)[key];
+  if (value !== undefined && typeof value !== type) {
+    throw new TypeError(`Expected \`${key}\` to be a ${type}, got \`${typeof value}\``);
+  }
+}
+
+function context(
+  input: NftOptions | undefined,
+  keys: readonly string[] = NFT_OPTION_KEYS,
+): Context {
+  const opts = strictOptions<NftOptions>(input, keys, 'nftables options');
+  optionType(opts, 'requireSudo', 'boolean');
+  optionType(opts, 'runner', 'function');
+  optionType(opts, 'nftPath', 'string');
+  for (const key of ['bestEffort', 'repair']) optionType(opts, key, 'boolean');
+  optionType(opts, 'onError', 'function');
+  if (
+    opts.nftPath !== undefined &&
+    (opts.nftPath.length === 0 || opts.nftPath.length > 4096 || opts.nftPath.includes('\0'))
+  ) {
+    throw new TypeError(
+      `Expected \`nftPath\` to be a path of 1-4096 characters without NUL, got ${opts.nftPath.length} characters`,
+    );
+  }
   const table = validateTableName(opts.table ?? DEFAULT_TABLE);
   const layout = validateLayout(opts.layout ?? 'vmap');
   const netns = opts.netns === undefined ? undefined : validateNetnsName(opts.netns);
@@ -378,9 +407,11 @@ export interface RemoveOptions extends NftOptions {
  * @throws {InvalidInputError} / nft errors, unless `bestEffort` is set.
  */
 export async function removeIsolationRules(agentId: string, opts?: RemoveOptions): Promise<number> {
+  // Bad options are a programmer's mistake: refused even with `bestEffort`.
+  const checkedOpts = context(opts, REMOVE_OPTION_KEYS);
   try {
     const id = validateAgentId(agentId);
-    const ctx = context(opts);
+    const ctx = checkedOpts;
     if (opts?.policy !== undefined && ctx.layout === 'vmap') {
       const policy = normalizePolicy(opts.policy);
       try {
@@ -465,7 +496,20 @@ export async function sweepIsolation(
   liveAgentIds: Iterable<string>,
   opts?: NftOptions,
 ): Promise<SweepResult> {
-  const live = new Set(liveAgentIds);
+  if (
+    typeof liveAgentIds !== 'object' ||
+    liveAgentIds === null ||
+    typeof (liveAgentIds as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function'
+  ) {
+    throw new TypeError('Expected `liveAgentIds` to be an iterable of agent ids');
+  }
+  const live = new Set<string>();
+  for (const id of liveAgentIds) {
+    if (typeof id !== 'string') {
+      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
+    }
+    live.add(id);
+  }
   const ctx = context(opts);
   for (let attempt = 0; ; attempt++) {
     const gone = [...agentFootprints(await readState(ctx)).values()].filter(
@@ -555,7 +599,7 @@ export async function verifyIsolation(
 ): Promise<VerifyResult> {
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
-  const ctx = context(opts);
+  const ctx = context(opts, VERIFY_OPTION_KEYS);
   const problems = compare(await readState(ctx), id, normalized, ctx.layout);
   if (problems.length === 0 || !opts?.repair)
     return { ok: problems.length === 0, problems, repaired: false };

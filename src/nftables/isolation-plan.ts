@@ -1,3 +1,4 @@
+import { strictOptions } from '../internal/strict-keys.js';
 import { agentAddCommands, type NftLayoutName, skeletonCommands } from './build.js';
 import type { NftPlan } from './plan.js';
 import { type IsolationPolicy, normalizePolicy } from './policy.js';
@@ -22,8 +23,18 @@ export interface PlanOptions {
 export function buildIsolationPlan(
   agentId: string,
   policy: IsolationPolicy,
-  opts: PlanOptions = {},
+  options?: PlanOptions,
 ): NftPlan {
+  const opts = strictOptions<PlanOptions>(
+    options,
+    ['table', 'layout', 'includeTable'],
+    'plan options',
+  );
+  if (opts.includeTable !== undefined && typeof opts.includeTable !== 'boolean') {
+    throw new TypeError(
+      `Expected \`includeTable\` to be a boolean, got \`${typeof opts.includeTable}\``,
+    );
+  }
   const id = validateAgentId(agentId);
   const table = validateTableName(opts.table ?? DEFAULT_TABLE);
   const layout = validateLayout(opts.layout ?? 'vmap');

@@ -8,7 +8,19 @@ import { parseCidr } from './validate.js';
 // appear right after one of these keywords (alone or in a `{ a, b }` set).
 const VALUE_KEYS = new Set(['iifname', 'oifname', 'saddr', 'daddr', 'skuid', 'skgid']);
 
+/** The longest identifier the parsers compare with (an agent id is at most 64). */
+const MAX_IDENTIFIER = 64;
+
 function canonical(identifier: string): string {
+  if (
+    typeof identifier !== 'string' ||
+    identifier.length === 0 ||
+    identifier.length > MAX_IDENTIFIER
+  ) {
+    throw new TypeError(
+      `Expected \`identifier\` to be an agent id, interface name, address or uid of 1-${MAX_IDENTIFIER} characters, got ${typeof identifier === 'string' ? `${identifier.length} characters` : `\`${typeof identifier}\``}`,
+    );
+  }
   if (isIP(identifier.split('/')[0] ?? '') !== 0) {
     try {
       return parseCidr(identifier).text;
@@ -59,6 +71,9 @@ function lineMatches(tokens: string[], identifier: string): boolean {
  */
 export function parseRuleHandles(nftOutput: string, identifier: string): number[] {
   const wanted = canonical(identifier);
+  if (typeof nftOutput !== 'string') {
+    throw new TypeError(`Expected \`nftOutput\` to be a string, got \`${typeof nftOutput}\``);
+  }
   const handles: number[] = [];
   for (const line of nftOutput.split('\n')) {
     const match = /^(.*?)\s#\s*handle\s+(\d+)\s*$/.exec(line);

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { strictObject } from '../internal/strict-keys.js';
 import {
   type Cidr,
   parseAddress,
@@ -117,10 +118,33 @@ export interface NormalizedPolicy {
   readonly hostAccess: { readonly tcp: readonly number[]; readonly udp: readonly number[] };
 }
 
+/** Every key an isolation policy may have. */
+export const POLICY_KEYS: readonly string[] = Object.freeze([
+  'iifname',
+  'saddr',
+  'skuid',
+  'gateway',
+  'allowlist',
+  'denyAll',
+  'hostAccess',
+  'metadata',
+  'blocked',
+]);
+
+/** The most entries any one list of a policy may hold (addresses, networks, ports). */
+export const MAX_POLICY_LIST = 256;
+
 function list(value: unknown, field: string): readonly unknown[] {
   if (value === undefined) return [];
   if (!Array.isArray(value)) {
     throw new TypeError(`Expected \`${field}\` to be an array, got \`${typeof value}\``);
+  }
+  if (value.length > MAX_POLICY_LIST) {
+    throw new InvalidInputError(
+      field,
+      `${value.length} entries`,
+      `Invalid \`${field}\`: ${value.length} entries, at most ${MAX_POLICY_LIST} are accepted; use wider networks.`,
+    );
   }
   return value;
 }
@@ -140,10 +164,10 @@ function uniqueCidrs(values: readonly unknown[], what: string): Cidr[] {
  * @throws {InvalidInputError} for any refused value, naming it and the accepted forms.
  * @throws {TypeError} when a field has the wrong type altogether.
  */
-export function normalizePolicy(policy: IsolationPolicy): NormalizedPolicy {
-  if (typeof policy !== 'object' || policy === null) {
-    throw new TypeError(`Expected \`policy\` to be an object, got \`${policy}\``);
-  }
+export function normalizePolicy(input: IsolationPolicy): NormalizedPolicy {
+  // Unknown keys are refused: a typo such as `denyall` would otherwise drop deny-all
+  // silently and leave the agent less isolated than its author wrote.
+  const policy = strictObject<IsolationPolicy>(input, POLICY_KEYS, 'isolation policy');
   const given = (['iifname', 'saddr', 'skuid'] as const).filter((k) => policy[k] !== undefined);
   if (given.length !== 1) {
     throw new InvalidInputError(
@@ -161,7 +185,12 @@ export function normalizePolicy(policy: IsolationPolicy): NormalizedPolicy {
     identity = { kind: 'skuid', value: validateUid(policy.skuid) };
   }
 
-  const gatewayInput = policy.gateway === undefined ? [] : ([] as unknown[]).concat(policy.gateway);
+  const gatewayInput =
+    policy.gateway === undefined
+      ? []
+      : typeof policy.gateway === 'string'
+        ? [policy.gateway]
+        : list(policy.gateway, 'gateway');
   const gateway: Cidr[] = [];
   for (const value of gatewayInput) {
     const address = parseAddress(value, 'gateway address');
@@ -171,8 +200,11 @@ export function normalizePolicy(policy: IsolationPolicy): NormalizedPolicy {
   const tcp = new Set<number>();
   const udp = new Set<number>();
   for (const entry of list(policy.hostAccess, 'hostAccess') as HostPort[]) {
-    const port = typeof entry === 'number' ? entry : entry?.port;
-    const protocol = typeof entry === 'number' ? 'tcp' : (entry?.protocol ?? 'tcp');
+    if (typeof entry !== 'number') {
+      strictObject(entry, ['port', 'protocol'], 'hostAccess entry');
+    }
+    const port = typeof entry === 'number' ? entry : entry.port;
+    const protocol = typeof entry === 'number' ? 'tcp' : (entry.protocol ?? 'tcp');
     if (protocol !== 'tcp' && protocol !== 'udp') {
       throw new InvalidInputError(
         'host access protocol',

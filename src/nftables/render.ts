@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { validatePlan } from './check.js';
 import type { NftCommand, NftElementKey, NftExpr, NftPlan, NftRule } from './plan.js';
 
 // Defence in depth: the builder only hands us validated values, but the renderer
@@ -57,8 +58,8 @@ function renderExpr(expr: NftExpr): string {
   }
 }
 
-/** Render one rule body (what follows `add rule <family> <table> <chain>`). */
-export function renderRule(rule: NftRule): string {
+// Render one rule body (what follows `add rule <family> <table> <chain>`).
+function renderRule(rule: NftRule): string {
   const parts = rule.exprs.map(renderExpr);
   if (rule.verdict) parts.push(rule.verdict);
   if (rule.comment !== undefined) parts.push(`comment ${quoted(rule.comment)}`);
@@ -98,8 +99,25 @@ function renderCommand(family: string, table: string, command: NftCommand): stri
   }
 }
 
-/** Render a plan as an `nft -f` script: one command per line, ending with a newline. */
+/**
+ * Render a plan as an `nft -f` script: one command per line, ending with a newline.
+ *
+ * The whole plan is checked first, whoever built it: the family (`inet`), the table,
+ * every command's `op`, chain, map, hook, key, rule, expression, verdict, comment,
+ * address, port, uid and handle, and no unknown key anywhere. Nothing is rendered
+ * unless all of it is valid.
+ *
+ * @throws {InvalidInputError} naming the first refused value and the accepted forms.
+ * @throws {TypeError} when a part that must be an object is not one.
+ * @example
+ * ```ts
+ * renderPlan({ family: 'inet', table: 'kici', commands: [{ op: 'add table' }] });
+ * // 'add table inet kici\n'
+ * ```
+ */
 export function renderPlan(plan: NftPlan): string {
-  if (plan.commands.length === 0) return '';
-  return `${plan.commands.map((c) => renderCommand(plan.family, word(plan.table), c)).join('\n')}\n`;
+  const checked = validatePlan(plan);
+  if (checked.commands.length === 0) return '';
+  const table = word(checked.table);
+  return `${checked.commands.map((c) => renderCommand(checked.family, table, c)).join('\n')}\n`;
 }

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { InvalidInputError } from '../errors.js';
+import { showValue } from '../internal/strict-keys.js';
 
 // Every value that ends up in nft script text passes through one of these
 // functions first. Each returns the value in the exact form the renderer prints
@@ -13,15 +14,8 @@ const IFNAME = /^[A-Za-z0-9_.@+-]{1,15}$/;
 const TABLE = /^[A-Za-z][A-Za-z0-9_]{0,31}$/;
 const NETNS = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/;
 
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  try {
-    return JSON.stringify(value) ?? String(value);
-  } catch {
-    return String(value);
-  }
-}
+/** A value as a message shows it: JSON-quoted, control characters escaped, bounded. */
+export const show = showValue;
 
 function refuse(what: string, value: unknown, accepted: string): never {
   throw new InvalidInputError(what, value, `Invalid ${what} ${show(value)}: expected ${accepted}.`);
@@ -146,9 +140,12 @@ const ADDRESS_FORMS =
   'an IPv4 address (10.0.0.1) or an IPv6 address (fd00::1) without zone index; write IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) in their IPv4 form';
 const CIDR_FORMS = `${ADDRESS_FORMS.replace('an IPv4 address', 'an IPv4 address or network (10.0.0.1, 10.0.0.0/8)').replace('an IPv6 address (fd00::1)', 'an IPv6 address or network (fd00::1, fc00::/7)')}, with no host bits set after the prefix`;
 
+/** The longest address or CIDR text accepted (a full IPv6 address with `/128` is 43). */
+export const MAX_CIDR_LENGTH = 64;
+
 function parse(value: unknown, what: string, allowPrefix: boolean): Cidr {
   const forms = allowPrefix ? CIDR_FORMS : ADDRESS_FORMS;
-  if (typeof value !== 'string') refuse(what, value, forms);
+  if (typeof value !== 'string' || value.length > MAX_CIDR_LENGTH) refuse(what, value, forms);
   const slash = value.indexOf('/');
   const address = slash === -1 ? value : value.slice(0, slash);
   const prefixText = slash === -1 ? undefined : value.slice(slash + 1);
@@ -195,6 +192,46 @@ export function parseAddress(value: unknown, what = 'address'): Cidr {
 /** An IPv4 or IPv6 address or network (CIDR), normalized; host bits must be zero. */
 export function parseCidr(value: unknown, what = 'CIDR'): Cidr {
   return parse(value, what, true);
+}
+
+/** The longest rule comment nft stores (`comment too long, 128 characters maximum allowed`). */
+export const MAX_COMMENT_LENGTH = 128;
+
+// What may appear between the double quotes of an nft comment.
+const COMMENT = /^[A-Za-z0-9_.@+=:/ -]*$/;
+
+/** A rule comment: at most 128 characters of letters, digits, space and `_ . @ + = : / -`. */
+export function validateComment(value: unknown): string {
+  if (typeof value !== 'string' || value.length > MAX_COMMENT_LENGTH || !COMMENT.test(value)) {
+    refuse(
+      'rule comment',
+      value,
+      `at most ${MAX_COMMENT_LENGTH} characters of letters, digits, spaces and \`_ . @ + = : / -\``,
+    );
+  }
+  return value;
+}
+
+const AGENT_CHAIN = /^agent-[A-Za-z0-9][A-Za-z0-9_.-]{0,63}-(fwd|in|out)$/;
+
+/**
+ * A chain name the plans of this library use: a base chain (`forward`, `input`,
+ * `output`) or an agent's chain `agent-<agent id>-<fwd|in|out>`.
+ */
+export function validateChainName(value: unknown): string {
+  if (
+    value !== 'forward' &&
+    value !== 'input' &&
+    value !== 'output' &&
+    (typeof value !== 'string' || !AGENT_CHAIN.test(value))
+  ) {
+    refuse(
+      'chain name',
+      value,
+      '`forward`, `input`, `output` or an agent chain `agent-<agent id>-<fwd|in|out>`',
+    );
+  }
+  return value as string;
 }
 
 /** The default table name, shared with the kici orchestrator. */

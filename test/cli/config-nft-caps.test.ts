@@ -119,7 +119,7 @@ describe('config check', () => {
     [['config', 'lint', 'x'], /unknown subcommand "lint"/],
     [['config', 'check'], /missing <file>/],
     [['config', 'check', 'a', 'b'], /expected one file/],
-    [['config', 'check', 'a', '--bogus'], /Unknown option '--bogus'/],
+    [['config', 'check', 'a', '--bogus'], /unknown option --bogus/],
   ])('usage errors exit 2: %j', async (argv, message) => {
     const { code, err } = await cli(...argv);
     expect(code).toBe(2);

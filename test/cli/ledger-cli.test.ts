@@ -168,7 +168,7 @@ describe('scaler-primitives ledger', () => {
   it.each([
     [['ledger'], 2, /missing subcommand/],
     [['ledger', 'frobnicate'], 2, /unknown subcommand "frobnicate"/],
-    [['ledger', 'ls', '--bogus'], 2, /Unknown option '--bogus'/],
+    [['ledger', 'ls', '--bogus'], 2, /unknown option --bogus/],
     [['ledger', 'release', '--pool', 'p'], 2, /needs --pool and --agent/],
     [['ledger', 'ls', '../etc'], 1, /Invalid pool name "\.\.\/etc"/],
     [['nope'], 2, /unknown command "nope"/],

@@ -200,6 +200,69 @@ describe.runIf(ok)('agent-caps on a real nats-server -js', () => {
       }
     });
 
+    it('refuses an over-long agent name before sending; the shared connection survives', async () => {
+      // The hazard is real: a subject past the server's control line makes nats-server
+      // close the connection that sent it (shown on a throwaway connection).
+      const victim = await connect({ servers: server.url, reconnect: false });
+      const long = 'x'.repeat(4000);
+      // What readAgentCaps would have sent: a request on the direct-get subject.
+      const sent = victim
+        .request(directGetSubject('x').replace(/x$/, long), new Uint8Array(0), { timeout: 5000 })
+        .catch((error: unknown) => error);
+      const closed = await Promise.race([
+        victim.closed().then(() => 'closed'),
+        new Promise((resolve) => setTimeout(() => resolve('still open'), 5000)),
+      ]);
+      expect(closed).toBe('closed');
+      expect(String(await sent)).toMatch(/closed/);
+
+      // The library refuses the same name at the edge, on the connection others share.
+      const watch = await watchAgentCaps(nc, 'survivor');
+      const changes = watch[Symbol.asyncIterator]();
+      for (const attempt of [
+        readAgentCaps(nc, long),
+        watchAgentCaps(nc, long),
+        writeAgentCaps(kv, long, { cpuQuota: '100%' }),
+        deleteAgentCaps(kv, long),
+      ]) {
+        const error = await rejection(attempt);
+        expect(isInvalidInputError(error)).toBe(true);
+        expect((error as Error).message).toMatch(/4000 characters/);
+        expect((error as Error).message.length).toBeLessThan(400);
+      }
+      expect(nc.isClosed()).toBe(false);
+      // Every user of the connection carries on: a write, a read and a watcher.
+      await writeAgentCaps(kv, 'survivor', { cpuQuota: '150%' });
+      expect(await readAgentCaps(nc, 'survivor')).toMatchObject({ caps: { cpuQuota: '150%' } });
+      let change = await next(changes);
+      while (change.kind === 'current' && change.caps.cpuQuota !== '150%')
+        change = await next(changes);
+      expect(change).toMatchObject({ kind: 'current', agent: 'survivor' });
+      watch.stop();
+
+      // The longest accepted name (256) works end to end.
+      const longest = 'n'.repeat(256);
+      await writeAgentCaps(kv, longest, { memoryMax: '1G' });
+      expect(await readAgentCaps(nc, longest)).toMatchObject({ caps: { memoryMax: '1G' } });
+      expect(isInvalidInputError(await rejection(readAgentCaps(nc, `${longest}n`)))).toBe(true);
+    });
+
+    it('refuses unknown keys in caps and options before anything is sent or written', async () => {
+      const revision = await writeAgentCaps(kv, 'strict', { memoryMax: '2G' });
+      for (const attempt of [
+        writeAgentCaps(kv, 'strict', { memoryMAx: '4G' } as never),
+        writeAgentCaps(kv, 'strict', { memoryMax: '4G' }, { expectRevison: revision } as never),
+        readAgentCaps(nc, 'strict', { timout: 1 } as never),
+        deleteAgentCaps(kv, 'strict', { purge: true, force: true } as never),
+        watchAgentCaps(nc, 'strict', { raw: true } as never),
+        openCapsBucket(nc, { timeOut: 5 } as never),
+      ]) {
+        expect(isInvalidInputError(await rejection(attempt))).toBe(true);
+      }
+      expect((await kv.get('strict'))?.revision).toBe(revision);
+      expect(await readAgentCaps(nc, 'strict')).toMatchObject({ caps: { memoryMax: '2G' } });
+    });
+
     it('maps a lost compare-and-set to RevisionConflictError (10071)', async () => {
       const first = await writeAgentCaps(kv, 'cas', { cpuQuota: '100%' });
       const second = await writeAgentCaps(

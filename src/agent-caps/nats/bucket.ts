@@ -3,6 +3,7 @@ import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors.js';
 import { BUCKET, STREAM } from '../names.js';
+import { checkHandle, checkNatsOptions } from './check.js';
 
 /** Options of {@link openOrCreateCapsBucket} and {@link openCapsBucket}. */
 export interface CapsBucketOptions {
@@ -69,9 +70,11 @@ function bind(nc: NatsConnection, options: CapsBucketOptions): Promise<KV> {
  */
 export async function openOrCreateCapsBucket(
   nc: NatsConnection,
-  options: CapsBucketOptions = {},
+  options?: CapsBucketOptions,
 ): Promise<KV> {
-  const jsm = await manager(nc, options);
+  checkHandle(nc, 'nc', ['request']);
+  const opts = checkNatsOptions<CapsBucketOptions>(options, ['timeout'], 'bucket options');
+  const jsm = await manager(nc, opts);
   if (!(await bucketExists(jsm))) {
     try {
       // allow_direct explicitly: on a server without direct get this fails
@@ -80,7 +83,7 @@ export async function openOrCreateCapsBucket(
         history: 1,
         description: DESCRIPTION,
         allow_direct: true,
-        timeout: options.timeout ?? 5000,
+        timeout: opts.timeout ?? 5000,
       });
     } catch (error) {
       throw toNatsRequestError(
@@ -90,7 +93,7 @@ export async function openOrCreateCapsBucket(
       );
     }
   }
-  return bind(nc, options);
+  return bind(nc, opts);
 }
 
 /**
@@ -110,8 +113,10 @@ export async function openOrCreateCapsBucket(
  */
 export async function openCapsBucket(
   nc: NatsConnection,
-  options: CapsBucketOptions = {},
+  options?: CapsBucketOptions,
 ): Promise<KV | null> {
-  const jsm = await manager(nc, options);
-  return (await bucketExists(jsm)) ? bind(nc, options) : null;
+  checkHandle(nc, 'nc', ['request']);
+  const opts = checkNatsOptions<CapsBucketOptions>(options, ['timeout'], 'bucket options');
+  const jsm = await manager(nc, opts);
+  return (await bucketExists(jsm)) ? bind(nc, opts) : null;
 }

@@ -3,6 +3,7 @@ import { ErrorCode, NatsRequestError } from '../../errors.js';
 import { isNoResponders, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type DecodeAgentCapsOptions, decodeAgentCaps } from '../codec.js';
 import { directGetSubject } from '../names.js';
+import { checkHandle, checkNatsOptions } from './check.js';
 
 /** What reading one agent's caps found. */
 export type AgentCapsRead =
@@ -62,7 +63,9 @@ function isRemoved(headers: MsgHdrs | undefined): boolean {
  * @param nc - A NATS connection (nats.js v3).
  * @param agent - The agent name (one subject token).
  * @param options - `timeout` (default 2000 ms), `raw`, `allowMemoryPercent`.
- * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token.
+ * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token (or is
+ * longer than `MAX_AGENT_NAME_LENGTH` (256)), or `options` has an unknown key; nothing is sent.
+ * @throws `TypeError` when `nc` is not a connection or `timeout` is not 1 ms to one hour.
  * @throws {@link errors!CapsValueError} when the stored value is not valid caps (unless `raw`).
  * @throws {@link errors!NatsRequestError} with code `ERR_NATS_TIMEOUT` on a timeout (whose
  * message explains that a refused permission or a stream without `allow_direct` looks the
@@ -77,13 +80,21 @@ function isRemoved(headers: MsgHdrs | undefined): boolean {
 export async function readAgentCaps(
   nc: NatsConnection,
   agent: string,
-  options: ReadAgentCapsOptions = {},
+  options?: ReadAgentCapsOptions,
 ): Promise<AgentCapsRead> {
+  // Everything is checked before anything is sent: an over-long subject would make
+  // the server close this connection for every other user of it.
+  checkHandle(nc, 'nc', ['request']);
+  const opts = checkNatsOptions<ReadAgentCapsOptions>(
+    options,
+    ['timeout', 'raw', 'allowMemoryPercent'],
+    'read options',
+  );
   const subject = directGetSubject(agent);
   const what = `Reading the caps of agent ${JSON.stringify(agent)}`;
   let reply: Msg;
   try {
-    reply = await nc.request(subject, new Uint8Array(0), { timeout: options.timeout ?? 2000 });
+    reply = await nc.request(subject, new Uint8Array(0), { timeout: opts.timeout ?? 2000 });
   } catch (error) {
     if (isNoResponders(error)) return { kind: 'no-bucket' };
     throw toNatsRequestError(error, subject, what, TIMEOUT_HINT);
@@ -100,5 +111,6 @@ export async function readAgentCaps(
   }
   const revision = Number(reply.headers?.get('Nats-Sequence') ?? 0) || 0;
   if (isRemoved(reply.headers)) return { kind: 'current', caps: {}, revision };
-  return { kind: 'current', caps: decodeAgentCaps(reply.data, options), revision };
+  const { timeout: _timeout, ...decodeOptions } = opts;
+  return { kind: 'current', caps: decodeAgentCaps(reply.data, decodeOptions), revision };
 }

@@ -4,6 +4,7 @@ import { type CapsValueError, isCapsValueError } from '../../errors.js';
 import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, decodeAgentCaps } from '../codec.js';
 import { BUCKET, keySubject } from '../names.js';
+import { checkHandle, checkNatsOptions } from './check.js';
 
 /** One change seen by {@link watchAgentCaps}. */
 export type AgentCapsChange =
@@ -87,7 +88,8 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
  * @param agent - One agent to watch; every agent when omitted.
  * @param options - `allowMemoryPercent`.
  * @returns An async iterable of {@link AgentCapsChange}; call `stop()` to end it.
- * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token.
+ * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token (or is too
+ * long), or `options` has an unknown key.
  * @throws {@link errors!NatsRequestError} when the bucket does not exist yet (retry later) or the
  * watch cannot be set up.
  *
@@ -102,8 +104,14 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
 export async function watchAgentCaps(
   nc: NatsConnection,
   agent?: string,
-  options: WatchAgentCapsOptions = {},
+  options?: WatchAgentCapsOptions,
 ): Promise<AgentCapsWatch> {
+  checkHandle(nc, 'nc', ['request', 'subscribe']);
+  const opts = checkNatsOptions<WatchAgentCapsOptions>(
+    options,
+    ['allowMemoryPercent'],
+    'watch options',
+  );
   const subject = agent === undefined ? `$KV.${BUCKET}.>` : keySubject(agent);
   const what =
     agent === undefined
@@ -124,7 +132,7 @@ export async function watchAgentCaps(
     throw toNatsRequestError(error, subject, what);
   }
   async function* changes(): AsyncGenerator<AgentCapsChange> {
-    for await (const entry of iterator) yield toChange(entry, options);
+    for await (const entry of iterator) yield toChange(entry, opts);
   }
   const generator = changes();
   return {

@@ -3,6 +3,7 @@ import { RevisionConflictError } from '../../errors.js';
 import { isJetStreamRevisionConflict, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, encodeAgentCaps } from '../codec.js';
 import { assertAgentName, keySubject } from '../names.js';
+import { checkHandle, checkNatsOptions } from './check.js';
 
 /** Options of {@link writeAgentCaps}. */
 export interface WriteAgentCapsOptions extends CapsValueOptions {
@@ -44,7 +45,8 @@ function writeError(error: unknown, agent: string, what: string): Error {
  * @param caps - The caps; `{}` writes "all unset".
  * @param options - `expectRevision` for a compare-and-set; `allowMemoryPercent`.
  * @returns The revision (stream sequence) of the new value.
- * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token.
+ * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token (or is too
+ * long), or `caps` or `options` has an unknown key; nothing is written.
  * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax (nothing is written).
  * @throws {@link errors!RevisionConflictError} when `expectRevision` is stale (JetStream codes 10071, 10164).
  * @throws {@link errors!NatsRequestError} for a timeout or any other failure.
@@ -59,11 +61,20 @@ export async function writeAgentCaps(
   kv: KV,
   agent: string,
   caps: AgentCaps,
-  options: WriteAgentCapsOptions = {},
+  options?: WriteAgentCapsOptions,
 ): Promise<number> {
+  checkHandle(kv, 'kv', ['put', 'create', 'update']);
+  const opts = checkNatsOptions<WriteAgentCapsOptions>(
+    options,
+    ['expectRevision', 'allowMemoryPercent'],
+    'write options',
+  );
   assertAgentName(agent);
-  const bytes = encodeAgentCaps(caps, options);
-  const { expectRevision } = options;
+  const bytes = encodeAgentCaps(
+    caps,
+    opts.allowMemoryPercent === undefined ? {} : { allowMemoryPercent: opts.allowMemoryPercent },
+  );
+  const { expectRevision } = opts;
   if (
     expectRevision !== undefined &&
     (!Number.isSafeInteger(expectRevision) || expectRevision < 0)
@@ -89,7 +100,8 @@ export async function writeAgentCaps(
  * @param kv - The bucket, from {@link openOrCreateCapsBucket}.
  * @param agent - The agent name (one subject token).
  * @param options - `purge` to drop the history as well.
- * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token.
+ * @throws {@link errors!InvalidInputError} when `agent` is not one valid subject token (or is too
+ * long), or `options` has an unknown key.
  * @throws {@link errors!NatsRequestError} for a timeout or any other failure.
  *
  * @example
@@ -100,12 +112,14 @@ export async function writeAgentCaps(
 export async function deleteAgentCaps(
   kv: KV,
   agent: string,
-  options: DeleteAgentCapsOptions = {},
+  options?: DeleteAgentCapsOptions,
 ): Promise<void> {
+  checkHandle(kv, 'kv', ['delete', 'purge']);
+  const opts = checkNatsOptions<DeleteAgentCapsOptions>(options, ['purge'], 'delete options');
   assertAgentName(agent);
-  const what = `${options.purge ? 'Purging' : 'Deleting'} the caps of agent ${JSON.stringify(agent)}`;
+  const what = `${opts.purge ? 'Purging' : 'Deleting'} the caps of agent ${JSON.stringify(agent)}`;
   try {
-    if (options.purge) await kv.purge(agent);
+    if (opts.purge) await kv.purge(agent);
     else await kv.delete(agent);
   } catch (error) {
     throw writeError(error, agent, what);

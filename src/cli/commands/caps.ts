@@ -2,7 +2,6 @@
  * `scaler-primitives caps encode|decode|dropin`: the per-agent caps codec from the
  * command line.
  */
-import { readFile } from 'node:fs/promises';
 import {
   type AgentCaps,
   capsFromResources,
@@ -14,7 +13,14 @@ import {
   resourcesFromCaps,
 } from '../../agent-caps/index.js';
 import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../resources/index.js';
-import { type ParsedCommandArgs, parseCommandArgs, readStdin } from '../args.js';
+import {
+  type ParsedCommandArgs,
+  parseCommandArgs,
+  readInputFile,
+  readStdin,
+  subcommandError,
+} from '../args.js';
+import { jsonText } from '../escape.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives caps encode <caps> [options]
@@ -48,7 +54,9 @@ Options:
   --allow-memory-percent
                         Accept MemoryMax= as a percentage of the host's memory.
   --raw                 decode: print the values as stored, without the grammar check.
-  --json                decode: print the caps as JSON.
+  --json                Print JSON: encode { "value", "caps" }; decode the caps
+                        { "cpuQuota"?, "memoryMax"? }; dropin { "section", "caps",
+                        "text" } (unset fields are absent).
   -h, --help            Show this help.
 
 Exit codes: 0 success, 1 invalid value (the message names the field), 2 usage error.
@@ -79,6 +87,54 @@ export const capsCommand: CliCommand = {
   name: 'caps',
   summary: 'Encode, decode and render per-agent systemd caps (encode, decode, dropin).',
   help,
+  subcommands: {
+    encode: `Usage: scaler-primitives caps encode <caps> [--allow-memory-percent] [--json]
+
+Print the agent-limits wire value, e.g. {"cpu_quota":"400%","memory_max":"8G"}.
+
+Caps (at least one):
+  --cpu-quota <q>       systemd CPUQuota=, e.g. 400% (four CPUs).
+  --memory-max <m>      systemd MemoryMax=, e.g. 8G, 512M, 1073741824, infinity.
+  --cpus <n>            Or cores (1.5, 500m), turned into CPUQuota= (rounded up).
+  --memory <m>          Or memory (8Gi, 2g, bytes), turned into MemoryMax=.
+  --json                Print { "value": <wire value>, "caps": { "cpuQuota"?, "memoryMax"? } }.
+
+Exit codes: 0 printed, 1 invalid value (the message names the flag), 2 usage error.
+`,
+    decode: `Usage: scaler-primitives caps decode <value | --file F | -> [--raw] [--json]
+
+Read a wire value and print its caps and the resources they mean. Unknown wire fields
+are ignored (a newer writer's), as the Rust crate does; a value systemd would ignore
+is refused unless --raw.
+
+  --file <path>         Read the value from a regular file (\`-\` for standard input), at most 1 MiB.
+  --raw                 Print the values as stored, without the grammar check.
+  --allow-memory-percent
+                        Accept MemoryMax= as a percentage of the host's memory.
+  --json                Print the caps as { "cpuQuota"?, "memoryMax"? }.
+
+Exit codes: 0 printed, 1 invalid or unreadable value, 2 usage error.
+`,
+    dropin: `Usage: scaler-primitives caps dropin <caps | --from-value V> [--section S] [--json]
+
+Print the systemd drop-in that applies the caps (empty caps print nothing: remove the
+drop-in file instead). Caps flags as for \`caps encode\`.
+
+  --from-value <json>   Take the caps from a wire value instead of flags.
+  --section <s>         Service (default), Scope or Slice.
+  --json                Print { "section", "caps", "text" }.
+
+Exit codes: 0 printed, 1 invalid value, 2 usage error.
+`,
+  },
+  flagHints: {
+    allowMemoryPercent: '--allow-memory-percent',
+    cpus: '--cpus',
+    memBytes: '--memory',
+    cpuQuota: '--cpu-quota',
+    memoryMax: '--memory-max',
+    section: '--section',
+  },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
     const [sub, ...rest] = parsed.positionals;
@@ -88,7 +144,8 @@ export const capsCommand: CliCommand = {
       case 'encode': {
         noPositionals(rest);
         const caps = capsFromFlags(v, true);
-        io.out(`${new TextDecoder().decode(encodeAgentCaps(caps, opts))}\n`);
+        const value = new TextDecoder().decode(encodeAgentCaps(caps, opts));
+        io.out(v.json ? jsonText({ value, caps }) : `${value}\n`);
         return 0;
       }
       case 'decode': {
@@ -114,15 +171,12 @@ export const capsCommand: CliCommand = {
         } else {
           caps = capsFromFlags(v, true);
         }
-        io.out(renderDropIn(caps, { ...opts, section: section as DropInSectionName }));
+        const text = renderDropIn(caps, { ...opts, section: section as DropInSectionName });
+        io.out(v.json ? jsonText({ section, caps, text }) : text);
         return 0;
       }
-      case undefined:
-        throw new UsageError('missing subcommand: encode, decode or dropin');
       default:
-        throw new UsageError(
-          `unknown subcommand ${JSON.stringify(sub)}: use encode, decode or dropin`,
-        );
+        throw subcommandError(sub, ['encode', 'decode', 'dropin']);
     }
   },
 };
@@ -164,8 +218,7 @@ function capsFromFlags(v: Values, required: boolean): AgentCaps | undefined {
 async function valueToDecode(rest: string[], v: Values): Promise<string> {
   if (v.file !== undefined) {
     if (rest.length > 0) throw new UsageError('give the value or --file, not both');
-    if (v.file === '-') return readStdin();
-    return readFile(v.file, 'utf8');
+    return readInputFile(v.file);
   }
   if (rest.length === 0) {
     throw new UsageError('missing value: give it as an argument, with --file F, or - for stdin');
@@ -176,7 +229,7 @@ async function valueToDecode(rest: string[], v: Values): Promise<string> {
 
 function printDecoded(caps: AgentCaps, v: Values, io: CliIO): void {
   if (v.json) {
-    io.out(`${JSON.stringify(caps, null, 2)}\n`);
+    io.out(jsonText(caps));
     return;
   }
   let resources: { cpus?: number; memBytes?: number } = {};

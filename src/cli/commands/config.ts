@@ -2,11 +2,11 @@
  * `scaler-primitives config check <file>`: validate a ScalerManager config and print
  * every problem with its path.
  */
-import { readFile } from 'node:fs/promises';
 import { extname } from 'node:path';
 import { formatConfigPath, validateScalerConfig } from '../../manager/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
-import { parseCommandArgs, readStdin } from '../args.js';
+import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
+import { escapeText, jsonText } from '../escape.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives config check <file> [options]
@@ -22,14 +22,16 @@ Prints a summary of the scalers when the file is valid; otherwise every problem,
 per line, as \`<path>: <message>\` (e.g. \`scalers[0].labelSets[1].labels: ...\`).
 
 Arguments:
-  <file>          A JSON file, or \`-\` for standard input. YAML (.yaml, .yml) is read
+  <file>          A JSON file (a regular file of at most 1 MiB), or \`-\` for standard input. YAML (.yaml, .yml) is read
                   only when the \`yaml\` package is installed alongside
                   scaler-primitives; it is not a dependency, so otherwise convert
                   the file to JSON.
 
 Options:
-  --json          Print the result as JSON: the parsed config (quantities as numbers,
-                  defaults filled in) or { "ok": false, "errors": [{ path, message }] }.
+  --json          Print the result as JSON on standard output:
+                  { "ok": true, "config": <the parsed config, quantities as numbers,
+                  defaults filled in> } or { "ok": false, "errors": [{ "path": [...],
+                  "message" }] } (every problem, schema and cross-field, in one pass).
   -h, --help      Show this help.
 
 Exit codes: 0 valid, 1 invalid or unreadable, 2 usage error.
@@ -45,16 +47,11 @@ export const configCommand: CliCommand = {
   name: 'config',
   summary: 'Validate a ScalerManager config file and print every issue with its path (check).',
   help,
+  subcommands: { check: help },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
     const [sub, file, ...extra] = parsed.positionals;
-    if (sub !== 'check') {
-      throw new UsageError(
-        sub === undefined
-          ? 'missing subcommand: check'
-          : `unknown subcommand ${JSON.stringify(sub)}: use check`,
-      );
-    }
+    if (sub !== 'check') throw subcommandError(sub, ['check']);
     if (file === undefined) throw new UsageError('missing <file> (a JSON file, or - for stdin)');
     if (extra.length > 0) throw new UsageError(`expected one file, got ${extra.length + 1}`);
     return check(file, parsed.values.json, io);
@@ -66,29 +63,31 @@ async function check(file: string, json: boolean, io: CliIO): Promise<number> {
   try {
     value = await load(file);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (json)
-      io.out(`${JSON.stringify({ ok: false, errors: [{ path: [], message }] }, null, 2)}\n`);
-    else io.err(`${file}: ${message}\n`);
+    const message = (error instanceof Error ? error.message : String(error)).replace(
+      /\s*\n\s*/g,
+      ' ',
+    );
+    if (json) io.out(jsonText({ ok: false, errors: [{ path: [], message }] }));
+    else io.err(`${escapeText(file)}: ${escapeText(message)}\n`);
     return 1;
   }
   const result = validateScalerConfig(value);
   if (json) {
-    io.out(
-      `${JSON.stringify(result.ok ? { ok: true, config: result.config } : result, null, 2)}\n`,
-    );
+    io.out(jsonText(result.ok ? { ok: true, config: result.config } : result));
     return result.ok ? 0 : 1;
   }
   if (!result.ok) {
     const n = result.errors.length;
-    io.err(`${file}: ${n} problem${n === 1 ? '' : 's'}\n`);
-    for (const e of result.errors) io.err(`  ${formatConfigPath(e.path)}: ${e.message}\n`);
+    io.err(`${escapeText(file)}: ${n} problem${n === 1 ? '' : 's'}\n`);
+    for (const e of result.errors) {
+      io.err(`  ${escapeText(formatConfigPath(e.path))}: ${escapeText(e.message)}\n`);
+    }
     return 1;
   }
   const config = result.config;
   const pools = Object.keys(config.machinePools);
   io.out(
-    `${file}: valid. ${config.scalers.length} scaler${config.scalers.length === 1 ? '' : 's'}, globalMaxAgents ${config.globalMaxAgents}, ${pools.length} machine pool${pools.length === 1 ? '' : 's'}${pools.length ? ` (${pools.join(', ')})` : ''}, automatic-label prefix "${config.autoLabelPrefix}"\n\n`,
+    `${escapeText(file)}: valid. ${config.scalers.length} scaler${config.scalers.length === 1 ? '' : 's'}, globalMaxAgents ${config.globalMaxAgents}, ${pools.length} machine pool${pools.length === 1 ? '' : 's'}${pools.length ? ` (${pools.map(escapeText).join(', ')})` : ''}, automatic-label prefix "${escapeText(config.autoLabelPrefix)}"\n\n`,
   );
   const cap = (c: { maxCpu?: number; maxMemoryBytes?: number } | undefined) =>
     c === undefined
@@ -119,7 +118,7 @@ async function check(file: string, json: boolean, io: CliIO): Promise<number> {
 }
 
 async function load(file: string): Promise<unknown> {
-  const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+  const text = await readInputFile(file);
   const ext = extname(file).toLowerCase();
   if (ext === '.yaml' || ext === '.yml') return parseYaml(text);
   try {

@@ -2,7 +2,6 @@
  * `scaler-primitives ledger ls|usage|reap|release`: inspect and repair machine-pool ledgers.
  */
 
-import { parseArgs } from 'node:util';
 import { InvalidInputError, LedgerDirError } from '../../errors.js';
 import {
   DEFAULT_LEDGER_DIR,
@@ -12,6 +11,8 @@ import {
   type PoolSnapshot,
 } from '../../ledger/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
+import { parseCommandArgs, subcommandError } from '../args.js';
+import { escapeText, jsonText } from '../escape.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 // Rows this CLI judges as a bystander: it has no rows of its own, so only the
@@ -43,6 +44,21 @@ Exit codes: 0 success, 1 failure (no such directory or pool, corrupt or unsafe
 file, busy lock, unsafe directory), 2 usage error.
 `;
 
+function subHelp(usage: string, what: string): string {
+  return `Usage: scaler-primitives ledger ${usage} [--dir DIR] [--json]
+
+${what}
+
+Options:
+  --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
+                  /var/lib/kici/scaler-ledger, else <tmpdir>/scaler-ledger-<uid>.
+  --json          Print JSON instead of a table (shape: docs/cli.md).
+  -h, --help      Show this help.
+
+Exit codes: 0 success, 1 failure (one line on standard error), 2 usage error.
+`;
+}
+
 const options = {
   dir: { type: 'string' },
   json: { type: 'boolean', default: false },
@@ -51,6 +67,8 @@ const options = {
   instance: { type: 'string' },
 } as const;
 
+const SUBCOMMANDS = ['ls', 'usage', 'reap', 'release'];
+
 type Values = { dir?: string; json: boolean; pool?: string; agent?: string; instance?: string };
 
 /** The `ledger` command. */
@@ -58,16 +76,23 @@ export const ledgerCommand: CliCommand = {
   name: 'ledger',
   summary: 'Inspect and repair machine-pool ledgers (ls, usage, reap, release).',
   help,
+  subcommands: {
+    ls: subHelp('ls [pool]', 'List reservations (every pool, or one), live and stale.'),
+    usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
+    reap: subHelp(
+      'reap [pool]',
+      'Remove stale rows now (rows of another boot, rows whose lease expired).',
+    ),
+    release: subHelp(
+      'release --pool P --agent A [--instance I]',
+      "Remove an agent's reservation (only instance I's row with --instance). Idempotent.",
+    ),
+  },
   async run(args, io) {
-    let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-    try {
-      parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
+    const parsed = parseCommandArgs(args, options);
     const values = parsed.values as Values;
     const [sub, ...positionals] = parsed.positionals;
-    if (sub === undefined) throw new UsageError('missing subcommand: ls, usage, reap or release');
+    if (sub === undefined || !SUBCOMMANDS.includes(sub)) throw subcommandError(sub, SUBCOMMANDS);
     const ledger = new MachineLedger({
       instanceId: CLI_INSTANCE,
       dir: values.dir,
@@ -91,9 +116,7 @@ export const ledgerCommand: CliCommand = {
         case 'release':
           return await release(ledger, positionals, values, io);
         default:
-          throw new UsageError(
-            `unknown subcommand ${JSON.stringify(sub)}: use ls, usage, reap or release`,
-          );
+          throw subcommandError(sub, SUBCOMMANDS);
       }
     } finally {
       await ledger.close();
@@ -139,7 +162,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   const snapshots = await Promise.all(pools.map((pool) => ledger.inspect(pool)));
   if (values.json) {
     io.out(
-      `${JSON.stringify(
+      jsonText(
         snapshots.map((s) => ({
           pool: s.pool,
           file: s.file,
@@ -149,9 +172,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
             ...s.stale.map(({ row, reason }) => ({ ...row, state: `stale (${reason})` })),
           ],
         })),
-        null,
-        2,
-      )}\n`,
+      ),
     );
     return 0;
   }
@@ -173,7 +194,9 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
     }
   }
   if (rows.length === 0) {
-    io.out(pools.length === 0 ? `No pools in ${await ledger.dir()}\n` : 'No reservations\n');
+    io.out(
+      pools.length === 0 ? `No pools in ${escapeText(await ledger.dir())}\n` : 'No reservations\n',
+    );
     return 0;
   }
   io.out(
@@ -201,11 +224,11 @@ function usageOf(s: PoolSnapshot) {
 async function usage(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
   const usages = (await Promise.all(pools.map((pool) => ledger.inspect(pool)))).map(usageOf);
   if (values.json) {
-    io.out(`${JSON.stringify(usages, null, 2)}\n`);
+    io.out(jsonText(usages));
     return 0;
   }
   if (usages.length === 0) {
-    io.out(`No pools in ${await ledger.dir()}\n`);
+    io.out(`No pools in ${escapeText(await ledger.dir())}\n`);
     return 0;
   }
   io.out(
@@ -230,9 +253,9 @@ async function reap(ledger: MachineLedger, pools: string[], values: Values, io: 
   const results: Array<{ pool: string; reaped: number }> = [];
   for (const pool of pools) results.push({ pool, reaped: await ledger.reapStale(pool) });
   if (values.json) {
-    io.out(`${JSON.stringify(results, null, 2)}\n`);
+    io.out(jsonText(results));
   } else if (results.length === 0) {
-    io.out(`No pools in ${await ledger.dir()}\n`);
+    io.out(`No pools in ${escapeText(await ledger.dir())}\n`);
   } else {
     io.out(
       table(
@@ -264,18 +287,20 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
       ? await ledger.release(pool, agent, { instanceId: owner })
       : false;
   if (values.json) {
-    io.out(
-      `${JSON.stringify({ pool, agent, released, instanceId: released ? owner : (owner ?? null) })}\n`,
-    );
+    io.out(jsonText({ pool, agent, released, instanceId: released ? owner : (owner ?? null) }));
   } else if (released) {
-    io.out(`Released agent ${agent} in pool ${pool} (row of instance ${owner})\n`);
+    io.out(
+      `Released agent ${escapeText(agent)} in pool ${escapeText(pool)} (row of instance ${escapeText(owner ?? '')})\n`,
+    );
   } else if (owner !== undefined && instance !== undefined && owner !== instance) {
     io.out(
-      `The reservation for agent ${agent} in pool ${pool} belongs to instance ${owner}, not ${instance}; nothing to do\n`,
+      `The reservation for agent ${escapeText(agent)} in pool ${escapeText(pool)} belongs to instance ${escapeText(owner)}, not ${escapeText(instance)}; nothing to do\n`,
     );
   } else {
-    const which = instance === undefined ? '' : ` of instance ${instance}`;
-    io.out(`No reservation for agent ${agent}${which} in pool ${pool}; nothing to do\n`);
+    const which = instance === undefined ? '' : ` of instance ${escapeText(instance)}`;
+    io.out(
+      `No reservation for agent ${escapeText(agent)}${which} in pool ${escapeText(pool)}; nothing to do\n`,
+    );
   }
   return 0;
 }

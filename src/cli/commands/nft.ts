@@ -2,14 +2,15 @@
  * `scaler-primitives nft plan`: print the nftables transaction that isolates an agent,
  * without running nft and without root.
  */
-import { readFile } from 'node:fs/promises';
 import {
+  buildIsolationPlan,
   type HostPort,
   type IsolationPolicy,
   type NftLayoutName,
-  renderIsolationPlan,
+  renderPlan,
 } from '../../nftables/index.js';
-import { parseCommandArgs } from '../args.js';
+import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
+import { jsonText } from '../escape.js';
 import { type CliCommand, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives nft plan --agent <id> <identity> [rules] [options]
@@ -45,9 +46,15 @@ Options:
   --layout <vmap|rules> vmap (default): a chain per agent behind verdict maps;
                         rules: the seed-compatible flat layout.
   --with-table          Also print the commands that create the table skeleton.
+  --json                Print { "agent", "table", "layout", "script", "commands" }:
+                        the script as one string and the typed plan commands.
   -h, --help            Show this help.
 
-Exit codes: 0 printed, 1 invalid policy (the message names the value), 2 usage error.
+A policy file is strict: an unknown key (a typo such as "denyall") is an error naming
+the key and the nearest accepted one, never silently ignored.
+
+Exit codes: 0 printed, 1 invalid policy or unreadable file (one line naming the value),
+2 usage error.
 
 Example:
   scaler-primitives nft plan --agent ci-42 --iifname tap-ci-42 --allow 10.20.30.0/24 \\
@@ -69,23 +76,45 @@ const options = {
   table: { type: 'string' },
   layout: { type: 'string' },
   'with-table': { type: 'boolean', default: false },
+  json: { type: 'boolean', default: false },
 } as const;
+
+// Library option names in messages, and the flag that sets each (flags mode only: in a
+// --policy file the library names are what the user wrote).
+const FLAG_HINTS: Readonly<Record<string, string>> = {
+  hostAccess: '--host-port',
+  allowlist: '--allow',
+  denyAll: '--deny-all',
+  gateway: '--gateway',
+  metadata: '--metadata',
+  blocked: '--blocked',
+  includeTable: '--with-table',
+  iifname: '--iifname',
+  saddr: '--saddr',
+  skuid: '--skuid',
+  table: '--table',
+  layout: '--layout',
+};
+
+function flagsInMessage(error: unknown): never {
+  if (error instanceof Error) {
+    for (const [option, flag] of Object.entries(FLAG_HINTS)) {
+      error.message = error.message.replaceAll(`\`${option}\``, `\`${flag}\``);
+    }
+  }
+  throw error;
+}
 
 /** The `nft` command. */
 export const nftCommand: CliCommand = {
   name: 'nft',
   summary: 'Print the nftables isolation plan for an agent, without root (plan).',
   help,
+  subcommands: { plan: help },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
     const [sub, ...extra] = parsed.positionals;
-    if (sub !== 'plan') {
-      throw new UsageError(
-        sub === undefined
-          ? 'missing subcommand: plan'
-          : `unknown subcommand ${JSON.stringify(sub)}: use plan`,
-      );
-    }
+    if (sub !== 'plan') throw subcommandError(sub, ['plan']);
     if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
     const v = parsed.values;
     if (v.agent === undefined) throw new UsageError('missing --agent <id>');
@@ -109,18 +138,11 @@ export const nftCommand: CliCommand = {
       if (mixed.length > 0 || v['deny-all']) {
         throw new UsageError(`--policy cannot be combined with --${mixed[0] ?? 'deny-all'}`);
       }
-      let text: string;
-      try {
-        text = await readFile(v.policy, 'utf8');
-      } catch (error) {
-        io.err(`${v.policy}: ${(error as Error).message}\n`);
-        return 1;
-      }
+      const text = await readInputFile(v.policy);
       try {
         policy = JSON.parse(text) as IsolationPolicy;
       } catch (error) {
-        io.err(`${v.policy}: not valid JSON: ${(error as Error).message}\n`);
-        return 1;
+        throw new Error(`${v.policy}: not valid JSON: ${(error as Error).message}`);
       }
     } else {
       const identities = (['iifname', 'saddr', 'skuid'] as const).filter((k) => v[k] !== undefined);
@@ -143,13 +165,25 @@ export const nftCommand: CliCommand = {
       else if (v.saddr !== undefined) policy = { saddr: v.saddr, ...rules };
       else policy = { skuid: uid(v.skuid!), ...rules };
     }
-    io.out(
-      renderIsolationPlan(v.agent, policy, {
+    let plan: ReturnType<typeof buildIsolationPlan>;
+    try {
+      plan = buildIsolationPlan(v.agent, policy, {
         layout: layout as NftLayoutName,
         includeTable: v['with-table'],
         ...(v.table !== undefined ? { table: v.table } : {}),
-      }),
-    );
+      });
+    } catch (error) {
+      if (v.policy === undefined) flagsInMessage(error);
+      throw error;
+    }
+    const script = renderPlan(plan);
+    if (v.json) {
+      io.out(
+        jsonText({ agent: v.agent, table: plan.table, layout, script, commands: plan.commands }),
+      );
+    } else {
+      io.out(script);
+    }
     return 0;
   },
 };
@@ -158,7 +192,7 @@ function hostPort(value: string): HostPort {
   const match = /^(\d{1,5})(?:\/(tcp|udp))?$/.exec(value);
   if (!match) {
     throw new UsageError(
-      `--host-port expects PORT, PORT/tcp or PORT/udp (e.g. 8080 or 53/udp), got ${JSON.stringify(value)}`,
+      `--host-port expects PORT, PORT/tcp or PORT/udp (e.g. 8080 or 53/udp), got ${JSON.stringify(value.slice(0, 40))}`,
     );
   }
   const port = Number(match[1]);
@@ -167,7 +201,9 @@ function hostPort(value: string): HostPort {
 
 function uid(value: string): number {
   if (!/^\d+$/.test(value)) {
-    throw new UsageError(`--skuid expects a numeric user id, got ${JSON.stringify(value)}`);
+    throw new UsageError(
+      `--skuid expects a numeric user id, got ${JSON.stringify(value.slice(0, 40))}`,
+    );
   }
   return Number(value);
 }
