@@ -1,5 +1,5 @@
 import { DuplicateReservationError } from '../errors.js';
-import { coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
+import { capToMillicores, coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 
 /** The two dimensions a cap can refuse on. */
@@ -369,7 +369,8 @@ function capCpu(maxCpu: number): number {
       `Expected \`maxCpu\` to be a finite number >= 0, got \`${String(maxCpu)}\``,
     );
   }
-  return coresToMillicores(maxCpu);
+  // A cap rounds down: it never admits more than written.
+  return capToMillicores(maxCpu);
 }
 
 function capBytes(maxMemoryBytes: number): number {

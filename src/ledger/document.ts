@@ -6,9 +6,11 @@
 
 import { z } from 'zod';
 import { InvalidInputError, LedgerCapMismatchError, LedgerCorruptError } from '../errors.js';
-import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
+import type { ResourceCap } from '../resources/types.js';
+import { capBytes, capMillicores } from './fit.js';
+import type { LedgerDocument, ReservationRow } from './types.js';
+
+export { checkFit, sumRows } from './fit.js';
 
 /** The document version this library reads and writes. */
 export const LEDGER_VERSION = 1;
@@ -143,16 +145,19 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
   return out;
 }
 
-/** True when two caps limit the same dimensions to the same amounts (CPU compared in millicores). */
+/**
+ * True when two caps limit the same dimensions to the same amounts, compared as
+ * they are enforced: whole millicores and whole bytes, rounded down.
+ */
 export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
   const sameCpu =
     a.maxCpu === undefined || b.maxCpu === undefined
       ? a.maxCpu === b.maxCpu
-      : coresToMillicores(a.maxCpu) === coresToMillicores(b.maxCpu);
+      : capMillicores(a.maxCpu) === capMillicores(b.maxCpu);
   const sameMemory =
     a.maxMemoryBytes === undefined || b.maxMemoryBytes === undefined
       ? a.maxMemoryBytes === b.maxMemoryBytes
-      : Math.round(a.maxMemoryBytes) === Math.round(b.maxMemoryBytes);
+      : capBytes(a.maxMemoryBytes) === capBytes(b.maxMemoryBytes);
   return sameCpu && sameMemory;
 }
 
@@ -276,62 +281,6 @@ export function partitionBy(
 /** Split rows into live and stale with {@link rowVerdict}. */
 export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
   return partitionBy(rows, (row) => rowVerdict(row, facts));
-}
-
-/** The summed CPU (cores, millicore precision) and memory (bytes) of rows. */
-export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
-  let milli = 0;
-  let bytes = 0;
-  for (const row of rows) {
-    milli += coresToMillicores(row.cpus);
-    bytes += Math.round(row.memBytes);
-  }
-  return { cpus: milli / 1000, memBytes: bytes };
-}
-
-/**
- * Would `request` fit next to `rows` under `cap`? Sums in integer millicores
- * and bytes. An absent cap field means no limit in that dimension. CPU is checked first.
- */
-export function checkFit(
-  pool: string,
-  rows: readonly ReservationRow[],
-  cap: ResourceCap,
-  request: ResourceAmount,
-): ReserveResult {
-  const used = sumRows(rows);
-  if (cap.maxCpu !== undefined) {
-    const max = coresToMillicores(cap.maxCpu);
-    const want = coresToMillicores(request.cpus);
-    const have = coresToMillicores(used.cpus);
-    if (have + want > max) {
-      return {
-        ok: false,
-        pool,
-        dimension: 'cpu',
-        requested: want / 1000,
-        used: have / 1000,
-        max: max / 1000,
-        neverFits: want > max,
-      };
-    }
-  }
-  if (cap.maxMemoryBytes !== undefined) {
-    const max = Math.round(cap.maxMemoryBytes);
-    const want = Math.round(request.memBytes);
-    if (used.memBytes + want > max) {
-      return {
-        ok: false,
-        pool,
-        dimension: 'memory',
-        requested: want,
-        used: used.memBytes,
-        max,
-        neverFits: want > max,
-      };
-    }
-  }
-  return { ok: true };
 }
 
 /** The document with `row` appended (the input is not changed). */

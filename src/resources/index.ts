@@ -14,14 +14,20 @@ export {
   ResourceParseError,
 } from '../errors.js';
 export {
+  capToMillicores,
   coresToMillicores,
   formatCpu,
   formatMemory,
   MAX_CPU_CORES,
+  MAX_MILLICORES,
+  MAX_QUANTITY_LENGTH,
   type MemoryConvention,
   type ParseMemoryOptions,
   parseCpu,
   parseMemory,
+  parseMillicores,
+  type QuantityConvention,
+  type QuantityOptions,
 } from './quantity.js';
 export {
   DEFAULT_LAYER_NAMES,

@@ -51,7 +51,7 @@ export interface ResourceSchemas {
 
 function buildSpec(opts: ParseMemoryOptions) {
   return z.strictObject({
-    cpus: quantity(parseCpu).optional(),
+    cpus: quantity((v) => parseCpu(v, opts)).optional(),
     memory: quantity((v) => parseMemory(v, opts)).optional(),
   });
 }
@@ -83,7 +83,7 @@ function buildRequest(spec: ReturnType<typeof buildSpec>) {
 function buildCap(opts: ParseMemoryOptions) {
   return z
     .strictObject({
-      maxCpu: quantity(parseCpu).optional(),
+      maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
       maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
       maxMemoryBytes: z.number().int().nonnegative().optional(),
     })

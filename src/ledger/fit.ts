@@ -1,0 +1,105 @@
+/**
+ * Whether a request fits a pool: sums of rows and the cap, in whole millicores
+ * and whole bytes. Requests and rows round **up** (a fraction of a byte or of a
+ * millicore is a whole one), caps round **down**, so no rounding can admit more
+ * than the cap. Pure; shared by every ledger backend.
+ */
+import {
+  capToMillicores,
+  coresToMillicores,
+  MAX_CPU_CORES,
+  MAX_MILLICORES,
+} from '../resources/quantity.js';
+import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import type { ReservationRow, ReserveResult } from './types.js';
+
+// A row written by another writer beyond what the library counts holds "more
+// than any cap": it saturates here instead of throwing, so the pool reads full.
+const SATURATED_MILLI = MAX_MILLICORES + 1;
+// Caps saturate one below, so a saturated row never fits any cap.
+const SATURATED_BYTES = Number.MAX_SAFE_INTEGER + 1;
+
+/** Whole millicores of a row or request, rounded up (saturating past {@link MAX_CPU_CORES}). */
+export function rowMillicores(cpus: number): number {
+  return cpus > MAX_CPU_CORES ? SATURATED_MILLI : coresToMillicores(cpus);
+}
+
+/** Whole bytes of a row or request, rounded up (past `Number.MAX_SAFE_INTEGER`, more than any cap). */
+export function rowBytes(memBytes: number): number {
+  const bytes = Math.ceil(memBytes);
+  return Math.min(bytes, SATURATED_BYTES);
+}
+
+/** A CPU cap in whole millicores, rounded down. */
+export function capMillicores(maxCpu: number): number {
+  return capToMillicores(maxCpu);
+}
+
+/** A memory cap in whole bytes, rounded down (saturating at `Number.MAX_SAFE_INTEGER`). */
+export function capBytes(maxMemoryBytes: number): number {
+  return Math.min(Math.floor(maxMemoryBytes), Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * The summed CPU (cores, at millicore precision) and memory (whole bytes) of
+ * rows, each rounded up to whole millicores and bytes before it is added.
+ */
+export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
+  let milli = 0;
+  let bytes = 0;
+  for (const row of rows) {
+    milli += rowMillicores(row.cpus);
+    bytes += rowBytes(row.memBytes);
+  }
+  return { cpus: milli / 1000, memBytes: bytes };
+}
+
+/**
+ * Would `request` fit next to `rows` under `cap`? Sums in whole millicores and
+ * bytes (requests and rows rounded up, the cap rounded down). An absent cap
+ * field means no limit in that dimension. CPU is checked first.
+ */
+export function checkFit(
+  pool: string,
+  rows: readonly ReservationRow[],
+  cap: ResourceCap,
+  request: ResourceAmount,
+): ReserveResult {
+  let haveMilli = 0;
+  let haveBytes = 0;
+  for (const row of rows) {
+    haveMilli += rowMillicores(row.cpus);
+    haveBytes += rowBytes(row.memBytes);
+  }
+  if (cap.maxCpu !== undefined) {
+    const max = capMillicores(cap.maxCpu);
+    const want = rowMillicores(request.cpus);
+    if (haveMilli + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'cpu',
+        requested: want / 1000,
+        used: haveMilli / 1000,
+        max: max / 1000,
+        neverFits: want > max,
+      };
+    }
+  }
+  if (cap.maxMemoryBytes !== undefined) {
+    const max = capBytes(cap.maxMemoryBytes);
+    const want = rowBytes(request.memBytes);
+    if (haveBytes + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'memory',
+        requested: want,
+        used: haveBytes,
+        max,
+        neverFits: want > max,
+      };
+    }
+  }
+  return { ok: true };
+}
