@@ -8,11 +8,20 @@
  * @packageDocumentation
  */
 export {
+  InvalidInputError,
+  isInvalidInputError,
   isResourceConflictError,
   isResourceParseError,
   ResourceConflictError,
   ResourceParseError,
 } from '../errors.js';
+export { parseExtendedCount } from './extended.js';
+export {
+  type ExtendedResourceName,
+  isExtendedResourceName,
+  MAX_EXTENDED_NAME_LENGTH,
+  validateExtendedResourceName,
+} from './names.js';
 export {
   capToMillicores,
   coresToMillicores,

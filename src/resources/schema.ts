@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { type ParseMemoryOptions, parseCpu, parseMemory } from './quantity.js';
+import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
 
 function quantity(parse: (value: number | string) => number) {
@@ -19,6 +20,8 @@ export interface ParsedResourceSpec {
   cpus?: number;
   /** Whole bytes. */
   memory?: number;
+  /** Whole counts of extended resources by name. */
+  [extended: `${string}/${string}`]: number | undefined;
 }
 
 /** A {@link ResourceRequest} after parsing: always the nested form, canonical numbers. */
@@ -49,35 +52,41 @@ export interface ResourceSchemas {
   cap: z.ZodType<ResourceCap, ResourceCapInput>;
 }
 
-function buildSpec(opts: ParseMemoryOptions) {
-  return z.strictObject({
-    cpus: quantity((v) => parseCpu(v, opts)).optional(),
-    memory: quantity((v) => parseMemory(v, opts)).optional(),
-  });
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function buildRequest(spec: ReturnType<typeof buildSpec>) {
-  const nested = z.strictObject({ requests: spec.optional(), limits: spec.optional() });
-  const isObject = (v: unknown): v is Record<string, unknown> =>
-    typeof v === 'object' && v !== null && !Array.isArray(v);
+function buildSpec(opts: ParseMemoryOptions): ResourceSchemas['spec'] {
+  return z
+    .custom<Record<string, unknown>>(isObject, {
+      message: 'Expected an object { cpus?, memory?, <extended>? }',
+    })
+    .transform((value, ctx) => {
+      const issues: ShapeIssue[] = [];
+      const parsed = readLayer({ requests: value }, 'spec', opts, issues);
+      if (issues.length > 0) return report(issues, ctx, 1);
+      return parsed.requests ?? {};
+    }) as unknown as ResourceSchemas['spec'];
+}
+
+function buildRequest(opts: ParseMemoryOptions): ResourceSchemas['request'] {
   return z
     .custom<Record<string, unknown>>(isObject, {
       message: 'Expected an object: { requests?, limits? } or the flat form { cpus?, memory? }',
     })
     .transform((value, ctx) => {
-      // The flat legacy form declares both sides at once.
-      const isNested = 'requests' in value || 'limits' in value;
-      const result = (isNested ? nested : spec).safeParse(value);
-      if (!result.success) {
-        for (const issue of result.error.issues) {
-          ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
-        }
-        return z.NEVER;
-      }
-      if (isNested) return result.data as z.output<typeof nested>;
-      const flat = result.data as z.output<typeof spec>;
-      return { requests: { ...flat }, limits: { ...flat } };
-    });
+      const issues: ShapeIssue[] = [];
+      const parsed = readLayer(value, 'the', opts, issues);
+      if (issues.length > 0) return report(issues, ctx, 0);
+      return parsed;
+    }) as unknown as ResourceSchemas['request'];
+}
+
+function report(issues: ShapeIssue[], ctx: z.RefinementCtx, drop: number): never {
+  for (const issue of issues) {
+    ctx.addIssue({ code: 'custom', message: issue.error.message, path: issue.path.slice(drop) });
+  }
+  return z.NEVER;
 }
 
 function buildCap(opts: ParseMemoryOptions) {
@@ -117,8 +126,7 @@ function buildCap(opts: ParseMemoryOptions) {
  * ```
  */
 export function resourceSchemas(opts: ParseMemoryOptions = {}): ResourceSchemas {
-  const spec = buildSpec(opts);
-  return { spec, request: buildRequest(spec), cap: buildCap(opts) };
+  return { spec: buildSpec(opts), request: buildRequest(opts), cap: buildCap(opts) };
 }
 
 const binary = resourceSchemas();
