@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { parseExtendedCount } from './extended.js';
+import { extendedNameProblem } from './names.js';
 import { type ParseMemoryOptions, parseCpu, parseMemory } from './quantity.js';
 import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
@@ -40,6 +42,12 @@ export interface ResourceCapInput {
   maxMemory?: number | string;
   /** Maximum summed memory in bytes (instead of `maxMemory`). */
   maxMemoryBytes?: number;
+  /** Maximum summed count per extended resource (`{ "nvidia.com/gpu": 4 }`). */
+  maxExtended?: Record<string, number | string>;
+  /** Extended resources provided without a limit. */
+  provides?: string[];
+  /** Maximum number of agents (reservations) at once. */
+  maxAgents?: number;
 }
 
 /** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
@@ -89,12 +97,34 @@ function report(issues: ShapeIssue[], ctx: z.RefinementCtx, drop: number): never
   return z.NEVER;
 }
 
+const extendedName = z.string().superRefine((name, ctx) => {
+  const problem = extendedNameProblem(name);
+  if (problem !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+    });
+  }
+});
+
+const count = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  try {
+    return parseExtendedCount('the cap', value);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    return z.NEVER;
+  }
+});
+
 function buildCap(opts: ParseMemoryOptions) {
   return z
     .strictObject({
       maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
       maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
       maxMemoryBytes: z.number().int().nonnegative().optional(),
+      maxExtended: z.record(extendedName, count).optional(),
+      provides: z.array(extendedName).max(1024).optional(),
+      maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
     })
     .superRefine((cap, ctx) => {
       if (cap.maxMemory !== undefined && cap.maxMemoryBytes !== undefined) {
@@ -104,12 +134,24 @@ function buildCap(opts: ParseMemoryOptions) {
           path: ['maxMemoryBytes'],
         });
       }
+      for (const name of cap.provides ?? []) {
+        if (cap.maxExtended !== undefined && Object.hasOwn(cap.maxExtended, name)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `${name} is both capped (maxExtended) and provided without a limit (provides); give one`,
+            path: ['provides'],
+          });
+        }
+      }
     })
     .transform((cap) => {
-      const out: { maxCpu?: number; maxMemoryBytes?: number } = {};
+      const out: ResourceCap = {};
       if (cap.maxCpu !== undefined) out.maxCpu = cap.maxCpu;
       const memory = cap.maxMemory ?? cap.maxMemoryBytes;
       if (memory !== undefined) out.maxMemoryBytes = memory;
+      if (cap.maxExtended !== undefined) out.maxExtended = cap.maxExtended;
+      if (cap.provides !== undefined) out.provides = cap.provides;
+      if (cap.maxAgents !== undefined) out.maxAgents = cap.maxAgents;
       return out;
     });
 }

@@ -6,6 +6,7 @@ import {
   mirrorRequestsLimits,
   parseExtendedCount,
   resolveResources,
+  resourceCapSchema,
   resourceRequestSchema,
   resourceSpecSchema,
   validateExtendedResourceName,
@@ -144,5 +145,35 @@ describe('extended resources', () => {
     const error = caught(() => resolveResources([{ requests: { 'Nvidia.com/gpu': 1 } }]));
     expect(isInvalidInputError(error)).toBe(true);
     expect(resourceSpecSchema.parse({ 'nvidia.com/gpu': '1' })).toEqual({ 'nvidia.com/gpu': 1 });
+  });
+});
+
+describe('resourceCapSchema with extended resources and agents', () => {
+  it('parses maxExtended, provides and maxAgents', () => {
+    expect(
+      resourceCapSchema.parse({
+        maxCpu: '8',
+        maxExtended: { 'nvidia.com/gpu': '4' },
+        provides: ['example.com/scratch'],
+        maxAgents: 10,
+      }),
+    ).toEqual({
+      maxCpu: 8,
+      maxExtended: { 'nvidia.com/gpu': 4 },
+      provides: ['example.com/scratch'],
+      maxAgents: 10,
+    });
+  });
+
+  it.each([
+    [{ maxExtended: { gpu: 1 } }, 'key'],
+    [{ maxExtended: { 'nvidia.com/gpu': 0.5 } }, 'whole'],
+    [{ maxAgents: 1.5 }, ''],
+    [{ maxGpu: 1 }, ''],
+    [{ maxExtended: { 'a.io/x': 1 }, provides: ['a.io/x'] }, 'give one'],
+  ])('refuses %j', (cap, fragment) => {
+    const result = resourceCapSchema.safeParse(cap);
+    expect(result.success).toBe(false);
+    expect(result.error!.issues.map((i) => i.message).join(' ')).toContain(fragment);
   });
 });
