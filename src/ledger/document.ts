@@ -6,11 +6,15 @@
 
 import { z } from 'zod';
 import { InvalidInputError, LedgerCapMismatchError, LedgerCorruptError } from '../errors.js';
+import { extendedNameProblem } from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
 import { capBytes, capMillicores } from './fit.js';
 import type { LedgerDocument, ReservationRow } from './types.js';
 
+export { assertKiciCompatibleCap } from './extended.js';
 export { checkFit, sumRows } from './fit.js';
+
+import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 
 /** The document version this library reads and writes. */
 export const LEDGER_VERSION = 1;
@@ -41,9 +45,18 @@ export function validatePoolName(name: unknown): string {
 
 const finiteNonNegative = z.number().finite().nonnegative();
 
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const resourceName = z
+  .string()
+  .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
+const extendedCounts = z.record(resourceName, count);
+
 const capSchema = z.looseObject({
   maxCpu: finiteNonNegative.optional(),
   maxMemoryBytes: finiteNonNegative.optional(),
+  maxExtended: extendedCounts.optional(),
+  provides: z.array(resourceName).optional(),
+  maxAgents: count.optional(),
 });
 
 const rowSchema = z.looseObject({
@@ -56,6 +69,7 @@ const rowSchema = z.looseObject({
   reservedAt: z.number().finite(),
   pidStartTime: z.number().int().nonnegative().optional(),
   leaseId: z.string().optional(),
+  extended: extendedCounts.optional(),
 });
 
 const documentSchema = z.looseObject({
@@ -129,9 +143,12 @@ export function emptyDocument(cap: ResourceCap): LedgerDocument {
 }
 
 /**
- * Validate a cap given to `registerPool` and keep only its two known fields.
+ * Validate a cap given to `registerPool` and keep only its known fields:
+ * `maxCpu`, `maxMemoryBytes`, `maxExtended`, `provides`, `maxAgents`.
  *
- * @throws TypeError when a field is present and not a finite number >= 0.
+ * @throws TypeError when a field is present and not a finite number >= 0 (whole
+ *   for counts), or `maxExtended`/`provides` are not an object/array.
+ * @throws InvalidInputError for an invalid extended resource name.
  */
 export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (typeof cap !== 'object' || cap === null) {
@@ -141,6 +158,9 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (cap.maxCpu !== undefined) out.maxCpu = checkAmount('cap.maxCpu', cap.maxCpu);
   if (cap.maxMemoryBytes !== undefined) {
     out.maxMemoryBytes = checkAmount('cap.maxMemoryBytes', cap.maxMemoryBytes);
+  }
+  if (cap.maxExtended !== undefined || cap.provides !== undefined || cap.maxAgents !== undefined) {
+    Object.assign(out, normalizeExtendedCap(cap));
   }
   return out;
 }
@@ -158,7 +178,7 @@ export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
     a.maxMemoryBytes === undefined || b.maxMemoryBytes === undefined
       ? a.maxMemoryBytes === b.maxMemoryBytes
       : capBytes(a.maxMemoryBytes) === capBytes(b.maxMemoryBytes);
-  return sameCpu && sameMemory;
+  return sameCpu && sameMemory && sameExtendedCap(a, b);
 }
 
 /**
@@ -328,6 +348,7 @@ export function describeCap(cap: ResourceCap): string {
   const parts: string[] = [];
   if (cap.maxCpu !== undefined) parts.push(`maxCpu: ${cap.maxCpu}`);
   if (cap.maxMemoryBytes !== undefined) parts.push(`maxMemoryBytes: ${cap.maxMemoryBytes}`);
+  parts.push(...describeExtendedCap(cap));
   return parts.length ? `{ ${parts.join(', ')} }` : '{} (no limit)';
 }
 

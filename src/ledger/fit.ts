@@ -47,17 +47,32 @@ export function capBytes(maxMemoryBytes: number): number {
 export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
   let milli = 0;
   let bytes = 0;
+  let extended: Record<string, number> | undefined;
   for (const row of rows) {
     milli += rowMillicores(row.cpus);
     bytes += rowBytes(row.memBytes);
+    if (row.extended !== undefined) extended = addExtended(extended, row.extended);
   }
-  return { cpus: milli / 1000, memBytes: bytes };
+  const out: ResourceAmount = { cpus: milli / 1000, memBytes: bytes };
+  if (extended !== undefined) out.extended = extended;
+  return out;
+}
+
+function addExtended(
+  into: Record<string, number> | undefined,
+  row: Readonly<Record<string, number>>,
+): Record<string, number> {
+  const out = into ?? {};
+  for (const [name, n] of Object.entries(row)) out[name] = (out[name] ?? 0) + n;
+  return out;
 }
 
 /**
  * Would `request` fit next to `rows` under `cap`? Sums in whole millicores and
  * bytes (requests and rows rounded up, the cap rounded down). An absent cap
- * field means no limit in that dimension. CPU is checked first.
+ * field means no limit in that dimension, except for extended resources: a
+ * cap that neither caps one (`maxExtended`) nor `provides` it allows none.
+ * `maxAgents` counts rows. Order: CPU, memory, agents, extended resources.
  */
 export function checkFit(
   pool: string,
@@ -67,9 +82,14 @@ export function checkFit(
 ): ReserveResult {
   let haveMilli = 0;
   let haveBytes = 0;
+  const wanted = request.extended;
+  let haveExtended: Record<string, number> | undefined;
   for (const row of rows) {
     haveMilli += rowMillicores(row.cpus);
     haveBytes += rowBytes(row.memBytes);
+    if (wanted !== undefined && row.extended !== undefined) {
+      haveExtended = addExtended(haveExtended, row.extended);
+    }
   }
   if (cap.maxCpu !== undefined) {
     const max = capMillicores(cap.maxCpu);
@@ -99,6 +119,37 @@ export function checkFit(
         max,
         neverFits: want > max,
       };
+    }
+  }
+  if (cap.maxAgents !== undefined && rows.length + 1 > cap.maxAgents) {
+    return {
+      ok: false,
+      pool,
+      dimension: 'agents',
+      requested: 1,
+      used: rows.length,
+      max: cap.maxAgents,
+      neverFits: cap.maxAgents < 1,
+    };
+  }
+  if (wanted !== undefined) {
+    for (const [name, want] of Object.entries(wanted)) {
+      if (want === 0) continue;
+      // Fail closed: a pool whose cap does not name a resource has none of it.
+      const max = cap.maxExtended?.[name] ?? (cap.provides?.includes(name) ? undefined : 0);
+      if (max === undefined) continue;
+      const used = haveExtended?.[name] ?? 0;
+      if (used + want > max) {
+        return {
+          ok: false,
+          pool,
+          dimension: name as `${string}/${string}`,
+          requested: want,
+          used,
+          max,
+          neverFits: want > max,
+        };
+      }
     }
   }
   return { ok: true };
