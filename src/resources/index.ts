@@ -17,6 +17,16 @@ export {
 } from '../errors.js';
 export { parseExtendedCount } from './extended.js';
 export {
+  checkLimitRange,
+  type LimitRangeItem,
+  type LimitRangePolicy,
+  type LimitRangeResult,
+  type LimitRangeRule,
+  limitRangeDefaults,
+  limitRangeProblems,
+  limitRangeSchema,
+} from './limit-range.js';
+export {
   type ExtendedResourceName,
   isExtendedResourceName,
   MAX_EXTENDED_NAME_LENGTH,
