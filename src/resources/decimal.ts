@@ -90,6 +90,20 @@ export function decimalOfDigits(whole: string, fraction: string): Decimal {
   return { coefficient: BigInt(`${whole}${fraction}` || '0'), exponent: -fraction.length };
 }
 
+/**
+ * Whole millicores of a number of cores when the number is an exact number of
+ * millicores (the common case, `0.5`, `2`, `0.25`), without building a decimal;
+ * `undefined` otherwise (the caller takes the exact path). Exact: `cores * 1000`
+ * is a whole number whose thousandth is `cores` again, so `cores` prints as
+ * `m / 1000` (a decimal of at most 15 significant digits maps to one double only).
+ */
+export function fastMillicores(cores: number): number | undefined {
+  const scaled = cores * 1000;
+  return Number.isInteger(scaled) && scaled <= MAX_MILLICORES && scaled / 1000 === cores
+    ? scaled
+    : undefined;
+}
+
 /** Whole millicores from a decimal number of cores, rounded up; `undefined` past {@link MAX_MILLICORES}. */
 export function millicoresOf(cores: Decimal): number | undefined {
   const milli = ceilScaled(cores, 3);

@@ -4,6 +4,7 @@ import {
   type Decimal,
   decimalOfDigits,
   decimalOfNumber,
+  fastMillicores,
   floorScaled,
   MAX_MILLICORES,
   MAX_QUANTITY_LENGTH,
@@ -94,7 +95,7 @@ export function coresToMillicores(cores: number): number {
   if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0) {
     throw new TypeError(`Expected \`cores\` to be a finite number >= 0, got \`${String(cores)}\``);
   }
-  const milli = millicoresOf(decimalOfNumber(cores));
+  const milli = fastMillicores(cores) ?? millicoresOf(decimalOfNumber(cores));
   if (milli === undefined) {
     throw new TypeError(`Expected \`cores\` to be <= ${MAX_CPU_CORES}, got \`${String(cores)}\``);
   }
@@ -141,6 +142,13 @@ export function capToMillicores(cores: number): number {
  */
 export function parseMillicores(value: number | string, opts?: QuantityOptions): number {
   const convention = checkConvention(opts);
+  if (typeof value === 'number' && value >= 0) {
+    const fast = fastMillicores(value);
+    if (fast !== undefined) return fast;
+  } else if (convention === 'binary' && typeof value === 'string') {
+    const fast = fastBinaryMillicores(value);
+    if (fast !== undefined) return fast;
+  }
   const milli = millicoresOf(cpuDecimal(value, convention));
   if (milli === undefined) {
     throw new ResourceParseError(
@@ -176,6 +184,23 @@ export function parseMillicores(value: number | string, opts?: QuantityOptions):
  */
 export function parseCpu(value: number | string, opts?: QuantityOptions): number {
   return parseMillicores(value, opts) / 1000;
+}
+
+const FAST_MILLICORES = /^(\d{1,12})m$/;
+const FAST_DECIMAL = /^(\d{0,9})(?:\.(\d{1,3}))?$/;
+
+// The common binary-grammar strings ("500m", "2", "1.5", ".25") without BigInt:
+// at most 12 digits, so every product below is an exact integer.
+function fastBinaryMillicores(value: string): number | undefined {
+  if (value.length > 16) return undefined;
+  const milli = FAST_MILLICORES.exec(value);
+  if (milli) return Number(milli[1]);
+  const decimal = FAST_DECIMAL.exec(value);
+  if (!decimal || value === '' || value === '.') return undefined;
+  const whole = decimal[1] ?? '';
+  const fraction = decimal[2] ?? '';
+  if (whole === '' && fraction === '') return undefined;
+  return Number(whole || '0') * 1000 + Number(fraction.padEnd(3, '0') || '0');
 }
 
 function cpuDecimal(value: number | string, convention: QuantityConvention): Decimal {
@@ -273,6 +298,7 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  */
 export function parseMemory(value: number | string, opts: ParseMemoryOptions = {}): number {
   const convention = checkConvention(opts);
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
   const bytes = bytesOf(memoryDecimal(value, convention));
   if (bytes === undefined) {
     throw new ResourceParseError(
