@@ -35,8 +35,12 @@ export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
 
 /** The outcome of {@link checkLimitRange}. */
 export type LimitRangeResult =
-  | { ok: true }
   | {
+      /** Inside the range. */
+      ok: true;
+    }
+  | {
+      /** Outside the range. */
       ok: false;
       /** The resource (`cpus`, `memory` or an extended name). */
       resource: string;
