@@ -1,4 +1,6 @@
 import { CapTracker } from '../src/caps/index.js';
+import { checkFit } from '../src/ledger/document.js';
+import type { ReservationRow } from '../src/ledger/types.js';
 import { parseCpu, parseMemory, resolveResources } from '../src/resources/index.js';
 import { type BenchTable, fmt, opsPerSecond } from './lib.js';
 
@@ -17,6 +19,49 @@ function trackerWith(live: number, scopes: string[]): CapTracker {
     });
   }
   return caps;
+}
+
+const GPU = 'nvidia.com/gpu';
+const FPGA = 'example.com/fpga';
+const EXT_CAP = { maxExtended: { [GPU]: 1e9, [FPGA]: 1e9 } };
+
+/** The same tracker with every scope also capping two extended resources, held by every live row. */
+function extendedTrackerWith(live: number, scopes: string[]): CapTracker {
+  const caps = new CapTracker();
+  for (const scope of [...scopes, 'global']) {
+    caps.setCap(scope, { maxCpu: 1e9, maxMemoryBytes: 2 ** 52, ...EXT_CAP });
+  }
+  for (let i = 0; i < live; i++) {
+    caps.tryReserve(`live-${i}`, ['global', scopes[i % scopes.length]!], EXT_REQUEST);
+  }
+  return caps;
+}
+
+const EXT_REQUEST = { cpus: 0.25, memBytes: 4096, extended: { [GPU]: 1, [FPGA]: 1 } };
+
+/** Pairs/s with two extended resources in every request, fresh ids. */
+function extendedPairs(live: number): number {
+  const caps = extendedTrackerWith(live, SCALERS);
+  const start = performance.now();
+  for (let n = 0; n < FRESH_IDS.length; n++) {
+    const id = FRESH_IDS[n]!;
+    if (!caps.tryReserve(id, PAIR_SCOPES[n % 50]!, EXT_REQUEST).ok) throw new Error('refused');
+    caps.release(id);
+  }
+  return (FRESH_IDS.length * 1000) / (performance.now() - start);
+}
+
+function ledgerRows(count: number, extended: boolean): ReservationRow[] {
+  return Array.from({ length: count }, (_, i) => ({
+    instanceId: 'i',
+    pid: 1,
+    bootId: 'b',
+    agentId: `a${i}`,
+    cpus: 0.5,
+    memBytes: 1024,
+    reservedAt: 0,
+    ...(extended ? { extended: { [GPU]: 1, [FPGA]: 1 } } : {}),
+  }));
 }
 
 const SCALERS = Array.from({ length: 50 }, (_, i) => `scaler:${i}`);
@@ -82,6 +127,19 @@ export default async function bench(): Promise<BenchTable[]> {
     smallRecycled = Math.max(smallRecycled, recycledIdPairs(10));
     largeRecycled = Math.max(largeRecycled, recycledIdPairs(10_000));
   }
+  let extendedSmall = 0;
+  for (let round = 0; round < 3; round++)
+    extendedSmall = Math.max(extendedSmall, extendedPairs(10));
+  const plainRows = ledgerRows(100, false);
+  const extRows = ledgerRows(100, true);
+  const plainCap = { maxCpu: 1e9, maxMemoryBytes: 2 ** 52 };
+  const extCap = { ...plainCap, ...EXT_CAP };
+  const fitPlain = opsPerSecond(() => {
+    checkFit('p', plainRows, plainCap, REQUEST);
+  });
+  const fitExtended = opsPerSecond(() => {
+    checkFit('p', extRows, extCap, EXT_REQUEST);
+  });
   const ratio = small / large;
   return [
     {
@@ -99,6 +157,15 @@ export default async function bench(): Promise<BenchTable[]> {
         {
           operation: '  same, 1,024 recycled ids, 10,000 live',
           'calls/s': fmt(largeRecycled),
+        },
+        {
+          operation: 'CapTracker reserve+release, 10 live, 2 extended resources',
+          'calls/s': fmt(extendedSmall),
+        },
+        { operation: 'ledger checkFit, 100 rows (pure)', 'calls/s': fmt(fitPlain) },
+        {
+          operation: 'ledger checkFit, 100 rows, 2 extended resources',
+          'calls/s': fmt(fitExtended),
         },
       ],
       notes: [

@@ -107,8 +107,8 @@ export class ScalerError extends Error {
   }
 }
 
-/** Which resource dimension a quantity or a refusal is about. */
-export type ResourceKind = 'cpu' | 'memory';
+/** Which resource dimension a quantity or a refusal is about (`extended`: a named countable resource such as `nvidia.com/gpu`). */
+export type ResourceKind = 'cpu' | 'memory' | 'extended';
 
 /** A CPU or memory quantity that could not be parsed; names the value and the accepted forms. */
 export class ResourceParseError extends ScalerError {

@@ -1,10 +1,37 @@
+import { CapsValueError } from '../errors.js';
 import { strictObject } from '../internal/strict-keys.js';
+import { ceilScaled, decimalOfNumber } from '../resources/decimal.js';
 import type { ResourceAmount } from '../resources/types.js';
 import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 
-/** The largest `CPUQuota=` systemd accepts, in cores (INT_MAX hundredths of a percent). */
-const MAX_QUOTA_CORES = 2_147_483_647 / 10_000;
+/**
+ * The largest whole percent the `CPUQuota=` encoder accepts: systemd reads the
+ * value into an int of hundredths of a percent, so at most INT_MAX / 100 whole
+ * percents (214748.36 cores).
+ */
+const MAX_QUOTA_PERCENT = Math.floor(2_147_483_647 / 100);
+const MAX_QUOTA_CORES = MAX_QUOTA_PERCENT / 100;
+
+/**
+ * Cores to a whole percent, rounding a fraction up (never a smaller cap than
+ * asked). Exact: the number is read as the decimal it prints as (`1.1` is 110%,
+ * not 111%), with no float noise to snap.
+ */
+function cpuQuotaFromCores(cpus: number): string {
+  if (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0) {
+    throw new TypeError(
+      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES}, got \`${String(cpus)}\``,
+    );
+  }
+  const percent = ceilScaled(decimalOfNumber(cpus), 2);
+  if (percent > BigInt(MAX_QUOTA_PERCENT)) {
+    throw new TypeError(
+      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES} (the largest CPUQuota= systemd accepts, ${MAX_QUOTA_PERCENT}%), got \`${String(cpus)}\``,
+    );
+  }
+  return `${percent}%`;
+}
 
 const UNITS = [
   ['E', 60n],
@@ -14,20 +41,6 @@ const UNITS = [
   ['M', 20n],
   ['K', 10n],
 ] as const;
-
-/** Cores to a whole percent, rounding a fraction up (never a smaller cap than asked). */
-function cpuQuotaFromCores(cpus: number): string {
-  if (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0 || cpus > MAX_QUOTA_CORES) {
-    throw new TypeError(
-      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES}, got \`${String(cpus)}\``,
-    );
-  }
-  const percent = cpus * 100;
-  // 1.1 * 100 is 110.00000000000001: snap float noise before rounding up.
-  const nearest = Math.round(percent);
-  const whole = Math.abs(percent - nearest) < 1e-9 ? nearest : Math.ceil(percent);
-  return `${whole}%`;
-}
 
 /** Bytes to the largest unit that divides them exactly: 8589934592 -> "8G". */
 function memoryMaxFromBytes(memBytes: number): string {
@@ -54,7 +67,9 @@ function memoryMaxFromBytes(memBytes: number): string {
  * @returns Caps that pass {@link validateAgentCaps}.
  * @throws {@link errors!InvalidInputError} for a key other than `cpus` and `memBytes` (caps cannot
  * carry it, so it is refused rather than dropped).
- * @throws `TypeError` when `cpus` is not a finite number > 0, or `memBytes` is not a whole number from 1 to `Number.MAX_SAFE_INTEGER`.
+ * @throws `TypeError` when `cpus` is not a finite number > 0 and at most 214748.36
+ *   (the largest `CPUQuota=` systemd accepts), or `memBytes` is not a whole number
+ *   from 1 to `Number.MAX_SAFE_INTEGER`.
  *
  * @example
  * ```ts
@@ -77,7 +92,8 @@ export function capsFromResources(amount: Partial<ResourceAmount>): AgentCaps {
  *
  * @param caps - The caps; checked against the systemd grammar first.
  * @param options - `allowMemoryPercent`.
- * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax.
+ * @throws {@link errors!CapsValueError} when a value is not valid systemd syntax, or
+ *   when `memoryMax` is more bytes than `Number.MAX_SAFE_INTEGER` (it could not be counted exactly).
  *
  * @example
  * ```ts
@@ -95,7 +111,17 @@ export function resourcesFromCaps(
   }
   if (typeof caps.memoryMax === 'string') {
     const memory = parseMemoryMax(caps.memoryMax, options.allowMemoryPercent === true)!;
-    if (memory.kind === 'bytes') amount.memBytes = Number(memory.bytes);
+    if (memory.kind === 'bytes') {
+      // Never hand back an unsafe integer: it would not count exactly.
+      if (memory.bytes > BigInt(Number.MAX_SAFE_INTEGER)) {
+        throw new CapsValueError(
+          'memoryMax',
+          caps.memoryMax,
+          `memoryMax ${JSON.stringify(caps.memoryMax)} is ${memory.bytes} bytes, more than the ${Number.MAX_SAFE_INTEGER} bytes (8Pi - 1) this library counts exactly; use "infinity" for no limit.`,
+        );
+      }
+      amount.memBytes = Number(memory.bytes);
+    }
   }
   return amount;
 }

@@ -1,9 +1,29 @@
 import { DuplicateReservationError } from '../errors.js';
-import { coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
+import type { ExtendedResourceName } from '../resources/names.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import {
+  capBytes,
+  capCount,
+  capCpu,
+  capExtended,
+  capProvides,
+  check,
+  checkAmount,
+  checkId,
+  checkScope,
+  copyCap,
+  extMax,
+  type Held,
+  reservationOf,
+  type Scope,
+  usageOf,
+} from './scope.js';
 
-/** The two dimensions a cap can refuse on. */
-export type CapDimension = 'cpu' | 'memory';
+/**
+ * The dimensions a cap can refuse on: CPU, memory, the number of reservations
+ * (`agents`), or an extended resource by name (`nvidia.com/gpu`).
+ */
+export type CapDimension = 'cpu' | 'memory' | 'agents' | ExtendedResourceName;
 
 /** Why {@link CapTracker.tryReserve} refused: the first scope and dimension that did not fit. */
 export interface CapRefusal {
@@ -13,11 +33,14 @@ export interface CapRefusal {
   scope: string;
   /** The dimension that did not fit. */
   dimension: CapDimension;
-  /** What was asked for in that dimension (cores or bytes). */
+  /** What was asked for in that dimension (cores, bytes, agents or a count). */
   requested: number;
-  /** What the scope already holds (cores or bytes). */
+  /** What the scope already holds (cores, bytes, agents or a count). */
   used: number;
-  /** The scope's cap (cores or bytes). */
+  /**
+   * The scope's cap (cores, bytes, agents or a count). For an extended resource
+   * that a capped scope neither caps nor `provides`, 0: the scope has none of it.
+   */
   max: number;
   /** True when the request exceeds the cap even with the scope empty: waiting will not help. */
   neverFits: boolean;
@@ -42,6 +65,8 @@ export interface CapReservation {
   cpus: number;
   /** Memory held, in bytes. */
   memBytes: number;
+  /** Extended resources held, by name (absent when none). */
+  extended?: Record<string, number>;
 }
 
 /** Usage of one scope. */
@@ -52,6 +77,8 @@ export interface ScopeUsage {
   memBytes: number;
   /** How many live reservations hold this scope. */
   reservations: number;
+  /** Summed extended resources of live reservations, by name (absent when none). */
+  extended?: Record<string, number>;
 }
 
 /** A point-in-time copy of the tracker's state. */
@@ -76,24 +103,7 @@ export interface CapTrackerOptions {
   caps?: Record<string, ResourceCap | undefined>;
 }
 
-interface Scope {
-  // Integer millicores and bytes: sums of integers never drift.
-  milli: number;
-  bytes: number;
-  count: number;
-  maxMilli: number | undefined;
-  maxBytes: number | undefined;
-  cap: ResourceCap | undefined;
-}
-
 const OK: CapGranted = Object.freeze({ ok: true as const });
-
-interface Held {
-  scopes: Scope[];
-  names: string[];
-  milli: number;
-  bytes: number;
-}
 
 /**
  * In-memory usage accounting for named scopes (`global`, `scaler:linux-small`,
@@ -142,10 +152,17 @@ export class CapTracker {
     checkScope(scope);
     const maxMilli = cap?.maxCpu === undefined ? undefined : capCpu(cap.maxCpu);
     const maxBytes = cap?.maxMemoryBytes === undefined ? undefined : capBytes(cap.maxMemoryBytes);
+    const maxAgents =
+      cap?.maxAgents === undefined ? undefined : capCount('maxAgents', cap.maxAgents);
+    const maxExt = cap === undefined ? undefined : capExtended(cap);
+    const provides = cap === undefined ? undefined : capProvides(cap);
     const state = this.#scope(scope);
     state.maxMilli = maxMilli;
     state.maxBytes = maxBytes;
-    state.cap = cap === undefined ? undefined : { ...cap };
+    state.maxAgents = maxAgents;
+    state.maxExt = maxExt;
+    state.provides = provides;
+    state.cap = cap === undefined ? undefined : copyCap(cap);
     this.#forgetIfIdle(scope, state);
   }
 
@@ -156,7 +173,7 @@ export class CapTracker {
    */
   getCap(scope: string): ResourceCap | undefined {
     const cap = this.#scopes.get(scope)?.cap;
-    return cap === undefined ? undefined : { ...cap };
+    return cap === undefined ? undefined : copyCap(cap);
   }
 
   /**
@@ -164,15 +181,16 @@ export class CapTracker {
    *
    * @param id - A unique reservation id (e.g. the agent id).
    * @param scopes - The scopes to count it in; duplicates count once.
-   * @param requests - CPU in cores and memory in whole bytes.
-   * @returns `{ ok: true }`, or the first refusal (scope order, CPU before memory).
+   * @param requests - CPU in cores, memory in whole bytes, extended resources in whole counts.
+   * @returns `{ ok: true }`, or the first refusal (scope order; CPU, memory,
+   *   agents, then extended resources in the request's order).
    * @throws {@link DuplicateReservationError} when `id` is already held: a second
    *   reservation under one id would be counted twice and released once.
    * @throws TypeError for invalid arguments.
    */
   tryReserve(id: string, scopes: readonly string[], requests: ResourceAmount): CapReserveResult {
     checkId(id);
-    const { milli, bytes } = checkAmount(requests);
+    const { milli, bytes, ext } = checkAmount(requests);
     if (!Array.isArray(scopes)) {
       throw new TypeError(
         `Expected \`scopes\` to be an array of strings, got \`${typeof scopes}\``,
@@ -190,7 +208,7 @@ export class CapTracker {
       checkScope(name);
       if (names.includes(name)) continue;
       const state = this.#scopes.get(name) ?? this.#scope(name);
-      const refusal = check(name, state, milli, bytes);
+      const refusal = check(name, state, milli, bytes, ext);
       if (refusal) {
         for (const [i, n] of names.entries()) this.#forgetIfIdle(n, states[i]!);
         this.#forgetIfIdle(name, state);
@@ -203,8 +221,12 @@ export class CapTracker {
       state.milli += milli;
       state.bytes += bytes;
       state.count++;
+      if (ext !== undefined) {
+        state.ext ??= new Map();
+        for (const [name, n] of ext) state.ext.set(name, (state.ext.get(name) ?? 0) + n);
+      }
     }
-    this.#held.set(id, { scopes: states, names, milli, bytes });
+    this.#held.set(id, { scopes: states, names, milli, bytes, ext });
     return OK;
   }
 
@@ -223,9 +245,17 @@ export class CapTracker {
       state.milli -= held.milli;
       state.bytes -= held.bytes;
       state.count--;
+      if (held.ext !== undefined && state.ext !== undefined) {
+        for (const [name, n] of held.ext) {
+          const left = (state.ext.get(name) ?? 0) - n;
+          if (left === 0) state.ext.delete(name);
+          else state.ext.set(name, left);
+        }
+        if (state.ext.size === 0) state.ext = undefined;
+      }
       this.#forgetIfIdle(held.names[i]!, state);
     }
-    return { id, scopes: held.names, cpus: held.milli / 1000, memBytes: held.bytes };
+    return reservationOf(id, held);
   }
 
   /**
@@ -245,7 +275,7 @@ export class CapTracker {
   usage(scope: string): ScopeUsage {
     const state = this.#scopes.get(scope);
     if (state === undefined) return { cpus: 0, memBytes: 0, reservations: 0 };
-    return { cpus: state.milli / 1000, memBytes: state.bytes, reservations: state.count };
+    return usageOf(state);
   }
 
   /**
@@ -253,15 +283,22 @@ export class CapTracker {
    * empty, so the caller can fail fast instead of waiting forever.
    *
    * @param scopes - The scopes the request would be counted in.
-   * @param requests - CPU in cores and memory in whole bytes.
+   * @param requests - CPU in cores, memory in whole bytes, extended resources in whole counts.
    */
   neverFits(scopes: readonly string[], requests: ResourceAmount): boolean {
-    const { milli, bytes } = checkAmount(requests);
+    const { milli, bytes, ext } = checkAmount(requests);
     for (const name of scopes) {
       const state = this.#scopes.get(name);
       if (state === undefined) continue;
       if (state.maxMilli !== undefined && milli > state.maxMilli) return true;
       if (state.maxBytes !== undefined && bytes > state.maxBytes) return true;
+      if (state.maxAgents !== undefined && state.maxAgents < 1) return true;
+      if (ext !== undefined && state.cap !== undefined) {
+        for (const [resource, n] of ext) {
+          const max = extMax(state, resource);
+          if (max !== undefined && n > max) return true;
+        }
+      }
     }
     return false;
   }
@@ -271,16 +308,11 @@ export class CapTracker {
     const scopes: CapSnapshot['scopes'] = {};
     for (const [name, state] of this.#scopes) {
       scopes[name] = {
-        cap: state.cap === undefined ? undefined : { ...state.cap },
-        usage: { cpus: state.milli / 1000, memBytes: state.bytes, reservations: state.count },
+        cap: state.cap === undefined ? undefined : copyCap(state.cap),
+        usage: usageOf(state),
       };
     }
-    const reservations = [...this.#held].map(([id, held]) => ({
-      id,
-      scopes: [...held.names],
-      cpus: held.milli / 1000,
-      memBytes: held.bytes,
-    }));
+    const reservations = [...this.#held].map(([id, held]) => reservationOf(id, held));
     return { scopes, reservations };
   }
 
@@ -293,6 +325,10 @@ export class CapTracker {
         count: 0,
         maxMilli: undefined,
         maxBytes: undefined,
+        maxAgents: undefined,
+        ext: undefined,
+        maxExt: undefined,
+        provides: undefined,
         cap: undefined,
       };
       this.#scopes.set(name, state);
@@ -305,82 +341,4 @@ export class CapTracker {
   #forgetIfIdle(name: string, state: Scope): void {
     if (state.count === 0 && state.cap === undefined) this.#scopes.delete(name);
   }
-}
-
-function check(name: string, state: Scope, milli: number, bytes: number): CapRefusal | undefined {
-  if (state.maxMilli !== undefined && state.milli + milli > state.maxMilli) {
-    return {
-      ok: false,
-      scope: name,
-      dimension: 'cpu',
-      requested: milli / 1000,
-      used: state.milli / 1000,
-      max: state.maxMilli / 1000,
-      neverFits: milli > state.maxMilli,
-    };
-  }
-  if (state.maxBytes !== undefined && state.bytes + bytes > state.maxBytes) {
-    return {
-      ok: false,
-      scope: name,
-      dimension: 'memory',
-      requested: bytes,
-      used: state.bytes,
-      max: state.maxBytes,
-      neverFits: bytes > state.maxBytes,
-    };
-  }
-  return undefined;
-}
-
-function checkId(id: string): void {
-  if (typeof id !== 'string' || id.length === 0) {
-    throw new TypeError(`Expected \`id\` to be a non-empty string, got \`${String(id)}\``);
-  }
-}
-
-function checkScope(scope: string): void {
-  if (typeof scope !== 'string' || scope.length === 0) {
-    throw new TypeError(`Expected a scope to be a non-empty string, got \`${String(scope)}\``);
-  }
-}
-
-function checkAmount(requests: ResourceAmount): { milli: number; bytes: number } {
-  if (typeof requests !== 'object' || requests === null) {
-    throw new TypeError(
-      `Expected \`requests\` to be { cpus, memBytes }, got \`${String(requests)}\``,
-    );
-  }
-  const { cpus, memBytes } = requests;
-  if (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus < 0 || cpus > MAX_CPU_CORES) {
-    throw new TypeError(`Expected \`cpus\` to be a finite number >= 0, got \`${String(cpus)}\``);
-  }
-  if (typeof memBytes !== 'number' || !Number.isSafeInteger(memBytes) || memBytes < 0) {
-    throw new TypeError(
-      `Expected \`memBytes\` to be a safe integer >= 0, got \`${String(memBytes)}\``,
-    );
-  }
-  return { milli: coresToMillicores(cpus), bytes: memBytes };
-}
-
-function capCpu(maxCpu: number): number {
-  if (typeof maxCpu !== 'number' || !Number.isFinite(maxCpu) || maxCpu < 0) {
-    throw new TypeError(
-      `Expected \`maxCpu\` to be a finite number >= 0, got \`${String(maxCpu)}\``,
-    );
-  }
-  return coresToMillicores(maxCpu);
-}
-
-function capBytes(maxMemoryBytes: number): number {
-  if (
-    typeof maxMemoryBytes !== 'number' ||
-    !Number.isSafeInteger(maxMemoryBytes) ||
-    maxMemoryBytes < 0
-  ) {
-    throw new TypeError(
-      `Expected \`maxMemoryBytes\` to be a safe integer >= 0, got \`${String(maxMemoryBytes)}\``,
-    );
-  }
-  return maxMemoryBytes;
 }

@@ -6,9 +6,15 @@
 
 import { z } from 'zod';
 import { InvalidInputError, LedgerCapMismatchError, LedgerCorruptError } from '../errors.js';
-import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import type { LedgerDocument, ReservationRow, ReserveResult } from './types.js';
+import { extendedNameProblem } from '../resources/names.js';
+import type { ResourceCap } from '../resources/types.js';
+import { capBytes, capMillicores } from './fit.js';
+import type { LedgerDocument, ReservationRow } from './types.js';
+
+export { assertKiciCompatibleCap } from './extended.js';
+export { checkFit, sumRows } from './fit.js';
+
+import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 
 /** The document version this library reads and writes. */
 export const LEDGER_VERSION = 1;
@@ -41,9 +47,18 @@ export function validatePoolName(name: unknown): string {
 
 const finiteNonNegative = z.number().finite().nonnegative();
 
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const resourceName = z
+  .string()
+  .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
+const extendedCounts = z.record(resourceName, count);
+
 const capSchema = z.looseObject({
   maxCpu: finiteNonNegative.optional(),
   maxMemoryBytes: finiteNonNegative.optional(),
+  maxExtended: extendedCounts.optional(),
+  provides: z.array(resourceName).optional(),
+  maxAgents: count.optional(),
 });
 
 const rowSchema = z.looseObject({
@@ -56,6 +71,7 @@ const rowSchema = z.looseObject({
   reservedAt: z.number().finite(),
   pidStartTime: z.number().int().nonnegative().optional(),
   leaseId: z.string().optional(),
+  extended: extendedCounts.optional(),
 });
 
 const documentSchema = z.looseObject({
@@ -133,9 +149,12 @@ export function emptyDocument(cap: ResourceCap): LedgerDocument {
 }
 
 /**
- * Validate a cap given to `registerPool` and keep only its two known fields.
+ * Validate a cap given to `registerPool` and keep only its known fields:
+ * `maxCpu`, `maxMemoryBytes`, `maxExtended`, `provides`, `maxAgents`.
  *
- * @throws TypeError when a field is present and not a finite number >= 0.
+ * @throws TypeError when a field is present and not a finite number >= 0 (whole
+ *   for counts), or `maxExtended`/`provides` are not an object/array.
+ * @throws InvalidInputError for an invalid extended resource name.
  */
 export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (typeof cap !== 'object' || cap === null) {
@@ -146,20 +165,26 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (cap.maxMemoryBytes !== undefined) {
     out.maxMemoryBytes = checkAmount('cap.maxMemoryBytes', cap.maxMemoryBytes);
   }
+  if (cap.maxExtended !== undefined || cap.provides !== undefined || cap.maxAgents !== undefined) {
+    Object.assign(out, normalizeExtendedCap(cap));
+  }
   return out;
 }
 
-/** True when two caps limit the same dimensions to the same amounts (CPU compared in millicores). */
+/**
+ * True when two caps limit the same dimensions to the same amounts, compared as
+ * they are enforced: whole millicores and whole bytes, rounded down.
+ */
 export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
   const sameCpu =
     a.maxCpu === undefined || b.maxCpu === undefined
       ? a.maxCpu === b.maxCpu
-      : coresToMillicores(a.maxCpu) === coresToMillicores(b.maxCpu);
+      : capMillicores(a.maxCpu) === capMillicores(b.maxCpu);
   const sameMemory =
     a.maxMemoryBytes === undefined || b.maxMemoryBytes === undefined
       ? a.maxMemoryBytes === b.maxMemoryBytes
-      : Math.round(a.maxMemoryBytes) === Math.round(b.maxMemoryBytes);
-  return sameCpu && sameMemory;
+      : capBytes(a.maxMemoryBytes) === capBytes(b.maxMemoryBytes);
+  return sameCpu && sameMemory && sameExtendedCap(a, b);
 }
 
 /**
@@ -284,62 +309,6 @@ export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFa
   return partitionBy(rows, (row) => rowVerdict(row, facts));
 }
 
-/** The summed CPU (cores, millicore precision) and memory (bytes) of rows. */
-export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
-  let milli = 0;
-  let bytes = 0;
-  for (const row of rows) {
-    milli += coresToMillicores(row.cpus);
-    bytes += Math.round(row.memBytes);
-  }
-  return { cpus: milli / 1000, memBytes: bytes };
-}
-
-/**
- * Would `request` fit next to `rows` under `cap`? Sums in integer millicores
- * and bytes. An absent cap field means no limit in that dimension. CPU is checked first.
- */
-export function checkFit(
-  pool: string,
-  rows: readonly ReservationRow[],
-  cap: ResourceCap,
-  request: ResourceAmount,
-): ReserveResult {
-  const used = sumRows(rows);
-  if (cap.maxCpu !== undefined) {
-    const max = coresToMillicores(cap.maxCpu);
-    const want = coresToMillicores(request.cpus);
-    const have = coresToMillicores(used.cpus);
-    if (have + want > max) {
-      return {
-        ok: false,
-        pool,
-        dimension: 'cpu',
-        requested: want / 1000,
-        used: have / 1000,
-        max: max / 1000,
-        neverFits: want > max,
-      };
-    }
-  }
-  if (cap.maxMemoryBytes !== undefined) {
-    const max = Math.round(cap.maxMemoryBytes);
-    const want = Math.round(request.memBytes);
-    if (used.memBytes + want > max) {
-      return {
-        ok: false,
-        pool,
-        dimension: 'memory',
-        requested: want,
-        used: used.memBytes,
-        max,
-        neverFits: want > max,
-      };
-    }
-  }
-  return { ok: true };
-}
-
 /** The document with `row` appended (the input is not changed). */
 export function addRow(doc: LedgerDocument, row: ReservationRow): LedgerDocument {
   return { ...doc, reservations: [...doc.reservations, row] };
@@ -385,6 +354,7 @@ export function describeCap(cap: ResourceCap): string {
   const parts: string[] = [];
   if (cap.maxCpu !== undefined) parts.push(`maxCpu: ${cap.maxCpu}`);
   if (cap.maxMemoryBytes !== undefined) parts.push(`maxMemoryBytes: ${cap.maxMemoryBytes}`);
+  parts.push(...describeExtendedCap(cap));
   return parts.length ? `{ ${parts.join(', ')} }` : '{} (no limit)';
 }
 

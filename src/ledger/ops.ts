@@ -135,6 +135,7 @@ export function applyBatch(
           const result: ReserveResult = checkFit(pool, current.reservations, current.cap, {
             cpus: op.row.cpus,
             memBytes: op.row.memBytes,
+            ...(op.row.extended === undefined ? {} : { extended: op.row.extended }),
           });
           if (result.ok) {
             current = addRow(current, op.row);

@@ -33,6 +33,12 @@ export interface ReservationRow {
    * Rows without a lease (older writers) keep the seed's rule.
    */
   leaseId?: string;
+  /**
+   * Extended resources held, whole counts by name (`{ "nvidia.com/gpu": 1 }`).
+   * Absent when none. The kici ledger (0.9.1) keeps this field when it rewrites
+   * the document and never counts it; only this library's writers do.
+   */
+  extended?: Record<string, number>;
   /** Fields written by other writers, kept as they are. */
   [extra: string]: unknown;
 }
@@ -63,13 +69,19 @@ export type ReserveResult =
       ok: false;
       /** The pool. */
       pool: string;
-      /** The dimension that did not fit (CPU is checked first). */
-      dimension: 'cpu' | 'memory';
-      /** What was asked for, in cores or bytes. */
+      /**
+       * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
+       * `maxAgents`) or an extended resource name. CPU is checked first.
+       */
+      dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
+      /** What was asked for, in cores, bytes, agents or a count. */
       requested: number;
-      /** What live rows already hold, in cores or bytes. */
+      /** What live rows already hold, in cores, bytes, agents or a count. */
       used: number;
-      /** The pool's cap in that dimension, in cores or bytes. */
+      /**
+       * The pool's cap in that dimension. For an extended resource the cap
+       * neither caps (`maxExtended`) nor `provides`, 0: the pool has none.
+       */
       max: number;
       /** True when the request exceeds the cap on its own: retrying cannot help. */
       neverFits: boolean;

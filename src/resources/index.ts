@@ -8,20 +8,45 @@
  * @packageDocumentation
  */
 export {
+  InvalidInputError,
+  isInvalidInputError,
   isResourceConflictError,
   isResourceParseError,
   ResourceConflictError,
   ResourceParseError,
 } from '../errors.js';
+export { parseExtendedCount } from './extended.js';
 export {
+  checkLimitRange,
+  type LimitRangeItem,
+  type LimitRangePolicy,
+  type LimitRangeResult,
+  type LimitRangeRule,
+  limitRangeDefaults,
+  limitRangeProblems,
+  limitRangeSchema,
+} from './limit-range.js';
+export {
+  type ExtendedResourceName,
+  isExtendedResourceName,
+  MAX_EXTENDED_NAME_LENGTH,
+  validateExtendedResourceName,
+} from './names.js';
+export {
+  capToMillicores,
   coresToMillicores,
   formatCpu,
   formatMemory,
   MAX_CPU_CORES,
+  MAX_MILLICORES,
+  MAX_QUANTITY_LENGTH,
   type MemoryConvention,
   type ParseMemoryOptions,
   parseCpu,
   parseMemory,
+  parseMillicores,
+  type QuantityConvention,
+  type QuantityOptions,
 } from './quantity.js';
 export {
   DEFAULT_LAYER_NAMES,

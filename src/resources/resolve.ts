@@ -1,5 +1,6 @@
-import { isResourceParseError, ResourceConflictError, ResourceParseError } from '../errors.js';
-import { type ParseMemoryOptions, parseCpu, parseMemory } from './quantity.js';
+import { ResourceConflictError, ResourceParseError } from '../errors.js';
+import type { ParseMemoryOptions } from './quantity.js';
+import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceAmount, ResourceRequest, ResourceSpec } from './types.js';
 
 /** The layer names {@link resolveResources} uses when none are given, in priority order. */
@@ -19,6 +20,8 @@ export interface ProvenanceOf {
   cpus: string;
   /** The layer the memory value came from, or `zero`. */
   memBytes: string;
+  /** The layer each extended resource came from (absent when none is declared). */
+  extended?: Record<string, string>;
 }
 
 /** The outcome of {@link resolveResources}: numbers for both sides, and their provenance. */
@@ -31,11 +34,12 @@ export interface ResolvedResources {
   provenance: ResourceProvenance;
 }
 
-/** Options of {@link resolveResources}. */
+/** Options of {@link resolveResources}: the quantity convention. */
 export interface ResolveResourcesOptions extends ParseMemoryOptions {}
 
 /**
- * Apply the request/limit mirroring rule: per dimension (`cpus`, `memory`), a value
+ * Apply the request/limit mirroring rule: per dimension (`cpus`, `memory`, each
+ * extended resource), a value
  * declared on one side only is copied to the other side. Values are kept as given.
  *
  * @param request - A declaration; `undefined` reads as an empty one.
@@ -54,15 +58,17 @@ export function mirrorRequestsLimits(request: ResourceRequest | undefined): Reso
       `Expected a resource request object or undefined, got \`${String(request)}\``,
     );
   }
-  const requests: ResourceSpec = { ...request.requests };
-  const limits: ResourceSpec = { ...request.limits };
-  for (const key of ['cpus', 'memory'] as const) {
-    if (requests[key] === undefined && limits[key] !== undefined) requests[key] = limits[key];
+  const requests: Record<string, unknown> = { ...request.requests };
+  const limits: Record<string, unknown> = { ...request.limits };
+  for (const key of Object.keys(requests)) {
     if (limits[key] === undefined && requests[key] !== undefined) limits[key] = requests[key];
   }
+  for (const key of Object.keys(limits)) {
+    if (requests[key] === undefined && limits[key] !== undefined) requests[key] = limits[key];
+  }
   const out: ResourceRequest = {};
-  if (Object.keys(requests).length > 0) out.requests = requests;
-  if (Object.keys(limits).length > 0) out.limits = limits;
+  if (Object.keys(requests).length > 0) out.requests = requests as ResourceSpec;
+  if (Object.keys(limits).length > 0) out.limits = limits as ResourceSpec;
   return out;
 }
 
@@ -72,17 +78,28 @@ const SIDES = ['requests', 'limits'] as const;
  * Resolve a job's resources through layered defaults.
  *
  * `layers` are in priority order (by default: job, label set, scaler, global).
- * Each layer is mirrored first ({@link mirrorRequestsLimits}); then, per side and
- * per dimension, the first layer that declares a value wins, else zero.
+ * Each layer is read strictly (unknown keys are refused) and mirrored first
+ * ({@link mirrorRequestsLimits}); then, per side and per dimension, the first
+ * layer that declares a value wins, else zero. A layer may be nested
+ * (`{ requests?, limits? }`) or flat (`{ cpus?, memory?, "nvidia.com/gpu"? }`,
+ * which declares both sides at once).
+ *
+ * Extended resources (`nvidia.com/gpu`) are whole counts and, as in Kubernetes,
+ * a layer that declares both sides must declare them equal; the resolved
+ * request and limit of an extended resource are always equal.
  *
  * @param layers - Declarations, highest priority first; `undefined` entries are skipped.
  * @param names - A name per layer, used in provenance and errors.
  *   @default ['job', 'labelSet', 'scaler', 'global']
- * @param opts - The memory suffix convention.
- * @returns Numeric requests and limits (cores, bytes) with the provenance of each.
- * @throws {@link ResourceParseError} naming the layer and field of an invalid quantity.
+ * @param opts - The quantity convention.
+ * @returns Numeric requests and limits (cores, bytes, counts) with the provenance of each.
+ * @throws {@link ResourceParseError} naming the layer and field of an invalid quantity,
+ *   or an extended resource whose request and limit differ.
+ * @throws {@link InvalidInputError} for an unknown key (naming it, the accepted keys
+ *   and the nearest one, e.g. `reqeusts` -> `requests`) or an invalid resource name.
  * @throws {@link ResourceConflictError} when a resolved request exceeds its limit,
  *   naming the layer each value came from.
+ * @throws TypeError when `layers` is not an array or a layer is not an object.
  *
  * @example
  * ```ts
@@ -107,66 +124,69 @@ export function resolveResources(
       limits: { cpus: 'zero', memBytes: 'zero' },
     },
   };
-  // Per dimension, mirroring makes the first declaring layer fill both sides.
   let cpuDone = false;
   let memoryDone = false;
-  for (let i = 0; i < layers.length && !(cpuDone && memoryDone); i++) {
+  let extended: Record<string, number> | undefined;
+  let extendedFrom: Record<string, string> | undefined;
+  const issues: ShapeIssue[] = [];
+  // Every layer is read (a typo in a lower layer is an error even when a higher
+  // layer declares everything): fail closed on configuration mistakes.
+  for (let i = 0; i < layers.length; i++) {
     const layer = layers[i];
     if (layer === undefined) continue;
-    if (typeof layer !== 'object' || layer === null) {
+    const name = names[i] ?? `layer${i}`;
+    if (typeof layer !== 'object' || layer === null || Array.isArray(layer)) {
       throw new TypeError(
-        `Expected layer ${i} to be a resource request object or undefined, got \`${String(layer)}\``,
+        `Expected layer ${i} (${name}) to be a resource request object or undefined, got \`${String(layer)}\``,
       );
     }
-    const name = names[i] ?? `layer${i}`;
-    // Parse what the layer declares before mirroring, so an error names the
-    // field as it was written.
-    const parsed: ResourceRequest = {};
-    for (const side of SIDES) {
-      const spec = layer[side];
-      if (spec === undefined) continue;
-      const out: ResourceSpec = {};
-      if (spec.cpus !== undefined) {
-        out.cpus = parseIn(name, side, 'cpus', () => parseCpu(spec.cpus!));
-      }
-      if (spec.memory !== undefined) {
-        out.memory = parseIn(name, side, 'memory', () => parseMemory(spec.memory!, opts));
-      }
-      parsed[side] = out;
-    }
-    const mirrored = mirrorRequestsLimits(parsed);
+    const parsed = readLayer(layer, name, opts, issues);
+    if (issues.length > 0) throw issues[0]!.error;
+    const mirrored = mirrorRequestsLimits(parsed as ResourceRequest) as ParsedLayerShape;
     for (const side of SIDES) {
       const spec = mirrored[side];
-      if (!cpuDone && spec?.cpus !== undefined) {
-        result[side].cpus = spec.cpus as number;
+      if (spec === undefined) continue;
+      if (!cpuDone && spec.cpus !== undefined) {
+        result[side].cpus = spec.cpus;
         result.provenance[side].cpus = name;
       }
-      if (!memoryDone && spec?.memory !== undefined) {
-        result[side].memBytes = spec.memory as number;
+      if (!memoryDone && spec.memory !== undefined) {
+        result[side].memBytes = spec.memory;
         result.provenance[side].memBytes = name;
       }
     }
     if (mirrored.requests?.cpus !== undefined) cpuDone = true;
     if (mirrored.requests?.memory !== undefined) memoryDone = true;
+    const requests = mirrored.requests;
+    if (requests === undefined) continue;
+    for (const key of Object.keys(requests)) {
+      if (key === 'cpus' || key === 'memory') continue;
+      const request = requests[key as `${string}/${string}`]!;
+      const limit = mirrored.limits?.[key as `${string}/${string}`];
+      if (limit !== request) {
+        throw new ResourceParseError(
+          'extended',
+          { request, limit },
+          `${name}: the request (${request}) and limit (${limit}) of ${key} differ; an extended resource is counted whole, so its request must equal its limit (declare one side only, it is mirrored).`,
+        );
+      }
+      extended ??= {};
+      extendedFrom ??= {};
+      if (!Object.hasOwn(extended, key)) {
+        extended[key] = request;
+        extendedFrom[key] = name;
+      }
+    }
+  }
+  if (extended !== undefined) {
+    result.requests.extended = extended;
+    result.limits.extended = { ...extended };
+    result.provenance.requests.extended = extendedFrom;
+    result.provenance.limits.extended = { ...extendedFrom };
   }
   checkConflict(result, 'cpus');
   checkConflict(result, 'memBytes');
   return result;
-}
-
-function parseIn(layer: string, side: string, field: string, parse: () => number): number {
-  try {
-    return parse();
-  } catch (error) {
-    if (isResourceParseError(error)) {
-      throw new ResourceParseError(
-        error.kind,
-        error.value,
-        `${layer} ${side}.${field}: ${error.message}`,
-      );
-    }
-    throw error;
-  }
 }
 
 function checkConflict(result: ResolvedResources, dimension: 'cpus' | 'memBytes'): void {

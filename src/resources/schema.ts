@@ -1,5 +1,8 @@
 import { z } from 'zod';
+import { parseExtendedCount } from './extended.js';
+import { extendedNameProblem } from './names.js';
 import { type ParseMemoryOptions, parseCpu, parseMemory } from './quantity.js';
+import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
 
 function quantity(parse: (value: number | string) => number) {
@@ -19,6 +22,8 @@ export interface ParsedResourceSpec {
   cpus?: number;
   /** Whole bytes. */
   memory?: number;
+  /** Whole counts of extended resources by name. */
+  [extended: `${string}/${string}`]: number | undefined;
 }
 
 /** A {@link ResourceRequest} after parsing: always the nested form, canonical numbers. */
@@ -37,6 +42,12 @@ export interface ResourceCapInput {
   maxMemory?: number | string;
   /** Maximum summed memory in bytes (instead of `maxMemory`). */
   maxMemoryBytes?: number;
+  /** Maximum summed count per extended resource (`{ "nvidia.com/gpu": 4 }`). */
+  maxExtended?: Record<string, number | string>;
+  /** Extended resources provided without a limit. */
+  provides?: readonly string[];
+  /** Maximum number of agents (reservations) at once. */
+  maxAgents?: number;
 }
 
 /** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
@@ -49,43 +60,71 @@ export interface ResourceSchemas {
   cap: z.ZodType<ResourceCap, ResourceCapInput>;
 }
 
-function buildSpec(opts: ParseMemoryOptions) {
-  return z.strictObject({
-    cpus: quantity(parseCpu).optional(),
-    memory: quantity((v) => parseMemory(v, opts)).optional(),
-  });
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function buildRequest(spec: ReturnType<typeof buildSpec>) {
-  const nested = z.strictObject({ requests: spec.optional(), limits: spec.optional() });
-  const isObject = (v: unknown): v is Record<string, unknown> =>
-    typeof v === 'object' && v !== null && !Array.isArray(v);
+function buildSpec(opts: ParseMemoryOptions): ResourceSchemas['spec'] {
+  return z
+    .custom<Record<string, unknown>>(isObject, {
+      message: 'Expected an object { cpus?, memory?, <extended>? }',
+    })
+    .transform((value, ctx) => {
+      const issues: ShapeIssue[] = [];
+      const parsed = readLayer({ requests: value }, 'spec', opts, issues);
+      if (issues.length > 0) return report(issues, ctx, 1);
+      return parsed.requests ?? {};
+    }) as unknown as ResourceSchemas['spec'];
+}
+
+function buildRequest(opts: ParseMemoryOptions): ResourceSchemas['request'] {
   return z
     .custom<Record<string, unknown>>(isObject, {
       message: 'Expected an object: { requests?, limits? } or the flat form { cpus?, memory? }',
     })
     .transform((value, ctx) => {
-      // The flat legacy form declares both sides at once.
-      const isNested = 'requests' in value || 'limits' in value;
-      const result = (isNested ? nested : spec).safeParse(value);
-      if (!result.success) {
-        for (const issue of result.error.issues) {
-          ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
-        }
-        return z.NEVER;
-      }
-      if (isNested) return result.data as z.output<typeof nested>;
-      const flat = result.data as z.output<typeof spec>;
-      return { requests: { ...flat }, limits: { ...flat } };
-    });
+      const issues: ShapeIssue[] = [];
+      const parsed = readLayer(value, 'the', opts, issues);
+      if (issues.length > 0) return report(issues, ctx, 0);
+      return parsed;
+    }) as unknown as ResourceSchemas['request'];
 }
+
+function report(issues: ShapeIssue[], ctx: z.RefinementCtx, drop: number): never {
+  for (const issue of issues) {
+    ctx.addIssue({ code: 'custom', message: issue.error.message, path: issue.path.slice(drop) });
+  }
+  return z.NEVER;
+}
+
+const extendedName = z.string().superRefine((name, ctx) => {
+  const problem = extendedNameProblem(name);
+  if (problem !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+    });
+  }
+});
+
+const count = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  try {
+    return parseExtendedCount('the cap', value);
+  } catch (error) {
+    ctx.addIssue({ code: 'custom', message: (error as Error).message });
+    return z.NEVER;
+  }
+});
 
 function buildCap(opts: ParseMemoryOptions) {
   return z
     .strictObject({
-      maxCpu: quantity(parseCpu).optional(),
+      maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
       maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
       maxMemoryBytes: z.number().int().nonnegative().optional(),
+      maxExtended: z.record(extendedName, count).optional(),
+      provides: z.array(extendedName).max(1024).optional(),
+      maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
     })
     .superRefine((cap, ctx) => {
       if (cap.maxMemory !== undefined && cap.maxMemoryBytes !== undefined) {
@@ -95,12 +134,24 @@ function buildCap(opts: ParseMemoryOptions) {
           path: ['maxMemoryBytes'],
         });
       }
+      for (const name of cap.provides ?? []) {
+        if (cap.maxExtended !== undefined && Object.hasOwn(cap.maxExtended, name)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `${name} is both capped (maxExtended) and provided without a limit (provides); give one`,
+            path: ['provides'],
+          });
+        }
+      }
     })
     .transform((cap) => {
-      const out: { maxCpu?: number; maxMemoryBytes?: number } = {};
+      const out: ResourceCap = {};
       if (cap.maxCpu !== undefined) out.maxCpu = cap.maxCpu;
       const memory = cap.maxMemory ?? cap.maxMemoryBytes;
       if (memory !== undefined) out.maxMemoryBytes = memory;
+      if (cap.maxExtended !== undefined) out.maxExtended = cap.maxExtended;
+      if (cap.provides !== undefined) out.provides = cap.provides;
+      if (cap.maxAgents !== undefined) out.maxAgents = cap.maxAgents;
       return out;
     });
 }
@@ -117,8 +168,7 @@ function buildCap(opts: ParseMemoryOptions) {
  * ```
  */
 export function resourceSchemas(opts: ParseMemoryOptions = {}): ResourceSchemas {
-  const spec = buildSpec(opts);
-  return { spec, request: buildRequest(spec), cap: buildCap(opts) };
+  return { spec: buildSpec(opts), request: buildRequest(opts), cap: buildCap(opts) };
 }
 
 const binary = resourceSchemas();

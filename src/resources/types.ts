@@ -1,15 +1,21 @@
+import type { ExtendedResourceName } from './names.js';
+
 /**
- * A CPU and memory declaration, as written in configuration or by a job.
+ * A CPU, memory and extended-resource declaration, as written in configuration
+ * or by a job.
  *
  * `cpus` is cores (a number, or a string such as `"1.5"` or `"500m"`);
- * `memory` is bytes (a number, or a string such as `"8Gi"` or `"2g"`).
- * An absent field means "not declared here".
+ * `memory` is bytes (a number, or a string such as `"8Gi"` or `"2g"`); any
+ * domain-prefixed key (`"nvidia.com/gpu"`) is an extended resource, a whole
+ * count. An absent field means "not declared here"; any other key is refused.
  */
 export interface ResourceSpec {
   /** CPU in cores: `1.5`, `"1.5"`, `"500m"`. */
   cpus?: number | string;
   /** Memory: bytes as a number, or a quantity string such as `"8Gi"` or `"512m"`. */
   memory?: number | string;
+  /** Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. */
+  [extended: ExtendedResourceName]: number | string | undefined;
 }
 
 /**
@@ -23,21 +29,36 @@ export interface ResourceRequest {
   limits?: ResourceSpec;
 }
 
-/** A resolved amount: cores and whole bytes. */
+/** A resolved amount: cores, whole bytes, and whole counts of extended resources. */
 export interface ResourceAmount {
   /** CPU in cores, at millicore precision. */
   cpus: number;
   /** Memory in whole bytes. */
   memBytes: number;
+  /**
+   * Extended resources by name, whole counts (`{ "nvidia.com/gpu": 1 }`).
+   * Absent when none is declared.
+   */
+  extended?: Readonly<Record<string, number>>;
 }
 
 /**
  * A cap on summed requests. An absent field means "no cap in that dimension".
  * This is also the `cap` object of the ledger's wire format.
+ *
+ * Extended resources fail closed: a cap that neither caps a resource in
+ * `maxExtended` nor lists it in `provides` allows none of it (a machine that
+ * does not declare GPUs has none). A scope with no cap at all limits nothing.
  */
 export interface ResourceCap {
   /** Maximum summed CPU, in cores. */
   maxCpu?: number;
   /** Maximum summed memory, in bytes. */
   maxMemoryBytes?: number;
+  /** Maximum summed count per extended resource (`{ "nvidia.com/gpu": 4 }`). */
+  maxExtended?: Readonly<Record<string, number>>;
+  /** Extended resources provided without a limit (`["example.com/scratch"]`). */
+  provides?: readonly string[];
+  /** Maximum number of reservations (agents) held at once. */
+  maxAgents?: number;
 }

@@ -1,5 +1,6 @@
 // The codec must stay importable without NATS (an optional peer dependency):
-// only zod, the errors module, resource types and its own files.
+// only zod, the errors module, resource types, the exact-decimal core (which
+// imports nothing) and its own files.
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -8,7 +9,7 @@ const dir = join(import.meta.dirname, '../../src/agent-caps');
 const files = readdirSync(dir).filter((f) => f.endsWith('.ts'));
 // ../internal/strict-keys.js is pure and imports only the errors module.
 const allowed =
-  /^(zod|\.\.\/errors\.js|\.\.\/internal\/strict-keys\.js|\.\.\/resources\/types\.js|\.\/[a-z-]+\.js)$/;
+  /^(zod|\.\.\/errors\.js|\.\.\/internal\/strict-keys\.js|\.\.\/resources\/(types|decimal)\.js|\.\/[a-z-]+\.js)$/;
 
 describe('the pure codec', () => {
   it('has files to check, and the check sees their imports', () => {

@@ -85,6 +85,7 @@ describe('resourceSchemas', () => {
     const k8s = resourceSchemas({ convention: 'kubernetes' });
     expect(k8s.spec.parse({ memory: '500M' })).toEqual({ memory: 500_000_000 });
     expect(k8s.cap.parse({ maxMemory: '1G' })).toEqual({ maxMemoryBytes: 1e9 });
-    expect(k8s.request.safeParse({ memory: '500m' }).success).toBe(false);
+    expect(k8s.request.safeParse({ requests: { memory: '1g' } }).success).toBe(false);
+    expect(k8s.spec.parse({ cpus: '1e3', memory: '500m' })).toEqual({ cpus: 1000, memory: 1 });
   });
 });

@@ -1,0 +1,156 @@
+/**
+ * Whether a request fits a pool: sums of rows and the cap, in whole millicores
+ * and whole bytes. Requests and rows round **up** (a fraction of a byte or of a
+ * millicore is a whole one), caps round **down**, so no rounding can admit more
+ * than the cap. Pure; shared by every ledger backend.
+ */
+import {
+  capToMillicores,
+  coresToMillicores,
+  MAX_CPU_CORES,
+  MAX_MILLICORES,
+} from '../resources/quantity.js';
+import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+import type { ReservationRow, ReserveResult } from './types.js';
+
+// A row written by another writer beyond what the library counts holds "more
+// than any cap": it saturates here instead of throwing, so the pool reads full.
+const SATURATED_MILLI = MAX_MILLICORES + 1;
+// Caps saturate one below, so a saturated row never fits any cap.
+const SATURATED_BYTES = Number.MAX_SAFE_INTEGER + 1;
+
+/** Whole millicores of a row or request, rounded up (saturating past {@link MAX_CPU_CORES}). */
+export function rowMillicores(cpus: number): number {
+  return cpus > MAX_CPU_CORES ? SATURATED_MILLI : coresToMillicores(cpus);
+}
+
+/** Whole bytes of a row or request, rounded up (past `Number.MAX_SAFE_INTEGER`, more than any cap). */
+export function rowBytes(memBytes: number): number {
+  const bytes = Math.ceil(memBytes);
+  return Math.min(bytes, SATURATED_BYTES);
+}
+
+/** A CPU cap in whole millicores, rounded down. */
+export function capMillicores(maxCpu: number): number {
+  return capToMillicores(maxCpu);
+}
+
+/** A memory cap in whole bytes, rounded down (saturating at `Number.MAX_SAFE_INTEGER`). */
+export function capBytes(maxMemoryBytes: number): number {
+  return Math.min(Math.floor(maxMemoryBytes), Number.MAX_SAFE_INTEGER);
+}
+
+/**
+ * The summed CPU (cores, at millicore precision) and memory (whole bytes) of
+ * rows, each rounded up to whole millicores and bytes before it is added.
+ */
+export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
+  let milli = 0;
+  let bytes = 0;
+  let extended: Record<string, number> | undefined;
+  for (const row of rows) {
+    milli += rowMillicores(row.cpus);
+    bytes += rowBytes(row.memBytes);
+    if (row.extended !== undefined) extended = addExtended(extended, row.extended);
+  }
+  const out: ResourceAmount = { cpus: milli / 1000, memBytes: bytes };
+  if (extended !== undefined) out.extended = extended;
+  return out;
+}
+
+function addExtended(
+  into: Record<string, number> | undefined,
+  row: Readonly<Record<string, number>>,
+): Record<string, number> {
+  const out = into ?? {};
+  for (const [name, n] of Object.entries(row)) out[name] = (out[name] ?? 0) + n;
+  return out;
+}
+
+/**
+ * Would `request` fit next to `rows` under `cap`? Sums in whole millicores and
+ * bytes (requests and rows rounded up, the cap rounded down). An absent cap
+ * field means no limit in that dimension, except for extended resources: a
+ * cap that neither caps one (`maxExtended`) nor `provides` it allows none.
+ * `maxAgents` counts rows. Order: CPU, memory, agents, extended resources.
+ */
+export function checkFit(
+  pool: string,
+  rows: readonly ReservationRow[],
+  cap: ResourceCap,
+  request: ResourceAmount,
+): ReserveResult {
+  let haveMilli = 0;
+  let haveBytes = 0;
+  const wanted = request.extended;
+  let haveExtended: Record<string, number> | undefined;
+  for (const row of rows) {
+    haveMilli += rowMillicores(row.cpus);
+    haveBytes += rowBytes(row.memBytes);
+    if (wanted !== undefined && row.extended !== undefined) {
+      haveExtended = addExtended(haveExtended, row.extended);
+    }
+  }
+  if (cap.maxCpu !== undefined) {
+    const max = capMillicores(cap.maxCpu);
+    const want = rowMillicores(request.cpus);
+    if (haveMilli + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'cpu',
+        requested: want / 1000,
+        used: haveMilli / 1000,
+        max: max / 1000,
+        neverFits: want > max,
+      };
+    }
+  }
+  if (cap.maxMemoryBytes !== undefined) {
+    const max = capBytes(cap.maxMemoryBytes);
+    const want = rowBytes(request.memBytes);
+    if (haveBytes + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: 'memory',
+        requested: want,
+        used: haveBytes,
+        max,
+        neverFits: want > max,
+      };
+    }
+  }
+  if (cap.maxAgents !== undefined && rows.length + 1 > cap.maxAgents) {
+    return {
+      ok: false,
+      pool,
+      dimension: 'agents',
+      requested: 1,
+      used: rows.length,
+      max: cap.maxAgents,
+      neverFits: cap.maxAgents < 1,
+    };
+  }
+  if (wanted !== undefined) {
+    for (const [name, want] of Object.entries(wanted)) {
+      if (want === 0) continue;
+      // Fail closed: a pool whose cap does not name a resource has none of it.
+      const max = cap.maxExtended?.[name] ?? (cap.provides?.includes(name) ? undefined : 0);
+      if (max === undefined) continue;
+      const used = haveExtended?.[name] ?? 0;
+      if (used + want > max) {
+        return {
+          ok: false,
+          pool,
+          dimension: name as `${string}/${string}`,
+          requested: want,
+          used,
+          max,
+          neverFits: want > max,
+        };
+      }
+    }
+  }
+  return { ok: true };
+}

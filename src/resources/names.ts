@@ -1,0 +1,135 @@
+import { InvalidInputError } from '../errors.js';
+
+/** A domain-prefixed resource name such as `nvidia.com/gpu`. */
+export type ExtendedResourceName = `${string}/${string}`;
+
+/** The longest extended resource name: a 253-character DNS prefix, `/`, a 63-character name. */
+export const MAX_EXTENDED_NAME_LENGTH = 317;
+
+// Kubernetes qualified names: a DNS-1123 subdomain prefix, then a name part.
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/**
+ * Why `name` is not an extended resource name, or `undefined` when it is one.
+ * Kubernetes' rule: `<prefix>/<name>`, the prefix a lower-case DNS subdomain of
+ * at most 253 characters outside `kubernetes.io` (whose names are native), the
+ * name at most 63 characters of `[A-Za-z0-9._-]` starting and ending alphanumeric.
+ */
+export function extendedNameProblem(name: string): string | undefined {
+  if (name.length > MAX_EXTENDED_NAME_LENGTH) {
+    return `it is longer than ${MAX_EXTENDED_NAME_LENGTH} characters`;
+  }
+  const slash = name.indexOf('/');
+  if (slash < 0) return 'it has no domain prefix (write e.g. "nvidia.com/gpu")';
+  const prefix = name.slice(0, slash);
+  const part = name.slice(slash + 1);
+  if (
+    prefix.length === 0 ||
+    prefix.length > 253 ||
+    !prefix.split('.').every((l) => DNS_LABEL.test(l) && l.length <= 63)
+  ) {
+    return 'its prefix is not a lower-case DNS name of at most 253 characters';
+  }
+  if (prefix === 'kubernetes.io' || prefix.endsWith('.kubernetes.io')) {
+    return 'the kubernetes.io prefix is reserved for native resources';
+  }
+  if (part.length === 0 || part.length > 63 || !NAME_PART.test(part)) {
+    return 'its name after the "/" is not 1-63 characters of A-Z a-z 0-9 . _ - starting and ending with a letter or digit';
+  }
+  return undefined;
+}
+
+/** True when `name` is a valid extended resource name (see {@link validateExtendedResourceName}). */
+export function isExtendedResourceName(name: unknown): name is ExtendedResourceName {
+  return typeof name === 'string' && extendedNameProblem(name) === undefined;
+}
+
+/**
+ * Check an extended resource name, as Kubernetes names extended resources:
+ * domain-prefixed (`nvidia.com/gpu`, `example.com/fpga`).
+ *
+ * @returns The name, unchanged.
+ * @throws {@link InvalidInputError} naming the value and what is wrong with it.
+ * @throws TypeError when `name` is not a string.
+ *
+ * @example
+ * ```ts
+ * validateExtendedResourceName('nvidia.com/gpu'); // 'nvidia.com/gpu'
+ * validateExtendedResourceName('gpu');            // throws: no domain prefix
+ * ```
+ */
+export function validateExtendedResourceName(name: unknown): ExtendedResourceName {
+  if (typeof name !== 'string') {
+    throw new TypeError(`Expected a resource name to be a string, got \`${typeof name}\``);
+  }
+  const problem = extendedNameProblem(name);
+  if (problem !== undefined) {
+    const shown =
+      name.length > 80
+        ? `${JSON.stringify(name.slice(0, 40))}... (${name.length} characters)`
+        : JSON.stringify(name);
+    throw new InvalidInputError(
+      'extended resource name',
+      name,
+      `Invalid extended resource name ${shown}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+    );
+  }
+  return name as ExtendedResourceName;
+}
+
+/**
+ * The accepted key closest to `key` (edit distance at most 2, or a
+ * case-insensitive match), for "did you mean" hints.
+ */
+export function nearestKey(key: string, accepted: readonly string[]): string | undefined {
+  if (key.length > 64) return undefined;
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of accepted) {
+    if (candidate.toLowerCase() === key.toLowerCase()) return candidate;
+    const d = distance(key, candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+// Optimal string alignment distance: insertions, deletions, substitutions, swaps.
+function distance(a: string, b: string): number {
+  const rows: number[][] = [];
+  for (let i = 0; i <= a.length; i++) rows.push([i]);
+  for (let j = 1; j <= b.length; j++) rows[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d = Math.min(d, rows[i - 2]![j - 2]! + 1);
+      }
+      rows[i]![j] = d;
+    }
+  }
+  return rows[a.length]![b.length]!;
+}
+
+/**
+ * The sentence for an unknown key: names it, the accepted keys, and the nearest one.
+ *
+ * @param where - What the object is, e.g. `job resources`.
+ * @param key - The unknown key.
+ * @param accepted - The keys that are accepted there.
+ * @param extra - A note on further accepted keys (e.g. extended resource names).
+ */
+export function unknownKeyMessage(
+  where: string,
+  key: string,
+  accepted: readonly string[],
+  extra = '',
+): string {
+  const near = nearestKey(key, accepted);
+  const shown = key.length > 80 ? `${JSON.stringify(key.slice(0, 40))}...` : JSON.stringify(key);
+  return `Unknown key ${shown} in ${where}${near ? ` (did you mean "${near}"?)` : ''}. Accepted keys: ${accepted.join(', ')}${extra}.`;
+}
