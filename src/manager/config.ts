@@ -37,6 +37,12 @@ const warmPoolSchema = z.strictObject({
   labelSet: z.int().min(0).default(0),
 });
 
+const spawnBackoffSchema = z.strictObject({
+  failureThreshold: z.int().min(1).max(1000).default(3),
+  initialMs: z.int().min(1).max(86_400_000).default(1000),
+  maxMs: z.int().min(1).max(86_400_000).default(300_000),
+});
+
 const scalerSchema = z.strictObject({
   name: nameSchema,
   type: z.string().min(1, 'Expected the backend kind, e.g. "container"'),
@@ -47,6 +53,12 @@ const scalerSchema = z.strictObject({
   resourceCap: resourceCapSchema.optional(),
   defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
   warmPool: warmPoolSchema.optional(),
+  idleTimeoutSeconds: z.number().positive().optional(),
+  maxJobsPerAgent: z.int().min(1).optional(),
+  maxAgentLifetimeSeconds: z.number().positive().optional(),
+  maxConcurrentSpawns: z.int().min(1).optional(),
+  maxSpawnsPerMinute: z.int().min(1).optional(),
+  spawnBackoff: spawnBackoffSchema.optional(),
   options: z.record(z.string(), z.unknown()).optional(),
 });
 
@@ -95,6 +107,26 @@ export interface WarmPoolConfig {
   labelSet: number;
 }
 
+/** Spawn-failure backoff as written in configuration. */
+export interface SpawnBackoffInput {
+  /** Consecutive failures (spawn rejected, or the agent never registered) that open the backoff. @default 3 */
+  failureThreshold?: number;
+  /** The first backoff's upper bound; each further failure doubles it (full jitter). @default 1000 */
+  initialMs?: number;
+  /** The largest upper bound. @default 300000 */
+  maxMs?: number;
+}
+
+/** A validated spawn-failure backoff. */
+export interface SpawnBackoffConfig {
+  /** Consecutive failures that open the backoff. */
+  failureThreshold: number;
+  /** The first backoff's upper bound. */
+  initialMs: number;
+  /** The largest upper bound. */
+  maxMs: number;
+}
+
 /** A label set as written in configuration. */
 export interface LabelSetInput {
   /** The labels an agent of this set has (the manager adds the automatic ones). */
@@ -131,6 +163,18 @@ export interface ScalerEntryInput {
   defaults?: ResourceDefaultsInput;
   /** Keep idle agents ready. */
   warmPool?: WarmPoolInput;
+  /** Agents idle longer than this are destroyed, except those the warm pool's target keeps. Without it, the warm pool's `idleTimeoutSeconds` applies (to scalers with a warm pool). */
+  idleTimeoutSeconds?: number;
+  /** An agent that completed this many jobs is destroyed (1 = ephemeral agents). */
+  maxJobsPerAgent?: number;
+  /** An agent older than this (since its spawn) is drained: destroyed now when idle, after its job when busy. */
+  maxAgentLifetimeSeconds?: number;
+  /** At most this many agents of this scaler spawning (not yet registered) at once. */
+  maxConcurrentSpawns?: number;
+  /** At most this many spawns of this scaler started in any 60 seconds. */
+  maxSpawnsPerMinute?: number;
+  /** Back off after consecutive spawn failures. @default `{ failureThreshold: 3, initialMs: 1000, maxMs: 300000 }` */
+  spawnBackoff?: SpawnBackoffInput;
   /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
   options?: Record<string, unknown>;
 }
@@ -155,6 +199,18 @@ export interface ScalerEntryConfig {
   defaults?: ResourceDefaults;
   /** The warm pool, with defaults filled in. */
   warmPool?: WarmPoolConfig;
+  /** Idle timeout for every agent of this scaler, in seconds. */
+  idleTimeoutSeconds?: number;
+  /** Jobs an agent runs before it is destroyed. */
+  maxJobsPerAgent?: number;
+  /** An agent's lifetime before it is drained, in seconds. */
+  maxAgentLifetimeSeconds?: number;
+  /** Spawns in flight (not yet registered) at once. */
+  maxConcurrentSpawns?: number;
+  /** Spawns started in any 60 seconds. */
+  maxSpawnsPerMinute?: number;
+  /** The spawn-failure backoff (defaults filled in when given). */
+  spawnBackoff?: SpawnBackoffConfig;
   /** Backend-specific settings. */
   options?: Record<string, unknown>;
 }
