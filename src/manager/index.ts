@@ -32,6 +32,8 @@ export {
   validateScalerConfig,
   type WarmPoolConfig,
   type WarmPoolInput,
+  type WarmPoolSchedule,
+  type WarmPoolScheduleInput,
 } from './config.js';
 export { automaticLabels, labelSetMatches, passesMandatoryGate } from './labels.js';
 export { ScalerManager } from './manager.js';

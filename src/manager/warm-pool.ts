@@ -1,6 +1,7 @@
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
 import type { ScalerState } from './scalers.js';
+import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
 import type { AgentResources, BackendStatus } from './types.js';
 
@@ -13,6 +14,7 @@ export class WarmPool {
   readonly #core: FleetCore;
   readonly #spawner: Spawner;
   readonly #mayStart: (scaler: ScalerState) => boolean;
+  readonly #schedules = new Schedules();
 
   constructor(core: FleetCore, spawner: Spawner, mayStart: (scaler: ScalerState) => boolean) {
     this.#core = core;
@@ -21,21 +23,24 @@ export class WarmPool {
   }
 
   /** The number of idle agents to keep ready now (0 without a warm pool). */
-  target(scaler: ScalerState, _now: number): number {
+  target(scaler: ScalerState, now: number): number {
     const warm = scaler.config.warmPool;
     if (warm === undefined || scaler.retiring) return 0;
-    return warm.size;
+    return this.#schedules.evaluate(warm, now).size;
   }
 
   /** Add the warm pool's facts to a scaler's status. */
   describe(scaler: ScalerState, entry: BackendStatus, now: number): void {
     const warm = scaler.config.warmPool;
     if (warm === undefined) return;
+    const answer = this.#schedules.evaluate(warm, now);
     entry.warmPool = {
-      size: this.target(scaler, now),
+      size: scaler.retiring ? 0 : answer.size,
       baseSize: warm.size,
       idleTimeoutSeconds: scaler.config.idleTimeoutSeconds ?? warm.idleTimeoutSeconds,
     };
+    if (answer.active !== undefined) entry.warmPool.activeSchedule = answer.active;
+    if (answer.nextChangeAt !== undefined) entry.warmPool.nextChangeAt = answer.nextChangeAt;
   }
 
   /** Idle agents of `scaler` that are ready to take a job (not destroying). */
