@@ -37,6 +37,8 @@ export interface AgentRecord {
   readonly labels: string[];
   readonly resources: AgentResources;
   readonly pool: string | undefined;
+  /** True once the pool ledger granted its row. */
+  poolHeld: boolean;
   readonly spawnedAt: number;
   spawnSettled: boolean;
   registeredAt: number;

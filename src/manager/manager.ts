@@ -326,6 +326,7 @@ export class ScalerManager {
    */
   async reconcile(): Promise<ReconcileResult> {
     const result = await reconcileFleet(this.#rooms.core);
+    await this.#rooms.lost.detect();
     await this.#rooms.lost.restore();
     return result;
   }

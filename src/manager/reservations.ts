@@ -25,6 +25,7 @@ export class LostReservations {
   readonly #policy: ReservationLostPolicy;
   /** Agents whose row is missing, by pool. */
   readonly #lost = new Map<string, Set<AgentRecord>>();
+  #restoring: Promise<void> | undefined;
 
   constructor(core: FleetCore, policy: ReservationLostPolicy) {
     if (!POLICIES.includes(policy)) {
@@ -45,7 +46,9 @@ export class LostReservations {
       this.#lost.set(pool, set);
     }
     for (const record of records) set.add(record);
-    void this.restore();
+    this.#restoring ??= this.restore().finally(() => {
+      this.#restoring = undefined;
+    });
   }
 
   /** True unless the policy stops spawning in this scaler's pool now. */
@@ -64,6 +67,44 @@ export class LostReservations {
     const pool = scaler.config.machinePool;
     if (pool === undefined || (this.#lost.get(pool)?.size ?? 0) === 0) return undefined;
     return { limit: 'reservation-lost', scaler: scaler.name, pool, neverFits: false };
+  }
+
+  /**
+   * Compare the rows of ours each pool lists with the agents that hold one
+   * (those granted before the listing began), and handle the missing ones.
+   */
+  async detect(): Promise<void> {
+    const core = this.#core;
+    const ledger = core.gate.ledger;
+    if (ledger === undefined) return;
+    const byPool = new Map<string, AgentRecord[]>();
+    for (const record of core.book.values()) {
+      if (record.pool === undefined || !record.poolHeld || record.state === 'destroying') continue;
+      if (this.#lost.get(record.pool)?.has(record)) continue;
+      const list = byPool.get(record.pool) ?? [];
+      list.push(record);
+      byPool.set(record.pool, list);
+    }
+    for (const [pool, held] of byPool) {
+      let listed: Set<string>;
+      try {
+        listed = new Set((await ledger.list(pool)).map((row) => row.agentId));
+      } catch {
+        continue; // the ledger is unreachable: nothing can be concluded
+      }
+      const missing = held.filter(
+        (record) => core.book.get(record.agentId) === record && !listed.has(record.agentId),
+      );
+      for (const record of missing) {
+        core.emitFor(
+          record,
+          'reservation-lost',
+          `The pool reservation of ${record.agentId} in "${pool}" is gone; its capacity may now be given to others`,
+          { pool, certain: true },
+        );
+      }
+      this.handle(pool, missing);
+    }
   }
 
   /** Try to write every missing row back; apply the policy to those that stay missing. */

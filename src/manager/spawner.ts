@@ -89,6 +89,7 @@ export class Spawner {
       labels: labelSet.labels,
       resources,
       pool: scaler.config.machinePool,
+      poolHeld: false,
       spawnedAt: now,
       spawnSettled: false,
       registeredAt: 0,
@@ -149,6 +150,7 @@ export class Spawner {
           neverFits: granted.neverFits,
         };
       }
+      record.poolHeld = true;
       if (record.state === 'destroying' || record.state === 'gone') {
         // Pruned, drained or shut down while the ledger answered: nothing was
         // spawned, so the row goes back at once.
