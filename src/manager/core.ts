@@ -154,7 +154,7 @@ export class FleetCore {
         record.destroyCall = undefined;
       }
       if (record.destroyReason === 'idle') this.counters.idleDestroyed++;
-      if (record.destroyReason === 'drain') this.counters.drained++;
+      else if (record.destroyReason !== 'pruned') this.counters.drained++;
       this.emitFor(record, 'destroyed', `${record.agentId} destroyed (${record.destroyReason})`, {
         reason: record.destroyReason,
       });

@@ -16,7 +16,7 @@ export interface ScalerCounters {
   idleDestroyed: number;
   /** Agents released by `reconcile` because their backend no longer lists them. */
   reconciled: number;
-  /** Agents destroyed after a drain (`drain`, `drainScaler`, job or lifetime limits, excess). */
+  /** Agents destroyed for any reason but idleness or a missed registration: drains, job and lifetime limits, excess, removal, shutdown. */
   drained: number;
 }
 
