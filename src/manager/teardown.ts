@@ -32,8 +32,8 @@ export async function within(
   }
   let timer: ClockTimer | undefined;
   const timeout = new Promise<false>((resolve) => {
+    // Kept referenced: the host awaits shutdown, so the process must not exit mid-way.
     timer = clock.setTimeout(() => resolve(false), ms);
-    timer.unref();
   });
   try {
     return await Promise.race([promise.then(() => true as const), timeout]);

@@ -109,6 +109,8 @@ describe('shutdownAll while requestScale is in flight', () => {
     });
     await clock.advance(4999);
     expect(resolved).toBe(false);
+    // The host awaits shutdown: its timer keeps the process alive.
+    expect(clock.referenced).toBe(1);
     await clock.advance(1);
     await shutdown;
     expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);

@@ -7,7 +7,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { settle } from './fake-clock.js';
 import { fleet } from './fleet.js';
 
 const JOBS = 10_000;
