@@ -320,7 +320,8 @@ export class ScalerManager {
    * Compare the agents this manager tracks with what each backend's `list()`
    * reports, and release the ones that are gone (their spawn finished but the
    * backend no longer runs them). Spawns in flight and destroys in flight are
-   * left alone. Also tries to restore lost pool reservations.
+   * left alone. Also lists each machine pool: a row of ours that vanished is
+   * reported and written back when it fits, else handled by `reservationLostPolicy`.
    *
    * @returns What was released, what is running untracked, and which backends failed to list.
    */

@@ -167,3 +167,22 @@ describe('strict input at the edge', () => {
     ).toThrow(/report, stop-spawning, drain/);
   });
 });
+
+describe('onConfigAck', () => {
+  it('calls the hook for a tracked agent; a throwing hook becomes an event', async () => {
+    const acks: Array<[string, string]> = [];
+    const { manager, events } = fleet({
+      config: withScaler({}),
+      onConfigAck: (agentId, scaler) => {
+        acks.push([agentId, scaler]);
+        if (acks.length === 2) throw new Error('mmds down');
+      },
+    });
+    const id = await agent(manager, 'j1');
+    manager.onConfigAck('static-1');
+    manager.onConfigAck(id);
+    expect(acks).toEqual([[id, 'vm']]);
+    manager.onConfigAck(id);
+    expect(events.find((e) => e.kind === 'config-ack-failed')).toMatchObject({ agentId: id });
+  });
+});
