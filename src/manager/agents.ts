@@ -56,10 +56,8 @@ export interface AgentRecord {
   destroyFailed: boolean;
   /** Set when a destroy failed at shutdown: its pool row is kept (the agent may run). */
   keepPoolRow: boolean;
-  /** Resolves when the record is gone. */
-  readonly gone: Promise<void>;
-  /** @internal */
-  resolveGone: () => void;
+  /** Who waits for it to be gone (made on demand: most agents nobody waits for). */
+  goneWaiters: Array<() => void> | undefined;
 }
 
 const TOMBSTONE_LIMIT = 16_384;
@@ -70,6 +68,8 @@ export class AgentBook {
   readonly #spawningByJob = new Map<string, string>();
   /** Agents this manager destroyed or forgot: `canRunJob` stays false for them. */
   readonly #tombstones = new Set<string>();
+  readonly #ring: Array<string | undefined> = [];
+  #next = 0;
 
   get size(): number {
     return this.#agents.size;
@@ -138,15 +138,17 @@ export class AgentBook {
     record.scaler.agents.delete(record.agentId);
     this.unbindSpawn(record);
     if (tombstone) this.#bury(record.agentId);
-    record.resolveGone();
+    if (record.goneWaiters !== undefined) for (const wake of record.goneWaiters.splice(0)) wake();
     return true;
   }
 
+  // A ring, not Set iteration order: deleting from the front of a big Set leaves
+  // holes that make finding the oldest entry slow.
   #bury(agentId: string): void {
-    if (this.#tombstones.size >= TOMBSTONE_LIMIT) {
-      const oldest = this.#tombstones.values().next().value;
-      if (oldest !== undefined) this.#tombstones.delete(oldest);
-    }
+    const oldest = this.#ring[this.#next];
+    if (oldest !== undefined) this.#tombstones.delete(oldest);
+    this.#ring[this.#next] = agentId;
+    this.#next = (this.#next + 1) % TOMBSTONE_LIMIT;
     this.#tombstones.add(agentId);
   }
 
@@ -161,11 +163,11 @@ export function takesJobs(record: AgentRecord): boolean {
   return record.state === 'spawning' || record.state === 'idle' || record.state === 'busy';
 }
 
-/** A fresh record's `gone` promise and its resolver. */
-export function goneSignal(): { gone: Promise<void>; resolveGone: () => void } {
-  let resolveGone!: () => void;
-  const gone = new Promise<void>((resolve) => {
-    resolveGone = resolve;
+/** Resolves when the agent is gone (at once when it already is). */
+export function whenGone(record: AgentRecord): Promise<void> {
+  if (record.state === 'gone') return Promise.resolve();
+  return new Promise<void>((resolve) => {
+    record.goneWaiters ??= [];
+    record.goneWaiters.push(resolve);
   });
-  return { gone, resolveGone };
 }

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
-import { AgentBook, type AgentRecord } from './agents.js';
+import { AgentBook, type AgentRecord, whenGone } from './agents.js';
 import { CapacityGate } from './capacity.js';
 import type { ScalerConfig } from './config.js';
 import type { EventRelay } from './events.js';
@@ -80,7 +80,10 @@ export class FleetCore {
   /** Track a spawn attempt until it settles (shutdown waits for them). */
   track<T>(attempt: Promise<T>): Promise<T> {
     this.attempts.add(attempt);
-    void attempt.finally(() => this.attempts.delete(attempt)).catch(() => undefined);
+    const done = () => {
+      this.attempts.delete(attempt);
+    };
+    attempt.then(done, done);
     return attempt;
   }
 
@@ -136,7 +139,7 @@ export class FleetCore {
     } else if (record.state !== 'draining') {
       void this.destroy(record, reason);
     }
-    return record.gone;
+    return whenGone(record);
   }
 
   /** Call the backend's `destroy` (once at a time), then forget. Never rejects. */

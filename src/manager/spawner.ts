@@ -3,7 +3,7 @@ import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
 import { resolveResources } from '../resources/resolve.js';
 import type { ResourceRequest } from '../resources/types.js';
-import { type AgentRecord, goneSignal } from './agents.js';
+import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
@@ -102,19 +102,23 @@ export class Spawner {
       destroyCall: undefined,
       destroyFailed: false,
       keepPoolRow: false,
-      ...goneSignal(),
+      goneWaiters: undefined,
     };
     // Tracked from here on: counts toward every max, visible to already-spawning.
     core.book.add(record);
     if (jobId !== undefined) scaler.jobSpawnsInFlight++;
-    return core.track(
-      this.#run(record, labelSet).finally(() => {
-        if (jobId !== undefined) scaler.jobSpawnsInFlight--;
-      }),
-    );
+    return core.track(this.#run(record, labelSet));
   }
 
   async #run(record: AgentRecord, labelSet: LabelSetState): Promise<ScaleResult | CapacityLimit> {
+    try {
+      return await this.#spawn(record, labelSet);
+    } finally {
+      if (!record.warm) record.scaler.jobSpawnsInFlight--;
+    }
+  }
+
+  async #spawn(record: AgentRecord, labelSet: LabelSetState): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
     const { agentId, scaler, jobId, resources } = record;
     if (record.pool !== undefined) {
