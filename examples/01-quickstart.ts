@@ -231,6 +231,11 @@ function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['lim
     case 'global-max-agents':
     case 'scaler-max-agents':
       return `${limit.limit} ${limit.used}/${limit.max}`;
+    case 'spawn-rate':
+    case 'backing-off':
+      return `${limit.limit}, retry in ${limit.retryAfterMs} ms`;
+    case 'reservation-lost':
+      return `${limit.limit} in pool ${limit.pool}`;
     default: {
       const f = limit.dimension === 'cpu' ? formatCpu : formatMemory;
       const where = limit.limit === 'pool-cap' ? `pool ${limit.pool}` : limit.limit;

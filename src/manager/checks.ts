@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../errors.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 
@@ -19,12 +20,31 @@ export function exceeds(
   return undefined;
 }
 
-/** @throws TypeError unless `labels` is an array of strings. */
+/**
+ * @throws TypeError unless `labels` is an array of at most {@link MAX_LABELS}
+ *   strings of at most {@link MAX_LABEL_LENGTH} characters each.
+ */
 export function checkLabels(name: string, labels: readonly string[]): void {
   if (!Array.isArray(labels) || labels.some((l) => typeof l !== 'string')) {
     throw new TypeError(
-      `Expected \`${name}\` to be an array of strings, got \`${String(labels)}\``,
+      `Expected \`${name}\` to be an array of strings, got \`${String(labels).slice(0, 80)}\``,
     );
+  }
+  if (labels.length > MAX_LABELS) {
+    throw new InvalidInputError(
+      name,
+      labels.length,
+      `Expected \`${name}\` to hold at most ${MAX_LABELS} labels, got ${labels.length}`,
+    );
+  }
+  for (const label of labels) {
+    if (label.length > MAX_LABEL_LENGTH) {
+      throw new InvalidInputError(
+        name,
+        label.slice(0, 64),
+        `Expected each of \`${name}\` to be at most ${MAX_LABEL_LENGTH} characters, got one of ${label.length}`,
+      );
+    }
   }
 }
 
@@ -46,4 +66,100 @@ export function nonNegative(name: string, value: number | undefined, fallback: n
     );
   }
   return value;
+}
+
+/** The longest agent id, job id or run id the manager accepts. */
+export const MAX_ID_LENGTH = 253;
+/** The most labels (or excluded labels) one request may name. */
+export const MAX_LABELS = 64;
+/** The longest label the manager accepts. */
+export const MAX_LABEL_LENGTH = 253;
+
+/** @throws TypeError unless `value` is a non-empty string of at most {@link MAX_ID_LENGTH} characters. */
+export function checkId(name: string, value: unknown): asserts value is string {
+  if (typeof value === 'string' && value.length > MAX_ID_LENGTH) {
+    throw new InvalidInputError(
+      name,
+      value,
+      `Expected \`${name}\` to be at most ${MAX_ID_LENGTH} characters, got a string of ${value.length}`,
+    );
+  }
+  if (typeof value !== 'string' || value === '') {
+    const shown = String(value);
+    throw new TypeError(
+      `Expected \`${name}\` to be a non-empty string of at most ${MAX_ID_LENGTH} characters, got \`${shown}\``,
+    );
+  }
+}
+
+const RESOURCE_KEYS = ['requests', 'limits'] as const;
+const SPEC_KEYS = ['cpus', 'memory'] as const;
+
+/**
+ * A job's resource declaration must be `{ requests?, limits? }`, each
+ * `{ cpus?, memory? }`: an unknown key (a typo such as `reqeusts`, or the flat
+ * `{ cpus, memory }` form that only config layers accept) is refused, naming it.
+ * @throws TypeError for any other shape.
+ */
+export function checkJobResources(value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new TypeError(
+      `Expected \`resources\` to be an object { requests?, limits? }, got \`${String(value)}\``,
+    );
+  }
+  for (const key of Object.keys(value)) {
+    if (!(RESOURCE_KEYS as readonly string[]).includes(key)) {
+      const flat = (SPEC_KEYS as readonly string[]).includes(key);
+      throw new InvalidInputError(
+        'resources',
+        key,
+        `Unknown key \`resources.${key.slice(0, 64)}\`; expected one of ${RESOURCE_KEYS.join(', ')}${flat ? ` (a job declares { requests: { ${key} } }: the flat form is not accepted here)` : nearest(key, RESOURCE_KEYS)}`,
+      );
+    }
+    const spec = (value as Record<string, unknown>)[key];
+    if (spec === undefined) continue;
+    if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) {
+      throw new TypeError(
+        `Expected \`resources.${key}\` to be an object { cpus?, memory? }, got \`${String(spec)}\``,
+      );
+    }
+    for (const inner of Object.keys(spec)) {
+      if (!(SPEC_KEYS as readonly string[]).includes(inner)) {
+        throw new InvalidInputError(
+          `resources.${key}`,
+          inner,
+          `Unknown key \`resources.${key}.${inner.slice(0, 64)}\`; expected one of ${SPEC_KEYS.join(', ')}${nearest(inner, SPEC_KEYS)}`,
+        );
+      }
+    }
+  }
+}
+
+function nearest(key: string, accepted: readonly string[]): string {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const candidate of accepted) {
+    const d = distance(key.toLowerCase(), candidate);
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best === undefined ? '' : ` (did you mean \`${best}\`?)`;
+}
+
+function distance(a: string, b: string): number {
+  if (a.length > 64) return Number.POSITIVE_INFINITY;
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const saved = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = saved;
+    }
+  }
+  return row[b.length]!;
 }

@@ -1,13 +1,26 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
 import { resolveResources } from '../resources/resolve.js';
-import {
-  type ParsedResourceRequest,
-  type ResourceCapInput,
-  resourceCapSchema,
-  resourceRequestSchema,
-} from '../resources/schema.js';
-import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
+import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
+import type { ScalerConfig, ScalerConfigInput } from './config-types.js';
+import { scheduleProblem } from './schedules.js';
+
+export type {
+  LabelSetConfig,
+  LabelSetInput,
+  ResourceDefaults,
+  ResourceDefaultsInput,
+  ScalerConfig,
+  ScalerConfigInput,
+  ScalerEntryConfig,
+  ScalerEntryInput,
+  SpawnBackoffConfig,
+  SpawnBackoffInput,
+  WarmPoolConfig,
+  WarmPoolInput,
+  WarmPoolSchedule,
+  WarmPoolScheduleInput,
+} from './config-types.js';
 
 /** The automatic-label prefix used when the config does not set `autoLabelPrefix`. */
 export const DEFAULT_AUTO_LABEL_PREFIX = 'kici:';
@@ -31,10 +44,23 @@ const labelSetSchema = z.strictObject({
   resources: resourceRequestSchema.optional(),
 });
 
+const scheduleSchema = z.strictObject({
+  cron: z.string().min(1).max(200),
+  timezone: z.string().min(1).max(64).default('UTC'),
+  size: z.int().min(0),
+});
+
 const warmPoolSchema = z.strictObject({
   size: z.int().min(0),
+  schedules: z.array(scheduleSchema).max(32).default([]),
   idleTimeoutSeconds: z.number().positive().default(300),
   labelSet: z.int().min(0).default(0),
+});
+
+const spawnBackoffSchema = z.strictObject({
+  failureThreshold: z.int().min(1).max(1000).default(3),
+  initialMs: z.int().min(1).max(86_400_000).default(1000),
+  maxMs: z.int().min(1).max(86_400_000).default(300_000),
 });
 
 const scalerSchema = z.strictObject({
@@ -47,6 +73,12 @@ const scalerSchema = z.strictObject({
   resourceCap: resourceCapSchema.optional(),
   defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
   warmPool: warmPoolSchema.optional(),
+  idleTimeoutSeconds: z.number().positive().optional(),
+  maxJobsPerAgent: z.int().min(1).optional(),
+  maxAgentLifetimeSeconds: z.number().positive().optional(),
+  maxConcurrentSpawns: z.int().min(1).optional(),
+  maxSpawnsPerMinute: z.int().min(1).optional(),
+  spawnBackoff: spawnBackoffSchema.optional(),
   options: z.record(z.string(), z.unknown()).optional(),
 });
 
@@ -62,134 +94,6 @@ const baseSchema = z.strictObject({
   machinePools: z.record(nameSchema, resourceCapSchema).default({}),
   scalers: z.array(scalerSchema),
 });
-
-/** Default resources as written in configuration. */
-export interface ResourceDefaultsInput {
-  /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
-  resources?: ResourceRequest | ResourceSpec;
-}
-
-/** Validated default resources. */
-export interface ResourceDefaults {
-  /** Resources, parsed to numbers (cores, bytes). */
-  resources?: ParsedResourceRequest;
-}
-
-/** A warm pool as written in configuration. */
-export interface WarmPoolInput {
-  /** How many idle agents to keep ready (busy agents do not count). */
-  size: number;
-  /** An idle agent older than this is destroyed. @default 300 */
-  idleTimeoutSeconds?: number;
-  /** Index of the label set warm agents are started with. @default 0 */
-  labelSet?: number;
-}
-
-/** A validated warm pool. */
-export interface WarmPoolConfig {
-  /** How many idle agents to keep ready (busy agents do not count). */
-  size: number;
-  /** An idle agent older than this is destroyed. */
-  idleTimeoutSeconds: number;
-  /** Index of the label set warm agents are started with. */
-  labelSet: number;
-}
-
-/** A label set as written in configuration. */
-export interface LabelSetInput {
-  /** The labels an agent of this set has (the manager adds the automatic ones). */
-  labels: string[];
-  /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
-  resources?: ResourceRequest | ResourceSpec;
-}
-
-/** A validated label set. */
-export interface LabelSetConfig {
-  /** The labels an agent of this set has (without automatic labels). */
-  labels: string[];
-  /** Resources, parsed to numbers (cores, bytes). */
-  resources?: ParsedResourceRequest;
-}
-
-/** One scaler as written in configuration. */
-export interface ScalerEntryInput {
-  /** Unique name; also the backend entry's name and the `<prefix>scaler:<name>` label. */
-  name: string;
-  /** The host's backend kind (free text, e.g. `container`, `firecracker`). */
-  type: string;
-  /** The most agents this scaler runs at once (spawning, idle and busy). 0 spawns nothing. */
-  maxAgents: number;
-  /** The kinds of agent this scaler can start; the first that fits a job is used. */
-  labelSets: LabelSetInput[];
-  /** Labels a job must name to run here (a taint): keeps special agents for jobs that ask. @default [] */
-  mandatoryLabels?: string[];
-  /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
-  machinePool?: string;
-  /** A cap on the summed requests of this scaler's agents. */
-  resourceCap?: ResourceCapInput;
-  /** Resources for label sets that declare none. */
-  defaults?: ResourceDefaultsInput;
-  /** Keep idle agents ready. */
-  warmPool?: WarmPoolInput;
-  /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
-  options?: Record<string, unknown>;
-}
-
-/** One validated scaler. */
-export interface ScalerEntryConfig {
-  /** Unique name. */
-  name: string;
-  /** The host's backend kind. */
-  type: string;
-  /** The most agents this scaler runs at once. */
-  maxAgents: number;
-  /** The label sets, in order. */
-  labelSets: LabelSetConfig[];
-  /** Labels a job must name to run here. */
-  mandatoryLabels: string[];
-  /** The machine pool, if any. */
-  machinePool?: string;
-  /** The scaler's cap, in cores and bytes. */
-  resourceCap?: ResourceCap;
-  /** Default resources, parsed. */
-  defaults?: ResourceDefaults;
-  /** The warm pool, with defaults filled in. */
-  warmPool?: WarmPoolConfig;
-  /** Backend-specific settings. */
-  options?: Record<string, unknown>;
-}
-
-/** A scaler configuration as written (quantities as strings or numbers). */
-export interface ScalerConfigInput {
-  /** The most agents the whole orchestrator runs at once. */
-  globalMaxAgents: number;
-  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'kici:' */
-  autoLabelPrefix?: string;
-  /** Resources for jobs, label sets and scalers that declare none. */
-  defaults?: ResourceDefaultsInput;
-  /** A cap on the summed requests of every agent of this orchestrator. */
-  resourceCap?: ResourceCapInput;
-  /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
-  machinePools?: Record<string, ResourceCapInput>;
-  /** The scalers, in the order they are tried. */
-  scalers: ScalerEntryInput[];
-}
-
-/** A validated scaler configuration: quantities as numbers, defaults filled in. */
-export interface ScalerConfig {
-  /** The most agents the whole orchestrator runs at once. */
-  globalMaxAgents: number;
-  /** The reserved prefix of automatic labels. */
-  autoLabelPrefix: string;
-  /** Default resources, parsed. */
-  defaults?: ResourceDefaults;
-  /** The orchestrator-wide cap. */
-  resourceCap?: ResourceCap;
-  /** Machine pools by name. */
-  machinePools: Record<string, ResourceCap>;
-  /** The scalers, in the order they are tried. */
-  scalers: ScalerEntryConfig[];
-}
 
 /**
  * The zod schema of a {@link ScalerConfig}. Quantities (`"500m"`, `"8Gi"`) parse to
@@ -269,6 +173,23 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
             path: ['scalers', i, 'warmPool', 'size'],
             message: `Warm pool size ${scaler.warmPool.size} exceeds maxAgents ${scaler.maxAgents}`,
           });
+        }
+        for (const [j, schedule] of scaler.warmPool.schedules.entries()) {
+          const problem = scheduleProblem(schedule);
+          if (problem !== undefined) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['scalers', i, 'warmPool', 'schedules', j],
+              message: problem,
+            });
+          }
+          if (schedule.size > scaler.maxAgents) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['scalers', i, 'warmPool', 'schedules', j, 'size'],
+              message: `Scheduled warm pool size ${schedule.size} exceeds maxAgents ${scaler.maxAgents}`,
+            });
+          }
         }
         if (scaler.warmPool.labelSet >= scaler.labelSets.length) {
           ctx.addIssue({

@@ -26,19 +26,28 @@ export {
   type ScalerConfigInput,
   type ScalerEntryConfig,
   type ScalerEntryInput,
+  type SpawnBackoffConfig,
+  type SpawnBackoffInput,
   scalerConfigSchema,
   validateScalerConfig,
   type WarmPoolConfig,
   type WarmPoolInput,
+  type WarmPoolSchedule,
+  type WarmPoolScheduleInput,
 } from './config.js';
 export { automaticLabels, labelSetMatches, passesMandatoryGate } from './labels.js';
-export { type BackendEntry, ScalerManager, type ScalerManagerOptions } from './manager.js';
+export { ScalerManager } from './manager.js';
+export type { ScalerManagerOptions } from './options.js';
+export type { ReservationLostPolicy } from './reservations.js';
+export type { BackendEntry } from './scalers.js';
+export type { ShutdownOptions } from './teardown.js';
 export type {
   AgentRegistration,
   AgentResources,
   AgentState,
   BackendEventInput,
   BackendStatus,
+  BackoffStatus,
   CapacityLimit,
   NoMatchReason,
   PoolStatus,

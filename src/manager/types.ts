@@ -1,6 +1,17 @@
 import type { CapDimension } from '../caps/cap-tracker.js';
 import type { ConfigIssue } from '../errors.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
+
+export type {
+  BackendStatus,
+  BackoffStatus,
+  PoolStatus,
+  ScalerCounters,
+  ScalerStatus,
+  Usage,
+  WarmPoolStatus,
+} from './status-types.js';
+
+import type { ResourceAmount } from '../resources/types.js';
 
 /** A job's resources after layered defaults: what caps add up and what the backend enforces. */
 export interface AgentResources {
@@ -75,6 +86,52 @@ export interface ScalerBackend {
 /** A limit that refused a request, and by how much. Discriminated by `limit`. */
 export type CapacityLimit =
   | {
+      /**
+       * The scaler's spawn pacing: `maxConcurrentSpawns` (`window: 'concurrent'`)
+       * or `maxSpawnsPerMinute` (`window: 'minute'`) was reached.
+       */
+      limit: 'spawn-rate';
+      /** The scaler. */
+      scaler: string;
+      /** Which pacing rule refused. */
+      window: 'concurrent' | 'minute';
+      /** Spawns counted by that rule now. */
+      used: number;
+      /** The rule's limit. */
+      max: number;
+      /** When to ask again, in milliseconds. */
+      retryAfterMs: number;
+      /** Always false. */
+      neverFits: false;
+    }
+  | {
+      /**
+       * The scaler's machine pool lost rows of running agents and the
+       * `stop-spawning` policy holds new spawns there until they are restored.
+       */
+      limit: 'reservation-lost';
+      /** The scaler. */
+      scaler: string;
+      /** The pool. */
+      pool: string;
+      /** Always false. */
+      neverFits: false;
+    }
+  | {
+      /** The scaler's spawn backoff is open after consecutive spawn failures. */
+      limit: 'backing-off';
+      /** The scaler. */
+      scaler: string;
+      /** Consecutive failures so far. */
+      failures: number;
+      /** When the backoff closes, in milliseconds from now. */
+      retryAfterMs: number;
+      /** The last spawn failure. */
+      lastError: unknown;
+      /** Always false. */
+      neverFits: false;
+    }
+  | {
       /** `globalMaxAgents` was reached. */
       limit: 'global-max-agents';
       /** Agents tracked now (spawning, idle and busy). */
@@ -142,7 +199,9 @@ export interface NoMatchReason {
  * - `no-match`: no scaler has a label set for this job (`reasons` per scaler);
  * - `at-capacity`: a limit is full now; retry when an agent goes away;
  * - `never-fits`: the request exceeds a cap even when empty at every scaler that matches; fail the job;
- * - `spawn-failed`: the pool reservation or the backend's `spawn` failed; everything was rolled back.
+ * - `spawn-failed`: the pool reservation or the backend's `spawn` failed; everything was rolled back;
+ * - `backing-off`: every matching scaler that could fit is in spawn-failure backoff (`retryAfterMs`);
+ * - `shutting-down`: `shutdownAll()` was called.
  */
 export type ScaleResult =
   | {
@@ -180,6 +239,24 @@ export type ScaleResult =
       limit: CapacityLimit;
       /** The refusal of every matching scaler, in the order they were tried. */
       refusals: CapacityLimit[];
+      /** The soonest a pacing or backoff refusal lifts, when one of them refused. */
+      retryAfterMs?: number;
+    }
+  | {
+      /** Every matching scaler that could fit is backing off after spawn failures. */
+      kind: 'backing-off';
+      /** The first scaler backing off. */
+      backend: string;
+      /** The soonest any of them closes its backoff, in milliseconds. */
+      retryAfterMs: number;
+      /** The last spawn failure of that scaler. */
+      lastError: unknown;
+      /** The refusal of every matching scaler. */
+      refusals: CapacityLimit[];
+    }
+  | {
+      /** `shutdownAll()` was called: nothing new is spawned. */
+      kind: 'shutting-down';
     }
   | {
       /** The request can never fit at any matching scaler under the current config. */
@@ -204,8 +281,11 @@ export type ScaleResult =
       error: unknown;
     };
 
-/** The state of one tracked agent. */
-export type AgentState = 'spawning' | 'idle' | 'busy';
+/**
+ * The state of one agent (see the state machine in docs/manager.md):
+ * `spawning` → `idle` ⇄ `busy` → `draining` → `destroying` → `gone`.
+ */
+export type AgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying' | 'gone';
 
 /**
  * A lifecycle or backend event about one agent. Manager events have `source: 'manager'`;
@@ -234,104 +314,6 @@ export interface ScalerEvent {
   message?: string;
   /** Extra facts (e.g. `{ dropped: 12 }` for `events-dropped`, `{ error }` for failures). */
   data?: Record<string, unknown>;
-}
-
-/** Counters, for metrics. They only grow. */
-export interface ScalerCounters {
-  /** Spawns for a job (an agent started because a job waited). */
-  coldStarts: number;
-  /** Jobs correlated to an idle warm agent. */
-  warmHits: number;
-  /** Warm-pool spawns. */
-  warmSpawns: number;
-  /** Spawns that failed (pool or backend). */
-  spawnFailures: number;
-  /** Spawns pruned because the agent never registered. */
-  pruned: number;
-  /** Idle agents destroyed after their idle timeout. */
-  idleDestroyed: number;
-  /** Agents released by `reconcile` because their backend no longer lists them. */
-  reconciled: number;
-}
-
-/** Usage in CPU cores and memory bytes. */
-export interface Usage {
-  /** Summed CPU requests, in cores. */
-  cpus: number;
-  /** Summed memory requests, in bytes. */
-  memBytes: number;
-}
-
-/** A point-in-time summary for metrics and health endpoints. */
-export interface ScalerStatus {
-  /** The orchestrator-wide agent limit. */
-  globalMaxAgents: number;
-  /** Agents tracked (spawning, idle and busy). */
-  globalActiveCount: number;
-  /** Agents spawning (not yet registered). */
-  spawningCount: number;
-  /** Idle agents of scalers with a warm pool, plus warm spawns in flight. */
-  warmPoolCount: number;
-  /** Summed requests of every tracked agent. */
-  globalUsage: Usage;
-  /** The orchestrator-wide cap, if configured. */
-  globalResourceCap?: ResourceCap;
-  /** Machine pools: cap, and what this instance holds in each. */
-  pools: PoolStatus[];
-  /** Counters since construction. */
-  counters: ScalerCounters;
-  /** One entry per scaler (retiring ones included). */
-  backends: BackendStatus[];
-}
-
-/** One machine pool in {@link ScalerStatus}. */
-export interface PoolStatus {
-  /** The pool. */
-  name: string;
-  /** Its cap. */
-  cap: ResourceCap;
-  /** What this manager's agents hold in it (other processes' rows are not counted). */
-  usage: Usage;
-}
-
-/** One scaler in {@link ScalerStatus}. */
-export interface BackendStatus {
-  /** The scaler name. */
-  name: string;
-  /** The backend kind from config. */
-  type: string;
-  /** Agents tracked (spawning, idle, busy). */
-  activeCount: number;
-  /** Agents spawning. */
-  spawningCount: number;
-  /** Agents registered and idle. */
-  idleCount: number;
-  /** Agents registered and busy. */
-  busyCount: number;
-  /** The scaler's agent limit. */
-  maxAgents: number;
-  /** Label sets this scaler can provision, automatic labels included. */
-  labelSets: string[][];
-  /** Summed requests of this scaler's agents. */
-  usage: Usage;
-  /** The scaler's cap, if configured. */
-  resourceCap?: ResourceCap;
-  /** The machine pool, if any. */
-  machinePool?: string;
-  /** Labels a job must name to run here (empty: no gate). */
-  mandatoryLabels: string[];
-  /** The warm pool target, if any. */
-  warmPool?: WarmPoolStatus;
-  /** True once `reload` removed it; it goes when its last agent goes. */
-  retiring: boolean;
-}
-
-/** A scaler's warm pool in {@link BackendStatus}. */
-export interface WarmPoolStatus {
-  /** Idle agents to keep ready. */
-  size: number;
-  /** Idle agents older than this are destroyed. */
-  idleTimeoutSeconds: number;
 }
 
 /** The answer to `reload`. */

@@ -44,7 +44,12 @@ describe('scalerConfigSchema', () => {
       requests: { cpus: 1, memory: 2 * Gi },
       limits: { cpus: 1, memory: 2 * Gi },
     });
-    expect(config.scalers[0]!.warmPool).toEqual({ size: 1, idleTimeoutSeconds: 300, labelSet: 0 });
+    expect(config.scalers[0]!.warmPool).toEqual({
+      size: 1,
+      schedules: [],
+      idleTimeoutSeconds: 300,
+      labelSet: 0,
+    });
     expect(config.scalers[0]!.mandatoryLabels).toEqual([]);
     expect(config.scalers[1]!.mandatoryLabels).toEqual(['gpu']);
   });

@@ -11,6 +11,10 @@ export class FakeBackend implements ScalerBackend {
   readonly destroyed: string[] = [];
   /** Agents the backend says it runs (spawned minus destroyed, unless edited). */
   readonly running = new Set<string>();
+  /** Agents whose spawn call has not answered yet (they may be starting). */
+  readonly starting = new Set<string>();
+  /** When set, destroy waits for this promise before answering. */
+  destroyGate: Promise<void> | undefined;
   failNext = 0;
   failDestroy = false;
   /** When set, spawn waits for this promise before answering. */
@@ -21,17 +25,28 @@ export class FakeBackend implements ScalerBackend {
 
   async spawn(request: SpawnRequest) {
     this.spawned.push(request);
+    this.starting.add(request.agentId);
     this.onSpawn?.(request);
-    if (this.gate) await this.gate;
-    if (this.failNext > 0) {
-      this.failNext--;
-      throw new Error(`boom spawning ${request.agentId}`);
+    try {
+      if (this.gate) await this.gate;
+      if (this.failNext > 0) {
+        this.failNext--;
+        throw new Error(`boom spawning ${request.agentId}`);
+      }
+    } finally {
+      this.starting.delete(request.agentId);
     }
     this.running.add(request.agentId);
     return { context: { handle: `h-${request.agentId}` } };
   }
 
+  /** True while the agent may run: spawn in flight, or spawned and not destroyed. */
+  mayRun(agentId: string): boolean {
+    return this.starting.has(agentId) || this.running.has(agentId);
+  }
+
   async destroy(agentId: string) {
+    if (this.destroyGate) await this.destroyGate;
     if (this.failDestroy) throw new Error(`boom destroying ${agentId}`);
     this.destroyed.push(agentId);
     this.running.delete(agentId);

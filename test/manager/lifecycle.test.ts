@@ -187,13 +187,22 @@ describe('pruning spawns that never register', () => {
     await new Promise((r) => setImmediate(r));
     clock.now += 1000;
     await manager.maintain();
-    expect(manager.getStatus().globalActiveCount).toBe(0);
+    // The backend may still start it: it keeps its capacity, but takes no job.
+    const status = manager.getStatus();
+    expect(status.globalActiveCount).toBe(1);
+    expect(status.backends[0]!.destroyingCount).toBe(1);
+    expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
     expect(backend.destroyed).toEqual([]);
+    // The job may ask again at once.
+    const again = manager.requestScale(['linux'], 'job-1');
     gate.resolve();
+    expect(await again).toMatchObject({ kind: 'spawned', agentId: 'small-2' });
     const result = await pending;
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'spawn' });
     expect(result.kind === 'spawn-failed' && isBackendError(result.error)).toBe(true);
     expect(backend.destroyed).toEqual(['small-1']);
+    expect(manager.getStatus().globalActiveCount).toBe(1);
+    expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
   });
 });
 

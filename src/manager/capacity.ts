@@ -1,0 +1,173 @@
+import { CapTracker } from '../caps/cap-tracker.js';
+import type { PoolLedger, ReserveResult } from '../ledger/types.js';
+import { coresToMillicores } from '../resources/quantity.js';
+import type { ResourceAmount } from '../resources/types.js';
+import type { AgentBook, AgentRecord } from './agents.js';
+import { exceeds } from './checks.js';
+import type { ScalerConfig } from './config.js';
+import type { ScalerState } from './scalers.js';
+import type { CapacityLimit, Usage } from './types.js';
+
+/** The CapTracker scope of the orchestrator-wide cap. @internal */
+export const GLOBAL_SCOPE = 'global';
+
+/**
+ * The capacity gate: every reservation an agent holds, taken in one order
+ * (count maxes → scaler and orchestrator caps in memory → the machine pool
+ * through the ledger) and given back in one place. A pool row is released
+ * only by {@link CapacityGate.releasePool}, which the manager calls once
+ * the agent no longer runs (or never ran).
+ * @internal
+ */
+export class CapacityGate {
+  readonly #caps = new CapTracker();
+  readonly #book: AgentBook;
+  readonly #ledger: PoolLedger | undefined;
+  readonly #pending = new Set<Promise<void>>();
+  readonly #onReleaseFailed: (record: AgentRecord, pool: string, error: unknown) => void;
+
+  constructor(
+    book: AgentBook,
+    ledger: PoolLedger | undefined,
+    onReleaseFailed: (record: AgentRecord, pool: string, error: unknown) => void,
+  ) {
+    this.#book = book;
+    this.#ledger = ledger;
+    this.#onReleaseFailed = onReleaseFailed;
+  }
+
+  get ledger(): PoolLedger | undefined {
+    return this.#ledger;
+  }
+
+  /** Set the caps of a config: the orchestrator's, every scaler's, and register its pools. */
+  applyConfig(config: ScalerConfig, scalers: Iterable<ScalerState>): void {
+    this.#caps.setCap(GLOBAL_SCOPE, config.resourceCap);
+    for (const scaler of scalers) this.#caps.setCap(scaler.scope, scaler.config.resourceCap);
+    if (this.#ledger) {
+      for (const [pool, cap] of Object.entries(config.machinePools)) {
+        this.#ledger.registerPool(pool, cap);
+      }
+    }
+  }
+
+  /** A retired scaler's cap goes away with it. */
+  dropScope(scope: string): void {
+    this.#caps.setCap(scope, undefined);
+  }
+
+  usage(scope: string): Usage {
+    const usage = this.#caps.usage(scope);
+    return { cpus: usage.cpus, memBytes: usage.memBytes };
+  }
+
+  /** The cap `requests` exceed even with nothing held, at this scaler. */
+  neverFits(
+    config: ScalerConfig,
+    scaler: ScalerState,
+    requests: ResourceAmount,
+  ): CapacityLimit | undefined {
+    const global = exceeds(config.resourceCap, requests);
+    if (global) return { limit: 'global-cap', scaler: scaler.name, ...global, neverFits: true };
+    const own = exceeds(scaler.config.resourceCap, requests);
+    if (own) return { limit: 'scaler-cap', scaler: scaler.name, ...own, neverFits: true };
+    const pool = scaler.config.machinePool;
+    if (pool !== undefined) {
+      const hit = exceeds(config.machinePools[pool], requests);
+      if (hit) return { limit: 'pool-cap', scaler: scaler.name, pool, ...hit, neverFits: true };
+    }
+    return undefined;
+  }
+
+  /**
+   * Count maxes, then the in-memory caps. On success the caps are held under
+   * `agentId` (the caller must then track the agent, so the counts see it).
+   */
+  reserveInMemory(
+    config: ScalerConfig,
+    agentId: string,
+    scaler: ScalerState,
+    requests: ResourceAmount,
+  ): CapacityLimit | undefined {
+    const globalMax = config.globalMaxAgents;
+    if (this.#book.size >= globalMax) {
+      return {
+        limit: 'global-max-agents',
+        scaler: scaler.name,
+        used: this.#book.size,
+        max: globalMax,
+        neverFits: false,
+      };
+    }
+    if (scaler.agents.size >= scaler.config.maxAgents) {
+      return {
+        limit: 'scaler-max-agents',
+        scaler: scaler.name,
+        used: scaler.agents.size,
+        max: scaler.config.maxAgents,
+        neverFits: false,
+      };
+    }
+    const granted = this.#caps.tryReserve(agentId, [GLOBAL_SCOPE, scaler.scope], requests);
+    if (granted.ok) return undefined;
+    return {
+      limit: granted.scope === GLOBAL_SCOPE ? 'global-cap' : 'scaler-cap',
+      scaler: scaler.name,
+      dimension: granted.dimension,
+      requested: granted.requested,
+      used: granted.used,
+      max: granted.max,
+      neverFits: granted.neverFits,
+    };
+  }
+
+  /** Give back the in-memory caps of an agent. Idempotent. */
+  releaseInMemory(agentId: string): void {
+    this.#caps.release(agentId);
+  }
+
+  /** Reserve the agent's row in its machine pool. */
+  reservePool(record: AgentRecord): Promise<ReserveResult> {
+    const requests = record.resources.requests;
+    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+  }
+
+  /**
+   * Release the agent's pool row (idempotent in the ledger). Never rejects: a
+   * failure is reported, and the ledger's reaper removes the row later.
+   */
+  releasePool(record: AgentRecord): Promise<void> {
+    if (record.pool === undefined || this.#ledger === undefined) return Promise.resolve();
+    const pool = record.pool;
+    const done = this.#ledger
+      .release(pool, record.agentId)
+      .then(
+        () => undefined,
+        (error: unknown) => this.#onReleaseFailed(record, pool, error),
+      )
+      .finally(() => {
+        this.#pending.delete(done);
+      });
+    this.#pending.add(done);
+    return done;
+  }
+
+  /** Wait for every pool release in flight. */
+  async settled(): Promise<void> {
+    await Promise.all([...this.#pending]);
+  }
+
+  /** What this manager's agents hold in each pool. */
+  poolUsage(): Map<string, Usage> {
+    const usage = new Map<string, Usage>();
+    for (const record of this.#book.values()) {
+      if (record.pool === undefined) continue;
+      const held = usage.get(record.pool) ?? { cpus: 0, memBytes: 0 };
+      held.cpus =
+        (coresToMillicores(held.cpus) + coresToMillicores(record.resources.requests.cpus)) / 1000;
+      held.memBytes += record.resources.requests.memBytes;
+      usage.set(record.pool, held);
+    }
+    return usage;
+  }
+}

@@ -1,0 +1,126 @@
+import { checkId, checkLabels } from './checks.js';
+import type { FleetCore } from './core.js';
+import type { Pacing } from './pacing.js';
+import type { AgentRegistration } from './types.js';
+
+/**
+ * What the dispatcher tells the manager about agents (registered, given a job,
+ * job done), as moves of the agent state machine.
+ * @internal
+ */
+export class AgentLifecycle {
+  readonly #core: FleetCore;
+  readonly #pacing: Pacing;
+
+  constructor(core: FleetCore, pacing: Pacing) {
+    this.#core = core;
+    this.#pacing = pacing;
+  }
+
+  /** An agent registered: spawning → idle (warm) or busy (bound to its job). */
+  registered(agentId: string, labels: readonly string[]): AgentRegistration | null {
+    checkId('agentId', agentId);
+    checkLabels('labels', labels);
+    const core = this.#core;
+    const record = core.book.get(agentId);
+    if (record === undefined) return null;
+    const answer: AgentRegistration = {
+      mandatoryLabels: [...record.scaler.config.mandatoryLabels],
+    };
+    if (record.state === 'spawning') {
+      core.book.unbindSpawn(record);
+      record.registeredAt = core.now();
+      if (record.jobId !== undefined) {
+        core.book.transition(record, 'busy');
+      } else {
+        core.book.transition(record, 'idle');
+        record.idleSince = record.registeredAt;
+      }
+      this.#pacing.succeeded(record.scaler);
+      core.emitFor(record, 'registered', `${agentId} registered`, { labels: [...labels] });
+    }
+    if (record.jobId !== undefined && (record.state === 'busy' || record.state === 'idle')) {
+      answer.boundJobId = record.jobId;
+    }
+    return answer;
+  }
+
+  /** Only agents that take jobs pass; then the label gates. */
+  canRunJob(agentId: string, jobLabels: readonly string[]): boolean {
+    checkId('agentId', agentId);
+    checkLabels('jobLabels', jobLabels);
+    const book = this.#core.book;
+    const record = book.get(agentId);
+    if (record === undefined) return !book.wasForgotten(agentId);
+    if (record.state !== 'spawning' && record.state !== 'idle' && record.state !== 'busy') {
+      return false;
+    }
+    if (!record.scaler.config.mandatoryLabels.every((label) => jobLabels.includes(label))) {
+      return false;
+    }
+    return jobLabels.every((label) => record.labels.includes(label));
+  }
+
+  /** The dispatcher gave an agent a job. */
+  correlate(agentId: string, runId: string, jobId: string): void {
+    checkId('agentId', agentId);
+    checkId('runId', runId);
+    checkId('jobId', jobId);
+    const core = this.#core;
+    const record = core.book.get(agentId);
+    if (record === undefined) return;
+    if (record.state === 'destroying') {
+      core.emitFor(record, 'job-refused', `${agentId} is being destroyed; job ${jobId} refused`, {
+        runId,
+        jobId,
+      });
+      return;
+    }
+    if (record.state === 'idle') {
+      core.counters.warmHits++;
+      core.book.transition(record, 'busy');
+    }
+    if (record.jobId !== jobId) core.book.unbindSpawn(record); // the original job waits again
+    record.jobId = jobId;
+    core.events.correlate(record.mailbox, runId, jobId, (dropped) => ({
+      source: 'manager',
+      kind: 'events-dropped',
+      agentId,
+      scaler: record.scaler.name,
+      at: core.now(),
+      message: `${dropped} event(s) of ${agentId} were dropped before it was correlated with a job`,
+      data: { dropped },
+    }));
+    core.emitFor(record, 'busy', `${agentId} runs job ${jobId}`, { runId, jobId });
+  }
+
+  /** A job finished: idle again, or destroyed when a drain, job or lifetime limit says so. */
+  jobComplete(agentId: string): void {
+    checkId('agentId', agentId);
+    const core = this.#core;
+    const record = core.book.get(agentId);
+    if (record === undefined) return;
+    if (record.state !== 'busy' && record.state !== 'draining') return;
+    record.jobsCompleted++;
+    // The job still hears that its agent is done; later events wait for the next job.
+    core.emitFor(record, 'idle', `${agentId} finished job ${record.jobId ?? ''}`);
+    record.jobId = undefined;
+    core.events.uncorrelate(record.mailbox);
+    const config = record.scaler.config;
+    const now = core.now();
+    let reason = record.state === 'draining' ? (record.destroyReason ?? 'drain') : undefined;
+    if (config.maxJobsPerAgent !== undefined && record.jobsCompleted >= config.maxJobsPerAgent) {
+      reason ??= 'max-jobs';
+    }
+    const lifetime = config.maxAgentLifetimeSeconds;
+    if (lifetime !== undefined && now - record.spawnedAt >= lifetime * 1000) reason ??= 'lifetime';
+    if (record.scaler.retiring) reason ??= 'retired';
+    if (reason !== undefined) {
+      if (record.state === 'busy') core.book.transition(record, 'draining');
+      void core.destroy(record, reason, true);
+      return;
+    }
+    core.book.transition(record, 'idle');
+    record.idleSince = now;
+  }
+}

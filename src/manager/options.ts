@@ -1,0 +1,80 @@
+import type { Clock } from '../clock.js';
+import type { PoolLedger } from '../ledger/types.js';
+import type { ScalerConfigInput } from './config.js';
+import type { ReservationLostPolicy } from './reservations.js';
+import type { BackendEntry } from './scalers.js';
+import type { ScalerEvent } from './types.js';
+
+/** Options of the `ScalerManager` constructor. */
+export interface ScalerManagerOptions {
+  /** The scaler configuration (validated with `scalerConfigSchema`). */
+  config: ScalerConfigInput;
+  /** One backend per scaler name (more are allowed, for scalers a later `reload` adds). */
+  backends: BackendEntry[];
+  /**
+   * Receives the events of agents correlated with a job (`correlateAgentToJob`),
+   * including the events buffered before the correlation.
+   */
+  onScalerEvent?: (runId: string, jobId: string, event: ScalerEvent) => void;
+  /** Receives every event as it happens, correlated or not: the hook for logs and metrics. */
+  onEvent?: (event: ScalerEvent) => void;
+  /**
+   * The cross-process ledger for `machinePools` (a `MachineLedger`, the NATS
+   * ledger, or anything implementing `PoolLedger`). Required when a scaler names a pool.
+   */
+  ledger?: PoolLedger;
+  /**
+   * A spawned agent that has not registered after this long is pruned: the
+   * backend is asked to destroy it, then its reservations are released. It
+   * counts as a spawn failure for the scaler's backoff.
+   * @default 300000 (5 minutes)
+   */
+  registrationTimeoutMs?: number;
+  /**
+   * How often `start()` runs `maintain()` (prune, idle and lifetime rules, excess, warm pool).
+   * @default 5000
+   */
+  maintenanceIntervalMs?: number;
+  /**
+   * How often `start()` runs `reconcile()` (compare with each backend's `list()`,
+   * restore lost pool rows), in seconds. Without it, `start()` does not reconcile.
+   */
+  reconcileIntervalSeconds?: number;
+  /**
+   * What to do when the ledger removed the pool row of a running agent; the
+   * manager first tries to write it back.
+   * @default 'report'
+   */
+  reservationLostPolicy?: ReservationLostPolicy;
+  /**
+   * After a job was refused for capacity, the warm pool does not replenish the
+   * scalers involved for this long, so capacity freed by finished agents goes to
+   * waiting jobs first.
+   * @default 10000
+   */
+  demandHoldMs?: number;
+  /**
+   * Events kept per agent while it is not yet correlated with a job; older ones
+   * are dropped and an `events-dropped` event says how many.
+   * @default 100
+   */
+  maxBufferedEvents?: number;
+  /**
+   * The clock every timing rule runs on (maintenance and reconcile timers,
+   * registration timeout, idle and lifetime limits, pacing, backoff, warm pool
+   * schedules, demand hold, shutdown timeout).
+   * @default {@link systemClock}
+   */
+  clock?: Clock;
+  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
+  now?: () => number;
+  /** A source of numbers in [0, 1) for backoff and timer jitter. @default `Math.random` */
+  random?: () => number;
+  /** Make an agent id for a scaler. Must be unique, at most 253 characters. @default `<scaler>-<12 hex digits>` */
+  generateAgentId?: (scaler: string) => string;
+  /**
+   * Called by `onConfigAck(agentId)` once an agent confirmed it received its
+   * configuration (e.g. to clear a microVM's MMDS data).
+   */
+  onConfigAck?: (agentId: string, scaler: string) => void;
+}

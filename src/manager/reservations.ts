@@ -1,0 +1,160 @@
+import type { AgentRecord } from './agents.js';
+import type { FleetCore } from './core.js';
+import type { ScalerState } from './scalers.js';
+import type { CapacityLimit } from './types.js';
+
+/**
+ * What the manager does when the ledger removed the pool row of an agent that
+ * still runs (a lease that lapsed while this instance stalled, an operator):
+ *
+ * - `report`: emit `reservation-lost` and carry on;
+ * - `stop-spawning`: also spawn nothing more in that pool until every lost row
+ *   is restored (requests answer `at-capacity` with `limit: 'reservation-lost'`);
+ * - `drain`: also drain each agent whose row could not be restored.
+ *
+ * In every case the manager first tries to write the row back; `reconcile()`
+ * tries again for rows still missing.
+ */
+export type ReservationLostPolicy = 'report' | 'stop-spawning' | 'drain';
+
+const POLICIES: readonly ReservationLostPolicy[] = ['report', 'stop-spawning', 'drain'];
+
+/** Lost pool rows: restore them, and apply the policy to those that stay lost. @internal */
+export class LostReservations {
+  readonly #core: FleetCore;
+  readonly #policy: ReservationLostPolicy;
+  /** Agents whose row is missing, by pool. */
+  readonly #lost = new Map<string, Set<AgentRecord>>();
+  #restoring: Promise<void> | undefined;
+
+  constructor(core: FleetCore, policy: ReservationLostPolicy) {
+    if (!POLICIES.includes(policy)) {
+      throw new TypeError(
+        `Expected \`reservationLostPolicy\` to be one of ${POLICIES.join(', ')}, got \`${String(policy).slice(0, 64)}\``,
+      );
+    }
+    this.#core = core;
+    this.#policy = policy;
+  }
+
+  /** The ledger reported these agents' rows in `pool` as gone. */
+  handle(pool: string, records: readonly AgentRecord[]): void {
+    if (records.length === 0) return;
+    let set = this.#lost.get(pool);
+    if (set === undefined) {
+      set = new Set();
+      this.#lost.set(pool, set);
+    }
+    for (const record of records) set.add(record);
+    this.#restoring ??= this.restore().finally(() => {
+      this.#restoring = undefined;
+    });
+  }
+
+  /** True unless the policy stops spawning in this scaler's pool now. */
+  mayStart(scaler: ScalerState): boolean {
+    return this.refusal(scaler) === undefined;
+  }
+
+  /** True when spawning in the scaler's pool is stopped. */
+  stopped(scaler: ScalerState): boolean {
+    return !this.mayStart(scaler);
+  }
+
+  /** The refusal `stop-spawning` gives a scaler whose pool lost rows, if any. */
+  refusal(scaler: ScalerState): CapacityLimit | undefined {
+    if (this.#policy !== 'stop-spawning') return undefined;
+    const pool = scaler.config.machinePool;
+    if (pool === undefined || (this.#lost.get(pool)?.size ?? 0) === 0) return undefined;
+    return { limit: 'reservation-lost', scaler: scaler.name, pool, neverFits: false };
+  }
+
+  /**
+   * Compare the rows of ours each pool lists with the agents that hold one
+   * (those granted before the listing began), and handle the missing ones.
+   */
+  async detect(): Promise<void> {
+    const core = this.#core;
+    const ledger = core.gate.ledger;
+    if (ledger === undefined) return;
+    const byPool = new Map<string, AgentRecord[]>();
+    for (const record of core.book.values()) {
+      if (record.pool === undefined || !record.poolHeld || record.state === 'destroying') continue;
+      if (this.#lost.get(record.pool)?.has(record)) continue;
+      const list = byPool.get(record.pool) ?? [];
+      list.push(record);
+      byPool.set(record.pool, list);
+    }
+    for (const [pool, held] of byPool) {
+      let listed: Set<string>;
+      try {
+        listed = new Set((await ledger.list(pool)).map((row) => row.agentId));
+      } catch {
+        continue; // the ledger is unreachable: nothing can be concluded
+      }
+      const missing = held.filter(
+        (record) => core.book.get(record.agentId) === record && !listed.has(record.agentId),
+      );
+      for (const record of missing) {
+        core.emitFor(
+          record,
+          'reservation-lost',
+          `The pool reservation of ${record.agentId} in "${pool}" is gone; its capacity may now be given to others`,
+          { pool, certain: true },
+        );
+      }
+      this.handle(pool, missing);
+    }
+  }
+
+  /** Try to write every missing row back; apply the policy to those that stay missing. */
+  async restore(): Promise<void> {
+    const core = this.#core;
+    const ledger = core.gate.ledger;
+    if (ledger === undefined) return;
+    for (const [pool, set] of this.#lost) {
+      for (const record of [...set]) {
+        if (core.book.get(record.agentId) !== record || record.state === 'destroying') {
+          set.delete(record);
+          continue;
+        }
+        let restored = false;
+        let error: unknown;
+        try {
+          const granted = await core.gate.reservePool(record);
+          restored = granted.ok;
+          if (!granted.ok) error = granted;
+        } catch (caught) {
+          error = caught;
+        }
+        // Gone while we asked: the row we may have written goes back.
+        if (core.book.get(record.agentId) !== record) {
+          if (restored) void core.gate.releasePool(record);
+          set.delete(record);
+          continue;
+        }
+        if (restored) {
+          set.delete(record);
+          core.emitFor(
+            record,
+            'reservation-restored',
+            `The pool row of ${record.agentId} in "${pool}" was restored`,
+            { pool },
+          );
+          continue;
+        }
+        core.emitFor(
+          record,
+          'reservation-restore-failed',
+          `The pool row of ${record.agentId} in "${pool}" could not be restored`,
+          { pool, error },
+        );
+        if (this.#policy === 'drain') {
+          set.delete(record);
+          void core.drain(record, 'reservation-lost');
+        }
+      }
+      if (set.size === 0) this.#lost.delete(pool);
+    }
+  }
+}

@@ -1,0 +1,125 @@
+import { type Clock, resolveClock } from '../clock.js';
+import type { PoolLedger } from '../ledger/types.js';
+import { nonNegative, positive } from './checks.js';
+import { configError, type ScalerConfig, validateScalerConfig } from './config.js';
+import { FleetCore } from './core.js';
+import { EventRelay } from './events.js';
+import { AgentLifecycle } from './lifecycle.js';
+import { Maintenance, Timers } from './maintenance.js';
+import type { ScalerManagerOptions } from './options.js';
+import { Pacing } from './pacing.js';
+import { LostReservations } from './reservations.js';
+import { Spawner } from './spawner.js';
+import { buildStatus } from './status.js';
+import type { ScalerStatus } from './types.js';
+import { WarmPool } from './warm-pool.js';
+
+/**
+ * The rooms of one manager, built from its options and wired to each other
+ * (every arrow points from here into a room, never back).
+ * @internal
+ */
+export class Rooms {
+  readonly core: FleetCore;
+  readonly ledger: PoolLedger | undefined;
+  readonly spawner: Spawner;
+  readonly pacing: Pacing;
+  readonly warm: WarmPool;
+  readonly maintenance: Maintenance;
+  readonly timers: Timers;
+  readonly lost: LostReservations;
+  readonly lifecycle: AgentLifecycle;
+  readonly maintenanceIntervalMs: number;
+  readonly reconcileIntervalMs: number | undefined;
+  readonly onConfigAck: ((agentId: string, scaler: string) => void) | undefined;
+  ledgerStarted = false;
+  shutdown: Promise<void> | undefined;
+
+  constructor(options: ScalerManagerOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
+    }
+    const clock = resolveClock(options.clock, options.now);
+    const random = options.random ?? Math.random;
+    if (typeof random !== 'function') {
+      throw new TypeError(`Expected \`random\` to be a function, got \`${typeof random}\``);
+    }
+    this.ledger = options.ledger;
+    this.maintenanceIntervalMs = positive(
+      'maintenanceIntervalMs',
+      options.maintenanceIntervalMs,
+      5000,
+    );
+    const reconcileSeconds = options.reconcileIntervalSeconds;
+    this.reconcileIntervalMs =
+      reconcileSeconds === undefined
+        ? undefined
+        : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
+    this.onConfigAck = options.onConfigAck;
+    const events = new EventRelay(
+      options.onEvent,
+      options.onScalerEvent,
+      nonNegative('maxBufferedEvents', options.maxBufferedEvents, 100),
+    );
+    const validated = validateScalerConfig(options.config);
+    // The config is checked against the backends below, once the registry exists.
+    const initial = validated.ok ? validated.config : undefined;
+    this.core = new FleetCore(
+      initial as ScalerConfig,
+      clock,
+      events,
+      options.backends,
+      options.ledger,
+      {
+        registrationTimeoutMs: positive(
+          'registrationTimeoutMs',
+          options.registrationTimeoutMs,
+          300_000,
+        ),
+        demandHoldMs: nonNegative('demandHoldMs', options.demandHoldMs, 10_000),
+        random,
+      },
+    );
+    if (!validated.ok) throw configError(validated.errors);
+    const problems = this.core.scalers.check(validated.config, this.ledger);
+    if (problems.length > 0) throw configError(problems);
+    this.pacing = new Pacing(this.core);
+    this.lost = new LostReservations(this.core, options.reservationLostPolicy ?? 'report');
+    this.spawner = new Spawner(this.core, options.generateAgentId, this.pacing, (pool, lost) =>
+      this.lost.handle(pool, lost),
+    );
+    this.warm = new WarmPool(
+      this.core,
+      this.spawner,
+      (scaler) => this.pacing.check(scaler) === undefined && this.lost.mayStart(scaler),
+    );
+    this.maintenance = new Maintenance(this.core, this.warm, (scaler) =>
+      this.pacing.failed(scaler, new Error('The agent did not register in time')),
+    );
+    this.timers = new Timers(this.core);
+    this.lifecycle = new AgentLifecycle(this.core, this.pacing);
+    this.apply(validated.config);
+  }
+
+  get clock(): Clock {
+    return this.core.clock;
+  }
+
+  /** Apply a config the registry accepted. */
+  apply(config: ScalerConfig): void {
+    this.core.config = config;
+    this.core.scalers.apply(config);
+    this.core.gate.applyConfig(config, this.core.scalers.values());
+  }
+
+  /** The status, with what the warm pool, pacing and reservation rooms know. */
+  status(): ScalerStatus {
+    const now = this.core.now();
+    return buildStatus(this.core, (scaler, entry) => {
+      this.warm.describe(scaler, entry, now);
+      const backoff = this.pacing.status(scaler);
+      if (backoff !== undefined) entry.backoff = backoff;
+      if (this.lost.stopped(scaler)) entry.spawningStopped = true;
+    });
+  }
+}

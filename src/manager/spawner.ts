@@ -1,0 +1,259 @@
+import { randomBytes } from 'node:crypto';
+import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
+import type { ReserveResult } from '../ledger/types.js';
+import { resolveResources } from '../resources/resolve.js';
+import type { ResourceRequest } from '../resources/types.js';
+import type { AgentRecord } from './agents.js';
+import type { FleetCore } from './core.js';
+import { newMailbox } from './events.js';
+import type { Pacing } from './pacing.js';
+import type { LabelSetState, ScalerState } from './scalers.js';
+import type {
+  AgentResources,
+  CapacityLimit,
+  ScaleResult,
+  ScalerBackend,
+  SpawnRequest,
+} from './types.js';
+
+/**
+ * One spawn attempt, start to end: reserve in memory, then in the pool, then
+ * ask the backend. Whatever happens, the books end straight: a refusal or
+ * failure releases what was taken; an agent doomed while it spawned (pruned,
+ * drained, shut down) is destroyed when its spawn settles and only then
+ * releases its pool row.
+ * @internal
+ */
+export class Spawner {
+  readonly #core: FleetCore;
+  readonly #generateAgentId: (scaler: string) => string;
+  readonly #pacing: Pacing;
+  /** Called when the pool ledger reports rows of ours lost. */
+  readonly #onLost: (pool: string, records: AgentRecord[]) => void;
+
+  constructor(
+    core: FleetCore,
+    generateAgentId: ((scaler: string) => string) | undefined,
+    pacing: Pacing,
+    onLost: (pool: string, records: AgentRecord[]) => void,
+  ) {
+    if (generateAgentId !== undefined && typeof generateAgentId !== 'function') {
+      throw new TypeError(
+        `Expected \`generateAgentId\` to be a function, got \`${typeof generateAgentId}\``,
+      );
+    }
+    this.#core = core;
+    this.#generateAgentId = generateAgentId ?? defaultAgentId;
+    this.#pacing = pacing;
+    this.#onLost = onLost;
+  }
+
+  /** The job's resources after layered defaults (job, label set, scaler, global). */
+  resolve(
+    scaler: ScalerState,
+    labelSet: LabelSetState,
+    job: ResourceRequest | undefined,
+  ): AgentResources {
+    const { requests, limits } = resolveResources([
+      job,
+      labelSet.resources,
+      scaler.config.defaults?.resources,
+      this.#core.config.defaults?.resources,
+    ]);
+    return { requests, limits };
+  }
+
+  /** Reserve and spawn; returns a result, or the limit that refused (try the next scaler). */
+  attempt(
+    scaler: ScalerState,
+    labelSet: LabelSetState,
+    resources: AgentResources,
+    jobId: string | undefined,
+  ): Promise<ScaleResult | CapacityLimit> {
+    const core = this.#core;
+    const never = core.gate.neverFits(core.config, scaler, resources.requests);
+    if (never) return Promise.resolve(never);
+    const paced = this.#pacing.check(scaler);
+    if (paced) return Promise.resolve(paced);
+    const agentId = this.#newAgentId(scaler.name);
+    const refusal = core.gate.reserveInMemory(core.config, agentId, scaler, resources.requests);
+    if (refusal) return Promise.resolve(refusal);
+    this.#pacing.started(scaler);
+    const now = core.now();
+    const record: AgentRecord = {
+      agentId,
+      scaler,
+      jobId,
+      warm: jobId === undefined,
+      state: 'spawning',
+      labels: labelSet.labels,
+      resources,
+      pool: scaler.config.machinePool,
+      poolHeld: false,
+      spawnedAt: now,
+      spawnSettled: false,
+      registeredAt: 0,
+      idleSince: 0,
+      jobsCompleted: 0,
+      context: undefined,
+      mailbox: newMailbox(),
+      disconnected: false,
+      destroyReason: undefined,
+      destroyCall: undefined,
+      destroyFailed: false,
+      keepPoolRow: false,
+      goneWaiters: undefined,
+    };
+    // Tracked from here on: counts toward every max, visible to already-spawning.
+    core.book.add(record);
+    if (jobId !== undefined) scaler.jobSpawnsInFlight++;
+    return core.track(this.#run(record, labelSet));
+  }
+
+  async #run(record: AgentRecord, labelSet: LabelSetState): Promise<ScaleResult | CapacityLimit> {
+    try {
+      return await this.#spawn(record, labelSet);
+    } finally {
+      if (!record.warm) record.scaler.jobSpawnsInFlight--;
+    }
+  }
+
+  async #spawn(record: AgentRecord, labelSet: LabelSetState): Promise<ScaleResult | CapacityLimit> {
+    const core = this.#core;
+    const { agentId, scaler, jobId, resources } = record;
+    if (record.pool !== undefined) {
+      let granted: ReserveResult;
+      try {
+        granted = await core.gate.reservePool(record);
+      } catch (error) {
+        // A store that failed mid-write may hold the row: releasing is idempotent.
+        record.spawnSettled = true;
+        void core.forget(record);
+        if (isLedgerLeaseExpiredError(error)) {
+          this.#onLost(record.pool, core.reservationsLost(record.pool, agentId, error));
+        }
+        core.counters.spawnFailures++;
+        core.emitFor(record, 'spawn-failed', `Reserving in pool "${record.pool}" failed`, {
+          stage: 'reserve',
+          error,
+        });
+        this.#pacing.failed(scaler, error);
+        return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'reserve', error };
+      }
+      if (!granted.ok) {
+        record.spawnSettled = true;
+        core.rollback(record); // nothing was written
+        return {
+          limit: 'pool-cap',
+          scaler: scaler.name,
+          pool: granted.pool,
+          dimension: granted.dimension,
+          requested: granted.requested,
+          used: granted.used,
+          max: granted.max,
+          neverFits: granted.neverFits,
+        };
+      }
+      record.poolHeld = true;
+      if (record.state === 'destroying' || record.state === 'gone') {
+        // Pruned, drained or shut down while the ledger answered: nothing was
+        // spawned, so the row goes back at once.
+        record.spawnSettled = true;
+        if (record.state === 'gone') await core.gate.releasePool(record);
+        else await core.forget(record);
+        return lostWhileSpawning(record, 'reserve');
+      }
+    }
+
+    core.emitFor(record, 'spawning', `Spawning ${agentId} on ${scaler.name}`, {
+      jobId,
+      warm: record.warm,
+    });
+    const request: SpawnRequest = {
+      agentId,
+      scaler: scaler.name,
+      warm: record.warm,
+      labels: [...labelSet.labels],
+      labelSetIndex: labelSet.index,
+      mandatoryLabels: [...scaler.config.mandatoryLabels],
+      resources: {
+        requests: { ...resources.requests },
+        limits: { ...resources.limits },
+      },
+      emit: (event) => core.backendEvent(agentId, scaler.name, event),
+    };
+    if (jobId !== undefined) request.jobId = jobId;
+    let result: Awaited<ReturnType<ScalerBackend['spawn']>>;
+    try {
+      result = await scaler.backend.spawn(request);
+    } catch (error) {
+      record.spawnSettled = true;
+      const doomed = record.state === 'destroying';
+      if (record.state !== 'gone') {
+        // Nothing runs: everything goes back.
+        await core.forget(record);
+        core.counters.spawnFailures++;
+        core.emitFor(record, 'spawn-failed', `Backend ${scaler.name} failed to spawn ${agentId}`, {
+          stage: 'spawn',
+          error,
+        });
+        if (!doomed) this.#pacing.failed(scaler, error);
+      }
+      return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'spawn', error };
+    }
+    record.spawnSettled = true;
+    if (record.state === 'destroying') {
+      // Doomed before the backend answered: it must not live on. Its rows go
+      // back once the backend confirmed the destroy.
+      await core.runDestroy(record);
+      return lostWhileSpawning(record, 'spawn');
+    }
+    if (record.state === 'gone' && !record.disconnected) {
+      // Forgotten by a forced shutdown: destroy what the backend just started.
+      await core.runDestroy(record);
+      return lostWhileSpawning(record, 'spawn');
+    }
+    // (A fast agent may even have registered, run and disconnected by now: still a spawn.)
+    if (result && typeof result === 'object' && result.context) record.context = result.context;
+    if (record.warm) core.counters.warmSpawns++;
+    else core.counters.coldStarts++;
+    core.emitFor(record, 'spawned', `Backend ${scaler.name} is starting ${agentId}`);
+    return {
+      kind: 'spawned',
+      backend: scaler.name,
+      agentId,
+      labels: [...labelSet.labels],
+      resources: { requests: { ...resources.requests }, limits: { ...resources.limits } },
+    };
+  }
+
+  #newAgentId(scaler: string): string {
+    for (let i = 0; i < 5; i++) {
+      const id = this.#generateAgentId(scaler);
+      if (typeof id !== 'string' || id === '' || id.length > 253) {
+        throw new TypeError(
+          `Expected \`generateAgentId\` to return a non-empty string of at most 253 characters, got \`${String(id).slice(0, 80)}\``,
+        );
+      }
+      if (!this.#core.book.has(id) && !this.#core.book.wasForgotten(id)) return id;
+    }
+    throw new TypeError('Expected `generateAgentId` to return unique ids, got repeats');
+  }
+}
+
+function lostWhileSpawning(record: AgentRecord, stage: 'reserve' | 'spawn'): ScaleResult {
+  return {
+    kind: 'spawn-failed',
+    backend: record.scaler.name,
+    agentId: record.agentId,
+    stage,
+    error: new BackendError(
+      record.scaler.name,
+      `Agent ${record.agentId} was pruned, drained or shut down before its spawn finished; it was destroyed and its reservations released.`,
+    ),
+  };
+}
+
+function defaultAgentId(scaler: string): string {
+  return `${scaler}-${randomBytes(6).toString('hex')}`;
+}

@@ -1,0 +1,131 @@
+import type { ResourceCap } from '../resources/types.js';
+
+/** Counters, for metrics. They only grow. */
+export interface ScalerCounters {
+  /** Spawns for a job (an agent started because a job waited). */
+  coldStarts: number;
+  /** Jobs correlated to an idle warm agent. */
+  warmHits: number;
+  /** Warm-pool spawns. */
+  warmSpawns: number;
+  /** Spawns that failed (pool or backend). */
+  spawnFailures: number;
+  /** Spawns pruned because the agent never registered. */
+  pruned: number;
+  /** Idle agents destroyed after their idle timeout. */
+  idleDestroyed: number;
+  /** Agents released by `reconcile` because their backend no longer lists them. */
+  reconciled: number;
+  /** Agents destroyed for any reason but idleness or a missed registration: drains, job and lifetime limits, excess, removal, shutdown. */
+  drained: number;
+}
+
+/** Usage in CPU cores and memory bytes. */
+export interface Usage {
+  /** Summed CPU requests, in cores. */
+  cpus: number;
+  /** Summed memory requests, in bytes. */
+  memBytes: number;
+}
+
+/** A point-in-time summary for metrics and health endpoints. */
+export interface ScalerStatus {
+  /** The orchestrator-wide agent limit. */
+  globalMaxAgents: number;
+  /** Agents tracked (spawning, idle and busy). */
+  globalActiveCount: number;
+  /** Agents spawning (not yet registered). */
+  spawningCount: number;
+  /** Idle agents of scalers with a warm pool, plus warm spawns in flight. */
+  warmPoolCount: number;
+  /** Summed requests of every tracked agent. */
+  globalUsage: Usage;
+  /** The orchestrator-wide cap, if configured. */
+  globalResourceCap?: ResourceCap;
+  /** Machine pools: cap, and what this instance holds in each. */
+  pools: PoolStatus[];
+  /** Counters since construction. */
+  counters: ScalerCounters;
+  /** One entry per scaler (retiring ones included). */
+  backends: BackendStatus[];
+  /** True once `shutdownAll()` was called. */
+  shuttingDown: boolean;
+}
+
+/** One machine pool in {@link ScalerStatus}. */
+export interface PoolStatus {
+  /** The pool. */
+  name: string;
+  /** Its cap. */
+  cap: ResourceCap;
+  /** What this manager's agents hold in it (other processes' rows are not counted). */
+  usage: Usage;
+}
+
+/** One scaler in {@link ScalerStatus}. */
+export interface BackendStatus {
+  /** The scaler name. */
+  name: string;
+  /** The backend kind from config. */
+  type: string;
+  /** Agents tracked (spawning, idle, busy). */
+  activeCount: number;
+  /** Agents spawning. */
+  spawningCount: number;
+  /** Agents registered and idle. */
+  idleCount: number;
+  /** Agents registered and busy (draining ones not included). */
+  busyCount: number;
+  /** Busy agents draining: destroyed when their job completes. */
+  drainingCount: number;
+  /** Agents whose destroy has begun. */
+  destroyingCount: number;
+  /** The ids of the draining agents. */
+  draining: string[];
+  /** The scaler's agent limit. */
+  maxAgents: number;
+  /** Label sets this scaler can provision, automatic labels included. */
+  labelSets: string[][];
+  /** Summed requests of this scaler's agents. */
+  usage: Usage;
+  /** The scaler's cap, if configured. */
+  resourceCap?: ResourceCap;
+  /** The machine pool, if any. */
+  machinePool?: string;
+  /** Labels a job must name to run here (empty: no gate). */
+  mandatoryLabels: string[];
+  /** The warm pool target, if any. */
+  warmPool?: WarmPoolStatus;
+  /** The spawn-failure backoff, when failures were counted. */
+  backoff?: BackoffStatus;
+  /** True while the `stop-spawning` policy holds spawns after a lost pool reservation. */
+  spawningStopped?: boolean;
+  /** True once `reload` removed it; it goes when its last agent goes. */
+  retiring: boolean;
+}
+
+/** A scaler's spawn-failure backoff in {@link BackendStatus}. */
+export interface BackoffStatus {
+  /** Consecutive failures (spawns that failed or agents that never registered). */
+  failures: number;
+  /** True while requests are refused with `backing-off`. */
+  open: boolean;
+  /** Epoch milliseconds when it closes (when open). */
+  until?: number;
+  /** The last failure. */
+  lastError?: unknown;
+}
+
+/** A scaler's warm pool in {@link BackendStatus}. */
+export interface WarmPoolStatus {
+  /** Idle agents to keep ready now (the active schedule's size, or the base `size`). */
+  size: number;
+  /** The configured base size (outside every schedule). */
+  baseSize: number;
+  /** Index of the active schedule in `warmPool.schedules`, if one is active. */
+  activeSchedule?: number;
+  /** Epoch milliseconds of the next schedule start (when schedules are configured). */
+  nextChangeAt?: number;
+  /** Idle agents older than this are destroyed. */
+  idleTimeoutSeconds: number;
+}

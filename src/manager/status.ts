@@ -1,0 +1,72 @@
+import { GLOBAL_SCOPE } from './capacity.js';
+import type { FleetCore } from './core.js';
+import type { ScalerState } from './scalers.js';
+import type { BackendStatus, ScalerStatus } from './types.js';
+
+/** Per-scaler facts other rooms add to the status (warm target, pacing, schedule). @internal */
+export type StatusExtras = (scaler: ScalerState, entry: BackendStatus) => void;
+
+/** A point-in-time summary of the fleet. @internal */
+export function buildStatus(core: FleetCore, extras: StatusExtras): ScalerStatus {
+  const config = core.config;
+  let spawningCount = 0;
+  let warmPoolCount = 0;
+  for (const record of core.book.values()) {
+    if (record.state === 'spawning') spawningCount++;
+    if (record.scaler.config.warmPool !== undefined) {
+      if (record.state === 'idle' || (record.state === 'spawning' && record.warm)) {
+        warmPoolCount++;
+      }
+    }
+  }
+  const poolUsage = core.gate.poolUsage();
+  const status: ScalerStatus = {
+    globalMaxAgents: config.globalMaxAgents,
+    globalActiveCount: core.book.size,
+    spawningCount,
+    warmPoolCount,
+    globalUsage: core.gate.usage(GLOBAL_SCOPE),
+    pools: Object.entries(config.machinePools).map(([name, cap]) => ({
+      name,
+      cap: { ...cap },
+      usage: poolUsage.get(name) ?? { cpus: 0, memBytes: 0 },
+    })),
+    counters: { ...core.counters },
+    backends: [],
+    shuttingDown: core.shuttingDown,
+  };
+  if (config.resourceCap !== undefined) status.globalResourceCap = { ...config.resourceCap };
+  for (const scaler of core.scalers.order) {
+    const counts = { spawning: 0, idle: 0, busy: 0, draining: 0, destroying: 0 };
+    const draining: string[] = [];
+    for (const id of scaler.agents) {
+      const state = core.book.get(id)!.state;
+      if (state === 'gone') continue;
+      counts[state]++;
+      if (state === 'draining') draining.push(id);
+    }
+    const entry: BackendStatus = {
+      name: scaler.name,
+      type: scaler.config.type,
+      activeCount: scaler.agents.size,
+      spawningCount: counts.spawning,
+      idleCount: counts.idle,
+      busyCount: counts.busy,
+      drainingCount: counts.draining,
+      destroyingCount: counts.destroying,
+      draining,
+      maxAgents: scaler.config.maxAgents,
+      labelSets: scaler.labelSets.map((set) => [...set.labels]),
+      usage: core.gate.usage(scaler.scope),
+      mandatoryLabels: [...scaler.config.mandatoryLabels],
+      retiring: scaler.retiring,
+    };
+    if (scaler.config.resourceCap !== undefined) {
+      entry.resourceCap = { ...scaler.config.resourceCap };
+    }
+    if (scaler.config.machinePool !== undefined) entry.machinePool = scaler.config.machinePool;
+    extras(scaler, entry);
+    status.backends.push(entry);
+  }
+  return status;
+}

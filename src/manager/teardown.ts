@@ -1,0 +1,149 @@
+import type { Clock, ClockTimer } from '../clock.js';
+import type { AgentRecord } from './agents.js';
+import type { FleetCore } from './core.js';
+import type { ReconcileResult } from './types.js';
+
+/** Options of `ScalerManager.shutdownAll`. */
+export interface ShutdownOptions {
+  /**
+   * Drain first: idle and spawning agents are destroyed at once, busy ones when
+   * their job completes, up to `timeoutMs`; what is left is then destroyed.
+   * @default false
+   */
+  drain?: boolean;
+  /**
+   * The longest wait for draining agents, and (separately) for spawns in flight
+   * to settle before their agents are destroyed. A spawn still unsettled after it
+   * keeps its pool row (the ledger's reaper removes it once this instance's lease ends).
+   * @default 300000
+   */
+  timeoutMs?: number;
+}
+
+/** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
+export async function within(
+  clock: Clock,
+  promise: Promise<unknown>,
+  ms: number,
+): Promise<boolean> {
+  if (!Number.isFinite(ms)) {
+    await promise;
+    return true;
+  }
+  let timer: ClockTimer | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    // Kept referenced: the host awaits shutdown, so the process must not exit mid-way.
+    timer = clock.setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true as const), timeout]);
+  } finally {
+    clock.clearTimeout(timer);
+  }
+}
+
+/**
+ * Stop every agent and release every reservation, in an order that never
+ * releases a pool row while its agent may still run: drain (optional), wait for
+ * spawns in flight, destroy (or the backend's `shutdown()`), and only then release.
+ * @internal
+ */
+export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): Promise<void> {
+  const timeoutMs = options.timeoutMs ?? 300_000;
+  if (options.drain === true) {
+    const gone = core.book.list().map((record) => core.drain(record, 'shutdown'));
+    await within(core.clock, Promise.all(gone), timeoutMs);
+  }
+  const viaShutdown = new Set<string>();
+  const destroys: Promise<void>[] = [];
+  for (const scaler of core.scalers.values()) {
+    if (typeof scaler.backend.shutdown === 'function') viaShutdown.add(scaler.name);
+  }
+  for (const record of core.book.list()) {
+    if (record.state === 'destroying') {
+      destroys.push(record.destroyCall ?? Promise.resolve());
+      continue;
+    }
+    if (viaShutdown.has(record.scaler.name) && record.spawnSettled) {
+      core.book.transition(record, 'destroying');
+      record.destroyReason = 'shutdown';
+      continue;
+    }
+    destroys.push(core.destroy(record, 'shutdown', true));
+  }
+  // Spawns in flight destroy their own agent once the backend answers.
+  await within(core.clock, Promise.allSettled([...core.attempts]), timeoutMs);
+  const stops: Promise<unknown>[] = [];
+  for (const name of viaShutdown) {
+    const scaler = core.scalers.get(name)!;
+    stops.push(
+      scaler.backend.shutdown!().then(
+        () => {
+          for (const id of [...scaler.agents]) void core.forget(core.book.get(id)!);
+        },
+        (error: unknown) => {
+          core.emitGeneral(name, 'shutdown-failed', `Backend ${name} failed to shut down`, {
+            error,
+          });
+        },
+      ),
+    );
+  }
+  await Promise.all([...stops, ...destroys]);
+  // Whatever is left may still run (a failed destroy or shutdown, a spawn that
+  // never settled): forget it in memory but keep its pool row.
+  let kept = 0;
+  for (const record of core.book.list()) {
+    keepRow(record);
+    kept += record.pool !== undefined ? 1 : 0;
+    void core.forget(record);
+  }
+  core.book.clearJobs();
+  await core.gate.settled();
+  const ledger = core.gate.ledger;
+  if (ledger !== undefined && kept === 0) {
+    try {
+      await ledger.releaseAllForInstance();
+    } catch {
+      // The ledger's own reaper removes rows of an instance whose lease ended.
+    }
+  }
+}
+
+function keepRow(record: AgentRecord): void {
+  record.keepPoolRow = true;
+}
+
+/**
+ * Release tracked agents their backend no longer lists (spawns in flight are
+ * left alone); report agents a backend runs untracked.
+ * @internal
+ */
+export async function reconcileFleet(core: FleetCore): Promise<ReconcileResult> {
+  const result: ReconcileResult = { released: [], untracked: [], failed: [] };
+  for (const scaler of [...core.scalers.order]) {
+    if (typeof scaler.backend.list !== 'function') continue;
+    let listed: Set<string>;
+    try {
+      listed = new Set(await scaler.backend.list());
+    } catch (error) {
+      result.failed.push({ scaler: scaler.name, error });
+      continue;
+    }
+    const releases: Promise<void>[] = [];
+    for (const id of [...scaler.agents]) {
+      const record = core.book.get(id);
+      if (record === undefined || !record.spawnSettled || listed.has(id)) continue;
+      if (record.destroyCall !== undefined) continue; // its destroy is answering now
+      core.counters.reconciled++;
+      core.emitFor(record, 'gone', `${id} is no longer listed by ${scaler.name}; released`);
+      releases.push(core.forget(record));
+      result.released.push(id);
+    }
+    for (const id of listed) {
+      if (!core.book.has(id)) result.untracked.push({ scaler: scaler.name, agentId: id });
+    }
+    await Promise.all(releases);
+  }
+  return result;
+}

@@ -1,0 +1,188 @@
+/**
+ * Idle timeout on every scaler, maxJobsPerAgent, maxAgentLifetimeSeconds, and
+ * strict input at the manager's edge. Time is a fake clock.
+ */
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors.js';
+import type { ScalerConfigInput, ScalerEntryInput } from '../../src/manager/index.js';
+import { settle } from './fake-clock.js';
+import { fleet } from './fleet.js';
+
+function withScaler(extra: Partial<ScalerEntryInput>): ScalerConfigInput {
+  return {
+    globalMaxAgents: 10,
+    scalers: [
+      {
+        name: 'vm',
+        type: 'c',
+        maxAgents: 5,
+        labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+        ...extra,
+      },
+    ],
+  };
+}
+
+async function agent(manager: ReturnType<typeof fleet>['manager'], job: string) {
+  const result = await manager.requestScale(['linux'], job);
+  if (result.kind !== 'spawned') throw new Error(`expected spawned, got ${result.kind}`);
+  manager.onAgentRegistered(result.agentId, []);
+  return result.agentId;
+}
+
+describe('idleTimeoutSeconds', () => {
+  it('reaps idle agents of a scaler without a warm pool', async () => {
+    const { manager, backend, clock } = fleet({ config: withScaler({ idleTimeoutSeconds: 120 }) });
+    const id = await agent(manager, 'j1');
+    manager.onJobComplete(id);
+    clock.set(clock.now() + 119_999);
+    await manager.maintain();
+    expect(backend.destroyed).toEqual([]);
+    clock.set(clock.now() + 1);
+    await manager.maintain();
+    expect(backend.destroyed).toEqual([id]);
+    expect(manager.getStatus().counters.idleDestroyed).toBe(1);
+  });
+
+  it('without any idle timeout, idle agents stay', async () => {
+    const { manager, backend, clock } = fleet({ config: withScaler({}) });
+    const id = await agent(manager, 'j1');
+    manager.onJobComplete(id);
+    clock.set(clock.now() + 86_400_000);
+    await manager.maintain();
+    expect(backend.destroyed).toEqual([]);
+  });
+
+  it("keeps the idle agents the warm pool's target needs (the most recently idle)", async () => {
+    const { manager, backend, clock } = fleet({
+      config: withScaler({ idleTimeoutSeconds: 60, warmPool: { size: 1 } }),
+      demandHoldMs: 0,
+    });
+    const a = await agent(manager, 'j1');
+    const b = await agent(manager, 'j2');
+    manager.onJobComplete(a);
+    clock.set(clock.now() + 10_000);
+    manager.onJobComplete(b);
+    clock.set(clock.now() + 60_000);
+    await manager.maintain();
+    expect(backend.destroyed).toEqual([a]);
+    expect(manager.getStatus().backends[0]!.idleCount).toBe(1);
+    // No respawn: the kept agent is the warm pool.
+    expect(backend.spawned).toHaveLength(2);
+  });
+});
+
+describe('maxJobsPerAgent', () => {
+  it('1 makes ephemeral agents: destroyed after their first job', async () => {
+    const { manager, backend } = fleet({ config: withScaler({ maxJobsPerAgent: 1 }) });
+    const id = await agent(manager, 'j1');
+    manager.onJobComplete(id);
+    expect(manager.canRunJob(id, ['linux'])).toBe(false);
+    await settle();
+    expect(backend.destroyed).toEqual([id]);
+  });
+
+  it('3 keeps the agent for three jobs', async () => {
+    const { manager, backend } = fleet({ config: withScaler({ maxJobsPerAgent: 3 }) });
+    const id = await agent(manager, 'j1');
+    manager.onJobComplete(id);
+    manager.correlateAgentToJob(id, 'r', 'j2');
+    manager.onJobComplete(id);
+    manager.correlateAgentToJob(id, 'r', 'j3');
+    await settle();
+    expect(backend.destroyed).toEqual([]);
+    manager.onJobComplete(id);
+    await settle();
+    expect(backend.destroyed).toEqual([id]);
+  });
+});
+
+describe('maxAgentLifetimeSeconds', () => {
+  it('drains a busy agent past its lifetime and destroys an idle one', async () => {
+    const { manager, backend, clock } = fleet({
+      config: withScaler({ maxAgentLifetimeSeconds: 3600 }),
+    });
+    const busy = await agent(manager, 'j1');
+    const idle = await agent(manager, 'j2');
+    manager.onJobComplete(idle);
+    clock.set(clock.now() + 3_600_000);
+    await manager.maintain();
+    expect(backend.destroyed).toEqual([idle]);
+    expect(manager.getStatus().backends[0]!.draining).toEqual([busy]);
+    manager.onJobComplete(busy);
+    await settle();
+    expect(backend.destroyed).toEqual([idle, busy]);
+  });
+});
+
+describe('strict input at the edge', () => {
+  it('refuses a typo in requestScale resources, naming the key and the nearest accepted one', async () => {
+    const { manager } = fleet({ config: withScaler({}) });
+    const error = await manager
+      .requestScale(['linux'], 'j1', [], { reqeusts: { cpus: 2 } } as never)
+      .catch((e: unknown) => e);
+    expect(isInvalidInputError(error)).toBe(true);
+    expect((error as Error).message).toMatch(/reqeusts.*did you mean `requests`/);
+  });
+
+  it('refuses the legacy flat { cpus, memory } form', async () => {
+    const { manager } = fleet({ config: withScaler({}) });
+    await expect(manager.requestScale(['linux'], 'j1', [], { cpus: 2 } as never)).rejects.toThrow(
+      /resources\.cpus.*flat form/,
+    );
+    await expect(
+      manager.requestScale(['linux'], 'j1', [], { requests: { cpu: 2 } } as never),
+    ).rejects.toThrow(/resources\.requests\.cpu.*did you mean `cpus`/);
+    expect(manager.getStatus().globalActiveCount).toBe(0);
+  });
+
+  it('length-limits job ids, agent ids and labels', async () => {
+    const { manager } = fleet({ config: withScaler({}) });
+    const long = 'x'.repeat(4000);
+    await expect(manager.requestScale(['linux'], long)).rejects.toSatisfy(isInvalidInputError);
+    await expect(manager.requestScale([long], 'j1')).rejects.toSatisfy(isInvalidInputError);
+    const many = Array.from({ length: 65 }, (_, i) => `l${i}`);
+    await expect(manager.requestScale(many, 'j1')).rejects.toSatisfy(isInvalidInputError);
+    expect(() => manager.onAgentRegistered(long)).toThrow(/at most 253/);
+    expect(() => manager.canRunJob(long, [])).toThrow(/at most 253/);
+    expect(() => manager.onJobComplete(long)).toThrow(/at most 253/);
+    expect(() => manager.correlateAgentToJob('a', 'r', long)).toThrow(/at most 253/);
+  });
+
+  it('refuses unknown scaler config keys and an over-long scaler name', () => {
+    expect(() => fleet({ config: withScaler({ idleTimeout: 5 } as never) })).toThrow(/idleTimeout/);
+    expect(() =>
+      fleet({
+        config: {
+          globalMaxAgents: 1,
+          scalers: [{ name: 'v'.repeat(64), type: 'c', maxAgents: 1, labelSets: [{ labels: [] }] }],
+        },
+      }),
+    ).toThrow(/1-63 characters/);
+  });
+
+  it('refuses an unknown lost-reservation policy', () => {
+    expect(() =>
+      fleet({ config: withScaler({}), reservationLostPolicy: 'ignore' as never }),
+    ).toThrow(/report, stop-spawning, drain/);
+  });
+});
+
+describe('onConfigAck', () => {
+  it('calls the hook for a tracked agent; a throwing hook becomes an event', async () => {
+    const acks: Array<[string, string]> = [];
+    const { manager, events } = fleet({
+      config: withScaler({}),
+      onConfigAck: (agentId, scaler) => {
+        acks.push([agentId, scaler]);
+        if (acks.length === 2) throw new Error('mmds down');
+      },
+    });
+    const id = await agent(manager, 'j1');
+    manager.onConfigAck('static-1');
+    manager.onConfigAck(id);
+    expect(acks).toEqual([[id, 'vm']]);
+    manager.onConfigAck(id);
+    expect(events.find((e) => e.kind === 'config-ack-failed')).toMatchObject({ agentId: id });
+  });
+});

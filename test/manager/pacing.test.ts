@@ -1,0 +1,150 @@
+/**
+ * Spawn pacing (maxConcurrentSpawns, maxSpawnsPerMinute) and the per-scaler
+ * failure backoff (exponential, full jitter, bounded, reset on registration).
+ */
+import { describe, expect, it } from 'vitest';
+import type { ScaleResult, ScalerConfigInput, ScalerEntryInput } from '../../src/manager/index.js';
+import { fleet } from './fleet.js';
+
+function config(extra: Partial<ScalerEntryInput>, second = false): ScalerConfigInput {
+  const scalers: ScalerEntryInput[] = [
+    { name: 'vm', type: 'c', maxAgents: 50, labelSets: [{ labels: ['linux'] }], ...extra },
+  ];
+  if (second) {
+    scalers.push({ name: 'other', type: 'c', maxAgents: 50, labelSets: [{ labels: ['linux'] }] });
+  }
+  return { globalMaxAgents: 100, scalers };
+}
+
+const kindOf = (r: ScaleResult) => r.kind;
+
+describe('maxConcurrentSpawns', () => {
+  it('refuses with spawn-rate once that many agents are spawning, and frees the slot on registration', async () => {
+    const { manager } = fleet({ config: config({ maxConcurrentSpawns: 2 }) });
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
+    expect(kindOf(await manager.requestScale(['linux'], 'j2'))).toBe('spawned');
+    const refused = await manager.requestScale(['linux'], 'j3');
+    expect(refused).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'spawn-rate', window: 'concurrent', used: 2, max: 2 },
+    });
+    expect(refused.kind === 'at-capacity' && refused.retryAfterMs).toBeGreaterThan(0);
+    manager.onAgentRegistered('vm-1', []);
+    expect(kindOf(await manager.requestScale(['linux'], 'j3'))).toBe('spawned');
+  });
+});
+
+describe('maxSpawnsPerMinute', () => {
+  it('allows that many starts in any 60 s and says when the next one may start', async () => {
+    const { manager, clock } = fleet({ config: config({ maxSpawnsPerMinute: 3 }) });
+    for (const job of ['j1', 'j2', 'j3']) {
+      expect(kindOf(await manager.requestScale(['linux'], job))).toBe('spawned');
+      clock.set(clock.now() + 10_000);
+    }
+    const refused = await manager.requestScale(['linux'], 'j4');
+    expect(refused).toMatchObject({
+      kind: 'at-capacity',
+      limit: { limit: 'spawn-rate', window: 'minute', used: 3, max: 3, retryAfterMs: 30_000 },
+      retryAfterMs: 30_000,
+    });
+    clock.set(clock.now() + 29_999);
+    expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('at-capacity');
+    clock.set(clock.now() + 1);
+    expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('spawned');
+  });
+
+  it('a paced scaler does not stop the next matching one', async () => {
+    const { manager } = fleet({ config: config({ maxSpawnsPerMinute: 1 }, true) });
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ backend: 'vm' });
+    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
+      kind: 'spawned',
+      backend: 'other',
+    });
+  });
+});
+
+describe('spawn-failure backoff', () => {
+  it('opens after the threshold, answers backing-off with the last error, and closes on registration', async () => {
+    let random = 0.5;
+    const { manager, backend, clock, events } = fleet({
+      config: config({ spawnBackoff: { failureThreshold: 2, initialMs: 1000, maxMs: 8000 } }),
+      random: () => random,
+    });
+    backend.failNext = 2;
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    const refused = await manager.requestScale(['linux'], 'j1');
+    expect(refused).toMatchObject({ kind: 'backing-off', backend: 'vm', retryAfterMs: 500 });
+    expect(refused.kind === 'backing-off' && String(refused.lastError)).toMatch(
+      /boom spawning vm-2/,
+    );
+    expect(events.filter((e) => e.kind === 'backoff-opened')).toHaveLength(1);
+    expect(manager.getStatus().backends[0]!.backoff).toMatchObject({ failures: 2, open: true });
+    clock.set(clock.now() + 500);
+    // Half-open: one probe goes through; the next waits for it.
+    backend.failNext = 1;
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    // Third failure: the bound doubles (2000 ms), jitter 0.5 -> 1000 ms.
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
+      kind: 'backing-off',
+      retryAfterMs: 1000,
+    });
+    random = 0.999;
+    clock.set(clock.now() + 1000);
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
+    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ kind: 'backing-off' });
+    manager.onAgentRegistered('vm-4', []);
+    expect(events.filter((e) => e.kind === 'backoff-closed')).toHaveLength(1);
+    expect(manager.getStatus().backends[0]!.backoff).toBeUndefined();
+    expect(kindOf(await manager.requestScale(['linux'], 'j2'))).toBe('spawned');
+  });
+
+  it('is bounded by maxMs whatever the number of failures', async () => {
+    const { manager, backend, clock } = fleet({
+      config: config({ spawnBackoff: { failureThreshold: 1, initialMs: 1000, maxMs: 4000 } }),
+      random: () => 0.999,
+    });
+    let last = 0;
+    for (let i = 0; i < 12; i++) {
+      backend.failNext = 1;
+      expect(kindOf(await manager.requestScale(['linux'], `j${i}`))).toBe('spawn-failed');
+      const refused = await manager.requestScale(['linux'], `j${i}`);
+      expect(refused.kind).toBe('backing-off');
+      last = refused.kind === 'backing-off' ? refused.retryAfterMs : 0;
+      expect(last).toBeLessThan(4000);
+      clock.set(clock.now() + last);
+    }
+    expect(last).toBe(3996);
+  });
+
+  it('agents that never register count as failures', async () => {
+    const { manager, clock } = fleet({
+      config: config({ spawnBackoff: { failureThreshold: 1, initialMs: 1000, maxMs: 1000 } }),
+      registrationTimeoutMs: 1000,
+    });
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
+    clock.set(clock.now() + 1000);
+    await manager.maintain();
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
+      kind: 'backing-off',
+      lastError: expect.objectContaining({ message: expect.stringMatching(/register/) }),
+    });
+  });
+
+  it('one failing scaler never starves the others', async () => {
+    const { manager, backend } = fleet({
+      config: config(
+        { spawnBackoff: { failureThreshold: 1, initialMs: 60_000, maxMs: 60_000 } },
+        true,
+      ),
+    });
+    backend.failNext = 1;
+    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    for (let i = 2; i < 6; i++) {
+      expect(await manager.requestScale(['linux'], `j${i}`)).toMatchObject({
+        kind: 'spawned',
+        backend: 'other',
+      });
+    }
+  });
+});
