@@ -36,6 +36,11 @@ import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
+import {
+  assertKnownKeys,
+  NATS_POOL_LEDGER_HOOK_KEYS,
+  NATS_POOL_LEDGER_OPTION_KEYS,
+} from './options.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions {
@@ -78,6 +83,17 @@ export interface NatsPoolLedgerOptions {
    * @default {@link systemClock}
    */
   clock?: Clock;
+  /**
+   * Combine across processes: the first instance to act on a pool becomes its
+   * combiner (elected through the `leader.<pool>` key, tied to its lease) and
+   * every other instance sends its calls on that pool to it, over NATS
+   * request/reply, instead of racing for the compare-and-set itself. The
+   * combiner commits everyone's waiting calls in one compare-and-set. Every
+   * write stays a compare-and-set on the pool key, so writers that do not
+   * combine (older versions, or `combine: false`) share the pool safely.
+   * @default true
+   */
+  combine?: boolean;
   /**
    * Test hooks.
    * @internal
@@ -225,12 +241,18 @@ export class NatsPoolLedger implements PoolLedger {
   /**
    * Connect, open (or create) the bucket and take a lease.
    *
+   * @throws InvalidInputError for options that are not an object or hold an
+   *   unknown key (the message names it, the nearest accepted key and all of them).
    * @throws TypeError for a missing `instanceId`, both or neither of `nc` and
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
+    assertKnownKeys('NatsPoolLedger options', options, NATS_POOL_LEDGER_OPTION_KEYS);
+    if (options.hooks !== undefined) {
+      assertKnownKeys('NatsPoolLedger hooks', options.hooks, NATS_POOL_LEDGER_HOOK_KEYS);
+    }
     if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
       throw new TypeError(
         `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
