@@ -26,6 +26,8 @@ export interface RevisionReport {
   revisions: number[];
   violations: string[];
   maxRows: number;
+  /** Every agent id seen in a row of some revision. */
+  agents: Set<string>;
   last: { revision: number; rows: number } | undefined;
   stop(): void;
 }
@@ -46,6 +48,7 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
     revisions: [],
     violations: [],
     maxRows: 0,
+    agents: new Set(),
     last: undefined,
     stop: () => {
       stopped = true;
@@ -110,7 +113,8 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
 export function revisionChecker(
   pool: string,
   cap: ResourceCap,
-  report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'>,
+  report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'> &
+    Partial<Pick<RevisionReport, 'agents'>>,
 ): (entry: KvEntry) => void {
   const seen = new Set<number>();
   return (entry) => {
@@ -126,6 +130,7 @@ export function revisionChecker(
       });
       if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
       report.maxRows = Math.max(report.maxRows, doc.reservations.length);
+      for (const row of doc.reservations) report.agents?.add(row.agentId);
       report.last = { revision: entry.revision, rows: doc.reservations.length };
     } catch (error) {
       report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);

@@ -34,6 +34,7 @@ import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type { LedgerDocument, PoolLedger, ReservationRow, ReserveResult } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
+import { Combiner } from './combiner.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
 import {
@@ -103,6 +104,8 @@ export interface NatsPoolLedgerOptions {
     afterCommit?: (pool: string, revision: number, doc: LedgerDocument) => void;
     /** Called for each lost compare-and-set race on a pool document. */
     onConflict?: (pool: string) => void;
+    /** Called before calls on a pool are sent to another instance's combiner. */
+    onForward?: (pool: string, subject: string) => void;
   };
 }
 
@@ -195,6 +198,8 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  /** The cross-process combiner; undefined with `combine: false`. */
+  private combiner: Combiner | undefined;
   private readonly reaper = new Reaper(
     () => this.caps.keys(),
     // The reaper's own rounds must not use up the one-time lost-lease report
@@ -236,6 +241,25 @@ export class NatsPoolLedger implements PoolLedger {
     this.hooks = options.hooks ?? {};
     this.timeSource = resolveClock(options.clock, undefined);
     this.lease = newLease();
+    if (options.combine !== false) {
+      this.combiner = new Combiner({
+        nc,
+        kv,
+        cas: this.cas,
+        bucket: this.bucket,
+        instanceId: this.instanceId,
+        timeoutMs: this.timeoutMs,
+        leaseId: () => this.lease.id,
+        leaseConfirmed: () =>
+          this.lease.status === 'live' && monotonic() - this.lease.sentAt < this.leaseMs / 2,
+        leaseState: (id) => this.leaseState(id),
+        registeredCap: (pool) => this.caps.get(pool),
+        enqueue: (pool, op) => this.enqueue(pool, op),
+        commitHere: (pool, ops) => this.commitHere(pool, ops),
+        isClosed: () => this.closed,
+        ...(this.hooks.onForward ? { onForward: this.hooks.onForward } : {}),
+      });
+    }
   }
 
   /**
@@ -347,6 +371,7 @@ export class NatsPoolLedger implements PoolLedger {
       );
       ledger.leaseTimer.unref();
       await ledger.watchLeases();
+      ledger.combiner?.start();
       return ledger;
     } catch (error) {
       if (owns) await nc.close().catch(() => {});
@@ -536,6 +561,7 @@ export class NatsPoolLedger implements PoolLedger {
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();
     await this.batches.idle();
+    await this.combiner?.close();
     await this.beating?.catch(() => {});
     if (this.lease.status === 'live') {
       await this.cas
@@ -568,13 +594,34 @@ export class NatsPoolLedger implements PoolLedger {
     return this.batches.enqueue(pool, op);
   }
 
+  // A batch with calls from other instances is committed here (or refused);
+  // this instance's own calls go through the pool's combiner.
   private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const combiner = this.combiner;
+    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.commitHere(pool, ops);
+    try {
+      // A lost lease is reported to this instance's callers whoever commits.
+      await this.ensureLease(
+        pool,
+        ops.some((op) => !(op.kind === 'reap' && op.background)),
+      );
+    } catch (error) {
+      if (error instanceof ScalerError) throw error;
+      // The server is unreachable: the commit below retries until its deadline.
+    }
+    // Rows carry the lease they were sent under: the combiner keeps it.
+    for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+    return combiner.commit(pool, ops);
+  }
+
+  private async commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const key = poolKey(pool);
     const source = this.source(pool);
     const registered = this.caps.get(pool);
     const deadline = monotonic() + this.timeoutMs;
     let conflicts = 0;
-    const report = ops.some((op) => !(op.kind === 'reap' && op.background));
+    const local = (op: LedgerOp) => this.combiner?.isForwarded(op) !== true;
+    const report = ops.some((op) => local(op) && !(op.kind === 'reap' && op.background));
     for (let attempt = 0; ; attempt++) {
       let lastError: unknown;
       try {
@@ -586,8 +633,12 @@ export class NatsPoolLedger implements PoolLedger {
           base.reservations,
           await this.leaseFacts(base.reservations),
         );
-        for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
-        const outcome = applyBatch(pool, base, partition, ops);
+        for (const op of ops)
+          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+        // Calls from other instances that may not be applied now are answered apart.
+        const refused = this.combiner?.refused(pool, ops);
+        const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
+        const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
         if (!outcome.dirty) return outcome.answers;
         const data = serializeDocument(outcome.doc);
         let revision: number;
@@ -597,7 +648,7 @@ export class NatsPoolLedger implements PoolLedger {
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
-            for (const op of ops) {
+            for (const op of applied) {
               if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
             }
           }
@@ -849,6 +900,23 @@ function declaredLeaseMs(entry: KvEntry): number {
   } catch {
     return 0;
   }
+}
+
+/** A batch outcome over `applied` ops, answered for every op of `ops` (refused ones with their error). */
+function withRefused(
+  ops: readonly LedgerOp[],
+  refused: ReadonlyMap<LedgerOp, Error> | undefined,
+  outcome: ReturnType<typeof applyBatch>,
+): ReturnType<typeof applyBatch> {
+  if (!refused?.size) return outcome;
+  const answers = outcome.answers[Symbol.iterator]();
+  return {
+    ...outcome,
+    answers: ops.map((op) => {
+      const error = refused.get(op);
+      return error ? { ok: false, error } : answers.next().value!;
+    }),
+  };
 }
 
 /** Full jitter: a random delay up to `base * 2^attempt`, capped. */

@@ -21,7 +21,7 @@ export const NATS_POOL_LEDGER_OPTION_KEYS = [
 ] as const;
 
 /** Every key of the `hooks` option. */
-export const NATS_POOL_LEDGER_HOOK_KEYS = ['afterCommit', 'onConflict'] as const;
+export const NATS_POOL_LEDGER_HOOK_KEYS = ['afterCommit', 'onConflict', 'onForward'] as const;
 
 /**
  * Refuse an options object that is not a plain object or holds a key outside `accepted`.
