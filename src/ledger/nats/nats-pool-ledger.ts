@@ -198,6 +198,8 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  /** The last document this instance wrote or read in a commit, per pool, with its revision. */
+  private readonly written = new Map<string, { revision: number; doc: LedgerDocument }>();
   /** The cross-process combiner; undefined with `combine: false`. */
   private combiner: Combiner | undefined;
   private readonly reaper = new Reaper(
@@ -626,9 +628,15 @@ export class NatsPoolLedger implements PoolLedger {
       let lastError: unknown;
       try {
         await this.ensureLease(pool, report);
-        const entry = await this.kv.get(key);
-        const doc = this.documentOf(entry, source);
-        const base = doc ?? emptyDocument(registered ?? {});
+        // The pool's combiner starts from the document it last wrote (no read):
+        // when another writer moved the key since, the write loses and the retry reads.
+        const cached =
+          attempt === 0 && this.combiner?.combines(pool) ? this.written.get(pool) : undefined;
+        this.written.delete(pool);
+        const entry = cached ? undefined : await this.kv.get(key);
+        const base =
+          cached?.doc ?? this.documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
+        const baseRevision = cached?.revision ?? entry?.revision ?? 0;
         const partition = partitionByLease(
           base.reservations,
           await this.leaseFacts(base.reservations),
@@ -639,12 +647,17 @@ export class NatsPoolLedger implements PoolLedger {
         const refused = this.combiner?.refused(pool, ops);
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
         const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
-        if (!outcome.dirty) return outcome.answers;
+        // Answers from a document no write confirmed must come from a fresh read.
+        if (!outcome.dirty && cached) continue;
+        if (!outcome.dirty) {
+          this.written.set(pool, { revision: baseRevision, doc: base });
+          return outcome.answers;
+        }
         const data = serializeDocument(outcome.doc);
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
-          revision = await this.cas.write(key, data, entry?.revision ?? 0);
+          revision = await this.cas.write(key, data, baseRevision);
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
@@ -654,6 +667,7 @@ export class NatsPoolLedger implements PoolLedger {
           }
           throw error;
         }
+        this.written.set(pool, { revision, doc: outcome.doc });
         this.hooks.afterCommit?.(pool, revision, outcome.doc);
         return outcome.answers;
       } catch (error) {
