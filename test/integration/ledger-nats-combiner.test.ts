@@ -307,10 +307,11 @@ describe.runIf(ok)('NatsPoolLedger combiner, 3-node cluster', () => {
 
   it('a combiner SIGKILLed mid-run on R3: nothing over the cap, applied twice or lost', async () => {
     admin = await connect({ servers: servers.map((s) => s.url) });
-    const jsm = await jetstreamManager(admin);
-    const deadline = performance.now() + 20_000;
+    // The cluster may still be electing its JetStream meta leader: retry until it answers.
+    const deadline = performance.now() + 30_000;
     for (;;) {
       try {
+        const jsm = await jetstreamManager(admin);
         await jsm.streams.add({
           name: 'KV_scaler-pools',
           subjects: ['$KV.scaler-pools.>'],

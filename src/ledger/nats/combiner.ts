@@ -256,8 +256,12 @@ export class Combiner {
       if (isNatsTimeout(error)) {
         // It may still apply them: everything on this pool goes to it until it answers.
         this.pending.set(pool, target);
-        for (const op of ops)
+        for (const op of ops) {
           if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+          // Its write may have removed the row: a retry that finds none reports the release
+          // as done (it cannot tell that from a release of an agent already gone).
+          if (op.kind === 'release') op.removedBefore = true;
+        }
         return 'again';
       }
       if (error instanceof TypeError || error instanceof SyntaxError) {
