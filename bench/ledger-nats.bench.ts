@@ -102,7 +102,7 @@ async function run(
     'reserve p99 ms': fmt(percentile(latencies, 99), 2),
     'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
     errors,
-    'over-cap revisions seen': seen ? `${seen.violations} of ${seen.revisions}` : '-',
+    'violations seen / revisions read': seen ? `${seen.violations} of ${seen.revisions}` : '-',
   };
 }
 
