@@ -171,7 +171,13 @@ export class Combiner {
         ),
     );
     this.leaders.clear();
-    await this.sub?.drain().catch(() => {});
+    // Not drain: on a connection that is reconnecting, drain waits for the server.
+    // A request still buffered here goes unanswered; its sender retries elsewhere.
+    try {
+      this.sub?.unsubscribe();
+    } catch {
+      // The connection is closed: nothing listens any more.
+    }
   }
 
   // Where to send calls on `pool`: here, or a combiner's record.
