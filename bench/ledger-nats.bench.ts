@@ -2,7 +2,12 @@
  * `npm run bench -- ledger-nats`: reservations per second and reserve latency
  * with 1, 4 and 8 contending processes on one pool, for the file ledger (one
  * host), a single nats-server and a 3-node cluster (bucket with 3 replicas).
- * The servers run on loopback with temp stores, started and stopped here.
+ * On NATS, side by side in the same run and alternating: the compare-and-set
+ * loop anyone would write by hand on the same KV, and `NatsPoolLedger`. An
+ * independent reader watches every revision of each pool key and counts the
+ * ones over the cap. The servers run on loopback with temp stores, started and
+ * stopped here. `BENCH_NATS_COMBINE_OFF=1` adds rows for the ledger with
+ * `combine: false` (every process writes for itself, as before 0.2).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -10,23 +15,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
+import { watchRevisions } from '../test/helpers/nats-ledger.js';
 import { freePort, type NatsServer, startNatsServer } from '../test/helpers/nats-server.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const DURATION_MS = 2500;
-const PROCESSES = [1, 4, 8];
+// `BENCH_LEDGER_PROCESSES=8 BENCH_LEDGER_WHERE=single` narrows a run while tuning.
+const PROCESSES = (process.env.BENCH_LEDGER_PROCESSES ?? '1,4,8').split(',').map(Number);
+const WHERE = (process.env.BENCH_LEDGER_WHERE ?? 'file,single,cluster').split(',');
 const worker = join(import.meta.dirname, 'ledger-nats-worker.ts');
 
 interface WorkerResult {
   cycles: number;
   refused: number;
   conflicts: number;
+  errors: number;
   latencies: number[];
 }
 
 function startWorker(config: Record<string, unknown>) {
   const child = spawn(process.execPath, ['--import', 'tsx', worker, JSON.stringify(config)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
   });
   let out = '';
   let err = '';
@@ -54,7 +63,8 @@ function startWorker(config: Record<string, unknown>) {
       else reject(new Error(`ledger worker failed: ${err}`));
     });
   });
-  return { ready, done };
+  const go = (startAt: number) => child.stdin.end(`${startAt}\n`);
+  return { ready, done, go };
 }
 
 async function run(
@@ -63,32 +73,78 @@ async function run(
   backend: Record<string, unknown>,
 ): Promise<Record<string, string | number>> {
   const pool = `bench-${label.replace(/\W+/g, '-')}-${processes}-${Date.now()}`;
-  // The start time is set once every worker is up (tsx start-up takes a while on 2 cores).
-  const startAt = Date.now() + 1500 + processes * 600;
+  const reader =
+    backend.backend === 'file' ? undefined : await independentReader(backend, pool, processes);
   const workers = Array.from({ length: processes }, (_, i) =>
     startWorker({
       ...backend,
       instanceId: `bench-${i}`,
       pool,
       maxCpu: processes,
-      startAt,
       durationMs: DURATION_MS,
     }),
   );
   await Promise.all(workers.map((w) => w.ready));
-  const late = Date.now() > startAt;
+  // Every worker is up (tsx start-up takes a while on 2 cores): start them together.
+  const startAt = Date.now() + 200;
+  for (const w of workers) w.go(startAt);
   const results = await Promise.all(workers.map((w) => w.done));
   const cycles = results.reduce((s, r) => s + r.cycles, 0);
   const conflicts = results.reduce((s, r) => s + r.conflicts, 0);
   const latencies = results.flatMap((r) => r.latencies);
+  const errors = results.reduce((s, r) => s + (r.errors ?? 0), 0);
+  const seen = await reader?.finish();
   return {
     ledger: label,
-    processes: `${processes}${late ? ' (late start)' : ''}`,
+    processes,
     'reservations/s': fmt((cycles * 1000) / DURATION_MS),
     'reserve p50 ms': fmt(percentile(latencies, 50), 2),
     'reserve p99 ms': fmt(percentile(latencies, 99), 2),
-    'lost CAS races per reservation': backend.backend === 'nats' ? fmt(conflicts / cycles, 2) : '-',
+    'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
+    errors,
+    'violations seen / revisions read': seen ? `${seen.violations} of ${seen.revisions}` : '-',
   };
+}
+
+/** Watch every revision of the pool key from a separate connection, checking it against the cap. */
+async function independentReader(backend: Record<string, unknown>, pool: string, maxCpu: number) {
+  const nc = await connect({ servers: backend.servers as string[] });
+  const kv = await new Kvm(nc).open('scaler-pools');
+  const report = await watchRevisions(kv, pool, { maxCpu });
+  return {
+    async finish() {
+      await new Promise((r) => setTimeout(r, 300));
+      report.stop();
+      await nc.close();
+      return { violations: report.violations.length, revisions: report.revisions.length };
+    },
+  };
+}
+
+/** Run the hand-written loop and the ledger for `processes`, alternating which goes first. */
+async function pair(
+  rows: Array<Record<string, string | number>>,
+  where: string,
+  processes: number,
+  servers: string[],
+  round: number,
+): Promise<void> {
+  const variants: Array<[string, Record<string, unknown>]> = [
+    [`hand-written CAS loop, ${where}`, { backend: 'cas', servers }],
+    [`NatsPoolLedger, ${where}`, { backend: 'nats', servers }],
+  ];
+  if (process.env.BENCH_NATS_COMBINE_OFF === '1') {
+    variants.push([
+      `NatsPoolLedger combine off, ${where}`,
+      { backend: 'nats', servers, combine: false },
+    ]);
+  }
+  if (round % 2 === 1) variants.reverse();
+  const measured = new Map<string, Record<string, string | number>>();
+  for (const [label, backend] of variants)
+    measured.set(label, await run(label, processes, backend));
+  for (const [label] of [...variants].sort((a, b) => a[0].localeCompare(b[0])))
+    rows.push(measured.get(label)!);
 }
 
 async function prepare(urls: string[], replicas: number): Promise<void> {
@@ -110,49 +166,57 @@ async function prepare(urls: string[], replicas: number): Promise<void> {
 
 export default async function bench(): Promise<BenchTable[]> {
   const rows: Array<Record<string, string | number>> = [];
-  const dir = mkdtempSync(join(tmpdir(), 'bench-file-ledger-'));
-  try {
-    for (const n of PROCESSES)
-      rows.push(await run('file (one host, fsync)', n, { backend: 'file', dir }));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-
-  const single = await startNatsServer();
-  try {
-    await prepare([single.url], 1);
-    for (const n of PROCESSES) {
-      rows.push(await run('nats, 1 server', n, { backend: 'nats', servers: [single.url] }));
+  if (WHERE.includes('file')) {
+    const dir = mkdtempSync(join(tmpdir(), 'bench-file-ledger-'));
+    try {
+      for (const n of PROCESSES)
+        rows.push(await run('file (one host, fsync)', n, { backend: 'file', dir }));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
-  } finally {
-    await single.stop();
   }
+  if (WHERE.includes('single')) await single(rows);
+  if (WHERE.includes('cluster')) await cluster(rows);
+  return [
+    {
+      title: 'pool ledgers: contending processes on one pool (reserve + release cycles)',
+      rows,
+      notes: NOTES,
+    },
+  ];
+}
 
+async function single(rows: Array<Record<string, string | number>>): Promise<void> {
+  const server = await startNatsServer();
+  try {
+    await prepare([server.url], 1);
+    for (const [i, n] of PROCESSES.entries()) await pair(rows, '1 server', n, [server.url], i);
+  } finally {
+    await server.stop();
+  }
+}
+
+async function cluster(rows: Array<Record<string, string | number>>): Promise<void> {
   const routes = [await freePort(), await freePort(), await freePort()];
-  const cluster: NatsServer[] = await Promise.all(
+  const servers: NatsServer[] = await Promise.all(
     routes.map((port, i) =>
       startNatsServer({ cluster: { name: 'bench', port, routes, serverName: `n${i}` } }),
     ),
   );
   try {
-    const urls = cluster.map((s) => s.url);
+    const urls = servers.map((s) => s.url);
     await prepare(urls, 3);
-    for (const n of PROCESSES) {
-      rows.push(await run('nats, 3-node cluster, R3', n, { backend: 'nats', servers: urls }));
-    }
+    for (const [i, n] of PROCESSES.entries())
+      await pair(rows, '3-node cluster, R3', n, urls, i + 1);
   } finally {
-    await Promise.all(cluster.map((s) => s.stop()));
+    await Promise.all(servers.map((s) => s.stop()));
   }
-
-  return [
-    {
-      title: 'pool ledgers: contending processes on one pool (reserve + release cycles)',
-      rows,
-      notes: [
-        `Each process reserves 1 cpu and releases it in a loop for ${DURATION_MS} ms; the cap equals the`,
-        'number of processes, so every request fits and the cost measured is contention on one pool.',
-        'All servers and processes share this machine (loopback; the cluster pays Raft replication).',
-      ],
-    },
-  ];
 }
+
+const NOTES = [
+  `Each process reserves 1 cpu and releases it in a loop for ${DURATION_MS} ms; the cap equals the`,
+  'number of processes, so every request fits and the cost measured is contention on one pool.',
+  'All servers and processes share this machine (loopback; the cluster pays Raft replication).',
+  'The hand-written loop and the ledger run one after the other for each row pair, the order',
+  'alternating; an independent reader checks every revision it sees against the cap.',
+];

@@ -26,6 +26,8 @@ export interface RevisionReport {
   revisions: number[];
   violations: string[];
   maxRows: number;
+  /** Every agent id seen in a row of some revision. */
+  agents: Set<string>;
   last: { revision: number; rows: number } | undefined;
   stop(): void;
 }
@@ -46,6 +48,7 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
     revisions: [],
     violations: [],
     maxRows: 0,
+    agents: new Set(),
     last: undefined,
     stop: () => {
       stopped = true;
@@ -103,16 +106,22 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
 }
 
 /**
- * Check pool document revisions one by one into `report`: a revision whose
- * rows sum above `cap`, or that does not parse, is a violation; a revision
- * given twice counts once.
+ * Check pool document revisions one by one, in order, into `report`: a
+ * revision whose rows sum above `cap`, that does not parse, that holds two
+ * rows for one agent, or where an agent's row is back after it had left (agent
+ * ids are never reused by the workers: a call applied twice or late) is a
+ * violation; a revision given twice counts once.
  */
 export function revisionChecker(
   pool: string,
   cap: ResourceCap,
-  report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'>,
+  report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'> &
+    Partial<Pick<RevisionReport, 'agents'>>,
 ): (entry: KvEntry) => void {
   const seen = new Set<number>();
+  // Agent ids are used once: a row that left the pool and comes back is a call applied twice or late.
+  let previous = new Set<string>();
+  const gone = new Set<string>();
   return (entry) => {
     if (entry.operation !== 'PUT' || seen.has(entry.revision)) return;
     seen.add(entry.revision);
@@ -126,6 +135,19 @@ export function revisionChecker(
       });
       if (!fit.ok) report.violations.push(`revision ${entry.revision}: ${JSON.stringify(fit)}`);
       report.maxRows = Math.max(report.maxRows, doc.reservations.length);
+      for (const row of doc.reservations) report.agents?.add(row.agentId);
+      const now = new Set<string>();
+      for (const row of doc.reservations) {
+        if (now.has(row.agentId)) {
+          report.violations.push(`revision ${entry.revision}: agent ${row.agentId} holds two rows`);
+        }
+        if (gone.has(row.agentId)) {
+          report.violations.push(`revision ${entry.revision}: agent ${row.agentId} came back`);
+        }
+        now.add(row.agentId);
+      }
+      for (const agent of previous) if (!now.has(agent)) gone.add(agent);
+      previous = now;
       report.last = { revision: entry.revision, rows: doc.reservations.length };
     } catch (error) {
       report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);

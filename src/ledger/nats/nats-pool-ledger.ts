@@ -40,8 +40,14 @@ import type {
   ReserveResult,
 } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
+import { Combiner } from './combiner.js';
 import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
+import {
+  assertKnownKeys,
+  NATS_POOL_LEDGER_HOOK_KEYS,
+  NATS_POOL_LEDGER_OPTION_KEYS,
+} from './options.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions {
@@ -85,6 +91,17 @@ export interface NatsPoolLedgerOptions {
    */
   clock?: Clock;
   /**
+   * Combine across processes: the first instance to act on a pool becomes its
+   * combiner (elected through the `leader.<pool>` key, tied to its lease) and
+   * every other instance sends its calls on that pool to it, over NATS
+   * request/reply, instead of racing for the compare-and-set itself. The
+   * combiner commits everyone's waiting calls in one compare-and-set. Every
+   * write stays a compare-and-set on the pool key, so writers that do not
+   * combine (older versions, or `combine: false`) share the pool safely.
+   * @default true
+   */
+  combine?: boolean;
+  /**
    * Test hooks.
    * @internal
    */
@@ -93,6 +110,8 @@ export interface NatsPoolLedgerOptions {
     afterCommit?: (pool: string, revision: number, doc: LedgerDocument) => void;
     /** Called for each lost compare-and-set race on a pool document. */
     onConflict?: (pool: string) => void;
+    /** Called before calls on a pool are sent to another instance's combiner. */
+    onForward?: (pool: string, subject: string) => void;
   };
 }
 
@@ -185,6 +204,10 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
   private readonly caps = new Map<string, ResourceCap>();
   private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  /** The last document this instance wrote or read in a commit, per pool, with its revision. */
+  private readonly written = new Map<string, { revision: number; doc: LedgerDocument }>();
+  /** The cross-process combiner; undefined with `combine: false`. */
+  private combiner: Combiner | undefined;
   private readonly reaper = new Reaper(
     () => this.caps.keys(),
     // The reaper's own rounds must not use up the one-time lost-lease report
@@ -226,17 +249,42 @@ export class NatsPoolLedger implements PoolLedger {
     this.hooks = options.hooks ?? {};
     this.timeSource = resolveClock(options.clock, undefined);
     this.lease = newLease();
+    if (options.combine !== false) {
+      this.combiner = new Combiner({
+        nc,
+        kv,
+        cas: this.cas,
+        bucket: this.bucket,
+        instanceId: this.instanceId,
+        timeoutMs: this.timeoutMs,
+        leaseId: () => this.lease.id,
+        leaseConfirmed: () =>
+          this.lease.status === 'live' && monotonic() - this.lease.sentAt < this.leaseMs / 2,
+        leaseState: (id) => this.leaseState(id),
+        registeredCap: (pool) => this.caps.get(pool),
+        enqueue: (pool, op) => this.enqueue(pool, op),
+        commitHere: (pool, ops) => this.commitHere(pool, ops),
+        isClosed: () => this.closed,
+        ...(this.hooks.onForward ? { onForward: this.hooks.onForward } : {}),
+      });
+    }
   }
 
   /**
    * Connect, open (or create) the bucket and take a lease.
    *
+   * @throws InvalidInputError for options that are not an object or hold an
+   *   unknown key (the message names it, the nearest accepted key and all of them).
    * @throws TypeError for a missing `instanceId`, both or neither of `nc` and
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
+    assertKnownKeys('NatsPoolLedger options', options, NATS_POOL_LEDGER_OPTION_KEYS);
+    if (options.hooks !== undefined) {
+      assertKnownKeys('NatsPoolLedger hooks', options.hooks, NATS_POOL_LEDGER_HOOK_KEYS);
+    }
     if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
       throw new TypeError(
         `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
@@ -331,6 +379,7 @@ export class NatsPoolLedger implements PoolLedger {
       );
       ledger.leaseTimer.unref();
       await ledger.watchLeases();
+      ledger.combiner?.start();
       return ledger;
     } catch (error) {
       if (owns) await nc.close().catch(() => {});
@@ -522,6 +571,7 @@ export class NatsPoolLedger implements PoolLedger {
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();
     await this.batches.idle();
+    await this.combiner?.close();
     await this.beating?.catch(() => {});
     if (this.lease.status === 'live') {
       await this.cas
@@ -554,41 +604,78 @@ export class NatsPoolLedger implements PoolLedger {
     return this.batches.enqueue(pool, op);
   }
 
+  // A batch with calls from other instances is committed here (or refused);
+  // this instance's own calls go through the pool's combiner.
   private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const combiner = this.combiner;
+    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.commitHere(pool, ops);
+    try {
+      // A lost lease is reported to this instance's callers whoever commits.
+      await this.ensureLease(
+        pool,
+        ops.some((op) => !(op.kind === 'reap' && op.background)),
+      );
+    } catch (error) {
+      if (error instanceof ScalerError) throw error;
+      // The server is unreachable: the commit below retries until its deadline.
+    }
+    // Rows carry the lease they were sent under: the combiner keeps it.
+    for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+    return combiner.commit(pool, ops);
+  }
+
+  private async commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const key = poolKey(pool);
     const source = this.source(pool);
     const registered = this.caps.get(pool);
     const deadline = monotonic() + this.timeoutMs;
     let conflicts = 0;
-    const report = ops.some((op) => !(op.kind === 'reap' && op.background));
+    const local = (op: LedgerOp) => this.combiner?.isForwarded(op) !== true;
+    const report = ops.some((op) => local(op) && !(op.kind === 'reap' && op.background));
     for (let attempt = 0; ; attempt++) {
       let lastError: unknown;
       try {
         await this.ensureLease(pool, report);
-        const entry = await this.kv.get(key);
-        const doc = this.documentOf(entry, source);
-        const base = doc ?? emptyDocument(registered ?? {});
+        // The pool's combiner starts from the document it last wrote (no read):
+        // when another writer moved the key since, the write loses and the retry reads.
+        const cached =
+          attempt === 0 && this.combiner?.combines(pool) ? this.written.get(pool) : undefined;
+        this.written.delete(pool);
+        const entry = cached ? undefined : await this.kv.get(key);
+        const base =
+          cached?.doc ?? this.documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
+        const baseRevision = cached?.revision ?? entry?.revision ?? 0;
         const partition = partitionByLease(
           base.reservations,
           await this.leaseFacts(base.reservations),
         );
-        for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
-        const outcome = applyBatch(pool, base, partition, ops);
-        if (!outcome.dirty) return outcome.answers;
+        for (const op of ops)
+          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+        // Calls from other instances that may not be applied now are answered apart.
+        const refused = this.combiner?.refused(pool, ops);
+        const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
+        const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
+        // Answers from a document no write confirmed must come from a fresh read.
+        if (!outcome.dirty && cached) continue;
+        if (!outcome.dirty) {
+          this.written.set(pool, { revision: baseRevision, doc: base });
+          return outcome.answers;
+        }
         const data = serializeDocument(outcome.doc);
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
-          revision = await this.cas.write(key, data, entry?.revision ?? 0);
+          revision = await this.cas.write(key, data, baseRevision);
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
-            for (const op of ops) {
+            for (const op of applied) {
               if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
             }
           }
           throw error;
         }
+        this.written.set(pool, { revision, doc: outcome.doc });
         this.hooks.afterCommit?.(pool, revision, outcome.doc);
         return outcome.answers;
       } catch (error) {
@@ -835,6 +922,23 @@ function declaredLeaseMs(entry: KvEntry): number {
   } catch {
     return 0;
   }
+}
+
+/** A batch outcome over `applied` ops, answered for every op of `ops` (refused ones with their error). */
+function withRefused(
+  ops: readonly LedgerOp[],
+  refused: ReadonlyMap<LedgerOp, Error> | undefined,
+  outcome: ReturnType<typeof applyBatch>,
+): ReturnType<typeof applyBatch> {
+  if (!refused?.size) return outcome;
+  const answers = outcome.answers[Symbol.iterator]();
+  return {
+    ...outcome,
+    answers: ops.map((op) => {
+      const error = refused.get(op);
+      return error ? { ok: false, error } : answers.next().value!;
+    }),
+  };
 }
 
 /** Full jitter: a random delay up to `base * 2^attempt`, capped. */

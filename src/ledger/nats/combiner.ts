@@ -1,0 +1,364 @@
+/**
+ * Combining across processes. One instance per pool, the combiner, is named by
+ * the `leader.<pool>` key (claimed by compare-and-set, tied to its lease); the
+ * others send it their calls on that pool by NATS request/reply, and it
+ * commits everyone's waiting calls in one compare-and-set on the pool key.
+ * The combiner is only a shortcut: every write is still a compare-and-set, so
+ * the cap holds whoever writes, and writers that do not combine share the pool.
+ *
+ * What keeps a forwarded call from being applied late (after its sender went
+ * on without it), the one new way to go wrong:
+ * - the combiner starts an attempt for a forwarded call only while it still
+ *   combines the pool under its current lease, that lease was confirmed by the
+ *   server within half its window, and its connection has not dropped since
+ *   the call arrived (checked after the read, before the write);
+ * - a sender whose request got no reply sends every later call on the pool to
+ *   the same combiner (NATS keeps their order) until it has an answer, the
+ *   combiner's subject has no subscriber, or the combiner's lease has ended.
+ */
+import { randomUUID } from 'node:crypto';
+import type { KV } from '@nats-io/kv';
+import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
+import { monotonicNow, sleep } from '../../clock.js';
+import { LedgerUnavailableError, ScalerError } from '../../errors.js';
+import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
+import type { ResourceCap } from '../../resources/types.js';
+import { capsEqual, type LeaseState } from '../document.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
+import type { CasWriter } from './cas.js';
+import { isRevisionConflict } from './cas.js';
+import {
+  type CombineReply,
+  combineSubjectPrefix,
+  decodeLeader,
+  decodeReply,
+  decodeRequest,
+  encodeLeader,
+  encodeReply,
+  encodeRequest,
+  type LeaderRecord,
+  leaderKey,
+} from './combine-wire.js';
+
+/** What the combiner needs from its ledger. */
+export interface CombinerHost {
+  readonly nc: NatsConnection;
+  readonly kv: KV;
+  readonly cas: CasWriter;
+  readonly bucket: string;
+  readonly instanceId: string;
+  readonly timeoutMs: number;
+  /** The current lease id. */
+  leaseId(): string;
+  /** True while the lease is live and was confirmed by the server within half its window. */
+  leaseConfirmed(): boolean;
+  /** A peer lease's state (fences a lease found expired). */
+  leaseState(leaseId: string): Promise<LeaseState>;
+  /** The cap registered for a pool. */
+  registeredCap(pool: string): ResourceCap | undefined;
+  /** Queue a call received from another instance in this ledger's batches. */
+  enqueue(pool: string, op: LedgerOp): Promise<unknown>;
+  /** Commit calls here, by compare-and-set. */
+  commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]>;
+  isClosed(): boolean;
+  /** Test hook: called before each request sent to another instance's combiner. */
+  onForward?: (pool: string, subject: string) => void;
+}
+
+/** Thrown into a forwarded call the combiner will not apply (the sender is told `redirect`). */
+class NotCombining extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'NotCombining';
+  }
+}
+
+interface Led {
+  record: LeaderRecord;
+  revision: number;
+}
+
+/** The cross-process combiner of one ledger instance. */
+export class Combiner {
+  /** The subject this instance listens on while it combines pools. */
+  readonly subject: string;
+  private readonly forwarded = new WeakMap<LedgerOp, { epoch: number }>();
+  /** Leader records by pool, as last read (own records included). */
+  private readonly leaders = new Map<string, Led>();
+  /** Subjects that had no subscriber: their combiner is gone. */
+  private readonly deadSubjects = new Set<string>();
+  /** Pools with a request that got no reply: later calls go to the same combiner. */
+  private readonly pending = new Map<string, LeaderRecord>();
+  private epoch = 0;
+  private sub: Subscription | undefined;
+
+  constructor(private readonly host: CombinerHost) {
+    this.subject = `${combineSubjectPrefix(host.bucket)}${randomUUID()}`;
+  }
+
+  /** Listen for calls and count connection drops. */
+  start(): void {
+    this.sub = this.host.nc.subscribe(this.subject, {
+      callback: (error, msg) => {
+        if (!error) this.serve(msg);
+      },
+    });
+    void (async () => {
+      for await (const status of this.host.nc.status()) {
+        if (status.type === 'disconnect' || status.type === 'reconnect') this.epoch++;
+      }
+    })().catch(() => {});
+  }
+
+  /** Whether this instance combines `pool` under its current lease. */
+  combines(pool: string): boolean {
+    return this.leaders.get(pool)?.record.leaseId === this.host.leaseId();
+  }
+
+  /**
+   * Before an attempt writes: the forwarded calls among `ops` that may not be
+   * applied now (see the module comment), each with the reason.
+   */
+  refused(pool: string, ops: readonly LedgerOp[]): Map<LedgerOp, NotCombining> {
+    const out = new Map<LedgerOp, NotCombining>();
+    for (const op of ops) {
+      const from = this.forwarded.get(op);
+      if (!from) continue;
+      let reason: string | undefined;
+      if (from.epoch !== this.epoch) reason = 'the connection dropped since the call arrived';
+      else if (!this.combines(pool)) reason = 'this instance no longer combines the pool';
+      else if (!this.host.leaseConfirmed()) reason = 'the lease was not confirmed recently enough';
+      if (reason) out.set(op, new NotCombining(reason));
+    }
+    return out;
+  }
+
+  /** Whether `op` came from another instance (its row keeps the sender's lease). */
+  isForwarded(op: LedgerOp): boolean {
+    return this.forwarded.has(op);
+  }
+
+  /** Commit `ops` on `pool`: here when this instance combines it, else through its combiner. */
+  async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const deadline = monotonicNow() + this.host.timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      const target = await this.route(pool);
+      if (target === 'here') return this.host.commitHere(pool, ops);
+      const outcome = await this.forward(pool, target, ops, deadline);
+      if (outcome !== 'again') return outcome;
+      if (monotonicNow() >= deadline) {
+        throw new LedgerUnavailableError(
+          pool,
+          `Pool ${JSON.stringify(pool)} in NATS KV ${this.host.bucket}: its combiner (instance ${JSON.stringify(target.instanceId)}) did not answer within ${this.host.timeoutMs} ms. A change this call was making may or may not have been stored; a later read shows which.`,
+        );
+      }
+      await sleep(Math.min(50, 2 ** attempt));
+    }
+  }
+
+  /** Step down from every pool (their leader keys are ended) and stop listening. */
+  async close(): Promise<void> {
+    await Promise.allSettled(
+      [...this.leaders.entries()]
+        .filter(([pool]) => this.combines(pool))
+        .map(([pool, led]) =>
+          this.host.cas.write(
+            leaderKey(pool),
+            JSON.stringify({ ended: 'closed', by: this.host.instanceId }),
+            led.revision,
+          ),
+        ),
+    );
+    this.leaders.clear();
+    // Not drain: on a connection that is reconnecting, drain waits for the server.
+    // A request still buffered here goes unanswered; its sender retries elsewhere.
+    try {
+      this.sub?.unsubscribe();
+    } catch {
+      // The connection is closed: nothing listens any more.
+    }
+  }
+
+  // Where to send calls on `pool`: here, or a combiner's record.
+  private async route(pool: string): Promise<'here' | LeaderRecord> {
+    const pending = this.pending.get(pool);
+    if (pending) {
+      if ((await this.host.leaseState(pending.leaseId)) !== 'expired') return pending;
+      this.pending.delete(pool);
+    }
+    const known = this.leaders.get(pool);
+    if (known && !this.deadSubjects.has(known.record.subject)) {
+      if (known.record.leaseId === this.host.leaseId()) return 'here';
+      // A combiner whose lease ended (fenced by a peer, or closed) combines nothing.
+      if ((await this.host.leaseState(known.record.leaseId)) !== 'expired') return known.record;
+    }
+    return this.elect(pool);
+  }
+
+  // Read the leader key; follow a live combiner, or claim a pool nobody combines.
+  private async elect(pool: string): Promise<'here' | LeaderRecord> {
+    const key = leaderKey(pool);
+    try {
+      const entry = await this.host.kv.get(key);
+      const record =
+        entry !== null && entry.operation === 'PUT'
+          ? decodeLeader(entry.string(), this.host.bucket)
+          : undefined;
+      if (record && entry) {
+        if (record.leaseId === this.host.leaseId()) {
+          this.leaders.set(pool, { record, revision: entry.revision });
+          return 'here';
+        }
+        const state = await this.host.leaseState(record.leaseId);
+        if (state !== 'expired') {
+          // A combiner that is gone but whose lease still runs: write directly meanwhile.
+          if (this.deadSubjects.has(record.subject)) return 'here';
+          this.leaders.set(pool, { record, revision: entry.revision });
+          return record;
+        }
+      }
+      // Nobody combines the pool (or its combiner's lease ended): claim it.
+      const mine: LeaderRecord = {
+        leaseId: this.host.leaseId(),
+        instanceId: this.host.instanceId,
+        subject: this.subject,
+      };
+      const revision = await this.host.cas.write(key, encodeLeader(mine), entry?.revision ?? 0);
+      this.leaders.set(pool, { record: mine, revision });
+      return 'here';
+    } catch (error) {
+      if (error instanceof ScalerError) throw error;
+      // A lost claim: the winner is read next time. Meanwhile write directly.
+      if (!isRevisionConflict(error)) this.leaders.delete(pool);
+      return 'here';
+    }
+  }
+
+  // Send `ops` to a combiner. 'again' means route anew (nothing of `ops` is left with it).
+  private async forward(
+    pool: string,
+    target: LeaderRecord,
+    ops: LedgerOp[],
+    deadline: number,
+  ): Promise<OpAnswer[] | 'again'> {
+    const cap = this.host.registeredCap(pool) ?? {};
+    this.host.onForward?.(pool, target.subject);
+    let reply: CombineReply;
+    try {
+      const msg = await this.host.nc.request(target.subject, encodeRequest({ pool, cap, ops }), {
+        timeout: Math.max(100, Math.min(deadline - monotonicNow(), 2500)),
+      });
+      reply = decodeReply(msg.data, pool, ops.length);
+    } catch (error) {
+      if (isNoResponders(error)) {
+        // Nothing listens: the combiner is gone and cannot apply anything it had.
+        this.deadSubjects.add(target.subject);
+        if (this.deadSubjects.size > 1000) this.deadSubjects.clear();
+        this.pending.delete(pool);
+        this.leaders.delete(pool);
+        return 'again';
+      }
+      if (isNatsTimeout(error)) {
+        // It may still apply them: everything on this pool goes to it until it answers.
+        this.pending.set(pool, target);
+        for (const op of ops) {
+          if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+          // Its write may have removed the row: a retry that finds none reports the release
+          // as done (it cannot tell that from a release of an agent already gone).
+          if (op.kind === 'release') op.removedBefore = true;
+        }
+        return 'again';
+      }
+      if (error instanceof TypeError || error instanceof SyntaxError) {
+        // A malformed reply: the combiner is done with the request but says nothing usable.
+        this.pending.delete(pool);
+        for (const op of ops)
+          if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+        return this.host.commitHere(pool, ops);
+      }
+      throw error;
+    }
+    this.pending.delete(pool);
+    switch (reply.kind) {
+      case 'answers':
+        return reply.answers;
+      case 'redirect':
+        this.leaders.delete(pool);
+        return 'again';
+      default:
+        reply.maybeApplied.forEach((maybe, i) => {
+          const op = ops[i]!;
+          if (maybe && (op.kind === 'reserve' || op.kind === 'release')) op.maybeApplied = true;
+        });
+        return this.host.commitHere(pool, ops);
+    }
+  }
+
+  // Answer a request from another instance.
+  private serve(msg: Msg): void {
+    const epoch = this.epoch;
+    const respond = (reply: CombineReply) => {
+      try {
+        msg.respond(encodeReply(reply));
+      } catch {
+        // The connection is gone: the sender sees a timeout or no responders.
+      }
+    };
+    let request: ReturnType<typeof decodeRequest>;
+    try {
+      request = decodeRequest(msg.data);
+    } catch (error) {
+      respond({
+        kind: 'direct',
+        maybeApplied: [],
+        reason: `malformed request: ${(error as Error).message}`.slice(0, 300),
+      });
+      return;
+    }
+    const { pool, ops } = request;
+    const registered = this.host.registeredCap(pool);
+    if (this.host.isClosed() || !this.combines(pool)) {
+      respond({ kind: 'redirect', reason: 'this instance does not combine the pool' });
+      return;
+    }
+    if (!registered || !capsEqual(registered, request.cap)) {
+      respond({
+        kind: 'direct',
+        maybeApplied: ops.map(() => false),
+        reason: 'the sender registered another cap',
+      });
+      return;
+    }
+    for (const op of ops) this.forwarded.set(op, { epoch });
+    void Promise.allSettled(ops.map((op) => this.host.enqueue(pool, op))).then((settled) => {
+      // A refused call (see `refused`) or a failed batch: this instance will not
+      // apply these calls any more; the sender does them itself, told which
+      // ones an unanswered write of ours may have carried.
+      const failed = settled.find(
+        (s) =>
+          s.status === 'rejected' &&
+          !(s.reason instanceof ScalerError && s.reason.code === 'ERR_DUPLICATE_RESERVATION'),
+      );
+      if (failed) {
+        respond({
+          kind: 'direct',
+          maybeApplied: ops.map((op) => 'maybeApplied' in op && op.maybeApplied === true),
+          reason: String((failed as PromiseRejectedResult).reason?.message ?? 'failed').slice(
+            0,
+            300,
+          ),
+        });
+        return;
+      }
+      respond({
+        kind: 'answers',
+        answers: settled.map((s) =>
+          s.status === 'fulfilled'
+            ? { ok: true, value: s.value }
+            : { ok: false, error: (s as PromiseRejectedResult).reason },
+        ),
+      });
+    });
+  }
+}

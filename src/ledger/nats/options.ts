@@ -1,0 +1,80 @@
+/**
+ * Strict option objects for the NATS pool ledger: an unknown key (a typo such
+ * as `leasMs`) is an error naming the key, the nearest accepted key and every
+ * accepted key, never silently ignored.
+ */
+import { InvalidInputError } from '../../errors.js';
+
+/** Every key `NatsPoolLedger.connect` accepts. */
+export const NATS_POOL_LEDGER_OPTION_KEYS = [
+  'nc',
+  'servers',
+  'bucket',
+  'instanceId',
+  'leaseMs',
+  'replicas',
+  'timeoutMs',
+  'bootId',
+  'clock',
+  'combine',
+  'hooks',
+] as const;
+
+/** Every key of the `hooks` option. */
+export const NATS_POOL_LEDGER_HOOK_KEYS = ['afterCommit', 'onConflict', 'onForward'] as const;
+
+/**
+ * Refuse an options object that is not a plain object or holds a key outside `accepted`.
+ *
+ * @param what - What the object is, for the message (`NatsPoolLedger options`).
+ * @throws InvalidInputError naming the unknown key, the nearest accepted key and all of them.
+ */
+export function assertKnownKeys(what: string, value: unknown, accepted: readonly string[]): void {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+    throw new InvalidInputError(
+      what,
+      value,
+      `Expected ${what} to be an object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`,
+    );
+  }
+  for (const key of Object.keys(value)) {
+    if (accepted.includes(key)) continue;
+    const near = nearest(key, accepted);
+    throw new InvalidInputError(
+      `${what} key`,
+      key,
+      `Unknown key ${JSON.stringify(key.slice(0, 64))} in ${what}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; accepted keys: ${accepted.join(', ')}`,
+    );
+  }
+}
+
+/** The accepted key closest to `key` by edit distance, when it is close (at most 3 edits). */
+function nearest(key: string, accepted: readonly string[]): string | undefined {
+  if (key.length > 64) return undefined;
+  let best: string | undefined;
+  let bestDistance = 4;
+  for (const candidate of accepted) {
+    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(
+        previous[j]! + 1,
+        current[j - 1]! + 1,
+        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}

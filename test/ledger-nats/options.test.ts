@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { isScalerError } from '../../src/errors.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+
+describe('NatsPoolLedger options are strict', () => {
+  it('refuses an unknown key, naming it, the nearest accepted key and all of them', async () => {
+    const error = await NatsPoolLedger.connect({
+      servers: 'nats://127.0.0.1:1',
+      instanceId: 'x',
+      leasMs: 1000,
+    } as never).catch((e: unknown) => e);
+    expect(isScalerError(error) && error.code).toBe('ERR_INVALID_INPUT');
+    expect((error as Error).message).toMatch(/Unknown key "leasMs" in NatsPoolLedger options/);
+    expect((error as Error).message).toMatch(/did you mean "leaseMs"\?/);
+    expect((error as Error).message).toMatch(/accepted keys: nc, servers, bucket, instanceId/);
+  });
+
+  it('refuses an unknown hook and a non-object', async () => {
+    await expect(
+      NatsPoolLedger.connect({
+        servers: 'nats://127.0.0.1:1',
+        instanceId: 'x',
+        hooks: { afterComit: () => {} },
+      } as never),
+    ).rejects.toThrow(
+      /Unknown key "afterComit" in NatsPoolLedger hooks \(did you mean "afterCommit"\?\)/,
+    );
+    await expect(NatsPoolLedger.connect(null as never)).rejects.toThrow(
+      /Expected NatsPoolLedger options to be an object, got null/,
+    );
+    await expect(NatsPoolLedger.connect([] as never)).rejects.toThrow(/got an array/);
+  });
+
+  it('names no suggestion when nothing is close, and never echoes a huge key whole', async () => {
+    const error = (await NatsPoolLedger.connect({
+      servers: 'nats://127.0.0.1:1',
+      instanceId: 'x',
+      ['z'.repeat(5000)]: 1,
+    } as never).catch((e: unknown) => e)) as Error;
+    expect(error.message).not.toMatch(/did you mean/);
+    expect(error.message.length).toBeLessThan(400);
+  });
+});
