@@ -87,7 +87,7 @@ export interface NatsPoolLedgerOptions {
    * The clock of `reservedAt`, the heartbeat and the reaper timers. Lease
    * liveness is judged by the server's timestamps and this host's monotonic
    * clock, and retry pauses are real waits on the server, whatever is given here.
-   * @default {@link systemClock}
+   * @default the system clock (`systemClock` from `scaler-primitives/ledger`)
    */
   clock?: Clock;
   /**
