@@ -23,7 +23,9 @@ const SECONDS = Number(process.env.LEDGER_BENCH_SECONDS ?? 3);
 const REPEATS = Number(process.env.LEDGER_BENCH_REPEATS ?? 3);
 const DURATION_MS = SECONDS * 1000;
 const CAP = { maxCpu: 4 };
-const PROCESS_COUNTS = [1, 8, 16];
+// `LEDGER_BENCH_FSYNC=0` runs ours without fsync, to separate waiting from disk time.
+const FSYNC = process.env.LEDGER_BENCH_FSYNC !== '0';
+const PROCESS_COUNTS = (process.env.LEDGER_BENCH_PROCESSES ?? '1,8,16').split(',').map(Number);
 
 type Impl = 'ours' | 'kici';
 
@@ -125,7 +127,7 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
       id: `w${i}`,
       durationMs: DURATION_MS,
       cap: CAP,
-      fsync: true,
+      fsync: FSYNC,
     });
     const child = spawn(process.execPath, ['--import', 'tsx', script, config], {
       stdio: ['pipe', 'pipe', 'inherit'],
@@ -212,7 +214,7 @@ export default async function bench(): Promise<BenchTable[]> {
     for (const impl of ['ours', 'kici'] as const) {
       const s = summary(impl, processes);
       rows.push({
-        scenario: `${processes} process${processes === 1 ? '' : 'es'}, ${impl === 'ours' ? 'ours (fsync on)' : 'kici 0.9.1 (no fsync)'}`,
+        scenario: `${processes} process${processes === 1 ? '' : 'es'}, ${impl === 'ours' ? `ours (fsync ${FSYNC ? 'on' : 'off'})` : 'kici 0.9.1 (no fsync)'}`,
         'reserve/s': fmt(s.rate),
         'range/s': `${fmt(s.low)}-${fmt(s.high)}`,
         'p50 ms': fmt(s.p50, 2),
