@@ -1,38 +1,58 @@
 /**
- * MachineLedger throughput and reserve latency: one process sequential (fsync
- * on, and off for comparison with the kici ledger's figure), 8 processes
- * contending on one pool, and one process with 32 concurrent callers (group commit).
+ * MachineLedger under contention, side by side with the kici orchestrator's
+ * ledger (fetched at bench time from the published package into the temp dir,
+ * never committed): 1, 8 and 16 processes each running reserve+release pairs
+ * on one pool with a cap of 4 CPUs (1 CPU each), ours with fsync on, kici's as
+ * it is (it never fsyncs). Runs alternate ours/kici within each repeat; the
+ * table shows medians over repeats. An independent reader process checks every
+ * state of the pool file against the cap. Also: one process sequential (fsync
+ * on and off) and 32 concurrent callers in one process (group commit), and
+ * where one contended reserve of ours spends its time.
+ *
+ * `LEDGER_BENCH_SECONDS` (default 3) per run, `LEDGER_BENCH_REPEATS` (default 3).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MachineLedger } from '../src/ledger/index.js';
+import { kiciLedgerModule } from '../test/helpers/kici-ledger.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
-const DURATION_MS = 3_000;
+const SECONDS = Number(process.env.LEDGER_BENCH_SECONDS ?? 3);
+const REPEATS = Number(process.env.LEDGER_BENCH_REPEATS ?? 3);
+const DURATION_MS = SECONDS * 1000;
+const CAP = { maxCpu: 4 };
+// `LEDGER_BENCH_FSYNC=0` runs ours without fsync, to separate waiting from disk time.
+const FSYNC = process.env.LEDGER_BENCH_FSYNC !== '0';
+const PROCESS_COUNTS = (process.env.LEDGER_BENCH_PROCESSES ?? '1,8,16').split(',').map(Number);
+
+type Impl = 'ours' | 'kici';
 
 interface Run {
+  impl: Impl;
+  processes: number;
+  reserves: number;
+  seconds: number;
+  latencies: number[];
+  errors: number;
+  violations: number;
+  reads: number;
+  breakdown: number[][];
+}
+
+interface InProcessRun {
   scenario: string;
   pairs: number;
   seconds: number;
   latencies: number[];
-  errors: number;
 }
 
-function row(run: Run): Record<string, string> {
-  return {
-    scenario: run.scenario,
-    'pairs/s': fmt(run.pairs / run.seconds),
-    'reserve p50 ms': fmt(percentile(run.latencies, 50), 2),
-    'reserve p99 ms': fmt(percentile(run.latencies, 99), 2),
-    'reserve max ms': fmt(Math.max(...run.latencies), 2),
-    errors: String(run.errors),
-  };
-}
+const median = (values: number[]) => percentile(values, 50);
+const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 // `callers` concurrent loops of reserve+release in this process (1: sequential).
-async function inProcess(callers: number, fsync: boolean, scenario: string): Promise<Run> {
+async function inProcess(callers: number, fsync: boolean, scenario: string): Promise<InProcessRun> {
   const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
   const ledger = new MachineLedger({ instanceId: 'bench', dir, fsync });
   ledger.registerPool('p', { maxCpu: 10_000 });
@@ -56,17 +76,59 @@ async function inProcess(callers: number, fsync: boolean, scenario: string): Pro
   const seconds = (performance.now() - start) / 1000;
   await ledger.close();
   rmSync(dir, { recursive: true, force: true });
-  return { scenario, pairs, seconds, latencies, errors: 0 };
+  return { scenario, pairs, seconds, latencies };
 }
 
-async function contending(processes: number): Promise<Run> {
+function startReader(file: string): {
+  ready: Promise<void>;
+  stop: () => Promise<{ violationCount: number; reads: number }>;
+} {
+  const script = join(import.meta.dirname, '..', 'test', 'fixtures', 'ledger-reader.ts');
+  const child = spawn(process.execPath, ['--import', 'tsx', script, file], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  let markReady: () => void = () => {};
+  const ready = new Promise<void>((resolve) => {
+    markReady = resolve;
+  });
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    if (out.includes('"ready"')) markReady();
+  });
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  return {
+    ready,
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      const done = out
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { event: string; violationCount: number; reads: number })
+        .find((event) => event.event === 'done');
+      return done ?? { violationCount: Number.NaN, reads: 0 };
+    },
+  };
+}
+
+async function contending(impl: Impl, processes: number, kiciModule: string): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
   const script = join(import.meta.dirname, 'ledger-worker.ts');
   const children: ChildProcess[] = [];
   const outputs: Array<Promise<string>> = [];
   const readies: Array<Promise<void>> = [];
   for (let i = 0; i < processes; i++) {
-    const config = JSON.stringify({ dir, pool: 'p', id: `w${i}`, durationMs: DURATION_MS });
+    const config = JSON.stringify({
+      impl,
+      kiciModule,
+      dir,
+      pool: 'p',
+      id: `w${i}`,
+      durationMs: DURATION_MS,
+      cap: CAP,
+      fsync: FSYNC,
+    });
     const child = spawn(process.execPath, ['--import', 'tsx', script, config], {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
@@ -86,41 +148,139 @@ async function contending(processes: number): Promise<Run> {
       ),
     );
   }
-  await Promise.all(readies);
+  const reader = startReader(join(dir, 'p.json'));
+  await Promise.all([...readies, reader.ready]);
   const start = performance.now();
   for (const child of children) child.stdin!.end('go\n');
   const results = (await Promise.all(outputs)).map(
-    (text) => JSON.parse(text) as { pairs: number; errors: number; latencies: number[] },
+    (text) =>
+      JSON.parse(text) as {
+        pairs: number;
+        errors: number;
+        latencies: number[];
+        breakdown: number[][];
+      },
   );
   const seconds = (performance.now() - start) / 1000;
+  const report = await reader.stop();
   rmSync(dir, { recursive: true, force: true });
   return {
-    scenario: `${processes} processes contending, one pool, fsync on`,
-    pairs: results.reduce((sum, r) => sum + r.pairs, 0),
+    impl,
+    processes,
+    reserves: results.reduce((sum, r) => sum + r.pairs, 0),
     seconds,
     latencies: results.flatMap((r) => r.latencies),
     errors: results.reduce((sum, r) => sum + r.errors, 0),
+    violations: report.violationCount,
+    reads: report.reads,
+    breakdown: results.flatMap((r) => r.breakdown),
   };
 }
 
 export default async function bench(): Promise<BenchTable[]> {
-  const runs = [
+  const loadBefore = loadavg();
+  const kiciModule = kiciLedgerModule();
+  const runs: Run[] = [];
+  for (let repeat = 0; repeat < REPEATS; repeat++) {
+    for (const processes of PROCESS_COUNTS) {
+      const order: Impl[] = repeat % 2 === 0 ? ['ours', 'kici'] : ['kici', 'ours'];
+      for (const impl of order) runs.push(await contending(impl, processes, kiciModule));
+    }
+  }
+  const inProcessRuns = [
     await inProcess(1, true, '1 process, sequential, fsync on'),
     await inProcess(1, false, '1 process, sequential, fsync off'),
-    await contending(8),
     await inProcess(32, true, '1 process, 32 concurrent callers (group commit), fsync on'),
   ];
-  const [seq, , contended, group] = runs as [Run, Run, Run, Run];
+  const loadAfter = loadavg();
+
+  const summary = (impl: Impl, processes: number) => {
+    const mine = runs.filter((r) => r.impl === impl && r.processes === processes);
+    const rates = mine.map((r) => r.reserves / r.seconds);
+    return {
+      rate: median(rates),
+      low: Math.min(...rates),
+      high: Math.max(...rates),
+      p50: median(mine.map((r) => percentile(r.latencies, 50))),
+      p99: median(mine.map((r) => percentile(r.latencies, 99))),
+      max: Math.max(...mine.map((r) => Math.max(...r.latencies))),
+      errors: mine.reduce((sum, r) => sum + r.errors, 0),
+      violations: mine.reduce((sum, r) => sum + r.violations, 0),
+      reads: mine.reduce((sum, r) => sum + r.reads, 0),
+    };
+  };
+  const rows: Array<Record<string, string>> = [];
+  for (const processes of PROCESS_COUNTS) {
+    for (const impl of ['ours', 'kici'] as const) {
+      const s = summary(impl, processes);
+      rows.push({
+        scenario: `${processes} process${processes === 1 ? '' : 'es'}, ${impl === 'ours' ? `ours (fsync ${FSYNC ? 'on' : 'off'})` : 'kici 0.9.1 (no fsync)'}`,
+        'reserve/s': fmt(s.rate),
+        'range/s': `${fmt(s.low)}-${fmt(s.high)}`,
+        'p50 ms': fmt(s.p50, 2),
+        'p99 ms': fmt(s.p99, 2),
+        'max ms': fmt(s.max, 1),
+        'reader states': fmt(s.reads),
+        'over-cap': String(s.violations),
+        errors: String(s.errors),
+      });
+    }
+  }
+  const ours8 = summary('ours', 8);
+  const kici8 = summary('kici', 8);
+  const ours16 = summary('ours', 16);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
+
+  // Where one contended reserve of ours (8 processes) spends its time.
+  const parts = runs
+    .filter((r) => r.impl === 'ours' && r.processes === 8)
+    .flatMap((r) => r.breakdown);
+  const names = [
+    'waiting for the lock',
+    'holding the lock',
+    '  read',
+    '  write',
+    '  fsync',
+    '  rename',
+  ];
+  const breakdownRows = names.map((name, i) => {
+    const values = parts.map((p) => p[i]!);
+    const mean = values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
+    return {
+      phase: name,
+      'mean ms': fmt(mean, 3),
+      'p50 ms': fmt(percentile(values, 50), 3),
+      'p99 ms': fmt(percentile(values, 99), 3),
+    };
+  });
+
   return [
     {
-      title: `MachineLedger: reserve+release pairs (${DURATION_MS / 1000} s per scenario, tmpdir on this machine)`,
-      rows: runs.map(row),
+      title: `MachineLedger vs kici ledger: reserve+release pairs on one pool, cap ${CAP.maxCpu} CPUs, 1 CPU each (${SECONDS} s per run, median of ${REPEATS} alternating runs)`,
+      rows,
       notes: [
-        `Target: sequential with fsync >= 400 pairs/s (kici ledger, no fsync): ${met(seq.pairs / seq.seconds >= 400)}.`,
-        `Target: 8-process reserve p99 < 30 ms: ${met(percentile(contended.latencies, 99) < 30)}.`,
-        `Target: group commit >= 3,000 reservations/s: ${met(group.pairs / group.seconds >= 3000)}.`,
+        `Machine: ${cpus().length} CPUs, load average ${loadBefore} before, ${loadAfter} after (other work on the machine makes figures noisy).`,
+        `Target: 8 processes, throughput >= 1.0x kici: ${fmt(ours8.rate / kici8.rate, 2)}x, ${met(ours8.rate >= kici8.rate)}.`,
+        `Target: 8 processes, p99 <= 0.5x kici: ${fmt(ours8.p99 / kici8.p99, 2)}x, ${met(ours8.p99 <= 0.5 * kici8.p99)}.`,
+        `Target: 16 processes no lower than 8: ${fmt(ours16.rate)} vs ${fmt(ours8.rate)}/s, ${met(ours16.rate >= ours8.rate)}.`,
+        `Target: 0 over-cap states seen by the reader: ${met(runs.every((r) => r.violations === 0))}.`,
       ],
+    },
+    {
+      title:
+        'Where one contended reserve of ours goes (8 processes, all runs): waiting vs holding the lock',
+      rows: breakdownRows,
+      notes: [`${parts.length} reserves measured through the ledger's fs seam.`],
+    },
+    {
+      title: `MachineLedger in one process (${SECONDS} s per scenario)`,
+      rows: inProcessRuns.map((run) => ({
+        scenario: run.scenario,
+        'pairs/s': fmt(run.pairs / run.seconds),
+        'reserve p50 ms': fmt(percentile(run.latencies, 50), 2),
+        'reserve p99 ms': fmt(percentile(run.latencies, 99), 2),
+        'reserve max ms': fmt(Math.max(...run.latencies), 2),
+      })),
     },
   ];
 }

@@ -1,147 +1,92 @@
 /**
- * The pool lock: the directory `<dir>/<pool>.lock`, taken with proper-lockfile
- * (`lockfilePath`, `realpath: false`) so the kici orchestrator's `mkdir` lock and
- * ours exclude each other.
+ * The pool lock: the directory `<dir>/<pool>.lock`, made by `mkdir`, as the kici
+ * orchestrator's ledger makes it, so its processes and ours exclude each other.
  *
- * proper-lockfile refreshes the directory's mtime while we hold it, and a
- * process that finds the mtime older than the stale window may take the lock
- * over. Two things keep a holder that lost the lock from writing:
- * - our `onCompromised` only marks the handle (it never throws from a timer);
- * - {@link LockHandle.assertOwned}, called right before the rename, compares the
- *   directory's mtime with the last one proper-lockfile set for us.
+ * Inside the lock directory each of our holders keeps a token directory
+ * `<pool>.lock/<token>/` (random, per acquisition). The protocol:
+ *
+ * 1. `mkdir <pool>.lock` (0700). On `EEXIST`, a lock not refreshed for
+ *    `staleMs` is taken over (see `takeover.ts`) and `mkdir` is tried again.
+ * 2. `mkdir <pool>.lock/<token>`; then the lock is ours only if the directory
+ *    holds our token and nothing else and has no group/other permission bits
+ *    (kici's lock directories do: `mkdir` with the default mode). A process
+ *    descheduled between steps 1 and 2 may be placing its token into a lock
+ *    someone else took meanwhile: of two tokens, the second to arrive sees the
+ *    first and backs off, so at most one of ours passes.
+ * 3. Every write goes through {@link LockHandle.write}: the temp file is made in
+ *    the token directory and renamed from there over the pool file. That rename
+ *    is the fence: once a taker has moved the lock directory away, the source
+ *    path no longer exists and a holder that stalled anywhere writes nothing.
+ * 4. While held, the lock directory's mtime is refreshed every `staleMs / 4`;
+ *    release removes the token directory, then the lock directory.
  */
-import type * as ProperLockfile from 'proper-lockfile';
-import { monotonicEpochNow, sleep, systemClock } from '../clock.js';
-import { LedgerBusyError, LedgerLockCompromisedError } from '../errors.js';
+import { basename, join } from 'node:path';
+import { type ClockTimer, sleep, systemClock } from '../clock.js';
+import { LedgerBusyError, LedgerDirError, LedgerLockCompromisedError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
+import { takeOverIfStale } from './takeover.js';
+import { queuePath, WaitQueue } from './wait-queue.js';
 
 /** Timing of the lock. */
 export interface LockTiming {
-  /** A lock whose mtime is older than this is taken over (proper-lockfile's `stale`, >= 2000). */
+  /** A lock whose mtime is older than this is taken over. */
   staleMs: number;
   /** Give up with `LedgerBusyError` after trying this long. */
   timeoutMs: number;
 }
 
+/** Options of {@link LockHandle.write}. */
+export interface FencedWriteOptions {
+  /** fdatasync the temp file before the rename. */
+  fsync: boolean;
+}
+
 /** A held lock. */
 export interface LockHandle {
-  /** Throw `LedgerLockCompromisedError` unless we still own the lock. */
+  /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
   assertOwned(): Promise<void>;
+  /**
+   * Replace `file` with `text` atomically, fenced by the lock: temp file in our
+   * token directory, optional fdatasync, rename over `file`. Fsync the
+   * directory of `file` afterwards to make the rename durable.
+   *
+   * @throws LedgerLockCompromisedError when the lock was taken over (nothing written).
+   */
+  write(file: string, text: string, options: FencedWriteOptions): Promise<void>;
   /** Release the lock; never throws. */
   release(): Promise<void>;
 }
 
-interface MtimeRecord {
-  mtimeMs: number | undefined;
+/** Per-acquisition token: unique on this host (pid) and across attempts (random). */
+function newToken(): string {
+  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}`;
 }
 
-// proper-lockfile installs a process exit hook (signal-exit) when it is loaded,
-// so it is loaded on the first lock, not when the package is imported.
-type LockfileApi = Pick<typeof ProperLockfile, 'lock'>;
-let loading: Promise<LockfileApi> | undefined;
-function loadLockfile(): Promise<LockfileApi> {
-  loading ??= import('proper-lockfile').then((mod) => mod.default);
-  return loading;
-}
-
-/**
- * Takes pool locks for one ledger. Wraps the fs handed to proper-lockfile so it
- * knows the mtime proper-lockfile last set on each lock directory.
- */
+/** Takes pool locks for one ledger. */
 export class PoolLocker {
-  private readonly records = new Map<string, MtimeRecord>();
-  // Lock directories we no longer own: releasing must not remove the new owner's.
-  private readonly lost = new Set<string>();
-  private readonly lockFs: LedgerFs;
-
-  constructor(private readonly fs: LedgerFs) {
-    const records = this.records;
-    const lost = this.lost;
-    const record = (path: string): MtimeRecord => {
-      let entry = records.get(path);
-      if (!entry) {
-        entry = { mtimeMs: undefined };
-        records.set(path, entry);
-      }
-      return entry;
-    };
-    // proper-lockfile's calls run synchronously (they are single metadata
-    // syscalls on a local directory) and answer on the next tick; utimes also
-    // records the mtime it set, which is how we recognise our own lock later.
-    const later =
-      <A extends unknown[], R>(fn: (...args: A) => R) =>
-      (...args: [...A, (error: unknown, result?: R) => void]) => {
-        const callback = args.pop() as (error: unknown, result?: R) => void;
-        let result: R;
-        try {
-          result = fn(...(args as unknown as A));
-        } catch (error) {
-          process.nextTick(callback, error);
-          return;
-        }
-        process.nextTick(callback, null, result);
-      };
-    this.lockFs = {
-      ...fs,
-      mkdir: later((path: string) => fs.mkdirSync(path)),
-      stat: later((path: string) => fs.statSync(path)),
-      rmdir: later((path: string) => {
-        if (!lost.delete(path)) fs.rmdirSync(path);
-      }),
-      rmdirSync(path: string) {
-        if (!lost.delete(path)) fs.rmdirSync(path);
-      },
-      utimes: later((path: string, atime: Date | number, mtime: Date | number) => {
-        fs.utimesSync(path, atime, mtime);
-        // Record what the filesystem stored, not what we asked for: utimes goes
-        // through float seconds, so about half of all whole-millisecond times read
-        // back as .999 of the millisecond before, and the ownership check would
-        // then see a lock we still hold as taken over.
-        record(path).mtimeMs = fs.statSync(path).mtimeMs;
-      }),
-    } as unknown as LedgerFs;
-  }
+  constructor(private readonly fs: LedgerFs) {}
 
   /**
-   * Take the lock of `pool`, retrying with jitter until `timing.timeoutMs`.
+   * Take the lock of `pool`, retrying until `timing.timeoutMs`.
    *
    * @throws LedgerBusyError naming the pool and the lock's age.
+   * @throws LedgerDirError when `<pool>.lock` exists and is not a directory.
    */
-  async acquire(
-    pool: string,
-    file: string,
-    lockPath: string,
-    timing: LockTiming,
-  ): Promise<LockHandle> {
+  async acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle> {
     const started = systemClock.now();
     const queue = new WaitQueue(this.fs, queuePath(lockPath));
-    let compromised: Error | undefined;
-    const lockfile = await loadLockfile();
     for (;;) {
       if (queue.myTurn()) {
+        let token: string | undefined;
         try {
-          const release = await lockfile.lock(file, {
-            lockfilePath: lockPath,
-            realpath: false,
-            stale: timing.staleMs,
-            retries: 0,
-            fs: this.lockFs,
-            onCompromised: (error) => {
-              compromised = error;
-            },
-          });
-          queue.leave();
-          const entry = this.records.get(lockPath) ?? { mtimeMs: undefined };
-          this.records.set(lockPath, entry);
-          // With a cached mtime precision proper-lockfile does not touch the fresh
-          // directory, so its creation mtime is our baseline.
-          entry.mtimeMs = this.fs.statSync(lockPath).mtimeMs;
-          return this.handle(pool, lockPath, entry, release, () => compromised);
+          token = this.attempt(pool, lockPath, timing.staleMs);
         } catch (error) {
-          if (!hasErrorCode(error, 'ELOCKED')) {
-            queue.leave();
-            throw error;
-          }
+          queue.leave();
+          throw error;
+        }
+        if (token !== undefined) {
+          queue.leave();
+          return this.handle(pool, lockPath, token, timing.staleMs);
         }
         queue.claim();
       }
@@ -156,51 +101,160 @@ export class PoolLocker {
     }
   }
 
-  private handle(
-    pool: string,
-    lockPath: string,
-    entry: MtimeRecord,
-    release: () => Promise<void>,
-    compromised: () => Error | undefined,
-  ): LockHandle {
+  // One try: the token when the lock is ours now, else undefined.
+  private attempt(pool: string, lockPath: string, staleMs: number): string | undefined {
+    const token = newToken();
+    if (!this.makeLockDir(lockPath)) {
+      const found = takeOverIfStale(this.fs, lockPath, staleMs, token);
+      if (found === 'not-a-directory') {
+        throw new LedgerDirError(
+          lockPath,
+          `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
+        );
+      }
+      if (found === 'held' || !this.makeLockDir(lockPath)) return undefined;
+    }
+    return this.claimToken(lockPath, token) ? token : undefined;
+  }
+
+  private makeLockDir(lockPath: string): boolean {
+    try {
+      this.fs.mkdirSync(lockPath, 0o700);
+      return true;
+    } catch (error) {
+      if (hasErrorCode(error, 'EEXIST')) return false;
+      throw error;
+    }
+  }
+
+  // Place our token in the lock directory and check that it is alone there.
+  private claimToken(lockPath: string, token: string): boolean {
     const fs = this.fs;
-    const lostSet = this.lost;
+    const tokenDir = join(lockPath, token);
+    try {
+      fs.mkdirSync(tokenDir, 0o700);
+    } catch (error) {
+      // The lock directory was taken over (or released) since our mkdir.
+      if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return false;
+      throw error;
+    }
+    let alone = false;
+    try {
+      const entries = fs.readdirSync(lockPath);
+      const stat = fs.lstatSync(lockPath);
+      alone =
+        entries.length === 1 &&
+        entries[0] === token &&
+        stat.isDirectory() &&
+        (stat.mode & 0o077) === 0;
+    } catch {
+      alone = false;
+    }
+    if (!alone) {
+      try {
+        fs.rmdirSync(tokenDir);
+      } catch {
+        // Taken over with the lock directory: gone already.
+      }
+    }
+    return alone;
+  }
+
+  private handle(pool: string, lockPath: string, token: string, staleMs: number): LockHandle {
+    const fs = this.fs;
+    const tokenDir = join(lockPath, token);
     const lost = (why: string, cause?: unknown) =>
       new LedgerLockCompromisedError(
         pool,
         `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
         cause === undefined ? undefined : { cause },
       );
+    const owned = (): boolean => {
+      try {
+        return fs.lstatSync(tokenDir).isDirectory();
+      } catch {
+        return false;
+      }
+    };
+    let refresher: ClockTimer | undefined = systemClock.setInterval(
+      () => {
+        // Only while our token is inside: never keep someone else's lock fresh.
+        if (!owned()) return;
+        try {
+          const seconds = systemClock.now() / 1000;
+          fs.utimesSync(lockPath, seconds, seconds);
+        } catch {
+          // The next tick tries again; the write path is fenced anyway.
+        }
+      },
+      Math.max(50, Math.floor(staleMs / 4)),
+    );
+    refresher.unref();
+    let released = false;
     const handle: LockHandle = {
       async assertOwned() {
-        const early = compromised();
-        if (early) throw lost(early.message, early);
-        let mtimeMs: number;
+        if (released || !owned()) throw lost('our token is gone from the lock directory');
+      },
+      async write(file, text, options) {
+        if (released) throw lost('the lock was released');
+        const temp = join(tokenDir, `${basename(file)}.tmp`);
+        const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
+        let fd: number;
         try {
-          mtimeMs = fs.statSync(lockPath).mtimeMs;
+          fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644);
         } catch (error) {
-          throw lost('the lock directory is gone', error);
+          if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
+            throw lost('our token directory is gone', error);
+          }
+          throw error;
         }
-        const late = compromised();
-        if (late) throw lost(late.message, late);
-        if (entry.mtimeMs === undefined || Math.floor(mtimeMs) !== Math.floor(entry.mtimeMs)) {
-          throw lost('its mtime is no longer the one we set');
+        let renamed = false;
+        try {
+          try {
+            fs.writeFileSync(fd, text, 'utf8');
+            if (options.fsync) await datasync(fs, fd);
+          } finally {
+            fs.closeSync(fd);
+          }
+          try {
+            fs.renameSync(temp, file);
+          } catch (error) {
+            if (hasErrorCode(error, 'ENOENT')) throw lost('our token directory is gone', error);
+            throw error;
+          }
+          renamed = true;
+        } finally {
+          if (!renamed) {
+            try {
+              fs.unlinkSync(temp);
+            } catch {
+              // Never created, or removed with the moved lock.
+            }
+          }
         }
       },
       async release() {
-        // A holder that stalled past the stale window may have lost the lock
-        // after its write: never remove a lock directory that is not ours.
+        if (released) return;
+        released = true;
+        systemClock.clearInterval(refresher);
+        refresher = undefined;
         try {
-          await handle.assertOwned();
-        } catch {
-          lostSet.add(lockPath);
+          fs.rmdirSync(tokenDir);
+        } catch (error) {
+          if (!hasErrorCode(error, 'ENOTEMPTY')) {
+            // Gone: the lock was taken over; the directory there is not ours to remove.
+            return;
+          }
+          try {
+            fs.rmSync(tokenDir, { recursive: true, force: true });
+          } catch {
+            return;
+          }
         }
         try {
-          await release();
+          fs.rmdirSync(lockPath);
         } catch {
-          // Already released or compromised: nothing of ours to remove.
-        } finally {
-          lostSet.delete(lockPath);
+          // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
         }
       },
     };
@@ -215,7 +269,7 @@ export class PoolLocker {
   ): Promise<LedgerBusyError> {
     let age: number | undefined;
     try {
-      const stat = await this.fs.promises.stat(lockPath);
+      const stat = this.fs.lstatSync(lockPath);
       const since = stat.birthtimeMs > 0 ? stat.birthtimeMs : stat.mtimeMs;
       age = Math.max(0, systemClock.now() - since);
     } catch {
@@ -231,6 +285,12 @@ export class PoolLocker {
   }
 }
 
+function datasync(fs: LedgerFs, fd: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
+  });
+}
+
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
  * floor) while the wait is short: a lock is held for about one disk flush, and
@@ -240,88 +300,4 @@ export class PoolLocker {
  */
 function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
-}
-
-/** The advisory wait-queue file of a lock: `<dir>/.<pool>.queue`, beside `<dir>/<pool>.lock`. */
-function queuePath(lockPath: string): string {
-  const slash = lockPath.lastIndexOf('/');
-  return `${lockPath.slice(0, slash + 1)}.${lockPath.slice(slash + 1, -'.lock'.length)}.queue`;
-}
-
-// A head-of-line claim older than this is ignored: its waiter died or stalled.
-const CLAIM_TTL_MS = 10;
-
-/**
- * An advisory first-come-first-served order among waiters of one lock, so a
- * process that keeps re-taking the lock cannot starve the others. The queue file
- * names the oldest waiter (its start time and id) and when it last said so; a
- * waiter only tries the lock when no older waiter has claimed the head within
- * `CLAIM_TTL_MS`. It is only a hint: the lock itself is still the `mkdir`, a
- * dead waiter's claim expires on its own, and writers that do not know the file
- * (the kici orchestrator) simply compete as before.
- */
-class WaitQueue {
-  private readonly start = monotonicEpochNow();
-  private readonly id = `${process.pid}.${Math.random().toString(36).slice(2, 10)}`;
-  private claimed = false;
-
-  constructor(
-    private readonly fs: LedgerFs,
-    private readonly path: string,
-  ) {}
-
-  /** True unless an older waiter holds a fresh claim on the head of the line. */
-  myTurn(): boolean {
-    const head = this.read();
-    if (head === undefined || head.id === this.id) return true;
-    if (systemClock.now() - head.touchedAt > CLAIM_TTL_MS) return true;
-    return head.start > this.start || (head.start === this.start && head.id > this.id);
-  }
-
-  /** True while our claim is the head of the line. */
-  leading(): boolean {
-    return this.claimed;
-  }
-
-  /** After a failed attempt: claim (or keep) the head of the line if no older waiter has it. */
-  claim(): void {
-    if (!this.myTurn()) {
-      this.claimed = false;
-      return;
-    }
-    try {
-      this.fs.writeFileSync(this.path, `${this.start} ${systemClock.now()} ${this.id}\n`, {
-        mode: 0o644,
-      });
-      this.claimed = true;
-    } catch {
-      // Advisory only.
-    }
-  }
-
-  /** Done waiting (the lock is ours, or we gave up): drop our claim if it is still there. */
-  leave(): void {
-    if (!this.claimed) return;
-    this.claimed = false;
-    if (this.read()?.id !== this.id) return;
-    try {
-      this.fs.unlinkSync(this.path);
-    } catch {
-      // Already gone.
-    }
-  }
-
-  private read(): { start: number; touchedAt: number; id: string } | undefined {
-    let text: string;
-    try {
-      text = this.fs.readFileSync(this.path, 'utf8');
-    } catch {
-      return undefined;
-    }
-    const [start, touchedAt, id] = text.trim().split(' ');
-    const parsed = { start: Number(start), touchedAt: Number(touchedAt), id: id ?? '' };
-    return Number.isFinite(parsed.start) && Number.isFinite(parsed.touchedAt) && parsed.id
-      ? parsed
-      : undefined;
-  }
 }

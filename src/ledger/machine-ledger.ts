@@ -2,7 +2,7 @@
  * MachineLedger: the file-backed PoolLedger shared with the kici orchestrator.
  */
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
@@ -37,7 +37,8 @@ import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
-import { readPoolFile, syncDir, tempPrefix, writePoolFile } from './store.js';
+import { checkWriteSize, readPoolFile, syncDir, tempPrefix } from './store.js';
+import { isMovedLockName, removeTree } from './takeover.js';
 import type {
   LedgerDocument,
   PoolLedger,
@@ -113,6 +114,8 @@ export interface MachineLedgerOptions {
     beforeCommit?: (pool: string) => Promise<void> | void;
     /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
     monotonic?: () => number;
+    /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
+    lockStaleMs?: number;
   };
 }
 
@@ -218,6 +221,7 @@ export class MachineLedger implements PoolLedger {
   private readonly probe: (pid: number) => boolean;
   private readonly startTimeOf: (pid: number) => number | undefined;
   private readonly staleMs: number;
+  private readonly lockStaleMs: number;
   private readonly lockTimeoutMs: number;
   private readonly leaseTtlMs: number;
   private readonly fsync: boolean;
@@ -269,6 +273,7 @@ export class MachineLedger implements PoolLedger {
     this.env = options.env ?? process.env;
     this.hooks = options.hooks ?? {};
     this.monotonic = this.hooks.monotonic ?? monotonicNow;
+    this.lockStaleMs = this.hooks.lockStaleMs ?? this.staleMs;
     this.bootIdValue = options.bootId;
   }
 
@@ -520,8 +525,8 @@ export class MachineLedger implements PoolLedger {
     const file = join(dir, `${pool}.json`);
     const source: DocumentSource = { pool, location: file };
     const registered = this.caps.get(pool);
-    const handle = await this.locker.acquire(pool, file, join(dir, `${pool}.lock`), {
-      staleMs: this.staleMs,
+    const handle = await this.locker.acquire(pool, join(dir, `${pool}.lock`), {
+      staleMs: this.lockStaleMs,
       timeoutMs: this.lockTimeoutMs,
     });
     let answers: OpAnswer[];
@@ -541,11 +546,11 @@ export class MachineLedger implements PoolLedger {
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
         await this.hooks.beforeCommit?.(pool);
-        await writePoolFile(this.fs, file, serializeDocument(outcome.doc), {
-          fsync: this.fsync,
-          beforeRename: () => handle.assertOwned(),
-          limit: { pool, maxBytes: this.maxFileBytes },
-        });
+        const text = serializeDocument(outcome.doc);
+        checkWriteSize(file, text, { pool, maxBytes: this.maxFileBytes });
+        // Fenced: the temp file sits in our token directory inside the lock, so
+        // a holder whose lock was taken over cannot rename it into place.
+        await handle.write(file, text, { fsync: this.fsync });
         wrote = true;
       }
       if (lost) for (const agentId of lost.error.agentIds) this.held.get(pool)?.delete(agentId);
@@ -574,7 +579,19 @@ export class MachineLedger implements PoolLedger {
     } catch {
       return;
     }
+    const lockName = `${basename(file, '.json')}.lock`;
     for (const name of names) {
+      if (isMovedLockName(name, lockName)) {
+        // A taker that died before removing the lock it moved away.
+        try {
+          if (now - this.fs.lstatSync(join(dir, name)).mtimeMs > this.staleMs) {
+            removeTree(this.fs, join(dir, name));
+          }
+        } catch {
+          // Gone already.
+        }
+        continue;
+      }
       const temp = name.startsWith(prefix) && name.endsWith('.tmp');
       const lease = name.endsWith('.lease') && name !== `${this.leaseId}.lease`;
       if (!temp && !lease) continue;

@@ -1,14 +1,12 @@
 /**
- * Reading and atomically replacing a pool file: temp file in the same directory,
- * fdatasync it, check we still own the lock, rename over the pool file, fsync the
- * directory. A process killed at any point leaves the old file or the new one,
- * never a torn one.
+ * Reading a pool file safely, the size rule for writing one, and the directory
+ * fsync that makes a rename durable. The write itself is fenced by the lock
+ * (`lock.ts`): the temp file is made inside the holder's token directory.
  */
-import { randomBytes } from 'node:crypto';
-import { basename, dirname, join } from 'node:path';
+import { basename } from 'node:path';
 import { LedgerFileError, LedgerFileProblem } from '../errors.js';
 import type { LedgerFs } from './fs.js';
-import { createExclusive, type FileCheck, readLedgerFile } from './safe-fs.js';
+import { type FileCheck, readLedgerFile } from './safe-fs.js';
 
 // The pool file is small and local: reads, renames and metadata calls are
 // synchronous (a few microseconds each, and the lock is held for less time);
@@ -25,71 +23,9 @@ export function readPoolFile(fs: LedgerFs, file: string, check: FileCheck): stri
   return readLedgerFile(fs, file, check);
 }
 
-/** Options of {@link writePoolFile}. */
-export interface WriteOptions {
-  /** fdatasync the temp file before the rename (default true). Off only for benchmarks. */
-  fsync: boolean;
-  /** Called after the temp file is durable and right before the rename; throw to abort. */
-  beforeRename(): Promise<void>;
-  /**
-   * Refuse to write a file larger than this (readers would refuse it); `pool`
-   * names the pool in the error. Unchecked when absent.
-   */
-  limit?: FileCheck;
-}
-
 /** The prefix of temp files for `file`; leftovers from killed writers can be matched by it. */
 export function tempPrefix(file: string): string {
   return `.${basename(file)}.`;
-}
-
-/**
- * Replace `file` with `text` atomically: temp file in the same directory,
- * fdatasync, `beforeRename`, rename. On any failure the temp file is removed
- * and `file` is untouched. Call {@link syncDir} afterwards to make the rename
- * itself durable.
- */
-export async function writePoolFile(
-  fs: LedgerFs,
-  file: string,
-  text: string,
-  options: WriteOptions,
-): Promise<void> {
-  const temp = join(
-    dirname(file),
-    `${tempPrefix(file)}${process.pid}.${randomBytes(4).toString('hex')}.tmp`,
-  );
-  const limit = options.limit;
-  if (limit !== undefined && Buffer.byteLength(text, 'utf8') > limit.maxBytes) {
-    throw new LedgerFileError(
-      limit.pool,
-      file,
-      LedgerFileProblem.TOO_LARGE,
-      `Refusing to write ${file}: the pool document would be ${Buffer.byteLength(text, 'utf8')} bytes, more than the limit of ${limit.maxBytes} bytes (\`maxFileBytes\`) that readers accept. Nothing was written; release rows, or raise \`maxFileBytes\` on every process that uses the pool.`,
-    );
-  }
-  let renamed = false;
-  try {
-    // O_EXCL | O_NOFOLLOW: a link or any file planted at the temp name fails the call.
-    const fd = createExclusive(fs, temp, 0o644);
-    try {
-      fs.writeFileSync(fd, text, 'utf8');
-      if (options.fsync) await datasync(fs, fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    await options.beforeRename();
-    fs.renameSync(temp, file);
-    renamed = true;
-  } finally {
-    if (!renamed) {
-      try {
-        fs.unlinkSync(temp);
-      } catch {
-        // Never created, or already gone.
-      }
-    }
-  }
 }
 
 /** fsync a directory, making renames in it durable. */
@@ -105,8 +41,17 @@ export async function syncDir(fs: LedgerFs, dir: string): Promise<void> {
   }
 }
 
-function datasync(fs: LedgerFs, fd: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
-  });
+/**
+ * Refuse to write a pool document larger than the limit readers accept (they
+ * would refuse the file, and the pool would be stuck): nothing is written.
+ */
+export function checkWriteSize(file: string, text: string, limit: FileCheck): void {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= limit.maxBytes) return;
+  throw new LedgerFileError(
+    limit.pool,
+    file,
+    LedgerFileProblem.TOO_LARGE,
+    `Refusing to write ${file}: the pool document would be ${bytes} bytes, more than the limit of ${limit.maxBytes} bytes (\`maxFileBytes\`) that readers accept. Nothing was written; release rows, or raise \`maxFileBytes\` on every process that uses the pool.`,
+  );
 }
