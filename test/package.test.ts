@@ -46,12 +46,7 @@ describe('package.json', () => {
   it('is side-effect free, ships only its files, and keeps NATS optional', () => {
     expect(pkg.sideEffects).toBe(false);
     expect(pkg.files).toEqual(expect.arrayContaining(['dist', 'README.md', 'LICENSE']));
-    expect(Object.keys(pkg.dependencies).sort()).toEqual([
-      'croner',
-      'execa',
-      'proper-lockfile',
-      'zod',
-    ]);
+    expect(Object.keys(pkg.dependencies).sort()).toEqual(['croner', 'execa', 'zod']);
     for (const name of Object.keys(pkg.peerDependencies)) {
       expect(name.startsWith('@nats-io/')).toBe(true);
       expect(pkg.peerDependenciesMeta[name].optional).toBe(true);

@@ -1,6 +1,6 @@
 /**
  * The one place the ledger touches `node:fs` directly. Every other ledger file,
- * and proper-lockfile, reaches the filesystem through a {@link LedgerFs} passed
+ * the lock included, reaches the filesystem through a {@link LedgerFs} passed
  * in, so tests can inject failures (a test scans the sources to keep it so).
  */
 import * as nodeFs from 'node:fs';
