@@ -35,7 +35,7 @@ const TAKEOVER_STEPS = [
   'before mkdirSync:token',
   'after mkdirSync:token',
   'after readdirSync:lock',
-  'after readFileSync:pool',
+  'after openSync:pool', // the read: open (O_NOFOLLOW), fstat, read on the descriptor
   'after openSync:temp',
   'after fdatasync:temp',
   'before renameSync:temp',
