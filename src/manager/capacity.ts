@@ -58,7 +58,9 @@ export class CapacityGate {
 
   usage(scope: string): Usage {
     const usage = this.#caps.usage(scope);
-    return { cpus: usage.cpus, memBytes: usage.memBytes };
+    const out: Usage = { cpus: usage.cpus, memBytes: usage.memBytes };
+    if (usage.extended !== undefined) out.extended = { ...usage.extended };
+    return out;
   }
 
   /** The cap `requests` exceed even with nothing held, at this scaler. */
@@ -69,11 +71,11 @@ export class CapacityGate {
   ): CapacityLimit | undefined {
     const global = exceeds(config.resourceCap, requests);
     if (global) return { limit: 'global-cap', scaler: scaler.name, ...global, neverFits: true };
-    const own = exceeds(scaler.config.resourceCap, requests);
+    const own = exceeds(scaler.config.resourceCap, requests, true);
     if (own) return { limit: 'scaler-cap', scaler: scaler.name, ...own, neverFits: true };
     const pool = scaler.config.machinePool;
     if (pool !== undefined) {
-      const hit = exceeds(config.machinePools[pool], requests);
+      const hit = exceeds(config.machinePools[pool], requests, true);
       if (hit) return { limit: 'pool-cap', scaler: scaler.name, pool, ...hit, neverFits: true };
     }
     return undefined;
@@ -129,7 +131,13 @@ export class CapacityGate {
   /** Reserve the agent's row in its machine pool. */
   reservePool(record: AgentRecord): Promise<ReserveResult> {
     const requests = record.resources.requests;
-    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+    const extended = requests.extended;
+    if (extended === undefined || Object.keys(extended).length === 0) {
+      return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+    }
+    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes, {
+      extended: { ...extended },
+    });
   }
 
   /**
@@ -166,6 +174,11 @@ export class CapacityGate {
       held.cpus =
         (coresToMillicores(held.cpus) + coresToMillicores(record.resources.requests.cpus)) / 1000;
       held.memBytes += record.resources.requests.memBytes;
+      for (const [name, count] of Object.entries(record.resources.requests.extended ?? {})) {
+        if (count <= 0) continue;
+        held.extended ??= {};
+        held.extended[name] = (held.extended[name] ?? 0) + count;
+      }
       usage.set(record.pool, held);
     }
     return usage;

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
 import { resolveResources } from '../resources/resolve.js';
-import type { ResourceRequest } from '../resources/types.js';
+import type { ResourceAmount, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
@@ -177,8 +177,8 @@ export class Spawner {
       labelSetIndex: labelSet.index,
       mandatoryLabels: [...scaler.config.mandatoryLabels],
       resources: {
-        requests: { ...resources.requests },
-        limits: { ...resources.limits },
+        requests: copyAmount(resources.requests),
+        limits: copyAmount(resources.limits),
       },
       emit: (event) => core.backendEvent(agentId, scaler.name, event),
     };
@@ -256,4 +256,10 @@ function lostWhileSpawning(record: AgentRecord, stage: 'reserve' | 'spawn'): Sca
 
 function defaultAgentId(scaler: string): string {
   return `${scaler}-${randomBytes(6).toString('hex')}`;
+}
+
+// The backend gets its own copy: what it changes does not reach the caps.
+function copyAmount(amount: ResourceAmount): ResourceAmount {
+  const { extended, ...rest } = amount;
+  return extended === undefined ? rest : { ...rest, extended: { ...extended } };
 }
