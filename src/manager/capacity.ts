@@ -1,12 +1,13 @@
 import { CapTracker } from '../caps/cap-tracker.js';
 import type { PoolLedger, ReserveResult } from '../ledger/types.js';
+import { checkLimitRange } from '../resources/limit-range.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount } from '../resources/types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
 import { exceeds } from './checks.js';
 import type { ScalerConfig } from './config.js';
 import type { ScalerState } from './scalers.js';
-import type { CapacityLimit, Usage } from './types.js';
+import type { AgentResources, CapacityLimit, Usage } from './types.js';
 
 /** The CapTracker scope of the orchestrator-wide cap. @internal */
 export const GLOBAL_SCOPE = 'global';
@@ -63,12 +64,27 @@ export class CapacityGate {
     return out;
   }
 
-  /** The cap `requests` exceed even with nothing held, at this scaler. */
+  /**
+   * The policy or cap the job breaks even with nothing held, at this scaler:
+   * the scaler's limit range, the orchestrator's, then the caps.
+   */
   neverFits(
     config: ScalerConfig,
     scaler: ScalerState,
-    requests: ResourceAmount,
+    resources: AgentResources,
   ): CapacityLimit | undefined {
+    for (const [limit, policy] of [
+      ['scaler-limit-range', scaler.config.limits],
+      ['global-limit-range', config.limits],
+    ] as const) {
+      if (policy === undefined) continue;
+      const checked = checkLimitRange(policy, resources);
+      if (!checked.ok) {
+        const { ok: _ok, ...rule } = checked;
+        return { limit, scaler: scaler.name, ...rule, neverFits: true };
+      }
+    }
+    const requests = resources.requests;
     const global = exceeds(config.resourceCap, requests);
     if (global) return { limit: 'global-cap', scaler: scaler.name, ...global, neverFits: true };
     const own = exceeds(scaler.config.resourceCap, requests, true);

@@ -4,6 +4,7 @@ import type { ReserveResult } from '../ledger/types.js';
 import { resolveResources } from '../resources/resolve.js';
 import type { ResourceAmount, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
+import { resourceLayers } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
@@ -48,18 +49,19 @@ export class Spawner {
     this.#onLost = onLost;
   }
 
-  /** The job's resources after layered defaults (job, label set, scaler, global). */
+  /**
+   * The job's resources after layered defaults (job, label set, scaler, scaler
+   * limit range, global, global limit range).
+   */
   resolve(
     scaler: ScalerState,
     labelSet: LabelSetState,
     job: ResourceRequest | undefined,
   ): AgentResources {
-    const { requests, limits } = resolveResources([
-      job,
-      labelSet.resources,
-      scaler.config.defaults?.resources,
-      this.#core.config.defaults?.resources,
-    ]);
+    const { requests, limits } = resolveResources(
+      resourceLayers(this.#core.config, scaler.config, labelSet.resources, job),
+      LAYER_NAMES,
+    );
     return { requests, limits };
   }
 
@@ -71,7 +73,7 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
-    const never = core.gate.neverFits(core.config, scaler, resources.requests);
+    const never = core.gate.neverFits(core.config, scaler, resources);
     if (never) return Promise.resolve(never);
     const paced = this.#pacing.check(scaler);
     if (paced) return Promise.resolve(paced);
@@ -263,3 +265,5 @@ function copyAmount(amount: ResourceAmount): ResourceAmount {
   const { extended, ...rest } = amount;
   return extended === undefined ? rest : { ...rest, extended: { ...extended } };
 }
+
+const LAYER_NAMES = ['job', 'labelSet', 'scaler', 'scaler limits', 'global', 'global limits'];

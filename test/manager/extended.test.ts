@@ -11,6 +11,7 @@ import {
   type ScalerConfigInput,
   ScalerManager,
   type ScalerManagerOptions,
+  validateScalerConfig,
 } from '../../src/manager/index.js';
 import { MemoryPoolLedger, MemoryPoolStore } from '../../src/testing/index.js';
 import { FakeClock } from './fake-clock.js';
@@ -153,5 +154,103 @@ describe('extended resources in the manager', () => {
       m.requestScale(['linux', 'gpu'], 'half', [], { requests: { [gpu]: 1.5 } }),
     ).rejects.toThrow(/whole/);
     await m.shutdownAll();
+  });
+});
+
+describe('LimitRange-like limits in the manager', () => {
+  const GiB = 2 ** 30;
+  const limited: ScalerConfigInput = {
+    globalMaxAgents: 10,
+    limits: { [gpu]: { max: 1 } },
+    scalers: [
+      {
+        name: 'gpu',
+        type: 'firecracker',
+        maxAgents: 4,
+        resourceCap: { maxExtended: { [gpu]: 4 } },
+        limits: {
+          cpus: { max: '2', defaultRequest: '500m', default: '1' },
+          memory: { defaultRequest: '1Gi', default: '2Gi', maxLimitRequestRatio: 2 },
+        },
+        labelSets: [{ labels: ['linux', 'gpu'] }],
+      },
+    ],
+  };
+
+  function limitedManager() {
+    const backend = new FakeBackend();
+    const m = new ScalerManager({
+      config: limited,
+      backends: [{ name: 'gpu', backend }],
+      clock: new FakeClock(),
+      random: () => 0.5,
+    });
+    return { m, backend };
+  }
+
+  it('fills what no layer declares from the scaler policy defaults', async () => {
+    const { m, backend } = limitedManager();
+    expect((await m.requestScale(['linux', 'gpu'], 'j1')).kind).toBe('spawned');
+    expect(backend.spawned[0]!.resources).toEqual({
+      requests: { cpus: 0.5, memBytes: GiB },
+      limits: { cpus: 1, memBytes: 2 * GiB },
+    });
+    await m.shutdownAll();
+  });
+
+  it('a job outside the scaler or the global policy answers never-fits with the rule', async () => {
+    const { m, backend } = limitedManager();
+    expect(
+      await m.requestScale(['linux', 'gpu'], 'big', [], { requests: { cpus: 3 } }),
+    ).toMatchObject({
+      kind: 'never-fits',
+      limit: {
+        limit: 'scaler-limit-range',
+        scaler: 'gpu',
+        resource: 'cpus',
+        rule: 'max',
+        value: 3,
+        bound: 2,
+        neverFits: true,
+      },
+    });
+    expect(
+      await m.requestScale(['linux', 'gpu'], 'ratio', [], {
+        requests: { memory: '1Gi' },
+        limits: { memory: '4Gi' },
+      }),
+    ).toMatchObject({
+      kind: 'never-fits',
+      limit: { limit: 'scaler-limit-range', resource: 'memory', rule: 'maxLimitRequestRatio' },
+    });
+    expect(
+      await m.requestScale(['linux', 'gpu'], 'gpus', [], { requests: { [gpu]: 2 } }),
+    ).toMatchObject({
+      kind: 'never-fits',
+      limit: { limit: 'global-limit-range', resource: gpu, rule: 'max', value: 2, bound: 1 },
+    });
+    expect(backend.spawned).toHaveLength(0);
+    expect(
+      await m.requestScale(['linux', 'gpu'], 'one-gpu', [], { requests: { [gpu]: 1 } }),
+    ).toMatchObject({ kind: 'spawned' });
+    await m.shutdownAll();
+  });
+
+  it('defaults that violate the range are a config error naming the scaler', () => {
+    const bad = structuredClone(limited);
+    bad.scalers[0]!.limits = { cpus: { max: '1', default: '2' } };
+    const result = validateScalerConfig(bad);
+    expect(result).toEqual({
+      ok: false,
+      errors: [
+        {
+          path: ['scalers', 0, 'limits'],
+          message: 'Inconsistent limit range: cpus: default 2 is above max 1',
+        },
+      ],
+    });
+    expect(() => new ScalerManager({ config: bad, backends: [] })).toThrow(
+      /Inconsistent limit range/,
+    );
   });
 });
