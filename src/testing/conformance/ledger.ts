@@ -80,7 +80,8 @@ const GiB = 2 ** 30;
  * instance cannot release the first one's row, the operator paths can);
  * duplicates are refused; `releaseAllForInstance` takes only this instance's
  * rows; a closed instance's rows are reaped by a peer; `list` and `getUsage`
- * agree with what was granted; a closed ledger refuses work; bad input is refused.
+ * agree with what was granted; a closed ledger refuses work; extended resources
+ * and `maxAgents` are held across instances; bad input is refused.
  *
  * `makeLedger({ instanceId })` is called once for each instance a check needs;
  * the check closes its ledgers when it ends.
