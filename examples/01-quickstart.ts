@@ -236,8 +236,16 @@ function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['lim
       return `${limit.limit}, retry in ${limit.retryAfterMs} ms`;
     case 'reservation-lost':
       return `${limit.limit} in pool ${limit.pool}`;
+    case 'scaler-limit-range':
+    case 'global-limit-range':
+      return `${limit.limit}: ${limit.message}`;
     default: {
-      const f = limit.dimension === 'cpu' ? formatCpu : formatMemory;
+      const f =
+        limit.dimension === 'cpu'
+          ? formatCpu
+          : limit.dimension === 'memory'
+            ? formatMemory
+            : String;
       const where = limit.limit === 'pool-cap' ? `pool ${limit.pool}` : limit.limit;
       if (limit.neverFits)
         return `${where} ${limit.dimension} ${f(limit.requested)} > ${f(limit.max)}`;

@@ -5,6 +5,11 @@
  * raises `InvalidInputError`.
  */
 import { InvalidInputError } from '../errors.js';
+import { extendedNameProblem } from '../resources/names.js';
+import type { ResourceCap } from '../resources/types.js';
+import { normalizeCap } from './document.js';
+import { assertKiciCompatibleCap } from './extended.js';
+import type { RegisterPoolOptions, ReserveOptions } from './types.js';
 
 /** An optional timing option: `fallback` when undefined, else a finite number > 0. */
 export function positiveOption(name: string, value: number | undefined, fallback: number): number {
@@ -48,6 +53,70 @@ export function checkReserve(
   checkAgentId(agentId);
   checkAmount('cpus', cpus);
   checkAmount('memBytes', memBytes);
+}
+
+/**
+ * The extended resources of `reserve`'s options, validated: an object of
+ * extended resource names to whole counts >= 0. Zero counts are left out;
+ * `undefined` when nothing remains (the row then has no `extended` field).
+ *
+ * @throws TypeError when `options` or `extended` is not an object, or a count is not a whole number >= 0.
+ * @throws InvalidInputError for an unknown option key or an invalid resource name.
+ */
+export function checkReserveOptions(
+  options: ReserveOptions | undefined,
+): Record<string, number> | undefined {
+  if (options === undefined) return undefined;
+  checkKnownKeys('reserve options', options, ['extended']);
+  const extended: unknown = options.extended;
+  if (extended === undefined) return undefined;
+  if (typeof extended !== 'object' || extended === null || Array.isArray(extended)) {
+    throw new TypeError(
+      `Expected \`extended\` to be an object of whole counts like { "nvidia.com/gpu": 1 }, got \`${String(extended)}\``,
+    );
+  }
+  let out: Record<string, number> | undefined;
+  for (const [name, count] of Object.entries(extended)) {
+    const problem = extendedNameProblem(name);
+    if (problem !== undefined) {
+      throw new InvalidInputError(
+        'extended resource name',
+        name,
+        `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))} in reserve options: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+      );
+    }
+    if (typeof count !== 'number' || !Number.isSafeInteger(count) || count < 0) {
+      throw new TypeError(
+        `Expected \`extended["${name}"]\` to be a whole number >= 0, got \`${String(count)}\``,
+      );
+    }
+    if (count > 0) {
+      out ??= {};
+      out[name] = count;
+    }
+  }
+  return out;
+}
+
+/**
+ * The cap `registerPool` stores: normalized, and for a pool marked
+ * `kiciCompatible` refused when kici writers could not enforce it.
+ *
+ * @throws TypeError, InvalidInputError for a bad cap or options.
+ */
+export function registeredCap(
+  name: string,
+  cap: ResourceCap,
+  options: RegisterPoolOptions | undefined,
+): ResourceCap {
+  checkKnownKeys('registerPool options', options, ['kiciCompatible']);
+  const kici = options?.kiciCompatible;
+  if (kici !== undefined && typeof kici !== 'boolean') {
+    throw new TypeError(`Expected \`kiciCompatible\` to be a boolean, got \`${String(kici)}\``);
+  }
+  const normalized = normalizeCap(cap);
+  if (kici === true) assertKiciCompatibleCap(name, normalized);
+  return normalized;
 }
 
 /**

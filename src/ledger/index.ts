@@ -7,7 +7,13 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
-export { checkAgentId, checkReserve, MAX_ID_LENGTH } from './checks.js';
+export {
+  checkAgentId,
+  checkReserve,
+  checkReserveOptions,
+  MAX_ID_LENGTH,
+  registeredCap,
+} from './checks.js';
 export {
   DEFAULT_LEDGER_DIR,
   fallbackLedgerDir,
@@ -55,7 +61,9 @@ export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 export type {
   LedgerDocument,
   PoolLedger,
+  RegisterPoolOptions,
   ReleaseOptions,
   ReservationRow,
+  ReserveOptions,
   ReserveResult,
 } from './types.js';

@@ -11,7 +11,9 @@ import {
   checkInstanceId,
   checkKnownKeys,
   checkReserve,
+  checkReserveOptions,
   positiveOption,
+  registeredCap,
 } from './checks.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import {
@@ -20,7 +22,6 @@ import {
   emptyDocument,
   type LeaseState,
   type LivenessFacts,
-  normalizeCap,
   type ProcessState,
   parseDocument,
   partitionRows,
@@ -42,8 +43,10 @@ import { isMovedLockName, removeTree } from './takeover.js';
 import type {
   LedgerDocument,
   PoolLedger,
+  RegisterPoolOptions,
   ReleaseOptions,
   ReservationRow,
+  ReserveOptions,
   ReserveResult,
 } from './types.js';
 
@@ -319,8 +322,9 @@ export class MachineLedger implements PoolLedger {
    * @throws InvalidInputError for an invalid pool name.
    * @throws TypeError for a cap field that is not a finite number >= 0.
    */
-  registerPool(name: string, cap: ResourceCap): void {
-    this.caps.set(validatePoolName(name), normalizeCap(cap));
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    const pool = validatePoolName(name);
+    this.caps.set(pool, registeredCap(pool, cap, options));
   }
 
   /**
@@ -334,8 +338,9 @@ export class MachineLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
   }
 
   /**
@@ -360,10 +365,13 @@ export class MachineLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
     checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
     const row = this.row(agentId, cpus, memBytes);
+    if (extended !== undefined) row.extended = extended;
     return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 

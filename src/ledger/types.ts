@@ -103,17 +103,50 @@ export interface ReleaseOptions {
   instanceId?: string;
 }
 
+/** Options of {@link PoolLedger.reserve} beyond the kici-shaped four arguments. */
+export interface ReserveOptions {
+  /**
+   * Extended resources to hold, whole counts by name (`{ "nvidia.com/gpu": 1 }`).
+   * Written into the row's `extended` field (zero counts are left out) and
+   * counted against the pool cap's `maxExtended`; a resource the cap neither
+   * caps nor `provides` is refused with that resource as the dimension.
+   */
+  extended?: Record<string, number>;
+}
+
+/** Options of {@link PoolLedger.registerPool}. */
+export interface RegisterPoolOptions {
+  /**
+   * The pool is shared with kici writers (`@kici-dev/orchestrator` <= 0.9.1):
+   * refuse a cap they cannot enforce (`maxAgents`) with an error saying why.
+   * @default false
+   */
+  kiciCompatible?: boolean;
+}
+
 /**
  * A cross-process ledger of reservations against named pools. Implemented by
  * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
  */
 export interface PoolLedger {
   /** Declare the cap a pool must have; every operation on the pool checks the stored cap against it. */
-  registerPool(name: string, cap: ResourceCap): void;
-  /** Reserve and answer only whether it was granted (the seed's signature). */
-  tryReserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<boolean>;
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void;
+  /** Reserve and answer only whether it was granted (the seed's signature, plus optional extended resources). */
+  tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<boolean>;
   /** Reserve, and on refusal say which dimension did not fit and by how much. */
-  reserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<ReserveResult>;
+  reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<ReserveResult>;
   /**
    * Remove the agent's reservation, fail closed: only a row this instance made
    * is removed, and another instance's row answers `false` and stays (an id

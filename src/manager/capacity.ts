@@ -1,12 +1,13 @@
 import { CapTracker } from '../caps/cap-tracker.js';
 import type { PoolLedger, ReserveResult } from '../ledger/types.js';
+import { checkLimitRange } from '../resources/limit-range.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount } from '../resources/types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
 import { exceeds } from './checks.js';
 import type { ScalerConfig } from './config.js';
 import type { ScalerState } from './scalers.js';
-import type { CapacityLimit, Usage } from './types.js';
+import type { AgentResources, CapacityLimit, Usage } from './types.js';
 
 /** The CapTracker scope of the orchestrator-wide cap. @internal */
 export const GLOBAL_SCOPE = 'global';
@@ -58,22 +59,39 @@ export class CapacityGate {
 
   usage(scope: string): Usage {
     const usage = this.#caps.usage(scope);
-    return { cpus: usage.cpus, memBytes: usage.memBytes };
+    const out: Usage = { cpus: usage.cpus, memBytes: usage.memBytes };
+    if (usage.extended !== undefined) out.extended = { ...usage.extended };
+    return out;
   }
 
-  /** The cap `requests` exceed even with nothing held, at this scaler. */
+  /**
+   * The policy or cap the job breaks even with nothing held, at this scaler:
+   * the scaler's limit range, the orchestrator's, then the caps.
+   */
   neverFits(
     config: ScalerConfig,
     scaler: ScalerState,
-    requests: ResourceAmount,
+    resources: AgentResources,
   ): CapacityLimit | undefined {
+    for (const [limit, policy] of [
+      ['scaler-limit-range', scaler.config.limits],
+      ['global-limit-range', config.limits],
+    ] as const) {
+      if (policy === undefined) continue;
+      const checked = checkLimitRange(policy, resources);
+      if (!checked.ok) {
+        const { ok: _ok, ...rule } = checked;
+        return { limit, scaler: scaler.name, ...rule, neverFits: true };
+      }
+    }
+    const requests = resources.requests;
     const global = exceeds(config.resourceCap, requests);
     if (global) return { limit: 'global-cap', scaler: scaler.name, ...global, neverFits: true };
-    const own = exceeds(scaler.config.resourceCap, requests);
+    const own = exceeds(scaler.config.resourceCap, requests, true);
     if (own) return { limit: 'scaler-cap', scaler: scaler.name, ...own, neverFits: true };
     const pool = scaler.config.machinePool;
     if (pool !== undefined) {
-      const hit = exceeds(config.machinePools[pool], requests);
+      const hit = exceeds(config.machinePools[pool], requests, true);
       if (hit) return { limit: 'pool-cap', scaler: scaler.name, pool, ...hit, neverFits: true };
     }
     return undefined;
@@ -129,7 +147,13 @@ export class CapacityGate {
   /** Reserve the agent's row in its machine pool. */
   reservePool(record: AgentRecord): Promise<ReserveResult> {
     const requests = record.resources.requests;
-    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+    const extended = requests.extended;
+    if (extended === undefined || Object.keys(extended).length === 0) {
+      return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+    }
+    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes, {
+      extended: { ...extended },
+    });
   }
 
   /**
@@ -166,6 +190,11 @@ export class CapacityGate {
       held.cpus =
         (coresToMillicores(held.cpus) + coresToMillicores(record.resources.requests.cpus)) / 1000;
       held.memBytes += record.resources.requests.memBytes;
+      for (const [name, count] of Object.entries(record.resources.requests.extended ?? {})) {
+        if (count <= 0) continue;
+        held.extended ??= {};
+        held.extended[name] = (held.extended[name] ?? 0) + count;
+      }
       usage.set(record.pool, held);
     }
     return usage;

@@ -1,21 +1,46 @@
+import type { CapDimension } from '../caps/cap-tracker.js';
 import { InvalidInputError } from '../errors.js';
-import { coresToMillicores } from '../resources/quantity.js';
+import { isExtendedResourceName } from '../resources/names.js';
+import { capToMillicores, coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 
-/** The dimension in which `requests` exceed `cap` on their own (nothing else held), if any. */
+/**
+ * The dimension in which `requests` exceed `cap` on their own (nothing else
+ * held), if any. CPU is compared in whole millicores, the request rounded up
+ * and the cap down. An extended resource the cap neither caps (`maxExtended`)
+ * nor `provides` exceeds it with `max: 0`; with `declared`, so does one asked
+ * of no cap at all (a scaler must say it has GPUs before jobs get one there).
+ */
 export function exceeds(
   cap: ResourceCap | undefined,
   requests: ResourceAmount,
-): { dimension: 'cpu' | 'memory'; requested: number; used: number; max: number } | undefined {
-  if (cap === undefined) return undefined;
-  if (
-    cap.maxCpu !== undefined &&
-    coresToMillicores(requests.cpus) > coresToMillicores(cap.maxCpu)
-  ) {
-    return { dimension: 'cpu', requested: requests.cpus, used: 0, max: cap.maxCpu };
+  declared = false,
+): { dimension: CapDimension; requested: number; used: number; max: number } | undefined {
+  if (cap !== undefined) {
+    if (
+      cap.maxCpu !== undefined &&
+      coresToMillicores(requests.cpus) > capToMillicores(cap.maxCpu)
+    ) {
+      return { dimension: 'cpu', requested: requests.cpus, used: 0, max: cap.maxCpu };
+    }
+    if (cap.maxMemoryBytes !== undefined && requests.memBytes > cap.maxMemoryBytes) {
+      return {
+        dimension: 'memory',
+        requested: requests.memBytes,
+        used: 0,
+        max: cap.maxMemoryBytes,
+      };
+    }
   }
-  if (cap.maxMemoryBytes !== undefined && requests.memBytes > cap.maxMemoryBytes) {
-    return { dimension: 'memory', requested: requests.memBytes, used: 0, max: cap.maxMemoryBytes };
+  if (cap === undefined && !declared) return undefined;
+  for (const [name, count] of Object.entries(requests.extended ?? {})) {
+    if (count <= 0 || !isExtendedResourceName(name)) continue;
+    const max = cap?.maxExtended?.[name];
+    if (max !== undefined) {
+      if (count > max) return { dimension: name, requested: count, used: 0, max };
+    } else if (!(cap?.provides ?? []).includes(name)) {
+      return { dimension: name, requested: count, used: 0, max: 0 };
+    }
   }
   return undefined;
 }
@@ -94,6 +119,8 @@ export function checkId(name: string, value: unknown): asserts value is string {
 
 const RESOURCE_KEYS = ['requests', 'limits'] as const;
 const SPEC_KEYS = ['cpus', 'memory'] as const;
+// Beside `cpus` and `memory`, a spec may name extended resources
+// (`"nvidia.com/gpu": 1`); their values are checked when resources resolve.
 
 /**
  * A job's resource declaration must be `{ requests?, limits? }`, each
@@ -125,11 +152,11 @@ export function checkJobResources(value: unknown): void {
       );
     }
     for (const inner of Object.keys(spec)) {
-      if (!(SPEC_KEYS as readonly string[]).includes(inner)) {
+      if (!(SPEC_KEYS as readonly string[]).includes(inner) && !isExtendedResourceName(inner)) {
         throw new InvalidInputError(
           `resources.${key}`,
           inner,
-          `Unknown key \`resources.${key}.${inner.slice(0, 64)}\`; expected one of ${SPEC_KEYS.join(', ')}${nearest(inner, SPEC_KEYS)}`,
+          `Unknown key \`resources.${key}.${inner.slice(0, 64)}\`; expected one of ${SPEC_KEYS.join(', ')} or an extended resource name like "nvidia.com/gpu"${nearest(inner, SPEC_KEYS)}`,
         );
       }
     }

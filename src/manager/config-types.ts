@@ -1,5 +1,27 @@
+import type { LimitRangePolicy } from '../resources/limit-range.js';
 import type { ParsedResourceRequest, ResourceCapInput } from '../resources/schema.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
+
+/**
+ * A LimitRange-like policy as written in configuration: per resource (`cpus`,
+ * `memory` or an extended resource name) `{ min?, max?, maxLimitRequestRatio?,
+ * defaultRequest?, default? }`, quantities as numbers or strings.
+ */
+export type LimitRangeInput = Record<
+  string,
+  {
+    /** Request and limit must be at least this. */
+    min?: number | string;
+    /** Request and limit must be at most this. */
+    max?: number | string;
+    /** The limit may be at most this many times the request (>= 1). */
+    maxLimitRequestRatio?: number;
+    /** The request when no layer declares one. */
+    defaultRequest?: number | string;
+    /** The limit when no layer declares one. */
+    default?: number | string;
+  }
+>;
 
 /** Default resources as written in configuration. */
 export interface ResourceDefaultsInput {
@@ -115,6 +137,11 @@ export interface ScalerEntryInput {
   machinePool?: string;
   /** A cap on the summed requests of this scaler's agents. */
   resourceCap?: ResourceCapInput;
+  /**
+   * A LimitRange-like policy for this scaler's jobs: its defaults fill what no
+   * job, label set or scaler default declares; a job outside it answers `never-fits`.
+   */
+  limits?: LimitRangeInput;
   /** Resources for label sets that declare none. */
   defaults?: ResourceDefaultsInput;
   /** Keep idle agents ready. */
@@ -151,6 +178,8 @@ export interface ScalerEntryConfig {
   machinePool?: string;
   /** The scaler's cap, in cores and bytes. */
   resourceCap?: ResourceCap;
+  /** The scaler's LimitRange-like policy, parsed. */
+  limits?: LimitRangePolicy;
   /** Default resources, parsed. */
   defaults?: ResourceDefaults;
   /** The warm pool, with defaults filled in. */
@@ -181,6 +210,8 @@ export interface ScalerConfigInput {
   defaults?: ResourceDefaultsInput;
   /** A cap on the summed requests of every agent of this orchestrator. */
   resourceCap?: ResourceCapInput;
+  /** A LimitRange-like policy for every job, checked after the scaler's own. */
+  limits?: LimitRangeInput;
   /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
   machinePools?: Record<string, ResourceCapInput>;
   /** The scalers, in the order they are tried. */
@@ -197,6 +228,8 @@ export interface ScalerConfig {
   defaults?: ResourceDefaults;
   /** The orchestrator-wide cap. */
   resourceCap?: ResourceCap;
+  /** The orchestrator-wide LimitRange-like policy, parsed. */
+  limits?: LimitRangePolicy;
   /** Machine pools by name. */
   machinePools: Record<string, ResourceCap>;
   /** The scalers, in the order they are tried. */

@@ -1,13 +1,25 @@
 import { z } from 'zod';
 import { ConfigError, type ConfigIssue } from '../errors.js';
+import {
+  type LimitRangePolicy,
+  limitRangeDefaults,
+  limitRangeSchema,
+} from '../resources/limit-range.js';
 import { resolveResources } from '../resources/resolve.js';
 import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
-import type { ScalerConfig, ScalerConfigInput } from './config-types.js';
+import type { ResourceRequest } from '../resources/types.js';
+import type {
+  LimitRangeInput,
+  ScalerConfig,
+  ScalerConfigInput,
+  ScalerEntryConfig,
+} from './config-types.js';
 import { scheduleProblem } from './schedules.js';
 
 export type {
   LabelSetConfig,
   LabelSetInput,
+  LimitRangeInput,
   ResourceDefaults,
   ResourceDefaultsInput,
   ScalerConfig,
@@ -38,6 +50,9 @@ const labelSchema = z
   .min(1, 'Expected a non-empty label')
   .max(253, 'Expected a label of at most 253 characters')
   .regex(/^[^\s,]+$/, 'Expected a label without whitespace or commas');
+
+// The policy parses to LimitRangePolicy; its input is the documented LimitRangeInput.
+const limitsSchema = limitRangeSchema() as unknown as z.ZodType<LimitRangePolicy, LimitRangeInput>;
 
 const labelSetSchema = z.strictObject({
   labels: z.array(labelSchema),
@@ -71,6 +86,7 @@ const scalerSchema = z.strictObject({
   mandatoryLabels: z.array(labelSchema).default([]),
   machinePool: nameSchema.optional(),
   resourceCap: resourceCapSchema.optional(),
+  limits: limitsSchema.optional(),
   defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
   warmPool: warmPoolSchema.optional(),
   idleTimeoutSeconds: z.number().positive().optional(),
@@ -91,6 +107,7 @@ const baseSchema = z.strictObject({
     .default(DEFAULT_AUTO_LABEL_PREFIX),
   defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
   resourceCap: resourceCapSchema.optional(),
+  limits: limitsSchema.optional(),
   machinePools: z.record(nameSchema, resourceCapSchema).default({}),
   scalers: z.array(scalerSchema),
 });
@@ -146,10 +163,14 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
         }
         try {
           // A label set whose layers disagree (a request above a limit) could never spawn.
-          resolveResources(
-            [undefined, set.resources, scaler.defaults?.resources, config.defaults?.resources],
-            ['job', 'labelSet', 'scaler', 'global'],
-          );
+          resolveResources(resourceLayers(config, scaler, set.resources, undefined), [
+            'job',
+            'labelSet',
+            'scaler',
+            'scaler limits',
+            'global',
+            'global limits',
+          ]);
         } catch (error) {
           ctx.addIssue({
             code: 'custom',
@@ -270,4 +291,26 @@ export function configError(errors: ConfigIssue[]): ConfigError {
     errors,
     `Invalid scaler config (${errors.length} problem${errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
   );
+}
+
+/**
+ * The layers a job's resources resolve through, most specific first: the job,
+ * the label set, the scaler's defaults, the scaler's limit-range defaults, the
+ * global defaults, the global limit-range defaults.
+ * @internal
+ */
+export function resourceLayers(
+  config: Pick<ScalerConfig, 'defaults' | 'limits'>,
+  scaler: Pick<ScalerEntryConfig, 'defaults' | 'limits'>,
+  labelSet: ResourceRequest | undefined,
+  job: ResourceRequest | undefined,
+): Array<ResourceRequest | undefined> {
+  return [
+    job,
+    labelSet,
+    scaler.defaults?.resources,
+    scaler.limits === undefined ? undefined : limitRangeDefaults(scaler.limits),
+    config.defaults?.resources,
+    config.limits === undefined ? undefined : limitRangeDefaults(config.limits),
+  ];
 }

@@ -19,6 +19,7 @@ export {
   formatConfigPath,
   type LabelSetConfig,
   type LabelSetInput,
+  type LimitRangeInput,
   parseScalerConfig,
   type ResourceDefaults,
   type ResourceDefaultsInput,

@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
 import { resolveResources } from '../resources/resolve.js';
-import type { ResourceRequest } from '../resources/types.js';
+import type { ResourceAmount, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
+import { resourceLayers } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
@@ -48,18 +49,19 @@ export class Spawner {
     this.#onLost = onLost;
   }
 
-  /** The job's resources after layered defaults (job, label set, scaler, global). */
+  /**
+   * The job's resources after layered defaults (job, label set, scaler, scaler
+   * limit range, global, global limit range).
+   */
   resolve(
     scaler: ScalerState,
     labelSet: LabelSetState,
     job: ResourceRequest | undefined,
   ): AgentResources {
-    const { requests, limits } = resolveResources([
-      job,
-      labelSet.resources,
-      scaler.config.defaults?.resources,
-      this.#core.config.defaults?.resources,
-    ]);
+    const { requests, limits } = resolveResources(
+      resourceLayers(this.#core.config, scaler.config, labelSet.resources, job),
+      LAYER_NAMES,
+    );
     return { requests, limits };
   }
 
@@ -71,7 +73,7 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
-    const never = core.gate.neverFits(core.config, scaler, resources.requests);
+    const never = core.gate.neverFits(core.config, scaler, resources);
     if (never) return Promise.resolve(never);
     const paced = this.#pacing.check(scaler);
     if (paced) return Promise.resolve(paced);
@@ -177,8 +179,8 @@ export class Spawner {
       labelSetIndex: labelSet.index,
       mandatoryLabels: [...scaler.config.mandatoryLabels],
       resources: {
-        requests: { ...resources.requests },
-        limits: { ...resources.limits },
+        requests: copyAmount(resources.requests),
+        limits: copyAmount(resources.limits),
       },
       emit: (event) => core.backendEvent(agentId, scaler.name, event),
     };
@@ -257,3 +259,11 @@ function lostWhileSpawning(record: AgentRecord, stage: 'reserve' | 'spawn'): Sca
 function defaultAgentId(scaler: string): string {
   return `${scaler}-${randomBytes(6).toString('hex')}`;
 }
+
+// The backend gets its own copy: what it changes does not reach the caps.
+function copyAmount(amount: ResourceAmount): ResourceAmount {
+  const { extended, ...rest } = amount;
+  return extended === undefined ? rest : { ...rest, extended: { ...extended } };
+}
+
+const LAYER_NAMES = ['job', 'labelSet', 'scaler', 'scaler limits', 'global', 'global limits'];

@@ -26,6 +26,8 @@ export interface Usage {
   cpus: number;
   /** Summed memory requests, in bytes. */
   memBytes: number;
+  /** Summed extended resource requests, whole counts by name (absent when none). */
+  extended?: Record<string, number>;
 }
 
 /** A point-in-time summary for metrics and health endpoints. */

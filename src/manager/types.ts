@@ -11,6 +11,7 @@ export type {
   WarmPoolStatus,
 } from './status-types.js';
 
+import type { LimitRangeRule } from '../resources/limit-range.js';
 import type { ResourceAmount } from '../resources/types.js';
 
 /** A job's resources after layered defaults: what caps add up and what the backend enforces. */
@@ -116,6 +117,29 @@ export type CapacityLimit =
       pool: string;
       /** Always false. */
       neverFits: false;
+    }
+  | {
+      /**
+       * The job is outside a LimitRange-like policy: the scaler's `limits`
+       * (`scaler-limit-range`) or the orchestrator's (`global-limit-range`).
+       */
+      limit: 'scaler-limit-range' | 'global-limit-range';
+      /** The scaler that was tried. */
+      scaler: string;
+      /** The resource (`cpus`, `memory` or an extended resource name). */
+      resource: string;
+      /** The rule that refused: `min`, `max` or `maxLimitRequestRatio`. */
+      rule: LimitRangeRule;
+      /** The side checked (`limits` for the ratio). */
+      side: 'requests' | 'limits';
+      /** The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`). */
+      value: number;
+      /** The rule's bound. */
+      bound: number;
+      /** A sentence naming all of it. */
+      message: string;
+      /** Always true: the job never fits this policy. */
+      neverFits: true;
     }
   | {
       /** The scaler's spawn backoff is open after consecutive spawn failures. */

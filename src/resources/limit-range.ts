@@ -201,7 +201,7 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
  */
 export function checkLimitRange(
   policy: LimitRangePolicy,
-  resolved: ResolvedResources,
+  resolved: Pick<ResolvedResources, 'requests' | 'limits'>,
 ): LimitRangeResult {
   const problems = limitRangeProblems(policy);
   if (problems.length > 0) {

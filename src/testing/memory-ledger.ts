@@ -12,15 +12,18 @@ import {
   assertCap,
   checkAgentId,
   checkReserve,
+  checkReserveOptions,
   emptyDocument,
   type LedgerDocument,
   type LedgerOp,
-  normalizeCap,
   type PoolLedger,
   partitionRows,
+  type RegisterPoolOptions,
   type ReleaseOptions,
   type ReservationRow,
+  type ReserveOptions,
   type ReserveResult,
+  registeredCap,
   releaseOp,
   type StaleRow,
   sumRows,
@@ -270,9 +273,10 @@ export class MemoryPoolLedger implements PoolLedger {
   }
 
   /** Declare a pool's cap (a stored document with another cap is refused on use). */
-  registerPool(name: string, cap: ResourceCap): void {
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
     this.#assertOpen();
-    this.#caps.set(validatePoolName(name), normalizeCap(cap));
+    const pool = validatePoolName(name);
+    this.#caps.set(pool, registeredCap(pool, cap, options));
   }
 
   /** Reserve; true when granted. */
@@ -281,8 +285,9 @@ export class MemoryPoolLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
   }
 
   /**
@@ -298,9 +303,11 @@ export class MemoryPoolLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
     checkReserve(this.#caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
     this.#assertOpen();
     this.#checkHeld(pool);
     const row: ReservationRow = {
@@ -313,6 +320,7 @@ export class MemoryPoolLedger implements PoolLedger {
       reservedAt: this.#clock.now(),
       leaseId: this.leaseId,
     };
+    if (extended !== undefined) row.extended = extended;
     const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
     if (result.ok) this.#heldOf(pool).add(agentId);
     return result;

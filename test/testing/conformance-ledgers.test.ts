@@ -12,8 +12,10 @@ import type { ResourceAmount, ResourceCap } from '../../src/index.js';
 import {
   MachineLedger,
   type PoolLedger,
+  type RegisterPoolOptions,
   type ReleaseOptions,
   type ReservationRow,
+  type ReserveOptions,
   type ReserveResult,
 } from '../../src/ledger/index.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
@@ -70,14 +72,26 @@ describe.runIf(natsOk)('poolLedgerConformance: NatsPoolLedger (real nats-server)
 /** Delegates everything to a MemoryPoolLedger; subclasses break one promise. */
 class Delegate implements PoolLedger {
   constructor(protected readonly inner: MemoryPoolLedger) {}
-  registerPool(name: string, cap: ResourceCap): void {
-    this.inner.registerPool(name, cap);
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    this.inner.registerPool(name, cap, options);
   }
-  tryReserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<boolean> {
-    return this.reserve(pool, agentId, cpus, memBytes).then((r) => r.ok);
+  tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<boolean> {
+    return this.reserve(pool, agentId, cpus, memBytes, options).then((r) => r.ok);
   }
-  reserve(pool: string, agentId: string, cpus: number, memBytes: number): Promise<ReserveResult> {
-    return this.inner.reserve(pool, agentId, cpus, memBytes);
+  reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<ReserveResult> {
+    return this.inner.reserve(pool, agentId, cpus, memBytes, options);
   }
   release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     return this.inner.release(pool, agentId, options);

@@ -16,13 +16,18 @@ import {
 } from '../../errors.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
-import { checkAgentId, checkReserve, positiveOption } from '../checks.js';
+import {
+  checkAgentId,
+  checkReserve,
+  checkReserveOptions,
+  positiveOption,
+  registeredCap,
+} from '../checks.js';
 import {
   assertCap,
   type DocumentSource,
   emptyDocument,
   type LeaseState,
-  normalizeCap,
   parseDocument,
   serializeDocument,
   sumRows,
@@ -35,8 +40,10 @@ import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type {
   LedgerDocument,
   PoolLedger,
+  RegisterPoolOptions,
   ReleaseOptions,
   ReservationRow,
+  ReserveOptions,
   ReserveResult,
 } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
@@ -399,9 +406,9 @@ export class NatsPoolLedger implements PoolLedger {
    * @throws InvalidInputError for a pool name that is invalid or cannot be a KV key.
    * @throws TypeError for a cap field that is not a finite number >= 0.
    */
-  registerPool(name: string, cap: ResourceCap): void {
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
     poolKey(name);
-    this.caps.set(name, normalizeCap(cap));
+    this.caps.set(name, registeredCap(name, cap, options));
   }
 
   /**
@@ -414,8 +421,9 @@ export class NatsPoolLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes)).ok;
+    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
   }
 
   /**
@@ -436,9 +444,11 @@ export class NatsPoolLedger implements PoolLedger {
     agentId: string,
     cpus: number,
     memBytes: number,
+    options?: ReserveOptions,
   ): Promise<ReserveResult> {
     poolKey(pool);
     checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -449,6 +459,7 @@ export class NatsPoolLedger implements PoolLedger {
       reservedAt: this.timeSource.now(),
       leaseId: this.lease.id,
     };
+    if (extended !== undefined) row.extended = extended;
     return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 

@@ -2,7 +2,7 @@
  * poolLedgerConformance: the promises every PoolLedger keeps, as named checks
  * any test runner can run against any implementation.
  */
-import { isScalerError } from '../../errors.js';
+import { isInvalidInputError, isScalerError } from '../../errors.js';
 import type { PoolLedger, ReserveResult } from '../../ledger/index.js';
 import {
   type ConformanceCheck,
@@ -80,7 +80,8 @@ const GiB = 2 ** 30;
  * instance cannot release the first one's row, the operator paths can);
  * duplicates are refused; `releaseAllForInstance` takes only this instance's
  * rows; a closed instance's rows are reaped by a peer; `list` and `getUsage`
- * agree with what was granted; a closed ledger refuses work; bad input is refused.
+ * agree with what was granted; a closed ledger refuses work; extended resources
+ * and `maxAgents` are held across instances; bad input is refused.
  *
  * `makeLedger({ instanceId })` is called once for each instance a check needs;
  * the check closes its ledgers when it ends.
@@ -403,7 +404,7 @@ export function poolLedgerConformance(
         );
         await expectReject(
           () => b.release(p, 'x', { everyone: true } as never),
-          (e) => e instanceof TypeError || (isScalerError(e) && e.code === 'ERR_INVALID_INPUT'),
+          (e) => e instanceof TypeError || isInvalidInputError(e),
           'release with an unknown option',
         );
       },
@@ -498,6 +499,47 @@ export function poolLedgerConformance(
           () => a.reserve(p, 'x', 1, 0),
           () => true,
           'reserve after close()',
+        );
+      },
+    ),
+
+    check(
+      'extended',
+      'extended resources and maxAgents: rows carry the counts, the cap holds across instances, refusals name the resource',
+      async ({ pool, open }) => {
+        const p = pool();
+        const gpu = 'nvidia.com/gpu';
+        const a = await open('a');
+        const b = await open('b');
+        for (const l of [a, b]) l.registerPool(p, { maxExtended: { [gpu]: 2 }, maxAgents: 3 });
+        const one = { extended: { [gpu]: 1 } };
+        expectEqual(await a.reserve(p, 'g1', 1, 0, one), { ok: true }, 'reserve g1 (1 GPU)');
+        expectEqual(await b.reserve(p, 'g2', 1, 0, one), { ok: true }, 'reserve g2 (1 GPU)');
+        expectEqual(
+          await a.reserve(p, 'g3', 1, 0, one),
+          { ok: false, pool: p, dimension: gpu, requested: 1, used: 2, max: 2, neverFits: false },
+          'reserve g3 (a third GPU of 2)',
+        );
+        expectEqual(
+          (await b.reserve(p, 'f1', 1, 0, { extended: { 'example.com/fpga': 1 } })).ok,
+          false,
+          'reserve of a resource the cap neither caps nor provides',
+        );
+        expectEqual(await b.tryReserve(p, 'c1', 1, 0), true, 'reserve c1 (no GPU)');
+        expectEqual((await a.reserve(p, 'c2', 1, 0)).ok, false, 'a fourth agent under maxAgents 3');
+        expectEqual(
+          (await b.list(p)).map((r) => [r.agentId, r.extended]).sort(),
+          [
+            ['c1', undefined],
+            ['g1', { [gpu]: 1 }],
+            ['g2', { [gpu]: 1 }],
+          ],
+          'rows and their extended counts',
+        );
+        expectEqual(
+          await a.getUsage(p),
+          { cpus: 3, memBytes: 0, extended: { [gpu]: 2 } },
+          'getUsage with extended resources',
         );
       },
     ),
