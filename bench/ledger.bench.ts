@@ -52,10 +52,24 @@ const median = (values: number[]) => percentile(values, 50);
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 // `callers` concurrent loops of reserve+release in this process (1: sequential).
-async function inProcess(callers: number, fsync: boolean, scenario: string): Promise<InProcessRun> {
+// With `extended`, every row also carries two extended resources, capped by the pool.
+const TWO_EXTENDED = { 'nvidia.com/gpu': 1, 'example.com/fpga': 1 };
+
+async function inProcess(
+  callers: number,
+  fsync: boolean,
+  scenario: string,
+  extended?: Record<string, number>,
+): Promise<InProcessRun> {
   const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
   const ledger = new MachineLedger({ instanceId: 'bench', dir, fsync });
-  ledger.registerPool('p', { maxCpu: 10_000 });
+  ledger.registerPool(
+    'p',
+    extended === undefined
+      ? { maxCpu: 10_000 }
+      : { maxCpu: 10_000, maxExtended: { 'nvidia.com/gpu': 10_000, 'example.com/fpga': 10_000 } },
+  );
+  const options = extended === undefined ? undefined : { extended };
   await ledger.reserve('p', 'warm', 1, 1);
   await ledger.release('p', 'warm');
   const latencies: number[] = [];
@@ -66,7 +80,7 @@ async function inProcess(callers: number, fsync: boolean, scenario: string): Pro
     Array.from({ length: callers }, async (_, c) => {
       for (let i = 0; performance.now() < end; i++) {
         const t = performance.now();
-        await ledger.reserve('p', `c${c}-${i}`, 1, 1);
+        await ledger.reserve('p', `c${c}-${i}`, 1, 1, options);
         latencies.push(performance.now() - t);
         await ledger.release('p', `c${c}-${i}`);
         pairs++;
@@ -190,6 +204,12 @@ export default async function bench(): Promise<BenchTable[]> {
   const inProcessRuns = [
     await inProcess(1, true, '1 process, sequential, fsync on'),
     await inProcess(1, false, '1 process, sequential, fsync off'),
+    await inProcess(
+      1,
+      false,
+      '1 process, sequential, fsync off, 2 extended resources',
+      TWO_EXTENDED,
+    ),
     await inProcess(32, true, '1 process, 32 concurrent callers (group commit), fsync on'),
   ];
   const loadAfter = loadavg();
