@@ -185,7 +185,9 @@ export class CapacityGate {
   poolUsage(): Map<string, Usage> {
     const usage = new Map<string, Usage>();
     for (const record of this.#book.values()) {
-      if (record.pool === undefined) continue;
+      // Only rows the ledger granted: a reservation still waiting for the
+      // ledger's answer (or refused by it) holds nothing in the pool.
+      if (record.pool === undefined || !record.poolHeld) continue;
       const held = usage.get(record.pool) ?? { cpus: 0, memBytes: 0 };
       held.cpus =
         (coresToMillicores(held.cpus) + coresToMillicores(record.resources.requests.cpus)) / 1000;

@@ -339,6 +339,27 @@ describe('ScalerManager: machine pools', () => {
     return { manager, backend, ledger, events };
   }
 
+  it('pool usage in getStatus counts only rows the ledger granted, not a reservation it has not answered or refused', async () => {
+    const ledger = new FakeLedger();
+    const gate = deferred();
+    const reserve = ledger.reserve.bind(ledger);
+    ledger.reserve = async (...args: Parameters<FakeLedger['reserve']>) => {
+      await gate.promise;
+      return reserve(...args);
+    };
+    const { manager } = poolSetup(ledger);
+    ledger.foreign.set('host', { cpus: 3, memBytes: 0 }); // another process holds the pool
+    const pending = manager.requestScale(['linux'], 'j1');
+    await Promise.resolve();
+    expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
+    gate.resolve();
+    expect(await pending).toMatchObject({ kind: 'at-capacity' });
+    expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
+    ledger.foreign.delete('host');
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ kind: 'spawned' });
+    expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 1, memBytes: 0 });
+  });
+
   it('registers pools and reserves in the pool after the in-memory caps', async () => {
     const { manager, ledger } = poolSetup();
     expect(ledger.caps.get('host')).toEqual({ maxCpu: 3 });
