@@ -182,7 +182,8 @@ function nearest(key: string, accepted: readonly string[]): string | undefined {
   return best;
 }
 
-function editDistance(a: string, b: string): number {
+/** Levenshtein distance; infinite past 64 characters (bounded work on hostile keys). */
+export function editDistance(a: string, b: string): number {
   if (a.length > 64 || b.length > 64) return Number.POSITIVE_INFINITY;
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {

@@ -4,6 +4,7 @@
  * accepted key, never silently ignored.
  */
 import { InvalidInputError } from '../../errors.js';
+import { editDistance } from '../checks.js';
 
 /** Every key `NatsPoolLedger.connect` accepts. */
 export const NATS_POOL_LEDGER_OPTION_KEYS = [
@@ -61,20 +62,4 @@ function nearest(key: string, accepted: readonly string[]): string | undefined {
     }
   }
   return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        previous[j]! + 1,
-        current[j - 1]! + 1,
-        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }
