@@ -58,6 +58,13 @@ export interface TestFleetOptions {
   manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledger'>;
   /** Call `manager.start()` (maintenance on the clock, the ledger's reaper). @default true */
   startManager?: boolean;
+  /**
+   * Seed of the manager's `random` (backoff and timer jitter), so a run
+   * repeats exactly: same seed, same firings. Ignored when `manager.random`
+   * is given. An integer from 0 to 2^32-1.
+   * @default 1
+   */
+  seed?: number;
 }
 
 /**
@@ -169,6 +176,7 @@ export function createTestFleet(
     'backends',
     'manager',
     'startManager',
+    'seed',
   ];
   for (const key of Object.keys(options ?? {})) {
     if (!known.includes(key)) {
@@ -176,6 +184,12 @@ export function createTestFleet(
         `Unknown createTestFleet option \`${key}\`: the accepted options are ${known.join(', ')}`,
       );
     }
+  }
+  const seed = options.seed ?? 1;
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffff_ffff) {
+    throw new TypeError(
+      `Expected \`seed\` to be an integer from 0 to 4294967295, got \`${String(seed)}\``,
+    );
   }
   const parsed = parseScalerConfig(config);
   const clock = new TestClock(options.start ?? '2026-01-05T09:00:00Z', options.clockOptions);
@@ -212,6 +226,7 @@ export function createTestFleet(
       counters.set(scaler, n);
       return `${scaler}-${n}`;
     },
+    random: seededRandom(seed),
     ...extra,
     config,
     backends: Object.entries(backends).map(([name, backend]) => ({ name, backend })),
@@ -350,4 +365,19 @@ export function createTestFleet(
 
 function fmt(n: number): string {
   return Number.isInteger(n) ? String(n) : n.toFixed(3);
+}
+
+/**
+ * Numbers in [0, 1) from a seed (mulberry32): small, fast, and the same
+ * sequence on every platform; for jitter in tests, not for anything secret.
+ */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }

@@ -3,18 +3,12 @@
  * moves only when the test says so; due timers fire in time order, and the
  * promise chains each one starts settle before the next one fires.
  */
-import { type Clock, type ClockTimer, nextTurn } from '../clock.js';
+import type { Clock, ClockTimer } from '../clock.js';
+import { type Instant, iso, toEpoch } from './test-clock/instant.js';
+import { settleChains } from './test-clock/settle.js';
+import { TIMEOUT_MAX, TimerQueue, VirtualTimer } from './test-clock/timers.js';
 
-/**
- * An instant: a `Date`, an ISO 8601 string, or epoch milliseconds.
- *
- * @example
- * ```ts
- * const start: Instant = '2026-01-05T09:00:00Z';
- * const clock = new TestClock(start);
- * ```
- */
-export type Instant = Date | string | number;
+export type { Instant } from './test-clock/instant.js';
 
 /**
  * Options of {@link TestClock}.
@@ -26,10 +20,12 @@ export type Instant = Date | string | number;
  */
 export interface TestClockOptions {
   /**
-   * Real event-loop turns (`setImmediate`) to wait after each timer fires (and
-   * at the end of `advance`), after the microtask queue is drained. Promise
-   * chains settle without any; a turn also lets `setImmediate` callbacks and
-   * I/O that is already complete run. 0 is fastest.
+   * The most real event-loop turns (`setImmediate`) to take after each timer
+   * fires (and at the end of `advance`), after the microtask queue is drained.
+   * A turn is taken only while one would run something: an immediate is
+   * queued or an I/O request (a file read, a DNS lookup, a socket write) is in
+   * flight. Promise chains settle without any; a turn also lets `setImmediate`
+   * callbacks and I/O that is already complete run. 0 never takes one.
    * @default 1
    */
   settleTurns?: number;
@@ -79,48 +75,6 @@ export interface PendingTimer {
   name: string;
 }
 
-const TIMEOUT_MAX = 2 ** 31 - 1;
-// A nextTick callback runs once the microtask queue is empty, and its
-// continuation after every microtask queued before it; a few rounds cover
-// chains that alternate between nextTick and promises.
-const DRAIN_ROUNDS = 4;
-
-function drainMicrotasks(): Promise<void> {
-  return new Promise((resolve) => process.nextTick(resolve));
-}
-const ISO_INSTANT =
-  /^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
-
-class VirtualTimer implements ClockTimer {
-  cancelled = false;
-  refed = true;
-  /** The heap entry currently scheduled for this timer. */
-  seq = 0;
-  constructor(
-    readonly id: number,
-    readonly fn: () => void,
-    public dueAt: number,
-    readonly intervalMs: number | undefined,
-  ) {}
-  ref(): ClockTimer {
-    this.refed = true;
-    return this;
-  }
-  unref(): ClockTimer {
-    this.refed = false;
-    return this;
-  }
-  hasRef(): boolean {
-    return this.refed;
-  }
-}
-
-interface Entry {
-  dueAt: number;
-  seq: number;
-  timer: VirtualTimer;
-}
-
 /**
  * A {@link Clock} with virtual time. It starts at a given instant and moves
  * only through {@link TestClock.advance}, {@link TestClock.advanceTo} and
@@ -147,9 +101,7 @@ interface Entry {
 export class TestClock implements Clock {
   #now: number;
   #nextId = 1;
-  #seq = 0;
-  #heap: Entry[] = [];
-  #live = new Map<number, VirtualTimer>();
+  readonly #queue = new TimerQueue();
   #busy = false;
   readonly #settleTurns: number;
 
@@ -264,7 +216,7 @@ export class TestClock implements Clock {
     }
     return this.#exclusive(async () => {
       let fired = 0;
-      while (this.#hasRefed()) {
+      while (this.#queue.hasRefed()) {
         if (fired >= limit) {
           const left = this.pending()
             .filter((t) => t.ref)
@@ -273,9 +225,9 @@ export class TestClock implements Clock {
             `TestClock.runAll fired ${limit} timers and ref'd timers remain (${left.join('; ')}): an interval keeps the clock busy. Clear it, unref it, or use advance().`,
           );
         }
-        const entry = this.#pop();
-        if (entry === undefined) break;
-        await this.#fire(entry);
+        const timer = this.#queue.peek();
+        if (timer === undefined) break;
+        await this.#fire(timer);
         fired++;
       }
       await this.settle();
@@ -285,7 +237,7 @@ export class TestClock implements Clock {
 
   /** Every waiting timer, soonest first (for debugging a test). */
   pending(): PendingTimer[] {
-    return [...this.#live.values()]
+    return [...this.#queue.all()]
       .sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq)
       .map((timer) => {
         const out: PendingTimer = {
@@ -304,12 +256,18 @@ export class TestClock implements Clock {
 
   /**
    * Let promise chains settle without moving time: drain the microtask and
-   * `process.nextTick` queues (chains that hop between them included), then
-   * wait `settleTurns` real event-loop turns.
+   * `process.nextTick` queues (chains that hop between them included), then,
+   * while an immediate or an I/O request is pending, take up to `settleTurns`
+   * real event-loop turns (draining again after each).
+   *
+   * @example
+   * ```ts
+   * void manager.requestScale(['linux'], 'job-1'); // not awaited
+   * await clock.settle(); // its spawn has been called
+   * ```
    */
   async settle(): Promise<void> {
-    for (let i = 0; i < DRAIN_ROUNDS; i++) await drainMicrotasks();
-    for (let i = 0; i < this.#settleTurns; i++) await nextTurn();
+    await settleChains(this.#settleTurns);
   }
 
   async #exclusive<T>(run: () => Promise<T>): Promise<T> {
@@ -328,24 +286,19 @@ export class TestClock implements Clock {
 
   async #runUntil(target: number): Promise<void> {
     for (;;) {
-      const next = this.#peek();
+      const next = this.#queue.peek();
       if (next === undefined || next.dueAt > target) break;
-      this.#pop();
       await this.#fire(next);
     }
     this.#now = target;
     await this.settle();
   }
 
-  async #fire(entry: Entry): Promise<void> {
-    const timer = entry.timer;
-    if (entry.dueAt > this.#now) this.#now = entry.dueAt;
-    if (timer.intervalMs === undefined) {
-      this.#live.delete(timer.id);
-      timer.cancelled = true;
-    } else {
-      this.#schedule(timer, this.#now + timer.intervalMs);
-    }
+  /** Fire the soonest timer (`timer`) at its instant, then let its chains settle. */
+  async #fire(timer: VirtualTimer): Promise<void> {
+    if (timer.dueAt > this.#now) this.#now = timer.dueAt;
+    if (timer.intervalMs === undefined) this.#queue.remove(timer);
+    else this.#queue.rescheduleTop(this.#now + timer.intervalMs);
     timer.fn();
     await this.settle();
   }
@@ -362,92 +315,11 @@ export class TestClock implements Clock {
       this.#now + delay,
       repeat ? delay : undefined,
     );
-    this.#live.set(timer.id, timer);
-    this.#schedule(timer, timer.dueAt);
+    this.#queue.push(timer, timer.dueAt);
     return timer;
   }
 
   #cancel(timer: ClockTimer | undefined): void {
-    if (!(timer instanceof VirtualTimer) || this.#live.get(timer.id) !== timer) return;
-    timer.cancelled = true;
-    this.#live.delete(timer.id);
+    if (timer instanceof VirtualTimer) this.#queue.remove(timer);
   }
-
-  #hasRefed(): boolean {
-    for (const timer of this.#live.values()) if (timer.refed) return true;
-    return false;
-  }
-
-  // A binary min-heap on (dueAt, seq); cancelled and rescheduled entries are
-  // skipped lazily.
-  #schedule(timer: VirtualTimer, dueAt: number): void {
-    timer.dueAt = dueAt;
-    timer.seq = ++this.#seq;
-    const heap = this.#heap;
-    heap.push({ dueAt, seq: timer.seq, timer });
-    let i = heap.length - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(heap[i]!, heap[parent]!)) break;
-      [heap[i], heap[parent]] = [heap[parent]!, heap[i]!];
-      i = parent;
-    }
-  }
-
-  #peek(): Entry | undefined {
-    const heap = this.#heap;
-    while (heap.length > 0) {
-      const top = heap[0]!;
-      if (!top.timer.cancelled && top.timer.seq === top.seq) return top;
-      this.#removeTop();
-    }
-    return undefined;
-  }
-
-  #pop(): Entry | undefined {
-    const top = this.#peek();
-    if (top !== undefined) this.#removeTop();
-    return top;
-  }
-
-  #removeTop(): void {
-    const heap = this.#heap;
-    const last = heap.pop()!;
-    if (heap.length === 0) return;
-    heap[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < heap.length && before(heap[l]!, heap[m]!)) m = l;
-      if (r < heap.length && before(heap[r]!, heap[m]!)) m = r;
-      if (m === i) break;
-      [heap[i], heap[m]] = [heap[m]!, heap[i]!];
-      i = m;
-    }
-  }
-}
-
-function before(a: Entry, b: Entry): boolean {
-  return a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq);
-}
-
-function iso(ms: number): string {
-  return new Date(ms).toISOString();
-}
-
-/** Epoch milliseconds of an instant; fails closed on anything else. */
-export function toEpoch(name: string, instant: Instant): number {
-  let ms: number;
-  if (instant instanceof Date) ms = instant.getTime();
-  else if (typeof instant === 'number') ms = instant;
-  else if (typeof instant === 'string' && ISO_INSTANT.test(instant)) ms = Date.parse(instant);
-  else ms = Number.NaN;
-  if (!Number.isFinite(ms) || Math.abs(ms) > 8.64e15) {
-    throw new TypeError(
-      `Expected \`${name}\` to be a Date, an ISO 8601 string such as "2026-01-05T09:00:00Z", or epoch milliseconds, got \`${String(instant)}\``,
-    );
-  }
-  return ms;
 }

@@ -136,6 +136,31 @@ describe('createTestFleet', () => {
     expect((await peer.reserve('host', 'x', 1, 0)).ok).toBe(false);
   });
 
+  it('a seed makes the jitter, and so every firing, repeat exactly; the default seed too', async () => {
+    const run = async (options: { seed?: number }) => {
+      const fleet = createTestFleet(config, {
+        ...options,
+        backend: { registerAfterMs: 20_000, jobDurationMs: 60_000 },
+      });
+      const dues: number[][] = [];
+      await fleet.manager.requestScale(['linux'], 'job-1');
+      for (let i = 0; i < 12; i++) {
+        await fleet.clock.advance(10_000);
+        dues.push(fleet.clock.pending().map((t) => t.dueAt));
+      }
+      await fleet.shutdown();
+      return dues;
+    };
+    const seven = await run({ seed: 7 });
+    expect(await run({ seed: 7 })).toEqual(seven);
+    expect(await run({})).toEqual(await run({ seed: 1 }));
+    // Another seed jitters maintenance differently (its timer is due at another instant).
+    expect(await run({ seed: 8 })).not.toEqual(seven);
+    for (const bad of [-1, 1.5, 2 ** 32, Number.NaN]) {
+      expect(() => createTestFleet(config, { seed: bad })).toThrow(/`seed`/);
+    }
+  });
+
   it('refuses unknown options and backends for scalers not in the config', () => {
     expect(() => createTestFleet(config, { clock: 1 } as never)).toThrow(
       /Unknown createTestFleet option/,

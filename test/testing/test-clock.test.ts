@@ -51,6 +51,19 @@ describe('TestClock', () => {
     expect(log).toEqual(['idle timeout', 'destroyed', 'next timer']);
   });
 
+  it('takes a real turn only while one would run something (an immediate here), at most settleTurns', async () => {
+    for (const settleTurns of [0, 1]) {
+      const clock = new TestClock(T0, { settleTurns });
+      const log: string[] = [];
+      clock.setTimeout(() => setImmediate(() => log.push('immediate')), 1000);
+      clock.setTimeout(() => log.push('next timer'), 1000);
+      await clock.advance(1000);
+      // With no turn the immediate runs only after the advance, on a later real turn.
+      expect(log).toEqual(settleTurns === 0 ? ['next timer'] : ['immediate', 'next timer']);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  });
+
   it('a chain that waits on the clock itself completes within the same advance', async () => {
     const clock = new TestClock(T0);
     const sleep = (ms: number) => new Promise<void>((r) => clock.setTimeout(r, ms));
