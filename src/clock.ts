@@ -11,7 +11,15 @@
  *   {@link systemClock}, {@link monotonicNow} and {@link sleep} from here by name.
  */
 
-/** A timer started by a {@link Clock}: Node's `Timeout` contract, as far as we use it. */
+/**
+ * A timer started by a {@link Clock}: Node's `Timeout` contract, as far as we use it.
+ *
+ * @example
+ * ```ts
+ * const timer: ClockTimer = clock.setInterval(() => void reap(), 30_000);
+ * timer.unref(); // a background task never keeps the process alive
+ * ```
+ */
 export interface ClockTimer {
   /** Let the process exit while this timer is pending. */
   unref(): ClockTimer;
@@ -48,6 +56,12 @@ export interface Clock {
 
 /**
  * The system clock: `Date.now` and Node's timers. The default `clock` everywhere.
+ *
+ * @example
+ * ```ts
+ * import { MachineLedger, systemClock } from 'scaler-primitives/ledger';
+ * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', clock: systemClock }); // the default
+ * ```
  */
 export const systemClock: Clock = Object.freeze({
   now: () => Date.now(),
@@ -65,17 +79,38 @@ export const systemClock: Clock = Object.freeze({
  * This host's monotonic clock in milliseconds (`performance.now()`): for
  * measuring real durations (latency, a lease's local refresh age), never for
  * deciding by wall time.
+ *
+ * @example
+ * ```ts
+ * const started = monotonicNow();
+ * await kv.get('pool.build-host');
+ * const latencyMs = monotonicNow() - started;
+ * ```
  */
 export function monotonicNow(): number {
   return performance.now();
 }
 
-/** Epoch milliseconds from the monotonic clock (`performance.timeOrigin + performance.now()`). */
+/**
+ * Epoch milliseconds from the monotonic clock (`performance.timeOrigin + performance.now()`).
+ *
+ * @example
+ * ```ts
+ * const refreshedAt = monotonicEpochNow(); // does not jump when the wall clock is set
+ * ```
+ */
 export function monotonicEpochNow(): number {
   return performance.timeOrigin + performance.now();
 }
 
-/** A real pause on the system clock (a wait on another process or a server). */
+/**
+ * A real pause on the system clock (a wait on another process or a server).
+ *
+ * @example
+ * ```ts
+ * await sleep(50); // let the process holding the lock finish, then poll again
+ * ```
+ */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 }
@@ -83,6 +118,11 @@ export function sleep(ms: number): Promise<void> {
 /**
  * Resolve the `clock` / `now` pair of options: `clock` wins; a bare `now`
  * (the older shorthand) reads time from it and keeps the system timers.
+ *
+ * @example
+ * ```ts
+ * const clock = resolveClock(options.clock, options.now); // systemClock when neither is given
+ * ```
  */
 export function resolveClock(clock: Clock | undefined, now: (() => number) | undefined): Clock {
   if (clock !== undefined) {
@@ -111,6 +151,12 @@ export function resolveClock(clock: Clock | undefined, now: (() => number) | und
  * Resolve after one real turn of the event loop (`setImmediate`): every
  * microtask queued so far, and those they queue, has run by then. The test
  * kit's `TestClock` uses it to let the promise chains a timer starts settle.
+ *
+ * @example
+ * ```ts
+ * setImmediate(() => console.log('ran'));
+ * await nextTurn(); // 'ran' has been printed
+ * ```
  */
 export function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));

@@ -17,6 +17,11 @@
 /**
  * Every error code the library uses, as a constant object (see {@link ErrorCodeName}
  * for the union of its values).
+ *
+ * @example
+ * ```ts
+ * if (isScalerError(error) && error.code === ErrorCode.LEDGER_BUSY) retryLater();
+ * ```
  */
 export const ErrorCode = {
   /** A CPU or memory quantity could not be parsed. */
@@ -66,13 +71,28 @@ export const ErrorCode = {
   BACKEND: 'ERR_BACKEND',
 } as const;
 
-/** The union of every value of {@link ErrorCode}. */
+/**
+ * The union of every value of {@link ErrorCode}.
+ *
+ * @example
+ * ```ts
+ * const code: ErrorCodeName = 'ERR_LEDGER_BUSY';
+ * ```
+ */
 export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 // A registered symbol survives two copies of the library in one process.
 const brand = Symbol.for('scaler-primitives.ScalerError');
 
-/** Options accepted by every {@link ScalerError} constructor. */
+/**
+ * Options accepted by every {@link ScalerError} constructor.
+ *
+ * @example
+ * ```ts
+ * const options: ScalerErrorOptions = { cause: error };
+ * throw new BackendError('linux', 'spawn failed: quota exceeded', options);
+ * ```
+ */
 export interface ScalerErrorOptions {
   /** The error this one was built from. */
   cause?: unknown;
@@ -107,10 +127,27 @@ export class ScalerError extends Error {
   }
 }
 
-/** Which resource dimension a quantity or a refusal is about (`extended`: a named countable resource such as `nvidia.com/gpu`). */
+/**
+ * Which resource dimension a quantity or a refusal is about (`extended`: a named countable resource such as `nvidia.com/gpu`).
+ *
+ * @example
+ * ```ts
+ * if (isResourceParseError(error)) {
+ *   const kind: ResourceKind = error.kind; // 'cpu' | 'memory' | 'extended'
+ * }
+ * ```
+ */
 export type ResourceKind = 'cpu' | 'memory' | 'extended';
 
-/** A CPU or memory quantity that could not be parsed; names the value and the accepted forms. */
+/**
+ * A CPU or memory quantity that could not be parsed; names the value and the accepted forms.
+ *
+ * @example
+ * ```ts
+ * try { parseCpu(input); }
+ * catch (error) { if (isResourceParseError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class ResourceParseError extends ScalerError {
   /** The value that was refused, as given. */
   readonly value: unknown;
@@ -129,7 +166,15 @@ export class ResourceParseError extends ScalerError {
   }
 }
 
-/** Resolved resources whose request exceeds their limit in one dimension. */
+/**
+ * Resolved resources whose request exceeds their limit in one dimension.
+ *
+ * @example
+ * ```ts
+ * try { resolveResources(layers); }
+ * catch (error) { if (isResourceConflictError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class ResourceConflictError extends ScalerError {
   /** The dimension in conflict. */
   readonly dimension: 'cpus' | 'memBytes';
@@ -165,7 +210,15 @@ export class ResourceConflictError extends ScalerError {
   }
 }
 
-/** A reservation id that is already held was reserved again (it would count twice). */
+/**
+ * A reservation id that is already held was reserved again (it would count twice).
+ *
+ * @example
+ * ```ts
+ * try { caps.tryReserve('agent-1', ['global'], amount); }
+ * catch (error) { if (isDuplicateReservationError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class DuplicateReservationError extends ScalerError {
   /** The reservation id. */
   readonly id: string;
@@ -180,7 +233,16 @@ export class DuplicateReservationError extends ScalerError {
   }
 }
 
-/** One problem found in a configuration document. */
+/**
+ * One problem found in a configuration document.
+ *
+ * @example
+ * ```ts
+ * if (isConfigError(error)) {
+ *   for (const issue of error.issues) console.error(issue.path.join('.'), issue.message);
+ * }
+ * ```
+ */
 export interface ConfigIssue {
   /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
   path: ReadonlyArray<string | number>;
@@ -188,7 +250,15 @@ export interface ConfigIssue {
   message: string;
 }
 
-/** A configuration document failed validation; `issues` lists every problem with its path. */
+/**
+ * A configuration document failed validation; `issues` lists every problem with its path.
+ *
+ * @example
+ * ```ts
+ * try { parseScalerConfig(JSON.parse(text)); }
+ * catch (error) { if (isConfigError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class ConfigError extends ScalerError {
   /** Every problem found, each with the path to the offending value. */
   readonly issues: readonly ConfigIssue[];
@@ -204,7 +274,15 @@ export class ConfigError extends ScalerError {
   }
 }
 
-/** An input value (name, address, port, uid, ...) was refused before it reached any system. */
+/**
+ * An input value (name, address, port, uid, ...) was refused before it reached any system.
+ *
+ * @example
+ * ```ts
+ * try { parseCidr(input); }
+ * catch (error) { if (isInvalidInputError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class InvalidInputError extends ScalerError {
   /** What the value was meant to be, e.g. `interface name`. */
   readonly what: string;
@@ -223,7 +301,15 @@ export class InvalidInputError extends ScalerError {
   }
 }
 
-/** Base class of the ledger's errors; `pool` names the pool involved. */
+/**
+ * Base class of the ledger's errors; `pool` names the pool involved.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerError extends ScalerError {
   /** The pool involved. */
   readonly pool: string;
@@ -240,7 +326,15 @@ export class LedgerError extends ScalerError {
   }
 }
 
-/** A ledger document is unparseable, of the wrong shape or of an unknown version. Nothing was written. */
+/**
+ * A ledger document is unparseable, of the wrong shape or of an unknown version. Nothing was written.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerCorruptError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerCorruptError extends LedgerError {
   /** The file path or KV key of the document. */
   readonly location: string;
@@ -257,7 +351,15 @@ export class LedgerCorruptError extends LedgerError {
   }
 }
 
-/** A pool's stored cap differs from the cap given to `registerPool`. Nothing was written. */
+/**
+ * A pool's stored cap differs from the cap given to `registerPool`. Nothing was written.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerCapMismatchError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerCapMismatchError extends LedgerError {
   /** The cap stored in the ledger. */
   readonly stored: unknown;
@@ -277,7 +379,15 @@ export class LedgerCapMismatchError extends LedgerError {
   }
 }
 
-/** The ledger lock, or a compare-and-set, could not be won before the deadline. */
+/**
+ * The ledger lock, or a compare-and-set, could not be won before the deadline.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerBusyError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerBusyError extends LedgerError {
   /** How long the lock had been held when we gave up, in ms, when known. */
   readonly lockAgeMs: number | undefined;
@@ -299,7 +409,15 @@ export class LedgerBusyError extends LedgerError {
   }
 }
 
-/** The lock was taken over while this operation held it; the operation wrote nothing. */
+/**
+ * The lock was taken over while this operation held it; the operation wrote nothing.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerLockCompromisedError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerLockCompromisedError extends LedgerError {
   /**
    * @param pool - The pool.
@@ -312,7 +430,15 @@ export class LedgerLockCompromisedError extends LedgerError {
   }
 }
 
-/** The ledger directory cannot be used safely. */
+/**
+ * The ledger directory cannot be used safely.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerDirError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerDirError extends LedgerError {
   /** The directory. */
   readonly dir: string;
@@ -331,6 +457,11 @@ export class LedgerDirError extends LedgerError {
 /**
  * Why a ledger file was refused (see {@link LedgerFileError}): a constant object,
  * {@link LedgerFileProblemName} is the union of its values.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerFileError(error) && error.problem === LedgerFileProblem.SYMLINK) alertOperator(error.path);
+ * ```
  */
 export const LedgerFileProblem = {
   /** The path is a symbolic link (it is never followed). */
@@ -345,13 +476,26 @@ export const LedgerFileProblem = {
   TOO_LARGE: 'too-large',
 } as const;
 
-/** The union of every value of {@link LedgerFileProblem}. */
+/**
+ * The union of every value of {@link LedgerFileProblem}.
+ *
+ * @example
+ * ```ts
+ * const problem: LedgerFileProblemName = 'symlink';
+ * ```
+ */
 export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof LedgerFileProblem];
 
 /**
  * A file in the ledger directory (pool file, lease file, temp file) was refused
  * before it was read or written. The message names the path and what it is,
  * never the file's contents. Nothing was written.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerFileError(error)) console.error(error.path, error.problem); else throw error; }
+ * ```
  */
 export class LedgerFileError extends LedgerError {
   /** The refused path. */
@@ -384,6 +528,12 @@ export class LedgerFileError extends LedgerError {
  * stalled and peers may have reaped its rows (`NatsPoolLedger`), or rows it
  * holds vanished without it releasing them, by a peer's reap or an operator's
  * release (`MachineLedger`). Reported once per loss; the next call proceeds.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerLeaseExpiredError(error)) await reconcileAgents(); else throw error; }
+ * ```
  */
 export class LedgerLeaseExpiredError extends LedgerError {
   /**
@@ -404,7 +554,15 @@ export class LedgerLeaseExpiredError extends LedgerError {
   }
 }
 
-/** The ledger's backing store cannot be reached right now. */
+/**
+ * The ledger's backing store cannot be reached right now.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerUnavailableError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class LedgerUnavailableError extends LedgerError {
   /**
    * @param pool - The pool.
@@ -417,7 +575,15 @@ export class LedgerUnavailableError extends LedgerError {
   }
 }
 
-/** Base class of the errors raised while running `nft`. */
+/**
+ * Base class of the errors raised while running `nft`.
+ *
+ * @example
+ * ```ts
+ * try { await addIsolationRules(agent, policy); }
+ * catch (error) { if (isNftError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class NftError extends ScalerError {
   /** The command line that was run, when one was. */
   readonly command: string | undefined;
@@ -442,7 +608,15 @@ export class NftError extends ScalerError {
   }
 }
 
-/** The `nft` binary is not installed (or not on `PATH`). */
+/**
+ * The `nft` binary is not installed (or not on `PATH`).
+ *
+ * @example
+ * ```ts
+ * try { await addIsolationRules(agent, policy); }
+ * catch (error) { if (isNftNotInstalledError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class NftNotInstalledError extends NftError {
   /**
    * @param message - The full sentence.
@@ -455,7 +629,15 @@ export class NftNotInstalledError extends NftError {
   }
 }
 
-/** `nft` lacked CAP_NET_ADMIN (run as root, grant the capability, or use `requireSudo`). */
+/**
+ * `nft` lacked CAP_NET_ADMIN (run as root, grant the capability, or use `requireSudo`).
+ *
+ * @example
+ * ```ts
+ * try { await addIsolationRules(agent, policy); }
+ * catch (error) { if (isNftPermissionError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class NftPermissionError extends NftError {
   /**
    * @param message - The full sentence.
@@ -472,7 +654,15 @@ export class NftPermissionError extends NftError {
   }
 }
 
-/** `nft` ran and exited with an error. */
+/**
+ * `nft` ran and exited with an error.
+ *
+ * @example
+ * ```ts
+ * try { await addIsolationRules(agent, policy); }
+ * catch (error) { if (isNftCommandError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class NftCommandError extends NftError {
   /**
    * @param message - The full sentence.
@@ -489,7 +679,15 @@ export class NftCommandError extends NftError {
   }
 }
 
-/** A per-agent caps value is not valid systemd syntax; it was not written or applied. */
+/**
+ * A per-agent caps value is not valid systemd syntax; it was not written or applied.
+ *
+ * @example
+ * ```ts
+ * try { decodeAgentCaps(value); }
+ * catch (error) { if (isCapsValueError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class CapsValueError extends ScalerError {
   /** The field, `cpuQuota` or `memoryMax` (or `value` for the document). */
   readonly field: string;
@@ -509,7 +707,15 @@ export class CapsValueError extends ScalerError {
   }
 }
 
-/** A KV write lost a compare-and-set race (JetStream codes 10071 and 10164). */
+/**
+ * A KV write lost a compare-and-set race (JetStream codes 10071 and 10164).
+ *
+ * @example
+ * ```ts
+ * try { await writeAgentCaps(kv, 'iris', caps); }
+ * catch (error) { if (isRevisionConflictError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class RevisionConflictError extends ScalerError {
   /** The KV key involved. */
   readonly key: string;
@@ -525,7 +731,15 @@ export class RevisionConflictError extends ScalerError {
   }
 }
 
-/** A NATS request failed or timed out. */
+/**
+ * A NATS request failed or timed out.
+ *
+ * @example
+ * ```ts
+ * try { await readAgentCaps(nc, 'iris'); }
+ * catch (error) { if (isNatsRequestError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class NatsRequestError extends ScalerError {
   /** The subject requested. */
   readonly subject: string;
@@ -547,7 +761,15 @@ export class NatsRequestError extends ScalerError {
   }
 }
 
-/** A host backend failed to spawn or destroy an agent. */
+/**
+ * A host backend failed to spawn or destroy an agent.
+ *
+ * @example
+ * ```ts
+ * try { await manager.shutdownAll(); }
+ * catch (error) { if (isBackendError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
 export class BackendError extends ScalerError {
   /** The backend (scaler) name. */
   readonly backend: string;
@@ -567,6 +789,11 @@ export class BackendError extends ScalerError {
  * True for any error raised by scaler-primitives (any copy of it).
  *
  * @param error - Anything caught.
+ *
+ * @example
+ * ```ts
+ * if (isScalerError(error)) console.error(error.code, error.message);
+ * ```
  */
 export function isScalerError(error: unknown): error is ScalerError {
   return (
@@ -581,21 +808,63 @@ function hasCode<T extends ScalerError>(codes: readonly ErrorCodeName[]) {
   return (error: unknown): error is T => isScalerError(error) && codes.includes(error.code);
 }
 
-/** True for a {@link ResourceParseError}. */
+/**
+ * True for a {@link ResourceParseError}.
+ *
+ * @example
+ * ```ts
+ * if (isResourceParseError(error)) console.error(error.code, error.value, error.kind);
+ * ```
+ */
 export const isResourceParseError = hasCode<ResourceParseError>([ErrorCode.RESOURCE_PARSE]);
-/** True for a {@link ResourceConflictError}. */
+/**
+ * True for a {@link ResourceConflictError}.
+ *
+ * @example
+ * ```ts
+ * if (isResourceConflictError(error)) console.error(error.code, error.dimension, error.request);
+ * ```
+ */
 export const isResourceConflictError = hasCode<ResourceConflictError>([
   ErrorCode.RESOURCE_CONFLICT,
 ]);
-/** True for a {@link DuplicateReservationError}. */
+/**
+ * True for a {@link DuplicateReservationError}.
+ *
+ * @example
+ * ```ts
+ * if (isDuplicateReservationError(error)) console.error(error.code, error.id);
+ * ```
+ */
 export const isDuplicateReservationError = hasCode<DuplicateReservationError>([
   ErrorCode.DUPLICATE_RESERVATION,
 ]);
-/** True for a {@link ConfigError}. */
+/**
+ * True for a {@link ConfigError}.
+ *
+ * @example
+ * ```ts
+ * if (isConfigError(error)) console.error(error.code, error.issues);
+ * ```
+ */
 export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
-/** True for an {@link InvalidInputError}. */
+/**
+ * True for an {@link InvalidInputError}.
+ *
+ * @example
+ * ```ts
+ * if (isInvalidInputError(error)) console.error(error.code, error.what, error.value);
+ * ```
+ */
 export const isInvalidInputError = hasCode<InvalidInputError>([ErrorCode.INVALID_INPUT]);
-/** True for any {@link LedgerError}. */
+/**
+ * True for any {@link LedgerError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerError(error)) console.error(error.code, error.pool);
+ * ```
+ */
 export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_CORRUPT,
   ErrorCode.LEDGER_CAP_MISMATCH,
@@ -606,52 +875,164 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_LEASE_EXPIRED,
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
-/** True for a {@link LedgerCorruptError}. */
+/**
+ * True for a {@link LedgerCorruptError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerCorruptError(error)) console.error(error.code, error.location);
+ * ```
+ */
 export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGER_CORRUPT]);
-/** True for a {@link LedgerCapMismatchError}. */
+/**
+ * True for a {@link LedgerCapMismatchError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerCapMismatchError(error)) console.error(error.code, error.stored, error.registered);
+ * ```
+ */
 export const isLedgerCapMismatchError = hasCode<LedgerCapMismatchError>([
   ErrorCode.LEDGER_CAP_MISMATCH,
 ]);
-/** True for a {@link LedgerBusyError}. */
+/**
+ * True for a {@link LedgerBusyError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerBusyError(error)) console.error(error.code, error.lockAgeMs);
+ * ```
+ */
 export const isLedgerBusyError = hasCode<LedgerBusyError>([ErrorCode.LEDGER_BUSY]);
-/** True for a {@link LedgerLockCompromisedError}. */
+/**
+ * True for a {@link LedgerLockCompromisedError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerLockCompromisedError(error)) console.error(error.code);
+ * ```
+ */
 export const isLedgerLockCompromisedError = hasCode<LedgerLockCompromisedError>([
   ErrorCode.LEDGER_LOCK_COMPROMISED,
 ]);
-/** True for a {@link LedgerDirError}. */
+/**
+ * True for a {@link LedgerDirError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerDirError(error)) console.error(error.code, error.dir);
+ * ```
+ */
 export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UNSAFE]);
-/** True for a {@link LedgerFileError}. */
+/**
+ * True for a {@link LedgerFileError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerFileError(error)) console.error(error.code, error.path, error.problem);
+ * ```
+ */
 export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE_UNSAFE]);
-/** True for a {@link LedgerLeaseExpiredError}. */
+/**
+ * True for a {@link LedgerLeaseExpiredError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerLeaseExpiredError(error)) console.error(error.code, error.agentIds);
+ * ```
+ */
 export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
   ErrorCode.LEDGER_LEASE_EXPIRED,
 ]);
-/** True for a {@link LedgerUnavailableError}. */
+/**
+ * True for a {@link LedgerUnavailableError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerUnavailableError(error)) console.error(error.code);
+ * ```
+ */
 export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
-/** True for any {@link NftError}. */
+/**
+ * True for any {@link NftError}.
+ *
+ * @example
+ * ```ts
+ * if (isNftError(error)) console.error(error.code, error.command, error.stderr);
+ * ```
+ */
 export const isNftError = hasCode<NftError>([
   ErrorCode.NFT_NOT_INSTALLED,
   ErrorCode.NFT_PERMISSION,
   ErrorCode.NFT_COMMAND,
 ]);
-/** True for an {@link NftNotInstalledError}. */
+/**
+ * True for an {@link NftNotInstalledError}.
+ *
+ * @example
+ * ```ts
+ * if (isNftNotInstalledError(error)) console.error(error.code);
+ * ```
+ */
 export const isNftNotInstalledError = hasCode<NftNotInstalledError>([ErrorCode.NFT_NOT_INSTALLED]);
-/** True for an {@link NftPermissionError}. */
+/**
+ * True for an {@link NftPermissionError}.
+ *
+ * @example
+ * ```ts
+ * if (isNftPermissionError(error)) console.error(error.code);
+ * ```
+ */
 export const isNftPermissionError = hasCode<NftPermissionError>([ErrorCode.NFT_PERMISSION]);
-/** True for an {@link NftCommandError}. */
+/**
+ * True for an {@link NftCommandError}.
+ *
+ * @example
+ * ```ts
+ * if (isNftCommandError(error)) console.error(error.code);
+ * ```
+ */
 export const isNftCommandError = hasCode<NftCommandError>([ErrorCode.NFT_COMMAND]);
-/** True for a {@link CapsValueError}. */
+/**
+ * True for a {@link CapsValueError}.
+ *
+ * @example
+ * ```ts
+ * if (isCapsValueError(error)) console.error(error.code, error.field, error.value);
+ * ```
+ */
 export const isCapsValueError = hasCode<CapsValueError>([ErrorCode.CAPS_VALUE]);
-/** True for a {@link RevisionConflictError}. */
+/**
+ * True for a {@link RevisionConflictError}.
+ *
+ * @example
+ * ```ts
+ * if (isRevisionConflictError(error)) console.error(error.code, error.key);
+ * ```
+ */
 export const isRevisionConflictError = hasCode<RevisionConflictError>([
   ErrorCode.REVISION_CONFLICT,
 ]);
-/** True for a {@link NatsRequestError} (timeout or other failure). */
+/**
+ * True for a {@link NatsRequestError} (timeout or other failure).
+ *
+ * @example
+ * ```ts
+ * if (isNatsRequestError(error)) console.error(error.code, error.subject);
+ * ```
+ */
 export const isNatsRequestError = hasCode<NatsRequestError>([
   ErrorCode.NATS_TIMEOUT,
   ErrorCode.NATS_REQUEST,
 ]);
-/** True for a {@link BackendError}. */
+/**
+ * True for a {@link BackendError}.
+ *
+ * @example
+ * ```ts
+ * if (isBackendError(error)) console.error(error.code, error.backend);
+ * ```
+ */
 export const isBackendError = hasCode<BackendError>([ErrorCode.BACKEND]);

@@ -22,10 +22,31 @@ import {
 /**
  * The dimensions a cap can refuse on: CPU, memory, the number of reservations
  * (`agents`), or an extended resource by name (`nvidia.com/gpu`).
+ *
+ * @example
+ * ```ts
+ * const result = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
+ * if (!result.ok) {
+ *   const dimension: CapDimension = result.dimension; // 'cpu' | 'memory' | 'agents' | 'nvidia.com/gpu' ...
+ *   console.log(`${result.scope} is full on ${dimension}`);
+ * }
+ * ```
  */
 export type CapDimension = 'cpu' | 'memory' | 'agents' | ExtendedResourceName;
 
-/** Why {@link CapTracker.tryReserve} refused: the first scope and dimension that did not fit. */
+/**
+ * Why {@link CapTracker.tryReserve} refused: the first scope and dimension that did not fit.
+ *
+ * @example
+ * ```ts
+ * const result = caps.tryReserve('agent-9', ['global', 'scaler:small'], { cpus: 4, memBytes: 0 });
+ * if (!result.ok) {
+ *   const refusal: CapRefusal = result;
+ *   if (refusal.neverFits) console.log(`${refusal.scope} can never hold ${refusal.requested} (max ${refusal.max})`);
+ *   else console.log(`wait: ${refusal.used} of ${refusal.max} used in ${refusal.scope}`);
+ * }
+ * ```
+ */
 export interface CapRefusal {
   /** Always `false`. */
   ok: false;
@@ -46,16 +67,40 @@ export interface CapRefusal {
   neverFits: boolean;
 }
 
-/** The outcome of {@link CapTracker.tryReserve}. */
+/**
+ * The outcome of {@link CapTracker.tryReserve}.
+ *
+ * @example
+ * ```ts
+ * const result: CapReserveResult = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 2 ** 30 });
+ * console.log(result.ok ? 'reserved' : `refused by ${result.scope} on ${result.dimension}`);
+ * ```
+ */
 export type CapReserveResult = CapGranted | CapRefusal;
 
-/** A granted reservation. */
+/**
+ * A granted reservation.
+ *
+ * @example
+ * ```ts
+ * const granted: CapGranted | CapRefusal = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
+ * if (granted.ok) console.log('reserved in every scope named');
+ * ```
+ */
 export interface CapGranted {
   /** Always `true`. */
   ok: true;
 }
 
-/** What {@link CapTracker.release} released. */
+/**
+ * What {@link CapTracker.release} released.
+ *
+ * @example
+ * ```ts
+ * const released: CapReservation | undefined = caps.release('agent-1');
+ * if (released) console.log(`freed ${released.cpus} cores in ${released.scopes.join(', ')}`);
+ * ```
+ */
 export interface CapReservation {
   /** The reservation id. */
   id: string;
@@ -69,7 +114,15 @@ export interface CapReservation {
   extended?: Record<string, number>;
 }
 
-/** Usage of one scope. */
+/**
+ * Usage of one scope.
+ *
+ * @example
+ * ```ts
+ * const usage: ScopeUsage = caps.usage('global');
+ * console.log(`${usage.reservations} agents hold ${usage.cpus} cores and ${usage.memBytes} bytes`);
+ * ```
+ */
 export interface ScopeUsage {
   /** Summed CPU of live reservations, in cores. */
   cpus: number;
@@ -81,7 +134,15 @@ export interface ScopeUsage {
   extended?: Record<string, number>;
 }
 
-/** A point-in-time copy of the tracker's state. */
+/**
+ * A point-in-time copy of the tracker's state.
+ *
+ * @example
+ * ```ts
+ * const snapshot: CapSnapshot = caps.snapshot();
+ * for (const r of snapshot.reservations) console.log(r.id, r.scopes, r.cpus, r.memBytes);
+ * ```
+ */
 export interface CapSnapshot {
   /** Every scope with a cap or with live reservations. */
   scopes: Record<string, ScopeSnapshot>;
@@ -89,7 +150,15 @@ export interface CapSnapshot {
   reservations: CapReservation[];
 }
 
-/** One scope in a {@link CapSnapshot}. */
+/**
+ * One scope in a {@link CapSnapshot}.
+ *
+ * @example
+ * ```ts
+ * const global: ScopeSnapshot | undefined = caps.snapshot().scopes.global;
+ * console.log(global?.cap?.maxCpu, global?.usage.cpus);
+ * ```
+ */
 export interface ScopeSnapshot {
   /** The scope's cap, if it has one. */
   cap: ResourceCap | undefined;
@@ -97,7 +166,17 @@ export interface ScopeSnapshot {
   usage: ScopeUsage;
 }
 
-/** Options of the {@link CapTracker} constructor. */
+/**
+ * Options of the {@link CapTracker} constructor.
+ *
+ * @example
+ * ```ts
+ * const options: CapTrackerOptions = {
+ *   caps: { global: { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }, 'scaler:small': { maxAgents: 4 } },
+ * };
+ * const caps = new CapTracker(options);
+ * ```
+ */
 export interface CapTrackerOptions {
   /** Initial caps by scope name. */
   caps?: Record<string, ResourceCap | undefined>;
