@@ -6,6 +6,12 @@ import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 /**
  * One agent's caps: systemd values carried verbatim. An absent field means
  * "not capped by the swarm" (the host's own setting applies), never "uncapped".
+ *
+ * @example
+ * ```ts
+ * const caps: AgentCaps = { cpuQuota: '400%', memoryMax: '8G' }; // four CPUs, 8 GiB
+ * const wire = encodeAgentCaps(caps); // {"cpu_quota":"400%","memory_max":"8G"}
+ * ```
  */
 export interface AgentCaps {
   /** systemd `CPUQuota=`, e.g. `"400%"` (four CPUs). */
@@ -14,7 +20,15 @@ export interface AgentCaps {
   memoryMax?: string;
 }
 
-/** Options for the checks of caps values. */
+/**
+ * Options for the checks of caps values.
+ *
+ * @example
+ * ```ts
+ * const options: CapsValueOptions = { allowMemoryPercent: true };
+ * validateAgentCaps({ memoryMax: '50%' }, options); // accepted only with the option
+ * ```
+ */
 export interface CapsValueOptions {
   /**
    * Accept a percentage for `memoryMax` (`"50%"` of the host's memory).
@@ -25,7 +39,15 @@ export interface CapsValueOptions {
   allowMemoryPercent?: boolean;
 }
 
-/** Options of {@link decodeAgentCaps}. */
+/**
+ * Options of {@link decodeAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * const options: DecodeAgentCapsOptions = { raw: true }; // inspect a value systemd would ignore
+ * const caps = decodeAgentCaps(bytes, options);
+ * ```
+ */
 export interface DecodeAgentCapsOptions extends CapsValueOptions {
   /**
    * Return the values as stored, without checking them against the systemd
@@ -39,6 +61,11 @@ export interface DecodeAgentCapsOptions extends CapsValueOptions {
 /**
  * The longest caps field accepted (`"18446744073709551614"` is 20 characters): a
  * longer value is refused before any parsing.
+ *
+ * @example
+ * ```ts
+ * if (value.length > MAX_CAPS_FIELD_LENGTH) throw new TypeError('caps field too long');
+ * ```
  */
 export const MAX_CAPS_FIELD_LENGTH = 64;
 
@@ -46,6 +73,11 @@ export const MAX_CAPS_FIELD_LENGTH = 64;
  * The largest stored caps value {@link decodeAgentCaps} reads (64 KiB), checked before
  * parsing. A value is a few dozen bytes; the margin leaves room for fields a newer
  * writer may add, which are tolerated.
+ *
+ * @example
+ * ```ts
+ * if (entry.value.length > MAX_CAPS_VALUE_BYTES) console.warn('caps value too large: refused');
+ * ```
  */
 export const MAX_CAPS_VALUE_BYTES = 65_536;
 

@@ -6,7 +6,16 @@ import {
   checkCapsOptions,
 } from './codec.js';
 
-/** The unit sections a resource-control drop-in can target. */
+/**
+ * The unit sections a resource-control drop-in can target.
+ *
+ * @example
+ * ```ts
+ * const text = renderDropIn({ cpuQuota: '200%' }, { section: DropInSection.Scope });
+ * // [Scope]
+ * // CPUQuota=200%
+ * ```
+ */
 export const DropInSection = {
   /** A `.service` unit. */
   Service: 'Service',
@@ -16,10 +25,25 @@ export const DropInSection = {
   Slice: 'Slice',
 } as const;
 
-/** One of the values of {@link DropInSection}. */
+/**
+ * One of the values of {@link DropInSection}.
+ *
+ * @example
+ * ```ts
+ * const section: DropInSectionName = 'Slice';
+ * ```
+ */
 export type DropInSectionName = (typeof DropInSection)[keyof typeof DropInSection];
 
-/** Options of {@link renderDropIn}. */
+/**
+ * Options of {@link renderDropIn}.
+ *
+ * @example
+ * ```ts
+ * const options: RenderDropInOptions = { section: 'Scope', allowMemoryPercent: false };
+ * const text = renderDropIn(caps, options);
+ * ```
+ */
 export interface RenderDropInOptions extends CapsValueOptions {
   /**
    * The unit section the settings go under.

@@ -1,10 +1,24 @@
 import { InvalidInputError } from '../errors.js';
 import { showValue } from '../internal/strict-keys.js';
 
-/** The JetStream KV bucket that holds one caps value per agent, keyed by agent name. */
+/**
+ * The JetStream KV bucket that holds one caps value per agent, keyed by agent name.
+ *
+ * @example
+ * ```ts
+ * const kv = await new Kvm(nc).open(BUCKET); // 'agent-limits', the bucket the Rust crate uses
+ * ```
+ */
 export const BUCKET = 'agent-limits';
 
-/** The stream backing {@link BUCKET} (KV buckets are streams named `KV_<bucket>`). */
+/**
+ * The stream backing {@link BUCKET} (KV buckets are streams named `KV_<bucket>`).
+ *
+ * @example
+ * ```ts
+ * const info = await jsm.streams.info(STREAM); // 'KV_agent-limits'
+ * ```
+ */
 export const STREAM = `KV_${BUCKET}`;
 
 // One subject token that is also a valid KV key: the KV key charset (nats.js and
@@ -17,6 +31,11 @@ const AGENT_NAME = /^[-/=\w]+$/;
  * 256 bytes). Checked before anything is sent: a subject longer than the server's
  * control line (4096 bytes by default) makes nats-server close the whole
  * connection, for every other user of it.
+ *
+ * @example
+ * ```ts
+ * if (agent.length > MAX_AGENT_NAME_LENGTH) throw new TypeError('agent name too long');
+ * ```
  */
 export const MAX_AGENT_NAME_LENGTH = 256;
 

@@ -5,7 +5,14 @@
 import type { ScalerConfig, ScalerConfigInput } from '../manager/index.js';
 import type { KiciResourceCap, KiciResourceRequest, KiciResourceSpec } from './resources.js';
 
-/** A kici label set (`scalers[].labelSets[]`). */
+/**
+ * A kici label set (`scalers[].labelSets[]`).
+ *
+ * @example
+ * ```ts
+ * const set: KiciLabelSet = { labels: ['linux', 'x64'], resources: { cpus: 2, memory: '4g' }, image: 'ci-agent:1' };
+ * ```
+ */
 export interface KiciLabelSet {
   /** The labels agents of this set have. */
   labels: string[];
@@ -39,7 +46,14 @@ export interface KiciLabelSet {
   overlayDriveSizeMib?: number;
 }
 
-/** A kici warm pool (`scalers[].warmPool`). */
+/**
+ * A kici warm pool (`scalers[].warmPool`).
+ *
+ * @example
+ * ```ts
+ * const warmPool: KiciWarmPool = { enabled: true, size: 1, idleTimeoutSeconds: 600 };
+ * ```
+ */
 export interface KiciWarmPool {
   /** Whether the warm pool runs. @default false */
   enabled?: boolean;
@@ -49,7 +63,19 @@ export interface KiciWarmPool {
   idleTimeoutSeconds?: number;
 }
 
-/** A kici scaler entry (`scalers[]`). */
+/**
+ * A kici scaler entry (`scalers[]`).
+ *
+ * @example
+ * ```ts
+ * const entry: KiciScalerEntry = {
+ *   name: 'linux-small',
+ *   type: 'container',
+ *   maxAgents: 4,
+ *   labelSets: [{ labels: ['linux'], resources: { cpus: 1, memory: '2g' } }],
+ * };
+ * ```
+ */
 export interface KiciScalerEntry {
   /** Unique name. */
   name: string;
@@ -122,6 +148,12 @@ export interface KiciScalerEntry {
  * A kici scaler config file (`version: 1`), in the 0.1.1 or 0.9.1 shape: `machinePools` as an
  * array of `{ name, cap }`, `globalResourceCap`, `warmPool.enabled`, label-set backend
  * settings such as `image`. kici's own parsed `ScalerConfig` type fits it as well.
+ *
+ * @example
+ * ```ts
+ * const kici: KiciScalerConfig = YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8'));
+ * const { ok, input, issues } = toScalerConfig(kici);
+ * ```
  */
 export interface KiciScalerConfig {
   /** Always 1. */
@@ -161,10 +193,26 @@ export interface KiciScalerConfig {
   };
 }
 
-/** How much a kici setting without an equivalent matters. */
+/**
+ * How much a kici setting without an equivalent matters.
+ *
+ * @example
+ * ```ts
+ * const errors = result.issues.filter((i) => i.severity === ('error' satisfies KiciIssueSeverity));
+ * ```
+ */
 export type KiciIssueSeverity = 'error' | 'warning';
 
-/** One kici setting that has no equivalent in a `ScalerManager` config, or a schema problem. */
+/**
+ * One kici setting that has no equivalent in a `ScalerManager` config, or a schema problem.
+ *
+ * @example
+ * ```ts
+ * for (const issue of toScalerConfig(kici).issues as KiciConfigIssue[]) {
+ *   console.warn(issue.severity, issue.path.join('.'), issue.message);
+ * }
+ * ```
+ */
 export interface KiciConfigIssue {
   /** Path in the kici config, e.g. `['scalers', 0, 'roles']`. */
   path: ReadonlyArray<string | number>;
@@ -178,7 +226,15 @@ export interface KiciConfigIssue {
   message: string;
 }
 
-/** Options of {@link toScalerConfig}. */
+/**
+ * Options of {@link toScalerConfig}.
+ *
+ * @example
+ * ```ts
+ * const options: ToScalerConfigOptions = { acknowledge: ['roles'] }; // routed by mandatoryLabels instead
+ * const result = toScalerConfig(kici, options);
+ * ```
+ */
 export interface ToScalerConfigOptions {
   /**
    * kici setting names (`'roles'`, `'platform'`, ...) whose errors you have read and
@@ -188,7 +244,16 @@ export interface ToScalerConfigOptions {
   acknowledge?: readonly string[];
 }
 
-/** The result of {@link toScalerConfig}. */
+/**
+ * The result of {@link toScalerConfig}.
+ *
+ * @example
+ * ```ts
+ * const result: KiciConfigTranslation = toScalerConfig(kici);
+ * if (!result.ok) process.exit(1);
+ * const manager = new ScalerManager({ config: result.input, backends, ledger });
+ * ```
+ */
 export interface KiciConfigTranslation {
   /** True when there is no error: `config` is set. */
   ok: boolean;
@@ -200,7 +265,15 @@ export interface KiciConfigTranslation {
   issues: KiciConfigIssue[];
 }
 
-/** The result of {@link parseKiciScalerConfig}. */
+/**
+ * The result of {@link parseKiciScalerConfig}.
+ *
+ * @example
+ * ```ts
+ * const { config, warnings }: KiciParsedConfig = parseKiciScalerConfig(kici); // throws on an error
+ * for (const w of warnings) console.warn(w.path.join('.'), w.message);
+ * ```
+ */
 export interface KiciParsedConfig {
   /** The validated `ScalerManager` config. */
   config: ScalerConfig;

@@ -8,7 +8,15 @@ import { join } from 'node:path';
 import { LedgerDirError } from '../errors.js';
 import { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV, resolveLedgerDir } from '../ledger/index.js';
 
-/** Where to look up `$XDG_STATE_HOME` and `$HOME` (kici reads `process.env` and `os.homedir()`). */
+/**
+ * Where to look up `$XDG_STATE_HOME` and `$HOME` (kici reads `process.env` and `os.homedir()`).
+ *
+ * @example
+ * ```ts
+ * const env: KiciEnv = { XDG_STATE_HOME: '/var/lib/kici-state', HOME: '/root' };
+ * const dirs = kiciLedgerDirCandidates(env);
+ * ```
+ */
 export type KiciEnv = Readonly<Record<string, string | undefined>>;
 
 /**

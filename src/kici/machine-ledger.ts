@@ -10,7 +10,15 @@ import {
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
 import { type KiciEnv, resolveKiciLedgerDir } from './ledger-dir.js';
 
-/** Options of the adapter's {@link MachineLedger}: kici's two, plus optional extras. */
+/**
+ * Options of the adapter's {@link MachineLedger}: kici's two, plus optional extras.
+ *
+ * @example
+ * ```ts
+ * const options: KiciMachineLedgerOptions = { instanceId: 'orchestrator-a', explicitDir: kiciLedgerDirFromEnv() };
+ * const ledger = new MachineLedger(options);
+ * ```
+ */
 export interface KiciMachineLedgerOptions {
   /**
    * The ledger directory. When absent (or empty) the directory is resolved as kici does,
@@ -29,7 +37,15 @@ export interface KiciMachineLedgerOptions {
   core?: Omit<CoreMachineLedgerOptions, 'instanceId' | 'dir' | 'explicitDir' | 'env'>;
 }
 
-/** What {@link MachineLedger.getUsage} returns (kici's shape). */
+/**
+ * What {@link MachineLedger.getUsage} returns (kici's shape).
+ *
+ * @example
+ * ```ts
+ * const usage: KiciUsage = await ledger.getUsage('build-host');
+ * console.log(`${usage.cpus} cores, ${usage.memBytes} bytes in use`);
+ * ```
+ */
 export interface KiciUsage {
   /** Summed cores of the live rows. */
   cpus: number;

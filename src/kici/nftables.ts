@@ -19,10 +19,23 @@ import {
 /**
  * How rules recognise an agent's traffic: `iifname` (the interface packets arrive on:
  * Firecracker TAP, veth) or `saddr` (the agent's source address: containers on a bridge).
+ *
+ * @example
+ * ```ts
+ * await addIsolationRules('172.30.0.5', '172.30.0.1', undefined, 'saddr' satisfies NftMatchMode);
+ * ```
  */
 export type NftMatchMode = 'iifname' | 'saddr';
 
-/** kici's per-label-set network policy. */
+/**
+ * kici's per-label-set network policy.
+ *
+ * @example
+ * ```ts
+ * const policy: KiciNetworkPolicy = { allowlist: ['10.20.30.0/24'], denyAll: true };
+ * await addIsolationRules('tap-ci-42', '172.30.0.1', policy);
+ * ```
+ */
 export interface KiciNetworkPolicy {
   /** Networks the agent may reach although they are in a blocked range. */
   allowlist?: readonly string[];
@@ -38,6 +51,12 @@ export interface KiciNetworkPolicy {
 /**
  * The seed's `NftOptions` (`requireSudo`) plus this library's (`netns`, `table`, `layout`,
  * `nftPath`, `runner`) and the host ports the agent may reach.
+ *
+ * @example
+ * ```ts
+ * const opts: KiciNftOptions = { hostAccess: [8080, { port: 53, protocol: 'udp' }], onError: console.warn };
+ * await addIsolationRules('tap-ci-42', '172.30.0.1', undefined, 'iifname', opts);
+ * ```
  */
 export interface KiciNftOptions extends NftOptions {
   /**

@@ -10,7 +10,14 @@ import {
   type ResourceCap,
 } from '../resources/index.js';
 
-/** A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes). */
+/**
+ * A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes).
+ *
+ * @example
+ * ```ts
+ * const spec: KiciResourceSpec = { cpus: 2, memory: '4g' }; // 4 GiB, as kici reads it
+ * ```
+ */
 export interface KiciResourceSpec {
   /** Cores. */
   cpus?: number;
@@ -18,7 +25,15 @@ export interface KiciResourceSpec {
   memory?: string | number;
 }
 
-/** A kici resource declaration: nested `{ requests?, limits? }`. */
+/**
+ * A kici resource declaration: nested `{ requests?, limits? }`.
+ *
+ * @example
+ * ```ts
+ * const request: KiciResourceRequest = { requests: { cpus: 1, memory: '2g' }, limits: { cpus: 2 } };
+ * const resources = fromKiciResources(request);
+ * ```
+ */
 export interface KiciResourceRequest {
   /** What the job needs; summed by caps. */
   requests?: KiciResourceSpec;
@@ -26,7 +41,14 @@ export interface KiciResourceRequest {
   limits?: KiciResourceSpec;
 }
 
-/** A kici cap: as written in its YAML (`maxMemory: "64g"`) or as its loader returns it (`maxMemoryBytes`). */
+/**
+ * A kici cap: as written in its YAML (`maxMemory: "64g"`) or as its loader returns it (`maxMemoryBytes`).
+ *
+ * @example
+ * ```ts
+ * const cap = fromKiciCap({ maxCpu: 16, maxMemory: '64g' } satisfies KiciResourceCap);
+ * ```
+ */
 export interface KiciResourceCap {
   /** Maximum summed cores. */
   maxCpu?: number;
