@@ -16,6 +16,11 @@ export interface Decimal {
  * The longest quantity string any parser reads. Longer strings are refused
  * before any pattern is applied, so a hostile input costs O(1): a valid quantity
  * is never longer than a few dozen characters.
+ *
+ * @example
+ * ```ts
+ * if (input.length > MAX_QUANTITY_LENGTH) console.error('refused before parsing');
+ * ```
  */
 export const MAX_QUANTITY_LENGTH = 64;
 
@@ -24,6 +29,11 @@ export const MAX_QUANTITY_LENGTH = 64;
  * 10^12 cores). CPU crosses the API as a number of cores, and a double holds
  * every decimal of at most 15 significant digits exactly, so up to this bound
  * `cores * 1000` always reads back as the same whole millicores.
+ *
+ * @example
+ * ```ts
+ * parseMillicores(String(MAX_MILLICORES + 1) + 'm'); // throws ResourceParseError
+ * ```
  */
 export const MAX_MILLICORES = 999_999_999_999_999;
 

@@ -13,7 +13,15 @@ import { coresToMillicores, parseCpu, parseMemory, type QuantityOptions } from '
 import type { ResolvedResources } from './resolve.js';
 import type { ResourceRequest } from './types.js';
 
-/** One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise. */
+/**
+ * One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise.
+ *
+ * @example
+ * ```ts
+ * const policy = limitRangeSchema().parse({ cpus: { min: '250m', max: 4, defaultRequest: '500m' } });
+ * const cpus: LimitRangeItem | undefined = policy.cpus; // { min: 0.25, max: 4, defaultRequest: 0.5 }
+ * ```
+ */
 export interface LimitRangeItem {
   /** Request and limit must be at least this. */
   min?: number;
@@ -27,13 +35,36 @@ export interface LimitRangeItem {
   default?: number;
 }
 
-/** A parsed policy: rules by resource (`cpus`, `memory`, or an extended resource name). */
+/**
+ * A parsed policy: rules by resource (`cpus`, `memory`, or an extended resource name).
+ *
+ * @example
+ * ```ts
+ * const policy: LimitRangePolicy = limitRangeSchema().parse({ memory: { max: '16Gi' } });
+ * ```
+ */
 export type LimitRangePolicy = Readonly<Record<string, LimitRangeItem>>;
 
-/** The rule that refused a job. */
+/**
+ * The rule that refused a job.
+ *
+ * @example
+ * ```ts
+ * const result = checkLimitRange(policy, resolved);
+ * if (!result.ok && result.rule === ('max' satisfies LimitRangeRule)) console.log(`${result.resource} above ${result.bound}`);
+ * ```
+ */
 export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
 
-/** The outcome of {@link checkLimitRange}. */
+/**
+ * The outcome of {@link checkLimitRange}.
+ *
+ * @example
+ * ```ts
+ * const result: LimitRangeResult = checkLimitRange(policy, resolveResources([job, scalerDefaults]));
+ * if (!result.ok) console.error(result.message);
+ * ```
+ */
 export type LimitRangeResult =
   | {
       /** Inside the range. */
@@ -79,6 +110,12 @@ function amount(resource: string, opts: QuantityOptions) {
 /**
  * The consistency problems of a policy: defaults outside the range, `min` above
  * `max`, a ratio below 1, defaults whose ratio exceeds `maxLimitRequestRatio`.
+ *
+ * @example
+ * ```ts
+ * const problems = limitRangeProblems(policy); // [] when min <= default <= max for every resource
+ * for (const p of problems) console.error(p);
+ * ```
  */
 export function limitRangeProblems(policy: LimitRangePolicy): string[] {
   const problems: string[] = [];
@@ -121,6 +158,14 @@ export function limitRangeProblems(policy: LimitRangePolicy): string[] {
  * Quantities follow `opts.convention`; unknown keys are refused; an inconsistent
  * policy (see {@link limitRangeProblems}) is an issue, so a bad default is a
  * config error at load time.
+ *
+ * @example
+ * ```ts
+ * const policy = limitRangeSchema({ convention: 'kubernetes' }).parse({
+ *   cpus: { min: '100m', max: '8', maxLimitRequestRatio: 4 },
+ *   memory: { defaultRequest: '512Mi', default: '1Gi' },
+ * });
+ * ```
  */
 export function limitRangeSchema(opts: QuantityOptions = {}): z.ZodType<LimitRangePolicy, unknown> {
   return z.record(z.string(), z.unknown()).transform((raw, ctx) => {
@@ -170,6 +215,12 @@ export function limitRangeSchema(opts: QuantityOptions = {}): z.ZodType<LimitRan
 /**
  * The policy's defaults as a layer for {@link resolveResources}: put it after the
  * job's and label set's layers (where a `LimitRange` applies in Kubernetes).
+ *
+ * @example
+ * ```ts
+ * const defaults: ResourceRequest = limitRangeDefaults(policy); // a layer for resolveResources
+ * const resolved = resolveResources([job, defaults]);
+ * ```
  */
 export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
   const requests: Record<string, number> = {};

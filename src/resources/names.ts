@@ -1,10 +1,24 @@
 import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
 
-/** A domain-prefixed resource name such as `nvidia.com/gpu`. */
+/**
+ * A domain-prefixed resource name such as `nvidia.com/gpu`.
+ *
+ * @example
+ * ```ts
+ * const gpu: ExtendedResourceName = 'nvidia.com/gpu';
+ * ```
+ */
 export type ExtendedResourceName = `${string}/${string}`;
 
-/** The longest extended resource name: a 253-character DNS prefix, `/`, a 63-character name. */
+/**
+ * The longest extended resource name: a 253-character DNS prefix, `/`, a 63-character name.
+ *
+ * @example
+ * ```ts
+ * validateExtendedResourceName('x'.repeat(MAX_EXTENDED_NAME_LENGTH + 1)); // throws
+ * ```
+ */
 export const MAX_EXTENDED_NAME_LENGTH = 317;
 
 // Kubernetes qualified names: a DNS-1123 subdomain prefix, then a name part.
@@ -41,7 +55,15 @@ export function extendedNameProblem(name: string): string | undefined {
   return undefined;
 }
 
-/** True when `name` is a valid extended resource name (see {@link validateExtendedResourceName}). */
+/**
+ * True when `name` is a valid extended resource name (see {@link validateExtendedResourceName}).
+ *
+ * @example
+ * ```ts
+ * isExtendedResourceName('nvidia.com/gpu'); // true
+ * isExtendedResourceName('gpu'); // false: a name needs a domain prefix
+ * ```
+ */
 export function isExtendedResourceName(name: unknown): name is ExtendedResourceName {
   return typeof name === 'string' && extendedNameProblem(name) === undefined;
 }

@@ -23,13 +23,34 @@ import { formatBinarySI, formatDecimalSI, parseKubernetesQuantity } from './kube
  *   `Ki Mi Gi Ti Pi Ei` (powers of 1024), exponents (`"1e3"`, `"1.3E+6"`), a
  *   leading `+`, a trailing dot (`"1."`). Lower-case `m` is milli for memory too
  *   (`"500m"` is half a byte, which rounds up to 1 byte), as in Kubernetes.
+ *
+ * @example
+ * ```ts
+ * const convention: QuantityConvention = 'kubernetes';
+ * parseMemory('1G', { convention }); // 1000000000 (binary: 1073741824)
+ * ```
  */
 export type QuantityConvention = 'binary' | 'kubernetes';
 
-/** Which meaning single-letter memory suffixes carry (see {@link QuantityConvention}). */
+/**
+ * Which meaning single-letter memory suffixes carry (see {@link QuantityConvention}).
+ *
+ * @example
+ * ```ts
+ * const convention: MemoryConvention = 'binary';
+ * ```
+ */
 export type MemoryConvention = QuantityConvention;
 
-/** Options of the quantity parsers and formatters. */
+/**
+ * Options of the quantity parsers and formatters.
+ *
+ * @example
+ * ```ts
+ * const options: QuantityOptions = { convention: 'kubernetes' };
+ * parseCpu('1.3E+6', options); // 1300000
+ * ```
+ */
 export interface QuantityOptions {
   /**
    * The grammar (see {@link QuantityConvention}).
@@ -38,12 +59,25 @@ export interface QuantityOptions {
   convention?: QuantityConvention;
 }
 
-/** Options of {@link parseMemory} (and of every function that parses memory). */
+/**
+ * Options of {@link parseMemory} (and of every function that parses memory).
+ *
+ * @example
+ * ```ts
+ * const options: ParseMemoryOptions = { convention: 'binary' };
+ * parseMemory('2g', options); // 2147483648
+ * ```
+ */
 export interface ParseMemoryOptions extends QuantityOptions {}
 
 /**
  * Largest CPU value, in cores, the library counts: {@link MAX_MILLICORES} / 1000
  * (999999999999.999). Up to it, a number of cores holds its millicores exactly.
+ *
+ * @example
+ * ```ts
+ * if (cores > MAX_CPU_CORES) throw new TypeError('too many cores');
+ * ```
  */
 export const MAX_CPU_CORES = MAX_MILLICORES / 1000;
 
@@ -90,6 +124,11 @@ function checkConvention(opts: QuantityOptions | undefined): QuantityConvention 
  * @param cores - A finite number of cores, >= 0 and <= {@link MAX_CPU_CORES}.
  * @returns Whole millicores (a safe integer).
  * @throws TypeError for anything else.
+ *
+ * @example
+ * ```ts
+ * coresToMillicores(1.5); // 1500
+ * ```
  */
 export function coresToMillicores(cores: number): number {
   if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0) {
@@ -111,6 +150,11 @@ export function coresToMillicores(cores: number): number {
  *   is {@link MAX_MILLICORES}: nothing the library counts can exceed it.
  * @returns Whole millicores (a safe integer).
  * @throws TypeError for a negative, non-finite or non-number value.
+ *
+ * @example
+ * ```ts
+ * capToMillicores(0.0015); // 1: a cap rounds down to whole millicores, never up
+ * ```
  */
 export function capToMillicores(cores: number): number {
   if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0) {

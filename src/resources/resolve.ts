@@ -3,10 +3,26 @@ import type { ParseMemoryOptions } from './quantity.js';
 import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceAmount, ResourceRequest, ResourceSpec } from './types.js';
 
-/** The layer names {@link resolveResources} uses when none are given, in priority order. */
+/**
+ * The layer names {@link resolveResources} uses when none are given, in priority order.
+ *
+ * @example
+ * ```ts
+ * const r = resolveResources([job, labelSet, scalerDefaults, globalDefaults]); // named as DEFAULT_LAYER_NAMES
+ * r.provenance.requests.cpus; // 'job' | 'labelSet' | 'scaler' | 'global' | 'zero'
+ * ```
+ */
 export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as const;
 
-/** Where each resolved value came from: a layer name, or `zero` when no layer declared it. */
+/**
+ * Where each resolved value came from: a layer name, or `zero` when no layer declared it.
+ *
+ * @example
+ * ```ts
+ * const { provenance }: { provenance: ResourceProvenance } = resolveResources([job, scalerDefaults]);
+ * console.log(`cpu request from ${provenance.requests.cpus}, memory limit from ${provenance.limits.memBytes}`);
+ * ```
+ */
 export interface ResourceProvenance {
   /** Layers of `requests.cpus` and `requests.memBytes`. */
   requests: ProvenanceOf;
@@ -14,7 +30,14 @@ export interface ResourceProvenance {
   limits: ProvenanceOf;
 }
 
-/** The layer names behind one side of a {@link ResolvedResources}. */
+/**
+ * The layer names behind one side of a {@link ResolvedResources}.
+ *
+ * @example
+ * ```ts
+ * const requests: ProvenanceOf = resolveResources([job, scalerDefaults]).provenance.requests;
+ * ```
+ */
 export interface ProvenanceOf {
   /** The layer the CPU value came from, or `zero`. */
   cpus: string;
@@ -24,7 +47,15 @@ export interface ProvenanceOf {
   extended?: Record<string, string>;
 }
 
-/** The outcome of {@link resolveResources}: numbers for both sides, and their provenance. */
+/**
+ * The outcome of {@link resolveResources}: numbers for both sides, and their provenance.
+ *
+ * @example
+ * ```ts
+ * const r: ResolvedResources = resolveResources([{ limits: { cpus: '1500m' } }, { requests: { memory: '3Gi' } }]);
+ * r.requests; // { cpus: 1.5, memBytes: 3221225472 }: the request mirrors the limit
+ * ```
+ */
 export interface ResolvedResources {
   /** What the job needs: what caps add up. */
   requests: ResourceAmount;
@@ -34,7 +65,15 @@ export interface ResolvedResources {
   provenance: ResourceProvenance;
 }
 
-/** Options of {@link resolveResources}: the quantity convention. */
+/**
+ * Options of {@link resolveResources}: the quantity convention.
+ *
+ * @example
+ * ```ts
+ * const options: ResolveResourcesOptions = { convention: 'kubernetes' }; // '500M' is 500000000 bytes
+ * resolveResources([job], undefined, options);
+ * ```
+ */
 export interface ResolveResourcesOptions extends ParseMemoryOptions {}
 
 /**

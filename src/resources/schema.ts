@@ -16,7 +16,15 @@ function quantity(parse: (value: number | string) => number) {
   });
 }
 
-/** A {@link ResourceSpec} after parsing: canonical numbers. */
+/**
+ * A {@link ResourceSpec} after parsing: canonical numbers.
+ *
+ * @example
+ * ```ts
+ * const spec: ParsedResourceSpec = resourceSpecSchema.parse({ cpus: '500m', memory: '1Gi' });
+ * // { cpus: 0.5, memory: 1073741824 }
+ * ```
+ */
 export interface ParsedResourceSpec {
   /** Cores, at millicore precision. */
   cpus?: number;
@@ -26,7 +34,15 @@ export interface ParsedResourceSpec {
   [extended: `${string}/${string}`]: number | undefined;
 }
 
-/** A {@link ResourceRequest} after parsing: always the nested form, canonical numbers. */
+/**
+ * A {@link ResourceRequest} after parsing: always the nested form, canonical numbers.
+ *
+ * @example
+ * ```ts
+ * const parsed: ParsedResourceRequest = resourceRequestSchema.parse({ cpus: 1, memory: '2g' });
+ * // legacy flat form: { requests: { cpus: 1, memory: 2147483648 }, limits: { cpus: 1, memory: 2147483648 } }
+ * ```
+ */
 export interface ParsedResourceRequest {
   /** What the job needs. */
   requests?: ParsedResourceSpec;
@@ -34,7 +50,15 @@ export interface ParsedResourceRequest {
   limits?: ParsedResourceSpec;
 }
 
-/** A cap as written in configuration. */
+/**
+ * A cap as written in configuration.
+ *
+ * @example
+ * ```ts
+ * const input: ResourceCapInput = { maxCpu: '8', maxMemory: '32Gi', maxAgents: 10 };
+ * const cap = resourceCapSchema.parse(input); // { maxCpu: 8, maxMemoryBytes: 34359738368, maxAgents: 10 }
+ * ```
+ */
 export interface ResourceCapInput {
   /** Maximum summed CPU: cores or a CPU quantity string. */
   maxCpu?: number | string;
@@ -50,7 +74,15 @@ export interface ResourceCapInput {
   maxAgents?: number;
 }
 
-/** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
+/**
+ * The zod schemas of {@link resourceSchemas}, built for one memory convention.
+ *
+ * @example
+ * ```ts
+ * const k8s: ResourceSchemas = resourceSchemas({ convention: 'kubernetes' });
+ * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
+ * ```
+ */
 export interface ResourceSchemas {
   /** `{ cpus?, memory? }` -> `{ cpus?: cores, memory?: bytes }`. */
   spec: z.ZodType<ParsedResourceSpec, ResourceSpec>;
@@ -177,6 +209,11 @@ const binary = resourceSchemas();
  * zod schema of a {@link ResourceSpec}: `{ cpus?, memory? }`, unknown keys refused.
  * Parses to canonical numbers (cores, whole bytes); invalid quantities come back
  * as issues at their path.
+ *
+ * @example
+ * ```ts
+ * resourceSpecSchema.parse({ cpus: '250m', memory: '512Mi' }); // { cpus: 0.25, memory: 536870912 }
+ * ```
  */
 export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
 
@@ -184,6 +221,11 @@ export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
  * zod schema of a {@link ResourceRequest}. Accepts the nested form
  * `{ requests?, limits? }` and the legacy flat form `{ cpus?, memory? }`, which
  * declares both sides; always parses to the nested form with canonical numbers.
+ *
+ * @example
+ * ```ts
+ * resourceRequestSchema.parse({ requests: { cpus: 1 }, limits: { cpus: 2, memory: '4Gi' } });
+ * ```
  */
 export const resourceRequestSchema: ResourceSchemas['request'] = binary.request;
 
@@ -191,5 +233,10 @@ export const resourceRequestSchema: ResourceSchemas['request'] = binary.request;
  * zod schema of a cap in configuration: `{ maxCpu?, maxMemory? }` (quantities)
  * parsed to the {@link ResourceCap} form `{ maxCpu?, maxMemoryBytes? }`.
  * `maxMemoryBytes` (a byte count) is accepted in place of `maxMemory`.
+ *
+ * @example
+ * ```ts
+ * const cap = resourceCapSchema.parse({ maxCpu: 12, maxMemory: '48Gi' }); // { maxCpu: 12, maxMemoryBytes: ... }
+ * ```
  */
 export const resourceCapSchema: ResourceSchemas['cap'] = binary.cap;

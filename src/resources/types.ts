@@ -8,6 +8,11 @@ import type { ExtendedResourceName } from './names.js';
  * `memory` is bytes (a number, or a string such as `"8Gi"` or `"2g"`); any
  * domain-prefixed key (`"nvidia.com/gpu"`) is an extended resource, a whole
  * count. An absent field means "not declared here"; any other key is refused.
+ *
+ * @example
+ * ```ts
+ * const spec: ResourceSpec = { cpus: '500m', memory: '2Gi', 'nvidia.com/gpu': 1 };
+ * ```
  */
 export interface ResourceSpec {
   /** CPU in cores: `1.5`, `"1.5"`, `"500m"`. */
@@ -21,6 +26,12 @@ export interface ResourceSpec {
 /**
  * A job's (or a layer's) resource declaration: what it needs (`requests`, what
  * caps add up) and what it may use at most (`limits`, what backends enforce).
+ *
+ * @example
+ * ```ts
+ * const job: ResourceRequest = { requests: { cpus: 1, memory: '2Gi' }, limits: { cpus: 2 } };
+ * const { requests, limits } = resolveResources([job]);
+ * ```
  */
 export interface ResourceRequest {
   /** What the job needs; summed by caps. */
@@ -29,7 +40,15 @@ export interface ResourceRequest {
   limits?: ResourceSpec;
 }
 
-/** A resolved amount: cores, whole bytes, and whole counts of extended resources. */
+/**
+ * A resolved amount: cores, whole bytes, and whole counts of extended resources.
+ *
+ * @example
+ * ```ts
+ * const amount: ResourceAmount = { cpus: 1.5, memBytes: 4 * 2 ** 30, extended: { 'nvidia.com/gpu': 1 } };
+ * caps.tryReserve('agent-1', ['global'], amount);
+ * ```
+ */
 export interface ResourceAmount {
   /** CPU in cores, at millicore precision. */
   cpus: number;
@@ -49,6 +68,12 @@ export interface ResourceAmount {
  * Extended resources fail closed: a cap that neither caps a resource in
  * `maxExtended` nor lists it in `provides` allows none of it (a machine that
  * does not declare GPUs has none). A scope with no cap at all limits nothing.
+ *
+ * @example
+ * ```ts
+ * const cap: ResourceCap = { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30, maxExtended: { 'nvidia.com/gpu': 2 } };
+ * ledger.registerPool('gpu-box', cap);
+ * ```
  */
 export interface ResourceCap {
   /** Maximum summed CPU, in cores. */
