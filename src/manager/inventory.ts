@@ -84,6 +84,17 @@ export function isLastJob(record: AgentRecord): boolean {
   return record.jobsCompleted + running >= max;
 }
 
+/**
+ * True when the agent is warm capacity: idle and able to take another job, or
+ * spawning with no job bound (a warm spawn nobody took yet). An agent on its
+ * last job, or spawning for a job, never is.
+ * @internal
+ */
+export function isWarmCapacity(record: AgentRecord): boolean {
+  if (record.state === 'idle') return !isLastJob(record);
+  return record.state === 'spawning' && record.jobId === undefined;
+}
+
 /** A frozen snapshot of one record. @internal */
 export function snapshotOf(record: AgentRecord): AgentSnapshot {
   const snapshot: {

@@ -38,7 +38,11 @@ export interface ScalerStatus {
   globalActiveCount: number;
   /** Agents spawning (not yet registered). */
   spawningCount: number;
-  /** Idle agents of scalers with a warm pool, plus warm spawns in flight. */
+  /**
+   * Warm capacity of scalers with a warm pool: idle agents that can take another
+   * job, plus spawns no job was given. An agent on its last job (see
+   * `maxJobsPerAgent`) or spawning for a job is not counted.
+   */
   warmPoolCount: number;
   /** Summed requests of every tracked agent. */
   globalUsage: Usage;

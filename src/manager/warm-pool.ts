@@ -1,5 +1,6 @@
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
+import { isWarmCapacity } from './inventory.js';
 import type { ScalerState } from './scalers.js';
 import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
@@ -63,13 +64,9 @@ export class WarmPool {
       if (scaler.jobSpawnsInFlight > 0) continue;
       if (now - scaler.lastDemandAt < core.options.demandHoldMs) continue;
       if (now - core.globalDemandAt < core.options.demandHoldMs) continue;
-      // Only agents that can take a job count: idle ones and warm spawns not yet registered.
+      // Only agents that can take a job count: idle ones and spawns no job was given.
       let ready = 0;
-      for (const id of scaler.agents) {
-        const record = core.book.get(id)!;
-        if (record.state === 'idle') ready++;
-        else if (record.state === 'spawning' && record.warm) ready++;
-      }
+      for (const id of scaler.agents) if (isWarmCapacity(core.book.get(id)!)) ready++;
       if (ready >= target) continue;
       const labelSet = scaler.labelSets[warm.labelSet] ?? scaler.labelSets[0]!;
       let resources: AgentResources;
