@@ -66,5 +66,6 @@ export type {
   UntrackedAgent,
   Usage,
   ValidationResult,
+  WarmPoolHold,
   WarmPoolStatus,
 } from './types.js';

@@ -93,7 +93,7 @@ export class Rooms {
     this.warm = new WarmPool(
       this.core,
       this.spawner,
-      (scaler) => this.pacing.check(scaler) === undefined && this.lost.mayStart(scaler),
+      (scaler) => this.pacing.check(scaler) ?? this.lost.refusal(scaler),
     );
     this.maintenance = new Maintenance(this.core, this.warm, (scaler) =>
       this.pacing.failed(scaler, new Error('The agent did not register in time')),

@@ -8,6 +8,7 @@ export type {
   ScalerCounters,
   ScalerStatus,
   Usage,
+  WarmPoolHold,
   WarmPoolStatus,
 } from './status-types.js';
 
@@ -324,8 +325,11 @@ export interface ScalerEvent {
    * (reconcile), `events-dropped` (the pre-correlation buffer overflowed),
    * `reservation-lost` (the ledger removed this agent's pool row while this instance's
    * lease had lapsed: the agent runs without a pool reservation; `data.certain` is false
-   * when the ledger could not say which rows it removed); and, with an
-   * empty `agentId`, `maintenance-failed`, `warm-pool-failed` and `shutdown-failed`. For a backend: its own kind.
+   * when the ledger could not say which rows it removed), `job-taken` (another agent took
+   * the job this one was spawning for: `data: { jobId, by }`); and, with an
+   * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`,
+   * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when) and
+   * `warm-pool-resumed` (`data: { reason }`: the hold that ended). For a backend: its own kind.
    */
   kind: string;
   /** The agent. */
