@@ -82,7 +82,7 @@ describe('one-shot agents (maxJobsPerAgent: 1)', () => {
       startManager: false,
       backend: { registerAfterMs: 1000 },
     });
-    const { manager, clock, backends } = fleet;
+    const { manager, clock } = fleet;
     await manager.maintain();
     await clock.advance(1000); // one warm agent idle
     const [warm] = manager.listAgents({ state: 'idle' });
