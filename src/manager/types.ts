@@ -68,6 +68,12 @@ export interface SpawnResult {
 /**
  * What the host implements for each kind of agent (containers, microVMs, processes,
  * cloud instances). The manager decides; the backend acts.
+ *
+ * One backend object may serve several scalers (give it under each name in
+ * `backends`): `destroy` is called per agent, so one scaler's drain, trim or
+ * removal never ends another's agents, and `list()` and `shutdown()` are
+ * called once per backend object, not once per scaler, so they must answer
+ * for every agent the object runs.
  */
 export interface ScalerBackend {
   /**
@@ -364,7 +370,7 @@ export interface ReconcileResult {
 
 /** An agent a backend runs that the manager does not track. */
 export interface UntrackedAgent {
-  /** The scaler whose backend listed it. */
+  /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
   scaler: string;
   /** The agent. */
   agentId: string;
