@@ -39,7 +39,17 @@ export interface ClaimRequest {
   resources?: ResourceRequest;
 }
 
-/** Why an idle agent of a scaler could not take the job. */
+/**
+ * Why the idle agents of a scaler could not take a job, in a `no-fit` {@link ClaimResult}.
+ *
+ * @example
+ * ```ts
+ * const claim = manager.claimIdleAgent({ jobId: 'job-9', labels: ['windows'] });
+ * if (claim.kind === 'no-fit') {
+ *   for (const r of claim.reasons as ClaimMismatch[]) console.log(`${r.scaler}: ${r.reason} ${r.missing?.join(',') ?? ''}`);
+ * }
+ * ```
+ */
 export interface ClaimMismatch {
   /** The scaler. */
   scaler: string;

@@ -31,7 +31,7 @@ export interface AgentSnapshot {
   /** True for a warm-pool spawn (started with no job). */
   readonly warm: boolean;
   /** Its resolved requests and limits. */
-  readonly resources: Readonly<{ requests: ResourceAmount; limits: ResourceAmount }>;
+  readonly resources: Readonly<AgentResources>;
   /** The machine pool it holds a row in, if its scaler names one. */
   readonly pool?: string;
   /** When its spawn was asked for (epoch milliseconds, on the manager's clock). */

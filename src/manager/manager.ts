@@ -102,7 +102,10 @@ export class ScalerManager {
    * spawn backoff resets, and the answer says which job it was started for and
    * which mandatory labels every job it takes must name (apply them to
    * queue-drain dispatch too; see {@link ScalerManager.canRunJob}). An agent
-   * being drained or destroyed is bound to no job.
+   * being drained or destroyed is bound to no job. An agent whose job another
+   * agent took meanwhile is bound to the oldest job still waiting on a spawn
+   * that it can run (`rebound: true`), or to none (it is idle). Calling it again
+   * answers the same and changes nothing.
    *
    * @param agentId - The registering agent.
    * @param labels - The labels it registered with (passed on in the `registered` event).
