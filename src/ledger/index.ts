@@ -59,6 +59,7 @@ export {
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 export type {
+  AdoptResult,
   LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,

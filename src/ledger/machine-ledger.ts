@@ -41,6 +41,7 @@ import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { checkWriteSize, readPoolFile, syncDir, tempPrefix } from './store.js';
 import { isMovedLockName, removeTree } from './takeover.js';
 import type {
+  AdoptResult,
   LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
@@ -376,6 +377,29 @@ export class MachineLedger implements PoolLedger {
   }
 
   /**
+   * Take over the row `agentId` holds in `pool` under this instance id but
+   * another process (this host before a restart), or reserve it again when
+   * it is gone; see {@link PoolLedger.adopt}. One locked write.
+   *
+   * @throws as {@link MachineLedger.reserve}; DuplicateReservationError when
+   *   another instance holds a live row for `agentId` (never taken).
+   */
+  async adopt(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<AdoptResult> {
+    validatePoolName(pool);
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
+    const row = this.row(agentId, cpus, memBytes);
+    if (extended !== undefined) row.extended = extended;
+    return (await this.enqueue(pool, { kind: 'adopt', row })) as AdoptResult;
+  }
+
+  /**
    * Remove the reservation of `agentId` in `pool` that this instance made
    * (another instance's row answers `false`; see {@link PoolLedger.release} for
    * the operator paths `anyInstance` and `instanceId`). Idempotent.
@@ -667,7 +691,7 @@ export class MachineLedger implements PoolLedger {
     ops.forEach((op, i) => {
       const answer = answers[i];
       if (!answer?.ok) return;
-      if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
+      if ((op.kind === 'reserve' || op.kind === 'adopt') && (answer.value as ReserveResult).ok) {
         if (!held) {
           held = new Set();
           this.held.set(pool, held);

@@ -35,6 +35,17 @@ export type LedgerOp =
       maybeApplied?: boolean;
     }
   | {
+      /**
+       * Take over the row of `row.agentId` that `row.instanceId` made (any
+       * process, live or stale), else add `row` if it fits (answers an `AdoptResult`).
+       */
+      kind: 'adopt';
+      /** The row as this process writes it. */
+      row: ReservationRow;
+      /** A write carrying this op failed without an answer: it may have landed. */
+      maybeApplied?: boolean;
+    }
+  | {
       /** Remove the agent's row (answers whether one was removed). */
       kind: 'release';
       /** The agent. */
@@ -142,6 +153,39 @@ export function applyBatch(
             dirty = true;
           }
           return { ok: true, value: result };
+        }
+        case 'adopt': {
+          const own = (row: ReservationRow) =>
+            row.agentId === op.row.agentId && row.instanceId === op.row.instanceId;
+          // Live or stale, a row of this instance is still counted by every
+          // writer that kept it: replacing it in place never counts it twice.
+          if (base.reservations.some(own)) {
+            current = addRow(
+              keepRows(
+                current,
+                current.reservations.filter((r) => !own(r)),
+              ),
+              op.row,
+            );
+            dirty = true;
+            return { ok: true, value: { ok: true, adopted: true } };
+          }
+          const foreign = current.reservations.find((row) => row.agentId === op.row.agentId);
+          if (foreign) {
+            throw new DuplicateReservationError(
+              op.row.agentId,
+              `Agent ${JSON.stringify(op.row.agentId)} holds a reservation of instance ${JSON.stringify(foreign.instanceId)} in pool ${JSON.stringify(pool)}; adopting takes over only rows of this instance (${JSON.stringify(op.row.instanceId)}).`,
+            );
+          }
+          const result = checkFit(pool, current.reservations, current.cap, {
+            cpus: op.row.cpus,
+            memBytes: op.row.memBytes,
+            ...(op.row.extended === undefined ? {} : { extended: op.row.extended }),
+          });
+          if (!result.ok) return { ok: true, value: result };
+          current = addRow(current, op.row);
+          dirty = true;
+          return { ok: true, value: { ok: true, adopted: false } };
         }
         case 'release': {
           const match = { agentId: op.agentId, instanceId: op.instanceId };

@@ -87,6 +87,20 @@ export type ReserveResult =
       neverFits: boolean;
     };
 
+/**
+ * The answer to {@link PoolLedger.adopt}: the row was taken over (`adopted:
+ * true`) or, being gone, reserved again (`adopted: false`); or it was gone and
+ * did not fit any more (a refusal, as {@link ReserveResult}; nothing written).
+ */
+export type AdoptResult =
+  | {
+      /** The agent holds a row now. */
+      ok: true;
+      /** True when its old row was taken over; false when a new row was reserved. */
+      adopted: boolean;
+    }
+  | Extract<ReserveResult, { ok: false }>;
+
 /** Options of {@link PoolLedger.release}; every field is an operator path. */
 export interface ReleaseOptions {
   /**
@@ -158,6 +172,23 @@ export interface PoolLedger {
    * `instanceId`, or reserving again), not by releasing rows it does not own.
    */
   release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean>;
+  /**
+   * Take over the row `agentId` holds in `pool` under this ledger's instance
+   * id but another process or lease (this host before it restarted): in one
+   * write the row is rewritten with this process's identity and the given
+   * amounts, live or already stale, so it is never counted twice nor given
+   * away in between. When no row of this instance is there (reaped while the
+   * host was down), a new one is reserved if it fits. A live row of another
+   * instance is never taken (DuplicateReservationError). Optional: a ledger
+   * without it is recovered by `reserve`.
+   */
+  adopt?(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<AdoptResult>;
   /** Remove stale rows now; resolves to the number of rows reaped. */
   reapStale(pool: string): Promise<number>;
   /** The summed CPU and memory of the pool's live rows. */

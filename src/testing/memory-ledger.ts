@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import {
+  type AdoptResult,
   applyBatch,
   assertCap,
   checkAgentId,
@@ -322,6 +323,41 @@ export class MemoryPoolLedger implements PoolLedger {
     };
     if (extended !== undefined) row.extended = extended;
     const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
+    if (result.ok) this.#heldOf(pool).add(agentId);
+    return result;
+  }
+
+  /**
+   * Take over this instance's row for `agentId` (another replica or lease of
+   * the same instance id, e.g. before a restart), or reserve it again when it
+   * is gone; see `PoolLedger.adopt`.
+   *
+   * @throws as {@link MemoryPoolLedger.reserve}; DuplicateReservationError when
+   *   another instance holds a live row for `agentId`.
+   */
+  async adopt(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<AdoptResult> {
+    validatePoolName(pool);
+    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
+    this.#assertOpen();
+    const row: ReservationRow = {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.store.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.#clock.now(),
+      leaseId: this.leaseId,
+    };
+    if (extended !== undefined) row.extended = extended;
+    const result = this.#apply(pool, { kind: 'adopt', row }) as AdoptResult;
     if (result.ok) this.#heldOf(pool).add(agentId);
     return result;
   }

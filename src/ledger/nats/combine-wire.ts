@@ -111,16 +111,18 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
 function decodeOp(value: unknown, pool: string): LedgerOp {
   if (!isObject(value)) throw new TypeError('call is not an object');
   switch (value.kind) {
-    case 'reserve': {
-      onlyKeys(value, ['kind', 'row', 'maybeApplied'], 'reserve call');
+    case 'reserve':
+    case 'adopt': {
+      const kind = value.kind;
+      onlyKeys(value, ['kind', 'row', 'maybeApplied'], `${kind} call`);
       const row = validateDocument(
         { version: 1, cap: {}, reservations: [value.row] },
-        { pool, location: 'a forwarded reserve call' },
+        { pool, location: `a forwarded ${kind} call` },
       ).reservations[0] as ReservationRow;
       if (row.agentId === '' || typeof row.leaseId !== 'string' || row.leaseId === '') {
-        throw new TypeError('reserve call row needs an agentId and a leaseId');
+        throw new TypeError(`${kind} call row needs an agentId and a leaseId`);
       }
-      return { kind: 'reserve', row, ...flag(value, 'maybeApplied') };
+      return { kind, row, ...flag(value, 'maybeApplied') };
     }
     case 'release': {
       onlyKeys(

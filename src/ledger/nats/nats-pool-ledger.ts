@@ -38,6 +38,7 @@ import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type {
+  AdoptResult,
   LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
@@ -464,6 +465,38 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   /**
+   * Take over the row `agentId` holds in `pool` under this instance id but
+   * another lease (this host before a restart), or reserve it again when it is
+   * gone; see {@link PoolLedger.adopt}. One compare-and-set write.
+   *
+   * @throws as {@link NatsPoolLedger.reserve}; DuplicateReservationError when
+   *   another instance holds a live row for `agentId` (never taken).
+   */
+  async adopt(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<AdoptResult> {
+    poolKey(pool);
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    const extended = checkReserveOptions(options);
+    const row: ReservationRow = {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.timeSource.now(),
+      leaseId: this.lease.id,
+    };
+    if (extended !== undefined) row.extended = extended;
+    return (await this.enqueue(pool, { kind: 'adopt', row })) as AdoptResult;
+  }
+
+  /**
    * Remove the reservation of `agentId` in `pool` that this instance made
    * (another instance's row answers `false`; see {@link PoolLedger.release} for
    * the operator paths `anyInstance` and `instanceId`). Idempotent.
@@ -631,7 +664,9 @@ export class NatsPoolLedger implements PoolLedger {
       // The server is unreachable: the commit below retries until its deadline.
     }
     // Rows carry the lease they were sent under: the combiner keeps it.
-    for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+    for (const op of ops) {
+      if (op.kind === 'reserve' || op.kind === 'adopt') op.row.leaseId = this.lease.id;
+    }
     return combiner.commit(pool, ops);
   }
 
@@ -661,7 +696,9 @@ export class NatsPoolLedger implements PoolLedger {
           await this.leaseFacts(base.reservations),
         );
         for (const op of ops)
-          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+          if ((op.kind === 'reserve' || op.kind === 'adopt') && local(op)) {
+            op.row.leaseId = this.lease.id;
+          }
         // Calls from other instances that may not be applied now are answered apart.
         const refused = this.combiner?.refused(pool, ops);
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
