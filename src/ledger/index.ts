@@ -8,6 +8,7 @@
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export {
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -58,13 +59,15 @@ export {
 } from './machine-ledger.js';
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
-export type {
-  AdoptResult,
-  LedgerDocument,
-  PoolLedger,
-  RegisterPoolOptions,
-  ReleaseOptions,
-  ReservationRow,
-  ReserveOptions,
-  ReserveResult,
+export {
+  type AdoptRequest,
+  type AdoptResult,
+  type LedgerDocument,
+  MAX_ADOPT,
+  type PoolLedger,
+  type RegisterPoolOptions,
+  type ReleaseOptions,
+  type ReservationRow,
+  type ReserveOptions,
+  type ReserveResult,
 } from './types.js';

@@ -16,7 +16,13 @@ import {
   removeRows,
 } from './document.js';
 import type { OpAnswer } from './group-commit.js';
-import type { LedgerDocument, ReleaseOptions, ReservationRow, ReserveResult } from './types.js';
+import type {
+  AdoptResult,
+  LedgerDocument,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';
 
 /**
  * A queued call. `maybeApplied` is set when a write carrying it failed without
@@ -36,12 +42,13 @@ export type LedgerOp =
     }
   | {
       /**
-       * Take over the row of `row.agentId` that `row.instanceId` made (any
-       * process, live or stale), else add `row` if it fits (answers an `AdoptResult`).
+       * For each row: take over the row of `row.agentId` that `row.instanceId`
+       * made (any process, live or stale), else add `row` if it fits (answers
+       * one `AdoptResult` per row, in order).
        */
       kind: 'adopt';
-      /** The row as this process writes it. */
-      row: ReservationRow;
+      /** The rows as this process writes them. */
+      rows: ReservationRow[];
       /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
     }
@@ -128,6 +135,33 @@ export function applyBatch(
 ): BatchOutcome {
   let current = keepRows(base, partition.live);
   let dirty = false;
+  const adoptRow = (row: ReservationRow): AdoptResult => {
+    const own = (r: ReservationRow) => r.agentId === row.agentId && r.instanceId === row.instanceId;
+    // Live or stale, a row of this instance still in the document is counted
+    // by every writer that kept it: replacing it in place never counts it twice.
+    if (base.reservations.some(own)) {
+      current = addRow(
+        keepRows(
+          current,
+          current.reservations.filter((r) => !own(r)),
+        ),
+        row,
+      );
+      dirty = true;
+      return { ok: true, adopted: true };
+    }
+    const foreign = current.reservations.find((r) => r.agentId === row.agentId);
+    if (foreign) return { ok: false, heldBy: foreign.instanceId };
+    const fit = checkFit(pool, current.reservations, current.cap, {
+      cpus: row.cpus,
+      memBytes: row.memBytes,
+      ...(row.extended === undefined ? {} : { extended: row.extended }),
+    });
+    if (!fit.ok) return fit;
+    current = addRow(current, row);
+    dirty = true;
+    return { ok: true, adopted: false };
+  };
   const answers = ops.map((op): OpAnswer => {
     try {
       switch (op.kind) {
@@ -154,39 +188,8 @@ export function applyBatch(
           }
           return { ok: true, value: result };
         }
-        case 'adopt': {
-          const own = (row: ReservationRow) =>
-            row.agentId === op.row.agentId && row.instanceId === op.row.instanceId;
-          // Live or stale, a row of this instance is still counted by every
-          // writer that kept it: replacing it in place never counts it twice.
-          if (base.reservations.some(own)) {
-            current = addRow(
-              keepRows(
-                current,
-                current.reservations.filter((r) => !own(r)),
-              ),
-              op.row,
-            );
-            dirty = true;
-            return { ok: true, value: { ok: true, adopted: true } };
-          }
-          const foreign = current.reservations.find((row) => row.agentId === op.row.agentId);
-          if (foreign) {
-            throw new DuplicateReservationError(
-              op.row.agentId,
-              `Agent ${JSON.stringify(op.row.agentId)} holds a reservation of instance ${JSON.stringify(foreign.instanceId)} in pool ${JSON.stringify(pool)}; adopting takes over only rows of this instance (${JSON.stringify(op.row.instanceId)}).`,
-            );
-          }
-          const result = checkFit(pool, current.reservations, current.cap, {
-            cpus: op.row.cpus,
-            memBytes: op.row.memBytes,
-            ...(op.row.extended === undefined ? {} : { extended: op.row.extended }),
-          });
-          if (!result.ok) return { ok: true, value: result };
-          current = addRow(current, op.row);
-          dirty = true;
-          return { ok: true, value: { ok: true, adopted: false } };
-        }
+        case 'adopt':
+          return { ok: true, value: op.rows.map((row) => adoptRow(row)) };
         case 'release': {
           const match = { agentId: op.agentId, instanceId: op.instanceId };
           const wasStale = partition.stale.some((s) => matches(s.row, match));

@@ -88,9 +88,11 @@ export type ReserveResult =
     };
 
 /**
- * The answer to {@link PoolLedger.adopt}: the row was taken over (`adopted:
- * true`) or, being gone, reserved again (`adopted: false`); or it was gone and
- * did not fit any more (a refusal, as {@link ReserveResult}; nothing written).
+ * The answer to {@link PoolLedger.adopt} for one agent: its row was taken over
+ * (`adopted: true`) or, being gone, reserved again (`adopted: false`); or it
+ * was gone and did not fit any more (a refusal, as {@link ReserveResult}); or
+ * another instance holds a live row for that agent id (`heldBy`; never taken).
+ * Nothing is written for a refused agent.
  */
 export type AdoptResult =
   | {
@@ -99,7 +101,28 @@ export type AdoptResult =
       /** True when its old row was taken over; false when a new row was reserved. */
       adopted: boolean;
     }
-  | Extract<ReserveResult, { ok: false }>;
+  | Extract<ReserveResult, { ok: false }>
+  | {
+      /** Not taken. */
+      ok: false;
+      /** The instance whose live row the agent id has. */
+      heldBy: string;
+    };
+
+/** One agent to {@link PoolLedger.adopt}: what its row holds. */
+export interface AdoptRequest {
+  /** The agent. */
+  agentId: string;
+  /** CPU in cores. */
+  cpus: number;
+  /** Memory in bytes. */
+  memBytes: number;
+  /** Extended resources, whole counts by name. */
+  extended?: Record<string, number>;
+}
+
+/** The most agents one {@link PoolLedger.adopt} call takes. */
+export const MAX_ADOPT = 10_000;
 
 /** Options of {@link PoolLedger.release}; every field is an operator path. */
 export interface ReleaseOptions {
@@ -173,22 +196,17 @@ export interface PoolLedger {
    */
   release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean>;
   /**
-   * Take over the row `agentId` holds in `pool` under this ledger's instance
-   * id but another process or lease (this host before it restarted): in one
-   * write the row is rewritten with this process's identity and the given
-   * amounts, live or already stale, so it is never counted twice nor given
-   * away in between. When no row of this instance is there (reaped while the
-   * host was down), a new one is reserved if it fits. A live row of another
-   * instance is never taken (DuplicateReservationError). Optional: a ledger
-   * without it is recovered by `reserve`.
+   * Take over the rows these agents hold in `pool` under this ledger's
+   * instance id but another process or lease (this host before it
+   * restarted), all in one write: each row is rewritten with this process's
+   * identity and the given amounts, live or already stale, so it is never
+   * counted twice nor given away in between. An agent with no row of this
+   * instance (reaped while the host was down) gets a new one if it fits. A
+   * live row of another instance is never taken (`heldBy`). Answers one
+   * {@link AdoptResult} per agent, in order. Optional: without it a restarted
+   * manager recovers by `reserve`, which cannot take over a row still live.
    */
-  adopt?(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<AdoptResult>;
+  adopt?(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]>;
   /** Remove stale rows now; resolves to the number of rows reaped. */
   reapStale(pool: string): Promise<number>;
   /** The summed CPU and memory of the pool's live rows. */

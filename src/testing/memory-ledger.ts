@@ -8,9 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import {
+  type AdoptRequest,
   type AdoptResult,
   applyBatch,
   assertCap,
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -328,38 +330,36 @@ export class MemoryPoolLedger implements PoolLedger {
   }
 
   /**
-   * Take over this instance's row for `agentId` (another replica or lease of
-   * the same instance id, e.g. before a restart), or reserve it again when it
-   * is gone; see `PoolLedger.adopt`.
+   * Take over this instance's rows for these agents (another replica or lease
+   * of the same instance id, e.g. before a restart), or reserve them again
+   * when gone, in one step; see `PoolLedger.adopt`.
    *
-   * @throws as {@link MemoryPoolLedger.reserve}; DuplicateReservationError when
-   *   another instance holds a live row for `agentId`.
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link MemoryPoolLedger.reserve}.
    */
-  async adopt(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<AdoptResult> {
+  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     validatePoolName(pool);
-    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
-    const extended = checkReserveOptions(options);
+    const requests = checkAdopt(this.#caps, pool, agents);
     this.#assertOpen();
-    const row: ReservationRow = {
-      instanceId: this.instanceId,
-      pid: process.pid,
-      bootId: this.store.bootId,
-      agentId,
-      cpus,
-      memBytes,
-      reservedAt: this.#clock.now(),
-      leaseId: this.leaseId,
-    };
-    if (extended !== undefined) row.extended = extended;
-    const result = this.#apply(pool, { kind: 'adopt', row }) as AdoptResult;
-    if (result.ok) this.#heldOf(pool).add(agentId);
-    return result;
+    const rows = requests.map(({ agentId, cpus, memBytes, extended }) => {
+      const row: ReservationRow = {
+        instanceId: this.instanceId,
+        pid: process.pid,
+        bootId: this.store.bootId,
+        agentId,
+        cpus,
+        memBytes,
+        reservedAt: this.#clock.now(),
+        leaseId: this.leaseId,
+      };
+      if (extended !== undefined) row.extended = extended;
+      return row;
+    });
+    const results = this.#apply(pool, { kind: 'adopt', rows }) as AdoptResult[];
+    results.forEach((result, i) => {
+      if (result.ok) this.#heldOf(pool).add(rows[i]!.agentId);
+    });
+    return results;
   }
 
   /**

@@ -10,6 +10,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ResourceAmount, ResourceCap } from '../../src/index.js';
 import {
+  type AdoptRequest,
   type AdoptResult,
   MachineLedger,
   type PoolLedger,
@@ -94,14 +95,8 @@ class Delegate implements PoolLedger {
   ): Promise<ReserveResult> {
     return this.inner.reserve(pool, agentId, cpus, memBytes, options);
   }
-  adopt(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<AdoptResult> {
-    return this.inner.adopt(pool, agentId, cpus, memBytes, options);
+  adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    return this.inner.adopt(pool, agents);
   }
   release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     return this.inner.release(pool, agentId, options);

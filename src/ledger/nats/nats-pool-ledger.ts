@@ -17,6 +17,7 @@ import {
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import {
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -38,6 +39,7 @@ import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type {
+  AdoptRequest,
   AdoptResult,
   LedgerDocument,
   PoolLedger,
@@ -465,35 +467,32 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   /**
-   * Take over the row `agentId` holds in `pool` under this instance id but
-   * another lease (this host before a restart), or reserve it again when it is
-   * gone; see {@link PoolLedger.adopt}. One compare-and-set write.
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another lease (this host before a restart), or reserve them again when
+   * gone; see {@link PoolLedger.adopt}. One compare-and-set write for all of them.
    *
-   * @throws as {@link NatsPoolLedger.reserve}; DuplicateReservationError when
-   *   another instance holds a live row for `agentId` (never taken).
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link NatsPoolLedger.reserve}.
    */
-  async adopt(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<AdoptResult> {
+  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     poolKey(pool);
-    checkReserve(this.caps, pool, agentId, cpus, memBytes);
-    const extended = checkReserveOptions(options);
-    const row: ReservationRow = {
-      instanceId: this.instanceId,
-      pid: process.pid,
-      bootId: this.bootId,
-      agentId,
-      cpus,
-      memBytes,
-      reservedAt: this.timeSource.now(),
-      leaseId: this.lease.id,
-    };
-    if (extended !== undefined) row.extended = extended;
-    return (await this.enqueue(pool, { kind: 'adopt', row })) as AdoptResult;
+    const rows = checkAdopt(this.caps, pool, agents).map(
+      ({ agentId, cpus, memBytes, extended }) => {
+        const row: ReservationRow = {
+          instanceId: this.instanceId,
+          pid: process.pid,
+          bootId: this.bootId,
+          agentId,
+          cpus,
+          memBytes,
+          reservedAt: this.timeSource.now(),
+          leaseId: this.lease.id,
+        };
+        if (extended !== undefined) row.extended = extended;
+        return row;
+      },
+    );
+    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
 
   /**
@@ -665,7 +664,8 @@ export class NatsPoolLedger implements PoolLedger {
     }
     // Rows carry the lease they were sent under: the combiner keeps it.
     for (const op of ops) {
-      if (op.kind === 'reserve' || op.kind === 'adopt') op.row.leaseId = this.lease.id;
+      if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.lease.id;
     }
     return combiner.commit(pool, ops);
   }
@@ -696,8 +696,9 @@ export class NatsPoolLedger implements PoolLedger {
           await this.leaseFacts(base.reservations),
         );
         for (const op of ops)
-          if ((op.kind === 'reserve' || op.kind === 'adopt') && local(op)) {
-            op.row.leaseId = this.lease.id;
+          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+          else if (op.kind === 'adopt' && local(op)) {
+            for (const row of op.rows) row.leaseId = this.lease.id;
           }
         // Calls from other instances that may not be applied now are answered apart.
         const refused = this.combiner?.refused(pool, ops);

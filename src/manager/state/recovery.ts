@@ -4,7 +4,7 @@
  * over under the same agent ids), and what is stored but no longer runs, or
  * runs but is not stored, is settled by policy.
  */
-import type { AdoptResult } from '../../ledger/types.js';
+import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
@@ -108,7 +108,8 @@ export async function recoverFleet(
     }
   }
   const storedIds = new Set(stored.map((s) => s.agentId));
-  const rows: Promise<void>[] = [];
+  const byPool = new Map<string, AgentRecord[]>();
+  const released: AgentRecord[] = [];
   const destroys: Promise<void>[] = [];
   for (const saved of stored) {
     const scaler = core.scalers.get(saved.scaler);
@@ -125,13 +126,8 @@ export async function recoverFleet(
       record.state = 'destroying';
       core.book.add(record);
       core.gate.holdInMemory(record.agentId, scaler, record.resources.requests);
-      core.emitFor(
-        record,
-        'gone',
-        `${record.agentId} is no longer listed by ${scaler.name}; released`,
-      );
       result.released.push(record.agentId);
-      rows.push(core.forget(record));
+      released.push(record);
       continue;
     }
     core.book.add(record);
@@ -143,11 +139,27 @@ export async function recoverFleet(
       jobId: record.jobId,
     });
     if (record.pool !== undefined && core.gate.ledger !== undefined) {
-      rows.push(reclaimRow(core, record, result, onLost));
+      const list = byPool.get(record.pool) ?? [];
+      list.push(record);
+      byPool.set(record.pool, list);
     }
     if (record.state === 'destroying') destroys.push(core.runDestroy(record));
   }
-  await Promise.all(rows);
+  await Promise.all(
+    [...byPool].map(([pool, records]) => reclaimRows(core, pool, records, result, onLost)),
+  );
+  // Only after the takeovers: a release writes the pool, and a write drops the
+  // rows the dead process left that were not taken over yet.
+  await Promise.all(
+    released.map((record) => {
+      core.emitFor(
+        record,
+        'gone',
+        `${record.agentId} is no longer listed by ${record.scaler.name}; released`,
+      );
+      return core.forget(record);
+    }),
+  );
   for (const [scaler, ids] of listed) {
     if (ids === undefined) continue;
     for (const agentId of ids) {
@@ -215,54 +227,70 @@ function revive(scaler: ScalerState, saved: AgentStateRecord): AgentRecord {
   return record;
 }
 
-// Take the agent's old row over (same agent id, this process's identity), or
-// reserve it again when it is gone; never a second row for one agent.
-async function reclaimRow(
+// Take the agents' old rows over (same agent ids, this process's identity),
+// all of a pool in one write, or reserve them again when gone; never a second
+// row for one agent.
+async function reclaimRows(
   core: FleetCore,
-  record: AgentRecord,
+  pool: string,
+  records: AgentRecord[],
   result: RecoveryResult,
   onLost: (pool: string, records: AgentRecord[]) => void,
 ): Promise<void> {
   const ledger = core.gate.ledger!;
-  const pool = record.pool!;
-  const { cpus, memBytes, extended } = record.resources.requests;
-  const options =
-    extended !== undefined && Object.keys(extended).length > 0
-      ? { extended: { ...extended } }
-      : undefined;
-  let answer: AdoptResult | undefined;
+  const agents: AdoptRequest[] = records.map((record) => {
+    const { cpus, memBytes, extended } = record.resources.requests;
+    return extended !== undefined && Object.keys(extended).length > 0
+      ? { agentId: record.agentId, cpus, memBytes, extended: { ...extended } }
+      : { agentId: record.agentId, cpus, memBytes };
+  });
+  let answers: (AdoptResult | undefined)[] = [];
   let error: unknown;
   try {
     if (typeof ledger.adopt === 'function') {
-      answer = await ledger.adopt(pool, record.agentId, cpus, memBytes, options);
+      answers = await ledger.adopt(pool, agents);
     } else {
-      const reserved = await ledger.reserve(pool, record.agentId, cpus, memBytes, options);
-      answer = reserved.ok ? { ok: true, adopted: false } : reserved;
+      answers = await Promise.all(
+        agents.map(async ({ agentId, cpus, memBytes, extended }) => {
+          const reserved = await ledger.reserve(
+            pool,
+            agentId,
+            cpus,
+            memBytes,
+            extended === undefined ? undefined : { extended },
+          );
+          return reserved.ok ? { ok: true as const, adopted: false } : reserved;
+        }),
+      );
     }
   } catch (caught) {
-    // A DuplicateReservationError here is another instance's live row: never taken.
     error = caught;
   }
-  if (core.book.get(record.agentId) !== record) {
-    if (answer?.ok) await core.gate.releasePool(record);
-    return;
-  }
-  if (answer?.ok) {
-    record.poolHeld = true;
-    core.book.touch(record);
-    result.poolRows.push({
-      agentId: record.agentId,
-      pool,
-      how: answer.adopted ? 'adopted' : 'reserved',
-    });
-    return;
-  }
-  result.poolRows.push({ agentId: record.agentId, pool, how: 'lost' });
-  core.emitFor(
-    record,
-    'reservation-lost',
-    `The pool row of recovered ${record.agentId} in "${pool}" could not be taken over or reserved again; its capacity may be in use by others`,
-    { pool, certain: true, error: error ?? answer },
-  );
-  onLost(pool, [record]);
+  const lost: AgentRecord[] = [];
+  records.forEach((record, i) => {
+    const answer = answers[i];
+    if (core.book.get(record.agentId) !== record) {
+      if (answer?.ok) void core.gate.releasePool(record);
+      return;
+    }
+    if (answer?.ok) {
+      record.poolHeld = true;
+      core.book.touch(record);
+      result.poolRows.push({
+        agentId: record.agentId,
+        pool,
+        how: answer.adopted ? 'adopted' : 'reserved',
+      });
+      return;
+    }
+    result.poolRows.push({ agentId: record.agentId, pool, how: 'lost' });
+    core.emitFor(
+      record,
+      'reservation-lost',
+      `The pool row of recovered ${record.agentId} in "${pool}" could not be taken over or reserved again; its capacity may be in use by others`,
+      { pool, certain: true, error: error ?? answer },
+    );
+    lost.push(record);
+  });
+  if (lost.length > 0) onLost(pool, lost);
 }

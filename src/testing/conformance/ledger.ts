@@ -563,30 +563,36 @@ export function poolLedgerConformance(
           typeof after.adopt === 'function',
           'adopt is not implemented: a restarted host cannot take its rows over',
         );
-        expectEqual(
-          await after.adopt!(p, 'x1', 1, 0),
-          { ok: true, adopted: true },
-          'adopt x1 (its row exists)',
-        );
+        // x1's row exists: taken over. x2 has none and the pool is full: refused.
+        const first = await after.adopt!(p, [
+          { agentId: 'x1', cpus: 1, memBytes: 0 },
+          { agentId: 'x2', cpus: 1, memBytes: 0 },
+        ]);
+        expectEqual(first[0], { ok: true, adopted: true }, 'adopt x1 (its row exists)');
+        expectEqual(first[1]?.ok, false, 'adopt x2 (no row, the pool is full)');
         expectEqual(
           await rows(other, p),
           [`${instanceOf(after)}/x1:1:0`, `${instanceOf(other)}/y1:1:0`].sort(),
           'rows after the adoption (one per agent)',
         );
         expectEqual(await other.getUsage(p), { cpus: 2, memBytes: 0 }, 'usage after the adoption');
-        const refused = await after.adopt!(p, 'x2', 1, 0);
-        expectEqual(refused.ok, false, 'adopt x2 (no row, the pool is full)');
         expectEqual(await other.release(p, 'y1'), true, 'release y1');
-        expectEqual(
-          await after.adopt!(p, 'x2', 1, 0),
-          { ok: true, adopted: false },
-          'adopt x2 (no row, it fits now)',
-        );
         expectEqual(await other.reserve(p, 'z1', 0, 0), { ok: true }, 'reserve z1 (0 cores)');
+        expectEqual(
+          await after.adopt!(p, [
+            { agentId: 'x2', cpus: 1, memBytes: 0 },
+            { agentId: 'z1', cpus: 0, memBytes: 0 },
+          ]),
+          [
+            { ok: true, adopted: false },
+            { ok: false, heldBy: instanceOf(other) },
+          ],
+          "adopt x2 (no row, it fits now) and z1 (another instance's row: never taken)",
+        );
         await expectReject(
-          () => after.adopt!(p, 'z1', 0, 0),
-          (e) => isScalerError(e),
-          "adopt of another instance's row",
+          () => after.adopt!(p, []),
+          (e) => e instanceof Error,
+          'adopt of no agents',
         );
         expectEqual(
           await rows(other, p),
