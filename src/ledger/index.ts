@@ -60,6 +60,8 @@ export {
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 export {
+  type AdoptGranted,
+  type AdoptHeldBy,
   type AdoptRequest,
   type AdoptResult,
   type LedgerDocument,
@@ -69,5 +71,6 @@ export {
   type ReleaseOptions,
   type ReservationRow,
   type ReserveOptions,
+  type ReserveRefusal,
   type ReserveResult,
 } from './types.js';

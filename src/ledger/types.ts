@@ -64,28 +64,31 @@ export type ReserveResult =
       /** Granted: the row is written. */
       ok: true;
     }
-  | {
-      /** Refused: nothing was written. */
-      ok: false;
-      /** The pool. */
-      pool: string;
-      /**
-       * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
-       * `maxAgents`) or an extended resource name. CPU is checked first.
-       */
-      dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
-      /** What was asked for, in cores, bytes, agents or a count. */
-      requested: number;
-      /** What live rows already hold, in cores, bytes, agents or a count. */
-      used: number;
-      /**
-       * The pool's cap in that dimension. For an extended resource the cap
-       * neither caps (`maxExtended`) nor `provides`, 0: the pool has none.
-       */
-      max: number;
-      /** True when the request exceeds the cap on its own: retrying cannot help. */
-      neverFits: boolean;
-    };
+  | ReserveRefusal;
+
+/** The refusal half of {@link ReserveResult}: nothing was written. */
+export interface ReserveRefusal {
+  /** Refused: nothing was written. */
+  ok: false;
+  /** The pool. */
+  pool: string;
+  /**
+   * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
+   * `maxAgents`) or an extended resource name. CPU is checked first.
+   */
+  dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
+  /** What was asked for, in cores, bytes, agents or a count. */
+  requested: number;
+  /** What live rows already hold, in cores, bytes, agents or a count. */
+  used: number;
+  /**
+   * The pool's cap in that dimension. For an extended resource the cap
+   * neither caps (`maxExtended`) nor `provides`, 0: the pool has none.
+   */
+  max: number;
+  /** True when the request exceeds the cap on its own: retrying cannot help. */
+  neverFits: boolean;
+}
 
 /**
  * The answer to {@link PoolLedger.adopt} for one agent: its row was taken over
@@ -94,20 +97,23 @@ export type ReserveResult =
  * another instance holds a live row for that agent id (`heldBy`; never taken).
  * Nothing is written for a refused agent.
  */
-export type AdoptResult =
-  | {
-      /** The agent holds a row now. */
-      ok: true;
-      /** True when its old row was taken over; false when a new row was reserved. */
-      adopted: boolean;
-    }
-  | Extract<ReserveResult, { ok: false }>
-  | {
-      /** Not taken. */
-      ok: false;
-      /** The instance whose live row the agent id has. */
-      heldBy: string;
-    };
+export type AdoptResult = AdoptGranted | ReserveRefusal | AdoptHeldBy;
+
+/** {@link AdoptResult}: the agent holds a row now. */
+export interface AdoptGranted {
+  /** Always true. */
+  ok: true;
+  /** True when its old row was taken over; false when a new row was reserved. */
+  adopted: boolean;
+}
+
+/** {@link AdoptResult}: another instance holds a live row for the agent id; nothing written. */
+export interface AdoptHeldBy {
+  /** Always false. */
+  ok: false;
+  /** The instance whose live row the agent id has. */
+  heldBy: string;
+}
 
 /** One agent to {@link PoolLedger.adopt}: what its row holds. */
 export interface AdoptRequest {

@@ -51,19 +51,18 @@ export type { ReservationLostPolicy } from './reservations.js';
 export type { BackendEntry } from './scalers.js';
 export {
   type AgentStateRecord,
-  agentStateRecordSchema,
   FileStateStore,
   type FileStateStoreOptions,
   MAX_CHANGES_PER_COMMIT,
   MemoryStateStore,
+  type RecoveredPoolRow,
   type RecoveryOptions,
   type RecoveryResult,
   STATE_RECORD_VERSION,
   type StateChange,
-  type StateDocument,
   type StateStore,
   type StoredAgentState,
-  stateDocumentSchema,
+  type UnrecordedAgent,
   type UnrecordedAgentPolicy,
 } from './state/index.js';
 export type { ShutdownOptions } from './teardown.js';

@@ -1,22 +1,18 @@
 /**
  * The manager's state stores: the interface, the stores that need no outside
- * system (memory, file), the schema, and restart recovery's options and result.
+ * system (memory, file), and restart recovery's options and result.
  * The NATS store is in `scaler-primitives/manager/nats`.
  */
 export { MAX_CHANGES_PER_COMMIT } from './check.js';
 export { FileStateStore, type FileStateStoreOptions } from './file.js';
 export { MemoryStateStore } from './memory.js';
 export type {
+  RecoveredPoolRow,
   RecoveryOptions,
   RecoveryResult,
+  UnrecordedAgent,
   UnrecordedAgentPolicy,
 } from './recovery.js';
-export {
-  agentStateRecordSchema,
-  parseStored,
-  type StateDocument,
-  stateDocumentSchema,
-} from './schema.js';
 export {
   type AgentStateRecord,
   STATE_RECORD_VERSION,

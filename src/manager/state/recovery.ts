@@ -9,6 +9,7 @@ import type { AgentRecord } from '../agents.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
 import type { ScalerState } from '../scalers.js';
+import type { ReconcileFailure } from '../types.js';
 import type { AgentStateRecord } from './types.js';
 
 /**
@@ -36,14 +37,38 @@ export interface RecoveryResult {
   recovered: string[];
   /** Stored agents their backend no longer lists: forgotten, pool rows released. */
   released: string[];
-  /** Of the recovered agents, those whose pool row was taken over (`adopt`) or reserved again. */
-  poolRows: { agentId: string; pool: string; how: 'adopted' | 'reserved' | 'lost' }[];
-  /** Agents a backend lists that no record names, with what was done (`leave` or `destroy`). */
-  unrecorded: { scaler: string; agentId: string; action: UnrecordedAgentPolicy }[];
+  /** What became of each recovered agent's pool row. */
+  poolRows: RecoveredPoolRow[];
+  /** Agents a backend lists that no record names, with what was done. */
+  unrecorded: UnrecordedAgent[];
   /** Stored agents of a scaler this config no longer has: left in the store, untouched. */
   unknownScaler: string[];
   /** Backends whose `list()` threw: their stored agents were re-attached unchecked. */
-  failed: { scaler: string; error: unknown }[];
+  failed: ReconcileFailure[];
+}
+
+/** What recovery did with one recovered agent's pool row. */
+export interface RecoveredPoolRow {
+  /** The agent. */
+  agentId: string;
+  /** Its pool. */
+  pool: string;
+  /**
+   * `adopted`: its old row was taken over in place; `reserved`: it was gone and
+   * was reserved again; `lost`: it was gone and did not fit (or the ledger
+   * failed): `reservation-lost` handling applies.
+   */
+  how: 'adopted' | 'reserved' | 'lost';
+}
+
+/** An agent a backend runs that no stored record names. */
+export interface UnrecordedAgent {
+  /** The scaler whose backend listed it. */
+  scaler: string;
+  /** The agent. */
+  agentId: string;
+  /** What was done: left alone, or destroyed. */
+  action: UnrecordedAgentPolicy;
 }
 
 const POLICIES: readonly UnrecordedAgentPolicy[] = ['leave', 'destroy'];

@@ -1,4 +1,4 @@
-import type { ResourceAmount } from '../../resources/types.js';
+import type { AgentResources } from '../types.js';
 
 /** The format version of every {@link AgentStateRecord} (and of the stores' documents). */
 export const STATE_RECORD_VERSION = 1;
@@ -36,7 +36,7 @@ export interface AgentStateRecord {
   /** The matched label set, automatic labels included. */
   labels: string[];
   /** The resolved requests and limits. */
-  resources: { requests: ResourceAmount; limits: ResourceAmount };
+  resources: AgentResources;
   /** The machine pool it reserves in; absent when its scaler names none. */
   pool?: string;
   /** True once the pool ledger granted its row. */
