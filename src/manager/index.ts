@@ -44,6 +44,8 @@ export {
   type WarmPoolSchedule,
   type WarmPoolScheduleInput,
 } from './config.js';
+export type { ClaimMismatch, ClaimRequest, ClaimResult } from './dispatch.js';
+export type { AgentFilter, AgentSnapshot } from './inventory.js';
 export { automaticLabels, labelSetMatches, passesMandatoryGate } from './labels.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
@@ -88,5 +90,6 @@ export type {
   UntrackedAgent,
   Usage,
   ValidationResult,
+  WarmPoolHold,
   WarmPoolStatus,
 } from './types.js';

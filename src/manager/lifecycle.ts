@@ -1,3 +1,4 @@
+import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
 import { checkId, checkLabels } from './checks.js';
 import type { FleetCore } from './core.js';
 import type { Pacing } from './pacing.js';
@@ -28,6 +29,11 @@ export class AgentLifecycle {
       mandatoryLabels: [...record.scaler.config.mandatoryLabels],
     };
     if (record.state === 'spawning') {
+      // Spawned for a job another agent took: take the next waiting job that fits, or be idle.
+      if (record.jobId === undefined && !record.warm) {
+        const rebound = rebindOnRegistration(core, record);
+        if (rebound !== undefined) answer.rebound = true;
+      }
       core.book.unbindSpawn(record);
       record.registeredAt = core.now();
       if (record.jobId !== undefined) {
@@ -81,6 +87,7 @@ export class AgentLifecycle {
       core.book.transition(record, 'busy');
     }
     if (record.jobId !== jobId) core.book.unbindSpawn(record); // the original job waits again
+    releaseSpawnBinding(core, jobId, record); // a job runs on one agent
     record.jobId = jobId;
     core.book.touch(record);
     core.events.correlate(record.mailbox, runId, jobId, (dropped) => ({

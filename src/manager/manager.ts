@@ -1,6 +1,8 @@
 import type { ResourceRequest } from '../resources/types.js';
 import { checkId, checkJobResources, checkLabels, nonNegative } from './checks.js';
 import { type ScalerConfigInput, validateScalerConfig } from './config.js';
+import type { ClaimRequest, ClaimResult } from './dispatch.js';
+import { type AgentFilter, type AgentSnapshot, listSnapshots, snapshotOf } from './inventory.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
 import { decideScale } from './scale.js';
@@ -101,7 +103,10 @@ export class ScalerManager {
    * spawn backoff resets, and the answer says which job it was started for and
    * which mandatory labels every job it takes must name (apply them to
    * queue-drain dispatch too; see {@link ScalerManager.canRunJob}). An agent
-   * being drained or destroyed is bound to no job.
+   * being drained or destroyed is bound to no job. An agent whose job another
+   * agent took meanwhile is bound to the oldest job still waiting on a spawn
+   * that it can run (`rebound: true`), or to none (it is idle). Calling it again
+   * answers the same and changes nothing.
    *
    * @param agentId - The registering agent.
    * @param labels - The labels it registered with (passed on in the `registered` event).
@@ -266,6 +271,76 @@ export class ScalerManager {
         limits: { ...record.resources.limits },
       },
     };
+  }
+
+  /**
+   * The agent inventory: a frozen snapshot of every agent this manager tracks
+   * (spawning, idle, busy, draining, destroying), in the order they were
+   * spawned, from the manager's own state machine. A host needs no copy of its own.
+   *
+   * @param filter - `{ scaler?, state?, labels? }`; each narrows (see {@link AgentFilter}).
+   * @throws TypeError for an unknown filter key or a bad value.
+   *
+   * @example
+   * ```ts
+   * const idle = manager.listAgents({ state: 'idle', labels: ['linux'] });
+   * const busyOnLarge = manager.listAgents({ scaler: 'large', state: ['busy', 'draining'] });
+   * console.log(idle.map((a) => `${a.agentId} idle since ${new Date(a.idleSince!).toISOString()}`));
+   * ```
+   */
+  listAgents(filter?: AgentFilter): AgentSnapshot[] {
+    return listSnapshots(this.#rooms.core.book, filter);
+  }
+
+  /**
+   * A frozen snapshot of one agent, or `undefined` for an agent this manager
+   * does not track (never spawned here, or gone).
+   *
+   * @param agentId - The agent.
+   *
+   * @example
+   * ```ts
+   * const agent = manager.getAgent(agentId);
+   * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId}`);
+   * ```
+   */
+  getAgent(agentId: string): AgentSnapshot | undefined {
+    checkId('agentId', agentId);
+    const record = this.#rooms.core.book.get(agentId);
+    return record === undefined ? undefined : snapshotOf(record);
+  }
+
+  /**
+   * The dispatch helper: pick an idle agent that can run `job` (the
+   * {@link ScalerManager.canRunJob} rule, and its resources when the job
+   * declares some) and bind it to the job, in one synchronous step. Two claims,
+   * from however many dispatch paths, never get the same agent; a job already
+   * bound to a registered agent is not given a second one. On `claimed` the
+   * agent is busy with the job (as after `correlateAgentToJob`, which you do
+   * not call again); an agent still spawning for that job loses it and, when it
+   * registers, takes the next waiting job that fits or is idle.
+   *
+   * Scalers are tried in config order; within one, the agent idle longest first.
+   *
+   * @param job - `{ jobId, labels, runId?, excludeLabels?, resources? }`; see {@link ClaimRequest}.
+   * @returns A {@link ClaimResult}, discriminated by `kind`.
+   * @throws TypeError for an unknown field or malformed values; `InvalidInputError`
+   *   for an id or label over its length limit; `ResourceParseError` or
+   *   `ResourceConflictError` for invalid job resources.
+   *
+   * @example
+   * ```ts
+   * for (const job of queue.waiting()) {
+   *   const claim = manager.claimIdleAgent({ jobId: job.id, labels: job.labels });
+   *   if (claim.kind === 'claimed') send(claim.agent.agentId, job);
+   *   else if (claim.kind === 'no-idle-agent' || claim.kind === 'no-fit') {
+   *     if (claim.spawning === undefined) await manager.requestScale(job.labels, job.id);
+   *   }
+   * }
+   * ```
+   */
+  claimIdleAgent(job: ClaimRequest): ClaimResult {
+    return this.#rooms.dispatch.claim(job);
   }
 
   /** Agents tracked now: spawning, idle, busy, draining and being destroyed. */

@@ -3,6 +3,7 @@ import type { PoolLedger } from '../ledger/types.js';
 import { nonNegative, positive } from './checks.js';
 import { configError, type ScalerConfig, validateScalerConfig } from './config.js';
 import { FleetCore } from './core.js';
+import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
 import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
@@ -36,6 +37,7 @@ export class Rooms {
   readonly timers: Timers;
   readonly lost: LostReservations;
   readonly lifecycle: AgentLifecycle;
+  readonly dispatch: Dispatch;
   readonly maintenanceIntervalMs: number;
   readonly reconcileIntervalMs: number | undefined;
   readonly onConfigAck: ((agentId: string, scaler: string) => void) | undefined;
@@ -105,7 +107,7 @@ export class Rooms {
     this.warm = new WarmPool(
       this.core,
       this.spawner,
-      (scaler) => this.pacing.check(scaler) === undefined && this.lost.mayStart(scaler),
+      (scaler) => this.pacing.check(scaler) ?? this.lost.refusal(scaler),
     );
     this.maintenance = new Maintenance(this.core, this.warm, (scaler) =>
       this.pacing.failed(scaler, new Error('The agent did not register in time')),
@@ -114,6 +116,7 @@ export class Rooms {
     this.lifecycle = new AgentLifecycle(this.core, this.pacing);
     this.recovery = checkRecoveryOptions(options.recovery);
     this.#attachStore(options.stateStore);
+    this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);
   }
 

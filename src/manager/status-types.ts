@@ -1,4 +1,5 @@
 import type { ResourceCap } from '../resources/types.js';
+import type { CapacityLimit } from './types.js';
 
 /** Counters, for metrics. They only grow. */
 export interface ScalerCounters {
@@ -38,7 +39,11 @@ export interface ScalerStatus {
   globalActiveCount: number;
   /** Agents spawning (not yet registered). */
   spawningCount: number;
-  /** Idle agents of scalers with a warm pool, plus warm spawns in flight. */
+  /**
+   * Warm capacity of scalers with a warm pool: idle agents that can take another
+   * job, plus spawns no job was given. An agent on its last job (see
+   * `maxJobsPerAgent`) or spawning for a job is not counted.
+   */
   warmPoolCount: number;
   /** Summed requests of every tracked agent. */
   globalUsage: Usage;
@@ -130,4 +135,45 @@ export interface WarmPoolStatus {
   nextChangeAt?: number;
   /** Idle agents older than this are destroyed. */
   idleTimeoutSeconds: number;
+  /** Why the pool holds fewer agents than it could, when it does (see {@link WarmPoolHold}). */
+  held?: WarmPoolHold;
+}
+
+/**
+ * Why a warm pool is not replenished now, and until when. Also the `data` of
+ * the `warm-pool-held` event (emitted when a hold begins or its reason changes;
+ * `warm-pool-resumed` follows when it ends).
+ *
+ * @example
+ * ```ts
+ * for (const b of manager.getStatus().backends) {
+ *   const held: WarmPoolHold | undefined = b.warmPool?.held;
+ *   if (held) console.log(`${b.name}: warm pool held (${held.reason}) until ${held.until ?? 'unknown'}`);
+ * }
+ * ```
+ */
+export interface WarmPoolHold {
+  /**
+   * - `demand`: a job was refused for capacity within `demandHoldMs` (at this
+   *   scaler, or globally): freed capacity goes to waiting jobs first;
+   * - `job-spawns`: spawns for jobs are in flight at this scaler;
+   * - `capacity`: a limit refused the warm spawn (`limit`: which, with numbers;
+   *   spawn pacing, failure backoff and a stopped pool are limits too);
+   * - `spawn-failed`: the last warm spawn failed (see the `spawn-failed` event);
+   * - `resources`: the warm label set's resources do not resolve (see `warm-pool-failed`);
+   * - `schedule`: an active schedule sets a smaller pool than `size`.
+   */
+  reason: 'demand' | 'job-spawns' | 'capacity' | 'spawn-failed' | 'resources' | 'schedule';
+  /** A sentence saying it. */
+  message: string;
+  /** Agents the pool holds toward its target now (idle, or spawning with no job). */
+  ready: number;
+  /** The target it is held below (for `schedule`: the base `size`). */
+  target: number;
+  /** Epoch milliseconds when the hold began (the first pass that found it). */
+  since: number;
+  /** Epoch milliseconds when it lifts at the earliest, when known (demand hold end, retry time, schedule change). */
+  until?: number;
+  /** The limit that refused, for `capacity`. */
+  limit?: CapacityLimit;
 }

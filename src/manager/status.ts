@@ -1,5 +1,6 @@
 import { GLOBAL_SCOPE } from './capacity.js';
 import type { FleetCore } from './core.js';
+import { isWarmCapacity } from './inventory.js';
 import type { ScalerState } from './scalers.js';
 import type { BackendStatus, ScalerStatus } from './types.js';
 
@@ -13,11 +14,7 @@ export function buildStatus(core: FleetCore, extras: StatusExtras): ScalerStatus
   let warmPoolCount = 0;
   for (const record of core.book.values()) {
     if (record.state === 'spawning') spawningCount++;
-    if (record.scaler.config.warmPool !== undefined) {
-      if (record.state === 'idle' || (record.state === 'spawning' && record.warm)) {
-        warmPoolCount++;
-      }
-    }
+    if (record.scaler.config.warmPool !== undefined && isWarmCapacity(record)) warmPoolCount++;
   }
   const poolUsage = core.gate.poolUsage();
   const status: ScalerStatus = {

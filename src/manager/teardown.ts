@@ -1,7 +1,8 @@
 import type { Clock, ClockTimer } from '../clock.js';
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './types.js';
+import type { ScalerState } from './scalers.js';
+import type { ReconcileResult, ScalerBackend } from './types.js';
 
 /** Options of `ScalerManager.shutdownAll`. */
 export interface ShutdownOptions {
@@ -54,17 +55,15 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
     const gone = core.book.list().map((record) => core.drain(record, 'shutdown'));
     await within(core.clock, Promise.all(gone), timeoutMs);
   }
-  const viaShutdown = new Set<string>();
+  // One backend object may serve several scalers: its shutdown() runs once.
+  const viaShutdown = byBackend(core.scalers.values(), 'shutdown');
   const destroys: Promise<void>[] = [];
-  for (const scaler of core.scalers.values()) {
-    if (typeof scaler.backend.shutdown === 'function') viaShutdown.add(scaler.name);
-  }
   for (const record of core.book.list()) {
     if (record.state === 'destroying') {
       destroys.push(record.destroyCall ?? Promise.resolve());
       continue;
     }
-    if (viaShutdown.has(record.scaler.name) && record.spawnSettled) {
+    if (viaShutdown.has(record.scaler.backend) && record.spawnSettled) {
       core.book.transition(record, 'destroying');
       record.destroyReason = 'shutdown';
       continue;
@@ -74,15 +73,17 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
   // Spawns in flight destroy their own agent once the backend answers.
   await within(core.clock, Promise.allSettled([...core.attempts]), timeoutMs);
   const stops: Promise<unknown>[] = [];
-  for (const name of viaShutdown) {
-    const scaler = core.scalers.get(name)!;
+  for (const [backend, scalers] of viaShutdown) {
+    const names = scalers.map((scaler) => scaler.name).join(', ');
     stops.push(
-      scaler.backend.shutdown!().then(
+      backend.shutdown!().then(
         () => {
-          for (const id of [...scaler.agents]) void core.forget(core.book.get(id)!);
+          for (const scaler of scalers) {
+            for (const id of [...scaler.agents]) void core.forget(core.book.get(id)!);
+          }
         },
         (error: unknown) => {
-          core.emitGeneral(name, 'shutdown-failed', `Backend ${name} failed to shut down`, {
+          core.emitGeneral(names, 'shutdown-failed', `Backend ${names} failed to shut down`, {
             error,
           });
         },
@@ -121,29 +122,50 @@ function keepRow(record: AgentRecord): void {
  */
 export async function reconcileFleet(core: FleetCore): Promise<ReconcileResult> {
   const result: ReconcileResult = { released: [], untracked: [], failed: [] };
-  for (const scaler of [...core.scalers.order]) {
-    if (typeof scaler.backend.list !== 'function') continue;
+  // One backend object may serve several scalers: its list() runs once, for all of them.
+  for (const [backend, scalers] of byBackend(core.scalers.order, 'list')) {
     let listed: Set<string>;
     try {
-      listed = new Set(await scaler.backend.list());
+      listed = new Set(await backend.list!());
     } catch (error) {
-      result.failed.push({ scaler: scaler.name, error });
+      for (const scaler of scalers) result.failed.push({ scaler: scaler.name, error });
       continue;
     }
     const releases: Promise<void>[] = [];
-    for (const id of [...scaler.agents]) {
-      const record = core.book.get(id);
-      if (record === undefined || !record.spawnSettled || listed.has(id)) continue;
-      if (record.destroyCall !== undefined) continue; // its destroy is answering now
-      core.counters.reconciled++;
-      core.emitFor(record, 'gone', `${id} is no longer listed by ${scaler.name}; released`);
-      releases.push(core.forget(record));
-      result.released.push(id);
+    for (const scaler of scalers) {
+      for (const id of [...scaler.agents]) {
+        const record = core.book.get(id);
+        if (record === undefined || !record.spawnSettled || listed.has(id)) continue;
+        if (record.destroyCall !== undefined) continue; // its destroy is answering now
+        core.counters.reconciled++;
+        core.emitFor(record, 'gone', `${id} is no longer listed by ${scaler.name}; released`);
+        releases.push(core.forget(record));
+        result.released.push(id);
+      }
     }
     for (const id of listed) {
-      if (!core.book.has(id)) result.untracked.push({ scaler: scaler.name, agentId: id });
+      if (!core.book.has(id)) result.untracked.push({ scaler: scalers[0]!.name, agentId: id });
     }
     await Promise.all(releases);
   }
   return result;
+}
+
+/**
+ * The scalers grouped by backend object (in the order given), for the backends
+ * that implement `method`: a backend serving several scalers appears once.
+ * @internal
+ */
+export function byBackend(
+  scalers: Iterable<ScalerState>,
+  method: 'list' | 'shutdown',
+): Map<ScalerBackend, ScalerState[]> {
+  const groups = new Map<ScalerBackend, ScalerState[]>();
+  for (const scaler of scalers) {
+    if (typeof scaler.backend[method] !== 'function') continue;
+    const group = groups.get(scaler.backend);
+    if (group === undefined) groups.set(scaler.backend, [scaler]);
+    else group.push(scaler);
+  }
+  return groups;
 }

@@ -8,6 +8,7 @@ export type {
   ScalerCounters,
   ScalerStatus,
   Usage,
+  WarmPoolHold,
   WarmPoolStatus,
 } from './status-types.js';
 
@@ -67,6 +68,12 @@ export interface SpawnResult {
 /**
  * What the host implements for each kind of agent (containers, microVMs, processes,
  * cloud instances). The manager decides; the backend acts.
+ *
+ * One backend object may serve several scalers (give it under each name in
+ * `backends`): `destroy` is called per agent, so one scaler's drain, trim or
+ * removal never ends another's agents, and `list()` and `shutdown()` are
+ * called once per backend object, not once per scaler, so they must answer
+ * for every agent the object runs.
  */
 export interface ScalerBackend {
   /**
@@ -327,8 +334,11 @@ export interface ScalerEvent {
    * (reconcile), `events-dropped` (the pre-correlation buffer overflowed),
    * `reservation-lost` (the ledger removed this agent's pool row while this instance's
    * lease had lapsed: the agent runs without a pool reservation; `data.certain` is false
-   * when the ledger could not say which rows it removed); and, with an
-   * empty `agentId`, `maintenance-failed`, `warm-pool-failed` and `shutdown-failed`. For a backend: its own kind.
+   * when the ledger could not say which rows it removed), `job-taken` (another agent took
+   * the job this one was spawning for: `data: { jobId, by }`); and, with an
+   * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`,
+   * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when) and
+   * `warm-pool-resumed` (`data: { reason }`: the hold that ended). For a backend: its own kind.
    */
   kind: string;
   /** The agent. */
@@ -363,7 +373,7 @@ export interface ReconcileResult {
 
 /** An agent a backend runs that the manager does not track. */
 export interface UntrackedAgent {
-  /** The scaler whose backend listed it. */
+  /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
   scaler: string;
   /** The agent. */
   agentId: string;
@@ -379,8 +389,15 @@ export interface ReconcileFailure {
 
 /** The answer to `onAgentRegistered` for an agent the manager spawned. */
 export interface AgentRegistration {
-  /** The job the agent was spawned for; absent for a warm-pool agent. */
+  /**
+   * The job the agent is bound to: the one it was spawned for or, when another
+   * agent took that job meanwhile, the oldest job waiting on a spawn that it can
+   * run (`rebound` is then true). Absent for a warm-pool agent, or when no
+   * waiting job fits: the agent is idle.
+   */
   boundJobId?: string;
+  /** True when `boundJobId` is not the job the agent was spawned for (see `boundJobId`). */
+  rebound?: boolean;
   /** Labels every job given to this agent must name (apply them to queue-drain dispatch too). */
   mandatoryLabels: string[];
 }

@@ -1,9 +1,10 @@
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
+import { isWarmCapacity } from './inventory.js';
 import type { ScalerState } from './scalers.js';
 import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
-import type { AgentResources, BackendStatus } from './types.js';
+import type { AgentResources, BackendStatus, CapacityLimit, WarmPoolHold } from './types.js';
 
 /**
  * The warm pool: how many idle agents a scaler keeps ready now, which idle
@@ -13,10 +14,16 @@ import type { AgentResources, BackendStatus } from './types.js';
 export class WarmPool {
   readonly #core: FleetCore;
   readonly #spawner: Spawner;
-  readonly #mayStart: (scaler: ScalerState) => boolean;
+  readonly #mayStart: (scaler: ScalerState) => CapacityLimit | undefined;
   readonly #schedules = new Schedules();
+  /** Why each scaler's pool is held now, if it is. */
+  readonly #holds = new Map<string, WarmPoolHold>();
 
-  constructor(core: FleetCore, spawner: Spawner, mayStart: (scaler: ScalerState) => boolean) {
+  constructor(
+    core: FleetCore,
+    spawner: Spawner,
+    mayStart: (scaler: ScalerState) => CapacityLimit | undefined,
+  ) {
     this.#core = core;
     this.#spawner = spawner;
     this.#mayStart = mayStart;
@@ -41,6 +48,11 @@ export class WarmPool {
     };
     if (answer.active !== undefined) entry.warmPool.activeSchedule = answer.active;
     if (answer.nextChangeAt !== undefined) entry.warmPool.nextChangeAt = answer.nextChangeAt;
+    const held = this.#holds.get(scaler.name);
+    if (held !== undefined && !scaler.retiring) {
+      entry.warmPool.held = { ...held };
+      if (held.limit !== undefined) entry.warmPool.held.limit = { ...held.limit };
+    }
   }
 
   /** Idle agents of `scaler` that are ready to take a job (not destroying). */
@@ -53,24 +65,50 @@ export class WarmPool {
     return idle;
   }
 
-  /** Spawn warm agents up to the target, unless real demand came first. */
+  /** Spawn warm agents up to the target, unless real demand came first; say why when it holds back. */
   async replenish(now: number): Promise<void> {
     const core = this.#core;
     for (const scaler of core.scalers.order) {
       const warm = scaler.config.warmPool;
-      const target = this.target(scaler, now);
-      if (warm === undefined || target === 0) continue;
-      if (scaler.jobSpawnsInFlight > 0) continue;
-      if (now - scaler.lastDemandAt < core.options.demandHoldMs) continue;
-      if (now - core.globalDemandAt < core.options.demandHoldMs) continue;
-      // Only agents that can take a job count: idle ones and warm spawns not yet registered.
-      let ready = 0;
-      for (const id of scaler.agents) {
-        const record = core.book.get(id)!;
-        if (record.state === 'idle') ready++;
-        else if (record.state === 'spawning' && record.warm) ready++;
+      if (warm === undefined || scaler.retiring) {
+        this.#holds.delete(scaler.name);
+        continue;
       }
-      if (ready >= target) continue;
+      const answer = this.#schedules.evaluate(warm, now);
+      const target = answer.size;
+      // Only agents that can take a job count: idle ones and spawns no job was given.
+      let ready = 0;
+      for (const id of scaler.agents) if (isWarmCapacity(core.book.get(id)!)) ready++;
+      if (ready >= target) {
+        if (answer.active !== undefined && target < warm.size && ready < warm.size) {
+          const hold: Hold = {
+            reason: 'schedule',
+            message: `Schedule ${answer.active} of ${scaler.name} sets the warm pool to ${target} (size ${warm.size})`,
+          };
+          if (answer.nextChangeAt !== undefined) hold.until = answer.nextChangeAt;
+          this.#hold(scaler, now, ready, warm.size, hold);
+        } else this.#resume(scaler);
+        continue;
+      }
+      const held = (hold: Hold) => this.#hold(scaler, now, ready, target, hold);
+      if (scaler.jobSpawnsInFlight > 0) {
+        held({
+          reason: 'job-spawns',
+          message: `${scaler.jobSpawnsInFlight} spawn(s) for waiting jobs are in flight at ${scaler.name}`,
+        });
+        continue;
+      }
+      const demandUntil =
+        Math.max(scaler.lastDemandAt, core.globalDemandAt) + core.options.demandHoldMs;
+      if (now < demandUntil) {
+        const where = scaler.lastDemandAt >= core.globalDemandAt ? scaler.name : 'the orchestrator';
+        held({
+          reason: 'demand',
+          message: `A job was refused for capacity at ${where}; waiting jobs get freed capacity first`,
+          until: demandUntil,
+        });
+        continue;
+      }
       const labelSet = scaler.labelSets[warm.labelSet] ?? scaler.labelSets[0]!;
       let resources: AgentResources;
       try {
@@ -82,14 +120,81 @@ export class WarmPool {
           `The warm pool of ${scaler.name} cannot resolve its label set's resources`,
           { error },
         );
+        held({ reason: 'resources', message: `The warm label set's resources do not resolve` });
         continue;
       }
-      for (let missing = target - ready; missing > 0; missing--) {
+      let stopped: Hold | undefined;
+      for (let missing = target - ready; missing > 0 && stopped === undefined; missing--) {
         if (core.shuttingDown) return;
-        if (!this.#mayStart(scaler)) break;
-        const outcome = await this.#spawner.attempt(scaler, labelSet, resources, undefined);
-        if (!('kind' in outcome) || outcome.kind !== 'spawned') break;
+        const refusal = this.#mayStart(scaler);
+        const outcome =
+          refusal ?? (await this.#spawner.attempt(scaler, labelSet, resources, undefined));
+        if (!('kind' in outcome)) {
+          stopped = { reason: 'capacity', message: describeLimit(outcome), limit: outcome };
+          if ('retryAfterMs' in outcome) stopped.until = now + outcome.retryAfterMs;
+        } else if (outcome.kind !== 'spawned') {
+          stopped = { reason: 'spawn-failed', message: `A warm spawn of ${scaler.name} failed` };
+        } else ready++;
       }
+      if (stopped !== undefined) this.#hold(scaler, now, ready, target, stopped);
+      else this.#resume(scaler);
     }
+  }
+
+  /** Record a hold; emit `warm-pool-held` when it begins or its reason (or limit) changes. */
+  #hold(scaler: ScalerState, now: number, ready: number, target: number, hold: Hold): void {
+    const previous = this.#holds.get(scaler.name);
+    const same =
+      previous !== undefined &&
+      previous.reason === hold.reason &&
+      previous.limit?.limit === hold.limit?.limit;
+    const next: WarmPoolHold = {
+      ...hold,
+      ready,
+      target,
+      since: same ? previous.since : now,
+    };
+    this.#holds.set(scaler.name, next);
+    if (same) return;
+    this.#core.emitGeneral(
+      scaler.name,
+      'warm-pool-held',
+      `Warm pool of ${scaler.name} held at ${ready}/${target}: ${hold.message}${hold.until === undefined ? '' : ` (until ${new Date(hold.until).toISOString()})`}`,
+      { ...next },
+    );
+  }
+
+  #resume(scaler: ScalerState): void {
+    const previous = this.#holds.get(scaler.name);
+    if (previous === undefined) return;
+    this.#holds.delete(scaler.name);
+    this.#core.emitGeneral(
+      scaler.name,
+      'warm-pool-resumed',
+      `Warm pool of ${scaler.name} is no longer held (${previous.reason})`,
+      { reason: previous.reason },
+    );
+  }
+}
+
+type Hold = Pick<WarmPoolHold, 'reason' | 'message' | 'until' | 'limit'>;
+
+function describeLimit(limit: CapacityLimit): string {
+  switch (limit.limit) {
+    case 'global-max-agents':
+    case 'scaler-max-agents':
+      return `${limit.limit} is full (${limit.used}/${limit.max})`;
+    case 'global-cap':
+    case 'scaler-cap':
+    case 'pool-cap':
+      return `${limit.limit}${limit.pool === undefined ? '' : ` "${limit.pool}"`} ${limit.dimension} is full (${limit.used} used + ${limit.requested} asked > ${limit.max})`;
+    case 'spawn-rate':
+      return `spawn pacing (${limit.window}: ${limit.used}/${limit.max})`;
+    case 'backing-off':
+      return `spawn failure backoff (${limit.failures} consecutive failures)`;
+    case 'reservation-lost':
+      return `spawning is stopped in pool "${limit.pool}" after a lost reservation`;
+    default:
+      return limit.message;
   }
 }
