@@ -10,7 +10,12 @@ import { extendedNameProblem } from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
 import { normalizeCap } from './document.js';
 import { assertKiciCompatibleCap } from './extended.js';
-import type { RegisterPoolOptions, ReserveOptions } from './types.js';
+import {
+  type AdoptRequest,
+  MAX_ADOPT,
+  type RegisterPoolOptions,
+  type ReserveOptions,
+} from './types.js';
 
 /** An optional timing option: `fallback` when undefined, else a finite number > 0. */
 export function positiveOption(name: string, value: number | undefined, fallback: number): number {
@@ -167,4 +172,43 @@ export function checkKnownKeys(what: string, value: unknown, accepted: readonly 
       `Unknown key ${JSON.stringify(key)} in ${what}.${hint} Accepted keys: ${accepted.join(', ')}.`,
     );
   }
+}
+
+/**
+ * Check the agents of an `adopt` call: an array of 1 to {@link MAX_ADOPT}
+ * `{ agentId, cpus, memBytes, extended? }`, each as `reserve` checks it, no
+ * agent twice.
+ *
+ * @returns The requests, with `extended` normalized (zero counts dropped).
+ * @throws TypeError or InvalidInputError naming the bad value.
+ */
+export function checkAdopt(
+  registered: ReadonlyMap<string, unknown>,
+  pool: string,
+  agents: unknown,
+): AdoptRequest[] {
+  if (!Array.isArray(agents) || agents.length === 0 || agents.length > MAX_ADOPT) {
+    throw new TypeError(
+      `Expected \`agents\` to be an array of 1 to ${MAX_ADOPT} { agentId, cpus, memBytes, extended? }, got \`${Array.isArray(agents) ? `${agents.length} entries` : typeof agents}\``,
+    );
+  }
+  const seen = new Set<string>();
+  return agents.map((agent: unknown) => {
+    if (typeof agent !== 'object' || agent === null || Array.isArray(agent)) {
+      throw new TypeError(`Expected each agent to adopt to be an object, got \`${String(agent)}\``);
+    }
+    checkKnownKeys('adopt entry', agent, ['agentId', 'cpus', 'memBytes', 'extended']);
+    const { agentId, cpus, memBytes, extended } = agent as AdoptRequest;
+    checkReserve(registered, pool, agentId, cpus, memBytes);
+    if (seen.has(agentId)) {
+      throw new TypeError(
+        `Expected each agent once in \`agents\`, got \`${agentId.slice(0, 64)}\` twice`,
+      );
+    }
+    seen.add(agentId);
+    const normalized = checkReserveOptions(extended === undefined ? undefined : { extended });
+    return normalized === undefined
+      ? { agentId, cpus, memBytes }
+      : { agentId, cpus, memBytes, extended: normalized };
+  });
 }

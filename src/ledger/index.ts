@@ -8,6 +8,7 @@
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export {
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -58,12 +59,18 @@ export {
 } from './machine-ledger.js';
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
-export type {
-  LedgerDocument,
-  PoolLedger,
-  RegisterPoolOptions,
-  ReleaseOptions,
-  ReservationRow,
-  ReserveOptions,
-  ReserveResult,
+export {
+  type AdoptGranted,
+  type AdoptHeldBy,
+  type AdoptRequest,
+  type AdoptResult,
+  type LedgerDocument,
+  MAX_ADOPT,
+  type PoolLedger,
+  type RegisterPoolOptions,
+  type ReleaseOptions,
+  type ReservationRow,
+  type ReserveOptions,
+  type ReserveRefusal,
+  type ReserveResult,
 } from './types.js';

@@ -7,6 +7,7 @@ import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } 
 import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import {
+  checkAdopt,
   checkAgentId,
   checkInstanceId,
   checkKnownKeys,
@@ -41,6 +42,8 @@ import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { checkWriteSize, readPoolFile, syncDir, tempPrefix } from './store.js';
 import { isMovedLockName, removeTree } from './takeover.js';
 import type {
+  AdoptRequest,
+  AdoptResult,
   LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
@@ -376,6 +379,26 @@ export class MachineLedger implements PoolLedger {
   }
 
   /**
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another process (this host before a restart), or reserve them again when
+   * gone; see {@link PoolLedger.adopt}. One locked write for all of them.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link MachineLedger.reserve}.
+   */
+  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    validatePoolName(pool);
+    const rows = checkAdopt(this.caps, pool, agents).map(
+      ({ agentId, cpus, memBytes, extended }) => {
+        const row = this.row(agentId, cpus, memBytes);
+        if (extended !== undefined) row.extended = extended;
+        return row;
+      },
+    );
+    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
+  }
+
+  /**
    * Remove the reservation of `agentId` in `pool` that this instance made
    * (another instance's row answers `false`; see {@link PoolLedger.release} for
    * the operator paths `anyInstance` and `instanceId`). Idempotent.
@@ -667,7 +690,16 @@ export class MachineLedger implements PoolLedger {
     ops.forEach((op, i) => {
       const answer = answers[i];
       if (!answer?.ok) return;
-      if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
+      if (op.kind === 'adopt') {
+        (answer.value as AdoptResult[]).forEach((result, j) => {
+          if (!result.ok) return;
+          if (!held) {
+            held = new Set();
+            this.held.set(pool, held);
+          }
+          held.add(op.rows[j]!.agentId);
+        });
+      } else if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
         if (!held) {
           held = new Set();
           this.held.set(pool, held);

@@ -16,7 +16,13 @@ import {
   removeRows,
 } from './document.js';
 import type { OpAnswer } from './group-commit.js';
-import type { LedgerDocument, ReleaseOptions, ReservationRow, ReserveResult } from './types.js';
+import type {
+  AdoptResult,
+  LedgerDocument,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveResult,
+} from './types.js';
 
 /**
  * A queued call. `maybeApplied` is set when a write carrying it failed without
@@ -31,6 +37,18 @@ export type LedgerOp =
       kind: 'reserve';
       /** The row to add. */
       row: ReservationRow;
+      /** A write carrying this op failed without an answer: it may have landed. */
+      maybeApplied?: boolean;
+    }
+  | {
+      /**
+       * For each row: take over the row of `row.agentId` that `row.instanceId`
+       * made (any process, live or stale), else add `row` if it fits (answers
+       * one `AdoptResult` per row, in order).
+       */
+      kind: 'adopt';
+      /** The rows as this process writes them. */
+      rows: ReservationRow[];
       /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
     }
@@ -117,6 +135,33 @@ export function applyBatch(
 ): BatchOutcome {
   let current = keepRows(base, partition.live);
   let dirty = false;
+  const adoptRow = (row: ReservationRow): AdoptResult => {
+    const own = (r: ReservationRow) => r.agentId === row.agentId && r.instanceId === row.instanceId;
+    // Live or stale, a row of this instance still in the document is counted
+    // by every writer that kept it: replacing it in place never counts it twice.
+    if (base.reservations.some(own)) {
+      current = addRow(
+        keepRows(
+          current,
+          current.reservations.filter((r) => !own(r)),
+        ),
+        row,
+      );
+      dirty = true;
+      return { ok: true, adopted: true };
+    }
+    const foreign = current.reservations.find((r) => r.agentId === row.agentId);
+    if (foreign) return { ok: false, heldBy: foreign.instanceId };
+    const fit = checkFit(pool, current.reservations, current.cap, {
+      cpus: row.cpus,
+      memBytes: row.memBytes,
+      ...(row.extended === undefined ? {} : { extended: row.extended }),
+    });
+    if (!fit.ok) return fit;
+    current = addRow(current, row);
+    dirty = true;
+    return { ok: true, adopted: false };
+  };
   const answers = ops.map((op): OpAnswer => {
     try {
       switch (op.kind) {
@@ -143,6 +188,8 @@ export function applyBatch(
           }
           return { ok: true, value: result };
         }
+        case 'adopt':
+          return { ok: true, value: op.rows.map((row) => adoptRow(row)) };
         case 'release': {
           const match = { agentId: op.agentId, instanceId: op.instanceId };
           const wasStale = partition.stale.some((s) => matches(s.row, match));

@@ -64,28 +64,71 @@ export type ReserveResult =
       /** Granted: the row is written. */
       ok: true;
     }
-  | {
-      /** Refused: nothing was written. */
-      ok: false;
-      /** The pool. */
-      pool: string;
-      /**
-       * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
-       * `maxAgents`) or an extended resource name. CPU is checked first.
-       */
-      dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
-      /** What was asked for, in cores, bytes, agents or a count. */
-      requested: number;
-      /** What live rows already hold, in cores, bytes, agents or a count. */
-      used: number;
-      /**
-       * The pool's cap in that dimension. For an extended resource the cap
-       * neither caps (`maxExtended`) nor `provides`, 0: the pool has none.
-       */
-      max: number;
-      /** True when the request exceeds the cap on its own: retrying cannot help. */
-      neverFits: boolean;
-    };
+  | ReserveRefusal;
+
+/** The refusal half of {@link ReserveResult}: nothing was written. */
+export interface ReserveRefusal {
+  /** Refused: nothing was written. */
+  ok: false;
+  /** The pool. */
+  pool: string;
+  /**
+   * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
+   * `maxAgents`) or an extended resource name. CPU is checked first.
+   */
+  dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
+  /** What was asked for, in cores, bytes, agents or a count. */
+  requested: number;
+  /** What live rows already hold, in cores, bytes, agents or a count. */
+  used: number;
+  /**
+   * The pool's cap in that dimension. For an extended resource the cap
+   * neither caps (`maxExtended`) nor `provides`, 0: the pool has none.
+   */
+  max: number;
+  /** True when the request exceeds the cap on its own: retrying cannot help. */
+  neverFits: boolean;
+}
+
+/**
+ * The answer to {@link PoolLedger.adopt} for one agent: its row was taken over
+ * (`adopted: true`) or, being gone, reserved again (`adopted: false`); or it
+ * was gone and did not fit any more (a refusal, as {@link ReserveResult}); or
+ * another instance holds a live row for that agent id (`heldBy`; never taken).
+ * Nothing is written for a refused agent.
+ */
+export type AdoptResult = AdoptGranted | ReserveRefusal | AdoptHeldBy;
+
+/** {@link AdoptResult}: the agent holds a row now. */
+export interface AdoptGranted {
+  /** Always true. */
+  ok: true;
+  /** True when its old row was taken over; false when a new row was reserved. */
+  adopted: boolean;
+}
+
+/** {@link AdoptResult}: another instance holds a live row for the agent id; nothing written. */
+export interface AdoptHeldBy {
+  /** Always false. */
+  ok: false;
+  /** The instance whose live row the agent id has. */
+  heldBy: string;
+}
+
+/** One agent to {@link PoolLedger.adopt}: what its row holds. */
+export interface AdoptRequest {
+  /** The agent. */
+  agentId: string;
+  /** CPU in cores. */
+  cpus: number;
+  /** Memory in bytes. */
+  memBytes: number;
+  /** Extended resources, whole counts by name. */
+  extended?: Record<string, number>;
+}
+
+/** The most agents one {@link PoolLedger.adopt} call takes. */
+export const MAX_ADOPT = 10_000;
 
 /** Options of {@link PoolLedger.release}; every field is an operator path. */
 export interface ReleaseOptions {
@@ -158,6 +201,18 @@ export interface PoolLedger {
    * `instanceId`, or reserving again), not by releasing rows it does not own.
    */
   release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean>;
+  /**
+   * Take over the rows these agents hold in `pool` under this ledger's
+   * instance id but another process or lease (this host before it
+   * restarted), all in one write: each row is rewritten with this process's
+   * identity and the given amounts, live or already stale, so it is never
+   * counted twice nor given away in between. An agent with no row of this
+   * instance (reaped while the host was down) gets a new one if it fits. A
+   * live row of another instance is never taken (`heldBy`). Answers one
+   * {@link AdoptResult} per agent, in order. Optional: without it a restarted
+   * manager recovers by `reserve`, which cannot take over a row still live.
+   */
+  adopt?(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]>;
   /** Remove stale rows now; resolves to the number of rows reaped. */
   reapStale(pool: string): Promise<number>;
   /** The summed CPU and memory of the pool's live rows. */

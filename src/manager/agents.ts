@@ -70,6 +70,8 @@ export class AgentBook {
   readonly #tombstones = new Set<string>();
   readonly #ring: Array<string | undefined> = [];
   #next = 0;
+  /** Told of every agent added, moved or untracked, and of every {@link AgentBook.touch} (the state store's write points). */
+  onChange: ((record: AgentRecord) => void) | undefined;
 
   get size(): number {
     return this.#agents.size;
@@ -107,6 +109,12 @@ export class AgentBook {
     this.#agents.set(record.agentId, record);
     record.scaler.agents.add(record.agentId);
     if (record.jobId !== undefined) this.#spawningByJob.set(record.jobId, record.agentId);
+    this.onChange?.(record);
+  }
+
+  /** A stored field of a tracked agent changed without a state move (job, context, pool row). */
+  touch(record: AgentRecord): void {
+    if (this.#agents.get(record.agentId) === record) this.onChange?.(record);
   }
 
   /** The job no longer waits on this agent's spawn (it registered, was taken, or is going away). */
@@ -128,6 +136,7 @@ export class AgentBook {
     }
     record.state = to;
     if (to === 'destroying' || to === 'draining') this.unbindSpawn(record);
+    this.onChange?.(record);
   }
 
   /** Stop tracking. Returns false when it was not tracked (idempotent). */
@@ -138,6 +147,7 @@ export class AgentBook {
     record.scaler.agents.delete(record.agentId);
     this.unbindSpawn(record);
     if (tombstone) this.#bury(record.agentId);
+    this.onChange?.(record);
     if (record.goneWaiters !== undefined) for (const wake of record.goneWaiters.splice(0)) wake();
     return true;
   }

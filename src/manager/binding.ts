@@ -24,6 +24,7 @@ export function releaseSpawnBinding(core: FleetCore, jobId: string, taker: Agent
   if (spawning === undefined || spawning === taker) return;
   core.book.unbindSpawn(spawning);
   spawning.jobId = undefined;
+  core.book.touch(spawning);
   core.emitFor(
     spawning,
     'job-taken',
@@ -51,6 +52,7 @@ export function rebindOnRegistration(core: FleetCore, record: AgentRecord): stri
   const jobId = best.jobId!;
   core.book.unbindSpawn(best);
   best.jobId = undefined;
+  core.book.touch(best);
   core.emitFor(
     best,
     'job-taken',

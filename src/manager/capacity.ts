@@ -139,6 +139,21 @@ export class CapacityGate {
     };
   }
 
+  /**
+   * Hold the in-memory caps of an agent that already runs (restart recovery):
+   * counted even when a cap lowered since is exceeded (new work then waits).
+   */
+  holdInMemory(agentId: string, scaler: ScalerState, requests: ResourceAmount): void {
+    const scopes = [GLOBAL_SCOPE, scaler.scope];
+    const caps = scopes.map((scope) => this.#caps.getCap(scope));
+    for (const scope of scopes) this.#caps.setCap(scope, undefined);
+    try {
+      this.#caps.tryReserve(agentId, scopes, requests);
+    } finally {
+      for (const [i, scope] of scopes.entries()) this.#caps.setCap(scope, caps[i]);
+    }
+  }
+
   /** Give back the in-memory caps of an agent. Idempotent. */
   releaseInMemory(agentId: string): void {
     this.#caps.release(agentId);

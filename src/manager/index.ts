@@ -12,7 +12,15 @@
  * @packageDocumentation
  */
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
-export { ConfigError, type ConfigIssue, isConfigError } from '../errors.js';
+export {
+  ConfigError,
+  type ConfigIssue,
+  isConfigError,
+  isStateStoreError,
+  StateStoreError,
+  StateStoreProblem,
+  type StateStoreProblemName,
+} from '../errors.js';
 export {
   type ConfigValidation,
   DEFAULT_AUTO_LABEL_PREFIX,
@@ -43,6 +51,22 @@ export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
 export type { ReservationLostPolicy } from './reservations.js';
 export type { BackendEntry } from './scalers.js';
+export {
+  type AgentStateRecord,
+  FileStateStore,
+  type FileStateStoreOptions,
+  MAX_CHANGES_PER_COMMIT,
+  MemoryStateStore,
+  type RecoveredPoolRow,
+  type RecoveryOptions,
+  type RecoveryResult,
+  STATE_RECORD_VERSION,
+  type StateChange,
+  type StateStore,
+  type StoredAgentState,
+  type UnrecordedAgent,
+  type UnrecordedAgentPolicy,
+} from './state/index.js';
 export type { ShutdownOptions } from './teardown.js';
 export type {
   AgentRegistration,

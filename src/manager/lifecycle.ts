@@ -89,6 +89,7 @@ export class AgentLifecycle {
     if (record.jobId !== jobId) core.book.unbindSpawn(record); // the original job waits again
     releaseSpawnBinding(core, jobId, record); // a job runs on one agent
     record.jobId = jobId;
+    core.book.touch(record);
     core.events.correlate(record.mailbox, runId, jobId, (dropped) => ({
       source: 'manager',
       kind: 'events-dropped',

@@ -6,6 +6,7 @@ import { type AgentFilter, type AgentSnapshot, listSnapshots, snapshotOf } from 
 import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
 import { decideScale } from './scale.js';
+import type { RecoveryResult } from './state/recovery.js';
 import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
 import type {
   AgentRegistration,
@@ -354,7 +355,54 @@ export class ScalerManager {
    * 10% jitter, unref'd. Also starts the ledger's reaper. Idempotent.
    */
   start(): void {
-    if (this.#rooms.core.shuttingDown) return;
+    const rooms = this.#rooms;
+    if (rooms.core.shuttingDown) return;
+    if (
+      rooms.core.state !== undefined &&
+      (rooms.recovering === undefined || rooms.recoveryPending)
+    ) {
+      // Timers and the ledger's reaper start once the stored books are back.
+      if (rooms.startQueued) return;
+      rooms.startQueued = true;
+      const arm = () => {
+        rooms.startQueued = false;
+        if (!rooms.core.shuttingDown) this.#arm();
+      };
+      this.recoverState().then(arm, (error: unknown) => {
+        rooms.core.emitGeneral(
+          '',
+          'recovery-failed',
+          'Recovering the stored manager state failed',
+          {
+            error,
+          },
+        );
+        arm();
+      });
+      return;
+    }
+    this.#arm();
+  }
+
+  /**
+   * Recover the books a `stateStore` holds (what `start()` runs first): every
+   * stored agent is checked against its backend's `list()`; one that still
+   * runs is tracked again in its stored state (a draining agent still
+   * drains), with its job binding and its pool row taken over under the same
+   * agent id (`PoolLedger.adopt`, never a second row); one that no longer runs
+   * is forgotten and its row released; an agent a backend runs that no record
+   * names is left or destroyed (`recovery.unrecordedAgents`). `requestScale`
+   * calls made meanwhile wait for it. Runs once; later calls return the first
+   * run's result.
+   *
+   * @returns What was recovered, released, and found unrecorded.
+   * @throws StateStoreError when the store cannot be read (it is left as it is).
+   */
+  recoverState(): Promise<RecoveryResult> {
+    return this.#rooms.recover();
+  }
+
+  #arm(): void {
     this.#rooms.timers.every('maintain', this.#rooms.maintenanceIntervalMs, () => this.maintain());
     if (this.#rooms.reconcileIntervalMs !== undefined) {
       this.#rooms.timers.every('reconcile', this.#rooms.reconcileIntervalMs, () =>
@@ -435,6 +483,7 @@ export class ScalerManager {
       this.#rooms.timers.stop();
       await this.#rooms.maintenance.running;
       await shutdownFleet(this.#rooms.core, options);
+      await this.#rooms.core.state?.flush();
       if (this.#rooms.ledger && this.#rooms.ledgerStarted) this.#rooms.ledger.stop();
       this.#rooms.ledgerStarted = false;
     })();

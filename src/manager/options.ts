@@ -3,6 +3,8 @@ import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerConfigInput } from './config.js';
 import type { ReservationLostPolicy } from './reservations.js';
 import type { BackendEntry } from './scalers.js';
+import type { RecoveryOptions } from './state/recovery.js';
+import type { StateStore } from './state/types.js';
 import type { ScalerEvent } from './types.js';
 
 /** Options of the `ScalerManager` constructor. */
@@ -72,6 +74,17 @@ export interface ScalerManagerOptions {
   random?: () => number;
   /** Make an agent id for a scaler. Must be unique, at most 253 characters. @default `<scaler>-<12 hex digits>` */
   generateAgentId?: (scaler: string) => string;
+  /**
+   * Where the manager keeps its books (agents, states, job bindings, pool
+   * rows) so that a restarted host recovers them: `start()` runs
+   * `recoverState()`. Writes are batched (group commit) and never delay the
+   * capacity check; a spawn waits for its record to be durable before the
+   * backend is asked. See docs/manager.md, "State stores and restart recovery".
+   * @default none: the books live in memory only, as with a `MemoryStateStore` no one reads
+   */
+  stateStore?: StateStore;
+  /** How `recoverState()` treats what it finds; see {@link RecoveryOptions}. */
+  recovery?: RecoveryOptions;
   /**
    * Called by `onConfigAck(agentId)` once an agent confirmed it received its
    * configuration (e.g. to clear a microVM's MMDS data).

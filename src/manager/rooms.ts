@@ -11,6 +11,13 @@ import type { ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
 import { LostReservations } from './reservations.js';
 import { Spawner } from './spawner.js';
+import { StateWriter } from './state/batching.js';
+import {
+  checkRecoveryOptions,
+  type RecoveryOptions,
+  type RecoveryResult,
+  recoverFleet,
+} from './state/recovery.js';
 import { buildStatus } from './status.js';
 import type { ScalerStatus } from './types.js';
 import { WarmPool } from './warm-pool.js';
@@ -36,6 +43,13 @@ export class Rooms {
   readonly onConfigAck: ((agentId: string, scaler: string) => void) | undefined;
   ledgerStarted = false;
   shutdown: Promise<void> | undefined;
+  readonly recovery: Required<RecoveryOptions>;
+  /** The one recovery run (`start()` or `recoverState()`), once begun. */
+  recovering: Promise<RecoveryResult> | undefined;
+  /** True while recovery runs: `requestScale` waits for it. */
+  recoveryPending = false;
+  /** `start()` was called while recovery ran: arm the timers once it ends. */
+  startQueued = false;
 
   constructor(options: ScalerManagerOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -100,8 +114,42 @@ export class Rooms {
     );
     this.timers = new Timers(this.core);
     this.lifecycle = new AgentLifecycle(this.core, this.pacing);
+    this.recovery = checkRecoveryOptions(options.recovery);
+    this.#attachStore(options.stateStore);
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);
+  }
+
+  #attachStore(store: ScalerManagerOptions['stateStore']): void {
+    if (store === undefined) return;
+    if (typeof store?.load !== 'function' || typeof store.commit !== 'function') {
+      throw new TypeError(
+        `Expected \`stateStore\` to be a StateStore ({ load, commit }), got \`${typeof store}\``,
+      );
+    }
+    const writer = new StateWriter(store, (error, agentIds) =>
+      this.core.emitGeneral('', 'state-write-failed', 'Writing the manager state failed', {
+        error,
+        agentIds,
+      }),
+    );
+    this.core.state = writer;
+    this.core.book.onChange = (record) => writer.mark(record);
+  }
+
+  /** Recover the stored books once (later calls share the first run). */
+  recover(): Promise<RecoveryResult> {
+    if (this.recovering === undefined) {
+      this.recoveryPending = true;
+      this.recovering = recoverFleet(this.core, this.recovery, (pool, lost) =>
+        this.lost.handle(pool, lost),
+      );
+      const done = () => {
+        this.recoveryPending = false;
+      };
+      this.recovering.then(done, done);
+    }
+    return this.recovering;
   }
 
   get clock(): Clock {

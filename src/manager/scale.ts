@@ -15,6 +15,8 @@ export async function decideScale(
   resources: ResourceRequest | undefined,
 ): Promise<ScaleResult> {
   const core = rooms.core;
+  // Recovered agents count before any new one is decided on.
+  if (rooms.recoveryPending) await rooms.recovering!.catch(() => undefined);
   if (core.shuttingDown) return { kind: 'shutting-down' };
   const inFlight = core.book.spawningFor(jobId);
   if (inFlight !== undefined) {

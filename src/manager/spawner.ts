@@ -157,6 +157,7 @@ export class Spawner {
         };
       }
       record.poolHeld = true;
+      core.book.touch(record);
       if (record.state === 'destroying' || record.state === 'gone') {
         // Pruned, drained or shut down while the ledger answered: nothing was
         // spawned, so the row goes back at once.
@@ -167,6 +168,35 @@ export class Spawner {
       }
     }
 
+    // The record is durable before the backend starts anything: no agent runs unrecorded.
+    const durable = core.state?.durable(record);
+    if (durable !== undefined) {
+      const failed = await durable.then(
+        () => undefined,
+        (error: unknown) => ({ error }),
+      );
+      const lost =
+        failed === undefined && (record.state === 'destroying' || record.state === 'gone');
+      if (failed !== undefined || lost) {
+        record.spawnSettled = true;
+        if (record.state === 'gone') await core.gate.releasePool(record);
+        else await core.forget(record);
+        if (lost) return lostWhileSpawning(record, 'reserve');
+        core.counters.spawnFailures++;
+        core.emitFor(record, 'spawn-failed', `Recording ${agentId} in the state store failed`, {
+          stage: 'state',
+          error: failed!.error,
+        });
+        this.#pacing.failed(scaler, failed!.error);
+        return {
+          kind: 'spawn-failed',
+          backend: scaler.name,
+          agentId,
+          stage: 'state',
+          error: failed!.error,
+        };
+      }
+    }
     core.emitFor(record, 'spawning', `Spawning ${agentId} on ${scaler.name}`, {
       jobId,
       warm: record.warm,
@@ -204,6 +234,7 @@ export class Spawner {
       return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'spawn', error };
     }
     record.spawnSettled = true;
+    core.book.touch(record);
     if (record.state === 'destroying') {
       // Doomed before the backend answered: it must not live on. Its rows go
       // back once the backend confirmed the destroy.

@@ -306,8 +306,11 @@ export type ScaleResult =
       backend: string;
       /** The agent id that was to be used. */
       agentId: string;
-      /** `reserve`: the pool ledger threw; `spawn`: the backend rejected. */
-      stage: 'reserve' | 'spawn';
+      /**
+       * `reserve`: the pool ledger threw; `spawn`: the backend rejected;
+       * `state`: the `stateStore` failed to record the agent (nothing was spawned).
+       */
+      stage: 'reserve' | 'spawn' | 'state';
       /** What was thrown. */
       error: unknown;
     };

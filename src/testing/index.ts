@@ -3,7 +3,7 @@
  * library. Virtual time (`TestClock`), a scriptable `FakeBackend`, an in-memory
  * `MemoryPoolLedger`, a whole fleet in one call (`createTestFleet` with
  * `checkInvariants`), and conformance suites (`poolLedgerConformance`,
- * `scalerBackendConformance`) that prove a ledger or backend of your own keeps
+ * `scalerBackendConformance`, `stateStoreConformance`) that prove a ledger or backend of your own keeps
  * this library's contract. It imports no test framework: suites are arrays of
  * `{ name, run }` that vitest, jest or `node:test` run alike.
  *
@@ -26,6 +26,7 @@ export {
   type PoolLedgerConformanceOptions,
   poolLedgerConformance,
 } from './conformance/ledger.js';
+export { type MakeStateStore, stateStoreConformance } from './conformance/state-store.js';
 export {
   type FakeAgent,
   FakeBackend,

@@ -8,8 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import {
+  type AdoptRequest,
+  type AdoptResult,
   applyBatch,
   assertCap,
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -324,6 +327,39 @@ export class MemoryPoolLedger implements PoolLedger {
     const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
     if (result.ok) this.#heldOf(pool).add(agentId);
     return result;
+  }
+
+  /**
+   * Take over this instance's rows for these agents (another replica or lease
+   * of the same instance id, e.g. before a restart), or reserve them again
+   * when gone, in one step; see `PoolLedger.adopt`.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link MemoryPoolLedger.reserve}.
+   */
+  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    validatePoolName(pool);
+    const requests = checkAdopt(this.#caps, pool, agents);
+    this.#assertOpen();
+    const rows = requests.map(({ agentId, cpus, memBytes, extended }) => {
+      const row: ReservationRow = {
+        instanceId: this.instanceId,
+        pid: process.pid,
+        bootId: this.store.bootId,
+        agentId,
+        cpus,
+        memBytes,
+        reservedAt: this.#clock.now(),
+        leaseId: this.leaseId,
+      };
+      if (extended !== undefined) row.extended = extended;
+      return row;
+    });
+    const results = this.#apply(pool, { kind: 'adopt', rows }) as AdoptResult[];
+    results.forEach((result, i) => {
+      if (result.ok) this.#heldOf(pool).add(rows[i]!.agentId);
+    });
+    return results;
   }
 
   /**

@@ -10,7 +10,7 @@ import type { ResourceCap } from '../../resources/types.js';
 import { normalizeCap, validateDocument } from '../document.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { LedgerOp } from '../ops.js';
-import type { ReservationRow } from '../types.js';
+import { MAX_ADOPT, type ReservationRow } from '../types.js';
 import { poolKey } from './keys.js';
 
 /** The prefix of every combiner key: `leader.<pool>`. */
@@ -108,19 +108,35 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
   return { pool, cap: normalized, ops: ops.map((op) => decodeOp(op, pool)) };
 }
 
+function decodeRow(value: unknown, pool: string, kind: string): ReservationRow {
+  const row = validateDocument(
+    { version: 1, cap: {}, reservations: [value] },
+    { pool, location: `a forwarded ${kind} call` },
+  ).reservations[0] as ReservationRow;
+  if (row.agentId === '' || typeof row.leaseId !== 'string' || row.leaseId === '') {
+    throw new TypeError(`${kind} call row needs an agentId and a leaseId`);
+  }
+  return row;
+}
+
 function decodeOp(value: unknown, pool: string): LedgerOp {
   if (!isObject(value)) throw new TypeError('call is not an object');
   switch (value.kind) {
     case 'reserve': {
       onlyKeys(value, ['kind', 'row', 'maybeApplied'], 'reserve call');
-      const row = validateDocument(
-        { version: 1, cap: {}, reservations: [value.row] },
-        { pool, location: 'a forwarded reserve call' },
-      ).reservations[0] as ReservationRow;
-      if (row.agentId === '' || typeof row.leaseId !== 'string' || row.leaseId === '') {
-        throw new TypeError('reserve call row needs an agentId and a leaseId');
+      return {
+        kind: 'reserve',
+        row: decodeRow(value.row, pool, 'reserve'),
+        ...flag(value, 'maybeApplied'),
+      };
+    }
+    case 'adopt': {
+      onlyKeys(value, ['kind', 'rows', 'maybeApplied'], 'adopt call');
+      if (!Array.isArray(value.rows) || value.rows.length === 0 || value.rows.length > MAX_ADOPT) {
+        throw new TypeError(`adopt call rows is not an array of 1 to ${MAX_ADOPT} rows`);
       }
-      return { kind: 'reserve', row, ...flag(value, 'maybeApplied') };
+      const rows = value.rows.map((row: unknown) => decodeRow(row, pool, 'adopt'));
+      return { kind: 'adopt', rows, ...flag(value, 'maybeApplied') };
     }
     case 'release': {
       onlyKeys(

@@ -17,6 +17,7 @@ import {
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import {
+  checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
@@ -38,6 +39,8 @@ import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import type {
+  AdoptRequest,
+  AdoptResult,
   LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
@@ -464,6 +467,35 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   /**
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another lease (this host before a restart), or reserve them again when
+   * gone; see {@link PoolLedger.adopt}. One compare-and-set write for all of them.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link NatsPoolLedger.reserve}.
+   */
+  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    poolKey(pool);
+    const rows = checkAdopt(this.caps, pool, agents).map(
+      ({ agentId, cpus, memBytes, extended }) => {
+        const row: ReservationRow = {
+          instanceId: this.instanceId,
+          pid: process.pid,
+          bootId: this.bootId,
+          agentId,
+          cpus,
+          memBytes,
+          reservedAt: this.timeSource.now(),
+          leaseId: this.lease.id,
+        };
+        if (extended !== undefined) row.extended = extended;
+        return row;
+      },
+    );
+    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
+  }
+
+  /**
    * Remove the reservation of `agentId` in `pool` that this instance made
    * (another instance's row answers `false`; see {@link PoolLedger.release} for
    * the operator paths `anyInstance` and `instanceId`). Idempotent.
@@ -631,7 +663,10 @@ export class NatsPoolLedger implements PoolLedger {
       // The server is unreachable: the commit below retries until its deadline.
     }
     // Rows carry the lease they were sent under: the combiner keeps it.
-    for (const op of ops) if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+    for (const op of ops) {
+      if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
+      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.lease.id;
+    }
     return combiner.commit(pool, ops);
   }
 
@@ -662,6 +697,9 @@ export class NatsPoolLedger implements PoolLedger {
         );
         for (const op of ops)
           if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+          else if (op.kind === 'adopt' && local(op)) {
+            for (const row of op.rows) row.leaseId = this.lease.id;
+          }
         // Calls from other instances that may not be applied now are answered apart.
         const refused = this.combiner?.refused(pool, ops);
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;

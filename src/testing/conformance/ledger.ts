@@ -81,9 +81,11 @@ const GiB = 2 ** 30;
  * duplicates are refused; `releaseAllForInstance` takes only this instance's
  * rows; a closed instance's rows are reaped by a peer; `list` and `getUsage`
  * agree with what was granted; a closed ledger refuses work; extended resources
- * and `maxAgents` are held across instances; bad input is refused.
+ * and `maxAgents` are held across instances; `adopt` takes a restarted
+ * instance's row over without counting it twice; bad input is refused.
  *
- * `makeLedger({ instanceId })` is called once for each instance a check needs;
+ * `makeLedger({ instanceId })` is called once for each instance a check needs
+ * (the `adopt` check asks twice for one instance id: the host after a restart);
  * the check closes its ledgers when it ends.
  *
  * @example
@@ -540,6 +542,66 @@ export function poolLedgerConformance(
           await a.getUsage(p),
           { cpus: 3, memBytes: 0, extended: { [gpu]: 2 } },
           'getUsage with extended resources',
+        );
+      },
+    ),
+
+    check(
+      'adopt',
+      "adopt takes a restarted instance's row over in one write (never counted twice), reserves a gone one again if it fits, and never takes another instance's row",
+      async ({ pool, open }) => {
+        const p = pool();
+        const before = await open('a');
+        const other = await open('b');
+        for (const l of [before, other]) l.registerPool(p, { maxCpu: 2 });
+        expectEqual(await before.reserve(p, 'x1', 1, 0), { ok: true }, 'reserve x1 (1 core)');
+        expectEqual(await other.reserve(p, 'y1', 1, 0), { ok: true }, 'reserve y1 (1 core)');
+        // The same instance id again: the host after a restart.
+        const after = await open('a');
+        after.registerPool(p, { maxCpu: 2 });
+        expectTrue(
+          typeof after.adopt === 'function',
+          'adopt is not implemented: a restarted host cannot take its rows over',
+        );
+        // x1's row exists: taken over. x2 has none and the pool is full: refused.
+        const first = await after.adopt!(p, [
+          { agentId: 'x1', cpus: 1, memBytes: 0 },
+          { agentId: 'x2', cpus: 1, memBytes: 0 },
+        ]);
+        expectEqual(first[0], { ok: true, adopted: true }, 'adopt x1 (its row exists)');
+        expectEqual(first[1]?.ok, false, 'adopt x2 (no row, the pool is full)');
+        expectEqual(
+          await rows(other, p),
+          [`${instanceOf(after)}/x1:1:0`, `${instanceOf(other)}/y1:1:0`].sort(),
+          'rows after the adoption (one per agent)',
+        );
+        expectEqual(await other.getUsage(p), { cpus: 2, memBytes: 0 }, 'usage after the adoption');
+        expectEqual(await other.release(p, 'y1'), true, 'release y1');
+        expectEqual(await other.reserve(p, 'z1', 0, 0), { ok: true }, 'reserve z1 (0 cores)');
+        expectEqual(
+          await after.adopt!(p, [
+            { agentId: 'x2', cpus: 1, memBytes: 0 },
+            { agentId: 'z1', cpus: 0, memBytes: 0 },
+          ]),
+          [
+            { ok: true, adopted: false },
+            { ok: false, heldBy: instanceOf(other) },
+          ],
+          "adopt x2 (no row, it fits now) and z1 (another instance's row: never taken)",
+        );
+        await expectReject(
+          () => after.adopt!(p, []),
+          (e) => e instanceof Error,
+          'adopt of no agents',
+        );
+        expectEqual(
+          await rows(other, p),
+          [
+            `${instanceOf(after)}/x1:1:0`,
+            `${instanceOf(after)}/x2:1:0`,
+            `${instanceOf(other)}/z1:0:0`,
+          ].sort(),
+          'rows at the end',
         );
       },
     ),

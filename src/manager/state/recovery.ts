@@ -1,0 +1,321 @@
+/**
+ * Recovery after the host restarted: the stored books are checked against
+ * what each backend lists, re-attached (agents, job bindings, pool rows taken
+ * over under the same agent ids), and what is stored but no longer runs, or
+ * runs but is not stored, is settled by policy.
+ */
+import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
+import type { AgentRecord } from '../agents.js';
+import type { FleetCore } from '../core.js';
+import { newMailbox } from '../events.js';
+import type { ScalerState } from '../scalers.js';
+import type { ReconcileFailure } from '../types.js';
+import type { AgentStateRecord } from './types.js';
+
+/**
+ * What `recoverState()` does with an agent a backend lists that no stored
+ * record names (started by hand, by another manager sharing the backend, or
+ * recorded in a store that was lost):
+ *
+ * - `leave`: report it (`RecoveryResult.unrecorded`) and leave it alone;
+ * - `destroy`: ask its backend to destroy it.
+ */
+export type UnrecordedAgentPolicy = 'leave' | 'destroy';
+
+/** Options of restart recovery (the `recovery` option of `ScalerManager`). */
+export interface RecoveryOptions {
+  /**
+   * What to do with agents a backend lists that no stored record names.
+   * @default 'leave'
+   */
+  unrecordedAgents?: UnrecordedAgentPolicy;
+}
+
+/** What `recoverState()` found and did. */
+export interface RecoveryResult {
+  /** Stored agents re-attached (tracked again in their stored state). */
+  recovered: string[];
+  /** Stored agents their backend no longer lists: forgotten, pool rows released. */
+  released: string[];
+  /** What became of each recovered agent's pool row. */
+  poolRows: RecoveredPoolRow[];
+  /** Agents a backend lists that no record names, with what was done. */
+  unrecorded: UnrecordedAgent[];
+  /** Stored agents of a scaler this config no longer has: left in the store, untouched. */
+  unknownScaler: string[];
+  /** Backends whose `list()` threw: their stored agents were re-attached unchecked. */
+  failed: ReconcileFailure[];
+}
+
+/** What recovery did with one recovered agent's pool row. */
+export interface RecoveredPoolRow {
+  /** The agent. */
+  agentId: string;
+  /** Its pool. */
+  pool: string;
+  /**
+   * `adopted`: its old row was taken over in place; `reserved`: it was gone and
+   * was reserved again; `lost`: it was gone and did not fit (or the ledger
+   * failed): `reservation-lost` handling applies.
+   */
+  how: 'adopted' | 'reserved' | 'lost';
+}
+
+/** An agent a backend runs that no stored record names. */
+export interface UnrecordedAgent {
+  /** The scaler whose backend listed it. */
+  scaler: string;
+  /** The agent. */
+  agentId: string;
+  /** What was done: left alone, or destroyed. */
+  action: UnrecordedAgentPolicy;
+}
+
+const POLICIES: readonly UnrecordedAgentPolicy[] = ['leave', 'destroy'];
+
+/** @throws TypeError for an unknown key or policy. @internal */
+export function checkRecoveryOptions(
+  options: RecoveryOptions | undefined,
+): Required<RecoveryOptions> {
+  if (options === undefined) return { unrecordedAgents: 'leave' };
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(`Expected \`recovery\` to be an object, got \`${String(options)}\``);
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'unrecordedAgents') {
+      throw new TypeError(
+        `Unknown recovery option \`${key.slice(0, 64)}\`; expected unrecordedAgents`,
+      );
+    }
+  }
+  const policy = options.unrecordedAgents ?? 'leave';
+  if (!POLICIES.includes(policy)) {
+    throw new TypeError(
+      `Expected \`recovery.unrecordedAgents\` to be one of ${POLICIES.join(', ')}, got \`${String(policy).slice(0, 64)}\``,
+    );
+  }
+  return { unrecordedAgents: policy };
+}
+
+/**
+ * Recover the stored books into `core` (which tracks nothing yet). Never
+ * rejects for a backend or ledger failure (they are in the result and in
+ * events); rejects when the store cannot be read (a corrupt store is never reset).
+ * @internal
+ */
+export async function recoverFleet(
+  core: FleetCore,
+  options: Required<RecoveryOptions>,
+  onLost: (pool: string, records: AgentRecord[]) => void,
+): Promise<RecoveryResult> {
+  const writer = core.state;
+  const result: RecoveryResult = {
+    recovered: [],
+    released: [],
+    poolRows: [],
+    unrecorded: [],
+    unknownScaler: [],
+    failed: [],
+  };
+  if (writer === undefined) return result;
+  const stored = await writer.store.load();
+  const listed = new Map<ScalerState, Set<string> | undefined>();
+  for (const scaler of core.scalers.order) {
+    if (typeof scaler.backend.list !== 'function') {
+      listed.set(scaler, undefined);
+      continue;
+    }
+    try {
+      listed.set(scaler, new Set(await scaler.backend.list()));
+    } catch (error) {
+      result.failed.push({ scaler: scaler.name, error });
+      listed.set(scaler, undefined);
+    }
+  }
+  const storedIds = new Set(stored.map((s) => s.agentId));
+  const byPool = new Map<string, AgentRecord[]>();
+  const released: AgentRecord[] = [];
+  const destroys: Promise<void>[] = [];
+  for (const saved of stored) {
+    const scaler = core.scalers.get(saved.scaler);
+    if (scaler === undefined || core.book.has(saved.agentId)) {
+      result.unknownScaler.push(saved.agentId);
+      continue;
+    }
+    const running = listed.get(scaler);
+    const record = revive(scaler, saved);
+    // Not listed: it does not run (its spawn never started, or it ended while
+    // the host was down). Its row, if any, goes back; its record is deleted.
+    const gone = running !== undefined && !running.has(saved.agentId);
+    if (gone) {
+      record.state = 'destroying';
+      core.book.add(record);
+      core.gate.holdInMemory(record.agentId, scaler, record.resources.requests);
+      result.released.push(record.agentId);
+      released.push(record);
+      continue;
+    }
+    core.book.add(record);
+    if (record.state !== 'spawning') core.book.unbindSpawn(record);
+    core.gate.holdInMemory(record.agentId, scaler, record.resources.requests);
+    result.recovered.push(record.agentId);
+    core.emitFor(record, 'recovered', `${record.agentId} recovered (${record.state})`, {
+      state: record.state,
+      jobId: record.jobId,
+    });
+    if (record.pool !== undefined && core.gate.ledger !== undefined) {
+      const list = byPool.get(record.pool) ?? [];
+      list.push(record);
+      byPool.set(record.pool, list);
+    }
+    if (record.state === 'destroying') destroys.push(core.runDestroy(record));
+  }
+  await Promise.all(
+    [...byPool].map(([pool, records]) => reclaimRows(core, pool, records, result, onLost)),
+  );
+  // Only after the takeovers: a release writes the pool, and a write drops the
+  // rows the dead process left that were not taken over yet.
+  await Promise.all(
+    released.map((record) => {
+      core.emitFor(
+        record,
+        'gone',
+        `${record.agentId} is no longer listed by ${record.scaler.name}; released`,
+      );
+      return core.forget(record);
+    }),
+  );
+  for (const [scaler, ids] of listed) {
+    if (ids === undefined) continue;
+    for (const agentId of ids) {
+      if (storedIds.has(agentId) || core.book.has(agentId)) continue;
+      const action = options.unrecordedAgents;
+      result.unrecorded.push({ scaler: scaler.name, agentId, action });
+      if (action === 'destroy') {
+        destroys.push(
+          scaler.backend.destroy(agentId).then(
+            () => undefined,
+            (error: unknown) =>
+              core.emitGeneral(
+                scaler.name,
+                'destroy-failed',
+                `Destroying unrecorded ${agentId} failed`,
+                {
+                  agentId,
+                  error,
+                },
+              ),
+          ),
+        );
+      }
+    }
+  }
+  await Promise.all(destroys);
+  return result;
+}
+
+// The tracked agent a stored record describes, in its stored state. Its spawn
+// counts as settled: whatever the backend was doing before the restart, the
+// registration timeout prunes an agent that never registers.
+function revive(scaler: ScalerState, saved: AgentStateRecord): AgentRecord {
+  const record: AgentRecord = {
+    agentId: saved.agentId,
+    scaler,
+    jobId: saved.jobId,
+    warm: saved.warm,
+    state: saved.state,
+    labels: [...saved.labels],
+    resources: {
+      requests: { ...saved.resources.requests },
+      limits: { ...saved.resources.limits },
+    },
+    pool: saved.pool,
+    poolHeld: false,
+    spawnedAt: saved.spawnedAt,
+    spawnSettled: true,
+    registeredAt: saved.registeredAt,
+    idleSince: saved.idleSince,
+    jobsCompleted: saved.jobsCompleted,
+    context: saved.context,
+    mailbox: newMailbox(),
+    disconnected: false,
+    destroyReason: saved.destroyReason,
+    destroyCall: undefined,
+    destroyFailed: false,
+    keepPoolRow: false,
+    goneWaiters: undefined,
+  };
+  if (saved.runId !== undefined && saved.jobId !== undefined) {
+    record.mailbox.runId = saved.runId;
+    record.mailbox.correlatedJobId = saved.jobId;
+  }
+  return record;
+}
+
+// Take the agents' old rows over (same agent ids, this process's identity),
+// all of a pool in one write, or reserve them again when gone; never a second
+// row for one agent.
+async function reclaimRows(
+  core: FleetCore,
+  pool: string,
+  records: AgentRecord[],
+  result: RecoveryResult,
+  onLost: (pool: string, records: AgentRecord[]) => void,
+): Promise<void> {
+  const ledger = core.gate.ledger!;
+  const agents: AdoptRequest[] = records.map((record) => {
+    const { cpus, memBytes, extended } = record.resources.requests;
+    return extended !== undefined && Object.keys(extended).length > 0
+      ? { agentId: record.agentId, cpus, memBytes, extended: { ...extended } }
+      : { agentId: record.agentId, cpus, memBytes };
+  });
+  let answers: (AdoptResult | undefined)[] = [];
+  let error: unknown;
+  try {
+    if (typeof ledger.adopt === 'function') {
+      answers = await ledger.adopt(pool, agents);
+    } else {
+      answers = await Promise.all(
+        agents.map(async ({ agentId, cpus, memBytes, extended }) => {
+          const reserved = await ledger.reserve(
+            pool,
+            agentId,
+            cpus,
+            memBytes,
+            extended === undefined ? undefined : { extended },
+          );
+          return reserved.ok ? { ok: true as const, adopted: false } : reserved;
+        }),
+      );
+    }
+  } catch (caught) {
+    error = caught;
+  }
+  const lost: AgentRecord[] = [];
+  records.forEach((record, i) => {
+    const answer = answers[i];
+    if (core.book.get(record.agentId) !== record) {
+      if (answer?.ok) void core.gate.releasePool(record);
+      return;
+    }
+    if (answer?.ok) {
+      record.poolHeld = true;
+      core.book.touch(record);
+      result.poolRows.push({
+        agentId: record.agentId,
+        pool,
+        how: answer.adopted ? 'adopted' : 'reserved',
+      });
+      return;
+    }
+    result.poolRows.push({ agentId: record.agentId, pool, how: 'lost' });
+    core.emitFor(
+      record,
+      'reservation-lost',
+      `The pool row of recovered ${record.agentId} in "${pool}" could not be taken over or reserved again; its capacity may be in use by others`,
+      { pool, certain: true, error: error ?? answer },
+    );
+    lost.push(record);
+  });
+  if (lost.length > 0) onLost(pool, lost);
+}
