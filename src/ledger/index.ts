@@ -7,6 +7,24 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
+export type {
+  OtelAttributes,
+  OtelContext,
+  OtelCounter,
+  OtelHistogram,
+  OtelInstrumentOptions,
+  OtelMeter,
+  OtelMeterProvider,
+  OtelObservable,
+  OtelObservableCallback,
+  OtelObservableResult,
+  OtelSpan,
+  OtelSpanOptions,
+  OtelSpanStatus,
+  OtelTracer,
+  OtelTracerProvider,
+  TelemetryOptions,
+} from '../internal/telemetry/index.js';
 export {
   checkAgentId,
   checkReserve,
@@ -58,6 +76,7 @@ export {
 } from './machine-ledger.js';
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
+export type { LedgerTelemetryOptions } from './telemetry.js';
 export type {
   LedgerDocument,
   PoolLedger,

@@ -12,6 +12,7 @@
  */
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
+  contextWithSpan,
   errorType,
   failSpan,
   LOCK_BUCKETS,
@@ -26,13 +27,24 @@ import {
   resolveProviders,
   TELEMETRY_OPTION_KEYS,
   type TelemetryOptions,
+  takeParentSpan,
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
 import type { StaleRow } from './document.js';
 import type { LedgerOp } from './ops.js';
 import type { ReservationRow, ReserveResult } from './types.js';
 
-/** Telemetry options of `MachineLedger` and `NatsPoolLedger`. */
+/**
+ * Telemetry options of `MachineLedger` and `NatsPoolLedger`.
+ *
+ * @example
+ * ```ts
+ * import { MeterProvider } from '@opentelemetry/sdk-metrics';
+ * const meterProvider = new MeterProvider({ readers: [myReader] });
+ * // Usage gauges refreshed every 15 s even while the pool is quiet.
+ * const ledger = new MachineLedger({ instanceId: 'a', meterProvider, usageRefreshMs: 15_000 });
+ * ```
+ */
 export interface LedgerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: read every registered pool this often (no lock, no
@@ -234,13 +246,16 @@ export class LedgerTelemetry {
   op<T>(pool: string, op: LedgerOp, run: () => Promise<T>): Promise<T> {
     const operation = OPERATION[op.kind];
     // The reaper's own rounds are counted but make no span of their own.
-    const span =
-      this.#tracer === undefined || (op.kind === 'reap' && op.background)
-        ? undefined
-        : this.#tracer.startSpan(`scaler.ledger.${operation}`, {
-            kind: 0,
-            attributes: this.#attrs(pool),
-          });
+    let span: OtelSpan | undefined;
+    if (this.#tracer !== undefined && !(op.kind === 'reap' && op.background)) {
+      // A manager's reserve span, when it handed one over, is the parent.
+      const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
+      span = this.#tracer.startSpan(
+        `scaler.ledger.${operation}`,
+        { kind: 0, attributes: this.#attrs(pool) },
+        parent === undefined ? undefined : contextWithSpan(parent),
+      );
+    }
     if (span) this.#spans.set(op, span);
     return run().then(
       (value) => {

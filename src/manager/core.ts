@@ -6,6 +6,7 @@ import { CapacityGate } from './capacity.js';
 import type { ScalerConfig } from './config.js';
 import type { EventRelay } from './events.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
+import type { ManagerTelemetry } from './telemetry.js';
 import type { BackendEventInput, ScalerCounters, ScalerEvent } from './types.js';
 
 /** Timing and policy options every room reads. @internal */
@@ -42,6 +43,8 @@ export class FleetCore {
   /** Set by `shutdownAll()`: nothing new starts. */
   shuttingDown = false;
   globalDemandAt = Number.NEGATIVE_INFINITY;
+  /** Metrics and spans, when the host passed a provider. */
+  telemetry: ManagerTelemetry | undefined;
   readonly #events: EventRelay;
 
   constructor(

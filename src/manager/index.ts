@@ -13,6 +13,24 @@
  */
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
 export { ConfigError, type ConfigIssue, isConfigError } from '../errors.js';
+export type {
+  OtelAttributes,
+  OtelContext,
+  OtelCounter,
+  OtelHistogram,
+  OtelInstrumentOptions,
+  OtelMeter,
+  OtelMeterProvider,
+  OtelObservable,
+  OtelObservableCallback,
+  OtelObservableResult,
+  OtelSpan,
+  OtelSpanOptions,
+  OtelSpanStatus,
+  OtelTracer,
+  OtelTracerProvider,
+  TelemetryOptions,
+} from '../internal/telemetry/index.js';
 export {
   type ConfigValidation,
   DEFAULT_AUTO_LABEL_PREFIX,

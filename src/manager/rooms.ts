@@ -11,6 +11,7 @@ import { Pacing } from './pacing.js';
 import { LostReservations } from './reservations.js';
 import { Spawner } from './spawner.js';
 import { buildStatus } from './status.js';
+import { createManagerTelemetry } from './telemetry.js';
 import type { ScalerStatus } from './types.js';
 import { WarmPool } from './warm-pool.js';
 
@@ -56,8 +57,9 @@ export class Rooms {
         ? undefined
         : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
     this.onConfigAck = options.onConfigAck;
+    const telemetry = createManagerTelemetry(options, () => this);
     const events = new EventRelay(
-      options.onEvent,
+      telemetry?.wrapOnEvent(options.onEvent) ?? options.onEvent,
       options.onScalerEvent,
       nonNegative('maxBufferedEvents', options.maxBufferedEvents, 100),
     );
@@ -80,6 +82,7 @@ export class Rooms {
         random,
       },
     );
+    this.core.telemetry = telemetry;
     if (!validated.ok) throw configError(validated.errors);
     const problems = this.core.scalers.check(validated.config, this.ledger);
     if (problems.length > 0) throw configError(problems);

@@ -44,7 +44,10 @@ export interface OtelInstrumentOptions {
   /** The UCUM unit (`s`, `By`, `{cpu}`, `{agent}`). */
   unit?: string;
   /** Histogram bucket boundaries we suggest (the SDK's views may override them). */
-  advice?: { explicitBucketBoundaries?: number[] };
+  advice?: {
+    /** Histogram bucket boundaries, ascending. */
+    explicitBucketBoundaries?: number[];
+  };
 }
 
 /** The part of an OpenTelemetry `Meter` this library calls. */
@@ -64,6 +67,13 @@ export interface OtelMeter {
  * `MachineLedger` and `NatsPoolLedger`): the global one from
  * `metrics.getMeterProvider()` of `@opentelemetry/api`, or an SDK `MeterProvider`.
  * Only this structural part is used, so the package needs no import of the API.
+ *
+ * @example
+ * ```ts
+ * import { metrics } from '@opentelemetry/api';
+ * const meterProvider: OtelMeterProvider = metrics.getMeterProvider();
+ * const manager = new ScalerManager({ config, backends, meterProvider });
+ * ```
  */
 export interface OtelMeterProvider {
   /** Return the meter named after the instrumentation library. */
@@ -122,6 +132,13 @@ export interface OtelTracer {
 /**
  * An OpenTelemetry `TracerProvider` (the `tracerProvider` option): the global one
  * from `trace.getTracerProvider()` of `@opentelemetry/api`, or an SDK provider.
+ *
+ * @example
+ * ```ts
+ * import { trace } from '@opentelemetry/api';
+ * const tracerProvider: OtelTracerProvider = trace.getTracerProvider();
+ * const manager = new ScalerManager({ config, backends, tracerProvider });
+ * ```
  */
 export interface OtelTracerProvider {
   /** Return the tracer named after the instrumentation library. */

@@ -35,7 +35,19 @@ export const SLOW_BUCKETS = [
   0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
 ];
 
-/** The two provider options every instrumented class takes. */
+/**
+ * The two provider options of `ScalerManager`, `MachineLedger` and `NatsPoolLedger`.
+ *
+ * @example
+ * ```ts
+ * import { metrics, trace } from '@opentelemetry/api';
+ * const ledger = new MachineLedger({
+ *   instanceId: 'orchestrator-a',
+ *   meterProvider: metrics.getMeterProvider(),
+ *   tracerProvider: trace.getTracerProvider(),
+ * });
+ * ```
+ */
 export interface TelemetryOptions {
   /**
    * Record metrics through this OpenTelemetry `MeterProvider` (its meter is named
@@ -113,3 +125,4 @@ export function attributes(input: OtelAttributes): OtelAttributes {
   for (const [key, value] of Object.entries(input)) if (value !== undefined) out[key] = value;
   return out;
 }
+export { offerParentSpan, takeParentSpan, withdrawParentSpan } from './handoff.js';
