@@ -12,6 +12,7 @@
  */
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
+  AttributeCache,
   contextWithSpan,
   errorType,
   failSpan,
@@ -25,6 +26,7 @@ import {
   type OtelSpan,
   type OtelTracer,
   resolveProviders,
+  Tally,
   TELEMETRY_OPTION_KEYS,
   type TelemetryOptions,
   takeParentSpan,
@@ -122,7 +124,8 @@ export class LedgerTelemetry {
   readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
   readonly #lockWait: OtelHistogram | undefined;
   readonly #lockHold: OtelHistogram | undefined;
-  readonly #operations: OtelCounter | undefined;
+  readonly #operations: Tally | undefined;
+  readonly #poolAttributes = new AttributeCache();
   readonly #reaped: OtelCounter | undefined;
   readonly #lost: OtelCounter | undefined;
   readonly #conflicts: OtelCounter | undefined;
@@ -154,7 +157,7 @@ export class LedgerTelemetry {
       'scaler.ledger.lock.hold.duration',
       'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
     );
-    this.#operations = meter.createCounter('scaler.ledger.operations', {
+    this.#operations = new Tally(meter, 'scaler.ledger.operations', {
       description: 'Ledger calls answered, by operation and result.',
       unit: '{operation}',
     });
@@ -230,6 +233,10 @@ export class LedgerTelemetry {
     this.#callbacks.push([gauge, callback]);
   }
 
+  #pool(pool: string): OtelAttributes {
+    return this.#poolAttributes.get(pool, () => this.#attrs(pool));
+  }
+
   #attrs(pool: string, extra?: OtelAttributes): OtelAttributes {
     return { 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra };
   }
@@ -260,8 +267,7 @@ export class LedgerTelemetry {
     return run().then(
       (value) => {
         const result = resultOf(op, value);
-        this.#operations?.add(
-          1,
+        this.#operations?.add(`${pool}\u0000${operation}\u0000${result}`, () =>
           this.#attrs(pool, { 'scaler.ledger.operation': operation, 'scaler.result': result }),
         );
         if (span) {
@@ -274,12 +280,12 @@ export class LedgerTelemetry {
         return value;
       },
       (error: unknown) => {
-        this.#operations?.add(
-          1,
+        const type = errorType(error);
+        this.#operations?.add(`${pool}\u0000${operation}\u0000error\u0000${type}`, () =>
           this.#attrs(pool, {
             'scaler.ledger.operation': operation,
             'scaler.result': 'error',
-            'error.type': errorType(error),
+            'error.type': type,
           }),
         );
         if (span) {
@@ -300,7 +306,7 @@ export class LedgerTelemetry {
   lockAcquired(pool: string, startedAt: number | undefined, ops: readonly LedgerOp[]): number {
     const now = monotonicNow();
     const wait = startedAt === undefined ? 0 : (now - startedAt) / 1000;
-    this.#lockWait?.record(wait, this.#attrs(pool));
+    this.#lockWait?.record(wait, this.#pool(pool));
     for (const op of ops) {
       this.#spans
         .get(op)
@@ -312,7 +318,7 @@ export class LedgerTelemetry {
   /** The lock was released: record how long it was held. */
   lockReleased(pool: string, acquiredAt: number | undefined): void {
     if (acquiredAt === undefined) return;
-    this.#lockHold?.record((monotonicNow() - acquiredAt) / 1000, this.#attrs(pool));
+    this.#lockHold?.record((monotonicNow() - acquiredAt) / 1000, this.#pool(pool));
   }
 
   /**
@@ -351,6 +357,7 @@ export class LedgerTelemetry {
     this.#reader.clock.clearInterval(this.#timer);
     this.#timer = undefined;
     for (const [gauge, callback] of this.#callbacks.splice(0)) gauge.removeCallback(callback);
+    this.#operations?.close();
     this.#views.clear();
   }
 }

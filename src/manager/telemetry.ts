@@ -9,6 +9,8 @@
  * `TestClock` drives them as it drives every timing rule.
  */
 import {
+  AttributeCache,
+  attributes,
   contextWithSpan,
   failSpan,
   type OtelAttributes,
@@ -21,6 +23,7 @@ import {
   offerParentSpan,
   resolveProviders,
   SLOW_BUCKETS,
+  Tally,
   type TelemetryOptions,
   withdrawParentSpan,
 } from '../internal/telemetry/index.js';
@@ -63,8 +66,9 @@ export class ManagerTelemetry {
   readonly #scaleSpans = new Map<string, OtelSpan>();
   /** When each job was first refused for capacity (manager clock, ms). */
   readonly #waiting = new Map<string, number>();
-  readonly #requests: OtelCounter | undefined;
-  readonly #spawns: OtelCounter | undefined;
+  readonly #requests: Tally | undefined;
+  readonly #spawns: Tally | undefined;
+  readonly #attributes = new AttributeCache();
   readonly #spawnDuration: OtelHistogram | undefined;
   readonly #registration: OtelHistogram | undefined;
   readonly #jobWait: OtelHistogram | undefined;
@@ -85,11 +89,11 @@ export class ManagerTelemetry {
         unit: 's',
         advice: { explicitBucketBoundaries: SLOW_BUCKETS },
       });
-    this.#requests = meter.createCounter('scaler.scale.requests', {
+    this.#requests = new Tally(meter, 'scaler.scale.requests', {
       description: 'requestScale answers, by result kind and the limit that refused.',
       unit: '{request}',
     });
-    this.#spawns = meter.createCounter('scaler.spawns', {
+    this.#spawns = new Tally(meter, 'scaler.spawns', {
       description: 'Spawn attempts that got capacity, by outcome and the stage that failed.',
       unit: '{agent}',
     });
@@ -103,7 +107,7 @@ export class ManagerTelemetry {
     );
     this.#jobWait = seconds(
       'scaler.job.wait.duration',
-      'Time from a job first refused for capacity (at-capacity, backing-off) to the spawn of its agent; 0 for a job spawned at its first request.',
+      'Time from a job first refused for capacity (at-capacity, backing-off) to the answer that spawned its agent; jobs spawned at their first request are not recorded.',
     );
     this.#destroyed = meter.createCounter('scaler.agents.destroyed', {
       description: 'Agents destroyed, by reason (idle, pruned, drain, lifetime, excess, ...).',
@@ -268,7 +272,7 @@ export class ManagerTelemetry {
       },
       (error: unknown) => {
         settle();
-        this.#requests?.add(1, { 'scaler.result': 'error' });
+        this.#requests?.add('error', () => ({ 'scaler.result': 'error' }));
         if (span) {
           failSpan(span, error);
           span.end();
@@ -279,19 +283,30 @@ export class ManagerTelemetry {
   }
 
   #answered(jobId: string, result: ScaleResult, span: OtelSpan | undefined): void {
-    const attributes: OtelAttributes = { 'scaler.result': result.kind };
-    if ('backend' in result) attributes['scaler.name'] = result.backend;
-    if ('limit' in result) {
-      attributes['scaler.limit'] = result.limit.limit;
-      if ('pool' in result.limit && result.limit.pool !== undefined) {
-        attributes['scaler.pool'] = result.limit.pool;
-      }
-      if ('dimension' in result.limit && result.limit.dimension !== undefined) {
-        attributes['scaler.limit.dimension'] = String(result.limit.dimension);
-      }
-    }
-    if (result.kind === 'backing-off') attributes['scaler.limit'] = 'backing-off';
-    this.#requests?.add(1, attributes);
+    const backend = 'backend' in result ? result.backend : undefined;
+    const limit =
+      'limit' in result
+        ? result.limit
+        : result.kind === 'backing-off'
+          ? { limit: 'backing-off' as const }
+          : undefined;
+    const pool = limit !== undefined && 'pool' in limit ? limit.pool : undefined;
+    const dimension =
+      limit !== undefined && 'dimension' in limit && limit.dimension !== undefined
+        ? String(limit.dimension)
+        : undefined;
+    const describe = () =>
+      attributes({
+        'scaler.result': result.kind,
+        'scaler.name': backend,
+        'scaler.limit': limit?.limit,
+        'scaler.pool': pool,
+        'scaler.limit.dimension': dimension,
+      });
+    this.#requests?.add(
+      `${result.kind}\u0000${backend}\u0000${limit?.limit}\u0000${pool}\u0000${dimension}`,
+      describe,
+    );
     const now = this.#view().core.now();
     if (result.kind === 'at-capacity' || result.kind === 'backing-off') {
       if (this.#jobWait !== undefined && !this.#waiting.has(jobId)) {
@@ -301,16 +316,22 @@ export class ManagerTelemetry {
         this.#waiting.set(jobId, now);
       }
     } else if (result.kind === 'spawned') {
+      // Only jobs that were refused first: a job spawned at its first request did not wait.
       const since = this.#waiting.get(jobId);
-      this.#waiting.delete(jobId);
-      this.#jobWait?.record(since === undefined ? 0 : Math.max(0, now - since) / 1000, {
-        'scaler.name': result.backend,
-      });
+      if (since !== undefined) {
+        this.#waiting.delete(jobId);
+        this.#jobWait?.record(
+          Math.max(0, now - since) / 1000,
+          this.#attributes.get(`wait\u0000${result.backend}`, () => ({
+            'scaler.name': result.backend,
+          })),
+        );
+      }
     } else if (result.kind !== 'already-spawning') {
       this.#waiting.delete(jobId);
     }
     if (span === undefined) return;
-    for (const [key, value] of Object.entries(attributes)) {
+    for (const [key, value] of Object.entries(describe())) {
       if (value !== undefined) span.setAttribute(key, value);
     }
     if (result.kind === 'spawned' || result.kind === 'spawn-failed') {
@@ -366,12 +387,12 @@ export class ManagerTelemetry {
         return granted;
       },
       (error: unknown) => {
-        this.#spawns?.add(1, {
+        this.#spawns?.add(`${record.scaler.name}\u0000${record.warm}\u0000reserve`, () => ({
           'scaler.name': record.scaler.name,
           'scaler.warm': record.warm,
           'scaler.outcome': 'failed',
           'scaler.stage': 'reserve',
-        });
+        }));
         if (span) {
           failSpan(span, error);
           span.end();
@@ -386,25 +407,27 @@ export class ManagerTelemetry {
     const core = this.#view().core;
     const span = this.#child('scaler.backend.spawn', record, {});
     const started = core.now();
-    const attributes: OtelAttributes = {
-      'scaler.name': record.scaler.name,
-      'scaler.warm': record.warm,
+    const name = record.scaler.name;
+    const warm = record.warm;
+    const outcome = (how: 'spawned' | 'failed') => {
+      const key = `${name}\u0000${warm}\u0000${how}`;
+      const make = () =>
+        attributes({
+          'scaler.name': name,
+          'scaler.warm': warm,
+          'scaler.outcome': how,
+          'scaler.stage': how === 'failed' ? 'spawn' : undefined,
+        });
+      this.#spawnDuration?.record((core.now() - started) / 1000, this.#attributes.get(key, make));
+      this.#spawns?.add(key, make);
     };
     try {
       const result = await run();
-      this.#spawnDuration?.record((core.now() - started) / 1000, {
-        ...attributes,
-        'scaler.outcome': 'spawned',
-      });
-      this.#spawns?.add(1, { ...attributes, 'scaler.outcome': 'spawned' });
+      outcome('spawned');
       span?.end();
       return result;
     } catch (error) {
-      this.#spawnDuration?.record((core.now() - started) / 1000, {
-        ...attributes,
-        'scaler.outcome': 'failed',
-      });
-      this.#spawns?.add(1, { ...attributes, 'scaler.outcome': 'failed', 'scaler.stage': 'spawn' });
+      outcome('failed');
       if (span) {
         failSpan(span, error);
         span.end();

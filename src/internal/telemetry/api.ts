@@ -58,6 +58,8 @@ export interface OtelMeter {
   createHistogram(name: string, options?: OtelInstrumentOptions): OtelHistogram;
   /** A gauge read at collection. */
   createObservableGauge(name: string, options?: OtelInstrumentOptions): OtelObservable;
+  /** A monotonic count read at collection. */
+  createObservableCounter(name: string, options?: OtelInstrumentOptions): OtelObservable;
   /** An additive count read at collection. */
   createObservableUpDownCounter(name: string, options?: OtelInstrumentOptions): OtelObservable;
 }

@@ -126,3 +126,4 @@ export function attributes(input: OtelAttributes): OtelAttributes {
   return out;
 }
 export { offerParentSpan, takeParentSpan, withdrawParentSpan } from './handoff.js';
+export { AttributeCache, Tally } from './tally.js';
