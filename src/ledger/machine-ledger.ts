@@ -587,7 +587,6 @@ export class MachineLedger implements PoolLedger {
         outcome.doc.cap,
         outcome.doc.reservations,
         wrote ? partition.stale : [],
-        lost?.error.agentIds.length ?? 0,
       );
       if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {

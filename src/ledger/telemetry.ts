@@ -13,6 +13,7 @@
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
   AttributeCache,
+  checkProviders,
   contextWithSpan,
   errorType,
   failSpan,
@@ -88,6 +89,25 @@ const OPERATION: Record<LedgerOp['kind'], string> = {
 };
 
 /**
+ * Check the telemetry options before anything is connected or created.
+ *
+ * @throws TypeError as {@link createLedgerTelemetry}.
+ * @internal
+ */
+export function checkLedgerTelemetryOptions(options: LedgerTelemetryOptions): void {
+  checkProviders(options);
+  if (options.usageRefreshMs !== undefined) checkRefresh(options.usageRefreshMs);
+}
+
+function checkRefresh(refresh: unknown): void {
+  if (typeof refresh !== 'number' || !Number.isFinite(refresh) || refresh < 100) {
+    throw new TypeError(
+      `Expected \`usageRefreshMs\` to be a finite number >= 100, got \`${String(refresh)}\``,
+    );
+  }
+}
+
+/**
  * The telemetry of one ledger, or `undefined` when no provider was given.
  *
  * @throws TypeError for a provider without `getMeter`/`getTracer`, or a bad `usageRefreshMs`.
@@ -100,14 +120,7 @@ export function createLedgerTelemetry(
 ): LedgerTelemetry | undefined {
   const { meter, tracer } = resolveProviders(options);
   const refresh = options.usageRefreshMs;
-  if (
-    refresh !== undefined &&
-    (typeof refresh !== 'number' || !Number.isFinite(refresh) || refresh < 100)
-  ) {
-    throw new TypeError(
-      `Expected \`usageRefreshMs\` to be a finite number >= 100, got \`${String(refresh)}\``,
-    );
-  }
+  if (refresh !== undefined) checkRefresh(refresh);
   if (meter === undefined && tracer === undefined) return undefined;
   return new LedgerTelemetry(meter, tracer, backend, reader, refresh);
 }
@@ -281,6 +294,11 @@ export class LedgerTelemetry {
       },
       (error: unknown) => {
         const type = errorType(error);
+        if (type === 'ERR_LEDGER_LEASE_EXPIRED') {
+          // A ledger that cannot name the rows (NATS) lost at least one.
+          const named = (error as { agentIds?: readonly string[] }).agentIds?.length ?? 0;
+          this.#lost?.add(Math.max(1, named), this.#attrs(pool));
+        }
         this.#operations?.add(`${pool}\u0000${operation}\u0000error\u0000${type}`, () =>
           this.#attrs(pool, {
             'scaler.ledger.operation': operation,
@@ -323,15 +341,14 @@ export class LedgerTelemetry {
 
   /**
    * A commit decided: `cap` and `live` are the document after it, `reaped` the
-   * stale rows the written document dropped, `lost` how many rows of ours were
-   * found gone.
+   * stale rows the written document dropped. (Rows of ours found gone are
+   * counted from the `LedgerLeaseExpiredError` a call rejects with.)
    */
   committed(
     pool: string,
     cap: ResourceCap,
     live: readonly ReservationRow[],
     reaped: readonly StaleRow[],
-    lost: number,
   ): void {
     this.observed(pool, cap, live);
     if (this.#reaped) {
@@ -339,7 +356,6 @@ export class LedgerTelemetry {
         this.#reaped.add(1, this.#attrs(pool, { 'scaler.stale.reason': stale.reason }));
       }
     }
-    if (lost > 0) this.#lost?.add(lost, this.#attrs(pool));
   }
 
   /** A read of the pool: what the usage gauges report from now on. */

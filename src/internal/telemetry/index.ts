@@ -76,6 +76,20 @@ export function resolveProviders(options: TelemetryOptions): {
   meter: OtelMeter | undefined;
   tracer: OtelTracer | undefined;
 } {
+  checkProviders(options);
+  const { meterProvider, tracerProvider } = options;
+  return {
+    meter: meterProvider?.getMeter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION),
+    tracer: tracerProvider?.getTracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION),
+  };
+}
+
+/**
+ * Check the provider options without using them.
+ *
+ * @throws TypeError when a provider lacks `getMeter` / `getTracer`.
+ */
+export function checkProviders(options: TelemetryOptions): void {
   const { meterProvider, tracerProvider } = options;
   if (meterProvider !== undefined && typeof meterProvider?.getMeter !== 'function') {
     throw new TypeError(
@@ -87,10 +101,6 @@ export function resolveProviders(options: TelemetryOptions): {
       `Expected \`tracerProvider\` to be an OpenTelemetry TracerProvider (an object with getTracer()), got \`${describe(tracerProvider)}\``,
     );
   }
-  return {
-    meter: meterProvider?.getMeter(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION),
-    tracer: tracerProvider?.getTracer(INSTRUMENTATION_NAME, INSTRUMENTATION_VERSION),
-  };
 }
 
 function describe(value: unknown): string {
