@@ -69,6 +69,7 @@ export class ManagerTelemetry {
   readonly #requests: Tally | undefined;
   readonly #spawns: Tally | undefined;
   readonly #attributes = new AttributeCache();
+  readonly #spawnAttributes = new Map<string, OtelAttributes>();
   readonly #spawnDuration: OtelHistogram | undefined;
   readonly #registration: OtelHistogram | undefined;
   readonly #jobWait: OtelHistogram | undefined;
@@ -253,7 +254,7 @@ export class ManagerTelemetry {
   }
 
   /** One `requestScale`: its span (the parent of the reserve and spawn spans) and its answer counted. */
-  scale(jobId: string, run: () => Promise<ScaleResult>): Promise<ScaleResult> {
+  async scale(jobId: string, run: () => Promise<ScaleResult>): Promise<ScaleResult> {
     const span = this.#tracer?.startSpan('scaler.request_scale', {
       kind: 0,
       attributes: { 'scaler.job.id': jobId },
@@ -261,25 +262,21 @@ export class ManagerTelemetry {
     // A second request for a job in flight answers already-spawning: the first span stays the parent.
     const owns = span !== undefined && !this.#scaleSpans.has(jobId);
     if (owns) this.#scaleSpans.set(jobId, span);
-    const settle = () => {
+    let result: ScaleResult;
+    try {
+      result = await run();
+    } catch (error) {
       if (owns && this.#scaleSpans.get(jobId) === span) this.#scaleSpans.delete(jobId);
-    };
-    return run().then(
-      (result) => {
-        settle();
-        this.#answered(jobId, result, span);
-        return result;
-      },
-      (error: unknown) => {
-        settle();
-        this.#requests?.add('error', () => ({ 'scaler.result': 'error' }));
-        if (span) {
-          failSpan(span, error);
-          span.end();
-        }
-        throw error;
-      },
-    );
+      this.#requests?.add('error', errorAttributes);
+      if (span) {
+        failSpan(span, error);
+        span.end();
+      }
+      throw error;
+    }
+    if (owns && this.#scaleSpans.get(jobId) === span) this.#scaleSpans.delete(jobId);
+    this.#answered(jobId, result, span);
+    return result;
   }
 
   #answered(jobId: string, result: ScaleResult, span: OtelSpan | undefined): void {
@@ -407,35 +404,39 @@ export class ManagerTelemetry {
     const core = this.#view().core;
     const span = this.#child('scaler.backend.spawn', record, {});
     const started = core.now();
-    const name = record.scaler.name;
-    const warm = record.warm;
-    const outcome = (how: 'spawned' | 'failed') => {
-      const key = `${name}\u0000${warm}\u0000${how}`;
-      const make = () =>
-        attributes({
-          'scaler.name': name,
-          'scaler.warm': warm,
-          'scaler.outcome': how,
-          'scaler.stage': how === 'failed' ? 'spawn' : undefined,
-        });
-      this.#spawnDuration?.record((core.now() - started) / 1000, this.#attributes.get(key, make));
-      this.#spawns?.add(key, make);
-    };
+    let result: Awaited<T>;
     try {
-      const result = await run();
-      outcome('spawned');
-      span?.end();
-      return result;
+      result = await run();
     } catch (error) {
-      outcome('failed');
+      this.#spawned(record, 'failed', started, core.now());
       if (span) {
         failSpan(span, error);
         span.end();
       }
       throw error;
     }
+    this.#spawned(record, 'spawned', started, core.now());
+    span?.end();
+    return result;
+  }
+
+  #spawned(record: AgentRecord, how: 'spawned' | 'failed', started: number, now: number): void {
+    const name = record.scaler.name;
+    const warm = record.warm;
+    const key = `${name}\u0000${warm}\u0000${how}`;
+    let attributes = this.#spawnAttributes.get(key);
+    if (attributes === undefined) {
+      attributes = { 'scaler.name': name, 'scaler.warm': warm, 'scaler.outcome': how };
+      if (how === 'failed') attributes['scaler.stage'] = 'spawn';
+      if (this.#spawnAttributes.size < 10_000) this.#spawnAttributes.set(key, attributes);
+    }
+    const fixed = attributes;
+    this.#spawnDuration?.record((now - started) / 1000, fixed);
+    this.#spawns?.add(key, () => fixed);
   }
 }
+
+const errorAttributes = (): OtelAttributes => ({ 'scaler.result': 'error' });
 
 interface Pick {
   usage?: (usage: Usage) => number;
