@@ -67,6 +67,8 @@ export async function main(argv: string[], rawIo: CliIO): Promise<number> {
     out: (text) => rawIo.out(guardText(text)),
     err: (text) => rawIo.err(guardText(text)),
     env: rawIo.env,
+    isTTY: rawIo.isTTY === true,
+    ...(rawIo.redraw ? { redraw: (text: string) => rawIo.redraw!(guardText(text)) } : {}),
   };
   const [name, ...rest] = argv;
   if (name === undefined) {

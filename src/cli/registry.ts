@@ -13,6 +13,10 @@ export interface CliIO {
   err(text: string): void;
   /** The environment (for defaults such as `KICI_MACHINE_LEDGER_DIR`). */
   env: NodeJS.ProcessEnv;
+  /** Standard output is a terminal (live views redraw in place). @default false */
+  isTTY?: boolean;
+  /** Clear the terminal and write `text` (live views on a terminal). */
+  redraw?(text: string): void;
 }
 
 /** One top-level command, e.g. `ledger`. */

@@ -7,6 +7,24 @@
  */
 
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
+export type {
+  OtelAttributes,
+  OtelContext,
+  OtelCounter,
+  OtelHistogram,
+  OtelInstrumentOptions,
+  OtelMeter,
+  OtelMeterProvider,
+  OtelObservable,
+  OtelObservableCallback,
+  OtelObservableResult,
+  OtelSpan,
+  OtelSpanOptions,
+  OtelSpanStatus,
+  OtelTracer,
+  OtelTracerProvider,
+  TelemetryOptions,
+} from '../internal/telemetry/index.js';
 export {
   checkAdopt,
   checkAgentId,
@@ -59,6 +77,7 @@ export {
 } from './machine-ledger.js';
 export { applyBatch, type BatchOutcome, type LedgerOp, releaseOp } from './ops.js';
 export { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
+export type { LedgerTelemetryOptions } from './telemetry.js';
 export {
   type AdoptGranted,
   type AdoptHeldBy,

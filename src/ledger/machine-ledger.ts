@@ -41,6 +41,11 @@ import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { checkWriteSize, readPoolFile, syncDir, tempPrefix } from './store.js';
 import { isMovedLockName, removeTree } from './takeover.js';
+import {
+  createLedgerTelemetry,
+  LEDGER_TELEMETRY_KEYS,
+  type LedgerTelemetryOptions,
+} from './telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
@@ -54,7 +59,7 @@ import type {
 } from './types.js';
 
 /** Options of {@link MachineLedger}. */
-export interface MachineLedgerOptions {
+export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** This orchestrator instance's id, written into every row it makes. */
   instanceId: string;
   /**
@@ -144,6 +149,7 @@ const OPTION_KEYS = [
   'fs',
   'env',
   'hooks',
+  ...LEDGER_TELEMETRY_KEYS,
 ] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
 
 /** Per-pool summary returned by {@link MachineLedger.inspect}. */
@@ -243,6 +249,7 @@ export class MachineLedger implements PoolLedger {
   private leaseRefreshedAt = Number.NEGATIVE_INFINITY;
   private readonly monotonic: () => number;
   private closed = false;
+  private readonly telemetry;
 
   /**
    * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
@@ -281,6 +288,11 @@ export class MachineLedger implements PoolLedger {
     this.monotonic = this.hooks.monotonic ?? monotonicNow;
     this.lockStaleMs = this.hooks.lockStaleMs ?? this.staleMs;
     this.bootIdValue = options.bootId;
+    this.telemetry = createLedgerTelemetry(options, 'file', {
+      clock: this.clock,
+      pools: () => this.caps.keys(),
+      read: (pool) => this.inspect(pool),
+    });
   }
 
   /** The boot id rows are written with and compared against. */
@@ -462,6 +474,7 @@ export class MachineLedger implements PoolLedger {
       dir === undefined
         ? { live: [], stale: [] }
         : partitionRows(doc.reservations, this.facts(dir, doc));
+    if (dir !== undefined) this.telemetry?.observed(pool, doc.cap, live);
     return {
       pool,
       file,
@@ -531,6 +544,7 @@ export class MachineLedger implements PoolLedger {
   async close(): Promise<void> {
     this.closed = true;
     this.reaper.close();
+    this.telemetry?.close();
     this.clock.clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     await this.batches.idle();
@@ -546,7 +560,10 @@ export class MachineLedger implements PoolLedger {
     if (this.closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
-    return this.batches.enqueue(pool, op);
+    return (
+      this.telemetry?.op(pool, op, () => this.batches.enqueue(pool, op)) ??
+      this.batches.enqueue(pool, op)
+    );
   }
 
   // One lock/read/write cycle per batch of queued calls.
@@ -556,10 +573,12 @@ export class MachineLedger implements PoolLedger {
     const file = join(dir, `${pool}.json`);
     const source: DocumentSource = { pool, location: file };
     const registered = this.caps.get(pool);
+    const waitStart = this.telemetry?.lockWaitStart();
     const handle = await this.locker.acquire(pool, join(dir, `${pool}.lock`), {
       staleMs: this.lockStaleMs,
       timeoutMs: this.lockTimeoutMs,
     });
+    const lockedAt = this.telemetry?.lockAcquired(pool, waitStart, ops);
     let answers: OpAnswer[];
     let wrote = false;
     try {
@@ -586,9 +605,16 @@ export class MachineLedger implements PoolLedger {
       }
       if (lost) for (const agentId of lost.error.agentIds) this.held.get(pool)?.delete(agentId);
       this.track(pool, ops, answers);
+      this.telemetry?.committed(
+        pool,
+        outcome.doc.cap,
+        outcome.doc.reservations,
+        wrote ? partition.stale : [],
+      );
       if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
     } finally {
       await handle.release();
+      this.telemetry?.lockReleased(pool, lockedAt);
     }
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release

@@ -7,6 +7,7 @@ import type { ScalerConfig } from './config.js';
 import type { EventRelay } from './events.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
 import type { StateWriter } from './state/batching.js';
+import type { ManagerTelemetry } from './telemetry.js';
 import type { BackendEventInput, ScalerCounters, ScalerEvent } from './types.js';
 
 /** Timing and policy options every room reads. @internal */
@@ -45,6 +46,8 @@ export class FleetCore {
   globalDemandAt = Number.NEGATIVE_INFINITY;
   /** The state store's group commit, when a `stateStore` was given. */
   state: StateWriter | undefined;
+  /** Metrics and spans, when the host passed a provider. */
+  telemetry: ManagerTelemetry | undefined;
   readonly #events: EventRelay;
 
   constructor(

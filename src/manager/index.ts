@@ -21,6 +21,24 @@ export {
   StateStoreProblem,
   type StateStoreProblemName,
 } from '../errors.js';
+export type {
+  OtelAttributes,
+  OtelContext,
+  OtelCounter,
+  OtelHistogram,
+  OtelInstrumentOptions,
+  OtelMeter,
+  OtelMeterProvider,
+  OtelObservable,
+  OtelObservableCallback,
+  OtelObservableResult,
+  OtelSpan,
+  OtelSpanOptions,
+  OtelSpanStatus,
+  OtelTracer,
+  OtelTracerProvider,
+  TelemetryOptions,
+} from '../internal/telemetry/index.js';
 export {
   type ConfigValidation,
   DEFAULT_AUTO_LABEL_PREFIX,

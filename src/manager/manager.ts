@@ -94,6 +94,11 @@ export class ScalerManager {
     checkLabels('excludeLabels', excludeLabels);
     checkId('jobId', jobId);
     checkJobResources(resources);
+    const telemetry = this.#rooms.core.telemetry;
+    if (telemetry)
+      return telemetry.scale(jobId, () =>
+        decideScale(this.#rooms, labels, jobId, excludeLabels, resources),
+      );
     return decideScale(this.#rooms, labels, jobId, excludeLabels, resources);
   }
 

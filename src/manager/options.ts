@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import type { TelemetryOptions } from '../internal/telemetry/index.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerConfigInput } from './config.js';
 import type { ReservationLostPolicy } from './reservations.js';
@@ -8,7 +9,7 @@ import type { StateStore } from './state/types.js';
 import type { ScalerEvent } from './types.js';
 
 /** Options of the `ScalerManager` constructor. */
-export interface ScalerManagerOptions {
+export interface ScalerManagerOptions extends TelemetryOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;
   /** One backend per scaler name (more are allowed, for scalers a later `reload` adds). */

@@ -19,6 +19,7 @@ import {
   recoverFleet,
 } from './state/recovery.js';
 import { buildStatus } from './status.js';
+import { createManagerTelemetry } from './telemetry.js';
 import type { ScalerStatus } from './types.js';
 import { WarmPool } from './warm-pool.js';
 
@@ -72,8 +73,9 @@ export class Rooms {
         ? undefined
         : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
     this.onConfigAck = options.onConfigAck;
+    const telemetry = createManagerTelemetry(options, () => this);
     const events = new EventRelay(
-      options.onEvent,
+      telemetry?.wrapOnEvent(options.onEvent) ?? options.onEvent,
       options.onScalerEvent,
       nonNegative('maxBufferedEvents', options.maxBufferedEvents, 100),
     );
@@ -96,6 +98,7 @@ export class Rooms {
         random,
       },
     );
+    this.core.telemetry = telemetry;
     if (!validated.ok) throw configError(validated.errors);
     const problems = this.core.scalers.check(validated.config, this.ledger);
     if (problems.length > 0) throw configError(problems);

@@ -126,7 +126,8 @@ export class Spawner {
     if (record.pool !== undefined) {
       let granted: ReserveResult;
       try {
-        granted = await core.gate.reservePool(record);
+        granted = await (core.telemetry?.reserve(record, () => core.gate.reservePool(record)) ??
+          core.gate.reservePool(record));
       } catch (error) {
         // A store that failed mid-write may hold the row: releasing is idempotent.
         record.spawnSettled = true;
@@ -217,7 +218,8 @@ export class Spawner {
     if (jobId !== undefined) request.jobId = jobId;
     let result: Awaited<ReturnType<ScalerBackend['spawn']>>;
     try {
-      result = await scaler.backend.spawn(request);
+      result = await (core.telemetry?.spawn(record, () => scaler.backend.spawn(request)) ??
+        scaler.backend.spawn(request));
     } catch (error) {
       record.spawnSettled = true;
       const doomed = record.state === 'destroying';

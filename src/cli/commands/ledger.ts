@@ -14,6 +14,7 @@ import { formatCpu, formatMemory } from '../../resources/index.js';
 import { parseCommandArgs, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
+import { top, topOptions } from './ledger-top.js';
 
 // Rows this CLI judges as a bystander: it has no rows of its own, so only the
 // boot id and peers' leases decide what is stale (rows without a lease are kept).
@@ -30,6 +31,11 @@ Subcommands:
   release --pool P --agent A [--instance I]
                   Remove an agent's reservation, whichever instance made it,
                   and say whose it was (only instance I's row with --instance).
+  top [--interval S] [--count N]
+                  A live view of every pool: rows, CPU and memory against the
+                  cap as bars, oldest row, stale rows; redrawn every S seconds
+                  (default 2) on a terminal, plain lines otherwise, one JSON
+                  object per line with --json. Stops after N frames, or Ctrl-C.
 
 Options:
   --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
@@ -65,11 +71,21 @@ const options = {
   pool: { type: 'string' },
   agent: { type: 'string' },
   instance: { type: 'string' },
+  interval: { type: 'string' },
+  count: { type: 'string' },
 } as const;
 
-const SUBCOMMANDS = ['ls', 'usage', 'reap', 'release'];
+const SUBCOMMANDS = ['ls', 'usage', 'reap', 'release', 'top'];
 
-type Values = { dir?: string; json: boolean; pool?: string; agent?: string; instance?: string };
+type Values = {
+  dir?: string;
+  json: boolean;
+  pool?: string;
+  agent?: string;
+  instance?: string;
+  interval?: string;
+  count?: string;
+};
 
 /** The `ledger` command. */
 export const ledgerCommand: CliCommand = {
@@ -87,6 +103,10 @@ export const ledgerCommand: CliCommand = {
       'release --pool P --agent A [--instance I]',
       "Remove an agent's reservation (only instance I's row with --instance). Idempotent.",
     ),
+    top: subHelp(
+      'top [--interval S] [--count N]',
+      'A live view of every pool (rows, CPU and memory against the cap, oldest row, stale\nrows), redrawn every S seconds (0.1 to 3600, default 2) on a terminal, plain lines\notherwise, one JSON object per line with --json. Stops after N frames, or on Ctrl-C.',
+    ),
   },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
@@ -99,13 +119,13 @@ export const ledgerCommand: CliCommand = {
       env: io.env,
     });
     try {
-      if (!['ls', 'usage', 'reap', 'release'].includes(sub)) {
+      if (!SUBCOMMANDS.includes(sub)) {
         throw new UsageError(
           `unknown subcommand ${JSON.stringify(sub)}: use ls, usage, reap or release`,
         );
       }
       // A repair tool never creates a ledger: a mistyped --dir is a failure.
-      await existingDir(ledger, values, io);
+      const dir = await existingDir(ledger, values, io);
       switch (sub) {
         case 'ls':
           return await ls(ledger, await poolsOf(ledger, positionals), values, io);
@@ -115,6 +135,10 @@ export const ledgerCommand: CliCommand = {
           return await reap(ledger, await poolsOf(ledger, positionals), values, io);
         case 'release':
           return await release(ledger, positionals, values, io);
+        case 'top':
+          if (positionals.length > 0)
+            throw new UsageError('ledger top takes no pool: it shows every pool');
+          return await top(ledger, dir, topOptions(values), io);
         default:
           throw subcommandError(sub, SUBCOMMANDS);
       }

@@ -38,6 +38,11 @@ import { GroupCommit, type OpAnswer } from '../group-commit.js';
 import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
+import {
+  checkLedgerTelemetryOptions,
+  createLedgerTelemetry,
+  type LedgerTelemetryOptions,
+} from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
@@ -60,7 +65,7 @@ import {
 } from './options.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
-export interface NatsPoolLedgerOptions {
+export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
   nc?: NatsConnection;
   /**
@@ -239,6 +244,7 @@ export class NatsPoolLedger implements PoolLedger {
   private readonly timeSource: Clock;
   private leaseWatch: { stop(): void } | undefined;
   private closed = false;
+  private readonly telemetry;
 
   private constructor(
     kv: KV,
@@ -259,6 +265,11 @@ export class NatsPoolLedger implements PoolLedger {
     this.hooks = options.hooks ?? {};
     this.timeSource = resolveClock(options.clock, undefined);
     this.lease = newLease();
+    this.telemetry = createLedgerTelemetry(options, 'nats', {
+      clock: this.timeSource,
+      pools: () => this.caps.keys(),
+      read: (pool) => this.inspect(pool),
+    });
     if (options.combine !== false) {
       this.combiner = new Combiner({
         nc,
@@ -295,6 +306,7 @@ export class NatsPoolLedger implements PoolLedger {
     if (options.hooks !== undefined) {
       assertKnownKeys('NatsPoolLedger hooks', options.hooks, NATS_POOL_LEDGER_HOOK_KEYS);
     }
+    checkLedgerTelemetryOptions(options);
     if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
       throw new TypeError(
         `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
@@ -560,6 +572,7 @@ export class NatsPoolLedger implements PoolLedger {
           doc.reservations,
           await this.leaseFacts(doc.reservations),
         );
+        this.telemetry?.observed(pool, doc.cap, live);
         return {
           pool,
           key,
@@ -610,6 +623,7 @@ export class NatsPoolLedger implements PoolLedger {
     if (this.closed) return;
     this.closed = true;
     this.reaper.close();
+    this.telemetry?.close();
     this.timeSource.clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     this.leaseWatch?.stop();
@@ -644,7 +658,10 @@ export class NatsPoolLedger implements PoolLedger {
     if (this.closed) {
       return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
     }
-    return this.batches.enqueue(pool, op);
+    return (
+      this.telemetry?.op(pool, op, () => this.batches.enqueue(pool, op)) ??
+      this.batches.enqueue(pool, op)
+    );
   }
 
   // A batch with calls from other instances is committed here (or refused);
@@ -707,6 +724,7 @@ export class NatsPoolLedger implements PoolLedger {
         // Answers from a document no write confirmed must come from a fresh read.
         if (!outcome.dirty && cached) continue;
         if (!outcome.dirty) {
+          this.telemetry?.observed(pool, base.cap, partition.live);
           this.written.set(pool, { revision: baseRevision, doc: base });
           return outcome.answers;
         }
@@ -725,6 +743,7 @@ export class NatsPoolLedger implements PoolLedger {
           throw error;
         }
         this.written.set(pool, { revision, doc: outcome.doc });
+        this.telemetry?.committed(pool, outcome.doc.cap, outcome.doc.reservations, partition.stale);
         this.hooks.afterCommit?.(pool, revision, outcome.doc);
         return outcome.answers;
       } catch (error) {
@@ -735,6 +754,7 @@ export class NatsPoolLedger implements PoolLedger {
       if (conflict) {
         conflicts++;
         this.hooks.onConflict?.(pool);
+        this.telemetry?.conflict(pool);
       }
       if (isConnectionClosed(lastError)) throw this.unavailable(pool, lastError);
       if (monotonic() >= deadline) {

@@ -5,6 +5,7 @@
  */
 import { InvalidInputError } from '../../errors.js';
 import { nearest } from '../../internal/strict-keys.js';
+import { LEDGER_TELEMETRY_KEYS } from '../telemetry.js';
 
 /** Every key `NatsPoolLedger.connect` accepts. */
 export const NATS_POOL_LEDGER_OPTION_KEYS = [
@@ -19,6 +20,7 @@ export const NATS_POOL_LEDGER_OPTION_KEYS = [
   'clock',
   'combine',
   'hooks',
+  ...LEDGER_TELEMETRY_KEYS,
 ] as const;
 
 /** Every key of the `hooks` option. */

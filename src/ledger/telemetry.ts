@@ -1,0 +1,398 @@
+/**
+ * Ledger telemetry (OpenTelemetry metrics and spans), shared by the file and the
+ * NATS ledger. Built only when a provider was passed: a ledger without one holds
+ * `undefined` and every call site is an optional call, so nothing runs and
+ * nothing is allocated per operation.
+ *
+ * Pool usage is observable synchronously: every commit reads the pool document
+ * anyway, so the ledger keeps the last one it read (under the lock, or at a
+ * compare-and-set) with the monotonic time of the read; gauges report that and
+ * its age. With `usageRefreshMs` a background read keeps it fresh when no
+ * operation runs.
+ */
+import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
+import {
+  AttributeCache,
+  checkProviders,
+  contextWithSpan,
+  errorType,
+  failSpan,
+  LOCK_BUCKETS,
+  type OtelAttributes,
+  type OtelCounter,
+  type OtelHistogram,
+  type OtelMeter,
+  type OtelObservable,
+  type OtelObservableCallback,
+  type OtelSpan,
+  type OtelTracer,
+  resolveProviders,
+  Tally,
+  TELEMETRY_OPTION_KEYS,
+  type TelemetryOptions,
+  takeParentSpan,
+} from '../internal/telemetry/index.js';
+import type { ResourceCap } from '../resources/types.js';
+import type { StaleRow } from './document.js';
+import type { LedgerOp } from './ops.js';
+import type { ReservationRow, ReserveResult } from './types.js';
+
+/**
+ * Telemetry options of `MachineLedger` and `NatsPoolLedger`.
+ *
+ * @example
+ * ```ts
+ * import { MeterProvider } from '@opentelemetry/sdk-metrics';
+ * const meterProvider = new MeterProvider({ readers: [myReader] });
+ * // Usage gauges refreshed every 15 s even while the pool is quiet.
+ * const ledger = new MachineLedger({ instanceId: 'a', meterProvider, usageRefreshMs: 15_000 });
+ * ```
+ */
+export interface LedgerTelemetryOptions extends TelemetryOptions {
+  /**
+   * With a `meterProvider`: read every registered pool this often (no lock, no
+   * write) so the usage gauges stay fresh while no operation runs. Without it
+   * the gauges report the document the last operation read, and
+   * `scaler.ledger.usage.age` says how old that is. Minimum 100.
+   * @default none (no background read)
+   */
+  usageRefreshMs?: number;
+}
+
+/** The option keys of {@link LedgerTelemetryOptions}. @internal */
+export const LEDGER_TELEMETRY_KEYS = [...TELEMETRY_OPTION_KEYS, 'usageRefreshMs'] as const;
+
+/** Which ledger records: the value of `scaler.ledger.backend`. @internal */
+export type LedgerBackendName = 'file' | 'nats';
+
+/** How a ledger lets its telemetry read pools in the background. @internal */
+export interface LedgerReader {
+  /** The clock the refresh timer runs on. */
+  clock: Clock;
+  /** The registered pools. */
+  pools(): Iterable<string>;
+  /** Read one pool (the read reports back through {@link LedgerTelemetry.observed}). */
+  read(pool: string): Promise<unknown>;
+}
+
+interface PoolView {
+  cap: ResourceCap;
+  rows: readonly ReservationRow[];
+  at: number;
+}
+
+const OPERATION: Record<LedgerOp['kind'], string> = {
+  reserve: 'reserve',
+  adopt: 'adopt',
+  release: 'release',
+  releaseInstance: 'release_instance',
+  reap: 'reap',
+};
+
+/**
+ * Check the telemetry options before anything is connected or created.
+ *
+ * @throws TypeError as {@link createLedgerTelemetry}.
+ * @internal
+ */
+export function checkLedgerTelemetryOptions(options: LedgerTelemetryOptions): void {
+  checkProviders(options);
+  if (options.usageRefreshMs !== undefined) checkRefresh(options.usageRefreshMs);
+}
+
+function checkRefresh(refresh: unknown): void {
+  if (typeof refresh !== 'number' || !Number.isFinite(refresh) || refresh < 100) {
+    throw new TypeError(
+      `Expected \`usageRefreshMs\` to be a finite number >= 100, got \`${String(refresh)}\``,
+    );
+  }
+}
+
+/**
+ * The telemetry of one ledger, or `undefined` when no provider was given.
+ *
+ * @throws TypeError for a provider without `getMeter`/`getTracer`, or a bad `usageRefreshMs`.
+ * @internal
+ */
+export function createLedgerTelemetry(
+  options: LedgerTelemetryOptions,
+  backend: LedgerBackendName,
+  reader: LedgerReader,
+): LedgerTelemetry | undefined {
+  const { meter, tracer } = resolveProviders(options);
+  const refresh = options.usageRefreshMs;
+  if (refresh !== undefined) checkRefresh(refresh);
+  if (meter === undefined && tracer === undefined) return undefined;
+  return new LedgerTelemetry(meter, tracer, backend, reader, refresh);
+}
+
+/**
+ * Instruments and spans of one ledger.
+ * @internal
+ */
+export class LedgerTelemetry {
+  readonly #backend: LedgerBackendName;
+  readonly #tracer: OtelTracer | undefined;
+  readonly #views = new Map<string, PoolView>();
+  readonly #spans = new WeakMap<LedgerOp, OtelSpan>();
+  readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
+  readonly #lockWait: OtelHistogram | undefined;
+  readonly #lockHold: OtelHistogram | undefined;
+  readonly #operations: Tally | undefined;
+  readonly #poolAttributes = new AttributeCache();
+  readonly #reaped: OtelCounter | undefined;
+  readonly #lost: OtelCounter | undefined;
+  readonly #conflicts: OtelCounter | undefined;
+  readonly #reader: LedgerReader;
+  #timer: ClockTimer | undefined;
+
+  constructor(
+    meter: OtelMeter | undefined,
+    tracer: OtelTracer | undefined,
+    backend: LedgerBackendName,
+    reader: LedgerReader,
+    refreshMs: number | undefined,
+  ) {
+    this.#backend = backend;
+    this.#tracer = tracer;
+    this.#reader = reader;
+    if (meter === undefined) return;
+    const histogram = (name: string, description: string) =>
+      meter.createHistogram(name, {
+        description,
+        unit: 's',
+        advice: { explicitBucketBoundaries: LOCK_BUCKETS },
+      });
+    this.#lockWait = histogram(
+      'scaler.ledger.lock.wait.duration',
+      'Time an operation batch waited for the pool lock (file ledger only).',
+    );
+    this.#lockHold = histogram(
+      'scaler.ledger.lock.hold.duration',
+      'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
+    );
+    this.#operations = new Tally(meter, 'scaler.ledger.operations', {
+      description: 'Ledger calls answered, by operation and result.',
+      unit: '{operation}',
+    });
+    this.#reaped = meter.createCounter('scaler.ledger.rows.reaped', {
+      description: 'Stale rows removed from a pool document, by reason.',
+      unit: '{row}',
+    });
+    this.#lost = meter.createCounter('scaler.ledger.reservations.lost', {
+      description:
+        'Rows of this instance found gone although it did not release them (its lease lapsed, or an operator removed them).',
+      unit: '{reservation}',
+    });
+    this.#conflicts = meter.createCounter('scaler.ledger.cas.conflicts', {
+      description:
+        'Compare-and-set writes that lost to another writer and were retried (NATS ledger only).',
+      unit: '{conflict}',
+    });
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.cpu.reserved', {
+        description: 'CPU held by the live rows of the pool (every process), as last read.',
+        unit: '{cpu}',
+      }),
+      (view) => cpuSum(view.rows),
+    );
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.memory.reserved', {
+        description: 'Memory held by the live rows of the pool (every process), as last read.',
+        unit: 'By',
+      }),
+      (view) => view.rows.reduce((total, row) => total + row.memBytes, 0),
+    );
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.cpu.cap', {
+        description: "The pool's CPU cap, as last read (absent when uncapped).",
+        unit: '{cpu}',
+      }),
+      (view) => view.cap.maxCpu,
+    );
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.memory.cap', {
+        description: "The pool's memory cap, as last read (absent when uncapped).",
+        unit: 'By',
+      }),
+      (view) => view.cap.maxMemoryBytes,
+    );
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.agents', {
+        description: 'Live rows (agents) in the pool, as last read.',
+        unit: '{agent}',
+      }),
+      (view) => view.rows.length,
+    );
+    this.#observe(
+      meter.createObservableGauge('scaler.ledger.usage.age', {
+        description: 'How old the pool document the usage gauges report is.',
+        unit: 's',
+      }),
+      (view) => (monotonicNow() - view.at) / 1000,
+    );
+    if (refreshMs !== undefined) {
+      this.#timer = reader.clock.setInterval(() => this.refresh(), refreshMs).unref();
+    }
+  }
+
+  #observe(gauge: OtelObservable, value: (view: PoolView) => number | undefined): void {
+    const callback: OtelObservableCallback = (result) => {
+      for (const [pool, view] of this.#views) {
+        const v = value(view);
+        if (v !== undefined) result.observe(v, this.#attrs(pool));
+      }
+    };
+    gauge.addCallback(callback);
+    this.#callbacks.push([gauge, callback]);
+  }
+
+  #pool(pool: string): OtelAttributes {
+    return this.#poolAttributes.get(pool, () => this.#attrs(pool));
+  }
+
+  #attrs(pool: string, extra?: OtelAttributes): OtelAttributes {
+    return { 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra };
+  }
+
+  /** Read every registered pool now (the background refresh). Never rejects. */
+  refresh(): Promise<void> {
+    const reads = [...this.#reader.pools()].map((pool) =>
+      this.#reader.read(pool).catch(() => undefined),
+    );
+    return Promise.all(reads).then(() => undefined);
+  }
+
+  /** One caller's operation: its span, and its answer counted. */
+  op<T>(pool: string, op: LedgerOp, run: () => Promise<T>): Promise<T> {
+    const operation = OPERATION[op.kind];
+    // The reaper's own rounds are counted but make no span of their own.
+    let span: OtelSpan | undefined;
+    if (this.#tracer !== undefined && !(op.kind === 'reap' && op.background)) {
+      // A manager's reserve span, when it handed one over, is the parent.
+      const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
+      span = this.#tracer.startSpan(
+        `scaler.ledger.${operation}`,
+        { kind: 0, attributes: this.#attrs(pool) },
+        parent === undefined ? undefined : contextWithSpan(parent),
+      );
+    }
+    if (span) this.#spans.set(op, span);
+    return run().then(
+      (value) => {
+        const result = resultOf(op, value);
+        this.#operations?.add(`${pool}\u0000${operation}\u0000${result}`, () =>
+          this.#attrs(pool, { 'scaler.ledger.operation': operation, 'scaler.result': result }),
+        );
+        if (span) {
+          span.setAttribute('scaler.result', result);
+          if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
+            span.setAttribute('scaler.limit.dimension', (value as { dimension: string }).dimension);
+          }
+          span.end();
+        }
+        return value;
+      },
+      (error: unknown) => {
+        const type = errorType(error);
+        if (type === 'ERR_LEDGER_LEASE_EXPIRED') {
+          // A ledger that cannot name the rows (NATS) lost at least one.
+          const named = (error as { agentIds?: readonly string[] }).agentIds?.length ?? 0;
+          this.#lost?.add(Math.max(1, named), this.#attrs(pool));
+        }
+        this.#operations?.add(`${pool}\u0000${operation}\u0000error\u0000${type}`, () =>
+          this.#attrs(pool, {
+            'scaler.ledger.operation': operation,
+            'scaler.result': 'error',
+            'error.type': type,
+          }),
+        );
+        if (span) {
+          failSpan(span, error);
+          span.end();
+        }
+        throw error;
+      },
+    );
+  }
+
+  /** The monotonic time a lock wait began. */
+  lockWaitStart(): number {
+    return monotonicNow();
+  }
+
+  /** The lock was taken: record the wait (and tell each op's span); returns when. */
+  lockAcquired(pool: string, startedAt: number | undefined, ops: readonly LedgerOp[]): number {
+    const now = monotonicNow();
+    const wait = startedAt === undefined ? 0 : (now - startedAt) / 1000;
+    this.#lockWait?.record(wait, this.#pool(pool));
+    for (const op of ops) {
+      this.#spans
+        .get(op)
+        ?.addEvent('scaler.ledger.lock.acquired', { 'scaler.ledger.lock.wait': wait });
+    }
+    return now;
+  }
+
+  /** The lock was released: record how long it was held. */
+  lockReleased(pool: string, acquiredAt: number | undefined): void {
+    if (acquiredAt === undefined) return;
+    this.#lockHold?.record((monotonicNow() - acquiredAt) / 1000, this.#pool(pool));
+  }
+
+  /**
+   * A commit decided: `cap` and `live` are the document after it, `reaped` the
+   * stale rows the written document dropped. (Rows of ours found gone are
+   * counted from the `LedgerLeaseExpiredError` a call rejects with.)
+   */
+  committed(
+    pool: string,
+    cap: ResourceCap,
+    live: readonly ReservationRow[],
+    reaped: readonly StaleRow[],
+  ): void {
+    this.observed(pool, cap, live);
+    if (this.#reaped) {
+      for (const stale of reaped) {
+        this.#reaped.add(1, this.#attrs(pool, { 'scaler.stale.reason': stale.reason }));
+      }
+    }
+  }
+
+  /** A read of the pool: what the usage gauges report from now on. */
+  observed(pool: string, cap: ResourceCap, live: readonly ReservationRow[]): void {
+    this.#views.set(pool, { cap, rows: live, at: monotonicNow() });
+  }
+
+  /** A compare-and-set lost to another writer. */
+  conflict(pool: string): void {
+    this.#conflicts?.add(1, this.#attrs(pool));
+  }
+
+  /** Stop the refresh and stop reporting (the instruments stay with the meter). */
+  close(): void {
+    this.#reader.clock.clearInterval(this.#timer);
+    this.#timer = undefined;
+    for (const [gauge, callback] of this.#callbacks.splice(0)) gauge.removeCallback(callback);
+    this.#operations?.close();
+    this.#views.clear();
+  }
+}
+
+function resultOf(op: LedgerOp, value: unknown): string {
+  switch (op.kind) {
+    case 'reserve':
+      return (value as ReserveResult).ok ? 'granted' : 'refused';
+    case 'release':
+      return value === true ? 'released' : 'absent';
+    default:
+      return 'ok';
+  }
+}
+
+// Summed in millicores, so 0.1 + 0.2 reads 0.3.
+function cpuSum(rows: readonly ReservationRow[]): number {
+  let total = 0;
+  for (const row of rows) total += Math.round(row.cpus * 1000);
+  return total / 1000;
+}
