@@ -12,14 +12,17 @@ export type {
 } from './status-types.js';
 
 import type { LimitRangeRule } from '../resources/limit-range.js';
-import type { ResourceAmount } from '../resources/types.js';
+import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 
 /** A job's resources after layered defaults: what caps add up and what the backend enforces. */
 export interface AgentResources {
   /** What the agent needs: summed by the scaler, orchestrator and pool caps. */
   requests: ResourceAmount;
-  /** What the agent may use at most: what the backend should enforce. */
-  limits: ResourceAmount;
+  /**
+   * What the agent may use at most: what the backend should enforce. A limit no
+   * layer declares is absent (unset: enforce none), never 0.
+   */
+  limits: ResourceLimits;
 }
 
 /** What the manager asks a backend to start. */
