@@ -41,6 +41,7 @@ export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
 export type { ReservationLostPolicy } from './reservations.js';
 export type { BackendEntry } from './scalers.js';
+export type { ReconcileSweep, SweepOutcome } from './sweeps.js';
 export type { ShutdownOptions } from './teardown.js';
 export type {
   AgentRegistration,

@@ -4,6 +4,7 @@ import { type ScalerConfigInput, validateScalerConfig } from './config.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
 import { decideScale } from './scale.js';
+import { checkSweeps, type ReconcileSweep, runSweeps } from './sweeps.js';
 import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
 import type {
   AgentRegistration,
@@ -46,6 +47,7 @@ import type {
  */
 export class ScalerManager {
   readonly #rooms: Rooms;
+  readonly #sweeps: ReadonlyMap<string, ReconcileSweep> | undefined;
 
   /**
    * @param options - Config, backends, callbacks and the ledger; see {@link ScalerManagerOptions}.
@@ -55,6 +57,7 @@ export class ScalerManager {
    */
   constructor(options: ScalerManagerOptions) {
     this.#rooms = new Rooms(options);
+    this.#sweeps = checkSweeps(options.sweeps);
   }
 
   /**
@@ -322,13 +325,17 @@ export class ScalerManager {
    * backend no longer runs them). Spawns in flight and destroys in flight are
    * left alone. Also lists each machine pool: a row of ours that vanished is
    * reported and written back when it fits, else handled by `reservationLostPolicy`.
+   * Then runs the `sweeps` (e.g. `sweepAgentCaps`, `sweepIsolation`) with the agents
+   * alive, when every backend could be listed: what a crashed run left behind goes.
    *
-   * @returns What was released, what is running untracked, and which backends failed to list.
+   * @returns What was released, what is running untracked, which backends failed
+   *   to list, and what each sweep removed.
    */
   async reconcile(): Promise<ReconcileResult> {
     const result = await reconcileFleet(this.#rooms.core);
     await this.#rooms.lost.detect();
     await this.#rooms.lost.restore();
+    if (this.#sweeps) result.sweeps = await runSweeps(this.#rooms.core, this.#sweeps, result);
     return result;
   }
 

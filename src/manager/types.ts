@@ -1,5 +1,6 @@
 import type { CapDimension } from '../caps/cap-tracker.js';
 import type { ConfigIssue } from '../errors.js';
+import type { SweepOutcome } from './sweeps.js';
 
 export type {
   BackendStatus,
@@ -328,7 +329,8 @@ export interface ScalerEvent {
    * `reservation-lost` (the ledger removed this agent's pool row while this instance's
    * lease had lapsed: the agent runs without a pool reservation; `data.certain` is false
    * when the ledger could not say which rows it removed); and, with an
-   * empty `agentId`, `maintenance-failed`, `warm-pool-failed` and `shutdown-failed`. For a backend: its own kind.
+   * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`, and
+   * from `reconcile()`'s sweeps `swept`, `sweep-failed`, `sweeps-skipped`. For a backend: its own kind.
    */
   kind: string;
   /** The agent. */
@@ -359,6 +361,8 @@ export interface ReconcileResult {
   untracked: UntrackedAgent[];
   /** Backends whose `list()` threw (their agents were left alone). */
   failed: ReconcileFailure[];
+  /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
+  sweeps?: SweepOutcome[];
 }
 
 /** An agent a backend runs that the manager does not track. */
