@@ -129,7 +129,7 @@ describe('reconcile() sweeps', () => {
     const result = await manager.reconcile();
     expect(result.sweeps?.[0]).toEqual({ name: 'first', removedAgents: [], error: boom });
     expect(result.sweeps?.[1]).toMatchObject({ name: 'second', removedAgents: [] });
-    expect(String((result.sweeps?.[1]?.error as Error).message)).toMatch(/removedAgents/);
+    expect(String((result.sweeps![1]!.error as Error).message)).toMatch(/removedAgents/);
     expect(result.sweeps?.[2]).toEqual({ name: 'third', removedAgents: ['gone'] });
     expect(events.filter((e) => e.kind === 'sweep-failed')).toHaveLength(2);
   });
