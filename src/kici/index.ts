@@ -22,6 +22,8 @@ export type {
   ToScalerConfigOptions,
 } from './config-types.js';
 export {
+  KICI_LEDGER_DIR,
+  KICI_LEDGER_DIR_ENV,
   type KiciEnv,
   kiciLedgerDirCandidates,
   kiciLedgerDirFromEnv,

@@ -28,7 +28,7 @@ async function cli(...argv: string[]) {
     err: (t) => {
       err += t;
     },
-    env: { KICI_MACHINE_LEDGER_DIR: join(dir, 'ledger') },
+    env: { SCALER_PRIMITIVES_LEDGER_DIR: join(dir, 'ledger') },
   });
   return { code, out, err };
 }
