@@ -9,7 +9,7 @@
  * @packageDocumentation
  */
 
-export { parseKiciScalerConfig, toScalerConfig } from './config.js';
+export { KICI_AUTO_LABEL_PREFIX, parseKiciScalerConfig, toScalerConfig } from './config.js';
 export type {
   KiciConfigIssue,
   KiciConfigTranslation,

@@ -71,7 +71,7 @@ export class ScalerManager {
    * one that matches.
    *
    * @param labels - The labels the job asks for (automatic labels such as
-   *   `kici:scaler:<name>` may be named to pin a scaler). At most 64, each at most 253 characters.
+   *   `scaler-primitives:scaler:<name>` (with the default `autoLabelPrefix`) may be named to pin a scaler). At most 64, each at most 253 characters.
    * @param jobId - The job; one spawn per job is in flight at a time. At most 253 characters.
    * @param excludeLabels - Label sets holding any of these are not used.
    * @param resources - The job's own resource declaration (highest layer of
