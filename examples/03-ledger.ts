@@ -9,7 +9,8 @@
  *
  * Run: npx tsx examples/03-ledger.ts
  * (uses a throwaway directory; in production leave `dir` unset to share
- * /var/lib/kici/scaler-ledger with every orchestrator on the host)
+ * /var/lib/scaler-primitives/ledger with every orchestrator on the host;
+ * kici orchestrators use scaler-primitives/kici, whose default is kici's own)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

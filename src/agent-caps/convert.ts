@@ -1,17 +1,21 @@
 import { CapsValueError } from '../errors.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { ceilScaled, decimalOfNumber } from '../resources/decimal.js';
-import type { ResourceAmount } from '../resources/types.js';
+import {
+  MAX_CPU_LIMIT_CORES,
+  type ResourceAmount,
+  type ResourceLimits,
+} from '../resources/types.js';
 import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 
 /**
  * The largest whole percent the `CPUQuota=` encoder accepts: systemd reads the
  * value into an int of hundredths of a percent, so at most INT_MAX / 100 whole
- * percents (214748.36 cores).
+ * percents ({@link resources!MAX_CPU_LIMIT_CORES}, 214748.36 cores, the largest
+ * limit `resolveResources` resolves).
  */
-const MAX_QUOTA_PERCENT = Math.floor(2_147_483_647 / 100);
-const MAX_QUOTA_CORES = MAX_QUOTA_PERCENT / 100;
+const MAX_QUOTA_PERCENT = Math.round(MAX_CPU_LIMIT_CORES * 100);
 
 /**
  * Cores to a whole percent, rounding a fraction up (never a smaller cap than
@@ -21,13 +25,13 @@ const MAX_QUOTA_CORES = MAX_QUOTA_PERCENT / 100;
 function cpuQuotaFromCores(cpus: number): string {
   if (typeof cpus !== 'number' || !Number.isFinite(cpus) || cpus <= 0) {
     throw new TypeError(
-      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES}, got \`${String(cpus)}\``,
+      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_CPU_LIMIT_CORES}, got \`${String(cpus)}\` (a cap of 0 is never valid: leave \`cpus\` unset for no CPU cap)`,
     );
   }
   const percent = ceilScaled(decimalOfNumber(cpus), 2);
   if (percent > BigInt(MAX_QUOTA_PERCENT)) {
     throw new TypeError(
-      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_QUOTA_CORES} (the largest CPUQuota= systemd accepts, ${MAX_QUOTA_PERCENT}%), got \`${String(cpus)}\``,
+      `Expected \`cpus\` to be a finite number > 0 and <= ${MAX_CPU_LIMIT_CORES} (the largest CPUQuota= systemd accepts, ${MAX_QUOTA_PERCENT}%), got \`${String(cpus)}\``,
     );
   }
   return `${percent}%`;
@@ -46,7 +50,7 @@ const UNITS = [
 function memoryMaxFromBytes(memBytes: number): string {
   if (typeof memBytes !== 'number' || !Number.isSafeInteger(memBytes) || memBytes < 1) {
     throw new TypeError(
-      `Expected \`memBytes\` to be a whole number of bytes from 1 to Number.MAX_SAFE_INTEGER, got \`${String(memBytes)}\``,
+      `Expected \`memBytes\` to be a whole number of bytes from 1 to Number.MAX_SAFE_INTEGER, got \`${String(memBytes)}\` (leave \`memBytes\` unset for no memory cap)`,
     );
   }
   const bytes = BigInt(memBytes);
@@ -61,23 +65,42 @@ function memoryMaxFromBytes(memBytes: number): string {
  * Caps from an amount of cores and bytes: 4 cores -> `"400%"`, 1.5 -> `"150%"`,
  * a fraction of a percent rounds up (1.234 -> `"124%"`); bytes -> the largest
  * unit that divides them exactly (`"8G"`, not `"8192M"`; `"1536M"` for 1.5 GiB).
- * A field absent from `amount` is absent from the caps.
  *
- * @param amount - `cpus` (cores) and `memBytes` (whole bytes), either optional.
+ * Made for a resolved limit (`resolveResources(...).limits`, or a spawn request's
+ * `resources.limits`), and valid for every one: a field absent from `amount`
+ * (an unset limit) is absent from the caps, which a host reads as "not capped
+ * by the swarm", never as 0; `extended` (GPU counts and the like) is accepted
+ * and carried by no field, since systemd has no such cap (the backend enforces
+ * device assignment).
+ *
+ * @param amount - `cpus` (cores) and `memBytes` (whole bytes), each optional, and
+ *   an optional `extended` that is ignored.
  * @returns Caps that pass {@link validateAgentCaps}.
- * @throws {@link errors!InvalidInputError} for a key other than `cpus` and `memBytes` (caps cannot
- * carry it, so it is refused rather than dropped).
+ * @throws {@link errors!InvalidInputError} for any other key (a typo such as `cpu`, or
+ * `gpus`: caps cannot carry it, so it is refused rather than dropped).
  * @throws `TypeError` when `cpus` is not a finite number > 0 and at most 214748.36
- *   (the largest `CPUQuota=` systemd accepts), or `memBytes` is not a whole number
- *   from 1 to `Number.MAX_SAFE_INTEGER`.
+ *   ({@link resources!MAX_CPU_LIMIT_CORES}, the largest `CPUQuota=` systemd accepts),
+ *   or `memBytes` is not a whole number from 1 to `Number.MAX_SAFE_INTEGER`: a cap of
+ *   0 is never valid (leave the field unset for no cap); `resolveResources` never
+ *   resolves a limit outside these ranges.
  *
  * @example
  * ```ts
  * capsFromResources({ cpus: 4, memBytes: 8 * 1024 ** 3 }); // { cpuQuota: '400%', memoryMax: '8G' }
+ *
+ * // A label set that declares only CPU: the memory limit is unset, so no MemoryMax=.
+ * const { limits } = resolveResources([{ requests: { cpus: 2 } }]);
+ * capsFromResources(limits); // { cpuQuota: '200%' }
  * ```
  */
-export function capsFromResources(amount: Partial<ResourceAmount>): AgentCaps {
-  strictObject(amount, ['cpus', 'memBytes'], 'resource amount');
+export function capsFromResources(amount: ResourceLimits): AgentCaps {
+  strictObject(amount, ['cpus', 'memBytes', 'extended'], 'resource amount');
+  const extended: unknown = amount.extended;
+  if (extended !== undefined && (typeof extended !== 'object' || extended === null)) {
+    throw new TypeError(
+      `Expected \`extended\` to be an object of counts such as { "nvidia.com/gpu": 1 } or undefined, got \`${String(extended)}\``,
+    );
+  }
   const caps: AgentCaps = {};
   if (amount.cpus !== undefined) caps.cpuQuota = cpuQuotaFromCores(amount.cpus);
   if (amount.memBytes !== undefined) caps.memoryMax = memoryMaxFromBytes(amount.memBytes);

@@ -11,7 +11,7 @@ export interface CliIO {
   out(text: string): void;
   /** Write to standard error (the text is written as is). */
   err(text: string): void;
-  /** The environment (for defaults such as `KICI_MACHINE_LEDGER_DIR`). */
+  /** The environment (for defaults such as `SCALER_PRIMITIVES_LEDGER_DIR`). */
   env: NodeJS.ProcessEnv;
   /** Standard output is a terminal (live views redraw in place). @default false */
   isTTY?: boolean;

@@ -21,6 +21,9 @@ import { fromKiciCap, fromKiciResources } from './resources.js';
 
 type Path = ReadonlyArray<string | number>;
 
+/** kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`). */
+export const KICI_AUTO_LABEL_PREFIX = 'kici:';
+
 /** kici's `globalMaxAgents` default. */
 const KICI_GLOBAL_MAX_AGENTS = 50;
 
@@ -293,7 +296,12 @@ export function toScalerConfig(
   options: ToScalerConfigOptions = {},
 ): KiciConfigTranslation {
   const report = new Report(new Set(options.acknowledge ?? []));
-  const input: ScalerConfigInput = { globalMaxAgents: KICI_GLOBAL_MAX_AGENTS, scalers: [] };
+  // kici's automatic labels (`kici:scaler:<name>`); the core's default is `scaler-primitives:`.
+  const input: ScalerConfigInput = {
+    globalMaxAgents: KICI_GLOBAL_MAX_AGENTS,
+    autoLabelPrefix: KICI_AUTO_LABEL_PREFIX,
+    scalers: [],
+  };
   if (!isObject(kici)) {
     report.error([], 'Expected a kici scaler config object { version: 1, scalers: [...] }');
     return finish(report, input);

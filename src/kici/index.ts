@@ -9,7 +9,7 @@
  * @packageDocumentation
  */
 
-export { parseKiciScalerConfig, toScalerConfig } from './config.js';
+export { KICI_AUTO_LABEL_PREFIX, parseKiciScalerConfig, toScalerConfig } from './config.js';
 export type {
   KiciConfigIssue,
   KiciConfigTranslation,
@@ -22,6 +22,8 @@ export type {
   ToScalerConfigOptions,
 } from './config-types.js';
 export {
+  KICI_LEDGER_DIR,
+  KICI_LEDGER_DIR_ENV,
   type KiciEnv,
   kiciLedgerDirCandidates,
   kiciLedgerDirFromEnv,

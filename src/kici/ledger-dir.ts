@@ -6,7 +6,13 @@ import * as nodeFs from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LedgerDirError } from '../errors.js';
-import { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV, resolveLedgerDir } from '../ledger/index.js';
+import { resolveLedgerDir } from '../ledger/index.js';
+
+/** kici's default ledger directory (the core's default is `/var/lib/scaler-primitives/ledger`). */
+export const KICI_LEDGER_DIR = '/var/lib/kici/scaler-ledger';
+
+/** The environment variable kici's config loader reads the ledger directory from. */
+export const KICI_LEDGER_DIR_ENV = 'KICI_MACHINE_LEDGER_DIR';
 
 /**
  * Where to look up `$XDG_STATE_HOME` and `$HOME` (kici reads `process.env` and `os.homedir()`).
@@ -38,7 +44,7 @@ export function kiciLedgerDirCandidates(env: KiciEnv = process.env): string[] {
   const home = env.HOME || homedir();
   const state = env.XDG_STATE_HOME ?? join(home, '.local', 'state');
   return [
-    DEFAULT_LEDGER_DIR,
+    KICI_LEDGER_DIR,
     join(state, 'kici', 'scaler-ledger'),
     join(tmpdir(), 'kici-scaler-ledger'),
   ];
@@ -62,7 +68,7 @@ export function kiciLedgerDirCandidates(env: KiciEnv = process.env): string[] {
  * ```
  */
 export function kiciLedgerDirFromEnv(env: KiciEnv = process.env): string | undefined {
-  const value = env[LEDGER_DIR_ENV];
+  const value = env[KICI_LEDGER_DIR_ENV];
   return value === undefined || value === '' ? undefined : value;
 }
 
@@ -119,7 +125,7 @@ export async function resolveKiciLedgerDir(
   }
   throw new LedgerDirError(
     tried.join(', '),
-    `No usable machine ledger directory: tried ${tried.join(', ')}. Set \`explicitDir\` (kici: ${LEDGER_DIR_ENV}) to a directory this user owns.`,
+    `No usable machine ledger directory: tried ${tried.join(', ')}. Set \`explicitDir\` (kici: ${KICI_LEDGER_DIR_ENV}) to a directory this user owns.`,
   );
 }
 

@@ -17,11 +17,19 @@ import { LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
 import { describeKind, processUid } from './safe-fs.js';
 
-/** The directory shared with the kici orchestrator when nothing else is configured. */
-export const DEFAULT_LEDGER_DIR = '/var/lib/kici/scaler-ledger';
+/**
+ * The ledger directory when nothing else is configured: the library's own state
+ * directory under `/var/lib` (FHS: `/var/lib/<package>`). Every process on the host
+ * that leaves the directory unset shares it. (kici's `/var/lib/kici/scaler-ledger`
+ * is what `scaler-primitives/kici` uses.)
+ */
+export const DEFAULT_LEDGER_DIR = '/var/lib/scaler-primitives/ledger';
 
-/** The environment variable that names the ledger directory (the kici orchestrator's). */
-export const LEDGER_DIR_ENV = 'KICI_MACHINE_LEDGER_DIR';
+/**
+ * The environment variable that names the ledger directory, read when no `dir`
+ * is given. (kici's `KICI_MACHINE_LEDGER_DIR` is read by `scaler-primitives/kici`.)
+ */
+export const LEDGER_DIR_ENV = 'SCALER_PRIMITIVES_LEDGER_DIR';
 
 /** The per-user fallback used when the default directory cannot be created or written. */
 export function fallbackLedgerDir(): string {
@@ -39,8 +47,8 @@ function unusable(error: unknown): boolean {
 
 /**
  * Resolve and prepare the ledger directory, for writing:
- * 1. `dir` when given, else `$KICI_MACHINE_LEDGER_DIR` when set: used as is, errors surface;
- * 2. else `/var/lib/kici/scaler-ledger`, and when that cannot be created or written
+ * 1. `dir` when given, else `$SCALER_PRIMITIVES_LEDGER_DIR` when set: used as is, errors surface;
+ * 2. else `/var/lib/scaler-primitives/ledger`, and when that cannot be created or written
  *    (not root, read-only), the per-user `<tmpdir>/scaler-ledger-<uid>`.
  *
  * Missing directories are created with mode 0700; the result is checked as

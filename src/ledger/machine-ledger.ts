@@ -64,7 +64,7 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   instanceId: string;
   /**
    * The ledger directory.
-   * @default `$KICI_MACHINE_LEDGER_DIR`, else `/var/lib/kici/scaler-ledger`, else
+   * @default `$SCALER_PRIMITIVES_LEDGER_DIR`, else `/var/lib/scaler-primitives/ledger`, else
    *   (when that cannot be created or written) `<os.tmpdir()>/scaler-ledger-<uid>`
    */
   dir?: string;

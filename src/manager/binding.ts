@@ -1,5 +1,5 @@
 import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceAmount } from '../resources/types.js';
+import type { ResourceLimits } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
 import type { FleetCore } from './core.js';
 import type { AgentResources } from './types.js';
@@ -82,7 +82,7 @@ export function fitsWithin(need: AgentResources, have: AgentResources): boolean 
   );
 }
 
-function amountWithin(need: ResourceAmount, have: ResourceAmount, limits: boolean): boolean {
+function amountWithin(need: ResourceLimits, have: ResourceLimits, limits: boolean): boolean {
   const declared = (a: number | undefined, b: number | undefined) =>
     !limits || (a !== undefined && a > 0 && b !== undefined && b > 0);
   if (

@@ -204,7 +204,7 @@ export interface ScalerEntryConfig {
 export interface ScalerConfigInput {
   /** The most agents the whole orchestrator runs at once. */
   globalMaxAgents: number;
-  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'kici:' */
+  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'scaler-primitives:' (kici's is `kici:`) */
   autoLabelPrefix?: string;
   /** Resources for jobs, label sets and scalers that declare none. */
   defaults?: ResourceDefaultsInput;

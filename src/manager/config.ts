@@ -34,8 +34,13 @@ export type {
   WarmPoolScheduleInput,
 } from './config-types.js';
 
-/** The automatic-label prefix used when the config does not set `autoLabelPrefix`. */
-export const DEFAULT_AUTO_LABEL_PREFIX = 'kici:';
+/**
+ * The automatic-label prefix used when the config does not set `autoLabelPrefix`: the
+ * package's name, a namespace no user label is likely to use
+ * (`scaler-primitives:scaler:<name>`). `scaler-primitives/kici`'s `toScalerConfig` sets
+ * kici's `kici:` instead.
+ */
+export const DEFAULT_AUTO_LABEL_PREFIX = 'scaler-primitives:';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const nameSchema = z

@@ -85,6 +85,7 @@ export {
   type UnrecordedAgent,
   type UnrecordedAgentPolicy,
 } from './state/index.js';
+export type { ReconcileSweep, SweepOutcome } from './sweeps.js';
 export type { ShutdownOptions } from './teardown.js';
 export type {
   AgentRegistration,

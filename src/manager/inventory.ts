@@ -1,4 +1,4 @@
-import type { ResourceAmount } from '../resources/types.js';
+import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
 import { checkId, checkLabels } from './checks.js';
 import type { AgentResources, AgentState } from './types.js';
@@ -125,10 +125,18 @@ function freezeAmount(amount: ResourceAmount): ResourceAmount {
   return Object.freeze(copy);
 }
 
+function freezeLimits(limits: ResourceLimits): ResourceLimits {
+  const copy: { -readonly [K in keyof ResourceLimits]: ResourceLimits[K] } = {};
+  if (limits.cpus !== undefined) copy.cpus = limits.cpus;
+  if (limits.memBytes !== undefined) copy.memBytes = limits.memBytes;
+  if (limits.extended !== undefined) copy.extended = Object.freeze({ ...limits.extended });
+  return Object.freeze(copy);
+}
+
 function freezeResources(resources: AgentResources): AgentSnapshot['resources'] {
   return Object.freeze({
     requests: freezeAmount(resources.requests),
-    limits: freezeAmount(resources.limits),
+    limits: freezeLimits(resources.limits),
   });
 }
 

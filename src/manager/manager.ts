@@ -7,6 +7,7 @@ import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
 import { decideScale } from './scale.js';
 import type { RecoveryResult } from './state/recovery.js';
+import { checkSweeps, type ReconcileSweep, runSweeps } from './sweeps.js';
 import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
 import type {
   AgentRegistration,
@@ -49,6 +50,7 @@ import type {
  */
 export class ScalerManager {
   readonly #rooms: Rooms;
+  readonly #sweeps: ReadonlyMap<string, ReconcileSweep> | undefined;
 
   /**
    * @param options - Config, backends, callbacks and the ledger; see {@link ScalerManagerOptions}.
@@ -58,6 +60,7 @@ export class ScalerManager {
    */
   constructor(options: ScalerManagerOptions) {
     this.#rooms = new Rooms(options);
+    this.#sweeps = checkSweeps(options.sweeps);
   }
 
   /**
@@ -71,7 +74,7 @@ export class ScalerManager {
    * one that matches.
    *
    * @param labels - The labels the job asks for (automatic labels such as
-   *   `kici:scaler:<name>` may be named to pin a scaler). At most 64, each at most 253 characters.
+   *   `scaler-primitives:scaler:<name>` (with the default `autoLabelPrefix`) may be named to pin a scaler). At most 64, each at most 253 characters.
    * @param jobId - The job; one spawn per job is in flight at a time. At most 253 characters.
    * @param excludeLabels - Label sets holding any of these are not used.
    * @param resources - The job's own resource declaration (highest layer of
@@ -450,13 +453,17 @@ export class ScalerManager {
    * backend no longer runs them). Spawns in flight and destroys in flight are
    * left alone. Also lists each machine pool: a row of ours that vanished is
    * reported and written back when it fits, else handled by `reservationLostPolicy`.
+   * Then runs the `sweeps` (e.g. `sweepAgentCaps`, `sweepIsolation`) with the agents
+   * alive, when every backend could be listed: what a crashed run left behind goes.
    *
-   * @returns What was released, what is running untracked, and which backends failed to list.
+   * @returns What was released, what is running untracked, which backends failed
+   *   to list, and what each sweep removed.
    */
   async reconcile(): Promise<ReconcileResult> {
     const result = await reconcileFleet(this.#rooms.core);
     await this.#rooms.lost.detect();
     await this.#rooms.lost.restore();
+    if (this.#sweeps) result.sweeps = await runSweeps(this.#rooms.core, this.#sweeps, result);
     return result;
   }
 

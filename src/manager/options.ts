@@ -6,6 +6,7 @@ import type { ReservationLostPolicy } from './reservations.js';
 import type { BackendEntry } from './scalers.js';
 import type { RecoveryOptions } from './state/recovery.js';
 import type { StateStore } from './state/types.js';
+import type { ReconcileSweep } from './sweeps.js';
 import type { ScalerEvent } from './types.js';
 
 /** Options of the `ScalerManager` constructor. */
@@ -91,4 +92,21 @@ export interface ScalerManagerOptions extends TelemetryOptions {
    * configuration (e.g. to clear a microVM's MMDS data).
    */
   onConfigAck?: (agentId: string, scaler: string) => void;
+  /**
+   * Sweeps `reconcile()` runs after comparing with the backends, by name: each
+   * removes what agents no longer alive left behind (caps keys, isolation rules)
+   * given a live view of the agents, and answers `{ removedAgents }`. They run
+   * only when every backend has a `list()` that answered (else the live set is
+   * unknown). Results in `ReconcileResult.sweeps`, events `swept`, `sweep-failed`,
+   * `sweeps-skipped`.
+   *
+   * @example
+   * ```ts
+   * sweeps: {
+   *   agentCaps: (live) => sweepAgentCaps(kv, live),
+   *   isolation: (live) => sweepIsolation(live, { table: 'scaler_primitives' }),
+   * }
+   * ```
+   */
+  sweeps?: Readonly<Record<string, ReconcileSweep>>;
 }

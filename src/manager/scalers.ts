@@ -13,7 +13,7 @@ export interface BackendEntry {
   backend: ScalerBackend;
   /**
    * Platform labels the manager adds to every label set of this scaler (e.g.
-   * `kici:os:linux`, `kici:arch:amd64`). Each must start with the config's
+   * `scaler-primitives:os:linux`, `scaler-primitives:arch:amd64`). Each must start with the config's
    * `autoLabelPrefix`.
    */
   platformLabels?: string[];

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
 import { resolveResources } from '../resources/resolve.js';
-import type { ResourceAmount, ResourceRequest } from '../resources/types.js';
+import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
 import { resourceLayers } from './config.js';
 import type { FleetCore } from './core.js';
@@ -294,9 +294,10 @@ function defaultAgentId(scaler: string): string {
 }
 
 // The backend gets its own copy: what it changes does not reach the caps.
-function copyAmount(amount: ResourceAmount): ResourceAmount {
-  const { extended, ...rest } = amount;
-  return extended === undefined ? rest : { ...rest, extended: { ...extended } };
+function copyAmount<T extends ResourceLimits>(amount: T): T {
+  return (
+    amount.extended === undefined ? { ...amount } : { ...amount, extended: { ...amount.extended } }
+  ) as T;
 }
 
 const LAYER_NAMES = ['job', 'labelSet', 'scaler', 'scaler limits', 'global', 'global limits'];

@@ -1,5 +1,6 @@
 import type { CapDimension } from '../caps/cap-tracker.js';
 import type { ConfigIssue } from '../errors.js';
+import type { SweepOutcome } from './sweeps.js';
 
 export type {
   BackendStatus,
@@ -13,14 +14,17 @@ export type {
 } from './status-types.js';
 
 import type { LimitRangeRule } from '../resources/limit-range.js';
-import type { ResourceAmount } from '../resources/types.js';
+import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 
 /** A job's resources after layered defaults: what caps add up and what the backend enforces. */
 export interface AgentResources {
   /** What the agent needs: summed by the scaler, orchestrator and pool caps. */
   requests: ResourceAmount;
-  /** What the agent may use at most: what the backend should enforce. */
-  limits: ResourceAmount;
+  /**
+   * What the agent may use at most: what the backend should enforce. A limit no
+   * layer declares is absent (unset: enforce none), never 0.
+   */
+  limits: ResourceLimits;
 }
 
 /** What the manager asks a backend to start. */
@@ -338,7 +342,8 @@ export interface ScalerEvent {
    * the job this one was spawning for: `data: { jobId, by }`); and, with an
    * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`,
    * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when) and
-   * `warm-pool-resumed` (`data: { reason }`: the hold that ended). For a backend: its own kind.
+   * `warm-pool-resumed` (`data: { reason }`: the hold that ended), and
+   * from `reconcile()`'s sweeps `swept`, `sweep-failed`, `sweeps-skipped`. For a backend: its own kind.
    */
   kind: string;
   /** The agent. */
@@ -369,6 +374,8 @@ export interface ReconcileResult {
   untracked: UntrackedAgent[];
   /** Backends whose `list()` threw (their agents were left alone). */
   failed: ReconcileFailure[];
+  /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
+  sweeps?: SweepOutcome[];
 }
 
 /** An agent a backend runs that the manager does not track. */

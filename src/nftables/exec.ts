@@ -488,9 +488,27 @@ export interface SweepResult {
   removedRules: number;
 }
 
+function liveIds(liveAgentIds: Iterable<string>): Set<string> {
+  const live = new Set<string>();
+  for (const id of liveAgentIds) {
+    if (typeof id !== 'string') {
+      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
+    }
+    live.add(id);
+  }
+  return live;
+}
+
 /**
  * Remove the rules of every agent not in `liveAgentIds` (leftovers of crashed runs), all in
- * one transaction. Ids are compared exactly.
+ * one transaction. Ids are compared exactly. `liveAgentIds` is iterated after the table is
+ * read (again on each retry), so a live view (such as the one `ScalerManager.reconcile`
+ * passes) includes an agent started while the table was being read.
+ *
+ * @example
+ * ```ts
+ * const { removedAgents } = await sweepIsolation(runningAgentIds, { table: 'scaler_primitives' });
+ * ```
  */
 export async function sweepIsolation(
   liveAgentIds: Iterable<string>,
@@ -503,18 +521,15 @@ export async function sweepIsolation(
   ) {
     throw new TypeError('Expected `liveAgentIds` to be an iterable of agent ids');
   }
-  const live = new Set<string>();
-  for (const id of liveAgentIds) {
-    if (typeof id !== 'string') {
-      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
-    }
-    live.add(id);
-  }
+  // Checked before nft runs; read again after the table (an agent that became alive
+  // meanwhile, in a live view, keeps its rules), unless it is a one-shot iterator.
+  const first = liveIds(liveAgentIds);
+  const oneShot = (liveAgentIds[Symbol.iterator]() as unknown) === liveAgentIds;
   const ctx = context(opts);
   for (let attempt = 0; ; attempt++) {
-    const gone = [...agentFootprints(await readState(ctx)).values()].filter(
-      (f) => !live.has(f.agentId),
-    );
+    const footprints = agentFootprints(await readState(ctx));
+    const live = oneShot ? first : liveIds(liveAgentIds);
+    const gone = [...footprints.values()].filter((f) => !live.has(f.agentId));
     try {
       await apply(ctx, gone.flatMap(removal));
       return {

@@ -67,4 +67,11 @@ export {
   resourceSchemas,
   resourceSpecSchema,
 } from './schema.js';
-export type { ResourceAmount, ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
+export {
+  MAX_CPU_LIMIT_CORES,
+  type ResourceAmount,
+  type ResourceCap,
+  type ResourceLimits,
+  type ResourceRequest,
+  type ResourceSpec,
+} from './types.js';

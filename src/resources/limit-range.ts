@@ -79,7 +79,10 @@ export type LimitRangeResult =
       rule: LimitRangeRule;
       /** The side checked (`limits` for the ratio). */
       side: 'requests' | 'limits';
-      /** The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`). */
+      /**
+       * The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`);
+       * `Infinity` for an unset limit, which is unbounded.
+       */
       value: number;
       /** The rule's bound. */
       bound: number;
@@ -239,6 +242,11 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
  * Check resolved resources against a policy. The first rule broken refuses, in
  * resource order, then `min`, `max` (requests, then limits), then the ratio.
  *
+ * An unset limit (no layer declared one) is unbounded: it passes `min`, and `max`
+ * and `maxLimitRequestRatio` refuse it (`value` is `Infinity`), as Kubernetes'
+ * LimitRanger refuses a container without a limit under a `max`. A policy's
+ * `default` fills the limit in before the check (see {@link limitRangeDefaults}).
+ *
  * @param policy - A parsed policy ({@link limitRangeSchema}).
  * @param resolved - The output of {@link resolveResources}.
  * @throws {@link InvalidInputError} when the policy is inconsistent.
@@ -248,6 +256,8 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
  * const policy = limitRangeSchema().parse({ cpus: { max: '4' } });
  * checkLimitRange(policy, resolveResources([{ requests: { cpus: 8 } }]));
  * // { ok: false, resource: 'cpus', rule: 'max', side: 'requests', value: 8, bound: 4, message: ... }
+ * checkLimitRange(policy, resolveResources([{ requests: { memory: '1Gi' } }]));
+ * // { ok: false, resource: 'cpus', rule: 'max', side: 'limits', value: Infinity, ... }: no CPU limit
  * ```
  */
 export function checkLimitRange(
@@ -263,7 +273,8 @@ export function checkLimitRange(
     );
   }
   for (const [resource, item] of Object.entries(policy)) {
-    const value = (side: 'requests' | 'limits') =>
+    // undefined: an unset limit (requests are 0 when undeclared, extended counts too).
+    const value = (side: 'requests' | 'limits'): number | undefined =>
       resource === 'cpus'
         ? resolved[side].cpus
         : resource === 'memory'
@@ -271,6 +282,12 @@ export function checkLimitRange(
           : (resolved[side].extended?.[resource] ?? 0);
     for (const side of ['requests', 'limits'] as const) {
       const v = value(side);
+      if (v === undefined) {
+        // Unset is unbounded: never below a min, always above a max (as Kubernetes'
+        // LimitRanger refuses a container with no limit under a max).
+        if (item.max !== undefined) return refuseUnset(resource, 'max', item.max);
+        continue;
+      }
       if (item.min !== undefined && units(resource, v) < units(resource, item.min)) {
         return refuse(resource, 'min', side, v, item.min, 'below');
       }
@@ -280,8 +297,10 @@ export function checkLimitRange(
     }
     const ratio = item.maxLimitRequestRatio;
     if (ratio !== undefined) {
-      const request = units(resource, value('requests'));
-      const limit = units(resource, value('limits'));
+      const limitValue = value('limits');
+      if (limitValue === undefined) return refuseUnset(resource, 'maxLimitRequestRatio', ratio);
+      const request = units(resource, value('requests') ?? 0);
+      const limit = units(resource, limitValue);
       if (!withinRatio(limit, request, ratio)) {
         const actual = request === 0 ? Number.POSITIVE_INFINITY : limit / request;
         return refuse(resource, 'maxLimitRequestRatio', 'limits', actual, ratio, 'above');
@@ -289,6 +308,23 @@ export function checkLimitRange(
     }
   }
   return { ok: true };
+}
+
+// An unset limit under a rule that needs one: `value` is Infinity (unbounded).
+function refuseUnset(resource: string, rule: LimitRangeRule, bound: number): LimitRangeResult {
+  const why =
+    rule === 'max'
+      ? `the limit range's max ${bound} needs a limit of at most ${bound}`
+      : `so the limit/request ratio is unbounded, above the limit range's maxLimitRequestRatio ${bound}`;
+  return {
+    ok: false,
+    resource,
+    rule,
+    side: 'limits',
+    value: Number.POSITIVE_INFINITY,
+    bound,
+    message: `The ${resource} limit is unset (no limit), ${why}: declare a limit, or give the limit range a \`default\`.`,
+  };
 }
 
 // limit <= ratio * request, exactly (ratio read as the decimal it prints as).

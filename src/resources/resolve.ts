@@ -1,7 +1,13 @@
 import { ResourceConflictError, ResourceParseError } from '../errors.js';
 import type { ParseMemoryOptions } from './quantity.js';
 import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
-import type { ResourceAmount, ResourceRequest, ResourceSpec } from './types.js';
+import {
+  MAX_CPU_LIMIT_CORES,
+  type ResourceAmount,
+  type ResourceLimits,
+  type ResourceRequest,
+  type ResourceSpec,
+} from './types.js';
 
 /**
  * The layer names {@link resolveResources} uses when none are given, in priority order.
@@ -15,7 +21,10 @@ import type { ResourceAmount, ResourceRequest, ResourceSpec } from './types.js';
 export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as const;
 
 /**
- * Where each resolved value came from: a layer name, or `zero` when no layer declared it.
+ * Where each resolved value came from: a layer name; `zero` for a request no
+ * layer declared (a request of nothing), `unset` for a limit no layer declared.
+ * A limit declared as 0 is absent from the limits (unset) and keeps the name of
+ * the layer that declared it here.
  *
  * @example
  * ```ts
@@ -24,9 +33,9 @@ export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as co
  * ```
  */
 export interface ResourceProvenance {
-  /** Layers of `requests.cpus` and `requests.memBytes`. */
+  /** Layers of `requests.cpus` and `requests.memBytes` (`zero` when undeclared). */
   requests: ProvenanceOf;
-  /** Layers of `limits.cpus` and `limits.memBytes`. */
+  /** Layers of `limits.cpus` and `limits.memBytes` (`unset` when undeclared). */
   limits: ProvenanceOf;
 }
 
@@ -39,16 +48,17 @@ export interface ResourceProvenance {
  * ```
  */
 export interface ProvenanceOf {
-  /** The layer the CPU value came from, or `zero`. */
+  /** The layer the CPU value came from, or `zero` (a request) / `unset` (a limit). */
   cpus: string;
-  /** The layer the memory value came from, or `zero`. */
+  /** The layer the memory value came from, or `zero` (a request) / `unset` (a limit). */
   memBytes: string;
   /** The layer each extended resource came from (absent when none is declared). */
   extended?: Record<string, string>;
 }
 
 /**
- * The outcome of {@link resolveResources}: numbers for both sides, and their provenance.
+ * The outcome of {@link resolveResources}: requests (0 when undeclared), limits
+ * (absent when unset) and their provenance.
  *
  * @example
  * ```ts
@@ -57,10 +67,13 @@ export interface ProvenanceOf {
  * ```
  */
 export interface ResolvedResources {
-  /** What the job needs: what caps add up. */
+  /** What the job needs: what caps add up. An undeclared request is 0. */
   requests: ResourceAmount;
-  /** What the job may use at most: what backends enforce. */
-  limits: ResourceAmount;
+  /**
+   * What the job may use at most: what backends enforce. An undeclared limit
+   * (or one declared as 0) is absent: unset, no cap.
+   */
+  limits: ResourceLimits;
   /** Which layer every value came from. */
   provenance: ResourceProvenance;
 }
@@ -112,16 +125,25 @@ export function mirrorRequestsLimits(request: ResourceRequest | undefined): Reso
 }
 
 const SIDES = ['requests', 'limits'] as const;
+// The provenance of a limit no layer declares.
+const UNSET = 'unset';
 
 /**
  * Resolve a job's resources through layered defaults.
  *
  * `layers` are in priority order (by default: job, label set, scaler, global).
  * Each layer is read strictly (unknown keys are refused) and mirrored first
- * ({@link mirrorRequestsLimits}); then, per side and per dimension, the first
- * layer that declares a value wins, else zero. A layer may be nested
- * (`{ requests?, limits? }`) or flat (`{ cpus?, memory?, "nvidia.com/gpu"? }`,
- * which declares both sides at once).
+ * ({@link mirrorRequestsLimits}); then, per dimension, the first layer that
+ * declares it decides both sides. A layer may be nested (`{ requests?, limits? }`)
+ * or flat (`{ cpus?, memory?, "nvidia.com/gpu"? }`, which declares both sides at once).
+ *
+ * "Not declared" has one meaning per side: a request no layer declares is 0 (the
+ * job reserves nothing, provenance `zero`); a limit no layer declares is
+ * **unset**: absent from `limits` (provenance `unset`), never 0. A limit declared
+ * as 0 is unset too, as in Kubernetes (where the kubelet writes no CPU quota and
+ * no memory limit for a zero limit), after the request-above-limit check. So
+ * every resolved limit is positive or absent, and `capsFromResources(r.limits)`
+ * always succeeds.
  *
  * Extended resources (`nvidia.com/gpu`) are whole counts and, as in Kubernetes,
  * a layer that declares both sides must declare them equal; the resolved
@@ -131,9 +153,11 @@ const SIDES = ['requests', 'limits'] as const;
  * @param names - A name per layer, used in provenance and errors.
  *   @default ['job', 'labelSet', 'scaler', 'global']
  * @param opts - The quantity convention.
- * @returns Numeric requests and limits (cores, bytes, counts) with the provenance of each.
+ * @returns Numeric requests (cores, bytes, counts; 0 when undeclared) and limits
+ *   (absent when unset) with the provenance of each.
  * @throws {@link ResourceParseError} naming the layer and field of an invalid quantity,
- *   or an extended resource whose request and limit differ.
+ *   an extended resource whose request and limit differ, or a CPU limit above
+ *   {@link MAX_CPU_LIMIT_CORES}.
  * @throws {@link InvalidInputError} for an unknown key (naming it, the accepted keys
  *   and the nearest one, e.g. `reqeusts` -> `requests`) or an invalid resource name.
  * @throws {@link ResourceConflictError} when a resolved request exceeds its limit,
@@ -145,6 +169,11 @@ const SIDES = ['requests', 'limits'] as const;
  * const r = resolveResources([{ requests: { cpus: '500m' } }, undefined, { limits: { memory: '2Gi' } }]);
  * r.requests; // { cpus: 0.5, memBytes: 2147483648 }
  * r.provenance.requests.memBytes; // 'scaler'
+ *
+ * const cpuOnly = resolveResources([{ requests: { cpus: 2 } }]);
+ * cpuOnly.requests; // { cpus: 2, memBytes: 0 }
+ * cpuOnly.limits; // { cpus: 2 }: the memory limit is unset, not 0
+ * cpuOnly.provenance.limits.memBytes; // 'unset'
  * ```
  */
 export function resolveResources(
@@ -155,13 +184,14 @@ export function resolveResources(
   if (!Array.isArray(layers)) {
     throw new TypeError(`Expected \`layers\` to be an array, got \`${typeof layers}\``);
   }
-  const result: ResolvedResources = {
-    requests: { cpus: 0, memBytes: 0 },
-    limits: { cpus: 0, memBytes: 0 },
+  // Worked on as numbers (0 when undeclared); the limits are made unset at the end.
+  const work = {
+    requests: { cpus: 0, memBytes: 0 } as ResourceAmount,
+    limits: { cpus: 0, memBytes: 0 } as ResourceAmount,
     provenance: {
       requests: { cpus: 'zero', memBytes: 'zero' },
-      limits: { cpus: 'zero', memBytes: 'zero' },
-    },
+      limits: { cpus: UNSET, memBytes: UNSET },
+    } as ResourceProvenance,
   };
   let cpuDone = false;
   let memoryDone = false;
@@ -186,12 +216,12 @@ export function resolveResources(
       const spec = mirrored[side];
       if (spec === undefined) continue;
       if (!cpuDone && spec.cpus !== undefined) {
-        result[side].cpus = spec.cpus;
-        result.provenance[side].cpus = name;
+        work[side].cpus = spec.cpus;
+        work.provenance[side].cpus = name;
       }
       if (!memoryDone && spec.memory !== undefined) {
-        result[side].memBytes = spec.memory;
-        result.provenance[side].memBytes = name;
+        work[side].memBytes = spec.memory;
+        work.provenance[side].memBytes = name;
       }
     }
     if (mirrored.requests?.cpus !== undefined) cpuDone = true;
@@ -217,23 +247,48 @@ export function resolveResources(
       }
     }
   }
+  checkConflict(work, 'cpus');
+  checkConflict(work, 'memBytes');
+  const limits: ResourceLimits = {};
+  if (work.limits.cpus > 0) {
+    checkCpuLimit(work.limits.cpus, work.provenance.limits.cpus);
+    limits.cpus = work.limits.cpus;
+  }
+  // A limit declared as 0 is absent too; its provenance keeps the layer that declared it.
+  if (work.limits.memBytes > 0) limits.memBytes = work.limits.memBytes;
+  const result: ResolvedResources = {
+    requests: work.requests,
+    limits,
+    provenance: work.provenance,
+  };
   if (extended !== undefined) {
     result.requests.extended = extended;
     result.limits.extended = { ...extended };
     result.provenance.requests.extended = extendedFrom;
     result.provenance.limits.extended = { ...extendedFrom };
   }
-  checkConflict(result, 'cpus');
-  checkConflict(result, 'memBytes');
   return result;
 }
 
-function checkConflict(result: ResolvedResources, dimension: 'cpus' | 'memBytes'): void {
+function checkCpuLimit(cores: number, layer: string): void {
+  if (cores <= MAX_CPU_LIMIT_CORES) return;
+  throw new ResourceParseError(
+    'cpu',
+    cores,
+    `${layer} limits.cpus: a CPU limit of ${cores} cores (declared, or mirrored from the request) is above the largest CPU limit, ${MAX_CPU_LIMIT_CORES} cores (systemd CPUQuota= reads at most ${Math.floor(2_147_483_647 / 100)}%); declare a smaller limit, or none.`,
+  );
+}
+
+function checkConflict(
+  result: { requests: ResourceAmount; limits: ResourceAmount; provenance: ResourceProvenance },
+  dimension: 'cpus' | 'memBytes',
+): void {
   const request = result.requests[dimension];
   const limit = result.limits[dimension];
-  if (request <= limit) return;
-  const requestLayer = result.provenance.requests[dimension];
   const limitLayer = result.provenance.limits[dimension];
+  // An undeclared limit is unset (no bound), not a limit of 0.
+  if (request <= limit || limitLayer === UNSET) return;
+  const requestLayer = result.provenance.requests[dimension];
   const unit = dimension === 'cpus' ? 'cores' : 'bytes';
   throw new ResourceConflictError(
     { dimension, request, limit, requestLayer, limitLayer },

@@ -62,6 +62,35 @@ export interface ResourceAmount {
 }
 
 /**
+ * The largest CPU limit `resolveResources` resolves, in cores: 214748.36, the
+ * largest `CPUQuota=` systemd accepts (it reads INT_MAX hundredths of a percent).
+ * A limit is what a backend enforces on one agent, so every resolved limit can be
+ * written as a cap (`capsFromResources` never refuses one); no machine has more
+ * cores. Requests and pool caps keep the whole `MAX_CPU_CORES` range.
+ */
+export const MAX_CPU_LIMIT_CORES = Math.floor(2_147_483_647 / 100) / 100;
+
+/**
+ * A resolved limit: what a backend enforces on one agent. Unlike a request
+ * (where "not declared" is a request of nothing, 0), a limit that no layer
+ * declares is **unset**: the field is absent, and every module reads that the
+ * same way: no cap is written for it (`capsFromResources` leaves the systemd
+ * field out, so the host's own setting applies), a backend enforces none, and
+ * a limit range's `max` refuses it. A limit, when present, is positive.
+ */
+export interface ResourceLimits {
+  /** CPU in cores, at millicore precision; absent when unset. */
+  cpus?: number;
+  /** Memory in whole bytes; absent when unset. */
+  memBytes?: number;
+  /**
+   * Extended resources by name, whole counts, equal to their requests.
+   * Absent when none is declared.
+   */
+  extended?: Readonly<Record<string, number>>;
+}
+
+/**
  * A cap on summed requests. An absent field means "no cap in that dimension".
  * This is also the `cap` object of the ledger's wire format.
  *

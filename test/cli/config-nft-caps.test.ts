@@ -68,14 +68,14 @@ describe('config check', () => {
     const bad = structuredClone(good) as Record<string, unknown> & typeof good;
     bad.globalMaxAgents = -1;
     (bad.scalers[0] as Record<string, unknown>).machinePool = 'nope';
-    (bad.scalers[0] as Record<string, unknown>).labelSets = [{ labels: ['kici:x'] }];
+    (bad.scalers[0] as Record<string, unknown>).labelSets = [{ labels: ['scaler-primitives:x'] }];
     const { code, err } = await cli('config', 'check', file('bad.json', JSON.stringify(bad)));
     expect(code).toBe(1);
     expect(err).toContain('3 problems');
     expect(err).toContain('  globalMaxAgents: ');
     expect(err).toContain('  scalers[0].machinePool: Unknown machine pool "nope"');
     expect(err).toContain(
-      '  scalers[0].labelSets[0].labels[0]: Label "kici:x" uses the reserved prefix',
+      '  scalers[0].labelSets[0].labels[0]: Label "scaler-primitives:x" uses the reserved prefix',
     );
   });
 

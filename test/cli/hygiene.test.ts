@@ -28,7 +28,7 @@ async function cli(...argv: string[]) {
     err: (t) => {
       err += t;
     },
-    env: { KICI_MACHINE_LEDGER_DIR: join(dir, 'ledger') },
+    env: { SCALER_PRIMITIVES_LEDGER_DIR: join(dir, 'ledger') },
   });
   return { code, out, err };
 }
@@ -254,7 +254,12 @@ describe('config check', () => {
           labelSets: [{ labels: ['linux'] }],
           typo: 1,
         },
-        { name: 'a', type: 'container', maxAgents: 2, labelSets: [{ labels: ['kici:x'] }] },
+        {
+          name: 'a',
+          type: 'container',
+          maxAgents: 2,
+          labelSets: [{ labels: ['scaler-primitives:x'] }],
+        },
       ],
     };
     const result = await cli('config', 'check', file('c.json', JSON.stringify(doc)));

@@ -32,7 +32,7 @@ async function run(...args: string[]): Promise<{ code: number; stdout: string; s
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
       ['--import', 'tsx', cli, ...args],
-      { env: { ...process.env, KICI_MACHINE_LEDGER_DIR: dir } },
+      { env: { ...process.env, SCALER_PRIMITIVES_LEDGER_DIR: dir } },
     );
     return { code: 0, stdout, stderr };
   } catch (error) {

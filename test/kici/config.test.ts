@@ -32,6 +32,8 @@ describe('toScalerConfig', () => {
     expect(result.ok).toBe(true);
     expect(result.input).toEqual({
       globalMaxAgents: 20,
+      // kici's automatic labels, not the core's `scaler-primitives:`.
+      autoLabelPrefix: 'kici:',
       defaults: {
         resources: { requests: { cpus: 1, memory: GiB }, limits: { cpus: 1, memory: GiB } },
       },

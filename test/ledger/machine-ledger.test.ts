@@ -463,8 +463,11 @@ describe('directory', () => {
     expect(await ledger.dir()).toBe(dir);
   });
 
-  it('uses KICI_MACHINE_LEDGER_DIR when no dir is given', async () => {
-    const ledger = new MachineLedger({ instanceId: 'x', env: { KICI_MACHINE_LEDGER_DIR: dir } });
+  it('uses SCALER_PRIMITIVES_LEDGER_DIR when no dir is given', async () => {
+    const ledger = new MachineLedger({
+      instanceId: 'x',
+      env: { SCALER_PRIMITIVES_LEDGER_DIR: dir },
+    });
     ledgers.push(ledger);
     expect(await ledger.dir()).toBe(dir);
   });

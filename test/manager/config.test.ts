@@ -37,7 +37,7 @@ const base = (): ScalerConfigInput => ({
 describe('scalerConfigSchema', () => {
   it('parses quantities and fills defaults', () => {
     const config = parseScalerConfig(base());
-    expect(config.autoLabelPrefix).toBe('kici:');
+    expect(config.autoLabelPrefix).toBe('scaler-primitives:');
     expect(config.resourceCap).toEqual({ maxCpu: 16, maxMemoryBytes: 32 * Gi });
     expect(config.scalers[0]!.resourceCap).toEqual({ maxCpu: 4, maxMemoryBytes: 8 * Gi });
     expect(config.scalers[0]!.labelSets[0]!.resources).toEqual({
@@ -94,14 +94,14 @@ describe('scalerConfigSchema', () => {
     ],
     [
       'reserved prefix in a label',
-      (c) => c.scalers[0]!.labelSets[0]!.labels.push('kici:scaler:other'),
+      (c) => c.scalers[0]!.labelSets[0]!.labels.push('scaler-primitives:scaler:other'),
       ['scalers', 0, 'labelSets', 0, 'labels', 1],
-      /reserved prefix "kici:"/,
+      /reserved prefix "scaler-primitives:"/,
     ],
     [
       'reserved prefix in a mandatory label',
       (c) => {
-        c.scalers[1]!.mandatoryLabels = ['kici:gpu'];
+        c.scalers[1]!.mandatoryLabels = ['scaler-primitives:gpu'];
       },
       ['scalers', 1, 'mandatoryLabels', 0],
       /reserved prefix/,
@@ -188,7 +188,7 @@ describe('scalerConfigSchema', () => {
   it('a custom prefix moves the reserved namespace', () => {
     const config = base();
     config.autoLabelPrefix = 'ci/';
-    config.scalers[0]!.labelSets[0]!.labels.push('kici:fine');
+    config.scalers[0]!.labelSets[0]!.labels.push('scaler-primitives:fine');
     expect(validateScalerConfig(config).ok).toBe(true);
     config.scalers[0]!.labelSets[0]!.labels.push('ci/nope');
     expect(validateScalerConfig(config).ok).toBe(false);

@@ -28,10 +28,12 @@ describe('label matching', () => {
   });
 
   it('automatic labels: the scaler label first, platform labels deduplicated', () => {
-    expect(automaticLabels('kici:', 'small', ['kici:os:linux', 'kici:os:linux'])).toEqual([
-      'kici:scaler:small',
-      'kici:os:linux',
-    ]);
+    expect(
+      automaticLabels('scaler-primitives:', 'small', [
+        'scaler-primitives:os:linux',
+        'scaler-primitives:os:linux',
+      ]),
+    ).toEqual(['scaler-primitives:scaler:small', 'scaler-primitives:os:linux']);
   });
 
   it('property: a match implies subset, gate and no exclusion; adding a job label never helps', () => {

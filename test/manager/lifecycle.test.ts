@@ -393,10 +393,10 @@ describe('reload', () => {
       kind: 'at-capacity',
       backend: 'big',
     });
-    expect(await manager.requestScale(['kici:scaler:small'], 'j4')).toEqual({
+    expect(await manager.requestScale(['scaler-primitives:scaler:small'], 'j4')).toEqual({
       kind: 'no-match',
       reasons: [
-        { scaler: 'big', reason: 'labels', missing: ['kici:scaler:small'] },
+        { scaler: 'big', reason: 'labels', missing: ['scaler-primitives:scaler:small'] },
         { scaler: 'small', reason: 'retired' },
       ],
     });

@@ -42,7 +42,7 @@ function setup(options: Partial<ScalerManagerOptions> = {}) {
   const manager = new ScalerManager({
     config: config(),
     backends: [
-      { name: 'small', backend: small, platformLabels: ['kici:os:linux'] },
+      { name: 'small', backend: small, platformLabels: ['scaler-primitives:os:linux'] },
       { name: 'gpu', backend: gpu },
     ],
     onEvent: (e) => events.push(e),
@@ -60,7 +60,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
       kind: 'spawned',
       backend: 'small',
       agentId: 'small-1',
-      labels: ['linux', 'small', 'kici:scaler:small', 'kici:os:linux'],
+      labels: ['linux', 'small', 'scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
       resources: { requests: { cpus: 1, memBytes: Gi }, limits: { cpus: 1, memBytes: Gi } },
     });
     expect(small.spawned).toHaveLength(1);
@@ -95,9 +95,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('a job may pin a scaler through its automatic label', async () => {
     const { manager } = setup();
-    const result = await manager.requestScale(['kici:scaler:small', 'kici:os:linux'], 'job-1');
+    const result = await manager.requestScale(
+      ['scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
+      'job-1',
+    );
     expect(result).toMatchObject({ kind: 'spawned', backend: 'small' });
-    const none = await manager.requestScale(['kici:scaler:gpu', 'gpu'], 'job-2');
+    const none = await manager.requestScale(['scaler-primitives:scaler:gpu', 'gpu'], 'job-2');
     expect(none.kind).toBe('spawned');
     expect(none.kind === 'spawned' && none.backend).toBe('gpu');
   });

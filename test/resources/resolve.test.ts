@@ -55,12 +55,12 @@ describe('resolveResources', () => {
     });
   });
 
-  it('is zero with provenance "zero" when nothing declares a value', () => {
+  it('requests are zero ("zero") and limits unset ("unset") when nothing declares a value', () => {
     const r = resolveResources([undefined, {}, undefined, undefined]);
     expect(r.requests).toEqual({ cpus: 0, memBytes: 0 });
-    expect(r.limits).toEqual({ cpus: 0, memBytes: 0 });
+    expect(r.limits).toEqual({});
     expect(r.provenance.requests.cpus).toBe('zero');
-    expect(r.provenance.limits.memBytes).toBe('zero');
+    expect(r.provenance.limits.memBytes).toBe('unset');
   });
 
   it('a job limit alone wins over a larger default request (no LimitRange surprise)', () => {
@@ -131,16 +131,23 @@ describe('resolveResources', () => {
           expect(isResourceConflictError(error)).toBe(true);
           return;
         }
-        expect(result.requests.cpus).toBeLessThanOrEqual(result.limits.cpus);
+        // A limit is positive or unset (absent), never 0.
+        if (result.limits.cpus !== undefined) {
+          expect(result.limits.cpus).toBeGreaterThan(0);
+          expect(result.requests.cpus).toBeLessThanOrEqual(result.limits.cpus);
+        }
         const first = layers.findIndex(
           (l) => l?.requests?.cpus !== undefined || l?.limits?.cpus !== undefined,
         );
         if (first === -1) {
           expect(result.provenance.requests.cpus).toBe('zero');
+          expect(result.provenance.limits.cpus).toBe('unset');
+          expect(result.limits.cpus).toBeUndefined();
         } else {
           const l = layers[first]!;
           expect(result.requests.cpus).toBe(l.requests?.cpus ?? l.limits?.cpus);
-          expect(result.limits.cpus).toBe(l.limits?.cpus ?? l.requests?.cpus);
+          const limit = l.limits?.cpus ?? l.requests?.cpus;
+          expect(result.limits.cpus).toBe(limit === 0 ? undefined : limit);
         }
       }),
     );

@@ -12,6 +12,11 @@
 export { type CapsBucketOptions, openCapsBucket, openOrCreateCapsBucket } from './bucket.js';
 export { type AgentCapsRead, type ReadAgentCapsOptions, readAgentCaps } from './read.js';
 export {
+  type AgentCapsSweepResult,
+  type SweepAgentCapsOptions,
+  sweepAgentCaps,
+} from './sweep.js';
+export {
   type AgentCapsChange,
   type AgentCapsWatch,
   type WatchAgentCapsOptions,

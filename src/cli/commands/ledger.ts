@@ -38,8 +38,8 @@ Subcommands:
                   object per line with --json. Stops after N frames, or Ctrl-C.
 
 Options:
-  --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
-                  /var/lib/kici/scaler-ledger, else <tmpdir>/scaler-ledger-<uid>.
+  --dir DIR       Ledger directory. Default: $SCALER_PRIMITIVES_LEDGER_DIR, else
+                  /var/lib/scaler-primitives/ledger, else <tmpdir>/scaler-ledger-<uid>.
   --json          Print JSON instead of a table.
   -h, --help      Show this help.
 
@@ -56,8 +56,8 @@ function subHelp(usage: string, what: string): string {
 ${what}
 
 Options:
-  --dir DIR       Ledger directory. Default: $KICI_MACHINE_LEDGER_DIR, else
-                  /var/lib/kici/scaler-ledger, else <tmpdir>/scaler-ledger-<uid>.
+  --dir DIR       Ledger directory. Default: $SCALER_PRIMITIVES_LEDGER_DIR, else
+                  /var/lib/scaler-primitives/ledger, else <tmpdir>/scaler-ledger-<uid>.
   --json          Print JSON instead of a table (shape: docs/cli.md).
   -h, --help      Show this help.
 

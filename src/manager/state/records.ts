@@ -16,7 +16,7 @@ export function toStateRecord(record: AgentRecord): AgentStateRecord | undefined
     state: record.state as StoredAgentState,
     warm: record.warm,
     labels: [...record.labels],
-    resources: { requests: copy(requests), limits: copy(limits) },
+    resources: { requests: copy(requests), limits: copyLimits(limits) },
     poolHeld: record.poolHeld,
     spawnSettled: record.spawnSettled,
     spawnedAt: record.spawnedAt,
@@ -44,6 +44,18 @@ function copy(
   };
   if (amount.extended !== undefined && Object.keys(amount.extended).length > 0) {
     out.extended = { ...amount.extended };
+  }
+  return out;
+}
+
+function copyLimits(
+  limits: AgentRecord['resources']['limits'],
+): AgentStateRecord['resources']['limits'] {
+  const out: { cpus?: number; memBytes?: number; extended?: Record<string, number> } = {};
+  if (limits.cpus !== undefined) out.cpus = limits.cpus;
+  if (limits.memBytes !== undefined) out.memBytes = limits.memBytes;
+  if (limits.extended !== undefined && Object.keys(limits.extended).length > 0) {
+    out.extended = { ...limits.extended };
   }
   return out;
 }

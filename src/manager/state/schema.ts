@@ -15,6 +15,12 @@ const amount = z.strictObject({
   memBytes: z.number().int().min(0),
   extended: z.record(z.string().min(1).max(MAX_LABEL_LENGTH), z.number().int().min(0)).optional(),
 });
+// A limit no layer declared is absent (unset), never 0.
+const limits = z.strictObject({
+  cpus: z.number().finite().gt(0).optional(),
+  memBytes: z.number().int().gt(0).optional(),
+  extended: z.record(z.string().min(1).max(MAX_LABEL_LENGTH), z.number().int().min(0)).optional(),
+});
 
 /** The zod schema of one {@link AgentStateRecord} (strict: unknown keys are errors). */
 export const agentStateRecordSchema = z.strictObject({
@@ -26,7 +32,7 @@ export const agentStateRecordSchema = z.strictObject({
   jobId: id.optional(),
   runId: id.optional(),
   labels: z.array(z.string().min(1).max(MAX_LABEL_LENGTH)).max(MAX_LABELS * 4),
-  resources: z.strictObject({ requests: amount, limits: amount }),
+  resources: z.strictObject({ requests: amount, limits }),
   pool: id.optional(),
   poolHeld: z.boolean(),
   spawnSettled: z.boolean(),

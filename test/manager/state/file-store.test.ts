@@ -30,7 +30,7 @@ const record = (agentId: string): AgentStateRecord => ({
   state: 'idle',
   warm: true,
   labels: ['linux'],
-  resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1, memBytes: 0 } },
+  resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1 } },
   poolHeld: false,
   spawnSettled: true,
   spawnedAt: 1,

@@ -41,7 +41,7 @@ const record = (agentId: string, state: AgentStateRecord['state'] = 'busy'): Age
   warm: false,
   jobId: 'job-1',
   labels: ['linux'],
-  resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1, memBytes: 0 } },
+  resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1 } },
   poolHeld: true,
   pool: 'host',
   spawnSettled: true,

@@ -147,7 +147,7 @@ describe('recoverState', () => {
       labels: ['linux'],
       labelSetIndex: 0,
       mandatoryLabels: [],
-      resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1, memBytes: 0 } },
+      resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1 } },
       emit: () => undefined,
     });
     const b = host(shared, { recovery: { unrecordedAgents: 'destroy' } });
