@@ -25,9 +25,10 @@ import type { ReconcileResult } from './types.js';
  * const nftSweep: ReconcileSweep = (live) => sweepIsolation(live, { table: 'scaler_primitives' });
  * ```
  */
-export type ReconcileSweep = (
-  liveAgentIds: Iterable<string>,
-) => Promise<{ readonly removedAgents: readonly string[] }>;
+export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
+  /** The agents whose leftovers the sweep removed. */
+  readonly removedAgents: readonly string[];
+}>;
 
 /** What one sweep did in a `reconcile()` pass. */
 export interface SweepOutcome {

@@ -24,7 +24,7 @@ async function run(...args: string[]): Promise<{ code: number; stdout: string; s
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
       ['--import', 'tsx', cli, ...args],
-      { env: { ...process.env, KICI_MACHINE_LEDGER_DIR: dir } },
+      { env: { ...process.env, SCALER_PRIMITIVES_LEDGER_DIR: dir } },
     );
     return { code: 0, stdout, stderr };
   } catch (error) {
@@ -116,7 +116,7 @@ describe('ledger top', () => {
     const io = {
       out: (t: string) => out.push(t),
       err: (t: string) => out.push(t),
-      env: { KICI_MACHINE_LEDGER_DIR: dir },
+      env: { SCALER_PRIMITIVES_LEDGER_DIR: dir },
       isTTY: true,
       redraw: (t: string) => {
         redraws.push(t);

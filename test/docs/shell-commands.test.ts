@@ -40,6 +40,8 @@ const NOT_RUN: Record<string, string> = {
     "a production server's store under /var/lib; test/helpers/nats-server.ts starts `nats-server -js -sd <temp dir>` for every NATS test",
   'nats-server -js -sd /var/lib/nats -n n1 --cluster_name ledger --cluster nats://0.0.0.0:6222 --routes nats://n1:6222,nats://n2:6222,nats://n3:6222':
     'a three-host cluster (hosts n1, n2, n3)',
+  'scaler-primitives ledger top [--dir D] [--interval S] [--count N] [--json]':
+    'a synopsis, not a command (it redraws until Ctrl-C); test/cli/ledger-top.test.ts runs each form',
 };
 
 // The config files docs/cli.md checks: they produce exactly the output it shows.
@@ -195,7 +197,7 @@ beforeAll(async () => {
   ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 });
   await ledger.reserve('build-host', 'agent-7f3a', 2, 4 * 2 ** 30);
   await ledger.close();
-  env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, KICI_MACHINE_LEDGER_DIR: dir };
+  env = { ...process.env, PATH: `${bin}:${process.env.PATH}`, SCALER_PRIMITIVES_LEDGER_DIR: dir };
 }, 300_000);
 
 afterAll(() => {
