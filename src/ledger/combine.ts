@@ -141,6 +141,7 @@ export function isRequestId(id: string): boolean {
   return ID.test(id);
 }
 
+/** True for a plain JSON object (not null, not an array). */
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
