@@ -6,15 +6,24 @@
  */
 import { InvalidInputError } from '../errors.js';
 
-/** Edit distance between two strings (insert, delete, substitute: cost 1 each). */
+/**
+ * Optimal string alignment distance: insert, delete, substitute and swap two neighbours
+ * (`reqeusts` for `requests`) each cost 1.
+ */
 function distance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, i) => i);
+  let beforePrevious: number[] = [];
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
   for (let i = 1; i <= a.length; i++) {
     const current = [i];
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      current.push(Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost));
+      let d = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
+        d = Math.min(d, beforePrevious[j - 2]! + 1);
+      }
+      current.push(d);
     }
+    beforePrevious = previous;
     previous = current;
   }
   return previous[b.length]!;
@@ -23,6 +32,8 @@ function distance(a: string, b: string): number {
 /**
  * The candidate nearest to `word` (ignoring case, `-` and `_`), or undefined when none is
  * close enough to be a plausible typo (at most a third of the word's length, minimum 2).
+ * The one "did you mean" rule of the library: every strict-key check, the resource
+ * names and the CLI use it, so a typo gets the same hint everywhere.
  */
 export function nearest(word: string, candidates: readonly string[]): string | undefined {
   // Long inputs are never typos of short keys; bound the work on hostile input.

@@ -5,6 +5,7 @@
  * raises `InvalidInputError`.
  */
 import { InvalidInputError } from '../errors.js';
+import { nearest } from '../internal/strict-keys.js';
 import { extendedNameProblem } from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
 import { normalizeCap } from './document.js';
@@ -166,33 +167,4 @@ export function checkKnownKeys(what: string, value: unknown, accepted: readonly 
       `Unknown key ${JSON.stringify(key)} in ${what}.${hint} Accepted keys: ${accepted.join(', ')}.`,
     );
   }
-}
-
-// The accepted key within a third of the key's length in edits (case-insensitive), if any.
-function nearest(key: string, accepted: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestDistance = Math.max(2, Math.floor(key.length / 3)) + 1;
-  for (const candidate of accepted) {
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-/** Levenshtein distance; infinite past 64 characters (bounded work on hostile keys). */
-export function editDistance(a: string, b: string): number {
-  if (a.length > 64 || b.length > 64) return Number.POSITIVE_INFINITY;
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + cost);
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }

@@ -67,6 +67,9 @@ function addExtended(
   return out;
 }
 
+const NO_NAMES: readonly string[] = [];
+const NO_SUMS: number[] = [];
+
 /**
  * Would `request` fit next to `rows` under `cap`? Sums in whole millicores and
  * bytes (requests and rows rounded up, the cap rounded down). An absent cap
@@ -83,12 +86,18 @@ export function checkFit(
   let haveMilli = 0;
   let haveBytes = 0;
   const wanted = request.extended;
-  let haveExtended: Record<string, number> | undefined;
+  // Only the resources this request asks for are summed, one slot each, so a row's
+  // extended map is never walked nor copied (the hot path of every reserve).
+  const names = wanted === undefined ? NO_NAMES : Object.keys(wanted);
+  const haveExtended = names.length === 0 ? NO_SUMS : new Array<number>(names.length).fill(0);
   for (const row of rows) {
     haveMilli += rowMillicores(row.cpus);
     haveBytes += rowBytes(row.memBytes);
-    if (wanted !== undefined && row.extended !== undefined) {
-      haveExtended = addExtended(haveExtended, row.extended);
+    const extended = row.extended;
+    if (extended === undefined) continue;
+    for (let i = 0; i < names.length; i++) {
+      const n = extended[names[i]!];
+      if (n !== undefined) haveExtended[i]! += n;
     }
   }
   if (cap.maxCpu !== undefined) {
@@ -132,24 +141,24 @@ export function checkFit(
       neverFits: cap.maxAgents < 1,
     };
   }
-  if (wanted !== undefined) {
-    for (const [name, want] of Object.entries(wanted)) {
-      if (want === 0) continue;
-      // Fail closed: a pool whose cap does not name a resource has none of it.
-      const max = cap.maxExtended?.[name] ?? (cap.provides?.includes(name) ? undefined : 0);
-      if (max === undefined) continue;
-      const used = haveExtended?.[name] ?? 0;
-      if (used + want > max) {
-        return {
-          ok: false,
-          pool,
-          dimension: name as `${string}/${string}`,
-          requested: want,
-          used,
-          max,
-          neverFits: want > max,
-        };
-      }
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i]!;
+    const want = wanted![name]!;
+    if (want === 0) continue;
+    // Fail closed: a pool whose cap does not name a resource has none of it.
+    const max = cap.maxExtended?.[name] ?? (cap.provides?.includes(name) ? undefined : 0);
+    if (max === undefined) continue;
+    const used = haveExtended[i]!;
+    if (used + want > max) {
+      return {
+        ok: false,
+        pool,
+        dimension: name as `${string}/${string}`,
+        requested: want,
+        used,
+        max,
+        neverFits: want > max,
+      };
     }
   }
   return { ok: true };

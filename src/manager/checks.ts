@@ -1,5 +1,6 @@
 import type { CapDimension } from '../caps/cap-tracker.js';
 import { InvalidInputError } from '../errors.js';
+import { nearest as nearestKey } from '../internal/strict-keys.js';
 import { isExtendedResourceName } from '../resources/names.js';
 import { capToMillicores, coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
@@ -164,29 +165,6 @@ export function checkJobResources(value: unknown): void {
 }
 
 function nearest(key: string, accepted: readonly string[]): string {
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of accepted) {
-    const d = distance(key.toLowerCase(), candidate);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
+  const best = nearestKey(key, accepted);
   return best === undefined ? '' : ` (did you mean \`${best}\`?)`;
-}
-
-function distance(a: string, b: string): number {
-  if (a.length > 64) return Number.POSITIVE_INFINITY;
-  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const saved = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = saved;
-    }
-  }
-  return row[b.length]!;
 }

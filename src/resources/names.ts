@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../errors.js';
+import { nearest } from '../internal/strict-keys.js';
 
 /** A domain-prefixed resource name such as `nvidia.com/gpu`. */
 export type ExtendedResourceName = `${string}/${string}`;
@@ -79,43 +80,6 @@ export function validateExtendedResourceName(name: unknown): ExtendedResourceNam
 }
 
 /**
- * The accepted key closest to `key` (edit distance at most 2, or a
- * case-insensitive match), for "did you mean" hints.
- */
-export function nearestKey(key: string, accepted: readonly string[]): string | undefined {
-  if (key.length > 64) return undefined;
-  let best: string | undefined;
-  let bestDistance = 3;
-  for (const candidate of accepted) {
-    if (candidate.toLowerCase() === key.toLowerCase()) return candidate;
-    const d = distance(key, candidate);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-// Optimal string alignment distance: insertions, deletions, substitutions, swaps.
-function distance(a: string, b: string): number {
-  const rows: number[][] = [];
-  for (let i = 0; i <= a.length; i++) rows.push([i]);
-  for (let j = 1; j <= b.length; j++) rows[0]![j] = j;
-  for (let i = 1; i <= a.length; i++) {
-    for (let j = 1; j <= b.length; j++) {
-      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
-      let d = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) {
-        d = Math.min(d, rows[i - 2]![j - 2]! + 1);
-      }
-      rows[i]![j] = d;
-    }
-  }
-  return rows[a.length]![b.length]!;
-}
-
-/**
  * The sentence for an unknown key: names it, the accepted keys, and the nearest one.
  *
  * @param where - What the object is, e.g. `job resources`.
@@ -129,7 +93,7 @@ export function unknownKeyMessage(
   accepted: readonly string[],
   extra = '',
 ): string {
-  const near = nearestKey(key, accepted);
+  const near = nearest(key, accepted);
   const shown = key.length > 80 ? `${JSON.stringify(key.slice(0, 40))}...` : JSON.stringify(key);
   return `Unknown key ${shown} in ${where}${near ? ` (did you mean "${near}"?)` : ''}. Accepted keys: ${accepted.join(', ')}${extra}.`;
 }

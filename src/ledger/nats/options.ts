@@ -4,7 +4,7 @@
  * accepted key, never silently ignored.
  */
 import { InvalidInputError } from '../../errors.js';
-import { editDistance } from '../checks.js';
+import { nearest } from '../../internal/strict-keys.js';
 
 /** Every key `NatsPoolLedger.connect` accepts. */
 export const NATS_POOL_LEDGER_OPTION_KEYS = [
@@ -47,19 +47,4 @@ export function assertKnownKeys(what: string, value: unknown, accepted: readonly
       `Unknown key ${JSON.stringify(key.slice(0, 64))} in ${what}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; accepted keys: ${accepted.join(', ')}`,
     );
   }
-}
-
-/** The accepted key closest to `key` by edit distance, when it is close (at most 3 edits). */
-function nearest(key: string, accepted: readonly string[]): string | undefined {
-  if (key.length > 64) return undefined;
-  let best: string | undefined;
-  let bestDistance = 4;
-  for (const candidate of accepted) {
-    const d = editDistance(key.toLowerCase(), candidate.toLowerCase());
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
 }
