@@ -588,6 +588,8 @@ export class MachineLedger implements PoolLedger {
       const prepared = waiter.prepared();
       const late = waiter.answer();
       if (late) {
+        // Published meanwhile; a "not applied" answer needs the staged decisions read above.
+        late.prepared ??= prepared;
         await handle.release();
         return this.answered(pool, file, ops, late);
       }
