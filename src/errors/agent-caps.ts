@@ -1,0 +1,78 @@
+// Errors of per-agent caps (src/agent-caps): an invalid systemd value, a lost KV write race.
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+
+/**
+ * A per-agent caps value is not valid systemd syntax; it was not written or applied.
+ *
+ * @example
+ * ```ts
+ * try { decodeAgentCaps(value); }
+ * catch (error) { if (isCapsValueError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class CapsValueError extends ScalerError {
+  /** The field, `cpuQuota` or `memoryMax` (or `value` for the document). */
+  readonly field: string;
+  /** The refused value. */
+  readonly value: unknown;
+  /**
+   * @param field - The field.
+   * @param value - The refused value.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(field: string, value: unknown, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.CAPS_VALUE, message, options);
+    this.name = 'CapsValueError';
+    this.field = field;
+    this.value = value;
+  }
+}
+
+/**
+ * A KV write lost a compare-and-set race (JetStream codes 10071 and 10164).
+ *
+ * @example
+ * ```ts
+ * try { await writeAgentCaps(kv, 'iris', caps); }
+ * catch (error) { if (isRevisionConflictError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class RevisionConflictError extends ScalerError {
+  /** The KV key involved. */
+  readonly key: string;
+  /**
+   * @param key - The KV key.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(key: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.REVISION_CONFLICT, message, options);
+    this.name = 'RevisionConflictError';
+    this.key = key;
+  }
+}
+
+/**
+ * True for a {@link CapsValueError}.
+ *
+ * @example
+ * ```ts
+ * if (isCapsValueError(error)) console.error(error.code, error.field, error.value);
+ * ```
+ */
+export const isCapsValueError = hasCode<CapsValueError>([ErrorCode.CAPS_VALUE]);
+
+/**
+ * True for a {@link RevisionConflictError}.
+ *
+ * @example
+ * ```ts
+ * if (isRevisionConflictError(error)) console.error(error.code, error.key);
+ * ```
+ */
+export const isRevisionConflictError = hasCode<RevisionConflictError>([
+  ErrorCode.REVISION_CONFLICT,
+]);

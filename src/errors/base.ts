@@ -1,0 +1,142 @@
+// The base of every error: the codes, `ScalerError`, `isScalerError`, and the
+// `hasCode` helper every room builds its `is*` predicates with. Imports nothing.
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+/**
+ * Every error code the library uses, as a constant object (see {@link ErrorCodeName}
+ * for the union of its values).
+ *
+ * @example
+ * ```ts
+ * if (isScalerError(error) && error.code === ErrorCode.LEDGER_BUSY) retryLater();
+ * ```
+ */
+export const ErrorCode = {
+  /** A CPU or memory quantity could not be parsed. */
+  RESOURCE_PARSE: 'ERR_RESOURCE_PARSE',
+  /** Resolved resources request more than their limit. */
+  RESOURCE_CONFLICT: 'ERR_RESOURCE_CONFLICT',
+  /** A reservation id that is already held was reserved again. */
+  DUPLICATE_RESERVATION: 'ERR_DUPLICATE_RESERVATION',
+  /** A configuration document failed validation. */
+  CONFIG_INVALID: 'ERR_CONFIG_INVALID',
+  /** A ledger file or value is unreadable, of the wrong shape or of an unknown version. */
+  LEDGER_CORRUPT: 'ERR_LEDGER_CORRUPT',
+  /** A pool's stored cap differs from the cap it was registered with. */
+  LEDGER_CAP_MISMATCH: 'ERR_LEDGER_CAP_MISMATCH',
+  /** The ledger lock (or compare-and-set) could not be won before the deadline. */
+  LEDGER_BUSY: 'ERR_LEDGER_BUSY',
+  /** The ledger lock was lost while the operation held it; nothing was written. */
+  LEDGER_LOCK_COMPROMISED: 'ERR_LEDGER_LOCK_COMPROMISED',
+  /** The ledger directory is unsafe (world-writable, owned by another user) or unusable. */
+  LEDGER_DIR_UNSAFE: 'ERR_LEDGER_DIR_UNSAFE',
+  /**
+   * A file in the ledger directory was refused before it was read or written: a
+   * symbolic link, not a regular file, owned by another user, writable by others, or too large.
+   */
+  LEDGER_FILE_UNSAFE: 'ERR_LEDGER_FILE_UNSAFE',
+  /** This instance's lease expired; it must not act on its old rows. */
+  LEDGER_LEASE_EXPIRED: 'ERR_LEDGER_LEASE_EXPIRED',
+  /** The ledger's backing store (e.g. a NATS server) cannot be reached. */
+  LEDGER_UNAVAILABLE: 'ERR_LEDGER_UNAVAILABLE',
+  /** An input (interface name, address, port, uid, pool or agent name) is invalid. */
+  INVALID_INPUT: 'ERR_INVALID_INPUT',
+  /** The `nft` binary is not installed. */
+  NFT_NOT_INSTALLED: 'ERR_NFT_NOT_INSTALLED',
+  /** `nft` ran without the privileges it needs (CAP_NET_ADMIN). */
+  NFT_PERMISSION: 'ERR_NFT_PERMISSION',
+  /** `nft` exited with an error. */
+  NFT_COMMAND: 'ERR_NFT_COMMAND',
+  /** A per-agent caps value is not valid systemd syntax. */
+  CAPS_VALUE: 'ERR_CAPS_VALUE',
+  /** A KV write lost a compare-and-set race (JetStream codes 10071 and 10164). */
+  REVISION_CONFLICT: 'ERR_REVISION_CONFLICT',
+  /** A NATS request timed out (often a refused permission or a stream without direct get). */
+  NATS_TIMEOUT: 'ERR_NATS_TIMEOUT',
+  /** A NATS request failed for another reason. */
+  NATS_REQUEST: 'ERR_NATS_REQUEST',
+  /** A backend failed to spawn or destroy an agent. */
+  BACKEND: 'ERR_BACKEND',
+  /** A manager state store refused a file or value, lost a write race, or failed to write. */
+  STATE_STORE: 'ERR_STATE_STORE',
+} as const;
+
+/**
+ * The union of every value of {@link ErrorCode}.
+ *
+ * @example
+ * ```ts
+ * const code: ErrorCodeName = 'ERR_LEDGER_BUSY';
+ * ```
+ */
+export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+// A registered symbol survives two copies of the library in one process.
+const brand = Symbol.for('scaler-primitives.ScalerError');
+
+/**
+ * Options accepted by every {@link ScalerError} constructor.
+ *
+ * @example
+ * ```ts
+ * const options: ScalerErrorOptions = { cause: error };
+ * throw new BackendError('linux', 'spawn failed: quota exceeded', options);
+ * ```
+ */
+export interface ScalerErrorOptions {
+  /** The error this one was built from. */
+  cause?: unknown;
+}
+
+/**
+ * Base class of every error the library raises for bad data or failed operations.
+ *
+ * @example
+ * ```ts
+ * try {
+ *   parseMemory('8GB');
+ * } catch (error) {
+ *   if (isScalerError(error)) console.error(error.code, error.message);
+ * }
+ * ```
+ */
+export class ScalerError extends Error {
+  /** A stable, machine-readable code: one of {@link ErrorCode}. */
+  readonly code: ErrorCodeName;
+
+  /**
+   * @param code - One of {@link ErrorCode}.
+   * @param message - A sentence naming the thing involved and what to do.
+   * @param options - `cause`, passed through to `Error`.
+   */
+  constructor(code: ErrorCodeName, message: string, options?: ScalerErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.name = 'ScalerError';
+    Object.defineProperty(this, brand, { value: true });
+  }
+}
+
+/**
+ * True for any error raised by scaler-primitives (any copy of it).
+ *
+ * @param error - Anything caught.
+ *
+ * @example
+ * ```ts
+ * if (isScalerError(error)) console.error(error.code, error.message);
+ * ```
+ */
+export function isScalerError(error: unknown): error is ScalerError {
+  return (
+    typeof error === 'object' &&
+    error !== null &&
+    (error as Record<symbol, unknown>)[brand] === true &&
+    typeof (error as { code?: unknown }).code === 'string'
+  );
+}
+
+// Builds an `is*` predicate: true for a ScalerError (any copy) with one of `codes`.
+export function hasCode<T extends ScalerError>(codes: readonly ErrorCodeName[]) {
+  return (error: unknown): error is T => isScalerError(error) && codes.includes(error.code);
+}

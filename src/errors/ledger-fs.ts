@@ -1,0 +1,119 @@
+// The ledger's file-system refusals (src/ledger/dir.ts, src/ledger/safe-fs.ts): an unsafe
+// directory or a refused file.
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
+import { LedgerError } from './ledger.js';
+
+/**
+ * The ledger directory cannot be used safely.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerDirError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class LedgerDirError extends LedgerError {
+  /** The directory. */
+  readonly dir: string;
+  /**
+   * @param dir - The directory.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(dir: string, message: string, options?: ScalerErrorOptions) {
+    super(ErrorCode.LEDGER_DIR_UNSAFE, '', message, options);
+    this.name = 'LedgerDirError';
+    this.dir = dir;
+  }
+}
+
+/**
+ * Why a ledger file was refused (see {@link LedgerFileError}): a constant object,
+ * {@link LedgerFileProblemName} is the union of its values.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerFileError(error) && error.problem === LedgerFileProblem.SYMLINK) alertOperator(error.path);
+ * ```
+ */
+export const LedgerFileProblem = {
+  /** The path is a symbolic link (it is never followed). */
+  SYMLINK: 'symlink',
+  /** The path is a FIFO, a device, a directory or a socket. */
+  NOT_REGULAR: 'not-regular',
+  /** The file is owned by a user other than this process's (or root). */
+  OWNER: 'owner',
+  /** The file is writable by its group or by others. */
+  MODE: 'mode',
+  /** The file is larger than the ledger's `maxFileBytes`. */
+  TOO_LARGE: 'too-large',
+} as const;
+
+/**
+ * The union of every value of {@link LedgerFileProblem}.
+ *
+ * @example
+ * ```ts
+ * const problem: LedgerFileProblemName = 'symlink';
+ * ```
+ */
+export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof LedgerFileProblem];
+
+/**
+ * A file in the ledger directory (pool file, lease file, temp file) was refused
+ * before it was read or written. The message names the path and what it is,
+ * never the file's contents. Nothing was written.
+ *
+ * @example
+ * ```ts
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerFileError(error)) console.error(error.path, error.problem); else throw error; }
+ * ```
+ */
+export class LedgerFileError extends LedgerError {
+  /** The refused path. */
+  readonly path: string;
+  /** Why it was refused. */
+  readonly problem: LedgerFileProblemName;
+  /**
+   * @param pool - The pool involved (`''` when none).
+   * @param path - The refused path.
+   * @param problem - Why it was refused.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    pool: string,
+    path: string,
+    problem: LedgerFileProblemName,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_FILE_UNSAFE, pool, message, options);
+    this.name = 'LedgerFileError';
+    this.path = path;
+    this.problem = problem;
+  }
+}
+
+/**
+ * True for a {@link LedgerDirError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerDirError(error)) console.error(error.code, error.dir);
+ * ```
+ */
+export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UNSAFE]);
+
+/**
+ * True for a {@link LedgerFileError}.
+ *
+ * @example
+ * ```ts
+ * if (isLedgerFileError(error)) console.error(error.code, error.path, error.problem);
+ * ```
+ */
+export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE_UNSAFE]);

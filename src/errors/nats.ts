@@ -1,0 +1,47 @@
+// A failed or timed-out NATS request (src/agent-caps/nats, src/internal/nats-errors.ts).
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+
+/**
+ * A NATS request failed or timed out.
+ *
+ * @example
+ * ```ts
+ * try { await readAgentCaps(nc, 'iris'); }
+ * catch (error) { if (isNatsRequestError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class NatsRequestError extends ScalerError {
+  /** The subject requested. */
+  readonly subject: string;
+  /**
+   * @param code - `NATS_TIMEOUT` or `NATS_REQUEST`.
+   * @param subject - The subject.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    code: typeof ErrorCode.NATS_TIMEOUT | typeof ErrorCode.NATS_REQUEST,
+    subject: string,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(code, message, options);
+    this.name = 'NatsRequestError';
+    this.subject = subject;
+  }
+}
+
+/**
+ * True for a {@link NatsRequestError} (timeout or other failure).
+ *
+ * @example
+ * ```ts
+ * if (isNatsRequestError(error)) console.error(error.code, error.subject);
+ * ```
+ */
+export const isNatsRequestError = hasCode<NatsRequestError>([
+  ErrorCode.NATS_TIMEOUT,
+  ErrorCode.NATS_REQUEST,
+]);

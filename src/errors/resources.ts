@@ -1,0 +1,144 @@
+// Errors of resource quantities and reservations (src/resources, src/caps, the ledger ops).
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+import { ErrorCode, hasCode, ScalerError } from './base.js';
+
+/**
+ * Which resource dimension a quantity or a refusal is about (`extended`: a named countable resource such as `nvidia.com/gpu`).
+ *
+ * @example
+ * ```ts
+ * if (isResourceParseError(error)) {
+ *   const kind: ResourceKind = error.kind; // 'cpu' | 'memory' | 'extended'
+ * }
+ * ```
+ */
+export type ResourceKind = 'cpu' | 'memory' | 'extended';
+
+/**
+ * A CPU or memory quantity that could not be parsed; names the value and the accepted forms.
+ *
+ * @example
+ * ```ts
+ * try { parseCpu(input); }
+ * catch (error) { if (isResourceParseError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class ResourceParseError extends ScalerError {
+  /** The value that was refused, as given. */
+  readonly value: unknown;
+  /** Whether a CPU or a memory quantity was expected. */
+  readonly kind: ResourceKind;
+  /**
+   * @param kind - `cpu` or `memory`.
+   * @param value - The refused value.
+   * @param message - The full sentence.
+   */
+  constructor(kind: ResourceKind, value: unknown, message: string) {
+    super(ErrorCode.RESOURCE_PARSE, message);
+    this.name = 'ResourceParseError';
+    this.kind = kind;
+    this.value = value;
+  }
+}
+
+/**
+ * Resolved resources whose request exceeds their limit in one dimension.
+ *
+ * @example
+ * ```ts
+ * try { resolveResources(layers); }
+ * catch (error) { if (isResourceConflictError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class ResourceConflictError extends ScalerError {
+  /** The dimension in conflict. */
+  readonly dimension: 'cpus' | 'memBytes';
+  /** The resolved request (cores or bytes). */
+  readonly request: number;
+  /** The resolved limit (cores or bytes). */
+  readonly limit: number;
+  /** The name of the layer the request came from. */
+  readonly requestLayer: string;
+  /** The name of the layer the limit came from. */
+  readonly limitLayer: string;
+  /**
+   * @param details - The values in conflict and where each came from.
+   * @param message - The full sentence.
+   */
+  constructor(
+    details: {
+      dimension: 'cpus' | 'memBytes';
+      request: number;
+      limit: number;
+      requestLayer: string;
+      limitLayer: string;
+    },
+    message: string,
+  ) {
+    super(ErrorCode.RESOURCE_CONFLICT, message);
+    this.name = 'ResourceConflictError';
+    this.dimension = details.dimension;
+    this.request = details.request;
+    this.limit = details.limit;
+    this.requestLayer = details.requestLayer;
+    this.limitLayer = details.limitLayer;
+  }
+}
+
+/**
+ * A reservation id that is already held was reserved again (it would count twice).
+ *
+ * @example
+ * ```ts
+ * try { caps.tryReserve('agent-1', ['global'], amount); }
+ * catch (error) { if (isDuplicateReservationError(error)) console.error(error.message); else throw error; }
+ * ```
+ */
+export class DuplicateReservationError extends ScalerError {
+  /** The reservation id. */
+  readonly id: string;
+  /**
+   * @param id - The reservation id already held.
+   * @param message - The full sentence.
+   */
+  constructor(id: string, message: string) {
+    super(ErrorCode.DUPLICATE_RESERVATION, message);
+    this.name = 'DuplicateReservationError';
+    this.id = id;
+  }
+}
+
+/**
+ * True for a {@link ResourceParseError}.
+ *
+ * @example
+ * ```ts
+ * if (isResourceParseError(error)) console.error(error.code, error.value, error.kind);
+ * ```
+ */
+export const isResourceParseError = hasCode<ResourceParseError>([ErrorCode.RESOURCE_PARSE]);
+
+/**
+ * True for a {@link ResourceConflictError}.
+ *
+ * @example
+ * ```ts
+ * if (isResourceConflictError(error)) console.error(error.code, error.dimension, error.request);
+ * ```
+ */
+export const isResourceConflictError = hasCode<ResourceConflictError>([
+  ErrorCode.RESOURCE_CONFLICT,
+]);
+
+/**
+ * True for a {@link DuplicateReservationError}.
+ *
+ * @example
+ * ```ts
+ * if (isDuplicateReservationError(error)) console.error(error.code, error.id);
+ * ```
+ */
+export const isDuplicateReservationError = hasCode<DuplicateReservationError>([
+  ErrorCode.DUPLICATE_RESERVATION,
+]);

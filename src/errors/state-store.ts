@@ -1,0 +1,49 @@
+// Errors of the manager's state stores (src/manager/state, src/manager/nats).
+// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+
+import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+
+/** What a {@link StateStoreError} is about. */
+export const StateStoreProblem = {
+  /** The stored state is unreadable, of the wrong shape or of an unknown version (left as it is). */
+  CORRUPT: 'corrupt',
+  /** A file was refused before it was read: a link, not a regular file, foreign owner, writable by others. */
+  UNSAFE_FILE: 'unsafe-file',
+  /** The state is (or would be) larger than the store's size limit. */
+  TOO_LARGE: 'too-large',
+  /** Another writer changed the stored state since this store last read or wrote it. */
+  CONFLICT: 'conflict',
+  /** The backing store could not be read or written. */
+  UNAVAILABLE: 'unavailable',
+} as const;
+
+/** The union of the values of {@link StateStoreProblem}. */
+export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
+
+/** A manager state store (file or NATS) refused its stored state or failed to write. */
+export class StateStoreError extends ScalerError {
+  /** Where: a file path or a KV bucket and key. */
+  readonly location: string;
+  /** What went wrong: one of {@link StateStoreProblem}. */
+  readonly problem: StateStoreProblemName;
+  /**
+   * @param location - A file path, or a bucket and key.
+   * @param problem - One of {@link StateStoreProblem}.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    location: string,
+    problem: StateStoreProblemName,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.STATE_STORE, message, options);
+    this.name = 'StateStoreError';
+    this.location = location;
+    this.problem = problem;
+  }
+}
+
+/** True for a {@link StateStoreError}. */
+export const isStateStoreError = hasCode<StateStoreError>([ErrorCode.STATE_STORE]);
