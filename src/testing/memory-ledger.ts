@@ -313,6 +313,19 @@ export class MemoryPoolLedger implements PoolLedger {
     const extended = checkReserveOptions(options);
     this.#assertOpen();
     this.#checkHeld(pool);
+    const row = this.#ownRow(agentId, cpus, memBytes, extended);
+    const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
+    if (result.ok) this.#heldOf(pool).add(agentId);
+    return result;
+  }
+
+  // The row this instance writes for an agent, now, under its current lease.
+  #ownRow(
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    extended: Readonly<Record<string, number>> | undefined,
+  ): ReservationRow {
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -324,9 +337,7 @@ export class MemoryPoolLedger implements PoolLedger {
       leaseId: this.leaseId,
     };
     if (extended !== undefined) row.extended = extended;
-    const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
-    if (result.ok) this.#heldOf(pool).add(agentId);
-    return result;
+    return row;
   }
 
   /**
@@ -341,20 +352,9 @@ export class MemoryPoolLedger implements PoolLedger {
     validatePoolName(pool);
     const requests = checkAdopt(this.#caps, pool, agents);
     this.#assertOpen();
-    const rows = requests.map(({ agentId, cpus, memBytes, extended }) => {
-      const row: ReservationRow = {
-        instanceId: this.instanceId,
-        pid: process.pid,
-        bootId: this.store.bootId,
-        agentId,
-        cpus,
-        memBytes,
-        reservedAt: this.#clock.now(),
-        leaseId: this.leaseId,
-      };
-      if (extended !== undefined) row.extended = extended;
-      return row;
-    });
+    const rows = requests.map(({ agentId, cpus, memBytes, extended }) =>
+      this.#ownRow(agentId, cpus, memBytes, extended),
+    );
     const results = this.#apply(pool, { kind: 'adopt', rows }) as AdoptResult[];
     results.forEach((result, i) => {
       if (result.ok) this.#heldOf(pool).add(rows[i]!.agentId);

@@ -464,6 +464,17 @@ export class NatsPoolLedger implements PoolLedger {
     poolKey(pool);
     checkReserve(this.caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
+    const row = this.#ownRow(agentId, cpus, memBytes, extended);
+    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+  }
+
+  // The row this instance writes for an agent, now, under its current lease.
+  #ownRow(
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    extended: Readonly<Record<string, number>> | undefined,
+  ): ReservationRow {
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -475,7 +486,7 @@ export class NatsPoolLedger implements PoolLedger {
       leaseId: this.lease.id,
     };
     if (extended !== undefined) row.extended = extended;
-    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+    return row;
   }
 
   /**
@@ -488,21 +499,8 @@ export class NatsPoolLedger implements PoolLedger {
    */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     poolKey(pool);
-    const rows = checkAdopt(this.caps, pool, agents).map(
-      ({ agentId, cpus, memBytes, extended }) => {
-        const row: ReservationRow = {
-          instanceId: this.instanceId,
-          pid: process.pid,
-          bootId: this.bootId,
-          agentId,
-          cpus,
-          memBytes,
-          reservedAt: this.timeSource.now(),
-          leaseId: this.lease.id,
-        };
-        if (extended !== undefined) row.extended = extended;
-        return row;
-      },
+    const rows = checkAdopt(this.caps, pool, agents).map(({ agentId, cpus, memBytes, extended }) =>
+      this.#ownRow(agentId, cpus, memBytes, extended),
     );
     return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
