@@ -1,13 +1,7 @@
-/**
- * NatsPoolLedger: the PoolLedger for pools shared by many hosts, kept in a
- * NATS JetStream KV bucket. Every change is a compare-and-set on the pool key.
- */
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
-import { type KV, type KvEntry, Kvm, KvWatchInclude } from '@nats-io/kv';
+import { type KV, type KvEntry, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type Clock, type ClockTimer, monotonicNow, resolveClock, sleep } from '../../clock.js';
+import { type Clock, monotonicNow, resolveClock, sleep } from '../../clock.js';
 import {
   LedgerBusyError,
   LedgerLeaseExpiredError,
@@ -29,7 +23,6 @@ import {
   assertCap,
   type DocumentSource,
   emptyDocument,
-  type LeaseState,
   parseDocument,
   serializeDocument,
   sumRows,
@@ -57,14 +50,16 @@ import type {
 } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { Combiner } from './combiner.js';
-import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
-import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
+import { poolKey } from './keys.js';
+import { partitionByLease, ServerClock } from './liveness.js';
 import {
   assertKnownKeys,
   NATS_POOL_LEDGER_HOOK_KEYS,
   NATS_POOL_LEDGER_OPTION_KEYS,
   type NatsPoolLedgerHooks,
 } from './options.js';
+import { endBody, OwnLease } from './own-lease.js';
+import { PeerLeases } from './peer-leases.js';
 
 /** Options of {@link NatsPoolLedger.connect}. */
 export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
@@ -143,17 +138,6 @@ export interface NatsPoolSnapshot {
   usage: ResourceAmount;
 }
 
-type LeaseStatus = 'live' | 'lapsed';
-
-interface Lease {
-  id: string;
-  key: string;
-  revision: number;
-  /** Monotonic time the last acknowledged heartbeat was sent. */
-  sentAt: number;
-  status: LeaseStatus;
-}
-
 const DEFAULT_BUCKET = 'scaler-pools';
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -221,19 +205,11 @@ export class NatsPoolLedger implements PoolLedger {
     () => this.#timeSource,
   );
   readonly #monotonic: () => number;
-  readonly #clock = new ServerClock(() => this.#monotonic());
-  /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
-  readonly #freshLeases = new Map<string, { created: number; windowMs: number }>();
-  /** Peer leases known ended (closed, fenced or deleted); they never come back. */
-  readonly #endedLeases = new Set<string>();
   /** Pools that have not yet been told that this instance's previous lease was lost. */
   readonly #unreported = new Set<string>();
-  #lease: Lease;
-  #beating: Promise<void> | undefined;
-  #renewing: Promise<void> | undefined;
-  #leaseTimer: ClockTimer | undefined;
+  readonly #lease: OwnLease;
+  readonly #peers: PeerLeases;
   readonly #timeSource: Clock;
-  #leaseWatch: { stop(): void } | undefined;
   #closed = false;
   readonly #telemetry;
 
@@ -256,7 +232,30 @@ export class NatsPoolLedger implements PoolLedger {
     this.#hooks = testHooksOf<NatsPoolLedgerHooks>(options);
     this.#monotonic = this.#hooks.monotonic ?? monotonicNow;
     this.#timeSource = resolveClock(options.clock, undefined);
-    this.#lease = newLease(this.#monotonic());
+    const serverClock = new ServerClock(this.#monotonic);
+    this.#lease = new OwnLease({
+      kv,
+      cas: this.#cas,
+      instanceId: this.instanceId,
+      bootId: this.#bootId,
+      leaseMs: this.leaseMs,
+      monotonic: this.#monotonic,
+      serverClock,
+      timers: this.#timeSource,
+      onLapse: () => {
+        for (const pool of this.#caps.keys()) this.#unreported.add(pool);
+        for (const pool of this.#batches.pools()) this.#unreported.add(pool);
+      },
+      onRenewed: (lost) => this.#peers.end(lost),
+    });
+    this.#peers = new PeerLeases({
+      kv,
+      cas: this.#cas,
+      leaseMs: this.leaseMs,
+      clock: serverClock,
+      ownLeaseId: () => this.#lease.id,
+      fencedBody: () => endBody(this.instanceId, 'fenced'),
+    });
     this.#telemetry = createLedgerTelemetry(options, 'nats', {
       clock: this.#timeSource,
       pools: () => this.#caps.keys(),
@@ -271,10 +270,8 @@ export class NatsPoolLedger implements PoolLedger {
         instanceId: this.instanceId,
         timeoutMs: this.#timeoutMs,
         leaseId: () => this.#lease.id,
-        leaseConfirmed: () =>
-          this.#lease.status === 'live' &&
-          this.#monotonic() - this.#lease.sentAt < this.leaseMs / 2,
-        leaseState: (id) => this.#leaseState(id),
+        leaseConfirmed: () => this.#lease.confirmed,
+        leaseState: (id) => this.#peers.state(id),
         registeredCap: (pool) => this.#caps.get(pool),
         enqueue: (pool, op) => this.#enqueue(pool, op),
         commitHere: (pool, ops) => this.#commitHere(pool, ops),
@@ -372,7 +369,7 @@ export class NatsPoolLedger implements PoolLedger {
       });
       for (let attempt = 0; ; attempt++) {
         try {
-          await ledger.#openLease();
+          await ledger.#lease.open();
           break;
         } catch (error) {
           if (monotonic() >= deadline || isConnectionClosed(error)) {
@@ -385,14 +382,8 @@ export class NatsPoolLedger implements PoolLedger {
           await sleep(backoff(attempt, 50, 1000));
         }
       }
-      ledger.#leaseTimer = ledger.#timeSource.setInterval(
-        () => {
-          ledger.#beat().catch(() => {});
-        },
-        Math.max(100, Math.floor(leaseMs / 3)),
-      );
-      ledger.#leaseTimer.unref();
-      await ledger.#watchLeases();
+      ledger.#lease.startHeartbeat();
+      await ledger.#peers.watch();
       ledger.#combiner?.start();
       return ledger;
     } catch (error) {
@@ -560,7 +551,7 @@ export class NatsPoolLedger implements PoolLedger {
         const doc = this.#documentOf(entry, source) ?? emptyDocument(this.#caps.get(pool) ?? {});
         const { live, stale } = partitionByLease(
           doc.reservations,
-          await this.#leaseFacts(doc.reservations),
+          await this.#peers.facts(doc.reservations),
         );
         this.#telemetry?.observed(pool, doc.cap, live);
         return {
@@ -614,17 +605,11 @@ export class NatsPoolLedger implements PoolLedger {
     this.#closed = true;
     this.#reaper.close();
     this.#telemetry?.close();
-    this.#timeSource.clearInterval(this.#leaseTimer);
-    this.#leaseTimer = undefined;
-    this.#leaseWatch?.stop();
+    this.#lease.stop();
+    this.#peers.stop();
     await this.#batches.idle();
     await this.#combiner?.close();
-    await this.#beating?.catch(() => {});
-    if (this.#lease.status === 'live') {
-      await this.#cas
-        .write(this.#lease.key, this.#endBody('closed'), this.#lease.revision)
-        .catch(() => {});
-    }
+    await this.#lease.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
   }
 
@@ -700,7 +685,7 @@ export class NatsPoolLedger implements PoolLedger {
         const baseRevision = cached?.revision ?? entry?.revision ?? 0;
         const partition = partitionByLease(
           base.reservations,
-          await this.#leaseFacts(base.reservations),
+          await this.#peers.facts(base.reservations),
         );
         for (const op of ops)
           if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.#lease.id;
@@ -776,218 +761,19 @@ export class NatsPoolLedger implements PoolLedger {
     );
   }
 
-  // --- leases ---------------------------------------------------------------
-
-  #heartbeatBody(): string {
-    return JSON.stringify({
-      instanceId: this.instanceId,
-      host: hostname(),
-      pid: process.pid,
-      bootId: this.#bootId,
-      leaseMs: this.leaseMs,
-    });
-  }
-
-  // What a heartbeat key holds once its lease has ended: closed by its owner or fenced by a peer.
-  #endBody(how: 'closed' | 'fenced'): string {
-    return JSON.stringify({ ended: how, by: this.instanceId, host: hostname() });
-  }
-
-  /** Take a new lease: a fresh id and a heartbeat key created for it. */
-  async #openLease(): Promise<void> {
-    const lease = newLease(this.#monotonic());
-    const sent = this.#monotonic();
-    const revision = await this.#cas.write(lease.key, this.#heartbeatBody(), 0);
-    lease.revision = revision;
-    lease.sentAt = sent;
-    lease.status = 'live';
-    this.#lease = lease;
-    await this.#anchorClock(lease.key, revision, this.#monotonic()).catch(() => {});
-  }
-
-  // Learn the server's time from the heartbeat just written.
-  async #anchorClock(key: string, revision: number, ackedAt: number): Promise<void> {
-    const entry = await this.#kv.get(key, { revision });
-    if (entry) this.#clock.anchor(entry.created.getTime(), ackedAt);
-  }
-
-  /**
-   * Refresh the heartbeat, as a compare-and-set on its own revision: when a peer
-   * fenced it (wrote an end marker at the revision it judged expired), the refresh fails
-   * and the lease is lapsed for good.
-   */
-  #beat(): Promise<void> {
-    if (this.#lease.status !== 'live' || this.#closed) return Promise.resolve();
-    this.#beating ??= (async () => {
-      const lease = this.#lease;
-      const sent = this.#monotonic();
-      try {
-        const revision = await this.#cas.write(lease.key, this.#heartbeatBody(), lease.revision);
-        const acked = this.#monotonic();
-        lease.revision = revision;
-        lease.sentAt = sent;
-        await this.#anchorClock(lease.key, revision, acked).catch(() => {});
-      } catch (error) {
-        if (!isRevisionConflict(error)) throw error;
-        // The revision moved. Only a peer's end marker (or an operator's delete)
-        // means the lease is lost; a heartbeat body is our own earlier refresh
-        // that landed although its answer did not arrive: carry on from it.
-        const entry = await this.#kv.get(lease.key);
-        if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
-          lease.revision = Math.max(lease.revision, entry.revision);
-          return;
-        }
-        if (lease === this.#lease && lease.status === 'live') {
-          lease.status = 'lapsed';
-          for (const pool of this.#caps.keys()) this.#unreported.add(pool);
-          for (const pool of this.#batches.pools()) this.#unreported.add(pool);
-        }
-      }
-    })().finally(() => {
-      this.#beating = undefined;
-    });
-    return this.#beating;
-  }
-
   /**
    * Before acting on a pool: make sure the lease is ours. A heartbeat older than
    * half the window (a stall, a slow server) is refreshed first; a lost lease is
    * replaced, and reported once to each pool.
    */
   async #ensureLease(pool: string, report = true): Promise<void> {
-    if (
-      this.#lease.status === 'live' &&
-      this.#monotonic() - this.#lease.sentAt > this.leaseMs / 2
-    ) {
-      // A failure here is retried by the caller's loop until its deadline.
-      await this.#beat();
-    }
-    if (this.#lease.status === 'lapsed') {
-      const lost = this.#lease.id;
-      this.#renewing ??= this.#openLease()
-        .then(() => this.#endLease(lost))
-        .finally(() => {
-          this.#renewing = undefined;
-        });
-      await this.#renewing;
-    }
+    await this.#lease.refresh();
     if (report && this.#unreported.delete(pool)) {
       throw new LedgerLeaseExpiredError(
         pool,
         `Instance ${JSON.stringify(this.instanceId)} lost its lease on NATS KV ${this.bucket} (its heartbeat was not refreshed within ${this.leaseMs} ms and a peer ended it), so its reservations in pool ${JSON.stringify(pool)} made before may have been reaped and given to others. Treat them as lost: stop or re-reserve their agents. This instance now holds a new lease and the next call proceeds.`,
       );
     }
-  }
-
-  /**
-   * Follow heartbeat keys: a refresh proves a peer fresh (by its server
-   * timestamp), an end marker or a deletion ends its lease at once. Only a hint that saves reads;
-   * without it every judgement falls back to reading the heartbeat key.
-   */
-  async #watchLeases(): Promise<void> {
-    try {
-      const watch = await this.#kv.watch({
-        key: `${LEASE_KEY_PREFIX}>`,
-        include: KvWatchInclude.UpdatesOnly,
-      });
-      this.#leaseWatch = watch;
-      void (async () => {
-        for await (const entry of watch) {
-          const id = entry.key.slice(LEASE_KEY_PREFIX.length);
-          if (id === this.#lease.id) continue;
-          if (entry.operation !== 'PUT' || hasEnded(entry)) {
-            this.#endLease(id);
-          } else if (!this.#endedLeases.has(id)) {
-            const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
-            this.#noteFresh(id, entry.created.getTime(), windowMs);
-          }
-        }
-      })().catch(() => {});
-    } catch {
-      // Without the watch, leases are judged by reading their keys.
-    }
-  }
-
-  #noteFresh(id: string, created: number, windowMs: number): void {
-    const known = this.#freshLeases.get(id);
-    if (known && known.created >= created) return;
-    if (this.#freshLeases.size > 1000) this.#freshLeases.clear();
-    this.#freshLeases.set(id, { created, windowMs });
-  }
-
-  async #leaseFacts(rows: readonly ReservationRow[]): Promise<LeaseFacts> {
-    const ownLeaseId = this.#lease.id;
-    const ids = foreignLeases(rows, ownLeaseId);
-    const states = new Map<string, LeaseState>();
-    await Promise.all(ids.map(async (id) => states.set(id, await this.#leaseState(id))));
-    return { ownLeaseId, leaseState: (id) => states.get(id) ?? 'unknown' };
-  }
-
-  /**
-   * A peer lease's state, by server timestamps only. A heartbeat seen fresh
-   * stays fresh until the server clock passes its time plus the window, so a
-   * busy pool reads each peer's heartbeat about once per window. Anything
-   * uncertain is `unknown`, which keeps the rows.
-   */
-  async #leaseState(id: string): Promise<LeaseState> {
-    if (this.#endedLeases.has(id)) return 'expired';
-    const now = this.#clock.now();
-    if (now === undefined) return 'unknown';
-    const known = this.#freshLeases.get(id);
-    if (known && now - known.created <= known.windowMs) return 'fresh';
-    const key = leaseKey(id);
-    try {
-      const entry = await this.#kv.get(key);
-      if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
-        this.#endLease(id);
-        return 'expired';
-      }
-      const created = entry.created.getTime();
-      const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
-      if (now - created <= windowMs) {
-        this.#noteFresh(id, created, windowMs);
-        return 'fresh';
-      }
-      // Fence: end exactly the heartbeat judged expired. If its owner
-      // refreshed it meanwhile, this fails and the lease stays.
-      await this.#cas.write(key, this.#endBody('fenced'), entry.revision);
-      this.#endLease(id);
-      return 'expired';
-    } catch {
-      return 'unknown';
-    }
-  }
-
-  #endLease(id: string): void {
-    this.#freshLeases.delete(id);
-    this.#endedLeases.add(id);
-    // Ended leases are only ever looked up while their rows exist; keep the set bounded.
-    if (this.#endedLeases.size > 10_000) {
-      const first = this.#endedLeases.values().next().value;
-      if (first !== undefined) this.#endedLeases.delete(first);
-    }
-  }
-}
-
-function newLease(sentAt: number): Lease {
-  const id = randomUUID();
-  return { id, key: leaseKey(id), revision: 0, sentAt, status: 'live' };
-}
-
-function hasEnded(entry: KvEntry): boolean {
-  try {
-    return (entry.json() as { ended?: unknown }).ended !== undefined;
-  } catch {
-    return false;
-  }
-}
-
-function declaredLeaseMs(entry: KvEntry): number {
-  try {
-    const value = (entry.json() as { leaseMs?: unknown }).leaseMs;
-    return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
-  } catch {
-    return 0;
   }
 }
 
