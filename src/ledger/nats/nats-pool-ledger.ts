@@ -1,5 +1,5 @@
-import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
-import { type KV, type KvEntry, Kvm } from '@nats-io/kv';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, monotonicNow, resolveClock, sleep } from '../../clock.js';
 import {
@@ -16,7 +16,6 @@ import {
   checkAgentId,
   checkReserve,
   checkReserveOptions,
-  positiveOption,
   registeredCap,
 } from '../checks.js';
 import {
@@ -32,11 +31,7 @@ import { GroupCommit, type OpAnswer } from '../group-commit.js';
 import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
-import {
-  checkLedgerTelemetryOptions,
-  createLedgerTelemetry,
-  type LedgerTelemetryOptions,
-} from '../telemetry.js';
+import { createLedgerTelemetry } from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
@@ -50,99 +45,21 @@ import type {
 } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { Combiner } from './combiner.js';
+import {
+  backoff,
+  type CheckedOptions,
+  checkConnectOptions,
+  describeNatsError,
+  openBucket,
+  openConnection,
+  retryUntil,
+} from './connect.js';
 import { poolKey } from './keys.js';
 import { partitionByLease, ServerClock } from './liveness.js';
-import {
-  assertKnownKeys,
-  NATS_POOL_LEDGER_HOOK_KEYS,
-  NATS_POOL_LEDGER_OPTION_KEYS,
-  type NatsPoolLedgerHooks,
-} from './options.js';
+import type { NatsPoolLedgerHooks } from './options.js';
 import { endBody, OwnLease } from './own-lease.js';
 import { PeerLeases } from './peer-leases.js';
-
-/** Options of {@link NatsPoolLedger.connect}. */
-export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
-  /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
-  nc?: NatsConnection;
-  /**
-   * Server URLs to connect to (needs `@nats-io/transport-node`); the ledger owns
-   * this connection, reconnects forever and closes it in {@link NatsPoolLedger.close}.
-   */
-  servers?: string | string[];
-  /**
-   * The KV bucket. Created (with `replicas`, history 1) when it does not exist;
-   * an existing bucket is used as it is.
-   * @default 'scaler-pools'
-   */
-  bucket?: string;
-  /** This orchestrator instance's id, written into every row it makes. */
-  instanceId: string;
-  /**
-   * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
-   * whose heartbeat is older than this (by the server's timestamps) is gone and
-   * its rows are reaped. Minimum 300.
-   * @default 30000
-   */
-  leaseMs?: number;
-  /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
-  replicas?: number;
-  /**
-   * How long one operation keeps retrying lost compare-and-set races (then
-   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
-   * @default 10000
-   */
-  timeoutMs?: number;
-  /** The boot id written into rows (informational across hosts). @default read from `/proc` */
-  bootId?: string;
-  /**
-   * The clock of `reservedAt`, the heartbeat and the reaper timers. Lease
-   * liveness is judged by the server's timestamps and this host's monotonic
-   * clock, and retry pauses are real waits on the server, whatever is given here.
-   * @default the system clock (`systemClock` from `scaler-primitives/ledger`)
-   */
-  clock?: Clock;
-  /**
-   * Combine across processes: the first instance to act on a pool becomes its
-   * combiner (elected through the `leader.<pool>` key, tied to its lease) and
-   * every other instance sends its calls on that pool to it, over NATS
-   * request/reply, instead of racing for the compare-and-set itself. The
-   * combiner commits everyone's waiting calls in one compare-and-set. Every
-   * write stays a compare-and-set on the pool key, so writers that do not
-   * combine (older versions, or `combine: false`) share the pool safely.
-   * @default true
-   */
-  combine?: boolean;
-}
-
-/** Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}. */
-export interface NatsPoolSnapshot {
-  /** The pool name. */
-  pool: string;
-  /** The KV key, `pool.<name>`. */
-  key: string;
-  /** The key's revision, or 0 when the pool has never been written. */
-  revision: number;
-  /** The cap stored in the document (the registered cap when there is no document yet). */
-  cap: ResourceCap;
-  /** Live rows. */
-  live: ReservationRow[];
-  /** Rows whose lease has expired, each with the reason; the next write drops them. */
-  stale: Array<{
-    /** The row. */
-    row: ReservationRow;
-    /** Why it is stale (`lease-expired`). */
-    reason: string;
-  }>;
-  /** Summed CPU and memory of live rows. */
-  usage: ResourceAmount;
-}
-
-const DEFAULT_BUCKET = 'scaler-pools';
-const DEFAULT_LEASE_MS = 30_000;
-const DEFAULT_TIMEOUT_MS = 10_000;
-const BUCKET_NAME = /^[-\w]+$/;
-const monotonic = monotonicNow;
+import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
 /**
  * A cross-host ledger of reservations against named pools, kept in a NATS
@@ -218,7 +135,7 @@ export class NatsPoolLedger implements PoolLedger {
     js: JetStreamClient,
     nc: NatsConnection,
     ownsConnection: boolean,
-    options: NatsPoolLedgerOptions & { bucket: string; leaseMs: number; timeoutMs: number },
+    options: CheckedOptions,
   ) {
     this.#kv = kv;
     this.#cas = new CasWriter(js, options.bucket);
@@ -292,96 +209,22 @@ export class NatsPoolLedger implements PoolLedger {
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
-    assertKnownKeys('NatsPoolLedger options', options, NATS_POOL_LEDGER_OPTION_KEYS);
-    const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
-    assertKnownKeys('NatsPoolLedger hooks', hooks, NATS_POOL_LEDGER_HOOK_KEYS);
-    checkLedgerTelemetryOptions(options);
-    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
-      throw new TypeError(
-        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
-      );
-    }
-    if ((options.nc === undefined) === (options.servers === undefined)) {
-      throw new TypeError('Expected exactly one of `nc` (a NatsConnection) and `servers` (URLs)');
-    }
-    const bucket = options.bucket ?? DEFAULT_BUCKET;
-    if (typeof bucket !== 'string' || !BUCKET_NAME.test(bucket)) {
-      throw new TypeError(
-        `Expected \`bucket\` to be a KV bucket name of letters, digits, '-' and '_', got \`${String(bucket)}\``,
-      );
-    }
-    const leaseMs = positiveOption('leaseMs', options.leaseMs, DEFAULT_LEASE_MS);
-    if (leaseMs < 300) {
-      throw new TypeError(`Expected \`leaseMs\` to be at least 300, got \`${leaseMs}\``);
-    }
-    const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
-    const replicas = options.replicas ?? 1;
-    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
-      throw new TypeError(
-        `Expected \`replicas\` to be an integer from 1 to 5, got \`${String(replicas)}\``,
-      );
-    }
-
-    let nc = options.nc;
-    const owns = nc === undefined;
-    if (nc === undefined) {
-      const { connect } = await import('@nats-io/transport-node');
-      try {
-        nc = await connect({
-          servers: options.servers,
-          name: `scaler-primitives ledger ${options.instanceId}`,
-          maxReconnectAttempts: -1,
-          reconnectTimeWait: 250,
-          timeout: Math.min(timeoutMs, 5000),
-        });
-      } catch (error) {
-        throw new LedgerUnavailableError(
-          '',
-          `Cannot connect to NATS at ${String(options.servers)}: ${describeNatsError(error)}. Check that the server runs and that JetStream is enabled (nats-server -js).`,
-          { cause: error },
-        );
-      }
-    }
+    const checked = checkConnectOptions(options);
+    const { nc, owns } = await openConnection(checked);
     try {
-      const js = jetstream(nc, { timeout: Math.min(timeoutMs, 2000) });
-      const deadline = monotonic() + timeoutMs;
-      let kv: KV | undefined;
-      for (let attempt = 0; kv === undefined; attempt++) {
-        try {
-          // Gets go to the stream leader (no direct get), so a read never trails a write.
-          kv = await new Kvm(js).create(bucket, { replicas, history: 1, allow_direct: false });
-        } catch (error) {
-          if (monotonic() >= deadline || isConnectionClosed(error)) {
-            throw new LedgerUnavailableError(
-              '',
-              `Cannot open the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}. Check that JetStream is enabled and, in a cluster, that enough servers for ${replicas} replica(s) are up.`,
-              { cause: error },
-            );
-          }
-          await sleep(backoff(attempt, 50, 1000));
-        }
-      }
-      const ledger = new NatsPoolLedger(kv, js, nc, owns, {
-        ...options,
-        bucket,
-        leaseMs,
-        timeoutMs,
-      });
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await ledger.#lease.open();
-          break;
-        } catch (error) {
-          if (monotonic() >= deadline || isConnectionClosed(error)) {
-            throw new LedgerUnavailableError(
-              '',
-              `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}.`,
-              { cause: error },
-            );
-          }
-          await sleep(backoff(attempt, 50, 1000));
-        }
-      }
+      const deadline = monotonicNow() + checked.timeoutMs;
+      const { js, kv } = await openBucket(nc, checked, deadline);
+      const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
+      await retryUntil(
+        deadline,
+        () => ledger.#lease.open(),
+        (error) =>
+          new LedgerUnavailableError(
+            '',
+            `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(checked.bucket)}: ${describeNatsError(error)}.`,
+            { cause: error },
+          ),
+      );
       ledger.#lease.startHeartbeat();
       await ledger.#peers.watch();
       ledger.#combiner?.start();
@@ -792,18 +635,4 @@ function withRefused(
       return error ? { ok: false, error } : answers.next().value!;
     }),
   };
-}
-
-/** Full jitter: a random delay up to `base * 2^attempt`, capped. */
-function backoff(attempt: number, baseMs: number, capMs: number): number {
-  return Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
-}
-
-/** A short description of a NATS failure for messages: its message and JetStream code. */
-function describeNatsError(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return code === undefined ? `${error.name}: ${error.message}` : `${error.message} (${code})`;
-  }
-  return String(error);
 }

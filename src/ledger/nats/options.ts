@@ -8,7 +8,7 @@ import { nearest } from '../../internal/strict-keys.js';
 import { withTestHooks } from '../../internal/test-hooks.js';
 import { LEDGER_TELEMETRY_KEYS } from '../telemetry.js';
 import type { LedgerDocument } from '../types.js';
-import type { NatsPoolLedgerOptions } from './nats-pool-ledger.js';
+import type { NatsPoolLedgerOptions } from './types.js';
 
 /** Every key `NatsPoolLedger.connect` accepts. */
 export const NATS_POOL_LEDGER_OPTION_KEYS = [
