@@ -178,6 +178,41 @@ export function buildReports(pkgRoot = root) {
 }
 
 /**
+ * Type errors in the published declaration files themselves, checked without
+ * `skipLibCheck` as a user's strict project with `skipLibCheck: false` would
+ * (a bundler that drops an import leaves a name no user can compile).
+ * @param {string} [pkgRoot] the package root holding dist/
+ * @returns {string[]} one line per error: `dist/<file>:<line>: <message>`
+ */
+export function declarationErrors(pkgRoot = root) {
+  const distDir = resolve(pkgRoot, 'dist');
+  const files = readdirSync(distDir, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.d.ts') || name.endsWith('.d.cts'))
+    .map((name) => join(distDir, name));
+  const program = ts.createProgram(files, {
+    strict: true,
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    types: ['node'],
+    skipLibCheck: false,
+    noEmit: true,
+  });
+  const errors = [];
+  for (const file of program.getSourceFiles()) {
+    if (!resolve(file.fileName).startsWith(distDir + sep)) continue;
+    for (const diagnostic of program.getSemanticDiagnostics(file)) {
+      const { line } = file.getLineAndCharacterOfPosition(diagnostic.start ?? 0);
+      const message = ts.flattenDiagnosticMessageText(diagnostic.messageText, ' ');
+      errors.push(
+        `${relative(pkgRoot, file.fileName)}:${line + 1}: TS${diagnostic.code} ${message}`,
+      );
+    }
+  }
+  return errors;
+}
+
+/**
  * Compare built reports with the files under api/.
  * @returns {string[]} one line per report that is missing, stale or extra
  */

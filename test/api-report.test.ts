@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs build script without types
-import { buildReports, staleReports } from '../scripts/api-report.mjs';
+import { buildReports, declarationErrors, staleReports } from '../scripts/api-report.mjs';
 import { ensureBuilt, root } from './helpers/built-package.js';
 
 type Reports = Map<string, string> & { unnameable: string[] };
@@ -42,6 +42,10 @@ describe('API report', () => {
 
   it('every type the public surface refers to is exported by some subpath', () => {
     expect(reports.unnameable).toEqual([]);
+  });
+
+  it('the published declarations type-check on their own, without skipLibCheck', () => {
+    expect(declarationErrors(root)).toEqual([]);
   });
 
   it('the published declarations hold no private member and no @internal declaration', () => {

@@ -19,8 +19,12 @@ export interface ResourceSpec {
   cpus?: number | string;
   /** Memory: bytes as a number, or a quantity string such as `"8Gi"` or `"512m"`. */
   memory?: number | string;
-  /** Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. */
-  [extended: ExtendedResourceName]: number | string | undefined;
+  /**
+   * Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. The key
+   * type is {@link ExtendedResourceName} written out: the declaration bundler
+   * drops the import of a type used only as an index-signature key.
+   */
+  [extended: `${string}/${string}`]: number | string | undefined;
 }
 
 /**
