@@ -102,10 +102,16 @@ export interface ScalerManagerOptions extends TelemetryOptions {
    *
    * @example
    * ```ts
-   * sweeps: {
+   * import type { KV } from '@nats-io/kv';
+   * import { sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
+   * import type { ScalerManagerOptions } from 'scaler-primitives/manager';
+   * import { sweepIsolation } from 'scaler-primitives/nftables';
+   * declare const kv: KV;
+   *
+   * const sweeps: ScalerManagerOptions['sweeps'] = {
    *   agentCaps: (live) => sweepAgentCaps(kv, live),
    *   isolation: (live) => sweepIsolation(live, { table: 'scaler_primitives' }),
-   * }
+   * };
    * ```
    */
   sweeps?: Readonly<Record<string, ReconcileSweep>>;
