@@ -9,7 +9,24 @@ import type { StateStore } from './state/types.js';
 import type { ReconcileSweep } from './sweeps.js';
 import type { ScalerEvent } from './types.js';
 
-/** Options of the `ScalerManager` constructor. */
+/**
+ * Options of the `ScalerManager` constructor.
+ *
+ * @example
+ * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ * import { type ScalerBackend, type ScalerConfigInput, ScalerManager, type ScalerManagerOptions } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backend: ScalerBackend;
+ * const options: ScalerManagerOptions = {
+ *   config,
+ *   backends: [{ name: 'linux', backend }],
+ *   ledger: new MachineLedger({ instanceId: 'orchestrator-a' }),
+ *   onEvent: (event) => console.log(event.kind, event.agentId),
+ * };
+ * const manager = new ScalerManager(options);
+ * ```
+ */
 export interface ScalerManagerOptions extends TelemetryOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;

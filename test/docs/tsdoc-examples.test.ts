@@ -37,7 +37,8 @@ const run = promisify(execFile);
  * this list and has none.
  */
 const NOT_YET: readonly string[] = [
-  // Being changed on another branch at the time of writing.
+  // Being changed on another branch at the time of writing (nftables,
+  // telemetry, machine-ledger): their examples come once those branches land.
   // src/internal/telemetry/api.ts
   'OtelAttributes',
   'OtelContext',
@@ -110,197 +111,15 @@ const NOT_YET: readonly string[] = [
   'parseCidr',
   'validateAgentId',
   'validateInterfaceName',
-  // To write on this branch.
-  // src/agent-caps/nats/bucket.ts
-  'CapsBucketOptions',
-  // src/agent-caps/nats/read.ts
-  'AgentCapsRead',
-  'ReadAgentCapsOptions',
-  // src/agent-caps/nats/sweep.ts
-  'AgentCapsSweepResult',
-  'SweepAgentCapsOptions',
-  // src/agent-caps/nats/watch.ts
-  'AgentCapsChange',
-  'AgentCapsWatch',
-  'WatchAgentCapsOptions',
-  // src/agent-caps/nats/write.ts
-  'DeleteAgentCapsOptions',
-  'WriteAgentCapsOptions',
-  // src/errors/state-store.ts
-  'StateStoreProblemName',
-  'isStateStoreError',
-  'StateStoreError',
-  'StateStoreProblem',
-  // src/kici/config.ts
-  'KICI_AUTO_LABEL_PREFIX',
-  // src/kici/ledger-dir.ts
-  'KICI_LEDGER_DIR',
-  'KICI_LEDGER_DIR_ENV',
-  // src/ledger/checks.ts
-  'checkAdopt',
-  'checkAgentId',
-  'checkReserve',
-  'checkReserveOptions',
-  'MAX_ID_LENGTH',
-  'registeredCap',
-  // src/ledger/dir.ts
-  'DEFAULT_LEDGER_DIR',
-  'fallbackLedgerDir',
-  'findLedgerDir',
-  'LEDGER_DIR_ENV',
-  'resolveLedgerDir',
-  // src/ledger/document.ts
-  'addRow',
-  'assertCap',
-  'capsEqual',
-  'DocumentSource',
-  'emptyDocument',
-  'keepRows',
-  'LEDGER_VERSION',
-  'LeaseState',
-  'LivenessFacts',
-  'normalizeCap',
-  'ProcessState',
-  'parseDocument',
-  'partitionRows',
-  'RemoveResult',
-  'RowMatch',
-  'RowPartition',
-  'RowVerdict',
-  'removeRows',
-  'rowVerdict',
-  'StaleReason',
-  'StaleRow',
-  'serializeDocument',
-  'validateDocument',
-  'validatePoolName',
-  // src/ledger/fit.ts
-  'checkFit',
-  'sumRows',
-  // src/ledger/fs.ts
-  'LedgerFs',
-  // src/ledger/group-commit.ts
-  'OpAnswer',
-  // src/ledger/nats/keys.ts
-  'LEASE_KEY_PREFIX',
-  'leaseKey',
-  'POOL_KEY_PREFIX',
-  'poolKey',
-  // src/ledger/nats/nats-pool-ledger.ts
-  'NatsPoolLedgerOptions',
-  'NatsPoolSnapshot',
-  // src/ledger/ops.ts
-  'applyBatch',
-  'BatchOutcome',
-  'LedgerOp',
-  'releaseOp',
-  // src/ledger/safe-fs.ts
-  'DEFAULT_MAX_FILE_BYTES',
-  // src/ledger/types.ts
-  'AdoptGranted',
-  'AdoptHeldBy',
-  'AdoptRequest',
-  'AdoptResult',
-  'LedgerDocument',
-  'MAX_ADOPT',
-  'PoolLedger',
-  'RegisterPoolOptions',
-  'ReleaseOptions',
-  'ReservationRow',
-  'ReserveOptions',
-  'ReserveRefusal',
-  'ReserveResult',
-  // src/manager/config-types.ts
-  'LabelSetConfig',
-  'LabelSetInput',
-  'LimitRangeInput',
-  'ResourceDefaults',
-  'ResourceDefaultsInput',
-  'ScalerConfig',
-  'ScalerConfigInput',
-  'ScalerEntryConfig',
-  'ScalerEntryInput',
-  'SpawnBackoffConfig',
-  'SpawnBackoffInput',
-  'WarmPoolConfig',
-  'WarmPoolInput',
-  'WarmPoolSchedule',
-  'WarmPoolScheduleInput',
-  // src/manager/config.ts
-  'ConfigValidation',
-  'DEFAULT_AUTO_LABEL_PREFIX',
-  'formatConfigPath',
-  'parseScalerConfig',
-  'scalerConfigSchema',
-  // src/manager/labels.ts
-  'automaticLabels',
-  'labelSetMatches',
-  // src/manager/nats/store.ts
-  'DEFAULT_STATE_BUCKET',
-  'keyOf',
-  'NatsStateStoreOptions',
-  // src/manager/options.ts
-  'ScalerManagerOptions',
-  // src/manager/reservations.ts
-  'ReservationLostPolicy',
-  // src/manager/scalers.ts
-  'BackendEntry',
-  // src/manager/state/check.ts
-  'MAX_CHANGES_PER_COMMIT',
-  // src/manager/state/file.ts
-  'FileStateStoreOptions',
-  // src/manager/state/recovery.ts
-  'RecoveredPoolRow',
-  'RecoveryOptions',
-  'RecoveryResult',
-  'UnrecordedAgent',
-  'UnrecordedAgentPolicy',
-  // src/manager/state/types.ts
-  'AgentStateRecord',
-  'STATE_RECORD_VERSION',
-  'StateChange',
-  'StateStore',
-  'StoredAgentState',
-  // src/manager/status-types.ts
-  'BackendStatus',
-  'BackoffStatus',
-  'PoolStatus',
-  'ScalerCounters',
-  'ScalerStatus',
-  'Usage',
-  'WarmPoolStatus',
-  // src/manager/sweeps.ts
-  'SweepOutcome',
-  // src/manager/teardown.ts
-  'ShutdownOptions',
-  // src/manager/types.ts
-  'AgentRegistration',
-  'AgentResources',
-  'AgentState',
-  'BackendEventInput',
-  'CapacityLimit',
-  'NoMatchReason',
-  'ReconcileFailure',
-  'ReconcileResult',
-  'ScaleResult',
-  'ScalerBackend',
-  'ScalerEvent',
-  'SpawnRequest',
-  'SpawnResult',
-  'UntrackedAgent',
-  'ValidationResult',
-  // src/resources/types.ts
-  'MAX_CPU_LIMIT_CORES',
-  'ResourceLimits',
 ];
 
 /**
- * Examples that do not type-check yet, as `<file>: <declaration>`, in files
- * being changed on another branch at the time of writing. Only shrinks: a
- * listed example that type-checks fails the test (remove it then).
+ * Examples that do not type-check yet, as `<file>: <declaration>`. Only
+ * shrinks: a listed example that type-checks fails the test (remove it then).
+ * Most are incomplete (no imports, undeclared values) rather than wrong.
  */
 const NOT_YET_CHECKED: readonly string[] = [
-  // Being changed on another branch at the time of writing.
+  // In files being changed on another branch at the time of writing.
   'src/agent-caps/codec.ts: AgentCaps',
   'src/agent-caps/codec.ts: CapsValueOptions',
   'src/agent-caps/codec.ts: DecodeAgentCapsOptions',
@@ -457,81 +276,10 @@ const NOT_YET_CHECKED: readonly string[] = [
   'src/testing/test-clock.ts: RunAllOptions',
   'src/testing/test-clock.ts: TestClock.settle',
   'src/testing/test-clock.ts: TestClockOptions',
-  // To fix on this branch.
-  'src/agent-caps/nats/bucket.ts: openCapsBucket',
-  'src/agent-caps/nats/bucket.ts: openOrCreateCapsBucket',
-  'src/agent-caps/nats/read.ts: readAgentCaps',
-  'src/agent-caps/nats/sweep.ts: sweepAgentCaps',
-  'src/agent-caps/nats/watch.ts: watchAgentCaps',
-  'src/agent-caps/nats/write.ts: deleteAgentCaps',
-  'src/agent-caps/nats/write.ts: writeAgentCaps',
-  'src/errors/agent-caps.ts: CapsValueError',
-  'src/errors/agent-caps.ts: RevisionConflictError',
-  'src/errors/agent-caps.ts: isCapsValueError',
-  'src/errors/agent-caps.ts: isRevisionConflictError',
-  'src/errors/base.ts: ErrorCode',
-  'src/errors/base.ts: ErrorCodeName',
-  'src/errors/base.ts: ScalerError',
-  'src/errors/base.ts: ScalerErrorOptions',
-  'src/errors/base.ts: isScalerError',
-  'src/errors/input.ts: ConfigError',
-  'src/errors/input.ts: ConfigIssue',
-  'src/errors/input.ts: InvalidInputError',
-  'src/errors/input.ts: isConfigError',
-  'src/errors/input.ts: isInvalidInputError',
-  'src/errors/ledger-fs.ts: LedgerDirError',
-  'src/errors/ledger-fs.ts: LedgerFileError',
-  'src/errors/ledger-fs.ts: LedgerFileProblem',
-  'src/errors/ledger-fs.ts: LedgerFileProblemName',
-  'src/errors/ledger-fs.ts: isLedgerDirError',
-  'src/errors/ledger-fs.ts: isLedgerFileError',
-  'src/errors/ledger.ts: LedgerBusyError',
-  'src/errors/ledger.ts: LedgerCapMismatchError',
-  'src/errors/ledger.ts: LedgerCorruptError',
-  'src/errors/ledger.ts: LedgerError',
-  'src/errors/ledger.ts: LedgerLeaseExpiredError',
-  'src/errors/ledger.ts: LedgerLockCompromisedError',
-  'src/errors/ledger.ts: LedgerUnavailableError',
-  'src/errors/ledger.ts: isLedgerBusyError',
-  'src/errors/ledger.ts: isLedgerCapMismatchError',
-  'src/errors/ledger.ts: isLedgerCorruptError',
-  'src/errors/ledger.ts: isLedgerError',
-  'src/errors/ledger.ts: isLedgerLeaseExpiredError',
-  'src/errors/ledger.ts: isLedgerLockCompromisedError',
-  'src/errors/ledger.ts: isLedgerUnavailableError',
-  'src/errors/manager.ts: BackendError',
-  'src/errors/manager.ts: isBackendError',
-  'src/errors/nats.ts: NatsRequestError',
-  'src/errors/nats.ts: isNatsRequestError',
-  'src/errors/nftables.ts: NftCommandError',
-  'src/errors/nftables.ts: NftError',
-  'src/errors/nftables.ts: NftNotInstalledError',
-  'src/errors/nftables.ts: NftPermissionError',
-  'src/errors/nftables.ts: isNftCommandError',
-  'src/errors/nftables.ts: isNftError',
-  'src/errors/nftables.ts: isNftNotInstalledError',
-  'src/errors/nftables.ts: isNftPermissionError',
-  'src/errors/resources.ts: DuplicateReservationError',
-  'src/errors/resources.ts: ResourceConflictError',
-  'src/errors/resources.ts: ResourceKind',
-  'src/errors/resources.ts: ResourceParseError',
-  'src/errors/resources.ts: isDuplicateReservationError',
-  'src/errors/resources.ts: isResourceConflictError',
-  'src/errors/resources.ts: isResourceParseError',
-  'src/kici/ledger-dir.ts: KiciEnv',
-  'src/kici/ledger-dir.ts: kiciLedgerDirCandidates',
-  'src/kici/ledger-dir.ts: kiciLedgerDirFromEnv',
-  'src/kici/ledger-dir.ts: resolveKiciLedgerDir',
-  'src/manager/config.ts: validateScalerConfig',
-  'src/manager/labels.ts: passesMandatoryGate',
-  'src/manager/nats/store.ts: NatsStateStore',
-  'src/manager/state/file.ts: FileStateStore',
-  'src/manager/state/memory.ts: MemoryStateStore',
-  'src/manager/status-types.ts: WarmPoolHold',
-  'src/manager/sweeps.ts: ReconcileSweep',
-  'src/resources/types.ts: ResourceAmount',
-  'src/resources/types.ts: ResourceCap',
-  'src/resources/types.ts: ResourceRequest',
+  // A bug in the built types, not in the example: dist/types-*.d.ts declares
+  // ResourceSpec's `[extended: ExtendedResourceName]` index signature without
+  // importing ExtendedResourceName (the dts bundle drops the import), so a
+  // user's `{ 'nvidia.com/gpu': 1 }` does not compile. Remove once fixed.
   'src/resources/types.ts: ResourceSpec',
 ];
 
