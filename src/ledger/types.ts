@@ -312,6 +312,7 @@ export interface RegisterPoolOptions {
  *   if (!(await ledger.tryReserve('build-host', agentId, 2, 4 * 2 ** 30))) return false;
  *   return true; // spawn; on failure: await ledger.release('build-host', agentId)
  * }
+ * await startAgent(ledger, 'agent-1'); // any PoolLedger: file, NATS or the test kit's
  * ```
  */
 export interface PoolLedger {
