@@ -5,7 +5,22 @@ import type { ScalerConfig, ScalerEntryConfig } from './config.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
 import type { NoMatchReason, ScalerBackend } from './types.js';
 
-/** One backend the host provides, under the scaler name it serves. */
+/**
+ * One backend the host provides, under the scaler name it serves.
+ *
+ * @example
+ * ```ts
+ * import { type BackendEntry, type ScalerBackend, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+ * declare const backend: ScalerBackend;
+ * declare const config: ScalerConfigInput;
+ * const entry: BackendEntry = {
+ *   name: 'linux', // scalers[].name in the config
+ *   backend,
+ *   platformLabels: ['scaler-primitives:os:linux', 'scaler-primitives:arch:amd64'],
+ * };
+ * const manager = new ScalerManager({ config, backends: [entry] });
+ * ```
+ */
 export interface BackendEntry {
   /** The scaler name in config (`scalers[].name`). */
   name: string;

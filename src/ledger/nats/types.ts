@@ -8,7 +8,20 @@ import type { LedgerTelemetryOptions } from '../telemetry.js';
 import type { ReservationRow } from '../types.js';
 import type { NatsPoolLedger } from './nats-pool-ledger.js';
 
-/** Options of {@link NatsPoolLedger.connect}. */
+/**
+ * Options of {@link NatsPoolLedger.connect}.
+ *
+ * @example
+ * ```ts
+ * import { NatsPoolLedger, type NatsPoolLedgerOptions } from 'scaler-primitives/ledger/nats';
+ * const options: NatsPoolLedgerOptions = {
+ *   servers: 'nats://127.0.0.1:4222',
+ *   instanceId: 'orchestrator-a',
+ *   leaseMs: 30_000,
+ * };
+ * const ledger = await NatsPoolLedger.connect(options);
+ * ```
+ */
 export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
   nc?: NatsConnection;
@@ -62,7 +75,17 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   combine?: boolean;
 }
 
-/** Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}. */
+/**
+ * Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsPoolLedger, NatsPoolSnapshot } from 'scaler-primitives/ledger/nats';
+ * declare const ledger: NatsPoolLedger;
+ * const snapshot: NatsPoolSnapshot = await ledger.inspect('build-host');
+ * console.log(`${snapshot.key} rev ${snapshot.revision}: ${snapshot.live.length} live rows`);
+ * ```
+ */
 export interface NatsPoolSnapshot {
   /** The pool name. */
   pool: string;
