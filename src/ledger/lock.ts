@@ -41,8 +41,27 @@ export interface FencedWriteOptions {
   fsync: boolean;
 }
 
+/**
+ * What a waiter that handed its calls to the holder (cross-process combining,
+ * see `combine.ts`) does while it waits for the lock.
+ */
+export interface WaitHooks {
+  /** Called once, after the first attempt found the lock taken. */
+  contended(): void;
+  /** True once the wait is over without the lock (the holder answered). */
+  settled(): boolean;
+  /** At the timeout: true when the wait must go on (a holder took the calls; its answer decides). */
+  mustWait(): boolean;
+  /** True while the calls are posted for the holder (then the wait queue is not used). */
+  posted(): boolean;
+  /** The pause between two tries, or `undefined` for the plain sleep. */
+  pause?(leading: boolean, waitedMs: number): Promise<void> | undefined;
+}
+
 /** A held lock. */
 export interface LockHandle {
+  /** Our token directory inside the lock directory (gone once the lock is lost). */
+  readonly tokenDir: string;
   /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
   assertOwned(): Promise<void>;
   /**
@@ -67,15 +86,38 @@ export class PoolLocker {
   constructor(private readonly fs: LedgerFs) {}
 
   /**
-   * Take the lock of `pool`, retrying until `timing.timeoutMs`.
+   * Take the lock of `pool`, retrying until `timing.timeoutMs`. With `hooks`,
+   * `undefined` when the wait ended without the lock because `hooks.settled()`.
    *
    * @throws LedgerBusyError naming the pool and the lock's age.
    * @throws LedgerDirError when `<pool>.lock` exists and is not a directory.
    */
-  async acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle> {
+  acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle>;
+  acquire(
+    pool: string,
+    lockPath: string,
+    timing: LockTiming,
+    hooks: WaitHooks,
+  ): Promise<LockHandle | undefined>;
+  async acquire(
+    pool: string,
+    lockPath: string,
+    timing: LockTiming,
+    hooks?: WaitHooks,
+  ): Promise<LockHandle | undefined> {
     const started = systemClock.now();
     const queue = new WaitQueue(this.fs, queuePath(lockPath));
+    let contended = false;
     for (;;) {
+      if (hooks?.settled()) {
+        queue.leave();
+        return undefined;
+      }
+      // A waiter whose calls are posted for the holder does not claim the head
+      // of the wait queue (whoever holds the lock applies every posted request
+      // in start order), but still lets an older claimant go first.
+      const posted = hooks?.posted() === true;
+      if (posted) queue.leave();
       if (queue.myTurn()) {
         let token: string | undefined;
         try {
@@ -88,16 +130,25 @@ export class PoolLocker {
           queue.leave();
           return this.handle(pool, lockPath, token, timing.staleMs);
         }
-        queue.claim();
+        if (!posted) queue.claim();
+      }
+      if (!contended) {
+        contended = true;
+        hooks?.contended();
       }
       const waited = systemClock.now() - started;
-      if (waited >= timing.timeoutMs) {
+      if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
         queue.leave();
         throw await this.busy(pool, lockPath, waited, timing);
       }
       // Waiters behind an older one only need to notice when it is their turn.
+      const pause = hooks?.pause?.(queue.leading(), waited);
+      if (pause) {
+        await pause;
+        continue;
+      }
       const delay = queue.leading() ? retryDelay(waited) : 2 + Math.random();
-      await sleep(Math.min(delay, timing.timeoutMs - waited));
+      await sleep(Math.max(1, Math.min(delay, timing.timeoutMs - waited)));
     }
   }
 
@@ -192,6 +243,7 @@ export class PoolLocker {
     refresher.unref();
     let released = false;
     const handle: LockHandle = {
+      tokenDir,
       async assertOwned() {
         if (released || !owned()) throw lost('our token is gone from the lock directory');
       },
@@ -298,6 +350,6 @@ function datasync(fs: LedgerFs, fd: number): Promise<void> {
  * tails long under contention. Past 250 ms the holder is probably stuck (it is
  * taken over after the stale window), so poll gently, with jitter.
  */
-function retryDelay(waitedMs: number): number {
+export function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
 }

@@ -16,6 +16,24 @@ import {
   positiveOption,
   registeredCap,
 } from './checks.js';
+import {
+  batchStamp,
+  type ClaimedRequest,
+  type CombinedAnswer,
+  claimPending,
+  combinablePool,
+  combineDirPath,
+  prepareCombineDir,
+  wakeOldest,
+} from './combine.js';
+import {
+  failAnswers,
+  planCombined,
+  publishAnswers,
+  splitAnswers,
+  stageAnswers,
+} from './combine-plan.js';
+import { Inbox, PostedRequest, redo } from './combine-waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import {
   assertCap,
@@ -34,7 +52,9 @@ import {
 import { defaultFs, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
-import { PoolLocker } from './lock.js';
+import { PoolLocker, type WaitHooks } from './lock.js';
+import { findLostRows } from './lost.js';
+import { MAX_FORWARDED_OPS } from './nats/combine-wire.js';
 import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
@@ -123,6 +143,10 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
    */
   hooks?: {
     beforeCommit?: (pool: string) => Promise<void> | void;
+    /** Under the lock, before claiming waiters' requests (combining crash tests). */
+    beforeClaim?: (pool: string) => Promise<void> | void;
+    /** Under the lock, after the pool file was written, before answers are posted. */
+    afterWrite?: (pool: string) => Promise<void> | void;
     /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
     monotonic?: () => number;
     /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
@@ -228,6 +252,9 @@ export class MachineLedger implements PoolLedger {
   );
   // Per pool, the agents this instance reserved and has not released.
   private readonly held = new Map<string, Set<string>>();
+  // Per pool, this instance's inbox for combined answers (undefined: the
+  // combining directory is not usable, the plain lock is used).
+  private readonly inboxes = new Map<string, Inbox | undefined>();
   private readonly clock: Clock;
   private readonly now: () => number;
   private readonly probe: (pid: number) => boolean;
@@ -548,6 +575,8 @@ export class MachineLedger implements PoolLedger {
     this.clock.clearInterval(this.leaseTimer);
     this.leaseTimer = undefined;
     await this.batches.idle();
+    for (const inbox of this.inboxes.values()) inbox?.close();
+    this.inboxes.clear();
     this.held.clear();
     if (this.leaseReady) {
       const dir = await this.dir().catch(() => undefined);
@@ -566,32 +595,87 @@ export class MachineLedger implements PoolLedger {
     );
   }
 
-  // One lock/read/write cycle per batch of queued calls.
-  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+  // One lock/read/write cycle per batch of queued calls, or none when a holder
+  // applied them for us (cross-process combining, see combine.ts).
+  private commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    return this.cycle(pool, ops, true);
+  }
+
+  private async cycle(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    const stamp = batchStamp();
     const dir = await this.dir();
     await this.ensureLease(dir);
     const file = join(dir, `${pool}.json`);
     const source: DocumentSource = { pool, location: file };
     const registered = this.caps.get(pool);
+    const lockPath = join(dir, `${pool}.lock`);
+    const timing = { staleMs: this.lockStaleMs, timeoutMs: this.lockTimeoutMs };
+    const combineDir = this.combineDir(pool, lockPath);
+    const waiter =
+      combine && combineDir !== undefined ? this.waiter(pool, combineDir, stamp, ops) : undefined;
     const waitStart = this.telemetry?.lockWaitStart();
-    const handle = await this.locker.acquire(pool, join(dir, `${pool}.lock`), {
-      staleMs: this.lockStaleMs,
-      timeoutMs: this.lockTimeoutMs,
-    });
+    const handle = waiter
+      ? await this.locker.acquire(pool, lockPath, timing, waiter.hooks)
+      : await this.locker.acquire(pool, lockPath, timing);
+    if (handle === undefined) return this.answered(pool, file, ops, waiter!.answer()!);
     const lockedAt = this.telemetry?.lockAcquired(pool, waitStart, ops);
-    let answers: OpAnswer[];
+    if (waiter?.withdraw() === 'claimed') {
+      const answer = waiter.answer();
+      if (answer) {
+        await handle.release();
+        return this.answered(pool, file, ops, answer);
+      }
+      // A holder took our calls and never answered (it was killed, or lost
+      // its lock): it may have written them, which the ops then see.
+      const prepared = waiter.prepared();
+      const late = waiter.answer();
+      if (late) {
+        // Published meanwhile; a "not applied" answer needs the staged decisions read above.
+        late.prepared ??= prepared;
+        await handle.release();
+        return this.answered(pool, file, ops, late);
+      }
+      redo(ops, true, prepared);
+    }
+    let answers: OpAnswer[] = [];
     let wrote = false;
+    let synced = false;
+    let published = false;
+    let remote: ClaimedRequest[] = [];
     try {
+      await this.hooks.beforeClaim?.(pool);
+      if (combineDir !== undefined) {
+        remote = claimPending(
+          this.fs,
+          combineDir,
+          handle.tokenDir,
+          pool,
+          this.maxFileBytes,
+          this.staleMs,
+        );
+      }
       const text = readPoolFile(this.fs, file, { pool, maxBytes: this.maxFileBytes });
       const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
       const lost = this.lostReport(pool, file, base, ops);
+      // Our calls and every claimed request, in the order their batches started.
+      const own = {
+        stamp,
+        ops,
+        lost: lost && { index: lost.index, agentIds: [...lost.error.agentIds] },
+        fsync: this.fsync,
+      };
+      const plan = planCombined(own, remote, base, source);
       const partition = partitionRows(base.reservations, this.facts(dir, base));
-      const applied = lost ? ops.filter((_, i) => i !== lost.index) : ops;
-      const outcome = applyBatch(pool, base, partition, applied);
-      answers = outcome.answers;
-      if (lost) answers.splice(lost.index, 0, { ok: false, error: lost.error });
+      const outcome = applyBatch(pool, base, partition, plan.ops);
+      const split = splitAnswers(plan, outcome.answers);
+      answers = split[plan.parts.indexOf(own)]!;
+      const fsync = plan.parts.some((part) => part.fsync);
+      const staged =
+        combineDir !== undefined && remote.length > 0
+          ? stageAnswers(this.fs, combineDir, plan, split)
+          : undefined;
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
@@ -600,9 +684,11 @@ export class MachineLedger implements PoolLedger {
         checkWriteSize(file, text, { pool, maxBytes: this.maxFileBytes });
         // Fenced: the temp file sits in our token directory inside the lock, so
         // a holder whose lock was taken over cannot rename it into place.
-        await handle.write(file, text, { fsync: this.fsync });
+        await handle.write(file, text, { fsync });
         wrote = true;
+        await this.hooks.afterWrite?.(pool);
       }
+      if (lost) answers[lost.index] = { ok: false, error: lost.error };
       if (lost) for (const agentId of lost.error.agentIds) this.held.get(pool)?.delete(agentId);
       this.track(pool, ops, answers);
       this.telemetry?.committed(
@@ -612,14 +698,115 @@ export class MachineLedger implements PoolLedger {
         wrote ? partition.stale : [],
       );
       if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
+      if (staged && combineDir !== undefined) {
+        // Waiters hear back only once the write is durable: one directory
+        // fsync, under the lock, serves all of them.
+        if (wrote && fsync) await syncDir(this.fs, dir);
+        synced = true;
+        publishAnswers(this.fs, combineDir, plan, staged);
+        published = true;
+      }
+    } catch (error) {
+      // Every claimed waiter does its calls itself.
+      if (combineDir !== undefined && !published) failAnswers(this.fs, combineDir, remote, wrote);
+      throw error;
     } finally {
+      for (const claimed of remote) {
+        try {
+          this.fs.unlinkSync(claimed.file);
+        } catch {
+          // Moved away with a lock that was taken over.
+        }
+      }
       await handle.release();
       this.telemetry?.lockReleased(pool, lockedAt);
+      if (combineDir !== undefined) wakeOldest(this.fs, combineDir);
     }
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release
     // (callers still hear back only once it is durable).
-    if (wrote && this.fsync) await syncDir(this.fs, dir);
+    if (wrote && this.fsync && !synced) await syncDir(this.fs, dir);
+    return answers;
+  }
+
+  // The combining directory of a pool; undefined when the pool's name cannot
+  // travel in a request (then the plain lock is used).
+  private combineDir(pool: string, lockPath: string): string | undefined {
+    return combinablePool(pool) ? combineDirPath(lockPath) : undefined;
+  }
+
+  // How this batch waits: after the first failed try it posts its calls for
+  // the holder, and ends the wait when a holder answered.
+  private waiter(pool: string, combineDir: string, stamp: number, ops: LedgerOp[]) {
+    let request: PostedRequest | undefined;
+    let inbox: Inbox | undefined;
+    const registered = this.caps.get(pool);
+    return {
+      hooks: {
+        contended: () => {
+          if (ops.length > MAX_FORWARDED_OPS) return;
+          // Made (and checked) by the first waiter of the pool in this instance.
+          if (!this.inboxes.has(pool)) {
+            const usable = prepareCombineDir(this.fs, combineDir);
+            this.inboxes.set(
+              pool,
+              usable ? Inbox.open(this.fs, combineDir, this.leaseId) : undefined,
+            );
+          }
+          inbox = this.inboxes.get(pool);
+          if (inbox === undefined) return;
+          request = PostedRequest.post(
+            this.fs,
+            combineDir,
+            inbox,
+            {
+              stamp,
+              instanceId: this.instanceId,
+              leaseId: this.leaseId,
+              fsync: this.fsync,
+              held: [...(this.held.get(pool) ?? [])],
+              registered: registered !== undefined,
+            },
+            { pool, cap: registered ?? {}, ops },
+            this.maxFileBytes,
+          );
+        },
+        settled: () => request?.answer() !== undefined,
+        mustWait: () => request !== undefined && request.withdraw() === 'claimed',
+        // With a request posted, a waiter sleeps until its answer arrives, a
+        // releasing holder wakes it (the oldest), or a slow poll (a kici
+        // holder wakes nobody).
+        posted: () => request !== undefined,
+        pause: () => (request && inbox ? inbox.wait(20 + Math.random() * 20) : undefined),
+      } satisfies WaitHooks,
+      answer: () => request?.answer(),
+      prepared: () => request?.prepared(),
+      withdraw: () => request?.withdraw(),
+    };
+  }
+
+  // A holder answered our calls: take its answers as ours, or do the calls
+  // ourselves when it applied none of them.
+  private async answered(
+    pool: string,
+    file: string,
+    ops: LedgerOp[],
+    answer: CombinedAnswer,
+  ): Promise<OpAnswer[]> {
+    if (answer.reply.kind !== 'answers') {
+      const flags = answer.reply.kind === 'direct' ? answer.reply.maybeApplied : [];
+      redo(ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
+      return this.cycle(pool, ops, false);
+    }
+    const answers = answer.reply.answers;
+    if (answer.lost) {
+      answers[answer.lost.index] = {
+        ok: false,
+        error: this.lostError(pool, file, answer.lost.agentIds),
+      };
+      for (const agentId of answer.lost.agentIds) this.held.get(pool)?.delete(agentId);
+    }
+    this.track(pool, ops, answers);
     return answers;
   }
 
@@ -679,35 +866,19 @@ export class MachineLedger implements PoolLedger {
     doc: LedgerDocument,
     ops: LedgerOp[],
   ): { index: number; error: LedgerLeaseExpiredError } | undefined {
-    const held = this.held.get(pool);
-    if (!held || held.size === 0) return undefined;
-    const index = ops.findIndex(
-      (op) => op.kind === 'reserve' || (op.kind === 'reap' && !op.background),
-    );
-    if (index < 0) return undefined;
-    // A row this batch releases anyway is no loss the caller needs to hear of.
-    if (ops.some((op) => op.kind === 'releaseInstance' && op.instanceId === this.instanceId)) {
-      return undefined;
-    }
-    const releasing = new Set(ops.flatMap((op) => (op.kind === 'release' ? [op.agentId] : [])));
-    const present = new Set(
-      doc.reservations
-        .filter(
-          (row) =>
-            row.instanceId === this.instanceId && (row.leaseId ?? this.leaseId) === this.leaseId,
-        )
-        .map((row) => row.agentId),
-    );
-    const lost = [...held].filter((agentId) => !present.has(agentId) && !releasing.has(agentId));
-    if (lost.length === 0) return undefined;
+    const lost = findLostRows(doc, this.held.get(pool), this.instanceId, this.leaseId, ops);
+    if (!lost) return undefined;
+    return { index: lost.index, error: this.lostError(pool, file, lost.agentIds) };
+  }
+
+  private lostError(pool: string, file: string, lost: string[]): LedgerLeaseExpiredError {
     const one = lost.length === 1;
     const names = lost.map((agentId) => JSON.stringify(agentId)).join(', ');
-    const error = new LedgerLeaseExpiredError(
+    return new LedgerLeaseExpiredError(
       pool,
       `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
       lost,
     );
-    return { index, error };
   }
 
   // After a successful cycle: remember what this instance now holds.
