@@ -3,7 +3,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { basename, join } from 'node:path';
-import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
+import {
+  type Clock,
+  type ClockTimer,
+  monotonicNow,
+  resolveClock,
+  sleep,
+  systemClock,
+} from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import {
@@ -200,6 +207,9 @@ export interface PoolSnapshot {
 const DEFAULT_STALE_MS = 10_000;
 const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 const DEFAULT_LEASE_TTL_MS = 30_000;
+// A posted waiter behind a holder that combines looks at the lock again after
+// DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
+const DEFER_MS = 4;
 
 /**
  * A cross-process ledger of reservations against named machine pools, kept in
@@ -609,8 +619,12 @@ export class MachineLedger implements PoolLedger {
     const source: DocumentSource = { pool, location: file };
     const registered = this.caps.get(pool);
     const lockPath = join(dir, `${pool}.lock`);
-    const timing = { staleMs: this.lockStaleMs, timeoutMs: this.lockTimeoutMs };
     const combineDir = this.combineDir(pool, lockPath);
+    const timing = {
+      staleMs: this.lockStaleMs,
+      timeoutMs: this.lockTimeoutMs,
+      combining: combineDir !== undefined,
+    };
     const waiter =
       combine && combineDir !== undefined ? this.waiter(pool, combineDir, stamp, ops) : undefined;
     const waitStart = this.telemetry?.lockWaitStart();
@@ -773,11 +787,11 @@ export class MachineLedger implements PoolLedger {
         },
         settled: () => request?.answer() !== undefined,
         mustWait: () => request !== undefined && request.withdraw() === 'claimed',
-        // With a request posted, a waiter sleeps until its answer arrives, a
-        // releasing holder wakes it (the oldest), or a slow poll (a kici
-        // holder wakes nobody).
-        posted: () => request !== undefined,
-        pause: () => (request && inbox ? inbox.wait(20 + Math.random() * 20) : undefined),
+        posted: () => request !== undefined && inbox !== undefined,
+        // Behind a holder that combines, a posted waiter sleeps until its
+        // answer arrives, the releasing holder wakes it (the oldest), or a
+        // short bound passes and it looks at the lock again.
+        pause: () => inbox?.wait(DEFER_MS + Math.random() * DEFER_MS) ?? sleep(DEFER_MS),
       } satisfies WaitHooks,
       answer: () => request?.answer(),
       prepared: () => request?.prepared(),
