@@ -8,16 +8,10 @@
  */
 import { join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
-import {
-  type CombinedAnswer,
-  isObject,
-  type RequestEnvelope,
-  requestId,
-  safeCombineDir,
-} from './combine.js';
+import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
+import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
-import { type CombineRequest, decodeReply, encodeRequest } from './nats/combine-wire.js';
 import type { LedgerOp } from './ops.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
 

@@ -37,16 +37,17 @@
  */
 import { join } from 'node:path';
 import { monotonicEpochNow, systemClock } from '../clock.js';
-import { assertCap, type DocumentSource } from './document.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
-import type { OpAnswer } from './group-commit.js';
-import type { LostRows } from './lost.js';
 import {
   type CombineReply,
   type CombineRequest,
   decodeRequest,
   encodeReply,
-} from './nats/combine-wire.js';
+  isObject,
+} from './combine-wire.js';
+import { assertCap, type DocumentSource } from './document.js';
+import { hasErrorCode, type LedgerFs } from './fs.js';
+import type { OpAnswer } from './group-commit.js';
+import type { LostRows } from './lost.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
 import type { LedgerDocument } from './types.js';
 
@@ -148,11 +149,6 @@ export function inboxOf(dir: string, id: string): string | undefined {
 /** True for a safe request id. */
 export function isRequestId(id: string): boolean {
   return ID.test(id);
-}
-
-/** True for a plain JSON object (not null, not an array). */
-export function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 function decodeEnvelope(value: unknown, stamp: number): RequestEnvelope {
