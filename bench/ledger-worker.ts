@@ -83,14 +83,20 @@ function instrumentedFs(): typeof nodeFs {
     fs[name] = (...args: unknown[]) =>
       timedCall(classify(args[0], name), () => real[name]!(...args));
   }
+  // A token directory just placed in the lock: the next listing of the lock is
+  // the ownership check (other listings are waiters looking at who holds it).
+  let tokenPlaced = false;
   fs.mkdirSync = (...args: unknown[]) => {
     if (typeof args[0] === 'string' && args[0].endsWith('.lock')) phase.attempts++;
-    return timedCall(classify(args[0], 'mkdir'), () => real.mkdirSync!(...args));
+    const result = timedCall(classify(args[0], 'mkdir'), () => real.mkdirSync!(...args));
+    if (typeof args[0] === 'string' && /\.lock\/[^/]+$/.test(args[0])) tokenPlaced = true;
+    return result;
   };
   fs.readdirSync = (...args: unknown[]) => {
     const result = timedCall(classify(args[0], 'readdir'), () => real.readdirSync!(...args));
     // The ownership check right after our token: the lock is ours from here.
-    if (typeof args[0] === 'string' && args[0].endsWith('.lock')) {
+    if (typeof args[0] === 'string' && args[0].endsWith('.lock') && tokenPlaced) {
+      tokenPlaced = false;
       phase.lockAt = performance.now();
       lockEvents.push([epochNow(), 0]);
     }
