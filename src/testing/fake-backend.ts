@@ -394,8 +394,17 @@ export class FakeBackend implements ScalerBackend {
   agent(agentId: string): FakeAgent | undefined {
     const slot = this.#agents.get(agentId);
     if (slot === undefined) return undefined;
-    const { timers: _t, jobRunId: _r, jobStartedAt: _s, ...agent } = slot;
-    return { ...agent };
+    // Built field by field: a rest pattern is several times slower, and a
+    // simulated day asks this for every agent every minute.
+    const agent: FakeAgent = {
+      agentId: slot.agentId,
+      request: slot.request,
+      state: slot.state,
+      startedAt: slot.startedAt,
+    };
+    if ('jobId' in slot) agent.jobId = slot.jobId;
+    if ('registeredAt' in slot) agent.registeredAt = slot.registeredAt;
+    return agent;
   }
 
   /** The calls of one method, in order. */
