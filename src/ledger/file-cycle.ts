@@ -40,7 +40,7 @@ import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { HeldRows } from './held-rows.js';
 import type { PoolLocker, WaitHooks } from './lock.js';
-import type { MachineLedgerOptions } from './machine-ledger-options.js';
+import type { MachineLedgerHooks } from './machine-ledger-options.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 import { checkWriteSize, readPoolFile, syncDir } from './store.js';
 import type { LedgerTelemetry } from './telemetry.js';
@@ -59,7 +59,7 @@ export interface CycleHost {
   /** Per pool, this instance's inbox (undefined: the combining directory is not usable). */
   readonly inboxes: Map<string, Inbox | undefined>;
   readonly telemetry: LedgerTelemetry | undefined;
-  readonly hooks: NonNullable<MachineLedgerOptions['hooks']>;
+  readonly hooks: Partial<MachineLedgerHooks>;
   readonly instanceId: string;
   readonly leaseId: string;
   readonly fsync: boolean;

@@ -2,7 +2,9 @@
  * The options of {@link MachineLedger}, the keys it accepts, its defaults, and
  * the per-pool snapshot its `inspect` returns.
  */
+
 import type { Clock } from '../clock.js';
+import { withTestHooks } from '../internal/test-hooks.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import type { StaleRow } from './document.js';
 import type { LedgerFs } from './fs.js';
@@ -68,21 +70,43 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   fs?: LedgerFs;
   /** The environment used to resolve the directory. @default `process.env` */
   env?: NodeJS.ProcessEnv;
-  /**
-   * Test hooks.
-   * @internal
-   */
-  hooks?: {
-    beforeCommit?: (pool: string) => Promise<void> | void;
-    /** Under the lock, before claiming waiters' requests (combining crash tests). */
-    beforeClaim?: (pool: string) => Promise<void> | void;
-    /** Under the lock, after the pool file was written, before answers are posted. */
-    afterWrite?: (pool: string) => Promise<void> | void;
-    /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
-    monotonic?: () => number;
-    /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
-    lockStaleMs?: number;
-  };
+}
+
+/**
+ * What tests can hook into (passed with {@link withMachineLedgerHooks}; not
+ * public API: no subpath exports this, and no string option key reaches it).
+ */
+export interface MachineLedgerHooks {
+  /** Under the lock, before the pool file is written. */
+  beforeCommit: (pool: string) => Promise<void> | void;
+  /** Under the lock, before claiming waiters' requests (combining crash tests). */
+  beforeClaim: (pool: string) => Promise<void> | void;
+  /** Under the lock, after the pool file was written, before answers are posted. */
+  afterWrite: (pool: string) => Promise<void> | void;
+  /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
+  monotonic: () => number;
+  /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
+  lockStaleMs: number;
+}
+
+/** Every key of {@link MachineLedgerHooks}. */
+export const MACHINE_LEDGER_HOOK_KEYS = [
+  'beforeCommit',
+  'beforeClaim',
+  'afterWrite',
+  'monotonic',
+  'lockStaleMs',
+] as const satisfies readonly (keyof MachineLedgerHooks)[];
+
+/**
+ * `options` carrying test hooks (see src/internal/test-hooks.ts): for tests,
+ * benches and their worker processes only.
+ */
+export function withMachineLedgerHooks(
+  options: MachineLedgerOptions,
+  hooks: Partial<MachineLedgerHooks>,
+): MachineLedgerOptions {
+  return withTestHooks(options, hooks);
 }
 
 /** Every key of {@link MachineLedgerOptions}: any other key is refused (a typo must not silently fall back to a default). */
@@ -102,7 +126,6 @@ export const MACHINE_LEDGER_OPTION_KEYS = [
   'now',
   'fs',
   'env',
-  'hooks',
   ...LEDGER_TELEMETRY_KEYS,
 ] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
 

@@ -2,10 +2,12 @@
  * The parts a MachineLedger is made of, assembled from its options (timings
  * checked, defaults applied), and its lock-free read of one pool.
  */
+
 import type { Clock } from '../clock.js';
 import { monotonicNow, resolveClock } from '../clock.js';
+import { testHooksOf } from '../internal/test-hooks.js';
 import type { ResourceCap } from '../resources/types.js';
-import { positiveOption } from './checks.js';
+import { checkKnownKeys, positiveOption } from './checks.js';
 import type { Inbox } from './combine-waiter.js';
 import {
   emptyDocument,
@@ -25,6 +27,8 @@ import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_LOCK_TIMEOUT_MS,
   DEFAULT_STALE_MS,
+  MACHINE_LEDGER_HOOK_KEYS,
+  type MachineLedgerHooks,
   type MachineLedgerOptions,
   type PoolSnapshot,
 } from './machine-ledger-options.js';
@@ -80,7 +84,8 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   const maxFileBytes = Math.floor(
     positiveOption('maxFileBytes', options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
   );
-  const hooks = options.hooks ?? {};
+  const hooks = testHooksOf<MachineLedgerHooks>(options);
+  checkKnownKeys('MachineLedger hooks', hooks, MACHINE_LEDGER_HOOK_KEYS);
   const held = new HeldRows(instanceId, leaseId, leaseTtlMs);
   const identity = new InstanceFacts({
     fs,

@@ -87,25 +87,25 @@ export class MachineLedger implements PoolLedger {
   /** This ledger's lease id, written into its rows. */
   readonly leaseId: string;
 
-  private readonly caps = new Map<string, ResourceCap>();
-  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) =>
-    this.parts.cycles.run(pool, ops, true),
+  readonly #caps = new Map<string, ResourceCap>();
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) =>
+    this.#parts.cycles.run(pool, ops, true),
   );
   // The reaper's rounds are not the caller's operations: they never report a
   // lost lease (the report waits for the next call the caller makes).
-  private readonly reaper = new Reaper(
-    () => this.caps.keys(),
-    (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
-    () => this.parts.clock,
+  readonly #reaper = new Reaper(
+    () => this.#caps.keys(),
+    (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
+    () => this.#parts.clock,
   );
   // Per pool, this instance's inbox for combined answers (undefined: the
   // combining directory is not usable, the plain lock is used).
-  private readonly inboxes = new Map<string, Inbox | undefined>();
-  private readonly parts: LedgerParts;
-  private bootIdValue: string | undefined;
-  private dirPromise: Promise<string> | undefined;
-  private closed = false;
-  private readonly telemetry;
+  readonly #inboxes = new Map<string, Inbox | undefined>();
+  readonly #parts: LedgerParts;
+  #bootIdValue: string | undefined;
+  #dirPromise: Promise<string> | undefined;
+  #closed = false;
+  readonly #telemetry;
 
   /**
    * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
@@ -121,28 +121,28 @@ export class MachineLedger implements PoolLedger {
     checkInstanceId(options.instanceId);
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
-    this.bootIdValue = options.bootId;
-    this.telemetry = createLedgerTelemetry(options, 'file', {
+    this.#bootIdValue = options.bootId;
+    this.#telemetry = createLedgerTelemetry(options, 'file', {
       clock: resolveClock(options.clock, options.now),
-      pools: () => this.caps.keys(),
+      pools: () => this.#caps.keys(),
       read: (pool) => this.inspect(pool),
     });
-    this.parts = assembleParts(options, {
+    this.#parts = assembleParts(options, {
       instanceId: this.instanceId,
       leaseId: this.leaseId,
-      caps: this.caps,
-      inboxes: this.inboxes,
-      telemetry: this.telemetry,
+      caps: this.#caps,
+      inboxes: this.#inboxes,
+      telemetry: this.#telemetry,
       dir: () => this.dir(),
       bootId: () => this.bootId,
-      closed: () => this.closed,
+      closed: () => this.#closed,
     });
   }
 
   /** The boot id rows are written with and compared against. */
   get bootId(): string {
-    this.bootIdValue ??= readBootId(this.parts.fs);
-    return this.bootIdValue;
+    this.#bootIdValue ??= readBootId(this.#parts.fs);
+    return this.#bootIdValue;
   }
 
   /**
@@ -151,12 +151,16 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerDirError when the directory is unsafe or cannot be created.
    */
   dir(): Promise<string> {
-    this.dirPromise ??= resolveLedgerDir(this.parts.fs, this.parts.requestedDir, this.parts.env);
+    this.#dirPromise ??= resolveLedgerDir(
+      this.#parts.fs,
+      this.#parts.requestedDir,
+      this.#parts.env,
+    );
     // A failed resolution is retried on the next call.
-    this.dirPromise.catch(() => {
-      this.dirPromise = undefined;
+    this.#dirPromise.catch(() => {
+      this.#dirPromise = undefined;
     });
-    return this.dirPromise;
+    return this.#dirPromise;
   }
 
   /**
@@ -167,11 +171,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerDirError when the directory exists and is unsafe.
    */
   async existingDir(): Promise<string | undefined> {
-    if (this.dirPromise) {
-      const dir = await this.dirPromise.catch(() => undefined);
+    if (this.#dirPromise) {
+      const dir = await this.#dirPromise.catch(() => undefined);
       if (dir !== undefined) return dir;
     }
-    return findLedgerDir(this.parts.fs, this.parts.requestedDir, this.parts.env);
+    return findLedgerDir(this.#parts.fs, this.#parts.requestedDir, this.#parts.env);
   }
 
   /**
@@ -183,7 +187,7 @@ export class MachineLedger implements PoolLedger {
    */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
     const pool = validatePoolName(name);
-    this.caps.set(pool, registeredCap(pool, cap, options));
+    this.#caps.set(pool, registeredCap(pool, cap, options));
   }
 
   /**
@@ -227,11 +231,11 @@ export class MachineLedger implements PoolLedger {
     options?: ReserveOptions,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
-    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
-    const row = this.parts.identity.row(agentId, cpus, memBytes);
+    const row = this.#parts.identity.row(agentId, cpus, memBytes);
     if (extended !== undefined) row.extended = extended;
-    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+    return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   /**
@@ -244,14 +248,14 @@ export class MachineLedger implements PoolLedger {
    */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     validatePoolName(pool);
-    const rows = checkAdopt(this.caps, pool, agents).map(
+    const rows = checkAdopt(this.#caps, pool, agents).map(
       ({ agentId, cpus, memBytes, extended }) => {
-        const row = this.parts.identity.row(agentId, cpus, memBytes);
+        const row = this.#parts.identity.row(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
         return row;
       },
     );
-    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
+    return (await this.#enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
 
   /**
@@ -267,7 +271,7 @@ export class MachineLedger implements PoolLedger {
   async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
+    return (await this.#enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**
@@ -279,7 +283,7 @@ export class MachineLedger implements PoolLedger {
    */
   async reapStale(pool: string): Promise<number> {
     validatePoolName(pool);
-    return (await this.enqueue(pool, { kind: 'reap' })) as number;
+    return (await this.#enqueue(pool, { kind: 'reap' })) as number;
   }
 
   /** Summed CPU and memory of `pool`'s live rows (no lock, no write). */
@@ -305,19 +309,19 @@ export class MachineLedger implements PoolLedger {
   async inspect(pool: string): Promise<PoolSnapshot> {
     validatePoolName(pool);
     const dir = await this.existingDir();
-    const file = join(dir ?? this.expectedDir(), `${pool}.json`);
-    const snapshot = readSnapshot(this.parts.fs, pool, dir, file, {
-      cap: this.caps.get(pool) ?? {},
-      maxBytes: this.parts.maxFileBytes,
-      facts: (at, doc) => this.parts.identity.facts(at, doc),
+    const file = join(dir ?? this.#expectedDir(), `${pool}.json`);
+    const snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
+      cap: this.#caps.get(pool) ?? {},
+      maxBytes: this.#parts.maxFileBytes,
+      facts: (at, doc) => this.#parts.identity.facts(at, doc),
     });
-    if (dir !== undefined) this.telemetry?.observed(pool, snapshot.cap, snapshot.live);
+    if (dir !== undefined) this.#telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
   }
 
   // Where the directory would be, for naming a file that does not exist.
-  private expectedDir(): string {
-    return this.parts.requestedDir ?? (this.parts.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
+  #expectedDir(): string {
+    return this.#parts.requestedDir ?? (this.#parts.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
 
   /**
@@ -329,7 +333,7 @@ export class MachineLedger implements PoolLedger {
   async pools(): Promise<string[]> {
     const dir = await this.existingDir();
     if (dir === undefined) return [];
-    return poolNames(await this.parts.fs.promises.readdir(dir));
+    return poolNames(await this.#parts.fs.promises.readdir(dir));
   }
 
   /**
@@ -337,19 +341,19 @@ export class MachineLedger implements PoolLedger {
    * is unref'd and a failed round is retried on the next tick.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.reaper.start(intervalMs);
+    this.#reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link MachineLedger.start}. */
   stop(): void {
-    this.reaper.stop();
+    this.#reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) =>
-        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      [...this.#caps.keys()].map((pool) =>
+        this.#enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
       ),
     );
   }
@@ -359,28 +363,28 @@ export class MachineLedger implements PoolLedger {
    * peers reap rows it leaves behind. Waits for operations in progress.
    */
   async close(): Promise<void> {
-    this.closed = true;
-    this.reaper.close();
-    this.telemetry?.close();
-    this.parts.lease.stop();
-    await this.batches.idle();
-    for (const inbox of this.inboxes.values()) inbox?.close();
-    this.inboxes.clear();
-    this.parts.held.clear();
-    if (this.parts.lease.started()) {
+    this.#closed = true;
+    this.#reaper.close();
+    this.#telemetry?.close();
+    this.#parts.lease.stop();
+    await this.#batches.idle();
+    for (const inbox of this.#inboxes.values()) inbox?.close();
+    this.#inboxes.clear();
+    this.#parts.held.clear();
+    if (this.#parts.lease.started()) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
-      if (file) await this.parts.fs.promises.unlink(file).catch(() => {});
+      if (file) await this.#parts.fs.promises.unlink(file).catch(() => {});
     }
   }
 
-  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.closed) {
+  #enqueue(pool: string, op: LedgerOp): Promise<unknown> {
+    if (this.#closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
     return (
-      this.telemetry?.op(pool, op, () => this.batches.enqueue(pool, op)) ??
-      this.batches.enqueue(pool, op)
+      this.#telemetry?.op(pool, op, () => this.#batches.enqueue(pool, op)) ??
+      this.#batches.enqueue(pool, op)
     );
   }
 }

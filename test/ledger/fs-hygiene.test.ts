@@ -34,6 +34,10 @@ import {
   type LedgerFileError,
 } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import {
+  type MachineLedgerHooks,
+  withMachineLedgerHooks,
+} from '../../src/ledger/machine-ledger-options.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { hasSystem } from '../helpers/system.js';
 
@@ -59,8 +63,13 @@ afterEach(async () => {
   rmSync(base, { recursive: true, force: true });
 });
 
-function make(options: Partial<MachineLedgerOptions> = {}): MachineLedger {
-  const ledger = new MachineLedger({ instanceId: 'me', dir, bootId: 'boot-1', ...options });
+function make(
+  options: Partial<MachineLedgerOptions> & { hooks?: Partial<MachineLedgerHooks> } = {},
+): MachineLedger {
+  const { hooks = {}, ...rest } = options;
+  const ledger = new MachineLedger(
+    withMachineLedgerHooks({ instanceId: 'me', dir, bootId: 'boot-1', ...rest }, hooks),
+  );
   ledgers.push(ledger);
   return ledger;
 }
@@ -467,6 +476,17 @@ describe('names and options at the edge', () => {
       /Unknown key "zzzzzzzz".*Accepted keys/,
     );
     expect(() => make({ maxFileBytes: 0 })).toThrow(/`maxFileBytes` to be a finite number > 0/);
+  });
+
+  it('test hooks are not an option: a `hooks` key is refused like any unknown key', () => {
+    // The hooks reach a ledger only under a symbol no subpath exports; a string
+    // key must not be able to shorten the lock's stale window or stall a holder.
+    expect(
+      () => new MachineLedger({ instanceId: 'me', dir, hooks: { lockStaleMs: 1 } } as never),
+    ).toThrow(/Unknown key "hooks" in MachineLedger options/);
+    expect(() => make({ hooks: { lockStaleMs: 1, beforeComit: () => {} } as never })).toThrow(
+      /Unknown key "beforeComit" in MachineLedger hooks/,
+    );
   });
 
   it('release refuses an unknown option key', async () => {

@@ -10,6 +10,10 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLedgerLeaseExpiredError, type LedgerLeaseExpiredError } from '../../src/errors.js';
 import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import {
+  type MachineLedgerHooks,
+  withMachineLedgerHooks,
+} from '../../src/ledger/machine-ledger-options.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];
@@ -28,8 +32,14 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function make(instanceId: string, options: Partial<MachineLedgerOptions> = {}): MachineLedger {
-  const ledger = new MachineLedger({ instanceId, dir, bootId: 'boot-1', ...options });
+function make(
+  instanceId: string,
+  options: Partial<MachineLedgerOptions> & { hooks?: Partial<MachineLedgerHooks> } = {},
+): MachineLedger {
+  const { hooks = {}, ...rest } = options;
+  const ledger = new MachineLedger(
+    withMachineLedgerHooks({ instanceId, dir, bootId: 'boot-1', ...rest }, hooks),
+  );
   ledger.registerPool('p', { maxCpu: 4 });
   ledgers.push(ledger);
   return ledger;

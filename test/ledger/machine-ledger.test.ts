@@ -23,6 +23,10 @@ import {
   type LedgerBusyError,
 } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import {
+  type MachineLedgerHooks,
+  withMachineLedgerHooks,
+} from '../../src/ledger/machine-ledger-options.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];
@@ -36,8 +40,13 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function make(options: Partial<MachineLedgerOptions> = {}): MachineLedger {
-  const ledger = new MachineLedger({ instanceId: 'me', dir, bootId: 'boot-1', ...options });
+function make(
+  options: Partial<MachineLedgerOptions> & { hooks?: Partial<MachineLedgerHooks> } = {},
+): MachineLedger {
+  const { hooks = {}, ...rest } = options;
+  const ledger = new MachineLedger(
+    withMachineLedgerHooks({ instanceId: 'me', dir, bootId: 'boot-1', ...rest }, hooks),
+  );
   ledgers.push(ledger);
   return ledger;
 }
