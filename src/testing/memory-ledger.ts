@@ -32,7 +32,7 @@ import {
   validatePoolName,
 } from '../ledger/index.js';
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
-import { MemoryPoolStore } from './memory-ledger/store.js';
+import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';
 
 import type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledger/types.js';
 
@@ -75,6 +75,7 @@ export class MemoryPoolLedger implements PoolLedger {
   readonly leaseId: string;
   /** The shared state. */
   readonly store: MemoryPoolStore;
+  readonly #internals: StoreInternals;
 
   readonly #clock: Clock;
   readonly #ttl: number;
@@ -114,6 +115,7 @@ export class MemoryPoolLedger implements PoolLedger {
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
     this.store = options.store ?? new MemoryPoolStore();
+    this.#internals = storeInternals(this.store);
     this.#clock = options.clock ?? systemClock;
     this.#ttl = ttl;
   }
@@ -241,7 +243,7 @@ export class MemoryPoolLedger implements PoolLedger {
   /** Live rows and the rows this instance would reap now, with reasons (the store's objects: do not change them). */
   inspect(pool: string): MemoryPoolSnapshot {
     validatePoolName(pool);
-    const doc = this.store.get(pool);
+    const doc = this.#internals.get(pool);
     if (doc === undefined) return { live: [], stale: [] };
     return this.#partition(doc);
   }
@@ -280,7 +282,7 @@ export class MemoryPoolLedger implements PoolLedger {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#shut();
-    this.store.endLease(this.leaseId, 'ended', this.#clock.now());
+    this.#internals.endLease(this.leaseId, 'ended', this.#clock.now());
   }
 
   /**
@@ -290,7 +292,7 @@ export class MemoryPoolLedger implements PoolLedger {
   abandon(): void {
     if (this.#closed) return;
     this.#shut();
-    this.store.endLease(this.leaseId, 'abandoned', this.#clock.now());
+    this.#internals.endLease(this.leaseId, 'abandoned', this.#clock.now());
   }
 
   #shut(): void {
@@ -304,13 +306,13 @@ export class MemoryPoolLedger implements PoolLedger {
 
   // One read-decide-write, synchronously: nothing else runs in between.
   #apply(pool: string, op: LedgerOp): unknown {
-    this.store.openLease(this.leaseId, this.instanceId);
-    const stored = this.store.get(pool);
+    this.#internals.openLease(this.leaseId, this.instanceId);
+    const stored = this.#internals.get(pool);
     const registered = this.#caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
     const base = stored ?? emptyDocument(registered ?? {});
     const outcome = applyBatch(pool, base, this.#partition(base), [op]);
-    if (outcome.dirty) this.store.put(pool, outcome.doc);
+    if (outcome.dirty) this.#internals.put(pool, outcome.doc);
     const answer = outcome.answers[0]!;
     if (!answer.ok) throw answer.error;
     return answer.value;
@@ -323,7 +325,7 @@ export class MemoryPoolLedger implements PoolLedger {
       instanceId: this.instanceId,
       // One process: a row of this instance id is this replica's, or one it adopts.
       processState: () => 'alive',
-      leaseState: (leaseId) => this.store.leaseState(leaseId, now, this.#ttl),
+      leaseState: (leaseId) => this.#internals.leaseState(leaseId, now, this.#ttl),
     });
   }
 
@@ -333,7 +335,7 @@ export class MemoryPoolLedger implements PoolLedger {
   #checkHeld(pool: string): void {
     const held = this.#held.get(pool);
     if (!held || held.size === 0) return;
-    const doc = this.store.get(pool);
+    const doc = this.#internals.get(pool);
     const present = new Set(
       (doc?.reservations ?? [])
         .filter((row) => row.instanceId === this.instanceId)

@@ -14,6 +14,65 @@ interface LeaseRecord {
 }
 
 /**
+ * What MemoryPoolLedger reads and writes in a store: the live objects, not
+ * copies. Reached through {@link storeInternals}, which the testing door does
+ * not export, so these are no part of the store's public surface.
+ */
+export class StoreInternals {
+  readonly #docs: Map<string, LedgerDocument>;
+  readonly #leases: Map<string, LeaseRecord>;
+
+  constructor(docs: Map<string, LedgerDocument>, leases: Map<string, LeaseRecord>) {
+    this.#docs = docs;
+    this.#leases = leases;
+  }
+
+  /** A pool's document itself (not a copy). */
+  get(pool: string): LedgerDocument | undefined {
+    return this.#docs.get(pool);
+  }
+
+  /** Store a pool's document as it is (not a copy). */
+  put(pool: string, doc: LedgerDocument): void {
+    this.#docs.set(pool, doc);
+  }
+
+  /** Start a ledger instance's lease, once. */
+  openLease(leaseId: string, instanceId: string): void {
+    if (!this.#leases.has(leaseId)) {
+      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
+    }
+  }
+
+  /** End a live lease: closed (`ended`) or left behind (`abandoned`) at `now`. */
+  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
+    const lease = this.#leases.get(leaseId);
+    if (lease && lease.state === 'live') {
+      lease.state = state;
+      lease.refreshedAt = now;
+    }
+  }
+
+  /** Whether a lease still counts at `now`: live, or abandoned less than `ttlMs` ago. */
+  leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
+    const lease = this.#leases.get(leaseId);
+    if (lease === undefined || lease.state === 'ended') return 'expired';
+    if (lease.state === 'live') return 'fresh';
+    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
+  }
+}
+
+const internals = new WeakMap<MemoryPoolStore, StoreInternals>();
+
+/** The internals of a store made by its constructor. */
+export function storeInternals(store: MemoryPoolStore): StoreInternals {
+  const found = internals.get(store);
+  if (found === undefined)
+    throw new TypeError('Expected a MemoryPoolStore made by its constructor');
+  return found;
+}
+
+/**
  * The shared state of {@link MemoryPoolLedger} instances: pool documents and
  * leases. One store is one "host" (or one KV bucket); give each replica its own
  * ledger over the same store.
@@ -56,6 +115,7 @@ export class MemoryPoolStore {
       );
     }
     this.bootId = options.bootId ?? `memory-${randomUUID()}`;
+    internals.set(this, new StoreInternals(this.#docs, this.#leases));
   }
 
   /** The pools that have a document, sorted. */
@@ -76,40 +136,6 @@ export class MemoryPoolStore {
   write(pool: string, doc: LedgerDocument): void {
     validatePoolName(pool);
     this.#docs.set(pool, structuredClone(doc));
-  }
-
-  /** @internal */
-  get(pool: string): LedgerDocument | undefined {
-    return this.#docs.get(pool);
-  }
-
-  /** @internal */
-  put(pool: string, doc: LedgerDocument): void {
-    this.#docs.set(pool, doc);
-  }
-
-  /** @internal */
-  openLease(leaseId: string, instanceId: string): void {
-    if (!this.#leases.has(leaseId)) {
-      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
-    }
-  }
-
-  /** @internal */
-  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
-    const lease = this.#leases.get(leaseId);
-    if (lease && lease.state === 'live') {
-      lease.state = state;
-      lease.refreshedAt = now;
-    }
-  }
-
-  /** @internal */
-  leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
-    const lease = this.#leases.get(leaseId);
-    if (lease === undefined || lease.state === 'ended') return 'expired';
-    if (lease.state === 'live') return 'fresh';
-    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
   }
 }
 

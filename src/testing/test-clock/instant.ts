@@ -1,8 +1,5 @@
-/**
- * Instants as the TestClock takes them (a `Date`, an ISO 8601 string, epoch
- * milliseconds), turned into epoch milliseconds or refused.
- * @internal
- */
+// Instants as the TestClock takes them (a `Date`, an ISO 8601 string, epoch
+// milliseconds), turned into epoch milliseconds or refused.
 
 /**
  * An instant: a `Date`, an ISO 8601 string, or epoch milliseconds.

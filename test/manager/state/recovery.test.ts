@@ -44,7 +44,7 @@ function host(
 }
 
 function rowsOf(pools: MemoryPoolStore) {
-  return pools.get('host')?.reservations ?? [];
+  return pools.read('host')?.reservations ?? [];
 }
 
 describe('recoverState', () => {
