@@ -39,7 +39,7 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { MachineLedger } from '../src/ledger/index.js';
-import type { TelemetryOptions } from '../src/manager/index.js';
+import type { ManagerTelemetryOptions } from '../src/manager/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
@@ -59,7 +59,7 @@ const CHUNKS = 30;
  */
 const LEDGER_ROOT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
-const VARIANTS = ['none', 'api-noop', 'meter', 'meter+tracer'] as const;
+const VARIANTS = ['none', 'api-noop', 'meter', 'meter+spawn-histogram', 'meter+tracer'] as const;
 type Variant = (typeof VARIANTS)[number];
 
 const dropSpans: SpanExporter = {
@@ -67,7 +67,10 @@ const dropSpans: SpanExporter = {
   shutdown: async () => {},
 };
 
-function providers(variant: Variant): { options: TelemetryOptions; close(): Promise<void> } {
+function providers(variant: Variant): {
+  options: ManagerTelemetryOptions;
+  close(): Promise<void>;
+} {
   if (variant === 'none') return { options: {}, close: async () => {} };
   if (variant === 'api-noop') {
     // No SDK registered: the globals are the API's noop meter and proxy tracer.
@@ -84,6 +87,12 @@ function providers(variant: Variant): { options: TelemetryOptions; close(): Prom
     exportIntervalMillis: 3_600_000,
   });
   const meterProvider = new MeterProvider({ readers: [reader] });
+  if (variant === 'meter+spawn-histogram') {
+    return {
+      options: { meterProvider, spawnDurationHistogram: true },
+      close: () => meterProvider.shutdown(),
+    };
+  }
   const tracerProvider =
     variant === 'meter+tracer'
       ? new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(dropSpans)] })
@@ -106,6 +115,7 @@ interface Subject {
 interface Case {
   title: string;
   unit: string;
+  variants: readonly Variant[];
   make(variant: Variant): Subject;
 }
 
@@ -133,6 +143,7 @@ const JOB_LABELS = Array.from({ length: SCALERS * SETS }, (_, n) => [
 const decisions: Case = {
   title: 'requestScale + disconnect, in memory',
   unit: 'decisions/s',
+  variants: VARIANTS,
   make(variant) {
     const telemetry = providers(variant);
     const backend = { async spawn() {}, async destroy() {} };
@@ -160,6 +171,8 @@ const decisions: Case = {
 const ledgerPairs: Case = {
   title: `MachineLedger reserve + release, fsync off${LEDGER_ROOT === '/dev/shm' ? ', tmpfs' : ''}`,
   unit: 'pairs/s',
+  // The spawn histogram is the manager's: the ledger has no such option.
+  variants: VARIANTS.filter((v) => v !== 'meter+spawn-histogram'),
   make(variant) {
     const telemetry = providers(variant);
     const dir = mkdtempSync(join(LEDGER_ROOT, 'bench-otel-'));
@@ -241,16 +254,17 @@ interface Measured {
 }
 
 async function run(what: Case): Promise<Measured> {
-  const subjects = new Map(VARIANTS.map((v) => [v, what.make(v)] as const));
-  const samples = new Map<Variant, Sample[]>(VARIANTS.map((v) => [v, []]));
+  const variants = what.variants;
+  const subjects = new Map(variants.map((v) => [v, what.make(v)] as const));
+  const samples = new Map<Variant, Sample[]>(variants.map((v) => [v, []]));
   const bytes = new Map<Variant, number | undefined>();
   try {
-    for (const v of VARIANTS) await measure(subjects.get(v)!.step, WARM_MS);
+    for (const v of variants) await measure(subjects.get(v)!.step, WARM_MS);
     for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? VARIANTS : [...VARIANTS].reverse();
+      const order = round % 2 === 0 ? variants : [...variants].reverse();
       for (const v of order) samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
     }
-    for (const v of VARIANTS) bytes.set(v, await allocated(subjects.get(v)!.step));
+    for (const v of variants) bytes.set(v, await allocated(subjects.get(v)!.step));
   } finally {
     for (const subject of subjects.values()) await subject.close();
   }
@@ -266,7 +280,7 @@ export default async function bench(): Promise<BenchTable[]> {
     const { samples, bytes } = await run(what);
     const base = samples.get('none')!;
     const noneBytes = bytes.get('none');
-    for (const v of VARIANTS) {
+    for (const v of what.variants) {
       const mine = samples.get(v)!;
       // Per round: this variant against `none` measured in the same round.
       const overheads = mine.map((s, round) => (s.cpuUs / base[round]!.cpuUs - 1) * 100);

@@ -12,15 +12,19 @@
  */
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
-  AttributeCache,
+  attributes,
   checkProviders,
   contextWithSpan,
   errorType,
   failSpan,
+  INTERNAL_SPAN,
+  isRecording,
+  KeyedCache,
+  type KeyMaker,
   LOCK_BUCKETS,
   type OtelAttributes,
-  type OtelCounter,
   type OtelHistogram,
+  type OtelInstrumentOptions,
   type OtelMeter,
   type OtelObservable,
   type OtelObservableCallback,
@@ -136,13 +140,14 @@ export class LedgerTelemetry {
   readonly #views = new Map<string, PoolView>();
   readonly #spans = new WeakMap<LedgerOp, OtelSpan>();
   readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
+  readonly #tallies: Tally[] = [];
   readonly #lockWait: OtelHistogram | undefined;
   readonly #lockHold: OtelHistogram | undefined;
   readonly #operations: Tally | undefined;
-  readonly #poolAttributes = new AttributeCache();
-  readonly #reaped: OtelCounter | undefined;
-  readonly #lost: OtelCounter | undefined;
-  readonly #conflicts: OtelCounter | undefined;
+  readonly #poolAttributes = new KeyedCache((pool) => this.#attrs(pool as string));
+  readonly #reaped: Tally | undefined;
+  readonly #lost: Tally | undefined;
+  readonly #conflicts: Tally | undefined;
   readonly #reader: LedgerReader;
   #timer: ClockTimer | undefined;
 
@@ -171,24 +176,48 @@ export class LedgerTelemetry {
       'scaler.ledger.lock.hold.duration',
       'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
     );
-    this.#operations = new Tally(meter, 'scaler.ledger.operations', {
-      description: 'Ledger calls answered, by operation and result.',
-      unit: '{operation}',
-    });
-    this.#reaped = meter.createCounter('scaler.ledger.rows.reaped', {
-      description: 'Stale rows removed from a pool document, by reason.',
-      unit: '{row}',
-    });
-    this.#lost = meter.createCounter('scaler.ledger.reservations.lost', {
-      description:
-        'Rows of this instance found gone although it did not release them (its lease lapsed, or an operator removed them).',
-      unit: '{reservation}',
-    });
-    this.#conflicts = meter.createCounter('scaler.ledger.cas.conflicts', {
-      description:
-        'Compare-and-set writes that lost to another writer and were retried (NATS ledger only).',
-      unit: '{conflict}',
-    });
+    const tally = (
+      name: string,
+      options: OtelInstrumentOptions,
+      describe: KeyMaker<OtelAttributes>,
+    ): Tally => {
+      const made = new Tally(meter, name, options, describe);
+      this.#tallies.push(made);
+      return made;
+    };
+    this.#operations = tally(
+      'scaler.ledger.operations',
+      { description: 'Ledger calls answered, by operation and result.', unit: '{operation}' },
+      (pool, operation, result, type) =>
+        this.#attrs(pool as string, {
+          'scaler.ledger.operation': operation,
+          'scaler.result': result,
+          'error.type': type,
+        }),
+    );
+    this.#reaped = tally(
+      'scaler.ledger.rows.reaped',
+      { description: 'Stale rows removed from a pool document, by reason.', unit: '{row}' },
+      (pool, reason) => this.#attrs(pool as string, { 'scaler.stale.reason': reason }),
+    );
+    this.#lost = tally(
+      'scaler.ledger.reservations.lost',
+      {
+        description:
+          'Rows of this instance found gone although it did not release them (its lease lapsed, or an operator removed them).',
+        unit: '{reservation}',
+      },
+      (pool) => this.#pool(pool as string),
+    );
+    this.#conflicts = tally(
+      'scaler.ledger.cas.conflicts',
+      {
+        description:
+          'Compare-and-set writes that lost to another writer and were retried (NATS ledger only).',
+        unit: '{conflict}',
+      },
+      (pool) => this.#pool(pool as string),
+    );
     this.#observe(
       meter.createObservableGauge('scaler.ledger.cpu.reserved', {
         description: 'CPU held by the live rows of the pool (every process), as last read.',
@@ -248,11 +277,11 @@ export class LedgerTelemetry {
   }
 
   #pool(pool: string): OtelAttributes {
-    return this.#poolAttributes.get(pool, () => this.#attrs(pool));
+    return this.#poolAttributes.get(pool);
   }
 
   #attrs(pool: string, extra?: OtelAttributes): OtelAttributes {
-    return { 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra };
+    return attributes({ 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra });
   }
 
   /** Read every registered pool now (the background refresh). Never rejects. */
@@ -265,29 +294,24 @@ export class LedgerTelemetry {
 
   /** One caller's operation: its span, and its answer counted. */
   op<T>(pool: string, op: LedgerOp, run: () => Promise<T>): Promise<T> {
-    const operation = OPERATION[op.kind];
     // The reaper's own rounds are counted but make no span of their own.
-    let span: OtelSpan | undefined;
-    if (this.#tracer !== undefined && !(op.kind === 'reap' && op.background)) {
-      // A manager's reserve span, when it handed one over, is the parent.
-      const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
-      span = this.#tracer.startSpan(
-        `scaler.ledger.${operation}`,
-        { kind: 0, attributes: this.#attrs(pool) },
-        parent === undefined ? undefined : contextWithSpan(parent),
-      );
-    }
-    if (span) this.#spans.set(op, span);
+    const span =
+      this.#tracer === undefined || (op.kind === 'reap' && op.background)
+        ? undefined
+        : this.#span(this.#tracer, pool, op);
     return run().then(
       (value) => {
         const result = resultOf(op, value);
-        this.#operations?.add(`${pool}\u0000${operation}\u0000${result}`, () =>
-          this.#attrs(pool, { 'scaler.ledger.operation': operation, 'scaler.result': result }),
-        );
-        if (span) {
-          span.setAttribute('scaler.result', result);
-          if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
-            span.setAttribute('scaler.limit.dimension', (value as { dimension: string }).dimension);
+        this.#operations?.add(1, pool, OPERATION[op.kind], result);
+        if (span !== undefined) {
+          if (isRecording(span)) {
+            span.setAttribute('scaler.result', result);
+            if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
+              span.setAttribute(
+                'scaler.limit.dimension',
+                (value as { dimension: string }).dimension,
+              );
+            }
           }
           span.end();
         }
@@ -298,22 +322,32 @@ export class LedgerTelemetry {
         if (type === 'ERR_LEDGER_LEASE_EXPIRED') {
           // A ledger that cannot name the rows (NATS) lost at least one.
           const named = (error as { agentIds?: readonly string[] }).agentIds?.length ?? 0;
-          this.#lost?.add(Math.max(1, named), this.#attrs(pool));
+          this.#lost?.add(Math.max(1, named), pool);
         }
-        this.#operations?.add(`${pool}\u0000${operation}\u0000error\u0000${type}`, () =>
-          this.#attrs(pool, {
-            'scaler.ledger.operation': operation,
-            'scaler.result': 'error',
-            'error.type': type,
-          }),
-        );
-        if (span) {
-          failSpan(span, error);
+        this.#operations?.add(1, pool, OPERATION[op.kind], 'error', type);
+        if (span !== undefined) {
+          if (isRecording(span)) failSpan(span, error);
           span.end();
         }
         throw error;
       },
     );
+  }
+
+  #span(tracer: OtelTracer, pool: string, op: LedgerOp): OtelSpan {
+    // A manager's reserve span, when it handed one over, is the parent.
+    const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
+    const span = tracer.startSpan(
+      `scaler.ledger.${OPERATION[op.kind]}`,
+      INTERNAL_SPAN,
+      parent === undefined ? undefined : contextWithSpan(parent),
+    );
+    if (isRecording(span)) {
+      span.setAttribute('scaler.pool', pool);
+      span.setAttribute('scaler.ledger.backend', this.#backend);
+      this.#spans.set(op, span);
+    }
+    return span;
   }
 
   /** The monotonic time a lock wait began. */
@@ -326,10 +360,12 @@ export class LedgerTelemetry {
     const now = monotonicNow();
     const wait = startedAt === undefined ? 0 : (now - startedAt) / 1000;
     this.#lockWait?.record(wait, this.#pool(pool));
-    for (const op of ops) {
-      this.#spans
-        .get(op)
-        ?.addEvent('scaler.ledger.lock.acquired', { 'scaler.ledger.lock.wait': wait });
+    if (this.#tracer !== undefined) {
+      for (const op of ops) {
+        this.#spans
+          .get(op)
+          ?.addEvent('scaler.ledger.lock.acquired', { 'scaler.ledger.lock.wait': wait });
+      }
     }
     return now;
   }
@@ -352,21 +388,26 @@ export class LedgerTelemetry {
     reaped: readonly StaleRow[],
   ): void {
     this.observed(pool, cap, live);
-    if (this.#reaped) {
-      for (const stale of reaped) {
-        this.#reaped.add(1, this.#attrs(pool, { 'scaler.stale.reason': stale.reason }));
-      }
+    if (this.#reaped !== undefined) {
+      for (const stale of reaped) this.#reaped.add(1, pool, stale.reason);
     }
   }
 
   /** A read of the pool: what the usage gauges report from now on. */
   observed(pool: string, cap: ResourceCap, live: readonly ReservationRow[]): void {
-    this.#views.set(pool, { cap, rows: live, at: monotonicNow() });
+    const view = this.#views.get(pool);
+    if (view === undefined) {
+      this.#views.set(pool, { cap, rows: live, at: monotonicNow() });
+    } else {
+      view.cap = cap;
+      view.rows = live;
+      view.at = monotonicNow();
+    }
   }
 
   /** A compare-and-set lost to another writer. */
   conflict(pool: string): void {
-    this.#conflicts?.add(1, this.#attrs(pool));
+    this.#conflicts?.add(1, pool);
   }
 
   /** Stop the refresh and stop reporting (the instruments stay with the meter). */
@@ -374,7 +415,7 @@ export class LedgerTelemetry {
     this.#reader.clock.clearInterval(this.#timer);
     this.#timer = undefined;
     for (const [gauge, callback] of this.#callbacks.splice(0)) gauge.removeCallback(callback);
-    this.#operations?.close();
+    for (const tally of this.#tallies.splice(0)) tally.close();
     this.#views.clear();
   }
 }
