@@ -12,26 +12,16 @@
  */
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
-  attributes,
   checkProviders,
   contextWithSpan,
   errorType,
   failSpan,
   INTERNAL_SPAN,
   isRecording,
-  KeyedCache,
-  type KeyMaker,
-  LOCK_BUCKETS,
-  type OtelAttributes,
-  type OtelHistogram,
-  type OtelInstrumentOptions,
   type OtelMeter,
-  type OtelObservable,
-  type OtelObservableCallback,
   type OtelSpan,
   type OtelTracer,
   resolveProviders,
-  Tally,
   TELEMETRY_OPTION_KEYS,
   type TelemetryOptions,
   takeParentSpan,
@@ -39,6 +29,7 @@ import {
 import type { ResourceCap } from '../resources/types.js';
 import type { StaleRow } from './document.js';
 import type { LedgerOp } from './ops.js';
+import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
 import type { ReservationRow, ReserveResult } from './types.js';
 
 /**
@@ -77,12 +68,6 @@ export interface LedgerReader {
   pools(): Iterable<string>;
   /** Read one pool (the read reports back through {@link LedgerTelemetry.observed}). */
   read(pool: string): Promise<unknown>;
-}
-
-interface PoolView {
-  cap: ResourceCap;
-  rows: readonly ReservationRow[];
-  at: number;
 }
 
 const OPERATION: Record<LedgerOp['kind'], string> = {
@@ -139,15 +124,8 @@ export class LedgerTelemetry {
   readonly #tracer: OtelTracer | undefined;
   readonly #views = new Map<string, PoolView>();
   readonly #spans = new WeakMap<LedgerOp, OtelSpan>();
-  readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
-  readonly #tallies: Tally[] = [];
-  readonly #lockWait: OtelHistogram | undefined;
-  readonly #lockHold: OtelHistogram | undefined;
-  readonly #operations: Tally | undefined;
-  readonly #poolAttributes = new KeyedCache((pool) => this.#attrs(pool as string));
-  readonly #reaped: Tally | undefined;
-  readonly #lost: Tally | undefined;
-  readonly #conflicts: Tally | undefined;
+  /** Instruments: only with a meter. */
+  readonly #m: LedgerInstruments | undefined;
   readonly #reader: LedgerReader;
   #timer: ClockTimer | undefined;
 
@@ -162,126 +140,10 @@ export class LedgerTelemetry {
     this.#tracer = tracer;
     this.#reader = reader;
     if (meter === undefined) return;
-    const histogram = (name: string, description: string) =>
-      meter.createHistogram(name, {
-        description,
-        unit: 's',
-        advice: { explicitBucketBoundaries: LOCK_BUCKETS },
-      });
-    this.#lockWait = histogram(
-      'scaler.ledger.lock.wait.duration',
-      'Time an operation batch waited for the pool lock (file ledger only).',
-    );
-    this.#lockHold = histogram(
-      'scaler.ledger.lock.hold.duration',
-      'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
-    );
-    const tally = (
-      name: string,
-      options: OtelInstrumentOptions,
-      describe: KeyMaker<OtelAttributes>,
-    ): Tally => {
-      const made = new Tally(meter, name, options, describe);
-      this.#tallies.push(made);
-      return made;
-    };
-    this.#operations = tally(
-      'scaler.ledger.operations',
-      { description: 'Ledger calls answered, by operation and result.', unit: '{operation}' },
-      (pool, operation, result, type) =>
-        this.#attrs(pool as string, {
-          'scaler.ledger.operation': operation,
-          'scaler.result': result,
-          'error.type': type,
-        }),
-    );
-    this.#reaped = tally(
-      'scaler.ledger.rows.reaped',
-      { description: 'Stale rows removed from a pool document, by reason.', unit: '{row}' },
-      (pool, reason) => this.#attrs(pool as string, { 'scaler.stale.reason': reason }),
-    );
-    this.#lost = tally(
-      'scaler.ledger.reservations.lost',
-      {
-        description:
-          'Rows of this instance found gone although it did not release them (its lease lapsed, or an operator removed them).',
-        unit: '{reservation}',
-      },
-      (pool) => this.#pool(pool as string),
-    );
-    this.#conflicts = tally(
-      'scaler.ledger.cas.conflicts',
-      {
-        description:
-          'Compare-and-set writes that lost to another writer and were retried (NATS ledger only).',
-        unit: '{conflict}',
-      },
-      (pool) => this.#pool(pool as string),
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.cpu.reserved', {
-        description: 'CPU held by the live rows of the pool (every process), as last read.',
-        unit: '{cpu}',
-      }),
-      (view) => cpuSum(view.rows),
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.memory.reserved', {
-        description: 'Memory held by the live rows of the pool (every process), as last read.',
-        unit: 'By',
-      }),
-      (view) => view.rows.reduce((total, row) => total + row.memBytes, 0),
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.cpu.cap', {
-        description: "The pool's CPU cap, as last read (absent when uncapped).",
-        unit: '{cpu}',
-      }),
-      (view) => view.cap.maxCpu,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.memory.cap', {
-        description: "The pool's memory cap, as last read (absent when uncapped).",
-        unit: 'By',
-      }),
-      (view) => view.cap.maxMemoryBytes,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.agents', {
-        description: 'Live rows (agents) in the pool, as last read.',
-        unit: '{agent}',
-      }),
-      (view) => view.rows.length,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.usage.age', {
-        description: 'How old the pool document the usage gauges report is.',
-        unit: 's',
-      }),
-      (view) => (monotonicNow() - view.at) / 1000,
-    );
+    this.#m = new LedgerInstruments(meter, backend, this.#views);
     if (refreshMs !== undefined) {
       this.#timer = reader.clock.setInterval(() => this.refresh(), refreshMs).unref();
     }
-  }
-
-  #observe(gauge: OtelObservable, value: (view: PoolView) => number | undefined): void {
-    const callback: OtelObservableCallback = (result) => {
-      for (const [pool, view] of this.#views) {
-        const v = value(view);
-        if (v !== undefined) result.observe(v, this.#attrs(pool));
-      }
-    };
-    gauge.addCallback(callback);
-    this.#callbacks.push([gauge, callback]);
-  }
-
-  #pool(pool: string): OtelAttributes {
-    return this.#poolAttributes.get(pool);
-  }
-
-  #attrs(pool: string, extra?: OtelAttributes): OtelAttributes {
-    return attributes({ 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra });
   }
 
   /** Read every registered pool now (the background refresh). Never rejects. */
@@ -302,7 +164,7 @@ export class LedgerTelemetry {
     return run().then(
       (value) => {
         const result = resultOf(op, value);
-        this.#operations?.add(1, pool, OPERATION[op.kind], result);
+        this.#m?.operations.add(1, pool, OPERATION[op.kind], result);
         if (span !== undefined) {
           if (isRecording(span)) {
             span.setAttribute('scaler.result', result);
@@ -322,9 +184,9 @@ export class LedgerTelemetry {
         if (type === 'ERR_LEDGER_LEASE_EXPIRED') {
           // A ledger that cannot name the rows (NATS) lost at least one.
           const named = (error as { agentIds?: readonly string[] }).agentIds?.length ?? 0;
-          this.#lost?.add(Math.max(1, named), pool);
+          this.#m?.lost.add(Math.max(1, named), pool);
         }
-        this.#operations?.add(1, pool, OPERATION[op.kind], 'error', type);
+        this.#m?.operations.add(1, pool, OPERATION[op.kind], 'error', type);
         if (span !== undefined) {
           if (isRecording(span)) failSpan(span, error);
           span.end();
@@ -359,7 +221,8 @@ export class LedgerTelemetry {
   lockAcquired(pool: string, startedAt: number | undefined, ops: readonly LedgerOp[]): number {
     const now = monotonicNow();
     const wait = startedAt === undefined ? 0 : (now - startedAt) / 1000;
-    this.#lockWait?.record(wait, this.#pool(pool));
+    const m = this.#m;
+    if (m !== undefined) m.lockWait.record(wait, m.pool(pool));
     if (this.#tracer !== undefined) {
       for (const op of ops) {
         this.#spans
@@ -373,7 +236,8 @@ export class LedgerTelemetry {
   /** The lock was released: record how long it was held. */
   lockReleased(pool: string, acquiredAt: number | undefined): void {
     if (acquiredAt === undefined) return;
-    this.#lockHold?.record((monotonicNow() - acquiredAt) / 1000, this.#pool(pool));
+    const m = this.#m;
+    if (m !== undefined) m.lockHold.record((monotonicNow() - acquiredAt) / 1000, m.pool(pool));
   }
 
   /**
@@ -388,8 +252,9 @@ export class LedgerTelemetry {
     reaped: readonly StaleRow[],
   ): void {
     this.observed(pool, cap, live);
-    if (this.#reaped !== undefined) {
-      for (const stale of reaped) this.#reaped.add(1, pool, stale.reason);
+    const m = this.#m;
+    if (m !== undefined) {
+      for (const stale of reaped) m.reaped.add(1, pool, stale.reason);
     }
   }
 
@@ -407,15 +272,14 @@ export class LedgerTelemetry {
 
   /** A compare-and-set lost to another writer. */
   conflict(pool: string): void {
-    this.#conflicts?.add(1, pool);
+    this.#m?.conflicts.add(1, pool);
   }
 
   /** Stop the refresh and stop reporting (the instruments stay with the meter). */
   close(): void {
     this.#reader.clock.clearInterval(this.#timer);
     this.#timer = undefined;
-    for (const [gauge, callback] of this.#callbacks.splice(0)) gauge.removeCallback(callback);
-    for (const tally of this.#tallies.splice(0)) tally.close();
+    this.#m?.close();
     this.#views.clear();
   }
 }
@@ -429,11 +293,4 @@ function resultOf(op: LedgerOp, value: unknown): string {
     default:
       return 'ok';
   }
-}
-
-// Summed in millicores, so 0.1 + 0.2 reads 0.3.
-function cpuSum(rows: readonly ReservationRow[]): number {
-  let total = 0;
-  for (const row of rows) total += Math.round(row.cpus * 1000);
-  return total / 1000;
 }

@@ -9,32 +9,26 @@
  * `TestClock` drives them as it drives every timing rule.
  */
 import {
-  attributes,
   contextWithSpan,
   failSpan,
   INTERNAL_SPAN,
   isRecording,
-  KeyedCache,
-  type KeyPart,
-  type OtelAttributes,
   type OtelContext,
-  type OtelHistogram,
   type OtelMeter,
-  type OtelObservableResult,
   type OtelSpan,
   type OtelTracer,
   offerParentSpan,
   resolveProviders,
-  SLOW_BUCKETS,
-  Tally,
   type TelemetryOptions,
   withdrawParentSpan,
 } from '../internal/telemetry/index.js';
 import type { ReserveResult } from '../ledger/types.js';
-import type { ResourceCap } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
-import type { FleetCore } from './core.js';
-import type { ScaleResult, ScalerEvent, ScalerStatus, Usage } from './types.js';
+import { type ManagerView, observeManager } from './telemetry-gauges.js';
+import { createManagerInstruments, type ManagerInstruments } from './telemetry-instruments.js';
+import type { ScaleResult, ScalerEvent } from './types.js';
+
+export type { ManagerView } from './telemetry-gauges.js';
 
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
@@ -61,12 +55,6 @@ export interface ManagerTelemetryOptions extends TelemetryOptions {
    * @default false
    */
   spawnDurationHistogram?: boolean;
-}
-
-/** What the telemetry reads from the manager. @internal */
-export interface ManagerView {
-  core: FleetCore;
-  status(): ScalerStatus;
 }
 
 /**
@@ -100,20 +88,8 @@ export class ManagerTelemetry {
   readonly #scaleContexts = new Map<string, OtelContext>();
   /** When each job was first refused for capacity (manager clock, ms). */
   readonly #waiting = new Map<string, number>();
-  readonly #requests: Tally | undefined;
-  readonly #spawns: Tally | undefined;
-  readonly #destroyed: Tally | undefined;
-  readonly #lost: Tally | undefined;
-  readonly #spawnAttributes = new KeyedCache(spawnAttributes);
-  readonly #waitAttributes = new KeyedCache((name) => ({ 'scaler.name': name }));
-  readonly #registrationAttributes = new KeyedCache((name, warm) => ({
-    'scaler.name': name,
-    'scaler.warm': warm,
-  }));
-  /** Only with `spawnDurationHistogram` (one SDK record, attributes hashed, per spawn). */
-  readonly #spawnDuration: OtelHistogram | undefined;
-  readonly #registration: OtelHistogram | undefined;
-  readonly #jobWait: OtelHistogram | undefined;
+  /** Counters and histograms: only with a meter. */
+  readonly #m: ManagerInstruments | undefined;
 
   constructor(
     meter: OtelMeter | undefined,
@@ -124,162 +100,8 @@ export class ManagerTelemetry {
     this.#view = view;
     this.#tracer = tracer;
     if (meter === undefined) return;
-    const seconds = (name: string, description: string) =>
-      meter.createHistogram(name, {
-        description,
-        unit: 's',
-        advice: { explicitBucketBoundaries: SLOW_BUCKETS },
-      });
-    this.#requests = new Tally(
-      meter,
-      'scaler.scale.requests',
-      {
-        description: 'requestScale answers, by result kind and the limit that refused.',
-        unit: '{request}',
-      },
-      (result, name, limit, pool, dimension) =>
-        attributes({
-          'scaler.result': result,
-          'scaler.name': name,
-          'scaler.limit': limit,
-          'scaler.pool': pool,
-          'scaler.limit.dimension': dimension,
-        }),
-    );
-    this.#spawns = new Tally(
-      meter,
-      'scaler.spawns',
-      {
-        description: 'Spawn attempts that got capacity, by outcome and the stage that failed.',
-        unit: '{agent}',
-      },
-      (name, warm, failedAt) => this.#spawnAttributes.get(name, warm, failedAt),
-    );
-    if (spawnDurationHistogram) {
-      this.#spawnDuration = seconds(
-        'scaler.spawn.duration',
-        "Time the backend's spawn call took, by outcome.",
-      );
-    }
-    this.#registration = seconds(
-      'scaler.agent.registration.duration',
-      'Time from the start of a spawn to the agent registering.',
-    );
-    this.#jobWait = seconds(
-      'scaler.job.wait.duration',
-      'Time from a job first refused for capacity (at-capacity, backing-off) to the answer that spawned its agent; jobs spawned at their first request are not recorded.',
-    );
-    this.#destroyed = new Tally(
-      meter,
-      'scaler.agents.destroyed',
-      {
-        description: 'Agents destroyed, by reason (idle, pruned, drain, lifetime, excess, ...).',
-        unit: '{agent}',
-      },
-      (name, reason) => ({ 'scaler.name': name, 'scaler.reason': reason }),
-    );
-    this.#lost = new Tally(
-      meter,
-      'scaler.reservations.lost',
-      {
-        description:
-          'Pool rows of running agents found gone (removed while the lease had lapsed, or by an operator).',
-        unit: '{reservation}',
-      },
-      (name, pool) => ({ 'scaler.name': name, 'scaler.pool': pool }),
-    );
-    const agents = meter.createObservableUpDownCounter('scaler.agents', {
-      description: 'Agents tracked, by scaler and state.',
-      unit: '{agent}',
-    });
-    agents.addCallback((result) => this.#observeAgents(result));
-    const limits = meter.createObservableGauge('scaler.agents.limit', {
-      description: 'Agent limits: the orchestrator-wide globalMaxAgents and each scaler maxAgents.',
-      unit: '{agent}',
-    });
-    limits.addCallback((result) => this.#observeLimits(result));
-    const resource = (name: string, unit: string, description: string, pick: Pick) => {
-      const gauge = meter.createObservableGauge(name, { description, unit });
-      gauge.addCallback((result) => this.#observeScopes(result, pick));
-    };
-    resource(
-      'scaler.cpu.reserved',
-      '{cpu}',
-      'CPU requests held by this manager, per scope (orchestrator, scaler, pool).',
-      {
-        usage: (u) => u.cpus,
-      },
-    );
-    resource(
-      'scaler.memory.reserved',
-      'By',
-      'Memory requests held by this manager, per scope (orchestrator, scaler, pool).',
-      {
-        usage: (u) => u.memBytes,
-      },
-    );
-    resource('scaler.cpu.cap', '{cpu}', 'CPU caps per scope (absent where uncapped).', {
-      cap: (c) => c.maxCpu,
-    });
-    resource('scaler.memory.cap', 'By', 'Memory caps per scope (absent where uncapped).', {
-      cap: (c) => c.maxMemoryBytes,
-    });
-    const failures = meter.createObservableGauge('scaler.backoff.failures', {
-      description: 'Consecutive spawn failures counted toward the backoff, per scaler.',
-      unit: '{failure}',
-    });
-    const open = meter.createObservableGauge('scaler.backoff.open', {
-      description: 'Whether the scaler is backing off now (1) or not (0).',
-      unit: '1',
-    });
-    failures.addCallback((result) => {
-      for (const b of this.#view().status().backends) {
-        result.observe(b.backoff?.failures ?? 0, { 'scaler.name': b.name });
-      }
-    });
-    open.addCallback((result) => {
-      for (const b of this.#view().status().backends) {
-        result.observe(b.backoff?.open ? 1 : 0, { 'scaler.name': b.name });
-      }
-    });
-  }
-
-  #observeAgents(result: OtelObservableResult): void {
-    for (const b of this.#view().status().backends) {
-      const counts: Array<[string, number]> = [
-        ['spawning', b.spawningCount],
-        ['idle', b.idleCount],
-        ['busy', b.busyCount],
-        ['draining', b.drainingCount],
-        ['destroying', b.destroyingCount],
-      ];
-      for (const [state, n] of counts) {
-        result.observe(n, { 'scaler.name': b.name, 'scaler.agent.state': state });
-      }
-    }
-  }
-
-  #observeLimits(result: OtelObservableResult): void {
-    const status = this.#view().status();
-    result.observe(status.globalMaxAgents, { 'scaler.scope': 'orchestrator' });
-    for (const b of status.backends) {
-      result.observe(b.maxAgents, { 'scaler.scope': 'scaler', 'scaler.name': b.name });
-    }
-  }
-
-  #observeScopes(result: OtelObservableResult, pick: Pick): void {
-    const status = this.#view().status();
-    const report = (usage: Usage, cap: ResourceCap | undefined, attributes: OtelAttributes) => {
-      const value = pick.usage ? pick.usage(usage) : cap && pick.cap!(cap);
-      if (value !== undefined) result.observe(value, attributes);
-    };
-    report(status.globalUsage, status.globalResourceCap, { 'scaler.scope': 'orchestrator' });
-    for (const b of status.backends) {
-      report(b.usage, b.resourceCap, { 'scaler.scope': 'scaler', 'scaler.name': b.name });
-    }
-    for (const p of status.pools) {
-      report(p.usage, p.cap, { 'scaler.scope': 'pool', 'scaler.pool': p.name });
-    }
+    this.#m = createManagerInstruments(meter, spawnDurationHistogram);
+    observeManager(meter, view);
   }
 
   /** Wrap the host's `onEvent` so the telemetry sees every event first. */
@@ -298,20 +120,20 @@ export class ManagerTelemetry {
     switch (event.kind) {
       case 'registered': {
         const record = this.#view().core.book.get(event.agentId);
-        if (record === undefined || this.#registration === undefined) return;
-        this.#registration.record(
+        if (record === undefined || this.#m === undefined) return;
+        this.#m.registration.record(
           Math.max(0, event.at - record.spawnedAt) / 1000,
-          this.#registrationAttributes.get(event.scaler, record.warm),
+          this.#m.registrationAttributes.get(event.scaler, record.warm),
         );
         return;
       }
       case 'destroyed': {
         const reason = event.data?.reason;
-        this.#destroyed?.add(1, event.scaler, typeof reason === 'string' ? reason : 'unknown');
+        this.#m?.destroyed.add(1, event.scaler, typeof reason === 'string' ? reason : 'unknown');
         return;
       }
       case 'reservation-lost': {
-        this.#lost?.add(1, event.scaler, String(event.data?.pool));
+        this.#m?.lost.add(1, event.scaler, String(event.data?.pool));
         return;
       }
       default:
@@ -325,7 +147,7 @@ export class ManagerTelemetry {
       try {
         result = await run();
       } catch (error) {
-        this.#requests?.add(1, 'error');
+        this.#m?.requests.add(1, 'error');
         throw error;
       }
       this.#answered(jobId, result);
@@ -353,7 +175,7 @@ export class ManagerTelemetry {
       if (context !== undefined && this.#scaleContexts.get(jobId) === context) {
         this.#scaleContexts.delete(jobId);
       }
-      this.#requests?.add(1, 'error');
+      this.#m?.requests.add(1, 'error');
       if (recording) failSpan(span, error);
       span.end();
       throw error;
@@ -382,8 +204,11 @@ export class ManagerTelemetry {
     } else if (kind === 'backing-off') {
       limit = 'backing-off';
     }
-    this.#requests?.add(1, kind, backend, limit, pool, dimension);
-    if (this.#jobWait !== undefined) this.#waited(jobId, result);
+    const m = this.#m;
+    if (m !== undefined) {
+      m.requests.add(1, kind, backend, limit, pool, dimension);
+      this.#waited(m, jobId, result);
+    }
     if (span === undefined) return;
     span.setAttribute('scaler.result', kind);
     if (backend !== undefined) span.setAttribute('scaler.name', backend);
@@ -400,7 +225,7 @@ export class ManagerTelemetry {
   }
 
   /** Job wait: remember a job's first capacity refusal, record the wait when it spawns. */
-  #waited(jobId: string, result: ScaleResult): void {
+  #waited(m: ManagerInstruments, jobId: string, result: ScaleResult): void {
     if (result.kind === 'at-capacity' || result.kind === 'backing-off') {
       if (!this.#waiting.has(jobId)) {
         if (this.#waiting.size >= MAX_WAITING_JOBS) {
@@ -414,10 +239,7 @@ export class ManagerTelemetry {
       if (since !== undefined) {
         this.#waiting.delete(jobId);
         const now = this.#view().core.now();
-        this.#jobWait?.record(
-          Math.max(0, now - since) / 1000,
-          this.#waitAttributes.get(result.backend),
-        );
+        m.jobWait.record(Math.max(0, now - since) / 1000, m.waitAttributes.get(result.backend));
       }
     } else if (result.kind !== 'already-spawning') {
       this.#waiting.delete(jobId);
@@ -461,7 +283,7 @@ export class ManagerTelemetry {
     try {
       granted = await call;
     } catch (error) {
-      this.#spawns?.add(1, record.scaler.name, record.warm, 'reserve');
+      this.#m?.spawns.add(1, record.scaler.name, record.warm, 'reserve');
       if (recording) failSpan(span, error);
       span?.end();
       throw error;
@@ -480,51 +302,32 @@ export class ManagerTelemetry {
       this.#tracer === undefined
         ? undefined
         : this.#child(this.#tracer, 'scaler.backend.spawn', record);
-    const timed = this.#spawnDuration !== undefined;
-    const started = timed ? this.#view().core.now() : 0;
+    const started = this.#m?.spawnDuration !== undefined ? this.#view().core.now() : 0;
     let result: Awaited<T>;
     try {
       result = await run();
     } catch (error) {
-      this.#spawned(record, 'spawn', started, timed);
+      this.#spawned(record, 'spawn', started);
       if (span !== undefined) {
         if (isRecording(span)) failSpan(span, error);
         span.end();
       }
       throw error;
     }
-    this.#spawned(record, undefined, started, timed);
+    this.#spawned(record, undefined, started);
     span?.end();
     return result;
   }
 
-  #spawned(
-    record: AgentRecord,
-    failed: 'spawn' | undefined,
-    started: number,
-    timed: boolean,
-  ): void {
-    const name = record.scaler.name;
-    this.#spawns?.add(1, name, record.warm, failed);
-    if (timed) {
-      const elapsed = (this.#view().core.now() - started) / 1000;
-      this.#spawnDuration?.record(elapsed, this.#spawnAttributes.get(name, record.warm, failed));
+  #spawned(record: AgentRecord, failed: 'spawn' | undefined, started: number): void {
+    const m = this.#m;
+    if (m === undefined) return;
+    m.spawns.add(1, record.scaler.name, record.warm, failed);
+    if (m.spawnDuration !== undefined) {
+      m.spawnDuration.record(
+        (this.#view().core.now() - started) / 1000,
+        m.spawnAttributes.get(record.scaler.name, record.warm, failed),
+      );
     }
   }
-}
-
-/** The attributes of a spawn outcome: a failure names its stage (`reserve`, `spawn`). */
-function spawnAttributes(name: KeyPart, warm: KeyPart, failedAt: KeyPart): OtelAttributes {
-  const out: OtelAttributes = {
-    'scaler.name': name,
-    'scaler.warm': warm,
-    'scaler.outcome': failedAt === undefined ? 'spawned' : 'failed',
-  };
-  if (failedAt !== undefined) out['scaler.stage'] = failedAt;
-  return out;
-}
-
-interface Pick {
-  usage?: (usage: Usage) => number;
-  cap?: (cap: ResourceCap) => number | undefined;
 }
