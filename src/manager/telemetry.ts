@@ -48,10 +48,11 @@ export interface ManagerTelemetryOptions extends TelemetryOptions {
    * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
    * (how long each backend `spawn` call took). Off by default because it is
    * the one instrument that costs an SDK `record` on every spawn (the SDK
-   * sorts and serializes the attributes each time): about 2 to 3 µs, under 1%
-   * of a real spawn but more than 5% of an in-memory `requestScale`.
-   * `scaler.spawns` counts every spawn by outcome either way, and
-   * `scaler.agent.registration.duration` covers spawn to registration.
+   * sorts and serializes the attributes each time): over a microsecond of CPU,
+   * nothing beside a real spawn but a quarter or more of the 5% overhead
+   * budget of an in-memory `requestScale`. `scaler.spawns` counts every spawn
+   * by outcome either way, and `scaler.agent.registration.duration` covers
+   * spawn to registration. See docs/observability.md, Overhead.
    * @default false
    */
   spawnDurationHistogram?: boolean;
