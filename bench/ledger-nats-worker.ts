@@ -21,6 +21,7 @@ import {
 } from '../src/ledger/document.js';
 import { MachineLedger } from '../src/ledger/index.js';
 import { NatsPoolLedger } from '../src/ledger/nats/index.js';
+import { withNatsLedgerHooks } from '../src/ledger/nats/options.js';
 import type { PoolLedger } from '../src/ledger/types.js';
 
 interface Config {
@@ -96,13 +97,17 @@ const ledger =
     ? await handWritten()
     : config.backend === 'file'
       ? new MachineLedger({ instanceId: config.instanceId, dir: config.dir, leaseTtlMs: 60_000 })
-      : await NatsPoolLedger.connect({
-          servers: config.servers,
-          instanceId: config.instanceId,
-          timeoutMs: 60_000,
-          ...(config.combine !== undefined ? { combine: config.combine } : {}),
-          hooks: { onConflict: () => conflicts++ },
-        });
+      : await NatsPoolLedger.connect(
+          withNatsLedgerHooks(
+            {
+              servers: config.servers,
+              instanceId: config.instanceId,
+              timeoutMs: 60_000,
+              ...(config.combine !== undefined ? { combine: config.combine } : {}),
+            },
+            { onConflict: () => conflicts++ },
+          ),
+        );
 if (config.backend !== 'cas') {
   const real = ledger as MachineLedger | NatsPoolLedger;
   real.registerPool(config.pool, { maxCpu: config.maxCpu });

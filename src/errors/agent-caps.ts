@@ -8,6 +8,9 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
+ * import { isCapsValueError } from 'scaler-primitives';
+ * import { decodeAgentCaps } from 'scaler-primitives/agent-caps';
+ * declare const value: string;
  * try { decodeAgentCaps(value); }
  * catch (error) { if (isCapsValueError(error)) console.error(error.message); else throw error; }
  * ```
@@ -36,6 +39,12 @@ export class CapsValueError extends ScalerError {
  *
  * @example
  * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { isRevisionConflictError } from 'scaler-primitives';
+ * import type { AgentCaps } from 'scaler-primitives/agent-caps';
+ * import { writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
+ * declare const caps: AgentCaps;
  * try { await writeAgentCaps(kv, 'iris', caps); }
  * catch (error) { if (isRevisionConflictError(error)) console.error(error.message); else throw error; }
  * ```
@@ -60,6 +69,8 @@ export class RevisionConflictError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isCapsValueError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isCapsValueError(error)) console.error(error.code, error.field, error.value);
  * ```
  */
@@ -70,6 +81,8 @@ export const isCapsValueError = hasCode<CapsValueError>([ErrorCode.CAPS_VALUE]);
  *
  * @example
  * ```ts
+ * import { isRevisionConflictError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isRevisionConflictError(error)) console.error(error.code, error.key);
  * ```
  */

@@ -8,6 +8,9 @@
  *
  * @example
  * ```ts
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * declare const error: unknown;
+ * declare function retryLater(): void;
  * if (isScalerError(error) && error.code === ErrorCode.LEDGER_BUSY) retryLater();
  * ```
  */
@@ -66,6 +69,7 @@ export const ErrorCode = {
  *
  * @example
  * ```ts
+ * import type { ErrorCodeName } from 'scaler-primitives';
  * const code: ErrorCodeName = 'ERR_LEDGER_BUSY';
  * ```
  */
@@ -79,6 +83,8 @@ const brand = Symbol.for('scaler-primitives.ScalerError');
  *
  * @example
  * ```ts
+ * import { BackendError, type ScalerErrorOptions } from 'scaler-primitives';
+ * declare const error: unknown;
  * const options: ScalerErrorOptions = { cause: error };
  * throw new BackendError('linux', 'spawn failed: quota exceeded', options);
  * ```
@@ -93,6 +99,8 @@ export interface ScalerErrorOptions {
  *
  * @example
  * ```ts
+ * import { isScalerError } from 'scaler-primitives';
+ * import { parseMemory } from 'scaler-primitives/resources';
  * try {
  *   parseMemory('8GB');
  * } catch (error) {
@@ -124,6 +132,8 @@ export class ScalerError extends Error {
  *
  * @example
  * ```ts
+ * import { isScalerError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isScalerError(error)) console.error(error.code, error.message);
  * ```
  */

@@ -8,6 +8,8 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
+ * import { isConfigError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isConfigError(error)) {
  *   for (const issue of error.issues) console.error(issue.path.join('.'), issue.message);
  * }
@@ -25,6 +27,9 @@ export interface ConfigIssue {
  *
  * @example
  * ```ts
+ * import { isConfigError } from 'scaler-primitives';
+ * import { parseScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
  * try { parseScalerConfig(JSON.parse(text)); }
  * catch (error) { if (isConfigError(error)) console.error(error.message); else throw error; }
  * ```
@@ -49,6 +54,9 @@ export class ConfigError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isInvalidInputError } from 'scaler-primitives';
+ * import { parseCidr } from 'scaler-primitives/nftables';
+ * declare const input: string;
  * try { parseCidr(input); }
  * catch (error) { if (isInvalidInputError(error)) console.error(error.message); else throw error; }
  * ```
@@ -76,6 +84,8 @@ export class InvalidInputError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isConfigError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isConfigError(error)) console.error(error.code, error.issues);
  * ```
  */
@@ -86,6 +96,8 @@ export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
  *
  * @example
  * ```ts
+ * import { isInvalidInputError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isInvalidInputError(error)) console.error(error.code, error.what, error.value);
  * ```
  */

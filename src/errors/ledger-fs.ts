@@ -10,6 +10,9 @@ import { LedgerError } from './ledger.js';
  *
  * @example
  * ```ts
+ * import { isLedgerDirError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerDirError(error)) console.error(error.message); else throw error; }
  * ```
@@ -35,6 +38,9 @@ export class LedgerDirError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerFileError, LedgerFileProblem } from 'scaler-primitives';
+ * declare const error: unknown;
+ * declare function alertOperator(path: string): void;
  * if (isLedgerFileError(error) && error.problem === LedgerFileProblem.SYMLINK) alertOperator(error.path);
  * ```
  */
@@ -56,6 +62,7 @@ export const LedgerFileProblem = {
  *
  * @example
  * ```ts
+ * import type { LedgerFileProblemName } from 'scaler-primitives';
  * const problem: LedgerFileProblemName = 'symlink';
  * ```
  */
@@ -68,6 +75,9 @@ export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof Ledg
  *
  * @example
  * ```ts
+ * import { isLedgerFileError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerFileError(error)) console.error(error.path, error.problem); else throw error; }
  * ```
@@ -103,6 +113,8 @@ export class LedgerFileError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerDirError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerDirError(error)) console.error(error.code, error.dir);
  * ```
  */
@@ -113,6 +125,8 @@ export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UN
  *
  * @example
  * ```ts
+ * import { isLedgerFileError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerFileError(error)) console.error(error.code, error.path, error.problem);
  * ```
  */

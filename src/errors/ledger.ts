@@ -15,6 +15,9 @@ import {
  *
  * @example
  * ```ts
+ * import { isLedgerError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerError(error)) console.error(error.message); else throw error; }
  * ```
@@ -40,6 +43,9 @@ export class LedgerError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isLedgerCorruptError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerCorruptError(error)) console.error(error.message); else throw error; }
  * ```
@@ -65,6 +71,9 @@ export class LedgerCorruptError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerCapMismatchError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerCapMismatchError(error)) console.error(error.message); else throw error; }
  * ```
@@ -93,6 +102,9 @@ export class LedgerCapMismatchError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerBusyError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerBusyError(error)) console.error(error.message); else throw error; }
  * ```
@@ -123,6 +135,9 @@ export class LedgerBusyError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerLockCompromisedError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerLockCompromisedError(error)) console.error(error.message); else throw error; }
  * ```
@@ -147,6 +162,10 @@ export class LedgerLockCompromisedError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerLeaseExpiredError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * declare function reconcileAgents(): Promise<void>;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerLeaseExpiredError(error)) await reconcileAgents(); else throw error; }
  * ```
@@ -175,6 +194,9 @@ export class LedgerLeaseExpiredError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerUnavailableError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
  * catch (error) { if (isLedgerUnavailableError(error)) console.error(error.message); else throw error; }
  * ```
@@ -196,6 +218,8 @@ export class LedgerUnavailableError extends LedgerError {
  *
  * @example
  * ```ts
+ * import { isLedgerError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerError(error)) console.error(error.code, error.pool);
  * ```
  */
@@ -215,6 +239,8 @@ export const isLedgerError = hasCode<LedgerError>([
  *
  * @example
  * ```ts
+ * import { isLedgerCorruptError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerCorruptError(error)) console.error(error.code, error.location);
  * ```
  */
@@ -225,6 +251,8 @@ export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGE
  *
  * @example
  * ```ts
+ * import { isLedgerCapMismatchError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerCapMismatchError(error)) console.error(error.code, error.stored, error.registered);
  * ```
  */
@@ -237,6 +265,8 @@ export const isLedgerCapMismatchError = hasCode<LedgerCapMismatchError>([
  *
  * @example
  * ```ts
+ * import { isLedgerBusyError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerBusyError(error)) console.error(error.code, error.lockAgeMs);
  * ```
  */
@@ -247,6 +277,8 @@ export const isLedgerBusyError = hasCode<LedgerBusyError>([ErrorCode.LEDGER_BUSY
  *
  * @example
  * ```ts
+ * import { isLedgerLockCompromisedError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerLockCompromisedError(error)) console.error(error.code);
  * ```
  */
@@ -259,6 +291,8 @@ export const isLedgerLockCompromisedError = hasCode<LedgerLockCompromisedError>(
  *
  * @example
  * ```ts
+ * import { isLedgerLeaseExpiredError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerLeaseExpiredError(error)) console.error(error.code, error.agentIds);
  * ```
  */
@@ -271,6 +305,8 @@ export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
  *
  * @example
  * ```ts
+ * import { isLedgerUnavailableError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isLedgerUnavailableError(error)) console.error(error.code);
  * ```
  */

@@ -8,6 +8,9 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
+ * import { isBackendError } from 'scaler-primitives';
+ * import type { ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
  * try { await manager.shutdownAll(); }
  * catch (error) { if (isBackendError(error)) console.error(error.message); else throw error; }
  * ```
@@ -32,6 +35,8 @@ export class BackendError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isBackendError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isBackendError(error)) console.error(error.code, error.backend);
  * ```
  */

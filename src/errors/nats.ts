@@ -8,6 +8,10 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { isNatsRequestError } from 'scaler-primitives';
+ * import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
  * try { await readAgentCaps(nc, 'iris'); }
  * catch (error) { if (isNatsRequestError(error)) console.error(error.message); else throw error; }
  * ```
@@ -38,6 +42,8 @@ export class NatsRequestError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isNatsRequestError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isNatsRequestError(error)) console.error(error.code, error.subject);
  * ```
  */

@@ -14,6 +14,10 @@ import {
  *
  * @example
  * ```ts
+ * import { isNftError } from 'scaler-primitives';
+ * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
+ * declare const agent: string;
+ * declare const policy: IsolationPolicy;
  * try { await addIsolationRules(agent, policy); }
  * catch (error) { if (isNftError(error)) console.error(error.message); else throw error; }
  * ```
@@ -47,6 +51,10 @@ export class NftError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isNftNotInstalledError } from 'scaler-primitives';
+ * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
+ * declare const agent: string;
+ * declare const policy: IsolationPolicy;
  * try { await addIsolationRules(agent, policy); }
  * catch (error) { if (isNftNotInstalledError(error)) console.error(error.message); else throw error; }
  * ```
@@ -68,6 +76,10 @@ export class NftNotInstalledError extends NftError {
  *
  * @example
  * ```ts
+ * import { isNftPermissionError } from 'scaler-primitives';
+ * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
+ * declare const agent: string;
+ * declare const policy: IsolationPolicy;
  * try { await addIsolationRules(agent, policy); }
  * catch (error) { if (isNftPermissionError(error)) console.error(error.message); else throw error; }
  * ```
@@ -93,6 +105,10 @@ export class NftPermissionError extends NftError {
  *
  * @example
  * ```ts
+ * import { isNftCommandError } from 'scaler-primitives';
+ * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
+ * declare const agent: string;
+ * declare const policy: IsolationPolicy;
  * try { await addIsolationRules(agent, policy); }
  * catch (error) { if (isNftCommandError(error)) console.error(error.message); else throw error; }
  * ```
@@ -118,6 +134,8 @@ export class NftCommandError extends NftError {
  *
  * @example
  * ```ts
+ * import { isNftError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isNftError(error)) console.error(error.code, error.command, error.stderr);
  * ```
  */
@@ -132,6 +150,8 @@ export const isNftError = hasCode<NftError>([
  *
  * @example
  * ```ts
+ * import { isNftNotInstalledError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isNftNotInstalledError(error)) console.error(error.code);
  * ```
  */
@@ -142,6 +162,8 @@ export const isNftNotInstalledError = hasCode<NftNotInstalledError>([ErrorCode.N
  *
  * @example
  * ```ts
+ * import { isNftPermissionError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isNftPermissionError(error)) console.error(error.code);
  * ```
  */
@@ -152,6 +174,8 @@ export const isNftPermissionError = hasCode<NftPermissionError>([ErrorCode.NFT_P
  *
  * @example
  * ```ts
+ * import { isNftCommandError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isNftCommandError(error)) console.error(error.code);
  * ```
  */

@@ -8,6 +8,8 @@ import { ErrorCode, hasCode, ScalerError } from './base.js';
  *
  * @example
  * ```ts
+ * import { isResourceParseError, type ResourceKind } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isResourceParseError(error)) {
  *   const kind: ResourceKind = error.kind; // 'cpu' | 'memory' | 'extended'
  * }
@@ -20,6 +22,9 @@ export type ResourceKind = 'cpu' | 'memory' | 'extended';
  *
  * @example
  * ```ts
+ * import { isResourceParseError } from 'scaler-primitives';
+ * import { parseCpu } from 'scaler-primitives/resources';
+ * declare const input: string;
  * try { parseCpu(input); }
  * catch (error) { if (isResourceParseError(error)) console.error(error.message); else throw error; }
  * ```
@@ -47,6 +52,9 @@ export class ResourceParseError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isResourceConflictError } from 'scaler-primitives';
+ * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
+ * declare const layers: ResourceRequest[];
  * try { resolveResources(layers); }
  * catch (error) { if (isResourceConflictError(error)) console.error(error.message); else throw error; }
  * ```
@@ -91,6 +99,11 @@ export class ResourceConflictError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isDuplicateReservationError } from 'scaler-primitives';
+ * import type { CapTracker } from 'scaler-primitives/caps';
+ * import type { ResourceAmount } from 'scaler-primitives/resources';
+ * declare const caps: CapTracker;
+ * declare const amount: ResourceAmount;
  * try { caps.tryReserve('agent-1', ['global'], amount); }
  * catch (error) { if (isDuplicateReservationError(error)) console.error(error.message); else throw error; }
  * ```
@@ -114,6 +127,8 @@ export class DuplicateReservationError extends ScalerError {
  *
  * @example
  * ```ts
+ * import { isResourceParseError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isResourceParseError(error)) console.error(error.code, error.value, error.kind);
  * ```
  */
@@ -124,6 +139,8 @@ export const isResourceParseError = hasCode<ResourceParseError>([ErrorCode.RESOU
  *
  * @example
  * ```ts
+ * import { isResourceConflictError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isResourceConflictError(error)) console.error(error.code, error.dimension, error.request);
  * ```
  */
@@ -136,6 +153,8 @@ export const isResourceConflictError = hasCode<ResourceConflictError>([
  *
  * @example
  * ```ts
+ * import { isDuplicateReservationError } from 'scaler-primitives';
+ * declare const error: unknown;
  * if (isDuplicateReservationError(error)) console.error(error.code, error.id);
  * ```
  */

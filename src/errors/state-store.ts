@@ -3,7 +3,23 @@
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
-/** What a {@link StateStoreError} is about. */
+/**
+ * What a {@link StateStoreError} is about.
+ *
+ * @example
+ * ```ts
+ * import { isStateStoreError, StateStoreProblem } from 'scaler-primitives';
+ * import type { ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * declare function alertOperator(path: string): void;
+ * try {
+ *   await manager.recoverState();
+ * } catch (error) {
+ *   if (isStateStoreError(error) && error.problem === StateStoreProblem.CORRUPT) alertOperator(error.location);
+ *   else throw error;
+ * }
+ * ```
+ */
 export const StateStoreProblem = {
   /** The stored state is unreadable, of the wrong shape or of an unknown version (left as it is). */
   CORRUPT: 'corrupt',
@@ -17,10 +33,33 @@ export const StateStoreProblem = {
   UNAVAILABLE: 'unavailable',
 } as const;
 
-/** The union of the values of {@link StateStoreProblem}. */
+/**
+ * The union of the values of {@link StateStoreProblem}.
+ *
+ * @example
+ * ```ts
+ * import type { StateStoreProblemName } from 'scaler-primitives';
+ * const problem: StateStoreProblemName = 'conflict'; // another manager with the same name wrote
+ * ```
+ */
 export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
 
-/** A manager state store (file or NATS) refused its stored state or failed to write. */
+/**
+ * A manager state store (file or NATS) refused its stored state or failed to write.
+ *
+ * @example
+ * ```ts
+ * import { isStateStoreError } from 'scaler-primitives';
+ * import type { ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * try {
+ *   await manager.recoverState();
+ * } catch (error) {
+ *   if (isStateStoreError(error)) console.error(error.location, error.problem, error.message);
+ *   else throw error;
+ * }
+ * ```
+ */
 export class StateStoreError extends ScalerError {
   /** Where: a file path or a KV bucket and key. */
   readonly location: string;
@@ -45,5 +84,14 @@ export class StateStoreError extends ScalerError {
   }
 }
 
-/** True for a {@link StateStoreError}. */
+/**
+ * True for a {@link StateStoreError}.
+ *
+ * @example
+ * ```ts
+ * import { isStateStoreError } from 'scaler-primitives';
+ * declare const error: unknown;
+ * if (isStateStoreError(error)) console.error(error.code, error.location, error.problem);
+ * ```
+ */
 export const isStateStoreError = hasCode<StateStoreError>([ErrorCode.STATE_STORE]);

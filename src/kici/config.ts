@@ -21,7 +21,17 @@ import { fromKiciCap, fromKiciResources } from './resources.js';
 
 type Path = ReadonlyArray<string | number>;
 
-/** kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`). */
+/**
+ * kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`).
+ *
+ * @example
+ * ```ts
+ * import { KICI_AUTO_LABEL_PREFIX, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
+ * declare const kiciConfig: KiciScalerConfig;
+ * const { input } = toScalerConfig(kiciConfig);
+ * input.autoLabelPrefix === KICI_AUTO_LABEL_PREFIX; // true: agents carry 'kici:scaler:<name>'
+ * ```
+ */
 export const KICI_AUTO_LABEL_PREFIX = 'kici:';
 
 /** kici's `globalMaxAgents` default. */

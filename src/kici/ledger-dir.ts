@@ -8,10 +8,27 @@ import { join } from 'node:path';
 import { LedgerDirError } from '../errors.js';
 import { resolveLedgerDir } from '../ledger/index.js';
 
-/** kici's default ledger directory (the core's default is `/var/lib/scaler-primitives/ledger`). */
+/**
+ * kici's default ledger directory (the core's default is `/var/lib/scaler-primitives/ledger`).
+ *
+ * @example
+ * ```ts
+ * import { KICI_LEDGER_DIR } from 'scaler-primitives/kici';
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: KICI_LEDGER_DIR }); // kici's pools
+ * ```
+ */
 export const KICI_LEDGER_DIR = '/var/lib/kici/scaler-ledger';
 
-/** The environment variable kici's config loader reads the ledger directory from. */
+/**
+ * The environment variable kici's config loader reads the ledger directory from.
+ *
+ * @example
+ * ```ts
+ * import { KICI_LEDGER_DIR, KICI_LEDGER_DIR_ENV } from 'scaler-primitives/kici';
+ * const dir = process.env[KICI_LEDGER_DIR_ENV] || KICI_LEDGER_DIR; // what kici's config loader reads
+ * ```
+ */
 export const KICI_LEDGER_DIR_ENV = 'KICI_MACHINE_LEDGER_DIR';
 
 /**
@@ -19,6 +36,7 @@ export const KICI_LEDGER_DIR_ENV = 'KICI_MACHINE_LEDGER_DIR';
  *
  * @example
  * ```ts
+ * import { type KiciEnv, kiciLedgerDirCandidates } from 'scaler-primitives/kici';
  * const env: KiciEnv = { XDG_STATE_HOME: '/var/lib/kici-state', HOME: '/root' };
  * const dirs = kiciLedgerDirCandidates(env);
  * ```
@@ -36,6 +54,7 @@ export type KiciEnv = Readonly<Record<string, string | undefined>>;
  *
  * @example
  * ```ts
+ * import { kiciLedgerDirCandidates } from 'scaler-primitives/kici';
  * kiciLedgerDirCandidates({ HOME: '/home/ci' });
  * // ['/var/lib/kici/scaler-ledger', '/home/ci/.local/state/kici/scaler-ledger', '/tmp/kici-scaler-ledger']
  * ```
@@ -64,6 +83,8 @@ export function kiciLedgerDirCandidates(env: KiciEnv = process.env): string[] {
  *
  * @example
  * ```ts
+ * import { kiciLedgerDirFromEnv } from 'scaler-primitives/kici';
+ * import { MachineLedger } from 'scaler-primitives/ledger';
  * const ledger = new MachineLedger({ explicitDir: kiciLedgerDirFromEnv(), instanceId: 'orch-a' });
  * ```
  */
@@ -97,6 +118,7 @@ function codeOf(error: unknown): string | undefined {
  *
  * @example
  * ```ts
+ * import { resolveKiciLedgerDir } from 'scaler-primitives/kici';
  * const dir = await resolveKiciLedgerDir(undefined); // e.g. '/home/ci/.local/state/kici/scaler-ledger'
  * ```
  */

@@ -90,13 +90,13 @@ export class MachineLedger {
   /** This instance's id. */
   readonly instanceId: string;
 
-  private readonly explicitDir: string | undefined;
-  private readonly env: KiciEnv | undefined;
-  private readonly coreOptions: KiciMachineLedgerOptions['core'];
-  private readonly caps = new Map<string, ResourceCap>();
-  private core: CoreMachineLedger | undefined;
-  private pending: Promise<CoreMachineLedger> | undefined;
-  private reapIntervalMs: number | undefined;
+  readonly #explicitDir: string | undefined;
+  readonly #env: KiciEnv | undefined;
+  readonly #coreOptions: KiciMachineLedgerOptions['core'];
+  readonly #caps = new Map<string, ResourceCap>();
+  #core: CoreMachineLedger | undefined;
+  #pending: Promise<CoreMachineLedger> | undefined;
+  #reapIntervalMs: number | undefined;
 
   /**
    * @param opts - kici's `{ explicitDir?, instanceId }`, see {@link KiciMachineLedgerOptions}.
@@ -114,9 +114,9 @@ export class MachineLedger {
       );
     }
     this.instanceId = opts.instanceId;
-    this.explicitDir = opts.explicitDir;
-    this.env = opts.env;
-    this.coreOptions = opts.core;
+    this.#explicitDir = opts.explicitDir;
+    this.#env = opts.env;
+    this.#coreOptions = opts.core;
   }
 
   /**
@@ -127,26 +127,26 @@ export class MachineLedger {
    * @throws LedgerDirError when no directory is usable (retried on the next call).
    */
   ledger(): Promise<CoreMachineLedger> {
-    if (this.core) return Promise.resolve(this.core);
-    if (!this.pending) {
-      const pending = resolveKiciLedgerDir(this.explicitDir, this.env).then((dir) => {
+    if (this.#core) return Promise.resolve(this.#core);
+    if (!this.#pending) {
+      const pending = resolveKiciLedgerDir(this.#explicitDir, this.#env).then((dir) => {
         const core = new CoreMachineLedger({
-          ...this.coreOptions,
+          ...this.#coreOptions,
           instanceId: this.instanceId,
           dir,
         });
-        for (const [name, cap] of this.caps) core.registerPool(name, cap);
-        if (this.reapIntervalMs !== undefined) core.start(this.reapIntervalMs);
-        this.core = core;
+        for (const [name, cap] of this.#caps) core.registerPool(name, cap);
+        if (this.#reapIntervalMs !== undefined) core.start(this.#reapIntervalMs);
+        this.#core = core;
         return core;
       });
-      this.pending = pending;
+      this.#pending = pending;
       // A failed resolution is retried on the next call, as kici does.
       pending.catch(() => {
-        if (this.pending === pending) this.pending = undefined;
+        if (this.#pending === pending) this.#pending = undefined;
       });
     }
-    return this.pending;
+    return this.#pending;
   }
 
   /** The resolved ledger directory. @throws LedgerDirError as {@link MachineLedger.ledger}. */
@@ -164,8 +164,8 @@ export class MachineLedger {
   registerPool(name: string, cap: ResourceCap): void {
     const pool = validatePoolName(name);
     const normalized = normalizeCap(cap);
-    this.caps.set(pool, normalized);
-    this.core?.registerPool(pool, normalized);
+    this.#caps.set(pool, normalized);
+    this.#core?.registerPool(pool, normalized);
   }
 
   /**
@@ -183,7 +183,7 @@ export class MachineLedger {
     cpus: number,
     memBytes: number,
   ): Promise<boolean> {
-    this.registered(poolName);
+    this.#registered(poolName);
     return (await this.ledger()).tryReserve(poolName, agentId, cpus, memBytes);
   }
 
@@ -194,7 +194,7 @@ export class MachineLedger {
    * @throws TypeError when the pool is not registered; ledger errors as {@link MachineLedger.tryReserve}.
    */
   async release(poolName: string, agentId: string): Promise<void> {
-    this.registered(poolName);
+    this.#registered(poolName);
     await (await this.ledger()).release(poolName, agentId, { instanceId: this.instanceId });
   }
 
@@ -204,7 +204,7 @@ export class MachineLedger {
    * @throws TypeError when the pool is not registered; ledger errors as {@link MachineLedger.tryReserve}.
    */
   async reapStale(poolName: string): Promise<void> {
-    this.registered(poolName);
+    this.#registered(poolName);
     await (await this.ledger()).reapStale(poolName);
   }
 
@@ -214,7 +214,7 @@ export class MachineLedger {
    * @throws TypeError when the pool is not registered; LedgerCorruptError for a bad file.
    */
   async getUsage(poolName: string): Promise<KiciUsage> {
-    this.registered(poolName);
+    this.#registered(poolName);
     const usage: ResourceAmount = await (await this.ledger()).getUsage(poolName);
     return { cpus: usage.cpus, memBytes: usage.memBytes };
   }
@@ -232,10 +232,10 @@ export class MachineLedger {
         `Expected \`intervalMs\` to be a finite number > 0, got \`${String(intervalMs)}\``,
       );
     }
-    if (this.reapIntervalMs !== undefined) return;
-    this.reapIntervalMs = intervalMs;
-    if (this.core) {
-      this.core.start(intervalMs);
+    if (this.#reapIntervalMs !== undefined) return;
+    this.#reapIntervalMs = intervalMs;
+    if (this.#core) {
+      this.#core.start(intervalMs);
       return;
     }
     // The reaper starts once the directory is resolved (here, or by the next operation).
@@ -244,13 +244,13 @@ export class MachineLedger {
 
   /** Stop the reaper started by {@link MachineLedger.start}. */
   stop(): void {
-    this.reapIntervalMs = undefined;
-    this.core?.stop();
+    this.#reapIntervalMs = undefined;
+    this.#core?.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort: never throws. */
   async releaseAllForInstance(): Promise<void> {
-    if (this.caps.size === 0) return;
+    if (this.#caps.size === 0) return;
     try {
       await (await this.ledger()).releaseAllForInstance();
     } catch {
@@ -263,13 +263,13 @@ export class MachineLedger {
    * behind. Call after {@link MachineLedger.releaseAllForInstance} on shutdown.
    */
   async close(): Promise<void> {
-    this.reapIntervalMs = undefined;
-    const core = this.core ?? (await this.pending?.catch(() => undefined));
+    this.#reapIntervalMs = undefined;
+    const core = this.#core ?? (await this.#pending?.catch(() => undefined));
     await core?.close();
   }
 
-  private registered(pool: string): void {
-    if (!this.caps.has(pool)) {
+  #registered(pool: string): void {
+    if (!this.#caps.has(pool)) {
       throw new TypeError(
         `Pool ${JSON.stringify(pool)} is not registered; call registerPool(${JSON.stringify(pool)}, cap) first`,
       );

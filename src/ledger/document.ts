@@ -16,7 +16,15 @@ export { checkFit, sumRows } from './fit.js';
 
 import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 
-/** The document version this library reads and writes. */
+/**
+ * The document version this library reads and writes.
+ *
+ * @example
+ * ```ts
+ * import { LEDGER_VERSION, type LedgerDocument } from 'scaler-primitives/ledger';
+ * const doc: LedgerDocument = { version: LEDGER_VERSION, cap: { maxCpu: 16 }, reservations: [] };
+ * ```
+ */
 export const LEDGER_VERSION = 1;
 
 // No leading dot: `.<pool>.queue` and temp files are dot names, and a dot pool
@@ -30,6 +38,13 @@ const POOL_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
  * @throws InvalidInputError when the name is empty, longer than 128 characters,
  *   starts with `.`, or holds a character outside `[A-Za-z0-9._-]`.
  * @throws TypeError when the name is not a string.
+ *
+ * @example
+ * ```ts
+ * import { validatePoolName } from 'scaler-primitives/ledger';
+ * validatePoolName('build-host'); // 'build-host'
+ * validatePoolName('../etc'); // throws InvalidInputError: expected [A-Za-z0-9._-], not starting with '.'
+ * ```
  */
 export function validatePoolName(name: unknown): string {
   if (typeof name !== 'string') {
@@ -80,7 +95,17 @@ const documentSchema = z.looseObject({
   reservations: z.array(rowSchema),
 });
 
-/** Where a document came from, for error messages: its pool and its file path or KV key. */
+/**
+ * Where a document came from, for error messages: its pool and its file path or KV key.
+ *
+ * @example
+ * ```ts
+ * import { type DocumentSource, parseDocument } from 'scaler-primitives/ledger';
+ * declare const text: string;
+ * const source: DocumentSource = { pool: 'build-host', location: '/var/lib/scaler-primitives/ledger/build-host.json' };
+ * const doc = parseDocument(text, source); // a LedgerCorruptError names source.location
+ * ```
+ */
 export interface DocumentSource {
   /** The pool name. */
   pool: string;
@@ -94,6 +119,15 @@ export interface DocumentSource {
  *
  * @throws LedgerCorruptError when the text is not JSON, the version is not 1,
  *   or a field has the wrong type; the message names the location and the field.
+ *
+ * @example
+ * ```ts
+ * import { parseDocument } from 'scaler-primitives/ledger';
+ * const doc = parseDocument('{"version":1,"cap":{"maxCpu":16},"reservations":[]}', {
+ *   pool: 'build-host',
+ *   location: '/var/lib/scaler-primitives/ledger/build-host.json',
+ * });
+ * ```
  */
 export function parseDocument(text: string, source: DocumentSource): LedgerDocument {
   let value: unknown;
@@ -115,6 +149,13 @@ export function parseDocument(text: string, source: DocumentSource): LedgerDocum
  * Validate an already-parsed pool document (for stores that hand over values).
  *
  * @throws LedgerCorruptError as {@link parseDocument}.
+ *
+ * @example
+ * ```ts
+ * import { validateDocument } from 'scaler-primitives/ledger';
+ * declare const text: string;
+ * const doc = validateDocument(JSON.parse(text), { pool: 'build-host', location: 'pool.build-host' });
+ * ```
  */
 export function validateDocument(value: unknown, source: DocumentSource): LedgerDocument {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -138,12 +179,29 @@ export function validateDocument(value: unknown, source: DocumentSource): Ledger
   return result.data as LedgerDocument;
 }
 
-/** Render a document as the text written to the store (two-space JSON, trailing newline). */
+/**
+ * Render a document as the text written to the store (two-space JSON, trailing newline).
+ *
+ * @example
+ * ```ts
+ * import { emptyDocument, serializeDocument } from 'scaler-primitives/ledger';
+ * const text = serializeDocument(emptyDocument({ maxCpu: 16 }));
+ * // '{\n  "version": 1,\n  "cap": {\n    "maxCpu": 16\n  },\n  "reservations": []\n}\n'
+ * ```
+ */
 export function serializeDocument(doc: LedgerDocument): string {
   return `${JSON.stringify(doc, null, 2)}\n`;
 }
 
-/** A fresh, empty document for a pool with this cap. */
+/**
+ * A fresh, empty document for a pool with this cap.
+ *
+ * @example
+ * ```ts
+ * import { emptyDocument } from 'scaler-primitives/ledger';
+ * const doc = emptyDocument({ maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }); // no reservations yet
+ * ```
+ */
 export function emptyDocument(cap: ResourceCap): LedgerDocument {
   return { version: LEDGER_VERSION, cap: normalizeCap(cap), reservations: [] };
 }
@@ -155,6 +213,12 @@ export function emptyDocument(cap: ResourceCap): LedgerDocument {
  * @throws TypeError when a field is present and not a finite number >= 0 (whole
  *   for counts), or `maxExtended`/`provides` are not an object/array.
  * @throws InvalidInputError for an invalid extended resource name.
+ *
+ * @example
+ * ```ts
+ * import { normalizeCap } from 'scaler-primitives/ledger';
+ * const cap = normalizeCap({ maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }); // only the known fields, checked
+ * ```
  */
 export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (typeof cap !== 'object' || cap === null) {
@@ -174,6 +238,13 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
 /**
  * True when two caps limit the same dimensions to the same amounts, compared as
  * they are enforced: whole millicores and whole bytes, rounded down.
+ *
+ * @example
+ * ```ts
+ * import { capsEqual } from 'scaler-primitives/ledger';
+ * capsEqual({ maxCpu: 4 }, { maxCpu: 4.0001 }); // true: both are 4000 millicores
+ * capsEqual({ maxCpu: 4 }, { maxCpu: 8 }); // false
+ * ```
  */
 export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
   const sameCpu =
@@ -191,6 +262,14 @@ export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
  * Fail unless the stored cap equals the registered one.
  *
  * @throws LedgerCapMismatchError naming the location and both caps.
+ *
+ * @example
+ * ```ts
+ * import { assertCap, parseDocument } from 'scaler-primitives/ledger';
+ * declare const text: string;
+ * const source = { pool: 'build-host', location: '/var/lib/scaler-primitives/ledger/build-host.json' };
+ * assertCap(parseDocument(text, source), { maxCpu: 16 }, source); // throws LedgerCapMismatchError when they differ
+ * ```
  */
 export function assertCap(doc: LedgerDocument, registered: ResourceCap, source: DocumentSource) {
   if (capsEqual(doc.cap, registered)) return;
@@ -202,7 +281,19 @@ export function assertCap(doc: LedgerDocument, registered: ResourceCap, source: 
   );
 }
 
-/** Why a row is stale: a constant object and its union type. */
+/**
+ * Why a row is stale: a constant object and its union type.
+ *
+ * @example
+ * ```ts
+ * import { type LivenessFacts, partitionRows, type ReservationRow, StaleReason } from 'scaler-primitives/ledger';
+ * declare const rows: ReservationRow[];
+ * declare const facts: LivenessFacts;
+ * for (const { row, reason } of partitionRows(rows, facts).stale) {
+ *   if (reason === StaleReason.OTHER_BOOT) console.log(`${row.agentId}: reserved before the last reboot`);
+ * }
+ * ```
+ */
 export const StaleReason = {
   /** Written during an earlier boot of the host. */
   OTHER_BOOT: 'other-boot',
@@ -216,14 +307,52 @@ export const StaleReason = {
 /** One of the values of {@link StaleReason}. */
 export type StaleReason = (typeof StaleReason)[keyof typeof StaleReason];
 
-/** What a same-instance row's process probe found. */
+/**
+ * What a same-instance row's process probe found.
+ *
+ * @example
+ * ```ts
+ * import type { LivenessFacts, ProcessState } from 'scaler-primitives/ledger';
+ * declare function isRunning(pid: number): boolean;
+ * const facts: LivenessFacts = {
+ *   bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
+ *   instanceId: 'orchestrator-a',
+ *   processState: (row): ProcessState => (isRunning(row.pid) ? 'alive' : 'gone'),
+ *   leaseState: () => 'unknown',
+ * };
+ * ```
+ */
 export type ProcessState = 'alive' | 'gone' | 'reused';
-/** What a peer row's lease check found; `unknown` keeps the row (fail safe). */
+/**
+ * What a peer row's lease check found; `unknown` keeps the row (fail safe).
+ *
+ * @example
+ * ```ts
+ * import type { LeaseState } from 'scaler-primitives/ledger';
+ * declare const freshLeases: Set<string>;
+ * declare const expiredLeases: Set<string>;
+ * const leaseState = (leaseId: string): LeaseState =>
+ *   freshLeases.has(leaseId) ? 'fresh' : expiredLeases.has(leaseId) ? 'expired' : 'unknown';
+ * ```
+ */
 export type LeaseState = 'fresh' | 'expired' | 'unknown';
 
 /**
  * Facts the stale-row rule needs, gathered by the backend before it decides.
  * The backend decides how to answer (pid probe, lease file mtime, KV key age).
+ *
+ * @example
+ * ```ts
+ * import { type LivenessFacts, partitionRows, type ReservationRow } from 'scaler-primitives/ledger';
+ * declare const rows: ReservationRow[];
+ * const facts: LivenessFacts = {
+ *   bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
+ *   instanceId: 'orchestrator-a',
+ *   processState: () => 'alive',
+ *   leaseState: () => 'fresh',
+ * };
+ * const { live, stale } = partitionRows(rows, facts);
+ * ```
  */
 export interface LivenessFacts {
   /** The host's current boot id. */
@@ -236,7 +365,18 @@ export interface LivenessFacts {
   leaseState(leaseId: string, row: ReservationRow): LeaseState;
 }
 
-/** A row's verdict: live, or stale with the reason. */
+/**
+ * A row's verdict: live, or stale with the reason.
+ *
+ * @example
+ * ```ts
+ * import { type LivenessFacts, type ReservationRow, type RowVerdict, rowVerdict } from 'scaler-primitives/ledger';
+ * declare const row: ReservationRow;
+ * declare const facts: LivenessFacts;
+ * const verdict: RowVerdict = rowVerdict(row, facts);
+ * if (verdict.stale) console.log(`${row.agentId} is stale: ${verdict.reason}`);
+ * ```
+ */
 export type RowVerdict =
   | {
       /** The row is live. */
@@ -249,7 +389,18 @@ export type RowVerdict =
       reason: StaleReason;
     };
 
-/** A stale row and why it is stale. */
+/**
+ * A stale row and why it is stale.
+ *
+ * @example
+ * ```ts
+ * import { type LivenessFacts, partitionRows, type ReservationRow, type StaleRow } from 'scaler-primitives/ledger';
+ * declare const rows: ReservationRow[];
+ * declare const facts: LivenessFacts;
+ * const stale: StaleRow[] = partitionRows(rows, facts).stale;
+ * for (const { row, reason } of stale) console.log(row.agentId, reason); // 'agent-1' 'process-gone'
+ * ```
+ */
 export interface StaleRow {
   /** The row. */
   row: ReservationRow;
@@ -264,6 +415,14 @@ export interface StaleRow {
  * 3. another instance with a lease: an expired lease is stale, fresh or unknown is live;
  * 4. another instance without a lease (an older writer): live, as in the seed,
  *    until the host reboots or the owner releases it.
+ *
+ * @example
+ * ```ts
+ * import { type LivenessFacts, type ReservationRow, rowVerdict } from 'scaler-primitives/ledger';
+ * declare const row: ReservationRow;
+ * declare const facts: LivenessFacts;
+ * const verdict = rowVerdict(row, facts); // { stale: false } or { stale: true, reason: 'lease-expired' }
+ * ```
  */
 export function rowVerdict(row: ReservationRow, facts: LivenessFacts): RowVerdict {
   if (row.bootId !== facts.bootId) return { stale: true, reason: StaleReason.OTHER_BOOT };
@@ -281,7 +440,18 @@ export function rowVerdict(row: ReservationRow, facts: LivenessFacts): RowVerdic
   return { stale: false };
 }
 
-/** A document's rows split into live ones and stale ones (with reasons), in document order. */
+/**
+ * A document's rows split into live ones and stale ones (with reasons), in document order.
+ *
+ * @example
+ * ```ts
+ * import { type LedgerDocument, type LivenessFacts, partitionRows, type RowPartition } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * declare const facts: LivenessFacts;
+ * const { live, stale }: RowPartition = partitionRows(doc.reservations, facts);
+ * console.log(`${live.length} live, ${stale.length} to reap`);
+ * ```
+ */
 export interface RowPartition {
   /** Rows to keep. */
   live: ReservationRow[];
@@ -304,17 +474,53 @@ export function partitionBy(
   return { live, stale };
 }
 
-/** Split rows into live and stale with {@link rowVerdict}. */
+/**
+ * Split rows into live and stale with {@link rowVerdict}.
+ *
+ * @example
+ * ```ts
+ * import { type LedgerDocument, type LivenessFacts, partitionRows, sumRows } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * declare const facts: LivenessFacts;
+ * const { live, stale } = partitionRows(doc.reservations, facts);
+ * const usage = sumRows(live);
+ * ```
+ */
 export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
   return partitionBy(rows, (row) => rowVerdict(row, facts));
 }
 
-/** The document with `row` appended (the input is not changed). */
+/**
+ * The document with `row` appended (the input is not changed).
+ *
+ * @example
+ * ```ts
+ * import type { Clock } from 'scaler-primitives';
+ * import { addRow, type LedgerDocument } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * declare const bootId: string;
+ * declare const clock: Clock;
+ * const next = addRow(doc, {
+ *   instanceId: 'orchestrator-a', pid: process.pid, bootId, agentId: 'agent-1',
+ *   cpus: 2, memBytes: 4 * 2 ** 30, reservedAt: clock.now(),
+ * });
+ * ```
+ */
 export function addRow(doc: LedgerDocument, row: ReservationRow): LedgerDocument {
   return { ...doc, reservations: [...doc.reservations, row] };
 }
 
-/** Which rows {@link removeRows} removes: an agent, optionally only one instance's row. */
+/**
+ * Which rows {@link removeRows} removes: an agent, optionally only one instance's row.
+ *
+ * @example
+ * ```ts
+ * import { type LedgerDocument, removeRows, type RowMatch } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * const match: RowMatch = { agentId: 'agent-1', instanceId: 'orchestrator-a' }; // only this instance's row
+ * const { doc: next, removed } = removeRows(doc, match);
+ * ```
+ */
 export interface RowMatch {
   /** The agent id. */
   agentId: string;
@@ -322,7 +528,18 @@ export interface RowMatch {
   instanceId?: string;
 }
 
-/** What {@link removeRows} returns. */
+/**
+ * What {@link removeRows} returns.
+ *
+ * @example
+ * ```ts
+ * import { type LedgerDocument, type RemoveResult, removeRows } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * declare function writeDocument(doc: LedgerDocument): void;
+ * const result: RemoveResult = removeRows(doc, { agentId: 'agent-1' });
+ * if (result.removed.length > 0) writeDocument(result.doc);
+ * ```
+ */
 export interface RemoveResult {
   /** The document without the matching rows (the same object when nothing matched). */
   doc: LedgerDocument;
@@ -330,7 +547,16 @@ export interface RemoveResult {
   removed: ReservationRow[];
 }
 
-/** The document without the matching rows, and the rows removed (the input is not changed). */
+/**
+ * The document without the matching rows, and the rows removed (the input is not changed).
+ *
+ * @example
+ * ```ts
+ * import { type LedgerDocument, removeRows } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * const { doc: next, removed } = removeRows(doc, { agentId: 'agent-1' }); // any instance's row
+ * ```
+ */
 export function removeRows(doc: LedgerDocument, match: RowMatch): RemoveResult {
   const removed: ReservationRow[] = [];
   const kept: ReservationRow[] = [];
@@ -343,7 +569,18 @@ export function removeRows(doc: LedgerDocument, match: RowMatch): RemoveResult {
   return { doc: removed.length ? { ...doc, reservations: kept } : doc, removed };
 }
 
-/** The document keeping only `rows` (by identity), the input unchanged. */
+/**
+ * The document keeping only `rows` (by identity), the input unchanged.
+ *
+ * @example
+ * ```ts
+ * import { keepRows, type LedgerDocument, type LivenessFacts, partitionRows } from 'scaler-primitives/ledger';
+ * declare const doc: LedgerDocument;
+ * declare const facts: LivenessFacts;
+ * const { live } = partitionRows(doc.reservations, facts);
+ * const reaped = keepRows(doc, live); // the stale rows dropped, cap and unknown fields kept
+ * ```
+ */
 export function keepRows(doc: LedgerDocument, rows: readonly ReservationRow[]): LedgerDocument {
   if (rows.length === doc.reservations.length) return doc;
   return { ...doc, reservations: [...rows] };

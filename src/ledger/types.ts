@@ -6,6 +6,15 @@ import type { ResourceAmount, ResourceCap } from '../resources/types.js';
  * The seven named fields are the wire format shared with the kici orchestrator's
  * ledger. Everything else is optional and additive; a reader keeps fields it
  * does not know when it rewrites the document.
+ *
+ * @example
+ * ```ts
+ * import type { ReservationRow } from 'scaler-primitives/ledger';
+ * const row: ReservationRow = {
+ *   instanceId: 'orchestrator-a', pid: 4242, bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
+ *   agentId: 'agent-1', cpus: 2, memBytes: 4 * 2 ** 30, reservedAt: 1_767_225_600_000,
+ * };
+ * ```
  */
 export interface ReservationRow {
   /** The orchestrator instance that made the reservation. */
@@ -43,7 +52,20 @@ export interface ReservationRow {
   [extra: string]: unknown;
 }
 
-/** The whole state of one pool: the `<dir>/<pool>.json` file, or one KV value. */
+/**
+ * The whole state of one pool: the `<dir>/<pool>.json` file, or one KV value.
+ *
+ * @example
+ * ```ts
+ * import type { LedgerDocument, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const doc: LedgerDocument = {
+ *   version: 1,
+ *   cap: { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 },
+ *   reservations: await ledger.list('build-host'),
+ * };
+ * ```
+ */
 export interface LedgerDocument {
   /** Format version; this library reads and writes version 1. */
   version: 1;
@@ -58,6 +80,14 @@ export interface LedgerDocument {
 /**
  * The answer to {@link PoolLedger.reserve}: granted, or refused with the
  * dimension that did not fit and the numbers behind the refusal.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, ReserveResult } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const result: ReserveResult = await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30);
+ * if (!result.ok) console.log(`no room: ${result.dimension} ${result.used}/${result.max}`);
+ * ```
  */
 export type ReserveResult =
   | {
@@ -66,7 +96,20 @@ export type ReserveResult =
     }
   | ReserveRefusal;
 
-/** The refusal half of {@link ReserveResult}: nothing was written. */
+/**
+ * The refusal half of {@link ReserveResult}: nothing was written.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, ReserveRefusal } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const result = await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30);
+ * if (!result.ok) {
+ *   const refusal: ReserveRefusal = result;
+ *   if (refusal.neverFits) console.error(`${refusal.pool} can never hold ${refusal.requested} ${refusal.dimension}`);
+ * }
+ * ```
+ */
 export interface ReserveRefusal {
   /** Refused: nothing was written. */
   ok: false;
@@ -96,10 +139,31 @@ export interface ReserveRefusal {
  * was gone and did not fit any more (a refusal, as {@link ReserveResult}); or
  * another instance holds a live row for that agent id (`heldBy`; never taken).
  * Nothing is written for a refused agent.
+ *
+ * @example
+ * ```ts
+ * import type { AdoptResult, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const results: AdoptResult[] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
+ * for (const result of results) if (!result.ok) console.log('heldBy' in result ? result.heldBy : result.dimension);
+ * ```
  */
 export type AdoptResult = AdoptGranted | ReserveRefusal | AdoptHeldBy;
 
-/** {@link AdoptResult}: the agent holds a row now. */
+/**
+ * {@link AdoptResult}: the agent holds a row now.
+ *
+ * @example
+ * ```ts
+ * import type { AdoptGranted, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const [result] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
+ * if (result?.ok) {
+ *   const granted: AdoptGranted = result;
+ *   console.log(granted.adopted ? 'took over its old row' : 'reserved again');
+ * }
+ * ```
+ */
 export interface AdoptGranted {
   /** Always true. */
   ok: true;
@@ -107,7 +171,21 @@ export interface AdoptGranted {
   adopted: boolean;
 }
 
-/** {@link AdoptResult}: another instance holds a live row for the agent id; nothing written. */
+/**
+ * {@link AdoptResult}: another instance holds a live row for the agent id; nothing written.
+ *
+ * @example
+ * ```ts
+ * import type { AdoptHeldBy, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * declare const agent: string;
+ * const [result] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
+ * if (result && !result.ok && 'heldBy' in result) {
+ *   const held: AdoptHeldBy = result;
+ *   console.warn(`agent-1 is held by ${held.heldBy}: not taken`);
+ * }
+ * ```
+ */
 export interface AdoptHeldBy {
   /** Always false. */
   ok: false;
@@ -115,7 +193,20 @@ export interface AdoptHeldBy {
   heldBy: string;
 }
 
-/** One agent to {@link PoolLedger.adopt}: what its row holds. */
+/**
+ * One agent to {@link PoolLedger.adopt}: what its row holds.
+ *
+ * @example
+ * ```ts
+ * import type { AdoptRequest, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const agents: AdoptRequest[] = [
+ *   { agentId: 'agent-1', cpus: 2, memBytes: 4 * 2 ** 30 },
+ *   { agentId: 'agent-2', cpus: 1, memBytes: 2 ** 30, extended: { 'nvidia.com/gpu': 1 } },
+ * ];
+ * const results = await ledger.adopt('build-host', agents);
+ * ```
+ */
 export interface AdoptRequest {
   /** The agent. */
   agentId: string;
@@ -127,10 +218,32 @@ export interface AdoptRequest {
   extended?: Record<string, number>;
 }
 
-/** The most agents one {@link PoolLedger.adopt} call takes. */
+/**
+ * The most agents one {@link PoolLedger.adopt} call takes.
+ *
+ * @example
+ * ```ts
+ * import { type AdoptRequest, type MachineLedger, MAX_ADOPT } from 'scaler-primitives/ledger';
+ * declare const agents: AdoptRequest[];
+ * declare const ledger: MachineLedger;
+ * for (let i = 0; i < agents.length; i += MAX_ADOPT) {
+ *   await ledger.adopt('build-host', agents.slice(i, i + MAX_ADOPT));
+ * }
+ * ```
+ */
 export const MAX_ADOPT = 10_000;
 
-/** Options of {@link PoolLedger.release}; every field is an operator path. */
+/**
+ * Options of {@link PoolLedger.release}; every field is an operator path.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, ReleaseOptions } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const options: ReleaseOptions = { anyInstance: true }; // an operator repairing the pool
+ * await ledger.release('build-host', 'agent-1', options);
+ * ```
+ */
 export interface ReleaseOptions {
   /**
    * Remove the agent's row whichever instance made it (an operator repairing a
@@ -146,7 +259,17 @@ export interface ReleaseOptions {
   instanceId?: string;
 }
 
-/** Options of {@link PoolLedger.reserve} beyond the kici-shaped four arguments. */
+/**
+ * Options of {@link PoolLedger.reserve} beyond the kici-shaped four arguments.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, ReserveOptions } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const options: ReserveOptions = { extended: { 'nvidia.com/gpu': 1 } };
+ * await ledger.reserve('gpu-host', 'agent-1', 8, 32 * 2 ** 30, options);
+ * ```
+ */
 export interface ReserveOptions {
   /**
    * Extended resources to hold, whole counts by name (`{ "nvidia.com/gpu": 1 }`).
@@ -157,7 +280,17 @@ export interface ReserveOptions {
   extended?: Record<string, number>;
 }
 
-/** Options of {@link PoolLedger.registerPool}. */
+/**
+ * Options of {@link PoolLedger.registerPool}.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, RegisterPoolOptions } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const options: RegisterPoolOptions = { kiciCompatible: true }; // refuses maxAgents, which kici cannot enforce
+ * ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }, options);
+ * ```
+ */
 export interface RegisterPoolOptions {
   /**
    * The pool is shared with kici writers (`@kici-dev/orchestrator` <= 0.9.1):
@@ -170,6 +303,17 @@ export interface RegisterPoolOptions {
 /**
  * A cross-process ledger of reservations against named pools. Implemented by
  * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, PoolLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * async function startAgent(ledger: PoolLedger, agentId: string): Promise<boolean> {
+ *   if (!(await ledger.tryReserve('build-host', agentId, 2, 4 * 2 ** 30))) return false;
+ *   return true; // spawn; on failure: await ledger.release('build-host', agentId)
+ * }
+ * await startAgent(ledger, 'agent-1'); // any PoolLedger: file, NATS or the test kit's
+ * ```
  */
 export interface PoolLedger {
   /** Declare the cap a pool must have; every operation on the pool checks the stored cap against it. */

@@ -6,6 +6,15 @@ import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/ty
  * A LimitRange-like policy as written in configuration: per resource (`cpus`,
  * `memory` or an extended resource name) `{ min?, max?, maxLimitRequestRatio?,
  * defaultRequest?, default? }`, quantities as numbers or strings.
+ *
+ * @example
+ * ```ts
+ * import type { LimitRangeInput } from 'scaler-primitives/manager';
+ * const limits: LimitRangeInput = {
+ *   cpus: { min: '100m', max: 8, defaultRequest: '500m', default: 2 },
+ *   memory: { max: '32Gi', maxLimitRequestRatio: 2 },
+ * };
+ * ```
  */
 export type LimitRangeInput = Record<
   string,
@@ -23,19 +32,46 @@ export type LimitRangeInput = Record<
   }
 >;
 
-/** Default resources as written in configuration. */
+/**
+ * Default resources as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { ResourceDefaultsInput, ScalerConfigInput } from 'scaler-primitives/manager';
+ * const defaults: ResourceDefaultsInput = { resources: { cpus: 1, memory: '2Gi' } };
+ * const config: ScalerConfigInput = { globalMaxAgents: 20, defaults, scalers: [] };
+ * ```
+ */
 export interface ResourceDefaultsInput {
   /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
   resources?: ResourceRequest | ResourceSpec;
 }
 
-/** Validated default resources. */
+/**
+ * Validated default resources.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ResourceDefaults, type ScalerConfigInput } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * const defaults: ResourceDefaults | undefined = parseScalerConfig(input).defaults;
+ * console.log(defaults?.resources?.requests); // { cpus: 1, memBytes: 2147483648 }
+ * ```
+ */
 export interface ResourceDefaults {
   /** Resources, parsed to numbers (cores, bytes). */
   resources?: ParsedResourceRequest;
 }
 
-/** A warm-pool period as written in configuration. */
+/**
+ * A warm-pool period as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { WarmPoolScheduleInput } from 'scaler-primitives/manager';
+ * const workingHours: WarmPoolScheduleInput = { cron: '* 8-17 * * mon-fri', timezone: 'Europe/Berlin', size: 4 };
+ * ```
+ */
 export interface WarmPoolScheduleInput {
   /**
    * A five-field cron pattern; the period is active during every minute it
@@ -48,7 +84,17 @@ export interface WarmPoolScheduleInput {
   size: number;
 }
 
-/** A validated warm-pool period. */
+/**
+ * A validated warm-pool period.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfigInput, type WarmPoolSchedule } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * const schedules: WarmPoolSchedule[] = parseScalerConfig(input).scalers[0]?.warmPool?.schedules ?? [];
+ * for (const s of schedules) console.log(`${s.cron} (${s.timezone}): ${s.size} warm`);
+ * ```
+ */
 export interface WarmPoolSchedule {
   /** The cron pattern. */
   cron: string;
@@ -58,7 +104,19 @@ export interface WarmPoolSchedule {
   size: number;
 }
 
-/** A warm pool as written in configuration. */
+/**
+ * A warm pool as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { WarmPoolInput } from 'scaler-primitives/manager';
+ * const warmPool: WarmPoolInput = {
+ *   size: 1,
+ *   schedules: [{ cron: '* 8-17 * * mon-fri', size: 4 }],
+ *   idleTimeoutSeconds: 600,
+ * };
+ * ```
+ */
 export interface WarmPoolInput {
   /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
   size: number;
@@ -73,7 +131,17 @@ export interface WarmPoolInput {
   labelSet?: number;
 }
 
-/** A validated warm pool. */
+/**
+ * A validated warm pool.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfigInput, type WarmPoolConfig } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * const warm: WarmPoolConfig | undefined = parseScalerConfig(input).scalers[0]?.warmPool;
+ * console.log(warm?.idleTimeoutSeconds); // 300 when the input left it out
+ * ```
+ */
 export interface WarmPoolConfig {
   /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
   size: number;
@@ -85,7 +153,15 @@ export interface WarmPoolConfig {
   labelSet: number;
 }
 
-/** Spawn-failure backoff as written in configuration. */
+/**
+ * Spawn-failure backoff as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { SpawnBackoffInput } from 'scaler-primitives/manager';
+ * const spawnBackoff: SpawnBackoffInput = { failureThreshold: 5, initialMs: 2000, maxMs: 60_000 };
+ * ```
+ */
 export interface SpawnBackoffInput {
   /** Consecutive failures (spawn rejected, or the agent never registered) that open the backoff. @default 3 */
   failureThreshold?: number;
@@ -95,7 +171,16 @@ export interface SpawnBackoffInput {
   maxMs?: number;
 }
 
-/** A validated spawn-failure backoff. */
+/**
+ * A validated spawn-failure backoff.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfigInput, type SpawnBackoffConfig } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * const backoff: SpawnBackoffConfig | undefined = parseScalerConfig(input).scalers[0]?.spawnBackoff;
+ * ```
+ */
 export interface SpawnBackoffConfig {
   /** Consecutive failures that open the backoff. */
   failureThreshold: number;
@@ -105,7 +190,18 @@ export interface SpawnBackoffConfig {
   maxMs: number;
 }
 
-/** A label set as written in configuration. */
+/**
+ * A label set as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { LabelSetInput } from 'scaler-primitives/manager';
+ * const gpu: LabelSetInput = {
+ *   labels: ['linux', 'gpu'],
+ *   resources: { requests: { cpus: 4, memory: '16Gi' }, limits: { cpus: 8, memory: '16Gi' } },
+ * };
+ * ```
+ */
 export interface LabelSetInput {
   /** The labels an agent of this set has (the manager adds the automatic ones). */
   labels: string[];
@@ -113,7 +209,17 @@ export interface LabelSetInput {
   resources?: ResourceRequest | ResourceSpec;
 }
 
-/** A validated label set. */
+/**
+ * A validated label set.
+ *
+ * @example
+ * ```ts
+ * import { type LabelSetConfig, parseScalerConfig, type ScalerConfigInput } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * const sets: LabelSetConfig[] = parseScalerConfig(input).scalers[0]?.labelSets ?? [];
+ * console.log(sets.map((s) => s.labels.join(',')));
+ * ```
+ */
 export interface LabelSetConfig {
   /** The labels an agent of this set has (without automatic labels). */
   labels: string[];
@@ -121,7 +227,21 @@ export interface LabelSetConfig {
   resources?: ParsedResourceRequest;
 }
 
-/** One scaler as written in configuration. */
+/**
+ * One scaler as written in configuration.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerEntryInput } from 'scaler-primitives/manager';
+ * const linux: ScalerEntryInput = {
+ *   name: 'linux',
+ *   type: 'container',
+ *   maxAgents: 8,
+ *   labelSets: [{ labels: ['linux', 'x64'], resources: { cpus: 2, memory: '4Gi' } }],
+ *   machinePool: 'build-host',
+ * };
+ * ```
+ */
 export interface ScalerEntryInput {
   /** Unique name; also the backend entry's name and the `<prefix>scaler:<name>` label. */
   name: string;
@@ -162,7 +282,19 @@ export interface ScalerEntryInput {
   options?: Record<string, unknown>;
 }
 
-/** One validated scaler. */
+/**
+ * One validated scaler.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfigInput, type ScalerEntryConfig } from 'scaler-primitives/manager';
+ * declare const input: ScalerConfigInput;
+ * for (const scaler of parseScalerConfig(input).scalers) {
+ *   const entry: ScalerEntryConfig = scaler;
+ *   console.log(`${entry.name}: up to ${entry.maxAgents} agents, pool ${entry.machinePool ?? 'none'}`);
+ * }
+ * ```
+ */
 export interface ScalerEntryConfig {
   /** Unique name. */
   name: string;
@@ -200,7 +332,20 @@ export interface ScalerEntryConfig {
   options?: Record<string, unknown>;
 }
 
-/** A scaler configuration as written (quantities as strings or numbers). */
+/**
+ * A scaler configuration as written (quantities as strings or numbers).
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfigInput } from 'scaler-primitives/manager';
+ * const config: ScalerConfigInput = {
+ *   globalMaxAgents: 20,
+ *   machinePools: { 'build-host': { maxCpu: 16, maxMemory: '64Gi' } },
+ *   scalers: [{ name: 'linux', type: 'container', maxAgents: 8, labelSets: [{ labels: ['linux'] }], machinePool: 'build-host' }],
+ * };
+ * const parsed = parseScalerConfig(config);
+ * ```
+ */
 export interface ScalerConfigInput {
   /** The most agents the whole orchestrator runs at once. */
   globalMaxAgents: number;
@@ -218,7 +363,17 @@ export interface ScalerConfigInput {
   scalers: ScalerEntryInput[];
 }
 
-/** A validated scaler configuration: quantities as numbers, defaults filled in. */
+/**
+ * A validated scaler configuration: quantities as numbers, defaults filled in.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig, type ScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
+ * const config: ScalerConfig = parseScalerConfig(JSON.parse(text));
+ * console.log(config.machinePools['build-host']); // { maxCpu: 16, maxMemoryBytes: 68719476736 }
+ * ```
+ */
 export interface ScalerConfig {
   /** The most agents the whole orchestrator runs at once. */
   globalMaxAgents: number;

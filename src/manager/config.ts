@@ -39,6 +39,13 @@ export type {
  * package's name, a namespace no user label is likely to use
  * (`scaler-primitives:scaler:<name>`). `scaler-primitives/kici`'s `toScalerConfig` sets
  * kici's `kici:` instead.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_AUTO_LABEL_PREFIX, parseScalerConfig } from 'scaler-primitives/manager';
+ * const config = parseScalerConfig({ globalMaxAgents: 4, scalers: [] });
+ * config.autoLabelPrefix === DEFAULT_AUTO_LABEL_PREFIX; // true: 'scaler-primitives:'
+ * ```
  */
 export const DEFAULT_AUTO_LABEL_PREFIX = 'scaler-primitives:';
 
@@ -123,6 +130,14 @@ const baseSchema = z.strictObject({
  * `options`); cross-field rules (unique names, known pools, reserved label prefix,
  * mandatory labels present in every label set, warm pool within `maxAgents`, label-set
  * resources that resolve without a request above its limit) are reported with their paths.
+ *
+ * @example
+ * ```ts
+ * import { scalerConfigSchema } from 'scaler-primitives/manager';
+ * declare const text: string;
+ * const result = scalerConfigSchema.safeParse(JSON.parse(text));
+ * if (!result.success) console.error(result.error.issues.map((i) => i.message));
+ * ```
  */
 export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
   baseSchema.superRefine((config, ctx) => {
@@ -228,7 +243,18 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
     }
   });
 
-/** The answer to {@link validateScalerConfig}. */
+/**
+ * The answer to {@link validateScalerConfig}.
+ *
+ * @example
+ * ```ts
+ * import { type ConfigValidation, formatConfigPath, validateScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
+ * const result: ConfigValidation = validateScalerConfig(JSON.parse(text));
+ * if (result.ok) console.log(`${result.config.scalers.length} scalers`);
+ * else for (const e of result.errors) console.error(`${formatConfigPath(e.path)}: ${e.message}`);
+ * ```
+ */
 export type ConfigValidation =
   | {
       /** Valid. */
@@ -251,6 +277,8 @@ export type ConfigValidation =
  *
  * @example
  * ```ts
+ * import { validateScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
  * const result = validateScalerConfig(JSON.parse(text));
  * if (!result.ok) for (const e of result.errors) console.error(`${e.path.join('.')}: ${e.message}`);
  * ```
@@ -273,6 +301,15 @@ export function validateScalerConfig(value: unknown): ConfigValidation {
  * @param value - The configuration, e.g. parsed from JSON.
  * @returns The validated config (quantities as numbers, defaults filled in).
  * @throws {@link ConfigError} listing every problem with its path.
+ *
+ * @example
+ * ```ts
+ * import { parseScalerConfig } from 'scaler-primitives/manager';
+ * const config = parseScalerConfig({
+ *   globalMaxAgents: 10,
+ *   scalers: [{ name: 'linux', type: 'container', maxAgents: 4, labelSets: [{ labels: ['linux'] }] }],
+ * }); // throws ConfigError listing every problem
+ * ```
  */
 export function parseScalerConfig(value: unknown): ScalerConfig {
   const result = validateScalerConfig(value);
@@ -280,7 +317,16 @@ export function parseScalerConfig(value: unknown): ScalerConfig {
   throw configError(result.errors);
 }
 
-/** Render a path as `scalers[0].labelSets[1].labels`. */
+/**
+ * Render a path as `scalers[0].labelSets[1].labels`.
+ *
+ * @example
+ * ```ts
+ * import { formatConfigPath } from 'scaler-primitives/manager';
+ * formatConfigPath(['scalers', 0, 'labelSets', 1, 'labels']); // 'scalers[0].labelSets[1].labels'
+ * formatConfigPath([]); // '(root)'
+ * ```
+ */
 export function formatConfigPath(path: ReadonlyArray<string | number>): string {
   let out = '';
   for (const part of path) {

@@ -9,6 +9,7 @@ import type { NoMatchReason } from './types.js';
  *
  * @example
  * ```ts
+ * import { passesMandatoryGate } from 'scaler-primitives/manager';
  * passesMandatoryGate(['linux', 'gpu'], ['gpu']); // true
  * passesMandatoryGate(['linux'], ['gpu']); // false: a gpu agent is not for plain linux jobs
  * ```
@@ -28,6 +29,13 @@ export function passesMandatoryGate(
  * @param jobLabels - The labels the job asks for.
  * @param agentLabels - The label set (automatic labels included).
  * @param options - The scaler's `mandatoryLabels` and the job's `excludeLabels`.
+ *
+ * @example
+ * ```ts
+ * import { labelSetMatches } from 'scaler-primitives/manager';
+ * labelSetMatches(['linux'], ['linux', 'x64', 'scaler-primitives:scaler:linux']); // true
+ * labelSetMatches(['linux'], ['linux', 'gpu'], { mandatoryLabels: ['gpu'] }); // false: the job does not ask for gpu
+ * ```
  */
 export function labelSetMatches(
   jobLabels: readonly string[],
@@ -47,6 +55,13 @@ export function labelSetMatches(
  * @param prefix - The reserved prefix (`autoLabelPrefix`).
  * @param scaler - The scaler name.
  * @param platformLabels - Labels the host supplies, each starting with `prefix`.
+ *
+ * @example
+ * ```ts
+ * import { automaticLabels } from 'scaler-primitives/manager';
+ * automaticLabels('scaler-primitives:', 'linux', ['scaler-primitives:arch:amd64']);
+ * // ['scaler-primitives:scaler:linux', 'scaler-primitives:arch:amd64']
+ * ```
  */
 export function automaticLabels(
   prefix: string,

@@ -4,6 +4,8 @@ import type { FleetCore } from './core.js';
 import type { ScalerState } from './scalers.js';
 import type { WarmPool } from './warm-pool.js';
 
+const NONE: Promise<void>[] = [];
+
 /**
  * The maintenance loop: prune spawns that never registered, retry failed
  * destroys, reap idle agents, drain agents past their lifetime or above a
@@ -30,15 +32,20 @@ export class Maintenance {
 
   /** One pass; concurrent calls share it. Never rejects. */
   run(): Promise<void> {
-    this.#pass ??= this.#once()
-      .catch((error: unknown) => {
-        // A timer must never reject into the host (an unhandled rejection kills it).
-        this.#core.emitGeneral('', 'maintenance-failed', 'A maintenance pass failed', { error });
-      })
-      .finally(() => {
-        this.#pass = undefined;
-      });
+    this.#pass ??= this.#guarded();
     return this.#pass;
+  }
+
+  // One promise per pass (a pass runs every few seconds for the process's life).
+  async #guarded(): Promise<void> {
+    try {
+      await this.#once();
+    } catch (error) {
+      // A timer must never reject into the host (an unhandled rejection kills it).
+      this.#core.emitGeneral('', 'maintenance-failed', 'A maintenance pass failed', { error });
+    } finally {
+      this.#pass = undefined;
+    }
   }
 
   async #once(): Promise<void> {
@@ -69,10 +76,11 @@ export class Maintenance {
       }
     }
     for (const scaler of core.scalers.order) {
-      destroys.push(...this.#reapIdle(scaler, now));
+      const reaped = this.#reapIdle(scaler, now);
+      for (const destroy of reaped) destroys.push(destroy);
       this.#trimExcess(scaler);
     }
-    await Promise.all(destroys);
+    if (destroys.length > 0) await Promise.all(destroys);
     await this.#warm.replenish(now);
   }
 
@@ -82,13 +90,22 @@ export class Maintenance {
    */
   #reapIdle(scaler: ScalerState, now: number): Promise<void>[] {
     const seconds = scaler.config.idleTimeoutSeconds ?? scaler.config.warmPool?.idleTimeoutSeconds;
-    if (seconds === undefined) return [];
-    const idle = this.#warm.idleAgents(scaler);
-    const expired: AgentRecord[] = [];
-    for (const record of idle) {
-      if (now - record.idleSince >= seconds * 1000) expired.push(record);
+    if (seconds === undefined) return NONE;
+    const timeoutMs = seconds * 1000;
+    // Most passes find nothing expired: look before building anything.
+    const book = this.#core.book;
+    let idleCount = 0;
+    let expired: AgentRecord[] | undefined;
+    for (const id of scaler.agents) {
+      const record = book.get(id);
+      if (record?.state !== 'idle') continue;
+      idleCount++;
+      if (now - record.idleSince < timeoutMs) continue;
+      expired ??= [];
+      expired.push(record);
     }
-    const keep = Math.max(0, this.#warm.target(scaler, now) - (idle.length - expired.length));
+    if (expired === undefined) return NONE;
+    const keep = Math.max(0, this.#warm.target(scaler, now) - (idleCount - expired.length));
     expired.sort((a, b) => b.idleSince - a.idleSince);
     return expired.slice(keep).map((record) => this.#core.destroy(record, 'idle'));
   }
@@ -100,6 +117,8 @@ export class Maintenance {
   #trimExcess(scaler: ScalerState): void {
     const core = this.#core;
     const max = scaler.retiring ? 0 : scaler.config.maxAgents;
+    // Within the limit (nearly every pass): count before building anything.
+    if (scaler.agents.size <= max) return;
     let live = 0;
     const idle: AgentRecord[] = [];
     const busy: AgentRecord[] = [];
@@ -149,15 +168,14 @@ export class Timers {
     const arm = () => {
       if (this.#stopped) return;
       const jitter = Math.floor(intervalMs * 0.1 * this.#core.options.random());
+      const rearm = () => {
+        if (this.#timers.get(name) === timer) {
+          this.#timers.delete(name);
+          arm();
+        }
+      };
       const timer = this.#core.clock.setTimeout(() => {
-        void task()
-          .catch(() => undefined)
-          .finally(() => {
-            if (this.#timers.get(name) === timer) {
-              this.#timers.delete(name);
-              arm();
-            }
-          });
+        void task().then(rearm, rearm);
       }, intervalMs + jitter);
       timer.unref();
       this.#timers.set(name, timer);

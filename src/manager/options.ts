@@ -9,7 +9,24 @@ import type { ReconcileSweep } from './sweeps.js';
 import type { ManagerTelemetryOptions } from './telemetry.js';
 import type { ScalerEvent } from './types.js';
 
-/** Options of the `ScalerManager` constructor. */
+/**
+ * Options of the `ScalerManager` constructor.
+ *
+ * @example
+ * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ * import { type ScalerBackend, type ScalerConfigInput, ScalerManager, type ScalerManagerOptions } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backend: ScalerBackend;
+ * const options: ScalerManagerOptions = {
+ *   config,
+ *   backends: [{ name: 'linux', backend }],
+ *   ledger: new MachineLedger({ instanceId: 'orchestrator-a' }),
+ *   onEvent: (event) => console.log(event.kind, event.agentId),
+ * };
+ * const manager = new ScalerManager(options);
+ * ```
+ */
 export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;
@@ -102,10 +119,16 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    *
    * @example
    * ```ts
-   * sweeps: {
+   * import type { KV } from '@nats-io/kv';
+   * import { sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
+   * import type { ScalerManagerOptions } from 'scaler-primitives/manager';
+   * import { sweepIsolation } from 'scaler-primitives/nftables';
+   * declare const kv: KV;
+   *
+   * const sweeps: ScalerManagerOptions['sweeps'] = {
    *   agentCaps: (live) => sweepAgentCaps(kv, live),
    *   isolation: (live) => sweepIsolation(live, { table: 'scaler_primitives' }),
-   * }
+   * };
    * ```
    */
   sweeps?: Readonly<Record<string, ReconcileSweep>>;

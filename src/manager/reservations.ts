@@ -14,6 +14,17 @@ import type { CapacityLimit } from './types.js';
  *
  * In every case the manager first tries to write the row back; `reconcile()`
  * tries again for rows still missing.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * import { type BackendEntry, type ReservationLostPolicy, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
+ * declare const ledger: MachineLedger;
+ * const reservationLostPolicy: ReservationLostPolicy = 'stop-spawning';
+ * const manager = new ScalerManager({ config, backends, ledger, reservationLostPolicy });
+ * ```
  */
 export type ReservationLostPolicy = 'report' | 'stop-spawning' | 'drain';
 

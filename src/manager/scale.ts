@@ -38,8 +38,13 @@ export async function decideScale(
   if (waiting.length === 0) {
     return { kind: 'never-fits', backend: first, limit: refusals[0]!, refusals };
   }
-  const retries = waiting.flatMap((r) => ('retryAfterMs' in r ? [r.retryAfterMs] : []));
-  const retryAfterMs = retries.length > 0 ? Math.min(...retries) : undefined;
+  // A plain loop: this runs for every refused job, every time it is asked for again.
+  let retryAfterMs: number | undefined;
+  for (const r of waiting) {
+    if ('retryAfterMs' in r && (retryAfterMs === undefined || r.retryAfterMs < retryAfterMs)) {
+      retryAfterMs = r.retryAfterMs;
+    }
+  }
   if (waiting.every((r) => r.limit === 'backing-off')) {
     const soonest = waiting.find((r) => 'retryAfterMs' in r && r.retryAfterMs === retryAfterMs);
     return {

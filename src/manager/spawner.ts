@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
-import { resolveResources } from '../resources/resolve.js';
+import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
-import { resourceLayers } from './config.js';
+import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
@@ -29,6 +29,8 @@ export class Spawner {
   readonly #core: FleetCore;
   readonly #generateAgentId: (scaler: string) => string;
   readonly #pacing: Pacing;
+  /** The config's resource layers per label set (label sets are rebuilt by a reload). */
+  readonly #layers = new WeakMap<LabelSetState, ResolvedLayers>();
   /** Called when the pool ledger reports rows of ours lost. */
   readonly #onLost: (pool: string, records: AgentRecord[]) => void;
 
@@ -51,18 +53,60 @@ export class Spawner {
 
   /**
    * The job's resources after layered defaults (job, label set, scaler, scaler
-   * limit range, global, global limit range).
+   * limit range, global, global limit range). The layers below the job come
+   * from the config, which never changes in place (a reload replaces it): they
+   * are read once per config, and a job without resources of its own gets one
+   * shared, frozen answer.
    */
   resolve(
     scaler: ScalerState,
     labelSet: LabelSetState,
     job: ResourceRequest | undefined,
   ): AgentResources {
-    const { requests, limits } = resolveResources(
-      resourceLayers(this.#core.config, scaler.config, labelSet.resources, job),
-      LAYER_NAMES,
-    );
+    const entry = this.#layersOf(scaler, labelSet);
+    if (job === undefined) {
+      entry.plain ??= freezeResources(combineResourceLayers(entry.read));
+      return entry.plain;
+    }
+    const read = [...entry.read];
+    read[0] = readResourceLayer(job, 0, LAYER_NAMES[0]!);
+    const { requests, limits } = combineResourceLayers(read);
     return { requests, limits };
+  }
+
+  // The read config layers of a label set, for the config in force.
+  #layersOf(scaler: ScalerState, labelSet: LabelSetState): ResolvedLayers {
+    const config = this.#core.config;
+    const cached = this.#layers.get(labelSet);
+    if (cached?.config === config && cached.scalerConfig === scaler.config) return cached;
+    const layers = resourceLayers(config, scaler.config, labelSet.resources, undefined);
+    const read: Array<ReadLayer | undefined> = [];
+    for (let i = 1; i < layers.length; i++) {
+      const layer = layers[i];
+      if (layer === undefined) continue;
+      read[i] = readResourceLayer(layer, i, LAYER_NAMES[i]!);
+      if (read[i]!.error !== undefined) break;
+    }
+    const entry: ResolvedLayers = { config, scalerConfig: scaler.config, read };
+    this.#layers.set(labelSet, entry);
+    return entry;
+  }
+
+  /** The policy or cap `resources` break with nothing held (see `CapacityGate.neverFits`). */
+  #neverFits(scaler: ScalerState, labelSet: LabelSetState, resources: AgentResources) {
+    const core = this.#core;
+    const entry = this.#layers.get(labelSet);
+    // The shared answer for a job without resources: its verdict is the config's too.
+    if (
+      entry === undefined ||
+      entry.plain !== resources ||
+      entry.config !== core.config ||
+      entry.scalerConfig !== scaler.config
+    ) {
+      return core.gate.neverFits(core.config, scaler, resources);
+    }
+    if (!('never' in entry)) entry.never = core.gate.neverFits(core.config, scaler, resources);
+    return entry.never === undefined ? undefined : { ...entry.never };
   }
 
   /** Reserve and spawn; returns a result, or the limit that refused (try the next scaler). */
@@ -73,7 +117,7 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
-    const never = core.gate.neverFits(core.config, scaler, resources);
+    const never = this.#neverFits(scaler, labelSet, resources);
     if (never) return Promise.resolve(never);
     const paced = this.#pacing.check(scaler);
     if (paced) return Promise.resolve(paced);
@@ -258,7 +302,7 @@ export class Spawner {
       backend: scaler.name,
       agentId,
       labels: [...labelSet.labels],
-      resources: { requests: { ...resources.requests }, limits: { ...resources.limits } },
+      resources: { requests: copyAmount(resources.requests), limits: copyAmount(resources.limits) },
     };
   }
 
@@ -298,6 +342,25 @@ function copyAmount<T extends ResourceLimits>(amount: T): T {
   return (
     amount.extended === undefined ? { ...amount } : { ...amount, extended: { ...amount.extended } }
   ) as T;
+}
+
+// The resource layers of a label set under one config, read once.
+interface ResolvedLayers {
+  readonly config: ScalerConfig;
+  readonly scalerConfig: ScalerEntryConfig;
+  /** Read layers by position in LAYER_NAMES; the job's slot (0) is empty. */
+  readonly read: ReadonlyArray<ReadLayer | undefined>;
+  /** The resources of a job that declares none, once resolved (frozen: records share it). */
+  plain?: AgentResources;
+  /** Whether `plain` never fits, once checked. */
+  never?: CapacityLimit | undefined;
+}
+
+function freezeResources(resolved: AgentResources): AgentResources {
+  const { requests, limits } = resolved;
+  if (requests.extended !== undefined) Object.freeze(requests.extended);
+  if (limits.extended !== undefined) Object.freeze(limits.extended);
+  return Object.freeze({ requests: Object.freeze(requests), limits: Object.freeze(limits) });
 }
 
 const LAYER_NAMES = ['job', 'labelSet', 'scaler', 'scaler limits', 'global', 'global limits'];

@@ -1,7 +1,17 @@
 import type { ResourceCap } from '../resources/types.js';
 import type { CapacityLimit } from './types.js';
 
-/** Counters, for metrics. They only grow. */
+/**
+ * Counters, for metrics. They only grow.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerCounters, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const { coldStarts, warmHits, spawnFailures }: ScalerCounters = manager.getStatus().counters;
+ * console.log(`warm hit rate ${(warmHits / Math.max(1, coldStarts + warmHits)).toFixed(2)}, ${spawnFailures} failed spawns`);
+ * ```
+ */
 export interface ScalerCounters {
   /** Spawns for a job (an agent started because a job waited). */
   coldStarts: number;
@@ -21,7 +31,18 @@ export interface ScalerCounters {
   drained: number;
 }
 
-/** Usage in CPU cores and memory bytes. */
+/**
+ * Usage in CPU cores and memory bytes.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, Usage } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * declare const requested: number;
+ * const usage: Usage = manager.getStatus().globalUsage;
+ * console.log(`${usage.cpus} cores, ${usage.memBytes / 2 ** 30} GiB requested`);
+ * ```
+ */
 export interface Usage {
   /** Summed CPU requests, in cores. */
   cpus: number;
@@ -31,7 +52,17 @@ export interface Usage {
   extended?: Record<string, number>;
 }
 
-/** A point-in-time summary for metrics and health endpoints. */
+/**
+ * A point-in-time summary for metrics and health endpoints.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, ScalerStatus } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const status: ScalerStatus = manager.getStatus();
+ * console.log(`${status.globalActiveCount}/${status.globalMaxAgents} agents, ${status.spawningCount} spawning`);
+ * ```
+ */
 export interface ScalerStatus {
   /** The orchestrator-wide agent limit. */
   globalMaxAgents: number;
@@ -59,7 +90,19 @@ export interface ScalerStatus {
   shuttingDown: boolean;
 }
 
-/** One machine pool in {@link ScalerStatus}. */
+/**
+ * One machine pool in {@link ScalerStatus}.
+ *
+ * @example
+ * ```ts
+ * import type { PoolStatus, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * for (const pool of manager.getStatus().pools) {
+ *   const p: PoolStatus = pool;
+ *   console.log(`${p.name}: ${p.usage.cpus} of ${p.cap.maxCpu ?? 'unlimited'} cores`);
+ * }
+ * ```
+ */
 export interface PoolStatus {
   /** The pool. */
   name: string;
@@ -69,7 +112,19 @@ export interface PoolStatus {
   usage: Usage;
 }
 
-/** One scaler in {@link ScalerStatus}. */
+/**
+ * One scaler in {@link ScalerStatus}.
+ *
+ * @example
+ * ```ts
+ * import type { BackendStatus, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * for (const b of manager.getStatus().backends) {
+ *   const s: BackendStatus = b;
+ *   console.log(`${s.name}: ${s.busyCount} busy, ${s.idleCount} idle, ${s.spawningCount} spawning of ${s.maxAgents}`);
+ * }
+ * ```
+ */
 export interface BackendStatus {
   /** The scaler name. */
   name: string;
@@ -111,7 +166,19 @@ export interface BackendStatus {
   retiring: boolean;
 }
 
-/** A scaler's spawn-failure backoff in {@link BackendStatus}. */
+/**
+ * A scaler's spawn-failure backoff in {@link BackendStatus}.
+ *
+ * @example
+ * ```ts
+ * import type { BackoffStatus, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * for (const b of manager.getStatus().backends) {
+ *   const backoff: BackoffStatus | undefined = b.backoff;
+ *   if (backoff?.open) console.warn(`${b.name}: backing off after ${backoff.failures} failed spawns`);
+ * }
+ * ```
+ */
 export interface BackoffStatus {
   /** Consecutive failures (spawns that failed or agents that never registered). */
   failures: number;
@@ -123,7 +190,19 @@ export interface BackoffStatus {
   lastError?: unknown;
 }
 
-/** A scaler's warm pool in {@link BackendStatus}. */
+/**
+ * A scaler's warm pool in {@link BackendStatus}.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, WarmPoolStatus } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * for (const b of manager.getStatus().backends) {
+ *   const warm: WarmPoolStatus | undefined = b.warmPool;
+ *   if (warm) console.log(`${b.name}: warm pool ${warm.size} (base ${warm.baseSize})`);
+ * }
+ * ```
+ */
 export interface WarmPoolStatus {
   /** Idle agents to keep ready now (the active schedule's size, or the base `size`). */
   size: number;
@@ -146,6 +225,8 @@ export interface WarmPoolStatus {
  *
  * @example
  * ```ts
+ * import type { ScalerManager, WarmPoolHold } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
  * for (const b of manager.getStatus().backends) {
  *   const held: WarmPoolHold | undefined = b.warmPool?.held;
  *   if (held) console.log(`${b.name}: warm pool held (${held.reason}) until ${held.until ?? 'unknown'}`);

@@ -21,6 +21,11 @@ import type { ReconcileResult } from './types.js';
  *
  * @example
  * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * import type { ReconcileSweep } from 'scaler-primitives/manager';
+ * import { sweepIsolation } from 'scaler-primitives/nftables';
+ * declare const kv: KV;
  * const capsSweep: ReconcileSweep = (live) => sweepAgentCaps(kv, live);
  * const nftSweep: ReconcileSweep = (live) => sweepIsolation(live, { table: 'scaler_primitives' });
  * ```
@@ -30,7 +35,20 @@ export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
   readonly removedAgents: readonly string[];
 }>;
 
-/** What one sweep did in a `reconcile()` pass. */
+/**
+ * What one sweep did in a `reconcile()` pass.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, SweepOutcome } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const { sweeps = [] } = await manager.reconcile();
+ * for (const s of sweeps as SweepOutcome[]) {
+ *   if (s.error) console.error(`sweep ${s.name} failed`, s.error);
+ *   else console.log(`sweep ${s.name}: removed ${s.removedAgents.length}${s.skipped ? ` (${s.skipped})` : ''}`);
+ * }
+ * ```
+ */
 export interface SweepOutcome {
   /** The sweep's name (its key in the `sweeps` option). */
   name: string;

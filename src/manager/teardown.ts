@@ -4,7 +4,17 @@ import type { FleetCore } from './core.js';
 import type { ScalerState } from './scalers.js';
 import type { ReconcileResult, ScalerBackend } from './types.js';
 
-/** Options of `ScalerManager.shutdownAll`. */
+/**
+ * Options of `ScalerManager.shutdownAll`.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, ShutdownOptions } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const options: ShutdownOptions = { drain: true, timeoutMs: 120_000 };
+ * process.once('SIGTERM', () => void manager.shutdownAll(options));
+ * ```
+ */
 export interface ShutdownOptions {
   /**
    * Drain first: idle and spawning agents are destroyed at once, busy ones when

@@ -16,7 +16,20 @@ export type {
 import type { LimitRangeRule } from '../resources/limit-range.js';
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 
-/** A job's resources after layered defaults: what caps add up and what the backend enforces. */
+/**
+ * A job's resources after layered defaults: what caps add up and what the backend enforces.
+ *
+ * @example
+ * ```ts
+ * import type { AgentResources, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result = await manager.requestScale(['linux'], 'job-42');
+ * if (result.kind === 'spawned') {
+ *   const { requests, limits }: AgentResources = result.resources;
+ *   console.log(`reserved ${requests.cpus} cores, limit ${limits.cpus ?? 'unset'}`);
+ * }
+ * ```
+ */
 export interface AgentResources {
   /** What the agent needs: summed by the scaler, orchestrator and pool caps. */
   requests: ResourceAmount;
@@ -27,7 +40,22 @@ export interface AgentResources {
   limits: ResourceLimits;
 }
 
-/** What the manager asks a backend to start. */
+/**
+ * What the manager asks a backend to start.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerBackend, SpawnRequest } from 'scaler-primitives/manager';
+ * declare const request: SpawnRequest;
+ * const backend: ScalerBackend = {
+ *   async spawn(request: SpawnRequest) {
+ *     request.emit({ kind: 'starting', message: `starting ${request.agentId} for ${request.jobId ?? 'the warm pool'}` });
+ *     return { context: { cpus: request.resources.limits.cpus } };
+ *   },
+ *   async destroy(agentId) {},
+ * };
+ * ```
+ */
 export interface SpawnRequest {
   /** The agent id the manager generated; the agent must register under this id. */
   agentId: string;
@@ -53,7 +81,17 @@ export interface SpawnRequest {
   emit(event: BackendEventInput): void;
 }
 
-/** An event a backend reports through {@link SpawnRequest.emit}. */
+/**
+ * An event a backend reports through {@link SpawnRequest.emit}.
+ *
+ * @example
+ * ```ts
+ * import type { BackendEventInput, SpawnRequest } from 'scaler-primitives/manager';
+ * declare const request: SpawnRequest;
+ * const event: BackendEventInput = { kind: 'image-pulled', message: 'pulled ci-runner:2024.12', data: { ms: 1840 } };
+ * request.emit(event);
+ * ```
+ */
 export interface BackendEventInput {
   /** A short machine-readable kind, e.g. `image-pulled`. */
   kind: string;
@@ -63,7 +101,20 @@ export interface BackendEventInput {
   data?: Record<string, unknown>;
 }
 
-/** What a backend's `spawn` resolves to. Everything is optional. */
+/**
+ * What a backend's `spawn` resolves to. Everything is optional.
+ *
+ * @example
+ * ```ts
+ * import type { SpawnRequest, SpawnResult } from 'scaler-primitives/manager';
+ * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
+ * declare const request: SpawnRequest;
+ * async function spawn(request: SpawnRequest): Promise<SpawnResult> {
+ *   const containerId = await startContainer(request.agentId);
+ *   return { context: { containerId } }; // later: manager.getScalerContextForAgent(agentId)
+ * }
+ * ```
+ */
 export interface SpawnResult {
   /** Backend-specific facts about the agent (container id, VM address...), for `getScalerContextForAgent`. */
   context?: Record<string, unknown>;
@@ -78,6 +129,21 @@ export interface SpawnResult {
  * removal never ends another's agents, and `list()` and `shutdown()` are
  * called once per backend object, not once per scaler, so they must answer
  * for every agent the object runs.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerBackend } from 'scaler-primitives/manager';
+ * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
+ * declare function stopContainer(agentId: string): Promise<void>;
+ * const backend: ScalerBackend = {
+ *   async spawn({ agentId, labels }) {
+ *     await startContainer(agentId, labels);
+ *   },
+ *   async destroy(agentId) {
+ *     await stopContainer(agentId);
+ *   },
+ * };
+ * ```
  */
 export interface ScalerBackend {
   /**
@@ -95,7 +161,20 @@ export interface ScalerBackend {
   shutdown?(): Promise<void>;
 }
 
-/** A limit that refused a request, and by how much. Discriminated by `limit`. */
+/**
+ * A limit that refused a request, and by how much. Discriminated by `limit`.
+ *
+ * @example
+ * ```ts
+ * import type { CapacityLimit, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result = await manager.requestScale(['linux'], 'job-42');
+ * if (result.kind === 'at-capacity') {
+ *   const limit: CapacityLimit = result.limit;
+ *   console.log(`waiting on ${limit.limit} at ${limit.scaler}`);
+ * }
+ * ```
+ */
 export type CapacityLimit =
   | {
       /**
@@ -209,7 +288,19 @@ export type CapacityLimit =
       neverFits: boolean;
     };
 
-/** Why a scaler did not match a job. */
+/**
+ * Why a scaler did not match a job.
+ *
+ * @example
+ * ```ts
+ * import type { NoMatchReason, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result = await manager.requestScale(['windows'], 'job-42');
+ * if (result.kind === 'no-match') {
+ *   for (const r of result.reasons as NoMatchReason[]) console.log(`${r.scaler}: ${r.reason} ${r.missing?.join(',') ?? ''}`);
+ * }
+ * ```
+ */
 export interface NoMatchReason {
   /** The scaler. */
   scaler: string;
@@ -237,6 +328,15 @@ export interface NoMatchReason {
  * - `spawn-failed`: the pool reservation or the backend's `spawn` failed; everything was rolled back;
  * - `backing-off`: every matching scaler that could fit is in spawn-failure backoff (`retryAfterMs`);
  * - `shutting-down`: `shutdownAll()` was called.
+ *
+ * @example
+ * ```ts
+ * import type { ScaleResult, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result: ScaleResult = await manager.requestScale(['linux', 'x64'], 'job-42');
+ * if (result.kind === 'spawned') console.log(`${result.agentId} starting on ${result.backend}`);
+ * else if (result.kind === 'never-fits') console.error(`job-42 can never run: ${result.limit.limit}`);
+ * ```
  */
 export type ScaleResult =
   | {
@@ -322,12 +422,36 @@ export type ScaleResult =
 /**
  * The state of one agent (see the state machine in docs/manager.md):
  * `spawning` → `idle` ⇄ `busy` → `draining` → `destroying` → `gone`.
+ *
+ * @example
+ * ```ts
+ * import type { AgentState, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const busy = manager.listAgents().filter((a) => a.state === ('busy' satisfies AgentState));
+ * ```
  */
 export type AgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying' | 'gone';
 
 /**
  * A lifecycle or backend event about one agent. Manager events have `source: 'manager'`;
  * events a backend reports through `emit` have `source: 'backend'`.
+ *
+ * @example
+ * ```ts
+ * import {
+ *   type BackendEntry,
+ *   type ScalerConfigInput,
+ *   type ScalerEvent,
+ *   ScalerManager,
+ * } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
+ * const manager = new ScalerManager({
+ *   config,
+ *   backends,
+ *   onEvent: (event: ScalerEvent) => console.log(`${event.scaler}/${event.agentId}: ${event.kind}`),
+ * });
+ * ```
  */
 export interface ScalerEvent {
   /** Who produced the event. */
@@ -358,7 +482,18 @@ export interface ScalerEvent {
   data?: Record<string, unknown>;
 }
 
-/** The answer to `reload`. */
+/**
+ * The answer to `reload`.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, ValidationResult } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * declare const text: string;
+ * const result: ValidationResult = await manager.reload(JSON.parse(text));
+ * if (!result.ok) for (const e of result.errors) console.error(`${e.path.join('.')}: ${e.message}`);
+ * ```
+ */
 export interface ValidationResult {
   /** True when the new config was applied. */
   ok: boolean;
@@ -366,7 +501,17 @@ export interface ValidationResult {
   errors: ConfigIssue[];
 }
 
-/** What `reconcile` found. */
+/**
+ * What `reconcile` found.
+ *
+ * @example
+ * ```ts
+ * import type { ReconcileResult, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result: ReconcileResult = await manager.reconcile();
+ * console.log(`released ${result.released.length}, untracked ${result.untracked.length}, failed ${result.failed.length}`);
+ * ```
+ */
 export interface ReconcileResult {
   /** Tracked agents their backend no longer lists: released and forgotten. */
   released: string[];
@@ -378,7 +523,17 @@ export interface ReconcileResult {
   sweeps?: SweepOutcome[];
 }
 
-/** An agent a backend runs that the manager does not track. */
+/**
+ * An agent a backend runs that the manager does not track.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerManager, UntrackedAgent } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const { untracked } = await manager.reconcile();
+ * for (const agent of untracked as UntrackedAgent[]) console.warn(`${agent.scaler} runs ${agent.agentId}, not ours`);
+ * ```
+ */
 export interface UntrackedAgent {
   /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
   scaler: string;
@@ -386,7 +541,17 @@ export interface UntrackedAgent {
   agentId: string;
 }
 
-/** A backend whose `list()` threw during `reconcile`. */
+/**
+ * A backend whose `list()` threw during `reconcile`.
+ *
+ * @example
+ * ```ts
+ * import type { ReconcileFailure, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const { failed } = await manager.reconcile();
+ * for (const f of failed as ReconcileFailure[]) console.error(`list() of ${f.scaler} failed`, f.error);
+ * ```
+ */
 export interface ReconcileFailure {
   /** The scaler. */
   scaler: string;
@@ -394,7 +559,18 @@ export interface ReconcileFailure {
   error: unknown;
 }
 
-/** The answer to `onAgentRegistered` for an agent the manager spawned. */
+/**
+ * The answer to `onAgentRegistered` for an agent the manager spawned.
+ *
+ * @example
+ * ```ts
+ * import type { AgentRegistration, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * declare function dispatch(jobId: string, agentId: string): void;
+ * const registration: AgentRegistration | null = manager.onAgentRegistered('agent-7f3a', ['linux']);
+ * if (registration?.boundJobId) dispatch(registration.boundJobId, 'agent-7f3a');
+ * ```
+ */
 export interface AgentRegistration {
   /**
    * The job the agent is bound to: the one it was spawned for or, when another

@@ -184,6 +184,65 @@ export function resolveResources(
   if (!Array.isArray(layers)) {
     throw new TypeError(`Expected \`layers\` to be an array, got \`${typeof layers}\``);
   }
+  const read: Array<ReadLayer | undefined> = [];
+  // Every layer is read (a typo in a lower layer is an error even when a higher
+  // layer declares everything): fail closed on configuration mistakes. A
+  // layer's error is thrown where the layer is combined, so the first layer
+  // in priority order that is wrong is the one reported.
+  for (let i = 0; i < layers.length; i++) {
+    const layer = layers[i];
+    if (layer === undefined) continue;
+    read[i] = readResourceLayer(layer, i, names[i] ?? `layer${i}`, opts);
+    if (read[i]!.error !== undefined) break;
+  }
+  return combineResourceLayers(read);
+}
+
+/**
+ * One layer of {@link resolveResources}, read and mirrored, or the error it
+ * throws. Pure in the layer (which it does not keep): a caller that knows a
+ * layer never changes may read it once and combine it many times.
+ * @internal
+ */
+export interface ReadLayer {
+  /** The layer's name (provenance, messages). */
+  readonly name: string;
+  /** The mirrored, parsed layer, when it reads. */
+  readonly mirrored?: ParsedLayerShape;
+  /** What reading it threw. */
+  readonly error?: unknown;
+}
+
+/** Read and mirror one layer (`index` for messages); errors are returned, not thrown. @internal */
+export function readResourceLayer(
+  layer: ResourceRequest,
+  index: number,
+  name: string,
+  opts: ResolveResourcesOptions = {},
+): ReadLayer {
+  if (typeof layer !== 'object' || layer === null || Array.isArray(layer)) {
+    return {
+      name,
+      error: new TypeError(
+        `Expected layer ${index} (${name}) to be a resource request object or undefined, got \`${String(layer)}\``,
+      ),
+    };
+  }
+  const issues: ShapeIssue[] = [];
+  const parsed = readLayer(layer, name, opts, issues);
+  if (issues.length > 0) return { name, error: issues[0]!.error };
+  return { name, mirrored: mirrorRequestsLimits(parsed as ResourceRequest) as ParsedLayerShape };
+}
+
+/**
+ * The second half of {@link resolveResources}: combine read layers (highest
+ * priority first; `undefined` entries are skipped) into fresh objects. Throws
+ * the error of the first layer that did not read, or of a conflict.
+ * @internal
+ */
+export function combineResourceLayers(
+  layers: ReadonlyArray<ReadLayer | undefined>,
+): ResolvedResources {
   // Worked on as numbers (0 when undeclared); the limits are made unset at the end.
   const work = {
     requests: { cpus: 0, memBytes: 0 } as ResourceAmount,
@@ -197,21 +256,12 @@ export function resolveResources(
   let memoryDone = false;
   let extended: Record<string, number> | undefined;
   let extendedFrom: Record<string, string> | undefined;
-  const issues: ShapeIssue[] = [];
-  // Every layer is read (a typo in a lower layer is an error even when a higher
-  // layer declares everything): fail closed on configuration mistakes.
   for (let i = 0; i < layers.length; i++) {
-    const layer = layers[i];
-    if (layer === undefined) continue;
-    const name = names[i] ?? `layer${i}`;
-    if (typeof layer !== 'object' || layer === null || Array.isArray(layer)) {
-      throw new TypeError(
-        `Expected layer ${i} (${name}) to be a resource request object or undefined, got \`${String(layer)}\``,
-      );
-    }
-    const parsed = readLayer(layer, name, opts, issues);
-    if (issues.length > 0) throw issues[0]!.error;
-    const mirrored = mirrorRequestsLimits(parsed as ResourceRequest) as ParsedLayerShape;
+    const read = layers[i];
+    if (read === undefined) continue;
+    if (read.error !== undefined) throw read.error;
+    const { name } = read;
+    const mirrored = read.mirrored!;
     for (const side of SIDES) {
       const spec = mirrored[side];
       if (spec === undefined) continue;

@@ -11,6 +11,7 @@ import type { ExtendedResourceName } from './names.js';
  *
  * @example
  * ```ts
+ * import type { ResourceSpec } from 'scaler-primitives/resources';
  * const spec: ResourceSpec = { cpus: '500m', memory: '2Gi', 'nvidia.com/gpu': 1 };
  * ```
  */
@@ -19,8 +20,12 @@ export interface ResourceSpec {
   cpus?: number | string;
   /** Memory: bytes as a number, or a quantity string such as `"8Gi"` or `"512m"`. */
   memory?: number | string;
-  /** Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. */
-  [extended: ExtendedResourceName]: number | string | undefined;
+  /**
+   * Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. The key
+   * type is {@link ExtendedResourceName} written out: the declaration bundler
+   * drops the import of a type used only as an index-signature key.
+   */
+  [extended: `${string}/${string}`]: number | string | undefined;
 }
 
 /**
@@ -29,6 +34,7 @@ export interface ResourceSpec {
  *
  * @example
  * ```ts
+ * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  * const job: ResourceRequest = { requests: { cpus: 1, memory: '2Gi' }, limits: { cpus: 2 } };
  * const { requests, limits } = resolveResources([job]);
  * ```
@@ -45,6 +51,9 @@ export interface ResourceRequest {
  *
  * @example
  * ```ts
+ * import type { CapTracker } from 'scaler-primitives/caps';
+ * import type { ResourceAmount } from 'scaler-primitives/resources';
+ * declare const caps: CapTracker;
  * const amount: ResourceAmount = { cpus: 1.5, memBytes: 4 * 2 ** 30, extended: { 'nvidia.com/gpu': 1 } };
  * caps.tryReserve('agent-1', ['global'], amount);
  * ```
@@ -67,6 +76,13 @@ export interface ResourceAmount {
  * A limit is what a backend enforces on one agent, so every resolved limit can be
  * written as a cap (`capsFromResources` never refuses one); no machine has more
  * cores. Requests and pool caps keep the whole `MAX_CPU_CORES` range.
+ *
+ * @example
+ * ```ts
+ * import { MAX_CPU_LIMIT_CORES } from 'scaler-primitives/resources';
+ * declare const requested: number;
+ * const cpuLimit = Math.min(requested, MAX_CPU_LIMIT_CORES); // a limit systemd's CPUQuota= can hold
+ * ```
  */
 export const MAX_CPU_LIMIT_CORES = Math.floor(2_147_483_647 / 100) / 100;
 
@@ -77,6 +93,14 @@ export const MAX_CPU_LIMIT_CORES = Math.floor(2_147_483_647 / 100) / 100;
  * same way: no cap is written for it (`capsFromResources` leaves the systemd
  * field out, so the host's own setting applies), a backend enforces none, and
  * a limit range's `max` refuses it. A limit, when present, is positive.
+ *
+ * @example
+ * ```ts
+ * import { capsFromResources } from 'scaler-primitives/agent-caps';
+ * import type { ResourceLimits } from 'scaler-primitives/resources';
+ * const limits: ResourceLimits = { cpus: 2, memBytes: 4 * 2 ** 30 }; // no extended resources
+ * const caps = capsFromResources(limits); // { CPUQuota: '200%', MemoryMax: '4294967296' }
+ * ```
  */
 export interface ResourceLimits {
   /** CPU in cores, at millicore precision; absent when unset. */
@@ -100,6 +124,9 @@ export interface ResourceLimits {
  *
  * @example
  * ```ts
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * import type { ResourceCap } from 'scaler-primitives/resources';
+ * declare const ledger: MachineLedger;
  * const cap: ResourceCap = { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30, maxExtended: { 'nvidia.com/gpu': 2 } };
  * ledger.registerPool('gpu-box', cap);
  * ```

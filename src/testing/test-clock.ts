@@ -266,8 +266,8 @@ export class TestClock implements Clock {
    * await clock.settle(); // its spawn has been called
    * ```
    */
-  async settle(): Promise<void> {
-    await settleChains(this.#settleTurns);
+  settle(): Promise<void> {
+    return settleChains(this.#settleTurns);
   }
 
   async #exclusive<T>(run: () => Promise<T>): Promise<T> {
@@ -294,13 +294,17 @@ export class TestClock implements Clock {
     await this.settle();
   }
 
-  /** Fire the soonest timer (`timer`) at its instant, then let its chains settle. */
-  async #fire(timer: VirtualTimer): Promise<void> {
+  /**
+   * Fire the soonest timer (`timer`) at its instant, then let its chains
+   * settle. What the callback throws is thrown here (the callers are async:
+   * it becomes their rejection).
+   */
+  #fire(timer: VirtualTimer): Promise<void> {
     if (timer.dueAt > this.#now) this.#now = timer.dueAt;
     if (timer.intervalMs === undefined) this.#queue.remove(timer);
     else this.#queue.rescheduleTop(this.#now + timer.intervalMs);
     timer.fn();
-    await this.settle();
+    return this.settle();
   }
 
   #add(fn: () => void, ms: number, repeat: boolean): VirtualTimer {

@@ -54,6 +54,7 @@ describe.runIf(ok)('NatsPoolLedger across processes', () => {
       const cap = { maxCpu: 3, maxMemoryBytes: 3 * GiB };
       const pool = `contended-${label.length}`;
       const watcher = await watchRevisions(kv, pool, cap);
+      const goSubject = `test.go.${pool}`;
       const workers = Array.from({ length: 6 }, (_, i) =>
         natsWorker(running, {
           servers: [server.url],
@@ -63,8 +64,15 @@ describe.runIf(ok)('NatsPoolLedger across processes', () => {
           iterations: 40,
           timeoutMs: 30_000,
           combine: combine(i),
+          goSubject,
         }),
       );
+      // A start barrier: every worker is connected and listening before any
+      // reserves, so they contend (started one by one, a slow machine can
+      // finish a worker before the next is up, and then none is ever refused).
+      await Promise.all(workers.map((w) => w.waitFor('ready', 60_000)));
+      nc.publish(goSubject);
+      await nc.flush();
       const results = await Promise.all(workers.map(finishFixture));
       await new Promise((r) => setTimeout(r, 200));
       watcher.stop();

@@ -8,6 +8,7 @@ import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 
@@ -61,12 +62,12 @@ describe.runIf(ok)('NatsPoolLedger with least-privilege NATS permissions', () =>
       timeoutMs: 5000,
     });
     const forwarded: string[] = [];
-    const b = await NatsPoolLedger.connect({
-      nc: await as('ledger'),
-      instanceId: 'b',
-      timeoutMs: 5000,
-      hooks: { onForward: (pool) => forwarded.push(pool) },
-    });
+    const b = await NatsPoolLedger.connect(
+      withNatsLedgerHooks(
+        { nc: await as('ledger'), instanceId: 'b', timeoutMs: 5000 },
+        { onForward: (pool) => forwarded.push(pool) },
+      ),
+    );
     try {
       for (const l of [a, b]) l.registerPool('p', { maxCpu: 2 });
       expect(await a.tryReserve('p', 'a-1', 1, 0)).toBe(true);

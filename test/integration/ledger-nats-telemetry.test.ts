@@ -3,6 +3,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { MetricsHarness, points, pointValue, TracesHarness } from '../helpers/otel.js';
 import { hasSystem } from '../helpers/system.js';
@@ -37,18 +38,24 @@ describe.runIf(ok)('NatsPoolLedger telemetry', () => {
 
   let conflictsSeen = 0;
   async function connect(instanceId: string, telemetry = true) {
-    const ledger = await NatsPoolLedger.connect({
-      servers: server.url,
-      bucket: `otel-${bucket}`,
-      instanceId,
-      combine: false,
-      hooks: {
-        onConflict: () => {
-          if (telemetry) conflictsSeen++;
+    const ledger = await NatsPoolLedger.connect(
+      withNatsLedgerHooks(
+        {
+          servers: server.url,
+          bucket: `otel-${bucket}`,
+          instanceId,
+          combine: false,
+          ...(telemetry
+            ? { meterProvider: metrics.provider, tracerProvider: traces.provider }
+            : {}),
         },
-      },
-      ...(telemetry ? { meterProvider: metrics.provider, tracerProvider: traces.provider } : {}),
-    });
+        {
+          onConflict: () => {
+            if (telemetry) conflictsSeen++;
+          },
+        },
+      ),
+    );
     ledger.registerPool('p', { maxCpu: 2, maxMemoryBytes: 1000 });
     ledgers.push(ledger);
     return ledger;

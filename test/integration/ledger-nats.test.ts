@@ -15,6 +15,7 @@ import {
   isLedgerUnavailableError,
 } from '../../src/errors.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 
@@ -41,8 +42,15 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
     await server?.stop();
   });
 
+  // Each ledger's monotonic clock, shifted by its skew (see fence below).
+  const skews = new WeakMap<NatsPoolLedger, number>();
   async function ledger(instanceId: string, extra: { leaseMs?: number; timeoutMs?: number } = {}) {
-    const l = await NatsPoolLedger.connect({ servers: server.url, instanceId, ...extra });
+    let self: NatsPoolLedger | undefined;
+    const monotonic = () => performance.now() + (self ? (skews.get(self) ?? 0) : 0);
+    const l = await NatsPoolLedger.connect(
+      withNatsLedgerHooks({ servers: server.url, instanceId, ...extra }, { monotonic }),
+    );
+    self = l;
     open.push(l);
     return l;
   }
@@ -210,7 +218,8 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
   });
 
   // End `a`'s lease as a peer does when it judges it expired, and make a's last
-  // heartbeat look old so its next call takes the refresh-before-call path.
+  // heartbeat look old (its monotonic clock jumps a minute) so its next call
+  // takes the refresh-before-call path.
   async function fence(a: NatsPoolLedger): Promise<void> {
     const current = (await kv.get(`lease.${a.leaseId}`))!;
     await kv.update(
@@ -218,7 +227,7 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
       JSON.stringify({ ended: 'fenced', by: 'test' }),
       current.revision,
     );
-    (a as unknown as { lease: { sentAt: number } }).lease.sentAt -= 60_000;
+    skews.set(a, (skews.get(a) ?? 0) + 60_000);
   }
 
   it('a lease fenced by a peer fails the next call once per pool, then a new lease works', async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isScalerError } from '../../src/errors.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 
 describe('NatsPoolLedger options are strict', () => {
   it('refuses an unknown key, naming it, the nearest accepted key and all of them', async () => {
@@ -15,13 +16,23 @@ describe('NatsPoolLedger options are strict', () => {
     expect((error as Error).message).toMatch(/accepted keys: nc, servers, bucket, instanceId/);
   });
 
-  it('refuses an unknown hook and a non-object', async () => {
+  it('refuses a `hooks` option: test hooks are not public and no user option reaches them', async () => {
     await expect(
       NatsPoolLedger.connect({
         servers: 'nats://127.0.0.1:1',
         instanceId: 'x',
-        hooks: { afterComit: () => {} },
+        hooks: { afterCommit: () => {} },
       } as never),
+    ).rejects.toThrow(/Unknown key "hooks" in NatsPoolLedger options/);
+  });
+
+  it('refuses an unknown test hook and a non-object', async () => {
+    await expect(
+      NatsPoolLedger.connect(
+        withNatsLedgerHooks({ servers: 'nats://127.0.0.1:1', instanceId: 'x' }, {
+          afterComit: () => {},
+        } as never),
+      ),
     ).rejects.toThrow(
       /Unknown key "afterComit" in NatsPoolLedger hooks \(did you mean "afterCommit"\?\)/,
     );

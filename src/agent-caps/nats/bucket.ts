@@ -5,7 +5,18 @@ import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors
 import { BUCKET, STREAM } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
 
-/** Options of {@link openOrCreateCapsBucket} and {@link openCapsBucket}. */
+/**
+ * Options of {@link openOrCreateCapsBucket} and {@link openCapsBucket}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { type CapsBucketOptions, openOrCreateCapsBucket } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * const options: CapsBucketOptions = { timeout: 10_000 }; // a slow cluster
+ * const kv = await openOrCreateCapsBucket(nc, options);
+ * ```
+ */
 export interface CapsBucketOptions {
   /**
    * How long each JetStream API request may take, in milliseconds.
@@ -64,6 +75,9 @@ function bind(nc: NatsConnection, options: CapsBucketOptions): Promise<KV> {
  *
  * @example
  * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { openOrCreateCapsBucket, writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
  * const kv = await openOrCreateCapsBucket(nc);
  * await writeAgentCaps(kv, 'iris', { cpuQuota: '400%', memoryMax: '8G' });
  * ```
@@ -107,6 +121,9 @@ export async function openOrCreateCapsBucket(
  *
  * @example
  * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { openCapsBucket } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
  * const kv = await openCapsBucket(nc);
  * if (kv === null) console.log('no caps published yet');
  * ```

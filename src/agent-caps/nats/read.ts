@@ -5,7 +5,19 @@ import { type AgentCaps, type DecodeAgentCapsOptions, decodeAgentCaps } from '..
 import { directGetSubject } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
 
-/** What reading one agent's caps found. */
+/**
+ * What reading one agent's caps found.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { type AgentCapsRead, readAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * const read: AgentCapsRead = await readAgentCaps(nc, 'iris');
+ * if (read.kind === 'current') console.log(read.caps.cpuQuota ?? 'no CPU cap');
+ * else console.warn('no caps bucket: nothing applies yet');
+ * ```
+ */
 export type AgentCapsRead =
   | {
       /** The bucket answered. */
@@ -28,7 +40,18 @@ export type AgentCapsRead =
       kind: 'no-bucket';
     };
 
-/** Options of {@link readAgentCaps}. */
+/**
+ * Options of {@link readAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { readAgentCaps, type ReadAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * const options: ReadAgentCapsOptions = { timeout: 500 };
+ * const read = await readAgentCaps(nc, 'iris', options);
+ * ```
+ */
 export interface ReadAgentCapsOptions extends DecodeAgentCapsOptions {
   /**
    * How long to wait for the reply, in milliseconds.
@@ -73,7 +96,13 @@ function isRemoved(headers: MsgHdrs | undefined): boolean {
  *
  * @example
  * ```ts
+ * import { writeFileSync } from 'node:fs';
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { renderDropIn } from 'scaler-primitives/agent-caps';
+ * import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
  * const read = await readAgentCaps(nc, 'iris');
+ * const path = '/run/systemd/system/ci-agent-iris.scope.d/50-caps.conf';
  * if (read.kind === 'current') writeFileSync(path, renderDropIn(read.caps, { section: 'Scope' }));
  * ```
  */

@@ -3,7 +3,18 @@ import { isJetStreamRevisionConflict, toNatsRequestError } from '../../internal/
 import { assertAgentName, BUCKET, keySubject } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
 
-/** Options of {@link sweepAgentCaps}. */
+/**
+ * Options of {@link sweepAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { sweepAgentCaps, type SweepAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
+ * const options: SweepAgentCapsOptions = { owns: (agent) => agent.startsWith('ci-'), purge: true };
+ * const { removedAgents } = await sweepAgentCaps(kv, ['ci-7f3a', 'ci-91bc'], options);
+ * ```
+ */
 export interface SweepAgentCapsOptions {
   /**
    * Purge the removed keys (drop their history, leave a purge marker) instead of
@@ -21,7 +32,19 @@ export interface SweepAgentCapsOptions {
   owns?: (agent: string) => boolean;
 }
 
-/** What {@link sweepAgentCaps} did. */
+/**
+ * What {@link sweepAgentCaps} did.
+ *
+ * @example
+ * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { type AgentCapsSweepResult, sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
+ * declare const runningAgentIds: string[];
+ * const result: AgentCapsSweepResult = await sweepAgentCaps(kv, runningAgentIds);
+ * console.log(`removed ${result.removedAgents.length}, ${result.changedAgents.length} left for the next sweep`);
+ * ```
+ */
 export interface AgentCapsSweepResult {
   /** Agents whose caps key was removed, sorted. */
   removedAgents: string[];
@@ -78,6 +101,10 @@ function liveSet(liveAgentIds: Iterable<string>): Set<string> {
  *
  * @example
  * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { openCapsBucket, sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * declare const runningAgentIds: string[];
  * const kv = await openCapsBucket(nc);
  * if (kv) {
  *   const { removedAgents } = await sweepAgentCaps(kv, runningAgentIds, {

@@ -6,7 +6,23 @@ import { type AgentCaps, type CapsValueOptions, decodeAgentCaps } from '../codec
 import { BUCKET, keySubject } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
 
-/** One change seen by {@link watchAgentCaps}. */
+/**
+ * One change seen by {@link watchAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import type { AgentCaps } from 'scaler-primitives/agent-caps';
+ * import { type AgentCapsChange, watchAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * declare function applyCaps(caps: AgentCaps): void;
+ * for await (const change of await watchAgentCaps(nc, 'iris')) {
+ *   const c: AgentCapsChange = change;
+ *   if (c.kind === 'current') applyCaps(c.caps);
+ *   else console.error(`ignored invalid caps for ${c.agent}: ${c.error.message}`);
+ * }
+ * ```
+ */
 export type AgentCapsChange =
   | {
       /** A value (or a removal, which reads as all unset). */
@@ -41,13 +57,36 @@ export type AgentCapsChange =
       isUpdate: boolean;
     };
 
-/** An async iterator of caps changes; `stop()` ends it. */
+/**
+ * An async iterator of caps changes; `stop()` ends it.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { type AgentCapsWatch, watchAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * const watch: AgentCapsWatch = await watchAgentCaps(nc); // every agent
+ * process.once('SIGTERM', () => watch.stop());
+ * for await (const change of watch) console.log(change.agent, change.kind);
+ * ```
+ */
 export interface AgentCapsWatch extends AsyncIterable<AgentCapsChange> {
   /** Stop watching: the iteration ends after the changes already received. */
   stop(): void;
 }
 
-/** Options of {@link watchAgentCaps}. */
+/**
+ * Options of {@link watchAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { watchAgentCaps, type WatchAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * const options: WatchAgentCapsOptions = {};
+ * const watch = await watchAgentCaps(nc, 'iris', options);
+ * ```
+ */
 export type WatchAgentCapsOptions = CapsValueOptions;
 
 // nats.js maps only a MaxAge marker to PURGE; any server-written marker is a removal here.
@@ -95,6 +134,11 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
  *
  * @example
  * ```ts
+ * import type { NatsConnection } from '@nats-io/transport-node';
+ * import { renderDropIn } from 'scaler-primitives/agent-caps';
+ * import { watchAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const nc: NatsConnection;
+ * declare function apply(dropIn: string): void; // write the drop-in, reload the unit
  * const watch = await watchAgentCaps(nc, 'iris');
  * for await (const change of watch) {
  *   if (change.kind === 'current') apply(renderDropIn(change.caps, { section: 'Scope' }));

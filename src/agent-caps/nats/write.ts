@@ -5,7 +5,18 @@ import { type AgentCaps, type CapsValueOptions, encodeAgentCaps } from '../codec
 import { assertAgentName, keySubject } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
 
-/** Options of {@link writeAgentCaps}. */
+/**
+ * Options of {@link writeAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { writeAgentCaps, type WriteAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
+ * const options: WriteAgentCapsOptions = { expectRevision: 0 }; // only if no caps are set yet
+ * await writeAgentCaps(kv, 'iris', { cpuQuota: '200%', memoryMax: '4G' }, options);
+ * ```
+ */
 export interface WriteAgentCapsOptions extends CapsValueOptions {
   /**
    * Write only if the key's current revision is this one (compare-and-set):
@@ -15,7 +26,18 @@ export interface WriteAgentCapsOptions extends CapsValueOptions {
   expectRevision?: number;
 }
 
-/** Options of {@link deleteAgentCaps}. */
+/**
+ * Options of {@link deleteAgentCaps}.
+ *
+ * @example
+ * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { deleteAgentCaps, type DeleteAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
+ * const options: DeleteAgentCapsOptions = { purge: true };
+ * await deleteAgentCaps(kv, 'iris', options); // the host reads unset caps
+ * ```
+ */
 export interface DeleteAgentCapsOptions {
   /**
    * Purge (drop the key's history and leave a purge marker) instead of
@@ -53,6 +75,9 @@ function writeError(error: unknown, agent: string, what: string): Error {
  *
  * @example
  * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
  * const revision = await writeAgentCaps(kv, 'iris', { cpuQuota: '400%' });
  * await writeAgentCaps(kv, 'iris', { cpuQuota: '200%' }, { expectRevision: revision });
  * ```
@@ -106,6 +131,9 @@ export async function writeAgentCaps(
  *
  * @example
  * ```ts
+ * import type { KV } from '@nats-io/kv';
+ * import { deleteAgentCaps } from 'scaler-primitives/agent-caps/nats';
+ * declare const kv: KV;
  * await deleteAgentCaps(kv, 'iris');
  * ```
  */

@@ -11,8 +11,5 @@
  */
 
 export { LEASE_KEY_PREFIX, leaseKey, POOL_KEY_PREFIX, poolKey } from './keys.js';
-export {
-  NatsPoolLedger,
-  type NatsPoolLedgerOptions,
-  type NatsPoolSnapshot,
-} from './nats-pool-ledger.js';
+export { NatsPoolLedger } from './nats-pool-ledger.js';
+export type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';

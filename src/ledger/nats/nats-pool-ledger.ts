@@ -1,13 +1,7 @@
-/**
- * NatsPoolLedger: the PoolLedger for pools shared by many hosts, kept in a
- * NATS JetStream KV bucket. Every change is a compare-and-set on the pool key.
- */
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
-import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
-import { type KV, type KvEntry, Kvm, KvWatchInclude } from '@nats-io/kv';
+import type { JetStreamClient } from '@nats-io/jetstream';
+import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type Clock, type ClockTimer, monotonicNow, resolveClock, sleep } from '../../clock.js';
+import { type Clock, monotonicNow, resolveClock, sleep } from '../../clock.js';
 import {
   LedgerBusyError,
   LedgerLeaseExpiredError,
@@ -15,20 +9,19 @@ import {
   ScalerError,
 } from '../../errors.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
+import { testHooksOf } from '../../internal/test-hooks.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import {
   checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
-  positiveOption,
   registeredCap,
 } from '../checks.js';
 import {
   assertCap,
   type DocumentSource,
   emptyDocument,
-  type LeaseState,
   parseDocument,
   serializeDocument,
   sumRows,
@@ -38,11 +31,7 @@ import { GroupCommit, type OpAnswer } from '../group-commit.js';
 import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
-import {
-  checkLedgerTelemetryOptions,
-  createLedgerTelemetry,
-  type LedgerTelemetryOptions,
-} from '../telemetry.js';
+import { createLedgerTelemetry } from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
@@ -56,119 +45,21 @@ import type {
 } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { Combiner } from './combiner.js';
-import { LEASE_KEY_PREFIX, leaseKey, poolKey } from './keys.js';
-import { foreignLeases, type LeaseFacts, partitionByLease, ServerClock } from './liveness.js';
 import {
-  assertKnownKeys,
-  NATS_POOL_LEDGER_HOOK_KEYS,
-  NATS_POOL_LEDGER_OPTION_KEYS,
-} from './options.js';
-
-/** Options of {@link NatsPoolLedger.connect}. */
-export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
-  /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
-  nc?: NatsConnection;
-  /**
-   * Server URLs to connect to (needs `@nats-io/transport-node`); the ledger owns
-   * this connection, reconnects forever and closes it in {@link NatsPoolLedger.close}.
-   */
-  servers?: string | string[];
-  /**
-   * The KV bucket. Created (with `replicas`, history 1) when it does not exist;
-   * an existing bucket is used as it is.
-   * @default 'scaler-pools'
-   */
-  bucket?: string;
-  /** This orchestrator instance's id, written into every row it makes. */
-  instanceId: string;
-  /**
-   * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
-   * whose heartbeat is older than this (by the server's timestamps) is gone and
-   * its rows are reaped. Minimum 300.
-   * @default 30000
-   */
-  leaseMs?: number;
-  /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
-  replicas?: number;
-  /**
-   * How long one operation keeps retrying lost compare-and-set races (then
-   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
-   * @default 10000
-   */
-  timeoutMs?: number;
-  /** The boot id written into rows (informational across hosts). @default read from `/proc` */
-  bootId?: string;
-  /**
-   * The clock of `reservedAt`, the heartbeat and the reaper timers. Lease
-   * liveness is judged by the server's timestamps and this host's monotonic
-   * clock, and retry pauses are real waits on the server, whatever is given here.
-   * @default the system clock (`systemClock` from `scaler-primitives/ledger`)
-   */
-  clock?: Clock;
-  /**
-   * Combine across processes: the first instance to act on a pool becomes its
-   * combiner (elected through the `leader.<pool>` key, tied to its lease) and
-   * every other instance sends its calls on that pool to it, over NATS
-   * request/reply, instead of racing for the compare-and-set itself. The
-   * combiner commits everyone's waiting calls in one compare-and-set. Every
-   * write stays a compare-and-set on the pool key, so writers that do not
-   * combine (older versions, or `combine: false`) share the pool safely.
-   * @default true
-   */
-  combine?: boolean;
-  /**
-   * Test hooks.
-   * @internal
-   */
-  hooks?: {
-    /** Called after each successful write of a pool document, with its revision. */
-    afterCommit?: (pool: string, revision: number, doc: LedgerDocument) => void;
-    /** Called for each lost compare-and-set race on a pool document. */
-    onConflict?: (pool: string) => void;
-    /** Called before calls on a pool are sent to another instance's combiner. */
-    onForward?: (pool: string, subject: string) => void;
-  };
-}
-
-/** Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}. */
-export interface NatsPoolSnapshot {
-  /** The pool name. */
-  pool: string;
-  /** The KV key, `pool.<name>`. */
-  key: string;
-  /** The key's revision, or 0 when the pool has never been written. */
-  revision: number;
-  /** The cap stored in the document (the registered cap when there is no document yet). */
-  cap: ResourceCap;
-  /** Live rows. */
-  live: ReservationRow[];
-  /** Rows whose lease has expired, each with the reason; the next write drops them. */
-  stale: Array<{
-    /** The row. */
-    row: ReservationRow;
-    /** Why it is stale (`lease-expired`). */
-    reason: string;
-  }>;
-  /** Summed CPU and memory of live rows. */
-  usage: ResourceAmount;
-}
-
-type LeaseStatus = 'live' | 'lapsed';
-
-interface Lease {
-  id: string;
-  key: string;
-  revision: number;
-  /** Monotonic time the last acknowledged heartbeat was sent. */
-  sentAt: number;
-  status: LeaseStatus;
-}
-
-const DEFAULT_BUCKET = 'scaler-pools';
-const DEFAULT_LEASE_MS = 30_000;
-const DEFAULT_TIMEOUT_MS = 10_000;
-const BUCKET_NAME = /^[-\w]+$/;
-const monotonic = monotonicNow;
+  backoff,
+  type CheckedOptions,
+  checkConnectOptions,
+  describeNatsError,
+  openBucket,
+  openConnection,
+  retryUntil,
+} from './connect.js';
+import { poolKey } from './keys.js';
+import { partitionByLease, ServerClock } from './liveness.js';
+import type { NatsPoolLedgerHooks } from './options.js';
+import { endBody, OwnLease } from './own-lease.js';
+import { PeerLeases } from './peer-leases.js';
+import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
 /**
  * A cross-host ledger of reservations against named pools, kept in a NATS
@@ -210,83 +101,99 @@ export class NatsPoolLedger implements PoolLedger {
   /** The lease window in ms. */
   readonly leaseMs: number;
 
-  private readonly kv: KV;
-  private readonly cas: CasWriter;
-  private readonly nc: NatsConnection;
-  private readonly ownsConnection: boolean;
-  private readonly timeoutMs: number;
-  private readonly bootId: string;
-  private readonly hooks: NonNullable<NatsPoolLedgerOptions['hooks']>;
-  private readonly caps = new Map<string, ResourceCap>();
-  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  readonly #kv: KV;
+  readonly #cas: CasWriter;
+  readonly #nc: NatsConnection;
+  readonly #ownsConnection: boolean;
+  readonly #timeoutMs: number;
+  readonly #bootId: string;
+  readonly #hooks: Partial<NatsPoolLedgerHooks>;
+  readonly #caps = new Map<string, ResourceCap>();
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#commit(pool, ops));
   /** The last document this instance wrote or read in a commit, per pool, with its revision. */
-  private readonly written = new Map<string, { revision: number; doc: LedgerDocument }>();
+  readonly #written = new Map<string, { revision: number; doc: LedgerDocument }>();
   /** The cross-process combiner; undefined with `combine: false`. */
-  private combiner: Combiner | undefined;
-  private readonly reaper = new Reaper(
-    () => this.caps.keys(),
+  #combiner: Combiner | undefined;
+  readonly #reaper = new Reaper(
+    () => this.#caps.keys(),
     // The reaper's own rounds must not use up the one-time lost-lease report
     // that a caller's next operation on the pool is owed.
-    (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
-    () => this.timeSource,
+    (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
+    () => this.#timeSource,
   );
-  private readonly clock = new ServerClock(monotonic);
-  /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
-  private readonly freshLeases = new Map<string, { created: number; windowMs: number }>();
-  /** Peer leases known ended (closed, fenced or deleted); they never come back. */
-  private readonly endedLeases = new Set<string>();
+  readonly #monotonic: () => number;
   /** Pools that have not yet been told that this instance's previous lease was lost. */
-  private readonly unreported = new Set<string>();
-  private lease: Lease;
-  private beating: Promise<void> | undefined;
-  private renewing: Promise<void> | undefined;
-  private leaseTimer: ClockTimer | undefined;
-  private readonly timeSource: Clock;
-  private leaseWatch: { stop(): void } | undefined;
-  private closed = false;
-  private readonly telemetry;
+  readonly #unreported = new Set<string>();
+  readonly #lease: OwnLease;
+  readonly #peers: PeerLeases;
+  readonly #timeSource: Clock;
+  #closed = false;
+  readonly #telemetry;
 
   private constructor(
     kv: KV,
     js: JetStreamClient,
     nc: NatsConnection,
     ownsConnection: boolean,
-    options: NatsPoolLedgerOptions & { bucket: string; leaseMs: number; timeoutMs: number },
+    options: CheckedOptions,
   ) {
-    this.kv = kv;
-    this.cas = new CasWriter(js, options.bucket);
-    this.nc = nc;
-    this.ownsConnection = ownsConnection;
+    this.#kv = kv;
+    this.#cas = new CasWriter(js, options.bucket);
+    this.#nc = nc;
+    this.#ownsConnection = ownsConnection;
     this.instanceId = options.instanceId;
     this.bucket = options.bucket;
     this.leaseMs = options.leaseMs;
-    this.timeoutMs = options.timeoutMs;
-    this.bootId = options.bootId ?? readBootId(defaultFs);
-    this.hooks = options.hooks ?? {};
-    this.timeSource = resolveClock(options.clock, undefined);
-    this.lease = newLease();
-    this.telemetry = createLedgerTelemetry(options, 'nats', {
-      clock: this.timeSource,
-      pools: () => this.caps.keys(),
+    this.#timeoutMs = options.timeoutMs;
+    this.#bootId = options.bootId ?? readBootId(defaultFs);
+    this.#hooks = testHooksOf<NatsPoolLedgerHooks>(options);
+    this.#monotonic = this.#hooks.monotonic ?? monotonicNow;
+    this.#timeSource = resolveClock(options.clock, undefined);
+    const serverClock = new ServerClock(this.#monotonic);
+    this.#lease = new OwnLease({
+      kv,
+      cas: this.#cas,
+      instanceId: this.instanceId,
+      bootId: this.#bootId,
+      leaseMs: this.leaseMs,
+      monotonic: this.#monotonic,
+      serverClock,
+      timers: this.#timeSource,
+      onLapse: () => {
+        for (const pool of this.#caps.keys()) this.#unreported.add(pool);
+        for (const pool of this.#batches.pools()) this.#unreported.add(pool);
+      },
+      onRenewed: (lost) => this.#peers.end(lost),
+    });
+    this.#peers = new PeerLeases({
+      kv,
+      cas: this.#cas,
+      leaseMs: this.leaseMs,
+      clock: serverClock,
+      ownLeaseId: () => this.#lease.id,
+      fencedBody: () => endBody(this.instanceId, 'fenced'),
+    });
+    this.#telemetry = createLedgerTelemetry(options, 'nats', {
+      clock: this.#timeSource,
+      pools: () => this.#caps.keys(),
       read: (pool) => this.inspect(pool),
     });
     if (options.combine !== false) {
-      this.combiner = new Combiner({
+      this.#combiner = new Combiner({
         nc,
         kv,
-        cas: this.cas,
+        cas: this.#cas,
         bucket: this.bucket,
         instanceId: this.instanceId,
-        timeoutMs: this.timeoutMs,
-        leaseId: () => this.lease.id,
-        leaseConfirmed: () =>
-          this.lease.status === 'live' && monotonic() - this.lease.sentAt < this.leaseMs / 2,
-        leaseState: (id) => this.leaseState(id),
-        registeredCap: (pool) => this.caps.get(pool),
-        enqueue: (pool, op) => this.enqueue(pool, op),
-        commitHere: (pool, ops) => this.commitHere(pool, ops),
-        isClosed: () => this.closed,
-        ...(this.hooks.onForward ? { onForward: this.hooks.onForward } : {}),
+        timeoutMs: this.#timeoutMs,
+        leaseId: () => this.#lease.id,
+        leaseConfirmed: () => this.#lease.confirmed,
+        leaseState: (id) => this.#peers.state(id),
+        registeredCap: (pool) => this.#caps.get(pool),
+        enqueue: (pool, op) => this.#enqueue(pool, op),
+        commitHere: (pool, ops) => this.#commitHere(pool, ops),
+        isClosed: () => this.#closed,
+        ...(this.#hooks.onForward ? { onForward: this.#hooks.onForward } : {}),
       });
     }
   }
@@ -302,106 +209,25 @@ export class NatsPoolLedger implements PoolLedger {
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
-    assertKnownKeys('NatsPoolLedger options', options, NATS_POOL_LEDGER_OPTION_KEYS);
-    if (options.hooks !== undefined) {
-      assertKnownKeys('NatsPoolLedger hooks', options.hooks, NATS_POOL_LEDGER_HOOK_KEYS);
-    }
-    checkLedgerTelemetryOptions(options);
-    if (typeof options?.instanceId !== 'string' || options.instanceId === '') {
-      throw new TypeError(
-        `Expected \`instanceId\` to be a non-empty string, got \`${String(options?.instanceId)}\``,
-      );
-    }
-    if ((options.nc === undefined) === (options.servers === undefined)) {
-      throw new TypeError('Expected exactly one of `nc` (a NatsConnection) and `servers` (URLs)');
-    }
-    const bucket = options.bucket ?? DEFAULT_BUCKET;
-    if (typeof bucket !== 'string' || !BUCKET_NAME.test(bucket)) {
-      throw new TypeError(
-        `Expected \`bucket\` to be a KV bucket name of letters, digits, '-' and '_', got \`${String(bucket)}\``,
-      );
-    }
-    const leaseMs = positiveOption('leaseMs', options.leaseMs, DEFAULT_LEASE_MS);
-    if (leaseMs < 300) {
-      throw new TypeError(`Expected \`leaseMs\` to be at least 300, got \`${leaseMs}\``);
-    }
-    const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
-    const replicas = options.replicas ?? 1;
-    if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
-      throw new TypeError(
-        `Expected \`replicas\` to be an integer from 1 to 5, got \`${String(replicas)}\``,
-      );
-    }
-
-    let nc = options.nc;
-    const owns = nc === undefined;
-    if (nc === undefined) {
-      const { connect } = await import('@nats-io/transport-node');
-      try {
-        nc = await connect({
-          servers: options.servers,
-          name: `scaler-primitives ledger ${options.instanceId}`,
-          maxReconnectAttempts: -1,
-          reconnectTimeWait: 250,
-          timeout: Math.min(timeoutMs, 5000),
-        });
-      } catch (error) {
-        throw new LedgerUnavailableError(
-          '',
-          `Cannot connect to NATS at ${String(options.servers)}: ${describeNatsError(error)}. Check that the server runs and that JetStream is enabled (nats-server -js).`,
-          { cause: error },
-        );
-      }
-    }
+    const checked = checkConnectOptions(options);
+    const { nc, owns } = await openConnection(checked);
     try {
-      const js = jetstream(nc, { timeout: Math.min(timeoutMs, 2000) });
-      const deadline = monotonic() + timeoutMs;
-      let kv: KV | undefined;
-      for (let attempt = 0; kv === undefined; attempt++) {
-        try {
-          // Gets go to the stream leader (no direct get), so a read never trails a write.
-          kv = await new Kvm(js).create(bucket, { replicas, history: 1, allow_direct: false });
-        } catch (error) {
-          if (monotonic() >= deadline || isConnectionClosed(error)) {
-            throw new LedgerUnavailableError(
-              '',
-              `Cannot open the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}. Check that JetStream is enabled and, in a cluster, that enough servers for ${replicas} replica(s) are up.`,
-              { cause: error },
-            );
-          }
-          await sleep(backoff(attempt, 50, 1000));
-        }
-      }
-      const ledger = new NatsPoolLedger(kv, js, nc, owns, {
-        ...options,
-        bucket,
-        leaseMs,
-        timeoutMs,
-      });
-      for (let attempt = 0; ; attempt++) {
-        try {
-          await ledger.openLease();
-          break;
-        } catch (error) {
-          if (monotonic() >= deadline || isConnectionClosed(error)) {
-            throw new LedgerUnavailableError(
-              '',
-              `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(bucket)}: ${describeNatsError(error)}.`,
-              { cause: error },
-            );
-          }
-          await sleep(backoff(attempt, 50, 1000));
-        }
-      }
-      ledger.leaseTimer = ledger.timeSource.setInterval(
-        () => {
-          ledger.beat().catch(() => {});
-        },
-        Math.max(100, Math.floor(leaseMs / 3)),
+      const deadline = monotonicNow() + checked.timeoutMs;
+      const { js, kv } = await openBucket(nc, checked, deadline);
+      const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
+      await retryUntil(
+        deadline,
+        () => ledger.#lease.open(),
+        (error) =>
+          new LedgerUnavailableError(
+            '',
+            `Cannot write this instance's heartbeat to the NATS KV bucket ${JSON.stringify(checked.bucket)}: ${describeNatsError(error)}.`,
+            { cause: error },
+          ),
       );
-      ledger.leaseTimer.unref();
-      await ledger.watchLeases();
-      ledger.combiner?.start();
+      ledger.#lease.startHeartbeat();
+      await ledger.#peers.watch();
+      ledger.#combiner?.start();
       return ledger;
     } catch (error) {
       if (owns) await nc.close().catch(() => {});
@@ -411,7 +237,7 @@ export class NatsPoolLedger implements PoolLedger {
 
   /** This instance's current lease id, written into its rows (it changes after a lost lease). */
   get leaseId(): string {
-    return this.lease.id;
+    return this.#lease.id;
   }
 
   /**
@@ -423,7 +249,7 @@ export class NatsPoolLedger implements PoolLedger {
    */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
     poolKey(name);
-    this.caps.set(name, registeredCap(name, cap, options));
+    this.#caps.set(name, registeredCap(name, cap, options));
   }
 
   /**
@@ -462,10 +288,10 @@ export class NatsPoolLedger implements PoolLedger {
     options?: ReserveOptions,
   ): Promise<ReserveResult> {
     poolKey(pool);
-    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
     const row = this.#ownRow(agentId, cpus, memBytes, extended);
-    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+    return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   // The row this instance writes for an agent, now, under its current lease.
@@ -478,12 +304,12 @@ export class NatsPoolLedger implements PoolLedger {
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
-      bootId: this.bootId,
+      bootId: this.#bootId,
       agentId,
       cpus,
       memBytes,
-      reservedAt: this.timeSource.now(),
-      leaseId: this.lease.id,
+      reservedAt: this.#timeSource.now(),
+      leaseId: this.#lease.id,
     };
     if (extended !== undefined) row.extended = extended;
     return row;
@@ -499,10 +325,10 @@ export class NatsPoolLedger implements PoolLedger {
    */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     poolKey(pool);
-    const rows = checkAdopt(this.caps, pool, agents).map(({ agentId, cpus, memBytes, extended }) =>
+    const rows = checkAdopt(this.#caps, pool, agents).map(({ agentId, cpus, memBytes, extended }) =>
       this.#ownRow(agentId, cpus, memBytes, extended),
     );
-    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
+    return (await this.#enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
 
   /**
@@ -516,7 +342,7 @@ export class NatsPoolLedger implements PoolLedger {
   async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     poolKey(pool);
     checkAgentId(agentId);
-    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
+    return (await this.#enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**
@@ -527,7 +353,7 @@ export class NatsPoolLedger implements PoolLedger {
    */
   async reapStale(pool: string): Promise<number> {
     poolKey(pool);
-    return (await this.enqueue(pool, { kind: 'reap' })) as number;
+    return (await this.#enqueue(pool, { kind: 'reap' })) as number;
   }
 
   /**
@@ -558,19 +384,19 @@ export class NatsPoolLedger implements PoolLedger {
    */
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     const key = poolKey(pool);
-    this.assertOpen();
-    const source = this.source(pool);
-    const deadline = monotonic() + this.timeoutMs;
+    this.#assertOpen();
+    const source = this.#source(pool);
+    const deadline = this.#monotonic() + this.#timeoutMs;
     for (let attempt = 0; ; attempt++) {
       try {
-        await this.ensureLease(pool);
-        const entry = await this.kv.get(key);
-        const doc = this.documentOf(entry, source) ?? emptyDocument(this.caps.get(pool) ?? {});
+        await this.#ensureLease(pool);
+        const entry = await this.#kv.get(key);
+        const doc = this.#documentOf(entry, source) ?? emptyDocument(this.#caps.get(pool) ?? {});
         const { live, stale } = partitionByLease(
           doc.reservations,
-          await this.leaseFacts(doc.reservations),
+          await this.#peers.facts(doc.reservations),
         );
-        this.telemetry?.observed(pool, doc.cap, live);
+        this.#telemetry?.observed(pool, doc.cap, live);
         return {
           pool,
           key,
@@ -582,8 +408,8 @@ export class NatsPoolLedger implements PoolLedger {
         };
       } catch (error) {
         if (error instanceof ScalerError) throw error;
-        if (isConnectionClosed(error) || monotonic() >= deadline) {
-          throw this.unavailable(pool, error);
+        if (isConnectionClosed(error) || this.#monotonic() >= deadline) {
+          throw this.#unavailable(pool, error);
         }
         await sleep(backoff(attempt, 50, 1000));
       }
@@ -595,19 +421,19 @@ export class NatsPoolLedger implements PoolLedger {
    * unref'd and a failed round is retried on the next tick (it never throws).
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.reaper.start(intervalMs);
+    this.#reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link NatsPoolLedger.start}. */
   stop(): void {
-    this.reaper.stop();
+    this.#reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) =>
-        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      [...this.#caps.keys()].map((pool) =>
+        this.#enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
       ),
     );
   }
@@ -618,58 +444,52 @@ export class NatsPoolLedger implements PoolLedger {
    * the connection when the ledger opened it.
    */
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.closed = true;
-    this.reaper.close();
-    this.telemetry?.close();
-    this.timeSource.clearInterval(this.leaseTimer);
-    this.leaseTimer = undefined;
-    this.leaseWatch?.stop();
-    await this.batches.idle();
-    await this.combiner?.close();
-    await this.beating?.catch(() => {});
-    if (this.lease.status === 'live') {
-      await this.cas
-        .write(this.lease.key, this.endBody('closed'), this.lease.revision)
-        .catch(() => {});
-    }
-    if (this.ownsConnection) await this.nc.close().catch(() => {});
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#reaper.close();
+    this.#telemetry?.close();
+    this.#lease.stop();
+    this.#peers.stop();
+    await this.#batches.idle();
+    await this.#combiner?.close();
+    await this.#lease.end();
+    if (this.#ownsConnection) await this.#nc.close().catch(() => {});
   }
 
-  private source(pool: string): DocumentSource {
+  #source(pool: string): DocumentSource {
     return { pool, location: `NATS KV ${this.bucket}/${poolKey(pool)}` };
   }
 
-  private documentOf(entry: KvEntry | null, source: DocumentSource): LedgerDocument | undefined {
+  #documentOf(entry: KvEntry | null, source: DocumentSource): LedgerDocument | undefined {
     if (entry === null || entry.operation !== 'PUT') return undefined;
     const doc = parseDocument(entry.string(), source);
-    const registered = this.caps.get(source.pool);
+    const registered = this.#caps.get(source.pool);
     if (registered) assertCap(doc, registered, source);
     return doc;
   }
 
-  private assertOpen(): void {
-    if (this.closed) throw new TypeError('This NatsPoolLedger is closed; connect a new one');
+  #assertOpen(): void {
+    if (this.#closed) throw new TypeError('This NatsPoolLedger is closed; connect a new one');
   }
 
-  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.closed) {
+  #enqueue(pool: string, op: LedgerOp): Promise<unknown> {
+    if (this.#closed) {
       return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
     }
     return (
-      this.telemetry?.op(pool, op, () => this.batches.enqueue(pool, op)) ??
-      this.batches.enqueue(pool, op)
+      this.#telemetry?.op(pool, op, () => this.#batches.enqueue(pool, op)) ??
+      this.#batches.enqueue(pool, op)
     );
   }
 
   // A batch with calls from other instances is committed here (or refused);
   // this instance's own calls go through the pool's combiner.
-  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
-    const combiner = this.combiner;
-    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.commitHere(pool, ops);
+  async #commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const combiner = this.#combiner;
+    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.#commitHere(pool, ops);
     try {
       // A lost lease is reported to this instance's callers whoever commits.
-      await this.ensureLease(
+      await this.#ensureLease(
         pool,
         ops.some((op) => !(op.kind === 'reap' && op.background)),
       );
@@ -679,58 +499,58 @@ export class NatsPoolLedger implements PoolLedger {
     }
     // Rows carry the lease they were sent under: the combiner keeps it.
     for (const op of ops) {
-      if (op.kind === 'reserve') op.row.leaseId = this.lease.id;
-      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.lease.id;
+      if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
+      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
     }
     return combiner.commit(pool, ops);
   }
 
-  private async commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+  async #commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const key = poolKey(pool);
-    const source = this.source(pool);
-    const registered = this.caps.get(pool);
-    const deadline = monotonic() + this.timeoutMs;
+    const source = this.#source(pool);
+    const registered = this.#caps.get(pool);
+    const deadline = this.#monotonic() + this.#timeoutMs;
     let conflicts = 0;
-    const local = (op: LedgerOp) => this.combiner?.isForwarded(op) !== true;
+    const local = (op: LedgerOp) => this.#combiner?.isForwarded(op) !== true;
     const report = ops.some((op) => local(op) && !(op.kind === 'reap' && op.background));
     for (let attempt = 0; ; attempt++) {
       let lastError: unknown;
       try {
-        await this.ensureLease(pool, report);
+        await this.#ensureLease(pool, report);
         // The pool's combiner starts from the document it last wrote (no read):
         // when another writer moved the key since, the write loses and the retry reads.
         const cached =
-          attempt === 0 && this.combiner?.combines(pool) ? this.written.get(pool) : undefined;
-        this.written.delete(pool);
-        const entry = cached ? undefined : await this.kv.get(key);
+          attempt === 0 && this.#combiner?.combines(pool) ? this.#written.get(pool) : undefined;
+        this.#written.delete(pool);
+        const entry = cached ? undefined : await this.#kv.get(key);
         const base =
-          cached?.doc ?? this.documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
+          cached?.doc ?? this.#documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
         const baseRevision = cached?.revision ?? entry?.revision ?? 0;
         const partition = partitionByLease(
           base.reservations,
-          await this.leaseFacts(base.reservations),
+          await this.#peers.facts(base.reservations),
         );
         for (const op of ops)
-          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.lease.id;
+          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.#lease.id;
           else if (op.kind === 'adopt' && local(op)) {
-            for (const row of op.rows) row.leaseId = this.lease.id;
+            for (const row of op.rows) row.leaseId = this.#lease.id;
           }
         // Calls from other instances that may not be applied now are answered apart.
-        const refused = this.combiner?.refused(pool, ops);
+        const refused = this.#combiner?.refused(pool, ops);
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
         const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
         // Answers from a document no write confirmed must come from a fresh read.
         if (!outcome.dirty && cached) continue;
         if (!outcome.dirty) {
-          this.telemetry?.observed(pool, base.cap, partition.live);
-          this.written.set(pool, { revision: baseRevision, doc: base });
+          this.#telemetry?.observed(pool, base.cap, partition.live);
+          this.#written.set(pool, { revision: baseRevision, doc: base });
           return outcome.answers;
         }
         const data = serializeDocument(outcome.doc);
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
-          revision = await this.cas.write(key, data, baseRevision);
+          revision = await this.#cas.write(key, data, baseRevision);
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
@@ -740,9 +560,14 @@ export class NatsPoolLedger implements PoolLedger {
           }
           throw error;
         }
-        this.written.set(pool, { revision, doc: outcome.doc });
-        this.telemetry?.committed(pool, outcome.doc.cap, outcome.doc.reservations, partition.stale);
-        this.hooks.afterCommit?.(pool, revision, outcome.doc);
+        this.#written.set(pool, { revision, doc: outcome.doc });
+        this.#telemetry?.committed(
+          pool,
+          outcome.doc.cap,
+          outcome.doc.reservations,
+          partition.stale,
+        );
+        this.#hooks.afterCommit?.(pool, revision, outcome.doc);
         return outcome.answers;
       } catch (error) {
         if (error instanceof ScalerError) throw error;
@@ -751,16 +576,16 @@ export class NatsPoolLedger implements PoolLedger {
       const conflict = isRevisionConflict(lastError);
       if (conflict) {
         conflicts++;
-        this.hooks.onConflict?.(pool);
-        this.telemetry?.conflict(pool);
+        this.#hooks.onConflict?.(pool);
+        this.#telemetry?.conflict(pool);
       }
-      if (isConnectionClosed(lastError)) throw this.unavailable(pool, lastError);
-      if (monotonic() >= deadline) {
-        if (!conflict) throw this.unavailable(pool, lastError);
+      if (isConnectionClosed(lastError)) throw this.#unavailable(pool, lastError);
+      if (this.#monotonic() >= deadline) {
+        if (!conflict) throw this.#unavailable(pool, lastError);
         throw new LedgerBusyError(
           pool,
           undefined,
-          `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: lost ${conflicts} compare-and-set races in ${this.timeoutMs} ms to other writers. The pool is very contended: raise \`timeoutMs\`, or split the pool into smaller pools.`,
+          `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: lost ${conflicts} compare-and-set races in ${this.#timeoutMs} ms to other writers. The pool is very contended: raise \`timeoutMs\`, or split the pool into smaller pools.`,
           { cause: lastError },
         );
       }
@@ -768,10 +593,10 @@ export class NatsPoolLedger implements PoolLedger {
     }
   }
 
-  private unavailable(pool: string, error: unknown): LedgerUnavailableError {
+  #unavailable(pool: string, error: unknown): LedgerUnavailableError {
     const why = isConnectionClosed(error)
       ? 'the connection to NATS is closed'
-      : `NATS did not complete the operation within ${this.timeoutMs} ms`;
+      : `NATS did not complete the operation within ${this.#timeoutMs} ms`;
     return new LedgerUnavailableError(
       pool,
       `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: ${why} (last error: ${describeNatsError(error)}). A change this call was making may or may not have been stored; a later read shows which. Retry when the server is back.`,
@@ -779,215 +604,19 @@ export class NatsPoolLedger implements PoolLedger {
     );
   }
 
-  // --- leases ---------------------------------------------------------------
-
-  private heartbeatBody(): string {
-    return JSON.stringify({
-      instanceId: this.instanceId,
-      host: hostname(),
-      pid: process.pid,
-      bootId: this.bootId,
-      leaseMs: this.leaseMs,
-    });
-  }
-
-  // What a heartbeat key holds once its lease has ended: closed by its owner or fenced by a peer.
-  private endBody(how: 'closed' | 'fenced'): string {
-    return JSON.stringify({ ended: how, by: this.instanceId, host: hostname() });
-  }
-
-  /** Take a new lease: a fresh id and a heartbeat key created for it. */
-  private async openLease(): Promise<void> {
-    const lease = newLease();
-    const sent = monotonic();
-    const revision = await this.cas.write(lease.key, this.heartbeatBody(), 0);
-    lease.revision = revision;
-    lease.sentAt = sent;
-    lease.status = 'live';
-    this.lease = lease;
-    await this.anchorClock(lease.key, revision, monotonic()).catch(() => {});
-  }
-
-  // Learn the server's time from the heartbeat just written.
-  private async anchorClock(key: string, revision: number, ackedAt: number): Promise<void> {
-    const entry = await this.kv.get(key, { revision });
-    if (entry) this.clock.anchor(entry.created.getTime(), ackedAt);
-  }
-
-  /**
-   * Refresh the heartbeat, as a compare-and-set on its own revision: when a peer
-   * fenced it (wrote an end marker at the revision it judged expired), the refresh fails
-   * and the lease is lapsed for good.
-   */
-  private beat(): Promise<void> {
-    if (this.lease.status !== 'live' || this.closed) return Promise.resolve();
-    this.beating ??= (async () => {
-      const lease = this.lease;
-      const sent = monotonic();
-      try {
-        const revision = await this.cas.write(lease.key, this.heartbeatBody(), lease.revision);
-        const acked = monotonic();
-        lease.revision = revision;
-        lease.sentAt = sent;
-        await this.anchorClock(lease.key, revision, acked).catch(() => {});
-      } catch (error) {
-        if (!isRevisionConflict(error)) throw error;
-        // The revision moved. Only a peer's end marker (or an operator's delete)
-        // means the lease is lost; a heartbeat body is our own earlier refresh
-        // that landed although its answer did not arrive: carry on from it.
-        const entry = await this.kv.get(lease.key);
-        if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
-          lease.revision = Math.max(lease.revision, entry.revision);
-          return;
-        }
-        if (lease === this.lease && lease.status === 'live') {
-          lease.status = 'lapsed';
-          for (const pool of this.caps.keys()) this.unreported.add(pool);
-          for (const pool of this.batches.pools()) this.unreported.add(pool);
-        }
-      }
-    })().finally(() => {
-      this.beating = undefined;
-    });
-    return this.beating;
-  }
-
   /**
    * Before acting on a pool: make sure the lease is ours. A heartbeat older than
    * half the window (a stall, a slow server) is refreshed first; a lost lease is
    * replaced, and reported once to each pool.
    */
-  private async ensureLease(pool: string, report = true): Promise<void> {
-    if (this.lease.status === 'live' && monotonic() - this.lease.sentAt > this.leaseMs / 2) {
-      // A failure here is retried by the caller's loop until its deadline.
-      await this.beat();
-    }
-    if (this.lease.status === 'lapsed') {
-      const lost = this.lease.id;
-      this.renewing ??= this.openLease()
-        .then(() => this.endLease(lost))
-        .finally(() => {
-          this.renewing = undefined;
-        });
-      await this.renewing;
-    }
-    if (report && this.unreported.delete(pool)) {
+  async #ensureLease(pool: string, report = true): Promise<void> {
+    await this.#lease.refresh();
+    if (report && this.#unreported.delete(pool)) {
       throw new LedgerLeaseExpiredError(
         pool,
         `Instance ${JSON.stringify(this.instanceId)} lost its lease on NATS KV ${this.bucket} (its heartbeat was not refreshed within ${this.leaseMs} ms and a peer ended it), so its reservations in pool ${JSON.stringify(pool)} made before may have been reaped and given to others. Treat them as lost: stop or re-reserve their agents. This instance now holds a new lease and the next call proceeds.`,
       );
     }
-  }
-
-  /**
-   * Follow heartbeat keys: a refresh proves a peer fresh (by its server
-   * timestamp), an end marker or a deletion ends its lease at once. Only a hint that saves reads;
-   * without it every judgement falls back to reading the heartbeat key.
-   */
-  private async watchLeases(): Promise<void> {
-    try {
-      const watch = await this.kv.watch({
-        key: `${LEASE_KEY_PREFIX}>`,
-        include: KvWatchInclude.UpdatesOnly,
-      });
-      this.leaseWatch = watch;
-      void (async () => {
-        for await (const entry of watch) {
-          const id = entry.key.slice(LEASE_KEY_PREFIX.length);
-          if (id === this.lease.id) continue;
-          if (entry.operation !== 'PUT' || hasEnded(entry)) {
-            this.endLease(id);
-          } else if (!this.endedLeases.has(id)) {
-            const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
-            this.noteFresh(id, entry.created.getTime(), windowMs);
-          }
-        }
-      })().catch(() => {});
-    } catch {
-      // Without the watch, leases are judged by reading their keys.
-    }
-  }
-
-  private noteFresh(id: string, created: number, windowMs: number): void {
-    const known = this.freshLeases.get(id);
-    if (known && known.created >= created) return;
-    if (this.freshLeases.size > 1000) this.freshLeases.clear();
-    this.freshLeases.set(id, { created, windowMs });
-  }
-
-  private async leaseFacts(rows: readonly ReservationRow[]): Promise<LeaseFacts> {
-    const ownLeaseId = this.lease.id;
-    const ids = foreignLeases(rows, ownLeaseId);
-    const states = new Map<string, LeaseState>();
-    await Promise.all(ids.map(async (id) => states.set(id, await this.leaseState(id))));
-    return { ownLeaseId, leaseState: (id) => states.get(id) ?? 'unknown' };
-  }
-
-  /**
-   * A peer lease's state, by server timestamps only. A heartbeat seen fresh
-   * stays fresh until the server clock passes its time plus the window, so a
-   * busy pool reads each peer's heartbeat about once per window. Anything
-   * uncertain is `unknown`, which keeps the rows.
-   */
-  private async leaseState(id: string): Promise<LeaseState> {
-    if (this.endedLeases.has(id)) return 'expired';
-    const now = this.clock.now();
-    if (now === undefined) return 'unknown';
-    const known = this.freshLeases.get(id);
-    if (known && now - known.created <= known.windowMs) return 'fresh';
-    const key = leaseKey(id);
-    try {
-      const entry = await this.kv.get(key);
-      if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
-        this.endLease(id);
-        return 'expired';
-      }
-      const created = entry.created.getTime();
-      const windowMs = Math.max(this.leaseMs, declaredLeaseMs(entry));
-      if (now - created <= windowMs) {
-        this.noteFresh(id, created, windowMs);
-        return 'fresh';
-      }
-      // Fence: end exactly the heartbeat judged expired. If its owner
-      // refreshed it meanwhile, this fails and the lease stays.
-      await this.cas.write(key, this.endBody('fenced'), entry.revision);
-      this.endLease(id);
-      return 'expired';
-    } catch {
-      return 'unknown';
-    }
-  }
-
-  private endLease(id: string): void {
-    this.freshLeases.delete(id);
-    this.endedLeases.add(id);
-    // Ended leases are only ever looked up while their rows exist; keep the set bounded.
-    if (this.endedLeases.size > 10_000) {
-      const first = this.endedLeases.values().next().value;
-      if (first !== undefined) this.endedLeases.delete(first);
-    }
-  }
-}
-
-function newLease(): Lease {
-  const id = randomUUID();
-  return { id, key: leaseKey(id), revision: 0, sentAt: monotonic(), status: 'live' };
-}
-
-function hasEnded(entry: KvEntry): boolean {
-  try {
-    return (entry.json() as { ended?: unknown }).ended !== undefined;
-  } catch {
-    return false;
-  }
-}
-
-function declaredLeaseMs(entry: KvEntry): number {
-  try {
-    const value = (entry.json() as { leaseMs?: unknown }).leaseMs;
-    return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
-  } catch {
-    return 0;
   }
 }
 
@@ -1006,18 +635,4 @@ function withRefused(
       return error ? { ok: false, error } : answers.next().value!;
     }),
   };
-}
-
-/** Full jitter: a random delay up to `base * 2^attempt`, capped. */
-function backoff(attempt: number, baseMs: number, capMs: number): number {
-  return Math.random() * Math.min(capMs, baseMs * 2 ** Math.min(attempt, 16));
-}
-
-/** A short description of a NATS failure for messages: its message and JetStream code. */
-function describeNatsError(error: unknown): string {
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    return code === undefined ? `${error.name}: ${error.message}` : `${error.message} (${code})`;
-  }
-  return String(error);
 }

@@ -5,7 +5,10 @@
  */
 import { InvalidInputError } from '../../errors.js';
 import { nearest } from '../../internal/strict-keys.js';
+import { withTestHooks } from '../../internal/test-hooks.js';
 import { LEDGER_TELEMETRY_KEYS } from '../telemetry.js';
+import type { LedgerDocument } from '../types.js';
+import type { NatsPoolLedgerOptions } from './types.js';
 
 /** Every key `NatsPoolLedger.connect` accepts. */
 export const NATS_POOL_LEDGER_OPTION_KEYS = [
@@ -19,12 +22,31 @@ export const NATS_POOL_LEDGER_OPTION_KEYS = [
   'bootId',
   'clock',
   'combine',
-  'hooks',
   ...LEDGER_TELEMETRY_KEYS,
 ] as const;
 
-/** Every key of the `hooks` option. */
-export const NATS_POOL_LEDGER_HOOK_KEYS = ['afterCommit', 'onConflict', 'onForward'] as const;
+/**
+ * What tests can hook into (passed with `withTestHooks` from
+ * src/internal/test-hooks.ts; not public API).
+ */
+export interface NatsPoolLedgerHooks {
+  /** Called after each successful write of a pool document, with its revision. */
+  afterCommit: (pool: string, revision: number, doc: LedgerDocument) => void;
+  /** Called for each lost compare-and-set race on a pool document. */
+  onConflict: (pool: string) => void;
+  /** Called before calls on a pool are sent to another instance's combiner. */
+  onForward: (pool: string, subject: string) => void;
+  /** This host's monotonic clock, which times the lease. @default `performance.now` */
+  monotonic: () => number;
+}
+
+/** Every key of the test hooks. */
+export const NATS_POOL_LEDGER_HOOK_KEYS = [
+  'afterCommit',
+  'onConflict',
+  'onForward',
+  'monotonic',
+] as const satisfies readonly (keyof NatsPoolLedgerHooks)[];
 
 /**
  * Refuse an options object that is not a plain object or holds a key outside `accepted`.
@@ -49,4 +71,15 @@ export function assertKnownKeys(what: string, value: unknown, accepted: readonly
       `Unknown key ${JSON.stringify(key.slice(0, 64))} in ${what}${near ? ` (did you mean ${JSON.stringify(near)}?)` : ''}; accepted keys: ${accepted.join(', ')}`,
     );
   }
+}
+
+/**
+ * `options` carrying test hooks (see src/internal/test-hooks.ts): for tests,
+ * benches and their worker processes only.
+ */
+export function withNatsLedgerHooks(
+  options: NatsPoolLedgerOptions,
+  hooks: Partial<NatsPoolLedgerHooks>,
+): NatsPoolLedgerOptions {
+  return withTestHooks(options, hooks);
 }

@@ -2,7 +2,20 @@ import { InvalidInputError } from '../../errors.js';
 import { agentStateRecordSchema } from './schema.js';
 import type { StateChange } from './types.js';
 
-/** The most changes one commit may carry. */
+/**
+ * The most changes one commit may carry.
+ *
+ * @example
+ * ```ts
+ * import { MAX_CHANGES_PER_COMMIT, type StateStore } from 'scaler-primitives/manager';
+ * const store: StateStore = {
+ *   async load() { return []; },
+ *   async commit(changes) {
+ *     if (changes.length > MAX_CHANGES_PER_COMMIT) throw new RangeError('too many changes');
+ *   },
+ * };
+ * ```
+ */
 export const MAX_CHANGES_PER_COMMIT = 65_536;
 
 /**

@@ -22,7 +22,16 @@ import { checkChanges } from './check.js';
 import { parseStored, type StateDocument, stateDocumentSchema } from './schema.js';
 import type { AgentStateRecord, StateChange, StateStore } from './types.js';
 
-/** Options of {@link FileStateStore}. */
+/**
+ * Options of {@link FileStateStore}.
+ *
+ * @example
+ * ```ts
+ * import { FileStateStore, type FileStateStoreOptions } from 'scaler-primitives/manager';
+ * const options: FileStateStoreOptions = { dir: '/var/lib/ci/manager', name: 'ci-eu-1' };
+ * const stateStore = new FileStateStore(options); // keeps /var/lib/ci/manager/ci-eu-1.json
+ * ```
+ */
 export interface FileStateStoreOptions {
   /** The directory (created 0700 when missing; refused when unsafe, e.g. writable by others or a link). */
   dir: string;
@@ -64,6 +73,11 @@ interface Fingerprint {
  *
  * @example
  * ```ts
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * import { type BackendEntry, FileStateStore, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
+ * declare const ledger: MachineLedger;
  * const stateStore = new FileStateStore({ dir: '/var/lib/ci/manager' });
  * const manager = new ScalerManager({ config, backends, ledger, stateStore });
  * manager.start(); // recovers what the previous process left

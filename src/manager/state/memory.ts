@@ -11,6 +11,9 @@ import type { AgentStateRecord, StateChange, StateStore } from './types.js';
  *
  * @example
  * ```ts
+ * import { type BackendEntry, MemoryStateStore, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
  * const stateStore = new MemoryStateStore();
  * const first = new ScalerManager({ config, backends, stateStore });
  * // ... first is abandoned without shutdown ...

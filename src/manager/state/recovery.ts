@@ -19,10 +19,32 @@ import type { AgentStateRecord } from './types.js';
  *
  * - `leave`: report it (`RecoveryResult.unrecorded`) and leave it alone;
  * - `destroy`: ask its backend to destroy it.
+ *
+ * @example
+ * ```ts
+ * import { type BackendEntry, type ScalerConfigInput, ScalerManager, type StateStore, type UnrecordedAgentPolicy } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
+ * declare const stateStore: StateStore;
+ * const unrecordedAgents: UnrecordedAgentPolicy = 'destroy';
+ * const manager = new ScalerManager({ config, backends, stateStore, recovery: { unrecordedAgents } });
+ * ```
  */
 export type UnrecordedAgentPolicy = 'leave' | 'destroy';
 
-/** Options of restart recovery (the `recovery` option of `ScalerManager`). */
+/**
+ * Options of restart recovery (the `recovery` option of `ScalerManager`).
+ *
+ * @example
+ * ```ts
+ * import { type BackendEntry, type RecoveryOptions, type ScalerConfigInput, ScalerManager, type StateStore } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
+ * declare const stateStore: StateStore;
+ * const recovery: RecoveryOptions = { unrecordedAgents: 'leave' }; // the default: report them only
+ * const manager = new ScalerManager({ config, backends, stateStore, recovery });
+ * ```
+ */
 export interface RecoveryOptions {
   /**
    * What to do with agents a backend lists that no stored record names.
@@ -31,7 +53,17 @@ export interface RecoveryOptions {
   unrecordedAgents?: UnrecordedAgentPolicy;
 }
 
-/** What `recoverState()` found and did. */
+/**
+ * What `recoverState()` found and did.
+ *
+ * @example
+ * ```ts
+ * import type { RecoveryResult, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result: RecoveryResult = await manager.recoverState();
+ * console.log(`re-attached ${result.recovered.length}, released ${result.released.length}`);
+ * ```
+ */
 export interface RecoveryResult {
   /** Stored agents re-attached (tracked again in their stored state). */
   recovered: string[];
@@ -47,7 +79,17 @@ export interface RecoveryResult {
   failed: ReconcileFailure[];
 }
 
-/** What recovery did with one recovered agent's pool row. */
+/**
+ * What recovery did with one recovered agent's pool row.
+ *
+ * @example
+ * ```ts
+ * import type { RecoveredPoolRow, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const { poolRows } = await manager.recoverState();
+ * const lost = poolRows.filter((r: RecoveredPoolRow) => r.how === 'lost').map((r) => r.agentId);
+ * ```
+ */
 export interface RecoveredPoolRow {
   /** The agent. */
   agentId: string;
@@ -61,7 +103,18 @@ export interface RecoveredPoolRow {
   how: 'adopted' | 'reserved' | 'lost';
 }
 
-/** An agent a backend runs that no stored record names. */
+/**
+ * An agent a backend runs that no stored record names.
+ *
+ * @example
+ * ```ts
+ * import type { AgentStateRecord, ScalerManager, UnrecordedAgent } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * declare const record: AgentStateRecord;
+ * const { unrecorded } = await manager.recoverState();
+ * for (const a of unrecorded as UnrecordedAgent[]) console.warn(`${a.scaler} runs ${a.agentId} (no record): ${a.action}`);
+ * ```
+ */
 export interface UnrecordedAgent {
   /** The scaler whose backend listed it. */
   scaler: string;

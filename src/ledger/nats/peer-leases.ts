@@ -1,0 +1,157 @@
+/**
+ * Other instances' leases, as one NatsPoolLedger judges them: by the server's
+ * timestamps on their heartbeat keys only, never by this host's clock. A
+ * watch on the heartbeat keys saves reads (a refresh seen proves a peer fresh,
+ * an end marker ends it at once); without it every judgement reads the key.
+ */
+import type { KV, KvEntry } from '@nats-io/kv';
+import { KvWatchInclude } from '@nats-io/kv';
+import type { LeaseState } from '../document.js';
+import type { ReservationRow } from '../types.js';
+import type { CasWriter } from './cas.js';
+import { LEASE_KEY_PREFIX, leaseKey } from './keys.js';
+import { foreignLeases, type LeaseFacts, type ServerClock } from './liveness.js';
+
+/** How many peer leases are remembered as fresh, and as ended, at most. */
+const MAX_FRESH = 1000;
+const MAX_ENDED = 10_000;
+
+/** Whether a heartbeat key holds an end marker (closed by its owner or fenced by a peer). */
+export function hasEnded(entry: KvEntry): boolean {
+  try {
+    return (entry.json() as { ended?: unknown }).ended !== undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The lease window a heartbeat declares, or 0 when it declares none. */
+function declaredLeaseMs(entry: KvEntry): number {
+  try {
+    const value = (entry.json() as { leaseMs?: unknown }).leaseMs;
+    return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** What {@link PeerLeases} works with. */
+export interface PeerLeasesOptions {
+  kv: KV;
+  cas: CasWriter;
+  /** This instance's lease window: a peer is judged by the longer of it and its own. */
+  leaseMs: number;
+  /** The server's time, as learnt from this instance's own heartbeats. */
+  clock: ServerClock;
+  /** This instance's current lease id, which is never judged as a peer. */
+  ownLeaseId: () => string;
+  /** The end marker written when a peer is fenced. */
+  fencedBody: () => string;
+}
+
+/** The judge of peer leases for one ledger instance. */
+export class PeerLeases {
+  readonly #options: PeerLeasesOptions;
+  /** Peer leases known fresh: heartbeat server time and the window it is judged by. */
+  readonly #fresh = new Map<string, { created: number; windowMs: number }>();
+  /** Peer leases known ended (closed, fenced or deleted); they never come back. */
+  readonly #ended = new Set<string>();
+  #watch: { stop(): void } | undefined;
+
+  constructor(options: PeerLeasesOptions) {
+    this.#options = options;
+  }
+
+  /** Follow the heartbeat keys. A failure to start the watch is not an error. */
+  async watch(): Promise<void> {
+    try {
+      const watch = await this.#options.kv.watch({
+        key: `${LEASE_KEY_PREFIX}>`,
+        include: KvWatchInclude.UpdatesOnly,
+      });
+      this.#watch = watch;
+      void (async () => {
+        for await (const entry of watch) {
+          const id = entry.key.slice(LEASE_KEY_PREFIX.length);
+          if (id === this.#options.ownLeaseId()) continue;
+          if (entry.operation !== 'PUT' || hasEnded(entry)) {
+            this.end(id);
+          } else if (!this.#ended.has(id)) {
+            const windowMs = Math.max(this.#options.leaseMs, declaredLeaseMs(entry));
+            this.#noteFresh(id, entry.created.getTime(), windowMs);
+          }
+        }
+      })().catch(() => {});
+    } catch {
+      // Without the watch, leases are judged by reading their keys.
+    }
+  }
+
+  /** Stop following the heartbeat keys. */
+  stop(): void {
+    this.#watch?.stop();
+    this.#watch = undefined;
+  }
+
+  /** The lease facts for judging `rows`: the state of every foreign lease they name. */
+  async facts(rows: readonly ReservationRow[]): Promise<LeaseFacts> {
+    const ownLeaseId = this.#options.ownLeaseId();
+    const ids = foreignLeases(rows, ownLeaseId);
+    const states = new Map<string, LeaseState>();
+    await Promise.all(ids.map(async (id) => states.set(id, await this.state(id))));
+    return { ownLeaseId, leaseState: (id) => states.get(id) ?? 'unknown' };
+  }
+
+  /**
+   * A peer lease's state, by server timestamps only. A heartbeat seen fresh
+   * stays fresh until the server clock passes its time plus the window, so a
+   * busy pool reads each peer's heartbeat about once per window. Anything
+   * uncertain is `unknown`, which keeps the rows.
+   */
+  async state(id: string): Promise<LeaseState> {
+    if (this.#ended.has(id)) return 'expired';
+    const now = this.#options.clock.now();
+    if (now === undefined) return 'unknown';
+    const known = this.#fresh.get(id);
+    if (known && now - known.created <= known.windowMs) return 'fresh';
+    const key = leaseKey(id);
+    try {
+      const entry = await this.#options.kv.get(key);
+      if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
+        this.end(id);
+        return 'expired';
+      }
+      const created = entry.created.getTime();
+      const windowMs = Math.max(this.#options.leaseMs, declaredLeaseMs(entry));
+      if (now - created <= windowMs) {
+        this.#noteFresh(id, created, windowMs);
+        return 'fresh';
+      }
+      // Fence: end exactly the heartbeat judged expired. If its owner
+      // refreshed it meanwhile, this fails and the lease stays.
+      await this.#options.cas.write(key, this.#options.fencedBody(), entry.revision);
+      this.end(id);
+      return 'expired';
+    } catch {
+      return 'unknown';
+    }
+  }
+
+  /** Remember that a lease has ended (a peer's, or this instance's own previous one). */
+  end(id: string): void {
+    this.#fresh.delete(id);
+    this.#ended.add(id);
+    // Ended leases are only ever looked up while their rows exist; keep the set bounded.
+    if (this.#ended.size > MAX_ENDED) {
+      const first = this.#ended.values().next().value;
+      if (first !== undefined) this.#ended.delete(first);
+    }
+  }
+
+  #noteFresh(id: string, created: number, windowMs: number): void {
+    const known = this.#fresh.get(id);
+    if (known && known.created >= created) return;
+    if (this.#fresh.size > MAX_FRESH) this.#fresh.clear();
+    this.#fresh.set(id, { created, windowMs });
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The public option and snapshot types of the NATS pool ledger.
+ */
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { Clock } from '../../clock.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import type { LedgerTelemetryOptions } from '../telemetry.js';
+import type { ReservationRow } from '../types.js';
+import type { NatsPoolLedger } from './nats-pool-ledger.js';
+
+/**
+ * Options of {@link NatsPoolLedger.connect}.
+ *
+ * @example
+ * ```ts
+ * import { NatsPoolLedger, type NatsPoolLedgerOptions } from 'scaler-primitives/ledger/nats';
+ * const options: NatsPoolLedgerOptions = {
+ *   servers: 'nats://127.0.0.1:4222',
+ *   instanceId: 'orchestrator-a',
+ *   leaseMs: 30_000,
+ * };
+ * const ledger = await NatsPoolLedger.connect(options);
+ * ```
+ */
+export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
+  /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
+  nc?: NatsConnection;
+  /**
+   * Server URLs to connect to (needs `@nats-io/transport-node`); the ledger owns
+   * this connection, reconnects forever and closes it in {@link NatsPoolLedger.close}.
+   */
+  servers?: string | string[];
+  /**
+   * The KV bucket. Created (with `replicas`, history 1) when it does not exist;
+   * an existing bucket is used as it is.
+   * @default 'scaler-pools'
+   */
+  bucket?: string;
+  /** This orchestrator instance's id, written into every row it makes. */
+  instanceId: string;
+  /**
+   * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
+   * whose heartbeat is older than this (by the server's timestamps) is gone and
+   * its rows are reaped. Minimum 300.
+   * @default 30000
+   */
+  leaseMs?: number;
+  /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
+  replicas?: number;
+  /**
+   * How long one operation keeps retrying lost compare-and-set races (then
+   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
+   * @default 10000
+   */
+  timeoutMs?: number;
+  /** The boot id written into rows (informational across hosts). @default read from `/proc` */
+  bootId?: string;
+  /**
+   * The clock of `reservedAt`, the heartbeat and the reaper timers. Lease
+   * liveness is judged by the server's timestamps and this host's monotonic
+   * clock, and retry pauses are real waits on the server, whatever is given here.
+   * @default the system clock (`systemClock` from `scaler-primitives/ledger`)
+   */
+  clock?: Clock;
+  /**
+   * Combine across processes: the first instance to act on a pool becomes its
+   * combiner (elected through the `leader.<pool>` key, tied to its lease) and
+   * every other instance sends its calls on that pool to it, over NATS
+   * request/reply, instead of racing for the compare-and-set itself. The
+   * combiner commits everyone's waiting calls in one compare-and-set. Every
+   * write stays a compare-and-set on the pool key, so writers that do not
+   * combine (older versions, or `combine: false`) share the pool safely.
+   * @default true
+   */
+  combine?: boolean;
+}
+
+/**
+ * Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}.
+ *
+ * @example
+ * ```ts
+ * import type { NatsPoolLedger, NatsPoolSnapshot } from 'scaler-primitives/ledger/nats';
+ * declare const ledger: NatsPoolLedger;
+ * const snapshot: NatsPoolSnapshot = await ledger.inspect('build-host');
+ * console.log(`${snapshot.key} rev ${snapshot.revision}: ${snapshot.live.length} live rows`);
+ * ```
+ */
+export interface NatsPoolSnapshot {
+  /** The pool name. */
+  pool: string;
+  /** The KV key, `pool.<name>`. */
+  key: string;
+  /** The key's revision, or 0 when the pool has never been written. */
+  revision: number;
+  /** The cap stored in the document (the registered cap when there is no document yet). */
+  cap: ResourceCap;
+  /** Live rows. */
+  live: ReservationRow[];
+  /** Rows whose lease has expired, each with the reason; the next write drops them. */
+  stale: Array<{
+    /** The row. */
+    row: ReservationRow;
+    /** Why it is stale (`lease-expired`). */
+    reason: string;
+  }>;
+  /** Summed CPU and memory of live rows. */
+  usage: ResourceAmount;
+}

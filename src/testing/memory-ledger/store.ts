@@ -1,0 +1,127 @@
+/**
+ * The shared state of MemoryPoolLedger replicas: pool documents and leases,
+ * one store per simulated host (or KV bucket).
+ */
+import { randomUUID } from 'node:crypto';
+import { type LedgerDocument, validatePoolName } from '../../ledger/index.js';
+
+// A live ledger object refreshes its lease by existing: the process it lives
+// in is the one judging. `abandon()` stops the refreshes at that instant.
+interface LeaseRecord {
+  instanceId: string;
+  refreshedAt: number;
+  state: 'live' | 'ended' | 'abandoned';
+}
+
+/**
+ * The shared state of {@link MemoryPoolLedger} instances: pool documents and
+ * leases. One store is one "host" (or one KV bucket); give each replica its own
+ * ledger over the same store.
+ *
+ * @example
+ * ```ts
+ * import { MemoryPoolLedger, MemoryPoolStore } from 'scaler-primitives/testing';
+ * const store = new MemoryPoolStore();
+ * const a = new MemoryPoolLedger({ instanceId: 'replica-a', store });
+ * const b = new MemoryPoolLedger({ instanceId: 'replica-b', store });
+ * for (const l of [a, b]) l.registerPool('host', { maxCpu: 4 });
+ * await a.reserve('host', 'agent-1', 3, 0);
+ * console.log((await b.reserve('host', 'agent-2', 2, 0)).ok); // false: 3 + 2 > 4
+ * ```
+ */
+export class MemoryPoolStore {
+  /** The boot id every row written through this store carries. */
+  readonly bootId: string;
+  readonly #docs = new Map<string, LedgerDocument>();
+  readonly #leases = new Map<string, LeaseRecord>();
+
+  /**
+   * @param options - See {@link MemoryPoolStoreOptions}.
+   * @throws TypeError for an unknown option or an empty `bootId`.
+   */
+  constructor(options: MemoryPoolStoreOptions = {}) {
+    for (const key of Object.keys(options ?? {})) {
+      if (key !== 'bootId') {
+        throw new TypeError(
+          `Unknown MemoryPoolStore option \`${key}\`: the accepted option is \`bootId\``,
+        );
+      }
+    }
+    if (
+      options.bootId !== undefined &&
+      (typeof options.bootId !== 'string' || options.bootId === '')
+    ) {
+      throw new TypeError(
+        `Expected \`bootId\` to be a non-empty string, got \`${String(options.bootId)}\``,
+      );
+    }
+    this.bootId = options.bootId ?? `memory-${randomUUID()}`;
+  }
+
+  /** The pools that have a document, sorted. */
+  pools(): string[] {
+    return [...this.#docs.keys()].sort();
+  }
+
+  /** A copy of a pool's document, stale rows included (`undefined` before the first write). */
+  read(pool: string): LedgerDocument | undefined {
+    const doc = this.#docs.get(pool);
+    return doc === undefined ? undefined : structuredClone(doc);
+  }
+
+  /**
+   * Replace a pool's document as another writer would (an older writer's rows,
+   * a hand-edited pool). The document is copied.
+   */
+  write(pool: string, doc: LedgerDocument): void {
+    validatePoolName(pool);
+    this.#docs.set(pool, structuredClone(doc));
+  }
+
+  /** @internal */
+  get(pool: string): LedgerDocument | undefined {
+    return this.#docs.get(pool);
+  }
+
+  /** @internal */
+  put(pool: string, doc: LedgerDocument): void {
+    this.#docs.set(pool, doc);
+  }
+
+  /** @internal */
+  openLease(leaseId: string, instanceId: string): void {
+    if (!this.#leases.has(leaseId)) {
+      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
+    }
+  }
+
+  /** @internal */
+  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
+    const lease = this.#leases.get(leaseId);
+    if (lease && lease.state === 'live') {
+      lease.state = state;
+      lease.refreshedAt = now;
+    }
+  }
+
+  /** @internal */
+  leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
+    const lease = this.#leases.get(leaseId);
+    if (lease === undefined || lease.state === 'ended') return 'expired';
+    if (lease.state === 'live') return 'fresh';
+    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
+  }
+}
+
+/**
+ * Options of {@link MemoryPoolStore}.
+ *
+ * @example
+ * ```ts
+ * const store = new MemoryPoolStore({ bootId: 'host-a-boot-1' });
+ * ```
+ */
+export interface MemoryPoolStoreOptions {
+  /** The boot id of the simulated host, written into every row. @default a random id */
+  bootId?: string;
+}

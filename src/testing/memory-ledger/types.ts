@@ -1,0 +1,47 @@
+/**
+ * The options of MemoryPoolLedger and what its `inspect` answers.
+ */
+import type { Clock } from '../../clock.js';
+import type { ReservationRow, StaleRow } from '../../ledger/index.js';
+import type { MemoryPoolStore } from './store.js';
+
+/**
+ * What {@link MemoryPoolLedger.inspect} answers.
+ *
+ * @example
+ * ```ts
+ * const { live, stale }: MemoryPoolSnapshot = ledger.inspect('host');
+ * console.log(live.length, stale.map((s) => s.reason));
+ * ```
+ */
+export interface MemoryPoolSnapshot {
+  /** Rows that count against the cap. */
+  live: ReservationRow[];
+  /** Rows a reap would remove now, each with why. */
+  stale: StaleRow[];
+}
+
+/**
+ * Options of {@link MemoryPoolLedger}.
+ *
+ * @example
+ * ```ts
+ * const options: MemoryPoolLedgerOptions = { instanceId: 'replica-a', store, clock, leaseTtlMs: 10_000 };
+ * const ledger = new MemoryPoolLedger(options);
+ * ```
+ */
+export interface MemoryPoolLedgerOptions {
+  /** This replica's instance id, written into every row it makes. */
+  instanceId: string;
+  /** The shared state; replicas that share a pool share a store. @default a new store */
+  store?: MemoryPoolStore;
+  /** The clock leases and the reaper run on. @default systemClock */
+  clock?: Clock;
+  /**
+   * A replica that crashed ({@link MemoryPoolLedger.abandon}) is judged gone this
+   * long after the crash, and its rows are stale. A live replica's lease is
+   * always fresh (it lives in this process); `close()` ends it at once.
+   * @default 30000
+   */
+  leaseTtlMs?: number;
+}

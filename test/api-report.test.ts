@@ -1,0 +1,63 @@
+/**
+ * The public surface is reviewed: api/*.api.md holds the declarations of every
+ * subpath as users of the built package see them, and this test fails when the
+ * build differs, so an unintended change of the API cannot land unnoticed.
+ * An intended change is one `npm run api:update` and a reviewed diff of api/.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+// @ts-expect-error: a plain .mjs build script without types
+import { buildReports, declarationErrors, staleReports } from '../scripts/api-report.mjs';
+import { ensureBuilt, root } from './helpers/built-package.js';
+
+type Reports = Map<string, string> & { unnameable: string[] };
+
+function declarationFiles(): string[] {
+  const dist = join(root, 'dist');
+  return readdirSync(dist, { recursive: true, encoding: 'utf8' })
+    .filter((name) => name.endsWith('.d.ts') || name.endsWith('.d.cts'))
+    .map((name) => join(dist, name));
+}
+
+describe('API report', () => {
+  let reports: Reports;
+  beforeAll(async () => {
+    await ensureBuilt();
+    reports = buildReports(root) as Reports;
+  }, 300_000);
+
+  it('api/ matches the built declarations of every subpath', () => {
+    const problems: string[] = staleReports(reports, join(root, 'api'));
+    const hint = 'the public API changed: if intended, run `npm run api:update` and commit api/';
+    expect(problems, hint).toEqual([]);
+  });
+
+  it('covers every subpath of the exports map', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+    const subpaths = Object.keys(pkg.exports).filter((key) => key !== './package.json');
+    expect(reports.size).toBe(subpaths.length);
+    for (const text of reports.values()) expect(text).toMatch(/^# API report: `scaler-primitives/);
+  });
+
+  it('every type the public surface refers to is exported by some subpath', () => {
+    expect(reports.unnameable).toEqual([]);
+  });
+
+  it('the published declarations type-check on their own, without skipLibCheck', () => {
+    expect(declarationErrors(root)).toEqual([]);
+  });
+
+  it('the published declarations hold no private member and no @internal declaration', () => {
+    const leaks: string[] = [];
+    for (const file of declarationFiles()) {
+      const lines = readFileSync(file, 'utf8').split('\n');
+      lines.forEach((line, index) => {
+        if (/^\s*(?:private|protected)\s(?!constructor\()/.test(line) || /@internal\b/.test(line)) {
+          leaks.push(`${file.slice(root.length + 1)}:${index + 1}: ${line.trim()}`);
+        }
+      });
+    }
+    expect(leaks).toEqual([]);
+  });
+});
