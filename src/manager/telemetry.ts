@@ -39,8 +39,16 @@ const MAX_WAITING_JOBS = 10_000;
  * @example
  * ```ts
  * import { MeterProvider } from '@opentelemetry/sdk-metrics';
- * const meterProvider = new MeterProvider({ readers: [myReader] });
- * const manager = new ScalerManager({ config, backends, meterProvider, spawnDurationHistogram: true });
+ * import { type ScalerBackend, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+ * declare const config: ScalerConfigInput;
+ * declare const backend: ScalerBackend;
+ * const meterProvider = new MeterProvider();
+ * const manager = new ScalerManager({
+ *   config,
+ *   backends: [{ name: 'linux', backend }],
+ *   meterProvider,
+ *   spawnDurationHistogram: true,
+ * });
  * ```
  */
 export interface ManagerTelemetryOptions extends TelemetryOptions {
