@@ -1,15 +1,32 @@
 /**
- * The cost of OpenTelemetry: `requestScale` decisions (20 scalers x 5 label sets,
- * spawn + disconnect, in memory) and MachineLedger reserve+release pairs (one
- * process, fsync off, so the ledger's own work is not hidden behind the disk),
- * each without a provider, with a real SDK MeterProvider, and with a
- * MeterProvider and a tracer provider (spans through a SimpleSpanProcessor into
- * an exporter that drops them). Runs alternate (A B C, C B A, ...) and the
- * median is reported, so drift in machine load hits every variant alike.
+ * The cost of OpenTelemetry on two hot paths: `requestScale` decisions (20
+ * scalers x 5 label sets, spawn + disconnect, in memory: the worst case, no
+ * I/O to hide behind) and MachineLedger reserve + release pairs (one process,
+ * fsync off, on tmpfs where there is one, so the ledger's own work is not
+ * hidden behind the disk).
+ *
+ * Variants: no provider; the `@opentelemetry/api` globals with no SDK
+ * registered (what a host passing `metrics.getMeterProvider()` unconditionally
+ * gets: noop instruments, non-recording spans); a real SDK MeterProvider; and
+ * a MeterProvider with a tracer provider (spans through a SimpleSpanProcessor
+ * into an exporter that drops them).
+ *
+ * Each variant's subject is built and warmed once; then ROUNDS rounds measure
+ * every variant for MS ms each, in an order that alternates (A B C D, D C B A,
+ * ...), so drift in the machine's load hits every variant alike. Overhead is
+ * computed per round (variant / none in the same round, on this process's CPU
+ * time per operation) and reported as the median of the rounds with their
+ * spread, so a single disturbed round shows as spread instead of as overhead.
+ *
+ * A second table counts heap bytes allocated per operation: heapUsed before
+ * and after chunks of operations, keeping only chunks no garbage collection
+ * ran in (`v8.GCProfiler` reports every GC between start and stop).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GCProfiler } from 'node:v8';
+import { metrics, trace } from '@opentelemetry/api';
 import {
   AggregationTemporality,
   InMemoryMetricExporter,
@@ -22,30 +39,60 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { MachineLedger } from '../src/ledger/index.js';
-import type { TelemetryOptions } from '../src/manager/index.js';
+import type { ManagerTelemetryOptions } from '../src/manager/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
-import { type BenchTable, fmt } from './lib.js';
+import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;
 const SETS = 5;
-const MS = 700;
-const REPEATS = 7;
+/** Measuring rounds per case; each measures every variant once. */
+const ROUNDS = Number(process.env.TELEMETRY_BENCH_ROUNDS ?? 15);
+/** Length of one variant's measurement in a round. */
+const MS = Number(process.env.TELEMETRY_BENCH_MS ?? 200);
+const WARM_MS = 300;
+/** Operations per allocation chunk, and chunks per variant. */
+const CHUNK = 100;
+const CHUNKS = 30;
+/**
+ * The ledger's directory: tmpfs where there is one, so a busy disk neither hides
+ * the telemetry's cost behind I/O waits nor blurs it with its own noise.
+ */
+const LEDGER_ROOT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
-type Variant = 'none' | 'meter' | 'meter+tracer';
-const VARIANTS: Variant[] = ['none', 'meter', 'meter+tracer'];
+const VARIANTS = ['none', 'api-noop', 'meter', 'meter+spawn-histogram', 'meter+tracer'] as const;
+type Variant = (typeof VARIANTS)[number];
 
 const dropSpans: SpanExporter = {
   export: (_spans, done) => done({ code: 0 }),
   shutdown: async () => {},
 };
 
-function providers(variant: Variant): { options: TelemetryOptions; close(): Promise<void> } {
+function providers(variant: Variant): {
+  options: ManagerTelemetryOptions;
+  close(): Promise<void>;
+} {
   if (variant === 'none') return { options: {}, close: async () => {} };
+  if (variant === 'api-noop') {
+    // No SDK registered: the globals are the API's noop meter and proxy tracer.
+    return {
+      options: {
+        meterProvider: metrics.getMeterProvider(),
+        tracerProvider: trace.getTracerProvider(),
+      },
+      close: async () => {},
+    };
+  }
   const reader = new PeriodicExportingMetricReader({
     exporter: new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE),
-    exportIntervalMillis: 60_000,
+    exportIntervalMillis: 3_600_000,
   });
   const meterProvider = new MeterProvider({ readers: [reader] });
+  if (variant === 'meter+spawn-histogram') {
+    return {
+      options: { meterProvider, spawnDurationHistogram: true },
+      close: () => meterProvider.shutdown(),
+    };
+  }
   const tracerProvider =
     variant === 'meter+tracer'
       ? new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(dropSpans)] })
@@ -57,6 +104,19 @@ function providers(variant: Variant): { options: TelemetryOptions; close(): Prom
       await tracerProvider?.shutdown();
     },
   };
+}
+
+/** One thing measured: an operation repeated, and how to tear it down. */
+interface Subject {
+  step(): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Case {
+  title: string;
+  unit: string;
+  variants: readonly Variant[];
+  make(variant: Variant): Subject;
 }
 
 const config: ScalerConfigInput = {
@@ -80,75 +140,64 @@ const JOB_LABELS = Array.from({ length: SCALERS * SETS }, (_, n) => [
   `set-${Math.floor(n / SCALERS) % SETS}`,
 ]);
 
-async function decisions(variant: Variant): Promise<Sample> {
-  const telemetry = providers(variant);
-  const backend = { async spawn() {}, async destroy() {} };
-  const manager = new ScalerManager({
-    config,
-    backends: Array.from({ length: SCALERS }, (_, i) => ({ name: `scaler-${i}`, backend })),
-    ...telemetry.options,
-  });
-  let n = 0;
-  const run = async (ms: number) => {
-    const until = performance.now() + ms;
-    const start = performance.now();
-    const cpu = process.cpuUsage();
-    let done = 0;
-    while (performance.now() < until) {
-      const i = n++;
-      const result = await manager.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `job-${i}`);
-      if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
-      await manager.onAgentDisconnected(result.agentId);
-      done++;
-    }
-    const used = process.cpuUsage(cpu);
+const decisions: Case = {
+  title: 'requestScale + disconnect, in memory',
+  unit: 'decisions/s',
+  variants: VARIANTS,
+  make(variant) {
+    const telemetry = providers(variant);
+    const backend = { async spawn() {}, async destroy() {} };
+    const manager = new ScalerManager({
+      config,
+      backends: Array.from({ length: SCALERS }, (_, i) => ({ name: `scaler-${i}`, backend })),
+      ...telemetry.options,
+    });
+    let n = 0;
     return {
-      rate: done / ((performance.now() - start) / 1000),
-      cpuUs: (used.user + used.system) / done,
+      async step() {
+        const i = n++;
+        const result = await manager.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `job-${i}`);
+        if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
+        await manager.onAgentDisconnected(result.agentId);
+      },
+      async close() {
+        await manager.shutdownAll();
+        await telemetry.close();
+      },
     };
-  };
-  await run(100);
-  const rate = await run(MS);
-  await manager.shutdownAll();
-  await telemetry.close();
-  return rate;
-}
+  },
+};
 
-async function ledgerPairs(variant: Variant): Promise<Sample> {
-  const telemetry = providers(variant);
-  const dir = mkdtempSync(join(tmpdir(), 'bench-otel-'));
-  const ledger = new MachineLedger({
-    instanceId: 'bench',
-    dir,
-    fsync: false,
-    ...telemetry.options,
-  });
-  ledger.registerPool('host', { maxCpu: 1000 });
-  let n = 0;
-  const run = async (ms: number) => {
-    const until = performance.now() + ms;
-    const start = performance.now();
-    const cpu = process.cpuUsage();
-    let done = 0;
-    while (performance.now() < until) {
-      const id = `a-${n++}`;
-      if (!(await ledger.reserve('host', id, 1, 0)).ok) throw new Error('refused');
-      await ledger.release('host', id);
-      done++;
-    }
-    const used = process.cpuUsage(cpu);
+const ledgerPairs: Case = {
+  title: `MachineLedger reserve + release, fsync off${LEDGER_ROOT === '/dev/shm' ? ', tmpfs' : ''}`,
+  unit: 'pairs/s',
+  // The spawn histogram is the manager's: the ledger has no such option.
+  variants: VARIANTS.filter((v) => v !== 'meter+spawn-histogram'),
+  make(variant) {
+    const telemetry = providers(variant);
+    const dir = mkdtempSync(join(LEDGER_ROOT, 'bench-otel-'));
+    const ledger = new MachineLedger({
+      instanceId: 'bench',
+      dir,
+      fsync: false,
+      ...telemetry.options,
+    });
+    ledger.registerPool('host', { maxCpu: 1000 });
+    let n = 0;
     return {
-      rate: done / ((performance.now() - start) / 1000),
-      cpuUs: (used.user + used.system) / done,
+      async step() {
+        const id = `a-${n++}`;
+        if (!(await ledger.reserve('host', id, 1, 0)).ok) throw new Error('refused');
+        await ledger.release('host', id);
+      },
+      async close() {
+        await ledger.close();
+        await telemetry.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
     };
-  };
-  await run(100);
-  const rate = await run(MS);
-  await ledger.close();
-  await telemetry.close();
-  rmSync(dir, { recursive: true, force: true });
-  return rate;
-}
+  },
+};
 
 /** Wall-clock rate, and CPU time of this process per operation (what telemetry adds to). */
 interface Sample {
@@ -156,58 +205,134 @@ interface Sample {
   cpuUs: number;
 }
 
+/** The one measuring loop: run `step` for about `ms` milliseconds. */
+async function measure(step: () => Promise<void>, ms: number): Promise<Sample> {
+  const start = performance.now();
+  const until = start + ms;
+  const cpu = process.cpuUsage();
+  let done = 0;
+  while (performance.now() < until) {
+    await step();
+    done++;
+  }
+  const used = process.cpuUsage(cpu);
+  return {
+    rate: done / ((performance.now() - start) / 1000),
+    cpuUs: (used.user + used.system) / done,
+  };
+}
+
+/** Heap bytes per operation over chunks no GC ran in; `undefined` if every chunk saw one. */
+async function allocated(step: () => Promise<void>): Promise<number | undefined> {
+  let bytes = 0;
+  let ops = 0;
+  for (let c = 0; c < CHUNKS; c++) {
+    const profiler = new GCProfiler();
+    profiler.start();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < CHUNK; i++) await step();
+    const after = process.memoryUsage().heapUsed;
+    if (profiler.stop().statistics.length === 0) {
+      bytes += after - before;
+      ops += CHUNK;
+    }
+  }
+  return ops === 0 ? undefined : bytes / ops;
+}
+
 function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)]!;
+  return percentile(values, 50);
+}
+
+function signed(value: number): string {
+  return `${value >= 0 ? '+' : ''}${fmt(value, 1)}%`;
+}
+
+interface Measured {
+  samples: Map<Variant, Sample[]>;
+  bytes: Map<Variant, number | undefined>;
+}
+
+async function run(what: Case): Promise<Measured> {
+  const variants = what.variants;
+  const subjects = new Map(variants.map((v) => [v, what.make(v)] as const));
+  const samples = new Map<Variant, Sample[]>(variants.map((v) => [v, []]));
+  const bytes = new Map<Variant, number | undefined>();
+  try {
+    for (const v of variants) await measure(subjects.get(v)!.step, WARM_MS);
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? variants : [...variants].reverse();
+      for (const v of order) samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
+    }
+    for (const v of variants) bytes.set(v, await allocated(subjects.get(v)!.step));
+  } finally {
+    for (const subject of subjects.values()) await subject.close();
+  }
+  return { samples, bytes };
 }
 
 export default async function bench(): Promise<BenchTable[]> {
-  const loadBefore = loadavg()[0]!.toFixed(2);
-  const rates = { decisions: new Map<Variant, Sample[]>(), ledger: new Map<Variant, Sample[]>() };
-  for (let repeat = 0; repeat < REPEATS; repeat++) {
-    const order = repeat % 2 === 0 ? VARIANTS : [...VARIANTS].reverse();
-    for (const variant of order) {
-      const d = rates.decisions.get(variant) ?? [];
-      d.push(await decisions(variant));
-      rates.decisions.set(variant, d);
-      const l = rates.ledger.get(variant) ?? [];
-      l.push(await ledgerPairs(variant));
-      rates.ledger.set(variant, l);
-    }
-  }
+  const loadBefore = loadavg();
   const rows: BenchTable['rows'] = [];
+  const allocRows: BenchTable['rows'] = [];
   const notes: string[] = [];
-  for (const [what, unit, map] of [
-    ['requestScale + disconnect, in memory', 'decisions/s', rates.decisions],
-    ['MachineLedger reserve + release, fsync off', 'pairs/s', rates.ledger],
-  ] as const) {
-    const base = median(map.get('none')!.map((x) => x.cpuUs));
-    for (const variant of VARIANTS) {
-      const samples = map.get(variant)!;
-      const cpuUs = median(samples.map((x) => x.cpuUs));
-      const overhead = (cpuUs / base - 1) * 100;
+  for (const what of [decisions, ledgerPairs]) {
+    const { samples, bytes } = await run(what);
+    const base = samples.get('none')!;
+    const noneBytes = bytes.get('none');
+    for (const v of what.variants) {
+      const mine = samples.get(v)!;
+      // Per round: this variant against `none` measured in the same round.
+      const overheads = mine.map((s, round) => (s.cpuUs / base[round]!.cpuUs - 1) * 100);
+      const overhead = median(overheads);
       rows.push({
-        case: what,
-        telemetry: variant,
-        rate: `${fmt(median(samples.map((x) => x.rate)))} ${unit}`,
-        'CPU µs/op': fmt(cpuUs, 1),
-        'CPU overhead': variant === 'none' ? '-' : `${fmt(overhead, 1)}%`,
+        case: what.title,
+        telemetry: v,
+        rate: `${fmt(median(mine.map((s) => s.rate)))} ${what.unit}`,
+        'CPU µs/op': fmt(median(mine.map((s) => s.cpuUs)), 1),
+        'CPU overhead (median)': v === 'none' ? '-' : signed(overhead),
+        'spread (p25 .. p75)':
+          v === 'none'
+            ? '-'
+            : `${signed(percentile(overheads, 25))} .. ${signed(percentile(overheads, 75))}`,
+        'min .. max':
+          v === 'none'
+            ? '-'
+            : `${signed(Math.min(...overheads))} .. ${signed(Math.max(...overheads))}`,
       });
-      if (variant === 'meter') {
+      const b = bytes.get(v);
+      allocRows.push({
+        case: what.title,
+        telemetry: v,
+        'heap bytes/op': b === undefined ? 'n/a (GC in every chunk)' : fmt(b),
+        'vs none':
+          v === 'none' || b === undefined || noneBytes === undefined
+            ? '-'
+            : `${b - noneBytes >= 0 ? '+' : ''}${fmt(b - noneBytes)}`,
+      });
+      if (v === 'meter') {
         notes.push(
-          `Target: ${what}, meter attached, CPU overhead < 5%: ${fmt(overhead, 1)}%, ${overhead < 5 ? 'met' : 'NOT met'}.`,
+          `Target: ${what.title}, meter attached, CPU overhead < 5%: median ${signed(overhead)} over ${ROUNDS} rounds, ${overhead < 5 ? 'met' : 'NOT met'}.`,
         );
       }
     }
   }
+  const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   notes.push(
-    `Machine: ${cpus().length} CPUs, load average ${loadBefore} before, ${loadavg()[0]!.toFixed(2)} after (other work on the machine makes figures noisy). Median of ${REPEATS} alternating runs of ${MS} ms. Overhead is judged on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate.`,
+    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS} rounds of ${MS} ms per variant, order alternating; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
   );
   return [
     {
-      title: 'OpenTelemetry overhead (no provider vs MeterProvider vs MeterProvider + tracer)',
+      title: 'OpenTelemetry overhead (no provider, API noop globals, MeterProvider, + tracer)',
       rows,
       notes,
+    },
+    {
+      title: 'OpenTelemetry heap allocation per operation',
+      rows: allocRows,
+      notes: [
+        `heapUsed delta over chunks of ${CHUNK} operations (${CHUNKS} chunks per variant) in which no garbage collection ran, so the delta is what the operations allocated. "none" is the library's own allocation; without a provider no telemetry object exists, so the telemetry adds nothing to it.`,
+      ],
     },
   ];
 }

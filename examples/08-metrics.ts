@@ -82,6 +82,7 @@ const manager = new ScalerManager({
   ledger,
   meterProvider,
   tracerProvider,
+  spawnDurationHistogram: true, // opt-in: one histogram record per spawn (docs/observability.md)
 });
 
 for (const job of ['job-1', 'job-2', 'job-3']) {

@@ -12,22 +12,16 @@
  */
 import { type Clock, type ClockTimer, monotonicNow } from '../clock.js';
 import {
-  AttributeCache,
   checkProviders,
   contextWithSpan,
   errorType,
   failSpan,
-  LOCK_BUCKETS,
-  type OtelAttributes,
-  type OtelCounter,
-  type OtelHistogram,
+  INTERNAL_SPAN,
+  isRecording,
   type OtelMeter,
-  type OtelObservable,
-  type OtelObservableCallback,
   type OtelSpan,
   type OtelTracer,
   resolveProviders,
-  Tally,
   TELEMETRY_OPTION_KEYS,
   type TelemetryOptions,
   takeParentSpan,
@@ -35,6 +29,7 @@ import {
 import type { ResourceCap } from '../resources/types.js';
 import type { StaleRow } from './document.js';
 import type { LedgerOp } from './ops.js';
+import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
 import type { ReservationRow, ReserveResult } from './types.js';
 
 /**
@@ -73,12 +68,6 @@ export interface LedgerReader {
   pools(): Iterable<string>;
   /** Read one pool (the read reports back through {@link LedgerTelemetry.observed}). */
   read(pool: string): Promise<unknown>;
-}
-
-interface PoolView {
-  cap: ResourceCap;
-  rows: readonly ReservationRow[];
-  at: number;
 }
 
 const OPERATION: Record<LedgerOp['kind'], string> = {
@@ -135,14 +124,8 @@ export class LedgerTelemetry {
   readonly #tracer: OtelTracer | undefined;
   readonly #views = new Map<string, PoolView>();
   readonly #spans = new WeakMap<LedgerOp, OtelSpan>();
-  readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
-  readonly #lockWait: OtelHistogram | undefined;
-  readonly #lockHold: OtelHistogram | undefined;
-  readonly #operations: Tally | undefined;
-  readonly #poolAttributes = new AttributeCache();
-  readonly #reaped: OtelCounter | undefined;
-  readonly #lost: OtelCounter | undefined;
-  readonly #conflicts: OtelCounter | undefined;
+  /** Instruments: only with a meter. */
+  readonly #m: LedgerInstruments | undefined;
   readonly #reader: LedgerReader;
   #timer: ClockTimer | undefined;
 
@@ -157,102 +140,10 @@ export class LedgerTelemetry {
     this.#tracer = tracer;
     this.#reader = reader;
     if (meter === undefined) return;
-    const histogram = (name: string, description: string) =>
-      meter.createHistogram(name, {
-        description,
-        unit: 's',
-        advice: { explicitBucketBoundaries: LOCK_BUCKETS },
-      });
-    this.#lockWait = histogram(
-      'scaler.ledger.lock.wait.duration',
-      'Time an operation batch waited for the pool lock (file ledger only).',
-    );
-    this.#lockHold = histogram(
-      'scaler.ledger.lock.hold.duration',
-      'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
-    );
-    this.#operations = new Tally(meter, 'scaler.ledger.operations', {
-      description: 'Ledger calls answered, by operation and result.',
-      unit: '{operation}',
-    });
-    this.#reaped = meter.createCounter('scaler.ledger.rows.reaped', {
-      description: 'Stale rows removed from a pool document, by reason.',
-      unit: '{row}',
-    });
-    this.#lost = meter.createCounter('scaler.ledger.reservations.lost', {
-      description:
-        'Rows of this instance found gone although it did not release them (its lease lapsed, or an operator removed them).',
-      unit: '{reservation}',
-    });
-    this.#conflicts = meter.createCounter('scaler.ledger.cas.conflicts', {
-      description:
-        'Compare-and-set writes that lost to another writer and were retried (NATS ledger only).',
-      unit: '{conflict}',
-    });
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.cpu.reserved', {
-        description: 'CPU held by the live rows of the pool (every process), as last read.',
-        unit: '{cpu}',
-      }),
-      (view) => cpuSum(view.rows),
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.memory.reserved', {
-        description: 'Memory held by the live rows of the pool (every process), as last read.',
-        unit: 'By',
-      }),
-      (view) => view.rows.reduce((total, row) => total + row.memBytes, 0),
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.cpu.cap', {
-        description: "The pool's CPU cap, as last read (absent when uncapped).",
-        unit: '{cpu}',
-      }),
-      (view) => view.cap.maxCpu,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.memory.cap', {
-        description: "The pool's memory cap, as last read (absent when uncapped).",
-        unit: 'By',
-      }),
-      (view) => view.cap.maxMemoryBytes,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.agents', {
-        description: 'Live rows (agents) in the pool, as last read.',
-        unit: '{agent}',
-      }),
-      (view) => view.rows.length,
-    );
-    this.#observe(
-      meter.createObservableGauge('scaler.ledger.usage.age', {
-        description: 'How old the pool document the usage gauges report is.',
-        unit: 's',
-      }),
-      (view) => (monotonicNow() - view.at) / 1000,
-    );
+    this.#m = new LedgerInstruments(meter, backend, this.#views);
     if (refreshMs !== undefined) {
       this.#timer = reader.clock.setInterval(() => this.refresh(), refreshMs).unref();
     }
-  }
-
-  #observe(gauge: OtelObservable, value: (view: PoolView) => number | undefined): void {
-    const callback: OtelObservableCallback = (result) => {
-      for (const [pool, view] of this.#views) {
-        const v = value(view);
-        if (v !== undefined) result.observe(v, this.#attrs(pool));
-      }
-    };
-    gauge.addCallback(callback);
-    this.#callbacks.push([gauge, callback]);
-  }
-
-  #pool(pool: string): OtelAttributes {
-    return this.#poolAttributes.get(pool, () => this.#attrs(pool));
-  }
-
-  #attrs(pool: string, extra?: OtelAttributes): OtelAttributes {
-    return { 'scaler.pool': pool, 'scaler.ledger.backend': this.#backend, ...extra };
   }
 
   /** Read every registered pool now (the background refresh). Never rejects. */
@@ -265,29 +156,24 @@ export class LedgerTelemetry {
 
   /** One caller's operation: its span, and its answer counted. */
   op<T>(pool: string, op: LedgerOp, run: () => Promise<T>): Promise<T> {
-    const operation = OPERATION[op.kind];
     // The reaper's own rounds are counted but make no span of their own.
-    let span: OtelSpan | undefined;
-    if (this.#tracer !== undefined && !(op.kind === 'reap' && op.background)) {
-      // A manager's reserve span, when it handed one over, is the parent.
-      const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
-      span = this.#tracer.startSpan(
-        `scaler.ledger.${operation}`,
-        { kind: 0, attributes: this.#attrs(pool) },
-        parent === undefined ? undefined : contextWithSpan(parent),
-      );
-    }
-    if (span) this.#spans.set(op, span);
+    const span =
+      this.#tracer === undefined || (op.kind === 'reap' && op.background)
+        ? undefined
+        : this.#span(this.#tracer, pool, op);
     return run().then(
       (value) => {
         const result = resultOf(op, value);
-        this.#operations?.add(`${pool}\u0000${operation}\u0000${result}`, () =>
-          this.#attrs(pool, { 'scaler.ledger.operation': operation, 'scaler.result': result }),
-        );
-        if (span) {
-          span.setAttribute('scaler.result', result);
-          if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
-            span.setAttribute('scaler.limit.dimension', (value as { dimension: string }).dimension);
+        this.#m?.operations.add(1, pool, OPERATION[op.kind], result);
+        if (span !== undefined) {
+          if (isRecording(span)) {
+            span.setAttribute('scaler.result', result);
+            if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
+              span.setAttribute(
+                'scaler.limit.dimension',
+                (value as { dimension: string }).dimension,
+              );
+            }
           }
           span.end();
         }
@@ -298,22 +184,32 @@ export class LedgerTelemetry {
         if (type === 'ERR_LEDGER_LEASE_EXPIRED') {
           // A ledger that cannot name the rows (NATS) lost at least one.
           const named = (error as { agentIds?: readonly string[] }).agentIds?.length ?? 0;
-          this.#lost?.add(Math.max(1, named), this.#attrs(pool));
+          this.#m?.lost.add(Math.max(1, named), pool);
         }
-        this.#operations?.add(`${pool}\u0000${operation}\u0000error\u0000${type}`, () =>
-          this.#attrs(pool, {
-            'scaler.ledger.operation': operation,
-            'scaler.result': 'error',
-            'error.type': type,
-          }),
-        );
-        if (span) {
-          failSpan(span, error);
+        this.#m?.operations.add(1, pool, OPERATION[op.kind], 'error', type);
+        if (span !== undefined) {
+          if (isRecording(span)) failSpan(span, error);
           span.end();
         }
         throw error;
       },
     );
+  }
+
+  #span(tracer: OtelTracer, pool: string, op: LedgerOp): OtelSpan {
+    // A manager's reserve span, when it handed one over, is the parent.
+    const parent = op.kind === 'reserve' ? takeParentSpan(pool, op.row.agentId) : undefined;
+    const span = tracer.startSpan(
+      `scaler.ledger.${OPERATION[op.kind]}`,
+      INTERNAL_SPAN,
+      parent === undefined ? undefined : contextWithSpan(parent),
+    );
+    if (isRecording(span)) {
+      span.setAttribute('scaler.pool', pool);
+      span.setAttribute('scaler.ledger.backend', this.#backend);
+      this.#spans.set(op, span);
+    }
+    return span;
   }
 
   /** The monotonic time a lock wait began. */
@@ -325,11 +221,14 @@ export class LedgerTelemetry {
   lockAcquired(pool: string, startedAt: number | undefined, ops: readonly LedgerOp[]): number {
     const now = monotonicNow();
     const wait = startedAt === undefined ? 0 : (now - startedAt) / 1000;
-    this.#lockWait?.record(wait, this.#pool(pool));
-    for (const op of ops) {
-      this.#spans
-        .get(op)
-        ?.addEvent('scaler.ledger.lock.acquired', { 'scaler.ledger.lock.wait': wait });
+    const m = this.#m;
+    if (m !== undefined) m.lockWait.record(wait, m.pool(pool));
+    if (this.#tracer !== undefined) {
+      for (const op of ops) {
+        this.#spans
+          .get(op)
+          ?.addEvent('scaler.ledger.lock.acquired', { 'scaler.ledger.lock.wait': wait });
+      }
     }
     return now;
   }
@@ -337,7 +236,8 @@ export class LedgerTelemetry {
   /** The lock was released: record how long it was held. */
   lockReleased(pool: string, acquiredAt: number | undefined): void {
     if (acquiredAt === undefined) return;
-    this.#lockHold?.record((monotonicNow() - acquiredAt) / 1000, this.#pool(pool));
+    const m = this.#m;
+    if (m !== undefined) m.lockHold.record((monotonicNow() - acquiredAt) / 1000, m.pool(pool));
   }
 
   /**
@@ -352,29 +252,34 @@ export class LedgerTelemetry {
     reaped: readonly StaleRow[],
   ): void {
     this.observed(pool, cap, live);
-    if (this.#reaped) {
-      for (const stale of reaped) {
-        this.#reaped.add(1, this.#attrs(pool, { 'scaler.stale.reason': stale.reason }));
-      }
+    const m = this.#m;
+    if (m !== undefined) {
+      for (const stale of reaped) m.reaped.add(1, pool, stale.reason);
     }
   }
 
   /** A read of the pool: what the usage gauges report from now on. */
   observed(pool: string, cap: ResourceCap, live: readonly ReservationRow[]): void {
-    this.#views.set(pool, { cap, rows: live, at: monotonicNow() });
+    const view = this.#views.get(pool);
+    if (view === undefined) {
+      this.#views.set(pool, { cap, rows: live, at: monotonicNow() });
+    } else {
+      view.cap = cap;
+      view.rows = live;
+      view.at = monotonicNow();
+    }
   }
 
   /** A compare-and-set lost to another writer. */
   conflict(pool: string): void {
-    this.#conflicts?.add(1, this.#attrs(pool));
+    this.#m?.conflicts.add(1, pool);
   }
 
   /** Stop the refresh and stop reporting (the instruments stay with the meter). */
   close(): void {
     this.#reader.clock.clearInterval(this.#timer);
     this.#timer = undefined;
-    for (const [gauge, callback] of this.#callbacks.splice(0)) gauge.removeCallback(callback);
-    this.#operations?.close();
+    this.#m?.close();
     this.#views.clear();
   }
 }
@@ -388,11 +293,4 @@ function resultOf(op: LedgerOp, value: unknown): string {
     default:
       return 'ok';
   }
-}
-
-// Summed in millicores, so 0.1 + 0.2 reads 0.3.
-function cpuSum(rows: readonly ReservationRow[]): number {
-  let total = 0;
-  for (const row of rows) total += Math.round(row.cpus * 1000);
-  return total / 1000;
 }

@@ -87,6 +87,7 @@ export {
 } from './state/index.js';
 export type { ReconcileSweep, SweepOutcome } from './sweeps.js';
 export type { ShutdownOptions } from './teardown.js';
+export type { ManagerTelemetryOptions } from './telemetry.js';
 export type {
   AgentRegistration,
   AgentResources,

@@ -1,5 +1,4 @@
 import type { Clock } from '../clock.js';
-import type { TelemetryOptions } from '../internal/telemetry/index.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerConfigInput } from './config.js';
 import type { ReservationLostPolicy } from './reservations.js';
@@ -7,6 +6,7 @@ import type { BackendEntry } from './scalers.js';
 import type { RecoveryOptions } from './state/recovery.js';
 import type { StateStore } from './state/types.js';
 import type { ReconcileSweep } from './sweeps.js';
+import type { ManagerTelemetryOptions } from './telemetry.js';
 import type { ScalerEvent } from './types.js';
 
 /**
@@ -27,7 +27,7 @@ import type { ScalerEvent } from './types.js';
  * const manager = new ScalerManager(options);
  * ```
  */
-export interface ScalerManagerOptions extends TelemetryOptions {
+export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;
   /** One backend per scaler name (more are allowed, for scalers a later `reload` adds). */

@@ -2,6 +2,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Histogram } from '@opentelemetry/sdk-metrics';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  ParentBasedSampler,
+  type Sampler,
+  SamplingDecision,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MachineLedger } from '../../src/ledger/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
@@ -56,6 +64,7 @@ beforeEach(() => {
     generateAgentId: (scaler) => `${scaler}-${++n}`,
     meterProvider: metrics.provider,
     tracerProvider: traces.provider,
+    spawnDurationHistogram: true,
   });
   backend.attach(manager);
 });
@@ -204,6 +213,45 @@ describe('ScalerManager metrics', () => {
     ).toBe(1);
   });
 
+  it('records scaler.spawn.duration only when spawnDurationHistogram is on; scaler.spawns always', async () => {
+    const own = new MetricsHarness();
+    const quiet = new ScalerManager({
+      config: {
+        ...config,
+        machinePools: undefined,
+        scalers: [{ ...config.scalers[0]!, machinePool: undefined }],
+      },
+      backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
+      clock,
+      meterProvider: own.provider,
+    });
+    try {
+      expect((await drive(quiet.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+      const m = await own.collect();
+      expect(m.has('scaler.spawn.duration')).toBe(false);
+      expect(pointValue(m, 'scaler.spawns', { 'scaler.outcome': 'spawned' })).toBe(1);
+      expect(pointValue(m, 'scaler.scale.requests', { 'scaler.result': 'spawned' })).toBe(1);
+    } finally {
+      await quiet.shutdownAll({ timeoutMs: 0 });
+      await own.shutdown();
+    }
+  });
+
+  it('refuses a spawnDurationHistogram that is not a boolean, even without a provider', () => {
+    for (const bad of ['yes', 1, null]) {
+      expect(
+        () =>
+          new ScalerManager({
+            config,
+            backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
+            ledger,
+            clock,
+            spawnDurationHistogram: bad as unknown as boolean,
+          }),
+      ).toThrow(/Expected `spawnDurationHistogram` to be a boolean, got `(string|number|null)`/);
+    }
+  });
+
   it('counts destroys by reason', async () => {
     expect((await drive(manager.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
     await clock.advance(301_000); // past registrationTimeoutMs: pruned at the next pass
@@ -261,6 +309,59 @@ describe('ScalerManager spans', () => {
     const spawn = traces.named('scaler.backend.spawn').at(-1)!;
     expect(spawn.status.code).toBe(2);
     expect(spawn.events.some((e) => e.name === 'exception')).toBe(true);
+  });
+});
+
+describe('ScalerManager spans, sampled out', () => {
+  it('a sampled-out requestScale keeps its reserve, ledger and spawn children out, and still counts', async () => {
+    const exporter = new InMemorySpanExporter();
+    // Roots are sampled, except requestScale's: children that lost their parent
+    // would be roots, sampled in, and show up in the exporter.
+    const notScale: Sampler = {
+      shouldSample: (_context, _traceId, name) => ({
+        decision:
+          name === 'scaler.request_scale'
+            ? SamplingDecision.NOT_RECORD
+            : SamplingDecision.RECORD_AND_SAMPLED,
+      }),
+      toString: () => 'not-scale',
+    };
+    const sampledOut = new BasicTracerProvider({
+      sampler: new ParentBasedSampler({ root: notScale }),
+      spanProcessors: [new SimpleSpanProcessor(exporter)],
+    });
+    const own = new MetricsHarness();
+    const ownDir = mkdtempSync(join(tmpdir(), 'manager-otel-off-'));
+    const ownLedger = new MachineLedger({
+      instanceId: 'off',
+      dir: ownDir,
+      bootId: 'boot-1',
+      fsync: false,
+      tracerProvider: sampledOut,
+    });
+    const quiet = new ScalerManager({
+      config,
+      backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
+      ledger: ownLedger,
+      clock,
+      meterProvider: own.provider,
+      tracerProvider: sampledOut,
+    });
+    try {
+      expect((await drive(quiet.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+      await ownLedger.release('host', 'never-held'); // a root of its own: sampled in
+      expect(exporter.getFinishedSpans().map((span) => span.name)).toEqual([
+        'scaler.ledger.release',
+      ]);
+      const m = await own.collect();
+      expect(pointValue(m, 'scaler.scale.requests', { 'scaler.result': 'spawned' })).toBe(1);
+    } finally {
+      await quiet.shutdownAll({ timeoutMs: 0 });
+      await ownLedger.close();
+      await own.shutdown();
+      await sampledOut.shutdown();
+      rmSync(ownDir, { recursive: true, force: true });
+    }
   });
 });
 

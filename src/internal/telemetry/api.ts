@@ -102,6 +102,12 @@ export interface OtelSpan {
   recordException(exception: Error | string): void;
   /** End the span. */
   end(): void;
+  /**
+   * Whether the span records what is set on it (false for a sampled-out or
+   * noop span: the library then builds no attributes for it). Taken as true
+   * when absent.
+   */
+  isRecording?(): boolean;
 }
 
 /** Options of `startSpan`: kind (0 internal) and initial attributes. */

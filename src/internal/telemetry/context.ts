@@ -34,7 +34,31 @@ class TraceContext implements OtelContext {
   }
 }
 
+/** A context holding only the current span: one object, no map (built once per parent). */
+class SpanContext implements OtelContext {
+  readonly #span: OtelSpan;
+
+  constructor(span: OtelSpan) {
+    this.#span = span;
+  }
+
+  getValue(key: symbol): unknown {
+    return key === SPAN_KEY ? this.#span : undefined;
+  }
+
+  setValue(key: symbol, value: unknown): OtelContext {
+    return new TraceContext(new Map<symbol, unknown>([[SPAN_KEY, this.#span]])).setValue(
+      key,
+      value,
+    );
+  }
+
+  deleteValue(key: symbol): OtelContext {
+    return key === SPAN_KEY ? new TraceContext(new Map()) : this;
+  }
+}
+
 /** A context whose current span is `span`: pass it to `startSpan` to make a child. */
 export function contextWithSpan(span: OtelSpan): OtelContext {
-  return new TraceContext(new Map([[SPAN_KEY, span]]));
+  return new SpanContext(span);
 }

@@ -8,6 +8,7 @@ import type {
   OtelMeter,
   OtelMeterProvider,
   OtelSpan,
+  OtelSpanOptions,
   OtelTracer,
   OtelTracerProvider,
 } from './api.js';
@@ -129,6 +130,14 @@ export function failSpan(span: OtelSpan, error: unknown): void {
   span.setAttribute('error.type', errorType(error));
 }
 
+/** Options of an internal span with no attributes at start (they are set once it is known to record). */
+export const INTERNAL_SPAN: OtelSpanOptions = Object.freeze({ kind: 0 });
+
+/** Whether `span` records: the API's `isRecording()`, true for a span without it. */
+export function isRecording(span: OtelSpan): boolean {
+  return span.isRecording?.() !== false;
+}
+
 /** Copy attributes, leaving out undefined values (an SDK warns on them). */
 export function attributes(input: OtelAttributes): OtelAttributes {
   const out: OtelAttributes = {};
@@ -136,4 +145,4 @@ export function attributes(input: OtelAttributes): OtelAttributes {
   return out;
 }
 export { offerParentSpan, takeParentSpan, withdrawParentSpan } from './handoff.js';
-export { AttributeCache, Tally } from './tally.js';
+export { KeyedCache, type KeyMaker, type KeyPart, Tally } from './tally.js';
