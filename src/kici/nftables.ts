@@ -69,10 +69,10 @@ export interface KiciNftOptions extends NftOptions {
   onError?: (error: unknown) => void;
 }
 
-// The seed appended rules to shared chains: keep that layout unless told otherwise.
+// The seed's table name and its layout (rules appended to shared chains), unless told otherwise.
 function coreOptions(opts: KiciNftOptions | undefined): NftOptions {
   const { hostAccess: _hostAccess, onError: _onError, ...rest } = opts ?? {};
-  return { layout: 'rules', ...rest };
+  return { layout: 'rules', table: 'kici', ...rest };
 }
 
 // Long enough (> 15 bytes) that no interface name can take it.

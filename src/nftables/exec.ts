@@ -62,7 +62,7 @@ export interface NftOptions {
   requireSudo?: boolean;
   /** Run nft inside this network namespace (`ip netns exec <netns> nft ...`). */
   netns?: string;
-  /** Table name (family `inet`). @default 'kici' */
+  /** Table name (family `inet`). @default 'scaler_primitives' */
   table?: string;
   /** Layout for new rules; removal and listing understand both. @default 'vmap' */
   layout?: NftLayoutName;

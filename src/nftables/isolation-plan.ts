@@ -7,7 +7,7 @@ import { DEFAULT_TABLE, validateAgentId, validateLayout, validateTableName } fro
 
 /** Options of {@link renderIsolationPlan} and {@link buildIsolationPlan}. */
 export interface PlanOptions {
-  /** Table name. @default 'kici' */
+  /** Table name. @default 'scaler_primitives' */
   table?: string;
   /** Layout. @default 'vmap' */
   layout?: NftLayoutName;

@@ -111,8 +111,8 @@ function renderCommand(family: string, table: string, command: NftCommand): stri
  * @throws {TypeError} when a part that must be an object is not one.
  * @example
  * ```ts
- * renderPlan({ family: 'inet', table: 'kici', commands: [{ op: 'add table' }] });
- * // 'add table inet kici\n'
+ * renderPlan({ family: 'inet', table: 'scaler_primitives', commands: [{ op: 'add table' }] });
+ * // 'add table inet scaler_primitives\n'
  * ```
  */
 export function renderPlan(plan: NftPlan): string {

@@ -10,6 +10,7 @@ import {
 import { skeletonCommands } from '../../src/nftables/build.js';
 import {
   addIsolationRules,
+  DEFAULT_TABLE,
   ensureTable,
   type IsolationPolicy,
   listIsolatedAgents,
@@ -38,7 +39,10 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
   let opts: NftOptions;
 
   const state = () =>
-    parseTableState(inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'kici']), 'kici');
+    parseTableState(
+      inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'scaler_primitives']),
+      'scaler_primitives',
+    );
   const footprint = (id: string) => agentFootprints(state()).get(id);
 
   beforeAll(() => {
@@ -89,7 +93,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
         ? ''
         : renderPlan({
             family: 'inet',
-            table: planOpts.table ?? 'kici',
+            table: planOpts.table ?? DEFAULT_TABLE,
             commands: skeletonCommands(),
           });
       expect(() => inNs(ns, 'nft', ['-c', '-f', '-'], skeleton + golden), name).not.toThrow();
@@ -151,7 +155,9 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
       );
     const listed = new Map<string, string[]>();
     let chain = '';
-    for (const line of inNs(ns, 'nft', ['list', 'table', 'inet', 'kici']).split('\n')) {
+    for (const line of inNs(ns, 'nft', ['list', 'table', 'inet', 'scaler_primitives']).split(
+      '\n',
+    )) {
       const header = /^\tchain (\S+) \{$/.exec(line);
       if (header) chain = header[1]!;
       else if (line.startsWith('\t\t') && line.includes('comment "agent=')) {
@@ -161,7 +167,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     for (const [id, policy, layout] of agents) {
       const planned = new Map<string, string[]>();
       for (const line of renderIsolationPlan(id, policy, { layout }).split('\n')) {
-        const m = /^add rule inet kici (\S+) (.*)$/.exec(line);
+        const m = /^add rule inet scaler_primitives (\S+) (.*)$/.exec(line);
         if (m) planned.set(m[1]!, [...(planned.get(m[1]!) ?? []), norm(m[2]!)]);
       }
       for (const [name, rules] of planned) {
@@ -186,8 +192,15 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
   });
 
   it('rules carry exact identities: prefixes never match (text and JSON parsers)', () => {
-    const forward = inNs(ns, 'nft', ['-a', 'list', 'chain', 'inet', 'kici', 'forward']);
-    const json = inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'kici']);
+    const forward = inNs(ns, 'nft', [
+      '-a',
+      'list',
+      'chain',
+      'inet',
+      'scaler_primitives',
+      'forward',
+    ]);
+    const json = inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'scaler_primitives']);
     const overlap = (a: number[], b: number[]) => a.filter((h) => b.includes(h));
     const r1 = parseRuleHandles(forward, '10.47.6.2');
     const r10 = parseRuleHandles(forward, '10.47.6.20');
@@ -246,7 +259,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     expect(await verifyIsolation('abc', abcPolicy, opts)).toMatchObject({ ok: true });
 
     // A partial wipe: someone flushes the agent's chain only.
-    inNs(ns, 'nft', ['flush', 'chain', 'inet', 'kici', 'agent-abc-fwd']);
+    inNs(ns, 'nft', ['flush', 'chain', 'inet', 'scaler_primitives', 'agent-abc-fwd']);
     expect((await verifyIsolation('abc', abcPolicy, opts)).problems.join(' ')).toMatch(
       /agent-abc-fwd: expected 6 rules, found 0/,
     );

@@ -42,7 +42,7 @@ function scripted(...answers: Array<Partial<NftRunResult> | Error>) {
 
 const ok = (stdout = ''): Partial<NftRunResult> => ({ stdout });
 const fail = (stderr: string): Partial<NftRunResult> => ({ stderr, exitCode: 1 });
-const noTable = fail('Error: No such file or directory\nlist table inet kici\n');
+const noTable = fail('Error: No such file or directory\nlist table inet scaler_primitives\n');
 const enoent = () => Object.assign(new Error('spawn nft ENOENT'), { code: 'ENOENT' });
 
 describe('running nft', () => {
@@ -102,14 +102,16 @@ describe('ensureTable', () => {
     const { calls, runner } = scripted(noTable, ok());
     expect(await ensureTable({ runner })).toBe(true);
     expect(calls.map((c) => c.argv.slice(1))).toEqual([
-      ['-j', 'list', 'table', 'inet', 'kici'],
+      ['-j', 'list', 'table', 'inet', 'scaler_primitives'],
       ['-f', '-'],
     ]);
     const script = calls[1]!.input!;
-    expect(script.split('\n')[0]).toBe('create table inet kici');
-    expect(script).toContain('add map inet kici fwd_iif { typeof iifname : verdict ; }');
+    expect(script.split('\n')[0]).toBe('create table inet scaler_primitives');
     expect(script).toContain(
-      'add rule inet kici output meta skuid vmap @out_uid comment "dispatch"',
+      'add map inet scaler_primitives fwd_iif { typeof iifname : verdict ; }',
+    );
+    expect(script).toContain(
+      'add rule inet scaler_primitives output meta skuid vmap @out_uid comment "dispatch"',
     );
   });
 
@@ -139,7 +141,7 @@ describe('ensureTable', () => {
     const { calls, runner } = scripted(ok(JSON.stringify(doc)), ok());
     expect(await ensureTable({ runner })).toBe(true);
     expect(calls[1]!.input).toBe(
-      'insert rule inet kici output meta skuid vmap @out_uid comment "dispatch"\n',
+      'insert rule inet scaler_primitives output meta skuid vmap @out_uid comment "dispatch"\n',
     );
   });
 });
@@ -167,12 +169,12 @@ describe('addIsolationRules', () => {
     const script = calls[2]!.input!;
     const lines = script.trim().split('\n');
     expect(lines.slice(0, 6)).toEqual([
-      'delete element inet kici fwd_iif { "veth-ab" }',
-      'delete element inet kici in_iif { "veth-ab" }',
-      'flush chain inet kici agent-ab-fwd',
-      'delete chain inet kici agent-ab-fwd',
-      'flush chain inet kici agent-ab-in',
-      'delete chain inet kici agent-ab-in',
+      'delete element inet scaler_primitives fwd_iif { "veth-ab" }',
+      'delete element inet scaler_primitives in_iif { "veth-ab" }',
+      'flush chain inet scaler_primitives agent-ab-fwd',
+      'delete chain inet scaler_primitives agent-ab-fwd',
+      'flush chain inet scaler_primitives agent-ab-in',
+      'delete chain inet scaler_primitives agent-ab-in',
     ]);
     expect(script.slice(script.indexOf('create chain'))).toBe(
       renderIsolationPlan('ab', { iifname: 'veth-ab' }),
@@ -185,8 +187,8 @@ describe('addIsolationRules', () => {
     await addIsolationRules('fresh', { iifname: 'veth-abc' }, { runner });
     const script = calls[2]!.input!;
     expect(script.split('\n').slice(0, 2)).toEqual([
-      'delete element inet kici fwd_iif { "veth-abc" }',
-      'delete element inet kici in_iif { "veth-abc" }',
+      'delete element inet scaler_primitives fwd_iif { "veth-abc" }',
+      'delete element inet scaler_primitives in_iif { "veth-abc" }',
     ]);
     expect(script).not.toMatch(/delete chain/);
   });
@@ -208,7 +210,7 @@ describe('addIsolationRules', () => {
         ['forward', 50],
         ['input', 51],
         ['input', 52],
-      ].map(([c, h]) => `delete rule inet kici ${c} handle ${h}`),
+      ].map(([c, h]) => `delete rule inet scaler_primitives ${c} handle ${h}`),
     );
   });
 
@@ -232,7 +234,7 @@ describe('removeIsolationRules', () => {
     const { calls, runner } = scripted(ok(listing), ok());
     expect(await removeIsolationRules('ab', { runner })).toBe(9);
     const script = calls[1]!.input!;
-    expect(script).toContain('delete chain inet kici agent-ab-fwd');
+    expect(script).toContain('delete chain inet scaler_primitives agent-ab-fwd');
     expect(script).not.toMatch(/abc/);
   });
 
@@ -241,8 +243,8 @@ describe('removeIsolationRules', () => {
     expect(await removeIsolationRules('r10', { runner })).toBe(5);
     expect(calls[1]!.input).toBe(
       [53, 54, 56]
-        .map((h) => `delete rule inet kici forward handle ${h}`)
-        .concat([57, 58].map((h) => `delete rule inet kici input handle ${h}`))
+        .map((h) => `delete rule inet scaler_primitives forward handle ${h}`)
+        .concat([57, 58].map((h) => `delete rule inet scaler_primitives input handle ${h}`))
         .join('\n')
         .concat('\n'),
     );
@@ -253,10 +255,10 @@ describe('removeIsolationRules', () => {
     expect(await removeIsolationRules('ab', { runner, policy: { iifname: 'veth-ab' } })).toBe(8);
     expect(calls).toHaveLength(1);
     expect(calls[0]!.input!.split('\n').slice(0, 4)).toEqual([
-      'add element inet kici fwd_iif { "veth-ab" : jump agent-ab-fwd }',
-      'delete element inet kici fwd_iif { "veth-ab" }',
-      'flush chain inet kici agent-ab-fwd',
-      'delete chain inet kici agent-ab-fwd',
+      'add element inet scaler_primitives fwd_iif { "veth-ab" : jump agent-ab-fwd }',
+      'delete element inet scaler_primitives fwd_iif { "veth-ab" }',
+      'flush chain inet scaler_primitives agent-ab-fwd',
+      'delete chain inet scaler_primitives agent-ab-fwd',
     ]);
   });
 
@@ -341,7 +343,7 @@ describe('listing, sweeping, verifying', () => {
     );
     expect(repaired).toMatchObject({ ok: false, repaired: true });
     expect(repaired.problems[0]).toMatch(/table does not exist/);
-    expect(wiped.calls[2]!.input).toMatch(/^create table inet kici\n/);
+    expect(wiped.calls[2]!.input).toMatch(/^create table inet scaler_primitives\n/);
   });
 });
 

@@ -7,7 +7,7 @@ import { parseRuleHandles, parseRuleHandlesJson } from '../../src/nftables/index
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
 
 const dir = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));
-// Captured from nft 1.0.6: agents ab, abc (vmap, iifname veth-ab / veth-abc), r1 and r10
+// Captured from nft 1.0.6 (table renamed to the default, scaler_primitives): agents ab, abc (vmap, iifname veth-ab / veth-abc), r1 and r10
 // (rules layout, saddr 10.47.6.2 / 10.47.6.20) and u (vmap, skuid 1001).
 const listing = readFileSync(`${dir}listing.json`, 'utf8');
 const forwardText = readFileSync(`${dir}forward-chain.txt`, 'utf8');
@@ -103,7 +103,7 @@ describe('parseRuleHandlesJson (nft -j output)', () => {
 
 describe('table state', () => {
   it('groups everything by agent with exact ids', () => {
-    const state = parseTableState(listing, 'kici');
+    const state = parseTableState(listing, 'scaler_primitives');
     expect(state.exists).toBe(true);
     const agents = agentFootprints(state);
     expect([...agents.keys()].sort()).toEqual(['ab', 'abc', 'r1', 'r10', 'u']);

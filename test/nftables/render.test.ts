@@ -25,7 +25,7 @@ describe('plans', () => {
   it('are data: the rendered text is the rendering of the typed plan', () => {
     const plan = buildIsolationPlan('a', { iifname: 'veth-a' });
     expect(plan.family).toBe('inet');
-    expect(plan.table).toBe('kici');
+    expect(plan.table).toBe('scaler_primitives');
     expect(renderPlan(plan)).toBe(renderIsolationPlan('a', { iifname: 'veth-a' }));
     expect(plan.commands[0]).toEqual({ op: 'create chain', chain: 'agent-a-fwd' });
     expect(plan.commands.at(-1)).toEqual({
