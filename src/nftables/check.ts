@@ -4,7 +4,15 @@
 import { InvalidInputError } from '../errors.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { DISPATCH_MAPS } from './build.js';
-import type { DispatchKey, NftCommand, NftElementKey, NftExpr, NftPlan, NftRule } from './plan.js';
+import type {
+  DispatchKey,
+  NftCommand,
+  NftElementKey,
+  NftExpr,
+  NftPlan,
+  NftRule,
+  TableFamily,
+} from './plan.js';
 import {
   parseAddress,
   parseCidr,
@@ -364,9 +372,79 @@ function checkCommand(input: unknown): NftCommand {
   }
 }
 
+/** What of an expression only IPv6 packets can match, or undefined. */
+function ipv6Expr(expr: NftExpr): string | undefined {
+  switch (expr.type) {
+    case 'saddr':
+    case 'daddr':
+      return expr.family === 'ip6' ? `\`ip6 ${expr.type} ${expr.addrs.join(', ')}\`` : undefined;
+    case 'icmpv6Type':
+      return `\`icmpv6 type ${expr.types.join(', ')}\``;
+    case 'vmap':
+      return expr.key === 'ip6 saddr' ? `\`ip6 saddr vmap @${expr.map}\`` : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** What of a checked command is IPv6-only (an `ip6` match, map, key or element), or undefined. */
+function ipv6Part(command: NftCommand): string | undefined {
+  switch (command.op) {
+    case 'add rule':
+    case 'insert rule':
+      for (const expr of command.rule.exprs) {
+        const found = ipv6Expr(expr);
+        if (found !== undefined) return found;
+      }
+      return undefined;
+    case 'add map':
+    case 'create map':
+      return command.key === 'ip6 saddr' ? `map ${command.map} keyed by \`ip6 saddr\`` : undefined;
+    case 'add element':
+    case 'delete element':
+      return mapNamed(command.map).key === 'ip6 saddr'
+        ? `an element of map ${command.map} (keyed by \`ip6 saddr\`)`
+        : undefined;
+    default:
+      return undefined;
+  }
+}
+
+function describeCommand(command: NftCommand, index: number): string {
+  const where =
+    'chain' in command
+      ? ` in chain ${command.chain}`
+      : 'map' in command
+        ? ` on map ${command.map}`
+        : '';
+  const comment =
+    'rule' in command && command.rule.comment !== undefined
+      ? ` (comment ${JSON.stringify(command.rule.comment)})`
+      : '';
+  return `command ${index + 1} (\`${command.op}\`${where}${comment})`;
+}
+
+/**
+ * Refuse every IPv6-only part in a plan for an `ip` table: such a table never sees IPv6
+ * packets, and nft itself refuses `ip6` matches and keys in it.
+ */
+function checkFamilyFit(family: TableFamily, commands: readonly NftCommand[]): void {
+  if (family !== 'ip') return;
+  commands.forEach((command, index) => {
+    const part = ipv6Part(command);
+    if (part === undefined) return;
+    throw new InvalidInputError(
+      'rule for an `ip` table',
+      part,
+      `Invalid ${describeCommand(command, index)} for a table of family \`ip\`: ${part} is IPv6, which an \`ip\` table never sees. Use family \`inet\` for IPv6, or leave IPv6 out of the plan.`,
+    );
+  });
+}
+
 /**
  * Check a whole plan (family, table, every command, rule, expression, name and value,
- * and no unknown key anywhere) and return a copy made only of checked values.
+ * and no unknown key anywhere) and return a copy made only of checked values. A plan for an
+ * `ip` table may hold no IPv6 part (`ip6` match, ICMPv6 type, `ip6 saddr` map or element).
  *
  * @throws {InvalidInputError} naming the first refused value and the accepted forms.
  * @throws {TypeError} when a part that must be an object is not one.
@@ -377,7 +455,7 @@ export function validatePlan(input: unknown): NftPlan {
     ['family', 'table', 'commands'],
     'nft plan',
   );
-  const family = oneOf(plan.family, ['inet'] as const, 'table family');
+  const family = oneOf(plan.family, ['inet', 'ip'] as const, 'table family');
   const table = validateTableName(plan.table);
   if (!Array.isArray(plan.commands) || plan.commands.length > MAX_PLAN_COMMANDS) {
     throw new InvalidInputError(
@@ -386,5 +464,7 @@ export function validatePlan(input: unknown): NftPlan {
       `Invalid plan: \`commands\` must be a list of at most ${MAX_PLAN_COMMANDS} commands.`,
     );
   }
-  return { family, table, commands: (plan.commands as unknown[]).map(checkCommand) };
+  const commands = (plan.commands as unknown[]).map(checkCommand);
+  checkFamilyFit(family, commands);
+  return { family, table, commands };
 }

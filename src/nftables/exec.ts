@@ -10,10 +10,12 @@ import {
   agentChainName,
   agentRules,
   BASE_CHAINS,
+  checkPolicyFamily,
   DISPATCH_COMMENT,
-  DISPATCH_MAPS,
   dispatchFor,
+  dispatchMaps,
   expectedVerdicts,
+  hookOf,
   type NftLayoutName,
   policyDigest,
   skeletonCommands,
@@ -25,12 +27,14 @@ import {
   parseTableState,
   type TableState,
 } from './parse.js';
-import type { NftCommand, NftHook } from './plan.js';
+import type { NftCommand, NftHook, TableFamily } from './plan.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';
 import { renderPlan } from './render.js';
 import {
+  DEFAULT_FAMILY,
   DEFAULT_TABLE,
   validateAgentId,
+  validateFamily,
   validateLayout,
   validateNetnsName,
   validateTableName,
@@ -56,14 +60,29 @@ export type NftRunner = (
   options: { input?: string },
 ) => Promise<NftRunResult>;
 
-/** Options shared by every function that runs `nft`. */
+/**
+ * Options shared by every function that runs `nft`. Strict: an unknown key is an
+ * `InvalidInputError`, even with `bestEffort`.
+ *
+ * @example
+ * ```ts
+ * const opts: NftOptions = { table: 'agents', family: 'ip', netns: 'ci', requireSudo: true };
+ * await ensureTable(opts); // sudo -n ip netns exec ci nft ... on table `ip agents`
+ * ```
+ */
 export interface NftOptions {
   /** Run `sudo -n nft ...` (needs a NOPASSWD sudoers entry for nft). @default false */
   requireSudo?: boolean;
   /** Run nft inside this network namespace (`ip netns exec <netns> nft ...`). */
   netns?: string;
-  /** Table name (family `inet`). @default 'scaler_primitives' */
+  /** Table name. @default 'scaler_primitives' */
   table?: string;
+  /**
+   * Table family: `inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only, like kici's
+   * `ip kici`: IPv6 rules are left out and IPv6 traffic is not filtered at all).
+   * @default 'inet'
+   */
+  family?: TableFamily;
   /** Layout for new rules; removal and listing understand both. @default 'vmap' */
   layout?: NftLayoutName;
   /** The nft binary. @default 'nft' */
@@ -95,13 +114,14 @@ const defaultRunner: NftRunner = async (file, args, { input }) => {
 
 interface Context {
   table: string;
+  family: TableFamily;
   layout: NftLayoutName;
   argv: (args: readonly string[]) => [string, string[]];
   runner: NftRunner;
   sudo: boolean;
 }
 
-const NFT_OPTION_KEYS = ['requireSudo', 'netns', 'table', 'layout', 'nftPath', 'runner'];
+const NFT_OPTION_KEYS = ['requireSudo', 'netns', 'table', 'family', 'layout', 'nftPath', 'runner'];
 const REMOVE_OPTION_KEYS = [...NFT_OPTION_KEYS, 'policy', 'bestEffort', 'onError'];
 const VERIFY_OPTION_KEYS = [...NFT_OPTION_KEYS, 'repair'];
 
@@ -131,6 +151,7 @@ function context(
     );
   }
   const table = validateTableName(opts.table ?? DEFAULT_TABLE);
+  const family = validateFamily(opts.family ?? DEFAULT_FAMILY);
   const layout = validateLayout(opts.layout ?? 'vmap');
   const netns = opts.netns === undefined ? undefined : validateNetnsName(opts.netns);
   const nft = opts.nftPath ?? 'nft';
@@ -140,7 +161,14 @@ function context(
     if (opts.requireSudo) full = ['sudo', '-n', ...full];
     return [full[0]!, full.slice(1)];
   };
-  return { table, layout, argv, runner: opts.runner ?? defaultRunner, sudo: !!opts.requireSudo };
+  return {
+    table,
+    family,
+    layout,
+    argv,
+    runner: opts.runner ?? defaultRunner,
+    sudo: !!opts.requireSudo,
+  };
 }
 
 const PERMISSION =
@@ -190,12 +218,16 @@ async function run(ctx: Context, args: readonly string[], input?: string): Promi
 
 async function apply(ctx: Context, commands: readonly NftCommand[]): Promise<void> {
   if (commands.length === 0) return;
-  await run(ctx, ['-f', '-'], renderPlan({ family: 'inet', table: ctx.table, commands }));
+  await run(ctx, ['-f', '-'], renderPlan({ family: ctx.family, table: ctx.table, commands }));
 }
 
 async function readState(ctx: Context): Promise<TableState> {
   try {
-    return parseTableState(await run(ctx, ['-j', 'list', 'table', 'inet', ctx.table]), ctx.table);
+    return parseTableState(
+      await run(ctx, ['-j', 'list', 'table', ctx.family, ctx.table]),
+      ctx.table,
+      ctx.family,
+    );
   } catch (error) {
     if (isNftCommandError(error) && /No such file or directory/.test(error.stderr ?? '')) {
       return MISSING_TABLE;
@@ -204,23 +236,28 @@ async function readState(ctx: Context): Promise<TableState> {
   }
 }
 
-/** Commands that bring a table's skeleton (base chains, maps, dispatch rules) up to date. */
-function skeletonRepair(state: TableState): NftCommand[] {
+/**
+ * Commands that bring a table's skeleton up to date: base chains, and for the `vmap` layout
+ * the maps of the table's family and the dispatch rules.
+ */
+function skeletonRepair(ctx: Context, state: TableState): NftCommand[] {
   if (!state.exists) {
     // `create table` fails if a concurrent caller made it first; we then re-read and repair.
-    const [, ...rest] = skeletonCommands();
+    const [, ...rest] = skeletonCommands(ctx.family, ctx.layout);
     return [{ op: 'create table' }, ...rest];
   }
   const commands: NftCommand[] = [];
   for (const hook of Object.values(BASE_CHAINS) as NftHook[]) {
     if (!state.chains.has(hook)) commands.push({ op: 'add chain', chain: hook, hook });
   }
-  for (const { map, key } of DISPATCH_MAPS) {
+  if (ctx.layout === 'rules') return commands;
+  const maps = dispatchMaps(ctx.family);
+  for (const { map, key } of maps) {
     if (!state.maps.has(map)) commands.push({ op: 'add map', map, key });
   }
   // Dispatch rules go to the top of their base chain; insert in reverse to keep their order.
-  for (const { map, key, part } of [...DISPATCH_MAPS].reverse()) {
-    const chain = part === 'fwd' ? 'forward' : part === 'in' ? 'input' : 'output';
+  for (const { map, key, part } of [...maps].reverse()) {
+    const chain = hookOf(part);
     if (!state.rules.some((r) => r.chain === chain && r.vmap === map)) {
       commands.push({
         op: 'insert rule',
@@ -254,9 +291,13 @@ function removal(footprint: AgentFootprint): NftCommand[] {
  * another agent's dispatch is never deleted; `delete chain` fails if the chain is gone or
  * still referenced. Any failure aborts the whole transaction.
  */
-function blindRemoval(agentId: string, policy: NormalizedPolicy): NftCommand[] {
+function blindRemoval(
+  agentId: string,
+  policy: NormalizedPolicy,
+  tableFamily: TableFamily,
+): NftCommand[] {
   const commands: NftCommand[] = [];
-  for (const { part } of agentRules(policy)) {
+  for (const { part } of agentRules(policy, tableFamily)) {
     const chain = agentChainName(agentId, part);
     const { map, key } = dispatchFor(policy, part);
     commands.push(
@@ -281,15 +322,21 @@ export async function validateNftablesAvailability(opts?: NftOptions): Promise<v
 }
 
 /**
- * Create the table, its base chains, verdict maps and dispatch rules, or add whichever of
- * them is missing. Idempotent; safe to call concurrently.
+ * Create the table and its base chains and, for the `vmap` layout, the verdict maps of the
+ * table's family and the dispatch rules; or add whichever of them is missing. Idempotent;
+ * safe to call concurrently.
  *
  * @returns whether anything had to be created.
+ * @example
+ * ```ts
+ * await ensureTable(); // table inet scaler_primitives, vmap skeleton
+ * await ensureTable({ family: 'ip', table: 'kici', layout: 'rules' }); // chains only
+ * ```
  */
 export async function ensureTable(opts?: NftOptions): Promise<boolean> {
   const ctx = context(opts);
   for (let attempt = 0; ; attempt++) {
-    const commands = skeletonRepair(await readState(ctx));
+    const commands = skeletonRepair(ctx, await readState(ctx));
     if (commands.length === 0) return false;
     try {
       await apply(ctx, commands);
@@ -320,12 +367,12 @@ async function replaceAgent(
     const state = await readState(ctx);
     calls++;
     const footprint = agentFootprints(state).get(agentId);
-    const commands: NftCommand[] = [...skeletonRepair(state)];
+    const commands: NftCommand[] = [...skeletonRepair(ctx, state)];
     if (footprint) commands.push(...removal(footprint));
     if (ctx.layout === 'vmap') {
       // An identity belongs to the agent that claimed it last: drop stale claims on it.
       const mine = new Set(footprint?.elements.map((e) => `${e.map}\0${e.key.value}`) ?? []);
-      for (const { part } of agentRules(policy)) {
+      for (const { part } of agentRules(policy, ctx.family)) {
         const { map, key } = dispatchFor(policy, part);
         const id = `${map}\0${key.value}`;
         if (mine.has(id)) continue;
@@ -334,7 +381,7 @@ async function replaceAgent(
         }
       }
     }
-    commands.push(...agentAddCommands(agentId, policy, ctx.layout));
+    commands.push(...agentAddCommands(agentId, policy, ctx.layout, ctx.family));
     try {
       await apply(ctx, commands);
       return { replaced: footprint !== undefined, calls: calls + 1 };
@@ -368,10 +415,10 @@ export async function addIsolationRules(
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
   const ctx = context(opts);
-  const rules = agentRules(normalized).reduce((n, p) => n + p.rules.length, 0);
+  const rules = agentRules(normalized, ctx.family).reduce((n, p) => n + p.rules.length, 0);
   if (ctx.layout === 'vmap') {
     try {
-      await apply(ctx, agentAddCommands(id, normalized, 'vmap'));
+      await apply(ctx, agentAddCommands(id, normalized, 'vmap', ctx.family));
       return { rules, nftCalls: 1, replaced: false };
     } catch (error) {
       if (!isNftCommandError(error)) throw error;
@@ -415,8 +462,8 @@ export async function removeIsolationRules(agentId: string, opts?: RemoveOptions
     if (opts?.policy !== undefined && ctx.layout === 'vmap') {
       const policy = normalizePolicy(opts.policy);
       try {
-        await apply(ctx, blindRemoval(id, policy));
-        return agentRules(policy).reduce((n, p) => n + p.rules.length, 0);
+        await apply(ctx, blindRemoval(id, policy, ctx.family));
+        return agentRules(policy, ctx.family).reduce((n, p) => n + p.rules.length, 0);
       } catch (error) {
         if (!isNftCommandError(error)) throw error;
         // Not as the policy says (already gone, identity re-claimed): read and remove.
@@ -559,17 +606,19 @@ export interface VerifyResult {
 }
 
 function compare(
+  ctx: Context,
   state: TableState,
   agentId: string,
   policy: NormalizedPolicy,
-  layout: NftLayoutName,
 ): string[] {
+  const { layout, family } = ctx;
   if (!state.exists) return ['the table does not exist (flushed by a firewall reload?)'];
   const problems: string[] = [];
   const footprint = agentFootprints(state).get(agentId);
   if (!footprint) return [`no rules for agent ${agentId}`];
-  const digest = policyDigest(policy, layout);
-  for (const [chain, verdicts] of expectedVerdicts(agentId, policy, layout)) {
+  const digest = policyDigest(policy, layout, family);
+  const expected = expectedVerdicts(agentId, policy, layout, family);
+  for (const [chain, verdicts] of expected) {
     const actual = footprint.rules.filter((r) => r.chain === chain);
     if (actual.length !== verdicts.length || actual.some((r, i) => r.verdict !== verdicts[i])) {
       problems.push(
@@ -577,13 +626,13 @@ function compare(
       );
     }
   }
-  const expectedChains = new Set(expectedVerdicts(agentId, policy, layout).keys());
+  const expectedChains = new Set(expected.keys());
   const stray = footprint.rules.filter((r) => !expectedChains.has(r.chain));
   if (stray.length > 0) problems.push(`${stray.length} rules in chains this policy does not use`);
   if (footprint.rules.some((r) => !r.comment?.endsWith(`policy=${digest}`))) {
     problems.push('rules were made from a different policy');
   }
-  for (const { part } of agentRules(policy)) {
+  for (const { part } of agentRules(policy, family)) {
     const chain = layout === 'vmap' ? agentChainName(agentId, part) : undefined;
     if (chain === undefined) continue;
     const { map, key } = dispatchFor(policy, part);
@@ -594,7 +643,7 @@ function compare(
     }
     if (!state.rules.some((r) => r.vmap === map)) problems.push(`no dispatch rule consults ${map}`);
   }
-  if (layout === 'rules' && skeletonRepair(state).some((c) => c.op === 'add chain')) {
+  if (layout === 'rules' && skeletonRepair(ctx, state).some((c) => c.op === 'add chain')) {
     problems.push('a base chain is missing');
   }
   return problems;
@@ -606,6 +655,13 @@ function compare(
  *
  * It compares per chain the number, order and verdict of the agent's rules, the policy
  * digest in their comments and (vmap) the map element; it does not re-parse every match.
+ * Give the `table`, `family` and `layout` the agent was isolated with.
+ *
+ * @example
+ * ```ts
+ * const { ok, problems } = await verifyIsolation('ci-42', policy, { repair: true });
+ * if (!ok) log.warn(`re-applied isolation of ci-42: ${problems.join('; ')}`);
+ * ```
  */
 export async function verifyIsolation(
   agentId: string,
@@ -615,7 +671,8 @@ export async function verifyIsolation(
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
   const ctx = context(opts, VERIFY_OPTION_KEYS);
-  const problems = compare(await readState(ctx), id, normalized, ctx.layout);
+  checkPolicyFamily(normalized, ctx.family);
+  const problems = compare(ctx, await readState(ctx), id, normalized);
   if (problems.length === 0 || !opts?.repair)
     return { ok: problems.length === 0, problems, repaired: false };
   await replaceAgent(ctx, id, normalized);

@@ -54,6 +54,7 @@ export type {
   NftHook,
   NftPlan,
   NftRule,
+  TableFamily,
 } from './plan.js';
 export {
   type AgentIdentity,

@@ -248,6 +248,21 @@ export function validateChainName(value: unknown): string {
  */
 export const DEFAULT_TABLE = 'scaler_primitives';
 
+/** The table family used when none is given. */
+export const DEFAULT_FAMILY = 'inet';
+
+/** A table family: `inet` or `ip`. */
+export function validateFamily(value: unknown): 'inet' | 'ip' {
+  if (value !== 'inet' && value !== 'ip') {
+    refuse(
+      'table family',
+      value,
+      "`inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only, as kici's `ip kici`)",
+    );
+  }
+  return value;
+}
+
 /** A layout name: `vmap` or `rules`. */
 export function validateLayout(value: unknown): 'vmap' | 'rules' {
   if (value !== 'vmap' && value !== 'rules') refuse('layout', value, '`vmap` or `rules`');

@@ -92,9 +92,9 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
       const skeleton = planOpts.includeTable
         ? ''
         : renderPlan({
-            family: 'inet',
+            family: planOpts.family ?? 'inet',
             table: planOpts.table ?? DEFAULT_TABLE,
-            commands: skeletonCommands(),
+            commands: skeletonCommands(planOpts.family),
           });
       expect(() => inNs(ns, 'nft', ['-c', '-f', '-'], skeleton + golden), name).not.toThrow();
     }
@@ -282,5 +282,99 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     ).catch((e) => e);
     expect(isNftCommandError(error)).toBe(true);
     expect(error.stderr).toMatch(/No buffer space/);
+  });
+});
+
+describe.runIf(ok)('tables of family ip and inet side by side in one namespace', () => {
+  const spaces = new Namespaces('sp-nftfam');
+  let ns = '';
+  let inet: NftOptions;
+  let ip: NftOptions;
+  const ipAgents: Array<[string, IsolationPolicy, NftLayoutName]> = [
+    ['a', { iifname: 'veth-a', gateway: ['10.0.0.1', 'fd00::1'], hostAccess: [8080] }, 'vmap'],
+    ['b', { saddr: '172.30.0.5', allowlist: ['10.1.0.0/16'], denyAll: true }, 'vmap'],
+    ['c', { iifname: 'veth-c' }, 'rules'],
+    ['u', { skuid: 1001, denyAll: true }, 'rules'],
+  ];
+
+  beforeAll(() => {
+    ns = spaces.add('fam');
+    // One table name, two families: nft keeps them apart, and so must we.
+    inet = { netns: ns, table: 'shared' };
+    ip = { netns: ns, table: 'shared', family: 'ip' };
+  });
+  afterAll(() => spaces.cleanup());
+
+  const ipState = () =>
+    parseTableState(inNs(ns, 'nft', ['-j', 'list', 'table', 'ip', 'shared']), 'shared', 'ip');
+
+  it('each family gets its own table; an ip table holds no IPv6 map or rule', async () => {
+    expect(await ensureTable(ip)).toBe(true);
+    expect(await ensureTable(inet)).toBe(true);
+    expect(await ensureTable(ip)).toBe(false);
+    expect(inNs(ns, 'nft', ['list', 'tables'])).toMatch(/table ip shared\n.*table inet shared/s);
+    const text = inNs(ns, 'nft', ['list', 'table', 'ip', 'shared']);
+    expect(text).toMatch(/map fwd_v4/);
+    expect(text).not.toMatch(/ip6|_v6/);
+  });
+
+  it('applies agents of both layouts in the ip table: the planned rules, verified', async () => {
+    for (const [id, policy, layout] of ipAgents) {
+      await addIsolationRules(id, policy, { ...ip, layout });
+      // The same agent id in the inet table is another agent.
+      await addIsolationRules(id, policy, { ...inet, layout });
+      const planned = renderIsolationPlan(id, policy, { layout, family: 'ip' })
+        .split('\n')
+        .filter((l) => l.startsWith('add rule'));
+      const found = agentFootprints(ipState()).get(id)!;
+      expect(found.rules.length, id).toBe(planned.length);
+      expect(await verifyIsolation(id, policy, { ...ip, layout })).toMatchObject({ ok: true });
+      expect(await verifyIsolation(id, policy, { ...inet, layout })).toMatchObject({ ok: true });
+    }
+    expect(inNs(ns, 'nft', ['list', 'table', 'ip', 'shared'])).not.toMatch(/ip6|icmpv6|fd00/);
+    const ids = ipAgents.map(([id]) => id).sort();
+    expect((await listIsolatedAgents(ip)).map((a) => a.agentId)).toEqual(ids);
+    expect((await listIsolatedAgents(inet)).map((a) => a.agentId)).toEqual(ids);
+  });
+
+  it('remove, sweep and repair in one family never touch the other', async () => {
+    const inetBefore = inNs(ns, 'nft', ['list', 'table', 'inet', 'shared']);
+    expect(await removeIsolationRules('a', { ...ip, policy: ipAgents[0]![1] })).toBeGreaterThan(0);
+    expect(await removeIsolationRules('c', ip)).toBeGreaterThan(0);
+    expect(await sweepIsolation(['b'], ip)).toEqual({
+      removedAgents: ['u'],
+      removedRules: expect.any(Number),
+    });
+    expect((await listIsolatedAgents(ip)).map((a) => a.agentId)).toEqual(['b']);
+    expect(inNs(ns, 'nft', ['list', 'table', 'inet', 'shared'])).toBe(inetBefore);
+
+    // Wipe the ip table only: verify notices, repair puts it back, inet is unchanged.
+    inNs(ns, 'nft', ['delete', 'table', 'ip', 'shared']);
+    const [, policy, layout] = ipAgents[1]!;
+    expect((await verifyIsolation('b', policy, { ...ip, layout })).ok).toBe(false);
+    await verifyIsolation('b', policy, { ...ip, layout, repair: true });
+    expect(await verifyIsolation('b', policy, { ...ip, layout })).toMatchObject({ ok: true });
+    expect(inNs(ns, 'nft', ['list', 'table', 'inet', 'shared'])).toBe(inetBefore);
+  });
+
+  it('nft itself refuses ip6 in an ip table; we refuse it first, naming the command', () => {
+    const script = 'add rule ip shared forward ip6 daddr fc00::/7 drop\n';
+    expect(() => inNs(ns, 'nft', ['-c', '-f', '-'], script)).toThrow();
+    expect(() =>
+      renderPlan({
+        family: 'ip',
+        table: 'shared',
+        commands: [
+          {
+            op: 'add rule',
+            chain: 'forward',
+            rule: {
+              exprs: [{ type: 'daddr', family: 'ip6', addrs: ['fc00::/7'] }],
+              verdict: 'drop',
+            },
+          },
+        ],
+      }),
+    ).toThrow(/command 1 \(`add rule` in chain forward\).*`ip6 daddr fc00::\/7`/);
   });
 });

@@ -115,6 +115,52 @@ describe('ensureTable', () => {
     );
   });
 
+  it('family ip: lists and creates `ip <table>`, maps without ip6, no ICMPv6', async () => {
+    const missing = fail('Error: No such file or directory\nlist table ip kici\n');
+    const { calls, runner } = scripted(missing, ok());
+    expect(await ensureTable({ runner, family: 'ip', table: 'kici' })).toBe(true);
+    expect(calls[0]!.argv.slice(1)).toEqual(['-j', 'list', 'table', 'ip', 'kici']);
+    const script = calls[1]!.input!;
+    expect(script.split('\n')[0]).toBe('create table ip kici');
+    expect(script).toContain('add map ip kici fwd_v4 { typeof ip saddr : verdict ; }');
+    expect(script).not.toMatch(/ip6|_v6|inet/);
+  });
+
+  it('the rules layout needs no map: its skeleton is the table and the base chains', async () => {
+    const { calls, runner } = scripted(noTable, ok());
+    expect(await ensureTable({ runner, layout: 'rules' })).toBe(true);
+    expect(calls[1]!.input).toBe(
+      [
+        'create table inet scaler_primitives',
+        'add chain inet scaler_primitives forward { type filter hook forward priority 0 ; policy accept ; }',
+        'add chain inet scaler_primitives input { type filter hook input priority 0 ; policy accept ; }',
+        'add chain inet scaler_primitives output { type filter hook output priority 0 ; policy accept ; }',
+        '',
+      ].join('\n'),
+    );
+    // A table made by a vmap user is complete for the rules layout too.
+    const full = scripted(ok(listing));
+    expect(await ensureTable({ runner: full.runner, layout: 'rules' })).toBe(false);
+  });
+
+  it('reads only its own family: the inet listing is no `ip` table', async () => {
+    // `nft -j list table ip scaler_primitives` cannot answer with inet objects, but a
+    // ruleset listing can hold both: the parser keeps the family it was asked for.
+    const { calls, runner } = scripted(ok(listing), ok());
+    expect(await ensureTable({ runner, family: 'ip' })).toBe(true);
+    expect(calls[1]!.input!.split('\n')[0]).toBe('create table ip scaler_primitives');
+  });
+
+  it('refuses a family it does not know, before nft runs', async () => {
+    const { calls, runner } = scripted();
+    for (const family of ['ip6', 'bridge', 'inet ', 'INET', 4]) {
+      await expect(ensureTable({ runner, family: family as 'ip' })).rejects.toThrow(
+        /table family.*`inet`.*`ip`/,
+      );
+    }
+    expect(calls).toEqual([]);
+  });
+
   it('does nothing when everything is there', async () => {
     const { calls, runner } = scripted(ok(listing));
     expect(await ensureTable({ runner })).toBe(false);
@@ -359,5 +405,43 @@ describe('imports', () => {
         expect(spec).toMatch(/^(node:|\.\/|\.\.\/errors\.js$|\.\.\/internal\/strict-keys\.js$)/);
       }
     }
+  });
+});
+
+describe('family ip', () => {
+  it('one transaction with IPv4 rules only; the digest differs from the inet one', async () => {
+    const { calls, runner } = scripted(ok());
+    const policy = { iifname: 'veth-ab', allowlist: ['10.1.0.0/16', 'fd00:1::/64'] };
+    await addIsolationRules('ab', policy, { runner, family: 'ip', table: 'kici' });
+    const script = calls[0]!.input!;
+    expect(script.split('\n')[0]).toBe('create chain ip kici agent-ab-fwd');
+    expect(script).toContain('ip daddr 10.1.0.0/16 accept');
+    expect(script).not.toMatch(/ip6|icmpv6|fd00/);
+    const inet = renderIsolationPlan('ab', policy);
+    const digest = (text: string) => /policy=([0-9a-f]{12})/.exec(text)![1];
+    expect(digest(script)).not.toBe(digest(inet));
+  });
+
+  it('an IPv6 agent address is refused before nft runs: such a table never sees it', async () => {
+    const { calls, runner } = scripted();
+    const opts = { runner, family: 'ip' as const };
+    for (const attempt of [
+      () => addIsolationRules('v6', { saddr: 'fd00::5' }, opts),
+      () => verifyIsolation('v6', { saddr: 'fd00::5' }, opts),
+    ]) {
+      const error = await attempt().catch((e) => e);
+      expect(error.message).toMatch(/fd00::5 is IPv6.*`family: 'inet'`/);
+    }
+    expect(calls).toEqual([]);
+    // Removal with that policy is best effort: reported, not thrown, and nothing runs.
+    const errors: unknown[] = [];
+    await removeIsolationRules('v6', {
+      ...opts,
+      policy: { saddr: 'fd00::5' },
+      bestEffort: true,
+      onError: (e) => errors.push(e),
+    });
+    expect(errors).toHaveLength(1);
+    expect(calls).toEqual([]);
   });
 });

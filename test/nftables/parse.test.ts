@@ -125,3 +125,41 @@ describe('table state', () => {
     expect(parseTableState(listing, 'other').exists).toBe(false);
   });
 });
+
+describe('table state of one family', () => {
+  // `nft -j list ruleset` with `ip kici` (kici's) and `inet kici` (an older default) side
+  // by side: one name, two tables.
+  const rule = (family: string, chain: string, handle: number, comment: string) => ({
+    rule: { family, table: 'kici', chain, handle, comment, expr: [{ drop: null }] },
+  });
+  const ruleset = JSON.stringify({
+    nftables: [
+      { metainfo: { json_schema_version: 1 } },
+      { table: { family: 'ip', name: 'kici', handle: 1 } },
+      { chain: { family: 'ip', table: 'kici', name: 'forward', handle: 1 } },
+      { chain: { family: 'ip', table: 'kici', name: 'output', handle: 2 } },
+      rule('ip', 'forward', 5, 'agent=veth-ab policy=0123456789ab'),
+      { table: { family: 'inet', name: 'kici', handle: 2 } },
+      { chain: { family: 'inet', table: 'kici', name: 'forward', handle: 1 } },
+      { chain: { family: 'inet', table: 'kici', name: 'input', handle: 2 } },
+      rule('inet', 'forward', 5, 'agent=veth-x policy=0123456789ab'),
+      rule('inet', 'input', 6, 'agent=veth-x policy=0123456789ab'),
+    ],
+  });
+
+  it('keeps the family it was asked for, and only that one', () => {
+    const ip = parseTableState(ruleset, 'kici', 'ip');
+    expect(ip.exists).toBe(true);
+    expect([...ip.chains].sort()).toEqual(['forward', 'output']);
+    expect([...agentFootprints(ip).keys()]).toEqual(['veth-ab']);
+    const inet = parseTableState(ruleset, 'kici');
+    expect([...inet.chains].sort()).toEqual(['forward', 'input']);
+    expect([...agentFootprints(inet).keys()]).toEqual(['veth-x']);
+    expect(
+      agentFootprints(inet)
+        .get('veth-x')!
+        .rules.map((r) => r.handle),
+    ).toEqual([5, 6]);
+    expect(parseTableState(ruleset, 'other', 'ip').exists).toBe(false);
+  });
+});
