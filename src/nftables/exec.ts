@@ -316,6 +316,10 @@ function blindRemoval(
  * @throws {NftNotInstalledError} when nft (or sudo, or ip for `netns`) is missing.
  * @throws {NftPermissionError} when nft lacks CAP_NET_ADMIN; the message names `requireSudo`.
  * @throws {NftCommandError} for any other failure.
+ * @example
+ * ```ts
+ * await validateNftablesAvailability({ requireSudo: true }); // at start-up: fail early
+ * ```
  */
 export async function validateNftablesAvailability(opts?: NftOptions): Promise<void> {
   await run(context(opts), ['list', 'tables']);
@@ -450,8 +454,14 @@ export interface RemoveOptions extends NftOptions {
  * Remove every rule, chain and map element of one agent (either layout) in one transaction.
  * Other agents are untouched, including ones whose id or identity starts the same way.
  *
+ * Give the `table`, `family` and `layout` the agent was isolated with.
+ *
  * @returns how many rules were removed (0 when the agent had none).
  * @throws {InvalidInputError} / nft errors, unless `bestEffort` is set.
+ * @example
+ * ```ts
+ * await removeIsolationRules('ci-42', { policy, bestEffort: true, onError: log.warn });
+ * ```
  */
 export async function removeIsolationRules(agentId: string, opts?: RemoveOptions): Promise<number> {
   // Bad options are a programmer's mistake: refused even with `bestEffort`.
@@ -513,7 +523,16 @@ function identitiesOf(footprint: AgentFootprint): Array<string | number> {
   return [...found];
 }
 
-/** Every agent that has rules in the table, sorted by id. */
+/**
+ * Every agent that has rules in the table (the one `table` and `family` name), sorted by id.
+ *
+ * @example
+ * ```ts
+ * for (const agent of await listIsolatedAgents({ family: 'ip', table: 'kici' })) {
+ *   console.log(agent.agentId, agent.layout, agent.rules);
+ * }
+ * ```
+ */
 export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAgent[]> {
   const state = await readState(context(opts));
   return [...agentFootprints(state).values()]
