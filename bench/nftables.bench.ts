@@ -93,7 +93,8 @@ async function measure(style: Style, n: number): Promise<Measure> {
   try {
     const { runner, count } = countingRunner();
     const layout: NftLayoutName = style === 'vmap' ? 'vmap' : 'rules';
-    const opts = { netns: ns, runner, layout };
+    // The seed-style rows write to `inet kici` directly, so every style uses that table.
+    const opts = { netns: ns, runner, layout, table: 'kici' };
     await ensureTable(opts);
     const policy = (i: number) => ({ iifname: `veth${i}`, gateway: '10.0.0.1' });
     let calls = count();

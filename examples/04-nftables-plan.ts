@@ -25,6 +25,11 @@ console.log(renderIsolationPlan('ci-42', policy, { includeTable: true }));
 console.log('# the same agent in the seed-compatible `rules` layout:\n');
 console.log(renderIsolationPlan('ci-42', policy, { layout: 'rules' }));
 
+// kici's own table is `ip kici` (IPv4 only): the IPv6 parts of the policy are left out, and
+// such a table does not filter IPv6 at all. scaler-primitives/kici writes rules of this shape.
+console.log('# in a table of family `ip`, as kici keeps its rules (`ip kici`):\n');
+console.log(renderIsolationPlan('ci-42', policy, { family: 'ip', table: 'kici', layout: 'rules' }));
+
 // Anything that is not a plain interface name, address, port or uid is refused before
 // it could reach nft:
 for (const bad of ['eth0" ; flush ruleset ; "', 'veth*']) {

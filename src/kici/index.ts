@@ -33,6 +33,7 @@ export { type KiciMachineLedgerOptions, type KiciUsage, MachineLedger } from './
 export {
   addIsolationRules,
   ensureKiciTable,
+  KICI_NFT_TABLE,
   type KiciNetworkPolicy,
   type KiciNftOptions,
   kiciAgentId,

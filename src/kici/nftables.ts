@@ -1,5 +1,6 @@
 /**
- * The kici seed's nftables functions, with its call shapes, on this library's plan builder.
+ * The kici seed's nftables functions, with its call shapes, on this library's plan builder,
+ * writing the seed's table: `ip kici`, the agents' rules appended to its shared chains.
  */
 import { InvalidInputError } from '../errors.js';
 import {
@@ -49,8 +50,9 @@ export interface KiciNetworkPolicy {
 }
 
 /**
- * The seed's `NftOptions` (`requireSudo`) plus this library's (`netns`, `table`, `layout`,
- * `nftPath`, `runner`) and the host ports the agent may reach.
+ * The seed's `NftOptions` (`requireSudo`) plus this library's (`netns`, `table`, `family`,
+ * `layout`, `nftPath`, `runner`) and the host ports the agent may reach. The adapter's
+ * defaults are kici's: `table: 'kici'`, `family: 'ip'`, `layout: 'rules'`.
  *
  * @example
  * ```ts
@@ -69,10 +71,29 @@ export interface KiciNftOptions extends NftOptions {
   onError?: (error: unknown) => void;
 }
 
-// The seed appended rules to shared chains: keep that layout unless told otherwise.
+/**
+ * The table the adapter writes unless told otherwise: kici's own `ip kici`, with the seed's
+ * layout (each agent's rules appended to the shared base chains).
+ *
+ * @example
+ * ```ts
+ * KICI_NFT_TABLE; // { table: 'kici', family: 'ip', layout: 'rules' }
+ * await listIsolatedAgents(KICI_NFT_TABLE); // from scaler-primitives/nftables
+ * ```
+ */
+export const KICI_NFT_TABLE = Object.freeze({
+  /** kici's table name. */
+  table: 'kici',
+  /** IPv4 only, as kici's table. */
+  family: 'ip',
+  /** The seed's layout: each agent's rules appended to the shared base chains. */
+  layout: 'rules',
+} as const satisfies NftOptions);
+
+// kici's table, family and layout, unless told otherwise.
 function coreOptions(opts: KiciNftOptions | undefined): NftOptions {
   const { hostAccess: _hostAccess, onError: _onError, ...rest } = opts ?? {};
-  return { layout: 'rules', ...rest };
+  return { ...KICI_NFT_TABLE, ...rest };
 }
 
 // Long enough (> 15 bytes) that no interface name can take it.
@@ -183,9 +204,10 @@ export async function validateNftablesAvailability(opts?: KiciNftOptions): Promi
 }
 
 /**
- * Create the `kici` table and its chains, or add what is missing. Idempotent and safe to call
- * concurrently. The table is `inet kici` (IPv4 and IPv6, with an input chain for traffic to
- * the host), beside the seed's `ip kici`, which it never touches.
+ * Create kici's table `ip kici` with its `forward` and `output` chains, as the seed does, plus
+ * an `input` chain for the agent's traffic to the host itself (the seed left the host open),
+ * or add whichever is missing. Idempotent and safe to call concurrently, also on a table a
+ * kici process made: its chains and rules are kept as they are.
  *
  * @param opts - `requireSudo` and this library's nft options.
  * @throws nft errors as {@link validateNftablesAvailability}.
@@ -203,19 +225,24 @@ export async function ensureKiciTable(opts?: KiciNftOptions): Promise<void> {
  * Isolate the agent behind `identifier`, with the seed's arguments, in **one** nft
  * transaction (the seed ran one process per rule, so a failure half-way left an agent
  * half-isolated). Re-applying replaces the agent's rules instead of adding a second set.
+ * The rules go to `ip kici` as the seed's do (appended to `forward`, plus `input`), each
+ * tagged with the comment `agent=<kiciAgentId(identifier)> policy=<digest>`, the tag removal
+ * matches exactly.
  *
  * Rules, in order: established/related accept, `gatewayIp` accept, metadata addresses drop
- * (an allowlist cannot re-open them), `allowlist` accept, private/link-local ranges drop
- * (IPv4 and IPv6), everything else drop when `denyAll`. Traffic to the host's own addresses
- * is dropped except `opts.hostAccess` ports (the seed left the host open).
+ * (an allowlist cannot re-open them), `allowlist` accept, private/shared/link-local ranges
+ * drop, everything else drop when `denyAll`: IPv4 only, as `ip kici` sees no IPv6 packet
+ * (pass `family: 'inet'` and another `table` to filter IPv6 too). Traffic to the host's own
+ * addresses is dropped except `opts.hostAccess` ports (the seed left the host open).
  *
  * @param identifier - Interface name (`iifname`) or the agent's address (`saddr`).
  * @param gatewayIp - An address that stays reachable through the forward path.
  * @param networkPolicy - `{ allowlist?, denyAll? }`.
  * @param matchMode - `'iifname'` (default) or `'saddr'`.
  * @param opts - `requireSudo`, `hostAccess` and this library's nft options.
- * @throws `InvalidInputError` for an invalid identifier, address, CIDR or policy key,
- *   before nft runs; nft errors as {@link validateNftablesAvailability}.
+ * @throws `InvalidInputError` for an invalid identifier, address, CIDR or policy key, and
+ *   for an IPv6 `saddr` identifier in the `ip` table, before nft runs; nft errors as
+ *   {@link validateNftablesAvailability}.
  *
  * @example
  * ```ts
@@ -238,10 +265,11 @@ export async function addIsolationRules(
 
 /**
  * Remove every rule of the agent behind `identifier` (interface name or address, whichever
- * mode it was added with), each removal one transaction. Rules of other agents are kept even
- * when their identifier starts the same way (the seed's substring match removed `veth-abc`'s
- * rules with `veth-ab`'s). Best effort, as in the seed: never throws; failures go to
- * `opts.onError`.
+ * mode it was added with), each removal one transaction. Only rules tagged with that agent
+ * exactly are removed: rules of other agents are kept even when their identifier starts the
+ * same way (the seed's substring match removed `veth-abc`'s rules with `veth-ab`'s), and so
+ * are untagged rules a kici process wrote into the same table. Best effort, as in the seed:
+ * never throws; failures go to `opts.onError`.
  *
  * @param interfaceName - The identifier given to {@link addIsolationRules}.
  * @param opts - `requireSudo`, `onError` and this library's nft options.

@@ -8,6 +8,7 @@ import type {
   NftExpr,
   NftHook,
   NftRule,
+  TableFamily,
 } from './plan.js';
 import type { NormalizedPolicy } from './policy.js';
 import { type Cidr, validateAgentId } from './validate.js';
@@ -60,6 +61,19 @@ export const DISPATCH_MAPS: ReadonlyArray<DispatchMap> = [
   { map: 'out_uid', key: 'meta skuid', part: 'out' },
 ];
 
+/**
+ * The verdict maps a table of `family` holds (vmap layout): all of {@link DISPATCH_MAPS} in
+ * an `inet` table, those without an `ip6 saddr` key in an `ip` table.
+ */
+export function dispatchMaps(family: TableFamily): ReadonlyArray<DispatchMap> {
+  return family === 'ip' ? DISPATCH_MAPS.filter((m) => m.key !== 'ip6 saddr') : DISPATCH_MAPS;
+}
+
+/** The base chain that consults an agent part's chain or holds its rules. */
+export function hookOf(part: AgentPart): NftHook {
+  return PART_HOOK[part];
+}
+
 /** Comment carried by the dispatch rules the table skeleton puts in the base chains. */
 export const DISPATCH_COMMENT = 'dispatch';
 
@@ -105,18 +119,37 @@ export function parseAgentComment(
   return match ? { agentId: match[1]!, digest: match[2] } : undefined;
 }
 
-/** A short stable digest of a normalized policy and layout, stored in every rule comment. */
-export function policyDigest(policy: NormalizedPolicy, layout: NftLayoutName): string {
-  return createHash('sha256').update(JSON.stringify({ layout, policy })).digest('hex').slice(0, 12);
+/**
+ * A short stable digest of a normalized policy, layout and (for a table that is not `inet`)
+ * family, stored in every rule comment.
+ */
+export function policyDigest(
+  policy: NormalizedPolicy,
+  layout: NftLayoutName,
+  tableFamily: TableFamily,
+): string {
+  // `inet` digests stay what they were before tables had a family.
+  const input =
+    tableFamily === 'inet' ? { layout, policy } : { family: tableFamily, layout, policy };
+  return createHash('sha256').update(JSON.stringify(input)).digest('hex').slice(0, 12);
 }
 
-/** The commands that create the table, its base chains, the verdict maps and the dispatch rules. */
-export function skeletonCommands(): NftCommand[] {
+/**
+ * The commands that create the table and its base chains and, for the `vmap` layout, the
+ * verdict maps of the table's family and the dispatch rules. The `rules` layout needs no
+ * map: its skeleton is the table and the base chains, as the seed's.
+ */
+export function skeletonCommands(
+  tableFamily: TableFamily = 'inet',
+  layout: NftLayoutName = 'vmap',
+): NftCommand[] {
   const commands: NftCommand[] = [{ op: 'add table' }];
   for (const hook of Object.values(BASE_CHAINS))
     commands.push({ op: 'add chain', chain: hook, hook });
-  for (const { map, key } of DISPATCH_MAPS) commands.push({ op: 'add map', map, key });
-  for (const { map, key, part } of DISPATCH_MAPS) {
+  if (layout === 'rules') return commands;
+  const maps = dispatchMaps(tableFamily);
+  for (const { map, key } of maps) commands.push({ op: 'add map', map, key });
+  for (const { map, key, part } of maps) {
     commands.push({
       op: 'add rule',
       chain: PART_HOOK[part],
@@ -130,9 +163,34 @@ function family(cidr: Cidr): AddrFamily {
   return cidr.family === 4 ? 'ip' : 'ip6';
 }
 
-/** Address families the agent's packets can have (a `saddr` agent has exactly one). */
-function families(policy: NormalizedPolicy): AddrFamily[] {
-  return policy.identity.kind === 'saddr' ? [family(policy.identity.value)] : ['ip', 'ip6'];
+/**
+ * Address families the table filters for this agent: a `saddr` agent's own family; both in
+ * an `inet` table, IPv4 only in an `ip` table (its IPv6 rules are left out, since such a
+ * table never sees IPv6 packets).
+ */
+function families(policy: NormalizedPolicy, tableFamily: TableFamily): AddrFamily[] {
+  if (policy.identity.kind === 'saddr') return [family(policy.identity.value)];
+  return tableFamily === 'ip' ? ['ip'] : ['ip', 'ip6'];
+}
+
+/**
+ * Refuse a policy a table of `tableFamily` cannot enforce: an IPv6 `saddr` agent in an `ip`
+ * table would get no rule at all (the table never sees its packets).
+ *
+ * @throws {InvalidInputError} naming the address and the way out.
+ */
+export function checkPolicyFamily(policy: NormalizedPolicy, tableFamily: TableFamily): void {
+  if (
+    tableFamily === 'ip' &&
+    policy.identity.kind === 'saddr' &&
+    policy.identity.value.family === 6
+  ) {
+    throw new InvalidInputError(
+      'table family',
+      policy.identity.value.text,
+      `Invalid policy for an \`ip\` table: the agent's source address ${policy.identity.value.text} is IPv6, which a table of family \`ip\` never sees, so the agent would not be isolated at all. Use \`family: 'inet'\` (the default) or an IPv4 address.`,
+    );
+  }
 }
 
 function daddrRules(
@@ -154,8 +212,11 @@ const ESTABLISHED: Omit<NftRule, 'comment'> = {
 };
 
 /** Rules for traffic the agent sends past the host (forward hook) or, for `skuid`, out of it. */
-function outboundRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>> {
-  const fams = families(policy);
+function outboundRules(
+  policy: NormalizedPolicy,
+  tableFamily: TableFamily,
+): Array<Omit<NftRule, 'comment'>> {
+  const fams = families(policy, tableFamily);
   const rules = [
     ESTABLISHED,
     ...daddrRules(policy.gateway, fams, 'accept'),
@@ -174,9 +235,12 @@ function outboundRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>
 }
 
 /** Rules for traffic the agent addresses to the host itself (input hook). */
-function hostRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>> {
+function hostRules(
+  policy: NormalizedPolicy,
+  tableFamily: TableFamily,
+): Array<Omit<NftRule, 'comment'>> {
   const rules: Array<Omit<NftRule, 'comment'>> = [ESTABLISHED];
-  if (families(policy).includes('ip6')) {
+  if (families(policy, tableFamily).includes('ip6')) {
     rules.push({
       exprs: [
         {
@@ -197,14 +261,22 @@ function hostRules(policy: NormalizedPolicy): Array<Omit<NftRule, 'comment'>> {
   return rules;
 }
 
-/** The agent's rules per part, without identity match or comment. */
+/**
+ * The agent's rules per part, without identity match or comment.
+ *
+ * @throws {InvalidInputError} for a policy the table's family cannot enforce.
+ */
 export function agentRules(
   policy: NormalizedPolicy,
+  tableFamily: TableFamily,
 ): Array<{ part: AgentPart; rules: Array<Omit<NftRule, 'comment'>> }> {
-  if (policy.identity.kind === 'skuid') return [{ part: 'out', rules: outboundRules(policy) }];
+  checkPolicyFamily(policy, tableFamily);
+  if (policy.identity.kind === 'skuid') {
+    return [{ part: 'out', rules: outboundRules(policy, tableFamily) }];
+  }
   return [
-    { part: 'fwd', rules: outboundRules(policy) },
-    { part: 'in', rules: hostRules(policy) },
+    { part: 'fwd', rules: outboundRules(policy, tableFamily) },
+    { part: 'in', rules: hostRules(policy, tableFamily) },
   ];
 }
 
@@ -245,8 +317,8 @@ export function dispatchFor(
 }
 
 /** How many rules an agent owns once applied (what `removeIsolationRules` would count). */
-export function agentRuleCount(policy: NormalizedPolicy): number {
-  return agentRules(policy).reduce((sum, part) => sum + part.rules.length, 0);
+export function agentRuleCount(policy: NormalizedPolicy, tableFamily: TableFamily): number {
+  return agentRules(policy, tableFamily).reduce((sum, part) => sum + part.rules.length, 0);
 }
 
 /**
@@ -258,10 +330,11 @@ export function agentAddCommands(
   agentId: string,
   policy: NormalizedPolicy,
   layout: NftLayoutName,
+  tableFamily: TableFamily,
 ): NftCommand[] {
-  const comment = agentComment(agentId, policyDigest(policy, layout));
+  const comment = agentComment(agentId, policyDigest(policy, layout, tableFamily));
   const commands: NftCommand[] = [];
-  for (const { part, rules } of agentRules(policy)) {
+  for (const { part, rules } of agentRules(policy, tableFamily)) {
     if (layout === 'rules') {
       const match = identityExpr(policy);
       for (const rule of rules) {
@@ -286,9 +359,10 @@ export function expectedVerdicts(
   agentId: string,
   policy: NormalizedPolicy,
   layout: NftLayoutName,
+  tableFamily: TableFamily,
 ): Map<string, Array<'accept' | 'drop' | undefined>> {
   const out = new Map<string, Array<'accept' | 'drop' | undefined>>();
-  for (const { part, rules } of agentRules(policy)) {
+  for (const { part, rules } of agentRules(policy, tableFamily)) {
     const chain = layout === 'rules' ? PART_HOOK[part] : agentChainName(agentId, part);
     out.set(
       chain,

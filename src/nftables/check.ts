@@ -4,6 +4,7 @@
 import { InvalidInputError } from '../errors.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { DISPATCH_MAPS } from './build.js';
+import { checkFamilyFit } from './family-fit.js';
 import type { DispatchKey, NftCommand, NftElementKey, NftExpr, NftPlan, NftRule } from './plan.js';
 import {
   parseAddress,
@@ -366,7 +367,8 @@ function checkCommand(input: unknown): NftCommand {
 
 /**
  * Check a whole plan (family, table, every command, rule, expression, name and value,
- * and no unknown key anywhere) and return a copy made only of checked values.
+ * and no unknown key anywhere) and return a copy made only of checked values. A plan for an
+ * `ip` table may hold no IPv6 part (`ip6` match, ICMPv6 type, `ip6 saddr` map or element).
  *
  * @throws {InvalidInputError} naming the first refused value and the accepted forms.
  * @throws {TypeError} when a part that must be an object is not one.
@@ -377,7 +379,7 @@ export function validatePlan(input: unknown): NftPlan {
     ['family', 'table', 'commands'],
     'nft plan',
   );
-  const family = oneOf(plan.family, ['inet'] as const, 'table family');
+  const family = oneOf(plan.family, ['inet', 'ip'] as const, 'table family');
   const table = validateTableName(plan.table);
   if (!Array.isArray(plan.commands) || plan.commands.length > MAX_PLAN_COMMANDS) {
     throw new InvalidInputError(
@@ -386,5 +388,7 @@ export function validatePlan(input: unknown): NftPlan {
       `Invalid plan: \`commands\` must be a list of at most ${MAX_PLAN_COMMANDS} commands.`,
     );
   }
-  return { family, table, commands: (plan.commands as unknown[]).map(checkCommand) };
+  const commands = (plan.commands as unknown[]).map(checkCommand);
+  checkFamilyFit(family, commands);
+  return { family, table, commands };
 }

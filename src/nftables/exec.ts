@@ -1,238 +1,22 @@
-import {
-  isNftCommandError,
-  NftCommandError,
-  NftNotInstalledError,
-  NftPermissionError,
-} from '../errors.js';
-import { strictOptions } from '../internal/strict-keys.js';
-import {
-  agentAddCommands,
-  agentChainName,
-  agentRules,
-  BASE_CHAINS,
-  DISPATCH_COMMENT,
-  DISPATCH_MAPS,
-  dispatchFor,
-  expectedVerdicts,
-  type NftLayoutName,
-  policyDigest,
-  skeletonCommands,
-} from './build.js';
-import {
-  type AgentFootprint,
-  agentFootprints,
-  MISSING_TABLE,
-  parseTableState,
-  type TableState,
-} from './parse.js';
-import type { NftCommand, NftHook } from './plan.js';
+// The calls that write an agent's rules: validate, ensure the table, add, remove.
+import { isNftCommandError } from '../errors.js';
+import { agentAddCommands, agentChainName, agentRules, dispatchFor } from './build.js';
+import { type AgentFootprint, agentFootprints } from './parse.js';
+import type { NftCommand, TableFamily } from './plan.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';
-import { renderPlan } from './render.js';
 import {
-  DEFAULT_TABLE,
-  validateAgentId,
-  validateLayout,
-  validateNetnsName,
-  validateTableName,
-} from './validate.js';
+  apply,
+  type Context,
+  context,
+  type NftOptions,
+  REMOVE_OPTION_KEYS,
+  readState,
+  run,
+  skeletonRepair,
+} from './session.js';
+import { validateAgentId } from './validate.js';
 
-/** What a command runner reports for a process that ran (whatever its exit code). */
-export interface NftRunResult {
-  /** Standard output. */
-  stdout: string;
-  /** Standard error. */
-  stderr: string;
-  /** Exit code. */
-  exitCode: number;
-}
-
-/**
- * Runs one process. Resolves for any exit code; rejects (with `code: 'ENOENT'` when the
- * binary is missing) only when the process could not be started.
- */
-export type NftRunner = (
-  file: string,
-  args: readonly string[],
-  options: { input?: string },
-) => Promise<NftRunResult>;
-
-/** Options shared by every function that runs `nft`. */
-export interface NftOptions {
-  /** Run `sudo -n nft ...` (needs a NOPASSWD sudoers entry for nft). @default false */
-  requireSudo?: boolean;
-  /** Run nft inside this network namespace (`ip netns exec <netns> nft ...`). */
-  netns?: string;
-  /** Table name (family `inet`). @default 'kici' */
-  table?: string;
-  /** Layout for new rules; removal and listing understand both. @default 'vmap' */
-  layout?: NftLayoutName;
-  /** The nft binary. @default 'nft' */
-  nftPath?: string;
-  /** Command runner (tests record commands with it). @default execa */
-  runner?: NftRunner;
-}
-
-const defaultRunner: NftRunner = async (file, args, { input }) => {
-  // Loaded here only, so importing the pure builder never loads execa.
-  const { execa } = await import('execa');
-  const result = await execa(file, args, {
-    reject: false,
-    stripFinalNewline: false,
-    ...(input === undefined ? { stdin: 'ignore' as const } : { input }),
-  });
-  if (result.exitCode === undefined) {
-    throw Object.assign(new Error(result.message), {
-      code: (result as { code?: string }).code,
-      cause: result.cause,
-    });
-  }
-  return {
-    stdout: String(result.stdout),
-    stderr: String(result.stderr),
-    exitCode: result.exitCode,
-  };
-};
-
-interface Context {
-  table: string;
-  layout: NftLayoutName;
-  argv: (args: readonly string[]) => [string, string[]];
-  runner: NftRunner;
-  sudo: boolean;
-}
-
-const NFT_OPTION_KEYS = ['requireSudo', 'netns', 'table', 'layout', 'nftPath', 'runner'];
-const REMOVE_OPTION_KEYS = [...NFT_OPTION_KEYS, 'policy', 'bestEffort', 'onError'];
-const VERIFY_OPTION_KEYS = [...NFT_OPTION_KEYS, 'repair'];
-
-function optionType(opts: object, key: string, type: 'boolean' | 'function' | 'string'): void {
-  const value = (opts as Record<string, unknown>)[key];
-  if (value !== undefined && typeof value !== type) {
-    throw new TypeError(`Expected \`${key}\` to be a ${type}, got \`${typeof value}\``);
-  }
-}
-
-function context(
-  input: NftOptions | undefined,
-  keys: readonly string[] = NFT_OPTION_KEYS,
-): Context {
-  const opts = strictOptions<NftOptions>(input, keys, 'nftables options');
-  optionType(opts, 'requireSudo', 'boolean');
-  optionType(opts, 'runner', 'function');
-  optionType(opts, 'nftPath', 'string');
-  for (const key of ['bestEffort', 'repair']) optionType(opts, key, 'boolean');
-  optionType(opts, 'onError', 'function');
-  if (
-    opts.nftPath !== undefined &&
-    (opts.nftPath.length === 0 || opts.nftPath.length > 4096 || opts.nftPath.includes('\0'))
-  ) {
-    throw new TypeError(
-      `Expected \`nftPath\` to be a path of 1-4096 characters without NUL, got ${opts.nftPath.length} characters`,
-    );
-  }
-  const table = validateTableName(opts.table ?? DEFAULT_TABLE);
-  const layout = validateLayout(opts.layout ?? 'vmap');
-  const netns = opts.netns === undefined ? undefined : validateNetnsName(opts.netns);
-  const nft = opts.nftPath ?? 'nft';
-  const argv = (args: readonly string[]): [string, string[]] => {
-    let full = [nft, ...args];
-    if (netns !== undefined) full = ['ip', 'netns', 'exec', netns, ...full];
-    if (opts.requireSudo) full = ['sudo', '-n', ...full];
-    return [full[0]!, full.slice(1)];
-  };
-  return { table, layout, argv, runner: opts.runner ?? defaultRunner, sudo: !!opts.requireSudo };
-}
-
-const PERMISSION =
-  /operation not permitted|permission denied|a password is required|not allowed to execute|no tty present/i;
-
-async function run(ctx: Context, args: readonly string[], input?: string): Promise<string> {
-  const [file, argv] = ctx.argv(args);
-  const command = [file, ...argv].join(' ');
-  let result: NftRunResult;
-  try {
-    result = await ctx.runner(file, argv, input === undefined ? {} : { input });
-  } catch (error) {
-    if ((error as { code?: unknown })?.code === 'ENOENT') {
-      throw new NftNotInstalledError(
-        `\`${file}\` was not found on PATH while running \`${command}\`; install nftables (Debian/Ubuntu: apt-get install nftables)${ctx.sudo ? ' and sudo' : ''}.`,
-        { command },
-        { cause: error },
-      );
-    }
-    throw new NftCommandError(
-      `Could not start \`${command}\`: ${String(error)}`,
-      { command },
-      {
-        cause: error,
-      },
-    );
-  }
-  if (result.exitCode === 0) return result.stdout;
-  const stderr = result.stderr.trim();
-  if (/exec of "[^"]*" failed: No such file or directory/.test(stderr)) {
-    throw new NftNotInstalledError(
-      `nft was not found while running \`${command}\`; install nftables (Debian/Ubuntu: apt-get install nftables).`,
-      { command },
-    );
-  }
-  if (PERMISSION.test(stderr)) {
-    throw new NftPermissionError(
-      `\`${command}\` was refused (${stderr.split('\n')[0]}): nft needs CAP_NET_ADMIN. Run as root, grant the capability, or pass \`requireSudo: true\` with a NOPASSWD sudoers entry for nft.`,
-      { command, stderr },
-    );
-  }
-  throw new NftCommandError(
-    `\`${command}\` exited with code ${result.exitCode}: ${stderr || '(no output)'}`,
-    { command, stderr },
-  );
-}
-
-async function apply(ctx: Context, commands: readonly NftCommand[]): Promise<void> {
-  if (commands.length === 0) return;
-  await run(ctx, ['-f', '-'], renderPlan({ family: 'inet', table: ctx.table, commands }));
-}
-
-async function readState(ctx: Context): Promise<TableState> {
-  try {
-    return parseTableState(await run(ctx, ['-j', 'list', 'table', 'inet', ctx.table]), ctx.table);
-  } catch (error) {
-    if (isNftCommandError(error) && /No such file or directory/.test(error.stderr ?? '')) {
-      return MISSING_TABLE;
-    }
-    throw error;
-  }
-}
-
-/** Commands that bring a table's skeleton (base chains, maps, dispatch rules) up to date. */
-function skeletonRepair(state: TableState): NftCommand[] {
-  if (!state.exists) {
-    // `create table` fails if a concurrent caller made it first; we then re-read and repair.
-    const [, ...rest] = skeletonCommands();
-    return [{ op: 'create table' }, ...rest];
-  }
-  const commands: NftCommand[] = [];
-  for (const hook of Object.values(BASE_CHAINS) as NftHook[]) {
-    if (!state.chains.has(hook)) commands.push({ op: 'add chain', chain: hook, hook });
-  }
-  for (const { map, key } of DISPATCH_MAPS) {
-    if (!state.maps.has(map)) commands.push({ op: 'add map', map, key });
-  }
-  // Dispatch rules go to the top of their base chain; insert in reverse to keep their order.
-  for (const { map, key, part } of [...DISPATCH_MAPS].reverse()) {
-    const chain = part === 'fwd' ? 'forward' : part === 'in' ? 'input' : 'output';
-    if (!state.rules.some((r) => r.chain === chain && r.vmap === map)) {
-      commands.push({
-        op: 'insert rule',
-        chain,
-        rule: { exprs: [{ type: 'vmap', key, map }], comment: DISPATCH_COMMENT },
-      });
-    }
-  }
-  return commands;
-}
-
-function removal(footprint: AgentFootprint): NftCommand[] {
+export function removal(footprint: AgentFootprint): NftCommand[] {
   const commands: NftCommand[] = [];
   for (const element of footprint.elements) {
     commands.push({ op: 'delete element', map: element.map, key: element.key });
@@ -254,9 +38,13 @@ function removal(footprint: AgentFootprint): NftCommand[] {
  * another agent's dispatch is never deleted; `delete chain` fails if the chain is gone or
  * still referenced. Any failure aborts the whole transaction.
  */
-function blindRemoval(agentId: string, policy: NormalizedPolicy): NftCommand[] {
+function blindRemoval(
+  agentId: string,
+  policy: NormalizedPolicy,
+  tableFamily: TableFamily,
+): NftCommand[] {
   const commands: NftCommand[] = [];
-  for (const { part } of agentRules(policy)) {
+  for (const { part } of agentRules(policy, tableFamily)) {
     const chain = agentChainName(agentId, part);
     const { map, key } = dispatchFor(policy, part);
     commands.push(
@@ -275,21 +63,31 @@ function blindRemoval(agentId: string, policy: NormalizedPolicy): NftCommand[] {
  * @throws {NftNotInstalledError} when nft (or sudo, or ip for `netns`) is missing.
  * @throws {NftPermissionError} when nft lacks CAP_NET_ADMIN; the message names `requireSudo`.
  * @throws {NftCommandError} for any other failure.
+ * @example
+ * ```ts
+ * await validateNftablesAvailability({ requireSudo: true }); // at start-up: fail early
+ * ```
  */
 export async function validateNftablesAvailability(opts?: NftOptions): Promise<void> {
   await run(context(opts), ['list', 'tables']);
 }
 
 /**
- * Create the table, its base chains, verdict maps and dispatch rules, or add whichever of
- * them is missing. Idempotent; safe to call concurrently.
+ * Create the table and its base chains and, for the `vmap` layout, the verdict maps of the
+ * table's family and the dispatch rules; or add whichever of them is missing. Idempotent;
+ * safe to call concurrently.
  *
  * @returns whether anything had to be created.
+ * @example
+ * ```ts
+ * await ensureTable(); // table inet scaler_primitives, vmap skeleton
+ * await ensureTable({ family: 'ip', table: 'kici', layout: 'rules' }); // chains only
+ * ```
  */
 export async function ensureTable(opts?: NftOptions): Promise<boolean> {
   const ctx = context(opts);
   for (let attempt = 0; ; attempt++) {
-    const commands = skeletonRepair(await readState(ctx));
+    const commands = skeletonRepair(ctx, await readState(ctx));
     if (commands.length === 0) return false;
     try {
       await apply(ctx, commands);
@@ -310,7 +108,7 @@ export interface AddResult {
   replaced: boolean;
 }
 
-async function replaceAgent(
+export async function replaceAgent(
   ctx: Context,
   agentId: string,
   policy: NormalizedPolicy,
@@ -320,12 +118,12 @@ async function replaceAgent(
     const state = await readState(ctx);
     calls++;
     const footprint = agentFootprints(state).get(agentId);
-    const commands: NftCommand[] = [...skeletonRepair(state)];
+    const commands: NftCommand[] = [...skeletonRepair(ctx, state)];
     if (footprint) commands.push(...removal(footprint));
     if (ctx.layout === 'vmap') {
       // An identity belongs to the agent that claimed it last: drop stale claims on it.
       const mine = new Set(footprint?.elements.map((e) => `${e.map}\0${e.key.value}`) ?? []);
-      for (const { part } of agentRules(policy)) {
+      for (const { part } of agentRules(policy, ctx.family)) {
         const { map, key } = dispatchFor(policy, part);
         const id = `${map}\0${key.value}`;
         if (mine.has(id)) continue;
@@ -334,7 +132,7 @@ async function replaceAgent(
         }
       }
     }
-    commands.push(...agentAddCommands(agentId, policy, ctx.layout));
+    commands.push(...agentAddCommands(agentId, policy, ctx.layout, ctx.family));
     try {
       await apply(ctx, commands);
       return { replaced: footprint !== undefined, calls: calls + 1 };
@@ -368,10 +166,10 @@ export async function addIsolationRules(
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
   const ctx = context(opts);
-  const rules = agentRules(normalized).reduce((n, p) => n + p.rules.length, 0);
+  const rules = agentRules(normalized, ctx.family).reduce((n, p) => n + p.rules.length, 0);
   if (ctx.layout === 'vmap') {
     try {
-      await apply(ctx, agentAddCommands(id, normalized, 'vmap'));
+      await apply(ctx, agentAddCommands(id, normalized, 'vmap', ctx.family));
       return { rules, nftCalls: 1, replaced: false };
     } catch (error) {
       if (!isNftCommandError(error)) throw error;
@@ -403,8 +201,14 @@ export interface RemoveOptions extends NftOptions {
  * Remove every rule, chain and map element of one agent (either layout) in one transaction.
  * Other agents are untouched, including ones whose id or identity starts the same way.
  *
+ * Give the `table`, `family` and `layout` the agent was isolated with.
+ *
  * @returns how many rules were removed (0 when the agent had none).
  * @throws {InvalidInputError} / nft errors, unless `bestEffort` is set.
+ * @example
+ * ```ts
+ * await removeIsolationRules('ci-42', { policy, bestEffort: true, onError: log.warn });
+ * ```
  */
 export async function removeIsolationRules(agentId: string, opts?: RemoveOptions): Promise<number> {
   // Bad options are a programmer's mistake: refused even with `bestEffort`.
@@ -415,8 +219,8 @@ export async function removeIsolationRules(agentId: string, opts?: RemoveOptions
     if (opts?.policy !== undefined && ctx.layout === 'vmap') {
       const policy = normalizePolicy(opts.policy);
       try {
-        await apply(ctx, blindRemoval(id, policy));
-        return agentRules(policy).reduce((n, p) => n + p.rules.length, 0);
+        await apply(ctx, blindRemoval(id, policy, ctx.family));
+        return agentRules(policy, ctx.family).reduce((n, p) => n + p.rules.length, 0);
       } catch (error) {
         if (!isNftCommandError(error)) throw error;
         // Not as the policy says (already gone, identity re-claimed): read and remove.
@@ -437,187 +241,4 @@ export async function removeIsolationRules(agentId: string, opts?: RemoveOptions
     opts.onError?.(error);
     return 0;
   }
-}
-
-/** One agent found in the table. */
-export interface IsolatedAgent {
-  /** The agent id (from rule comments and chain names). */
-  agentId: string;
-  /** Where its rules live. */
-  layout: NftLayoutName;
-  /** How many rules it owns. */
-  rules: number;
-  /** Identities dispatching to it (vmap layout: map keys; rules layout: matched values). */
-  identities: Array<string | number>;
-  /** Policy digests in its rule comments (one, unless an update was interrupted). */
-  digests: string[];
-}
-
-function identitiesOf(footprint: AgentFootprint): Array<string | number> {
-  if (footprint.elements.length > 0) {
-    return [...new Set(footprint.elements.map((e) => e.key.value))];
-  }
-  const found = new Set<string | number>();
-  for (const rule of footprint.rules) {
-    const first = rule.expr[0] as { match?: { right?: unknown } } | undefined;
-    const right = first?.match?.right;
-    if (typeof right === 'string' || typeof right === 'number') found.add(right);
-  }
-  return [...found];
-}
-
-/** Every agent that has rules in the table, sorted by id. */
-export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAgent[]> {
-  const state = await readState(context(opts));
-  return [...agentFootprints(state).values()]
-    .map((f) => ({
-      agentId: f.agentId,
-      layout: (f.chains.length > 0 ? 'vmap' : 'rules') as NftLayoutName,
-      rules: f.rules.length,
-      identities: identitiesOf(f),
-      digests: [...f.digests].sort(),
-    }))
-    .sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0));
-}
-
-/** What {@link sweepIsolation} removed. */
-export interface SweepResult {
-  /** Agents whose rules were removed. */
-  removedAgents: string[];
-  /** Rules removed in total. */
-  removedRules: number;
-}
-
-function liveIds(liveAgentIds: Iterable<string>): Set<string> {
-  const live = new Set<string>();
-  for (const id of liveAgentIds) {
-    if (typeof id !== 'string') {
-      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
-    }
-    live.add(id);
-  }
-  return live;
-}
-
-/**
- * Remove the rules of every agent not in `liveAgentIds` (leftovers of crashed runs), all in
- * one transaction. Ids are compared exactly. `liveAgentIds` is iterated after the table is
- * read (again on each retry), so a live view (such as the one `ScalerManager.reconcile`
- * passes) includes an agent started while the table was being read.
- *
- * @example
- * ```ts
- * const { removedAgents } = await sweepIsolation(runningAgentIds, { table: 'scaler_primitives' });
- * ```
- */
-export async function sweepIsolation(
-  liveAgentIds: Iterable<string>,
-  opts?: NftOptions,
-): Promise<SweepResult> {
-  if (
-    typeof liveAgentIds !== 'object' ||
-    liveAgentIds === null ||
-    typeof (liveAgentIds as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function'
-  ) {
-    throw new TypeError('Expected `liveAgentIds` to be an iterable of agent ids');
-  }
-  // Checked before nft runs; read again after the table (an agent that became alive
-  // meanwhile, in a live view, keeps its rules), unless it is a one-shot iterator.
-  const first = liveIds(liveAgentIds);
-  const oneShot = (liveAgentIds[Symbol.iterator]() as unknown) === liveAgentIds;
-  const ctx = context(opts);
-  for (let attempt = 0; ; attempt++) {
-    const footprints = agentFootprints(await readState(ctx));
-    const live = oneShot ? first : liveIds(liveAgentIds);
-    const gone = [...footprints.values()].filter((f) => !live.has(f.agentId));
-    try {
-      await apply(ctx, gone.flatMap(removal));
-      return {
-        removedAgents: gone.map((f) => f.agentId).sort(),
-        removedRules: gone.reduce((n, f) => n + f.rules.length, 0),
-      };
-    } catch (error) {
-      if (!isNftCommandError(error) || attempt >= 2) throw error;
-    }
-  }
-}
-
-/** Options of {@link verifyIsolation}. */
-export interface VerifyOptions extends NftOptions {
-  /** Re-apply the policy when something is missing or different. @default false */
-  repair?: boolean;
-}
-
-/** What {@link verifyIsolation} found. */
-export interface VerifyResult {
-  /** True when the agent's rules were in place as the policy says (before any repair). */
-  ok: boolean;
-  /** One sentence per problem found. */
-  problems: string[];
-  /** True when `repair` re-applied the policy. */
-  repaired: boolean;
-}
-
-function compare(
-  state: TableState,
-  agentId: string,
-  policy: NormalizedPolicy,
-  layout: NftLayoutName,
-): string[] {
-  if (!state.exists) return ['the table does not exist (flushed by a firewall reload?)'];
-  const problems: string[] = [];
-  const footprint = agentFootprints(state).get(agentId);
-  if (!footprint) return [`no rules for agent ${agentId}`];
-  const digest = policyDigest(policy, layout);
-  for (const [chain, verdicts] of expectedVerdicts(agentId, policy, layout)) {
-    const actual = footprint.rules.filter((r) => r.chain === chain);
-    if (actual.length !== verdicts.length || actual.some((r, i) => r.verdict !== verdicts[i])) {
-      problems.push(
-        `chain ${chain}: expected ${verdicts.length} rules, found ${actual.length} (or in another order)`,
-      );
-    }
-  }
-  const expectedChains = new Set(expectedVerdicts(agentId, policy, layout).keys());
-  const stray = footprint.rules.filter((r) => !expectedChains.has(r.chain));
-  if (stray.length > 0) problems.push(`${stray.length} rules in chains this policy does not use`);
-  if (footprint.rules.some((r) => !r.comment?.endsWith(`policy=${digest}`))) {
-    problems.push('rules were made from a different policy');
-  }
-  for (const { part } of agentRules(policy)) {
-    const chain = layout === 'vmap' ? agentChainName(agentId, part) : undefined;
-    if (chain === undefined) continue;
-    const { map, key } = dispatchFor(policy, part);
-    if (
-      !state.elements.some((e) => e.map === map && e.key.value === key.value && e.target === chain)
-    ) {
-      problems.push(`map ${map} does not send ${key.value} to ${chain}`);
-    }
-    if (!state.rules.some((r) => r.vmap === map)) problems.push(`no dispatch rule consults ${map}`);
-  }
-  if (layout === 'rules' && skeletonRepair(state).some((c) => c.op === 'add chain')) {
-    problems.push('a base chain is missing');
-  }
-  return problems;
-}
-
-/**
- * Check that an agent's rules are in place as `policy` says (detects rules wiped by a
- * firewall reload or `nft flush ruleset`), and with `repair: true` re-apply them.
- *
- * It compares per chain the number, order and verdict of the agent's rules, the policy
- * digest in their comments and (vmap) the map element; it does not re-parse every match.
- */
-export async function verifyIsolation(
-  agentId: string,
-  policy: IsolationPolicy,
-  opts?: VerifyOptions,
-): Promise<VerifyResult> {
-  const id = validateAgentId(agentId);
-  const normalized = normalizePolicy(policy);
-  const ctx = context(opts, VERIFY_OPTION_KEYS);
-  const problems = compare(await readState(ctx), id, normalized, ctx.layout);
-  if (problems.length === 0 || !opts?.repair)
-    return { ok: problems.length === 0, problems, repaired: false };
-  await replaceAgent(ctx, id, normalized);
-  return { ok: false, problems, repaired: true };
 }

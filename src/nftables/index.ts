@@ -24,20 +24,19 @@ export {
   type AddResult,
   addIsolationRules,
   ensureTable,
-  type IsolatedAgent,
-  listIsolatedAgents,
-  type NftOptions,
-  type NftRunner,
-  type NftRunResult,
   type RemoveOptions,
   removeIsolationRules,
+  validateNftablesAvailability,
+} from './exec.js';
+export {
+  type IsolatedAgent,
+  listIsolatedAgents,
   type SweepResult,
   sweepIsolation,
   type VerifyOptions,
   type VerifyResult,
-  validateNftablesAvailability,
   verifyIsolation,
-} from './exec.js';
+} from './inspect.js';
 export {
   buildIsolationPlan,
   type PlanOptions,
@@ -54,6 +53,7 @@ export type {
   NftHook,
   NftPlan,
   NftRule,
+  TableFamily,
 } from './plan.js';
 export {
   type AgentIdentity,
@@ -67,6 +67,7 @@ export {
   type SkuidIdentity,
 } from './policy.js';
 export { renderPlan } from './render.js';
+export type { NftOptions, NftRunner, NftRunResult } from './session.js';
 export {
   type Cidr,
   DEFAULT_TABLE,

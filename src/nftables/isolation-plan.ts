@@ -1,14 +1,35 @@
 import { strictOptions } from '../internal/strict-keys.js';
 import { agentAddCommands, type NftLayoutName, skeletonCommands } from './build.js';
-import type { NftPlan } from './plan.js';
+import type { NftPlan, TableFamily } from './plan.js';
 import { type IsolationPolicy, normalizePolicy } from './policy.js';
 import { renderPlan } from './render.js';
-import { DEFAULT_TABLE, validateAgentId, validateLayout, validateTableName } from './validate.js';
+import {
+  DEFAULT_FAMILY,
+  DEFAULT_TABLE,
+  validateAgentId,
+  validateFamily,
+  validateLayout,
+  validateTableName,
+} from './validate.js';
 
-/** Options of {@link renderIsolationPlan} and {@link buildIsolationPlan}. */
+/**
+ * Options of {@link renderIsolationPlan} and {@link buildIsolationPlan}. Strict: an unknown
+ * key is an `InvalidInputError`.
+ *
+ * @example
+ * ```ts
+ * const opts: PlanOptions = { family: 'ip', table: 'kici', layout: 'rules', includeTable: true };
+ * renderIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, opts);
+ * ```
+ */
 export interface PlanOptions {
-  /** Table name. @default 'kici' */
+  /** Table name. @default 'scaler_primitives' */
   table?: string;
+  /**
+   * Table family: `inet` (IPv4 and IPv6) or `ip` (IPv4 only: IPv6 rules, maps and the ICMPv6
+   * rule are left out; an IPv6 `saddr` agent is refused). @default 'inet'
+   */
+  family?: TableFamily;
   /** Layout. @default 'vmap' */
   layout?: NftLayoutName;
   /** Prepend the commands that create the table skeleton. @default false */
@@ -18,7 +39,14 @@ export interface PlanOptions {
 /**
  * The transaction that installs an agent's rules, as typed commands. Pure: runs nothing.
  *
- * @throws {InvalidInputError} for an invalid agent id, policy or table name.
+ * @throws {InvalidInputError} for an invalid agent id, policy, table name or family, and for
+ *   an IPv6 `saddr` agent in a table of family `ip`.
+ * @example
+ * ```ts
+ * const plan = buildIsolationPlan('ci-42', { saddr: '172.30.0.5' }, { family: 'ip' });
+ * plan.family; // 'ip'
+ * plan.commands[0]; // { op: 'create chain', chain: 'agent-ci-42-fwd' }
+ * ```
  */
 export function buildIsolationPlan(
   agentId: string,
@@ -27,7 +55,7 @@ export function buildIsolationPlan(
 ): NftPlan {
   const opts = strictOptions<PlanOptions>(
     options,
-    ['table', 'layout', 'includeTable'],
+    ['table', 'family', 'layout', 'includeTable'],
     'plan options',
   );
   if (opts.includeTable !== undefined && typeof opts.includeTable !== 'boolean') {
@@ -37,22 +65,24 @@ export function buildIsolationPlan(
   }
   const id = validateAgentId(agentId);
   const table = validateTableName(opts.table ?? DEFAULT_TABLE);
+  const family = validateFamily(opts.family ?? DEFAULT_FAMILY);
   const layout = validateLayout(opts.layout ?? 'vmap');
-  const commands = agentAddCommands(id, normalizePolicy(policy), layout);
+  const commands = agentAddCommands(id, normalizePolicy(policy), layout, family);
   return {
-    family: 'inet',
+    family,
     table,
-    commands: opts.includeTable ? [...skeletonCommands(), ...commands] : commands,
+    commands: opts.includeTable ? [...skeletonCommands(family, layout), ...commands] : commands,
   };
 }
 
 /**
  * The `nft -f` script that installs an agent's rules. Pure: runs nothing, needs no root.
  *
- * @throws {InvalidInputError} for an invalid agent id, policy or table name.
+ * @throws {InvalidInputError} for an invalid agent id, policy, table name or family.
  * @example
  * ```ts
  * console.log(renderIsolationPlan('ci-42', { saddr: '172.30.0.5', denyAll: true }));
+ * console.log(renderIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { family: 'ip' })); // IPv4 only
  * ```
  */
 export function renderIsolationPlan(

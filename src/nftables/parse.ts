@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { NftCommandError } from '../errors.js';
 import { type AgentPart, DISPATCH_MAPS, parseAgentChainName, parseAgentComment } from './build.js';
-import type { NftElementKey } from './plan.js';
+import type { NftElementKey, TableFamily } from './plan.js';
 import { parseCidr } from './validate.js';
 
 // Values an identifier can be compared with: interface names, addresses and uids
@@ -192,8 +192,15 @@ function keyOf(map: string, raw: unknown): NftElementKey | undefined {
   return undefined;
 }
 
-/** Read the state of table `table` (family `inet`) from `nft -j list table|ruleset` output. */
-export function parseTableState(json: string | unknown, table: string): TableState {
+/**
+ * Read the state of table `table` of family `family` from `nft -j list table|ruleset`
+ * output. Objects of another family (a `ip kici` beside an `inet kici`) are not part of it.
+ */
+export function parseTableState(
+  json: string | unknown,
+  table: string,
+  family: TableFamily = 'inet',
+): TableState {
   const chains = new Set<string>();
   const maps = new Set<string>();
   const rules: ListedRule[] = [];
@@ -203,7 +210,7 @@ export function parseTableState(json: string | unknown, table: string): TableSta
     const object = item as Record<string, Record<string, unknown>>;
     const [kind] = Object.keys(object);
     const body = kind === undefined ? undefined : object[kind];
-    if (body?.family !== 'inet') continue;
+    if (body?.family !== family) continue;
     if (kind === 'table' && body.name === table) exists = true;
     if (body.table !== table) continue;
     if (kind === 'chain') chains.add(String(body.name));

@@ -1,7 +1,20 @@
 // The closed set of objects an isolation plan is made of. The builder produces
 // these, the renderer is the only code that turns them into nft text.
 
-/** Address family of an address match inside the `inet` table. */
+/**
+ * Family of the table a plan writes: `inet` (one table for IPv4 and IPv6: the default) or
+ * `ip` (IPv4 only, as the kici orchestrator's `ip kici` table). An `ip` table never sees
+ * IPv6 packets, so it holds no IPv6 match and does not filter IPv6 at all.
+ *
+ * @example
+ * ```ts
+ * const family: TableFamily = 'ip';
+ * buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { family }); // IPv4 rules only
+ * ```
+ */
+export type TableFamily = 'inet' | 'ip';
+
+/** Address family of an address match (`ip6` only in an `inet` table). */
 export type AddrFamily = 'ip' | 'ip6';
 
 /** A key a verdict map dispatches on. */
@@ -172,10 +185,18 @@ export type NftCommand =
       readonly key: NftElementKey;
     };
 
-/** A transaction: commands against one `inet` table, applied together or not at all. */
+/**
+ * A transaction: commands against one table, applied together or not at all.
+ *
+ * @example
+ * ```ts
+ * const plan: NftPlan = { family: 'ip', table: 'kici', commands: [{ op: 'add table' }] };
+ * renderPlan(plan); // 'add table ip kici\n'
+ * ```
+ */
 export interface NftPlan {
-  /** Always `inet`: one table covers IPv4 and IPv6. */
-  readonly family: 'inet';
+  /** `inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only: no `ip6` match, map or key). */
+  readonly family: TableFamily;
   /** Table name. */
   readonly table: string;
   /** Commands in order. */

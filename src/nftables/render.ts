@@ -102,7 +102,8 @@ function renderCommand(family: string, table: string, command: NftCommand): stri
 /**
  * Render a plan as an `nft -f` script: one command per line, ending with a newline.
  *
- * The whole plan is checked first, whoever built it: the family (`inet`), the table,
+ * The whole plan is checked first, whoever built it: the family (`inet` or `ip`; an `ip`
+ * table holds no IPv6 part), the table,
  * every command's `op`, chain, map, hook, key, rule, expression, verdict, comment,
  * address, port, uid and handle, and no unknown key anywhere. Nothing is rendered
  * unless all of it is valid.
@@ -111,8 +112,10 @@ function renderCommand(family: string, table: string, command: NftCommand): stri
  * @throws {TypeError} when a part that must be an object is not one.
  * @example
  * ```ts
- * renderPlan({ family: 'inet', table: 'kici', commands: [{ op: 'add table' }] });
- * // 'add table inet kici\n'
+ * renderPlan({ family: 'inet', table: 'scaler_primitives', commands: [{ op: 'add table' }] });
+ * // 'add table inet scaler_primitives\n'
+ * renderPlan({ family: 'ip', table: 'kici', commands: [{ op: 'add table' }] });
+ * // 'add table ip kici\n'
  * ```
  */
 export function renderPlan(plan: NftPlan): string {

@@ -234,8 +234,34 @@ export function validateChainName(value: unknown): string {
   return value as string;
 }
 
-/** The default table name, shared with the kici orchestrator. */
-export const DEFAULT_TABLE = 'kici';
+/**
+ * The default table name: the library's own, `scaler_primitives` (a letter then letters and
+ * `_`, which nft reads as one identifier). Until 0.1.0 it was `kici`; a kici codebase gets
+ * `kici` from `scaler-primitives/kici`, or passes `table: 'kici'`.
+ *
+ * @example
+ * ```ts
+ * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }); // table inet scaler_primitives
+ * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }, { table: 'kici' }); // the old name
+ * DEFAULT_TABLE; // 'scaler_primitives'
+ * ```
+ */
+export const DEFAULT_TABLE = 'scaler_primitives';
+
+/** The table family used when none is given. */
+export const DEFAULT_FAMILY = 'inet';
+
+/** A table family: `inet` or `ip`. */
+export function validateFamily(value: unknown): 'inet' | 'ip' {
+  if (value !== 'inet' && value !== 'ip') {
+    refuse(
+      'table family',
+      value,
+      "`inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only, as kici's `ip kici`)",
+    );
+  }
+  return value;
+}
 
 /** A layout name: `vmap` or `rules`. */
 export function validateLayout(value: unknown): 'vmap' | 'rules' {

@@ -145,10 +145,14 @@ describe('nft plan', () => {
       '53/udp',
     );
     expect(code).toBe(0);
-    expect(out).toContain('add rule inet kici agent-ci-42-fwd ip daddr 10.20.30.0/24 accept');
+    expect(out).toContain(
+      'add rule inet scaler_primitives agent-ci-42-fwd ip daddr 10.20.30.0/24 accept',
+    );
     expect(out).toContain('tcp dport 8080 accept');
     expect(out).toContain('udp dport 53 accept');
-    expect(out).toContain('add element inet kici fwd_iif { "tap-ci-42" : jump agent-ci-42-fwd }');
+    expect(out).toContain(
+      'add element inet scaler_primitives fwd_iif { "tap-ci-42" : jump agent-ci-42-fwd }',
+    );
     expect(out).not.toContain('add table');
   });
 

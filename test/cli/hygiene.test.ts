@@ -290,7 +290,7 @@ describe('--json shapes', () => {
     expect(result.code).toBe(0);
     const doc = JSON.parse(result.out);
     expect(Object.keys(doc)).toEqual(['agent', 'table', 'layout', 'script', 'commands']);
-    expect(doc).toMatchObject({ agent: 'a', table: 'kici', layout: 'vmap' });
+    expect(doc).toMatchObject({ agent: 'a', table: 'scaler_primitives', layout: 'vmap' });
     expect(doc.script).toBe(renderIsolationPlan('a', { iifname: 'tap-a' }));
     expect(doc.commands[0]).toEqual({ op: 'create chain', chain: 'agent-a-fwd' });
   });

@@ -217,4 +217,19 @@ describe.runIf(ok)('nftables isolation with real packets', () => {
       expect((await probe())[4].private).toBe(true);
     },
   );
+
+  it.each<[NftLayoutName]>([['vmap'], ['rules']])(
+    'family ip, %s: IPv4 filtered as in inet, IPv6 not filtered at all (documented)',
+    async (layout) => {
+      const opts = { netns: host, layout, family: 'ip' as const, table: 'kici' };
+      try {
+        await addIsolationRules('ci-1', { iifname: 'h-a', ...RULES, denyAll: true }, opts);
+        const open = Object.fromEntries(Object.keys(TARGETS[6]).map((k) => [k, true]));
+        expect(await probe()).toEqual({ 4: expected(true), 6: open });
+      } finally {
+        await removeIsolationRules('ci-1', { ...opts, bestEffort: true });
+      }
+      expect((await probe())[4].private).toBe(true);
+    },
+  );
 });

@@ -213,15 +213,21 @@ const command = fc.oneof(
     hook: fc.oneof(fc.constantFrom('input', 'forward', 'output', 'prerouting'), hostile),
   }),
 );
-const prefix = [
-  ...skeletonCommands(),
+const prefix = (family: string) => [
+  // An `ip` table's skeleton has no IPv6 map; any other family gets the inet one (and is
+  // refused, or refused for its IPv6 parts).
+  ...skeletonCommands(family === 'ip' ? 'ip' : 'inet'),
   { op: 'add chain', chain: 'agent-p-fwd' },
   { op: 'add chain', chain: 'agent-p-in' },
   { op: 'add chain', chain: 'agent-p-out' },
 ];
 const rawPlan = fc
   .record({
-    family: fc.oneof({ weight: 8, arbitrary: fc.constant('inet') }, fc.constantFrom('ip', 'inet6')),
+    family: fc.oneof(
+      { weight: 6, arbitrary: fc.constant('inet') },
+      { weight: 4, arbitrary: fc.constant('ip') },
+      fc.constantFrom('ip6', 'inet6', 'bridge'),
+    ),
     table: fc.oneof(
       { weight: 8, arbitrary: fc.constant('kici') },
       fc.constantFrom('t_2', '1x', 'k ici'),
@@ -236,7 +242,7 @@ const rawPlan = fc
       },
     }),
   })
-  .map((p) => ({ ...p, commands: [...prefix, ...p.commands] }) as unknown as NftPlan);
+  .map((p) => ({ ...p, commands: [...prefix(p.family), ...p.commands] }) as unknown as NftPlan);
 
 describe.runIf(ok)('random input is refused with a typed error or accepted by nft -c', () => {
   const spaces = new Namespaces('sp-nftprop');
@@ -251,17 +257,27 @@ describe.runIf(ok)('random input is refused with a typed error or accepted by nf
   it('isolation policies (both layouts, with the table skeleton)', () => {
     let accepted = 0;
     fc.assert(
-      fc.property(agentId, policy, fc.constantFrom('vmap', 'rules'), (id, p, layout) => {
-        let script: string;
-        try {
-          script = renderIsolationPlan(id, p, { includeTable: true, layout: layout as 'vmap' });
-        } catch (error) {
-          expect(refusedTyped(error), String(error)).toBe(true);
-          return;
-        }
-        accepted++;
-        expect(() => check(script), script).not.toThrow();
-      }),
+      fc.property(
+        agentId,
+        policy,
+        fc.constantFrom('vmap', 'rules'),
+        fc.constantFrom('inet', 'ip'),
+        (id, p, layout, family) => {
+          let script: string;
+          try {
+            script = renderIsolationPlan(id, p, {
+              includeTable: true,
+              layout: layout as 'vmap',
+              family: family as 'inet',
+            });
+          } catch (error) {
+            expect(refusedTyped(error), String(error)).toBe(true);
+            return;
+          }
+          accepted++;
+          expect(() => check(script), script).not.toThrow();
+        },
+      ),
       { numRuns: 250 },
     );
     // The property says something only if some inputs get through.
@@ -270,6 +286,7 @@ describe.runIf(ok)('random input is refused with a typed error or accepted by nf
 
   it('raw plans handed straight to renderPlan', () => {
     let accepted = 0;
+    let acceptedIp = 0;
     fc.assert(
       fc.property(rawPlan, (plan) => {
         let script: string;
@@ -280,10 +297,12 @@ describe.runIf(ok)('random input is refused with a typed error or accepted by nf
           return;
         }
         accepted++;
+        if (plan.family === 'ip') acceptedIp++;
         expect(() => check(script), script).not.toThrow();
       }),
       { numRuns: 250 },
     );
     expect(accepted).toBeGreaterThan(10);
+    expect(acceptedIp).toBeGreaterThan(3);
   });
 });

@@ -10,6 +10,7 @@ import {
 import { skeletonCommands } from '../../src/nftables/build.js';
 import {
   addIsolationRules,
+  DEFAULT_TABLE,
   ensureTable,
   type IsolationPolicy,
   listIsolatedAgents,
@@ -38,7 +39,10 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
   let opts: NftOptions;
 
   const state = () =>
-    parseTableState(inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'kici']), 'kici');
+    parseTableState(
+      inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'scaler_primitives']),
+      'scaler_primitives',
+    );
   const footprint = (id: string) => agentFootprints(state()).get(id);
 
   beforeAll(() => {
@@ -88,9 +92,9 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
       const skeleton = planOpts.includeTable
         ? ''
         : renderPlan({
-            family: 'inet',
-            table: planOpts.table ?? 'kici',
-            commands: skeletonCommands(),
+            family: planOpts.family ?? 'inet',
+            table: planOpts.table ?? DEFAULT_TABLE,
+            commands: skeletonCommands(planOpts.family),
           });
       expect(() => inNs(ns, 'nft', ['-c', '-f', '-'], skeleton + golden), name).not.toThrow();
     }
@@ -151,7 +155,9 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
       );
     const listed = new Map<string, string[]>();
     let chain = '';
-    for (const line of inNs(ns, 'nft', ['list', 'table', 'inet', 'kici']).split('\n')) {
+    for (const line of inNs(ns, 'nft', ['list', 'table', 'inet', 'scaler_primitives']).split(
+      '\n',
+    )) {
       const header = /^\tchain (\S+) \{$/.exec(line);
       if (header) chain = header[1]!;
       else if (line.startsWith('\t\t') && line.includes('comment "agent=')) {
@@ -161,7 +167,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     for (const [id, policy, layout] of agents) {
       const planned = new Map<string, string[]>();
       for (const line of renderIsolationPlan(id, policy, { layout }).split('\n')) {
-        const m = /^add rule inet kici (\S+) (.*)$/.exec(line);
+        const m = /^add rule inet scaler_primitives (\S+) (.*)$/.exec(line);
         if (m) planned.set(m[1]!, [...(planned.get(m[1]!) ?? []), norm(m[2]!)]);
       }
       for (const [name, rules] of planned) {
@@ -186,8 +192,15 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
   });
 
   it('rules carry exact identities: prefixes never match (text and JSON parsers)', () => {
-    const forward = inNs(ns, 'nft', ['-a', 'list', 'chain', 'inet', 'kici', 'forward']);
-    const json = inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'kici']);
+    const forward = inNs(ns, 'nft', [
+      '-a',
+      'list',
+      'chain',
+      'inet',
+      'scaler_primitives',
+      'forward',
+    ]);
+    const json = inNs(ns, 'nft', ['-j', 'list', 'table', 'inet', 'scaler_primitives']);
     const overlap = (a: number[], b: number[]) => a.filter((h) => b.includes(h));
     const r1 = parseRuleHandles(forward, '10.47.6.2');
     const r10 = parseRuleHandles(forward, '10.47.6.20');
@@ -246,7 +259,7 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     expect(await verifyIsolation('abc', abcPolicy, opts)).toMatchObject({ ok: true });
 
     // A partial wipe: someone flushes the agent's chain only.
-    inNs(ns, 'nft', ['flush', 'chain', 'inet', 'kici', 'agent-abc-fwd']);
+    inNs(ns, 'nft', ['flush', 'chain', 'inet', 'scaler_primitives', 'agent-abc-fwd']);
     expect((await verifyIsolation('abc', abcPolicy, opts)).problems.join(' ')).toMatch(
       /agent-abc-fwd: expected 6 rules, found 0/,
     );
@@ -269,5 +282,99 @@ describe.runIf(ok)('nftables rules in a throwaway network namespace', () => {
     ).catch((e) => e);
     expect(isNftCommandError(error)).toBe(true);
     expect(error.stderr).toMatch(/No buffer space/);
+  });
+});
+
+describe.runIf(ok)('tables of family ip and inet side by side in one namespace', () => {
+  const spaces = new Namespaces('sp-nftfam');
+  let ns = '';
+  let inet: NftOptions;
+  let ip: NftOptions;
+  const ipAgents: Array<[string, IsolationPolicy, NftLayoutName]> = [
+    ['a', { iifname: 'veth-a', gateway: ['10.0.0.1', 'fd00::1'], hostAccess: [8080] }, 'vmap'],
+    ['b', { saddr: '172.30.0.5', allowlist: ['10.1.0.0/16'], denyAll: true }, 'vmap'],
+    ['c', { iifname: 'veth-c' }, 'rules'],
+    ['u', { skuid: 1001, denyAll: true }, 'rules'],
+  ];
+
+  beforeAll(() => {
+    ns = spaces.add('fam');
+    // One table name, two families: nft keeps them apart, and so must we.
+    inet = { netns: ns, table: 'shared' };
+    ip = { netns: ns, table: 'shared', family: 'ip' };
+  });
+  afterAll(() => spaces.cleanup());
+
+  const ipState = () =>
+    parseTableState(inNs(ns, 'nft', ['-j', 'list', 'table', 'ip', 'shared']), 'shared', 'ip');
+
+  it('each family gets its own table; an ip table holds no IPv6 map or rule', async () => {
+    expect(await ensureTable(ip)).toBe(true);
+    expect(await ensureTable(inet)).toBe(true);
+    expect(await ensureTable(ip)).toBe(false);
+    expect(inNs(ns, 'nft', ['list', 'tables'])).toMatch(/table ip shared\n.*table inet shared/s);
+    const text = inNs(ns, 'nft', ['list', 'table', 'ip', 'shared']);
+    expect(text).toMatch(/map fwd_v4/);
+    expect(text).not.toMatch(/ip6|_v6/);
+  });
+
+  it('applies agents of both layouts in the ip table: the planned rules, verified', async () => {
+    for (const [id, policy, layout] of ipAgents) {
+      await addIsolationRules(id, policy, { ...ip, layout });
+      // The same agent id in the inet table is another agent.
+      await addIsolationRules(id, policy, { ...inet, layout });
+      const planned = renderIsolationPlan(id, policy, { layout, family: 'ip' })
+        .split('\n')
+        .filter((l) => l.startsWith('add rule'));
+      const found = agentFootprints(ipState()).get(id)!;
+      expect(found.rules.length, id).toBe(planned.length);
+      expect(await verifyIsolation(id, policy, { ...ip, layout })).toMatchObject({ ok: true });
+      expect(await verifyIsolation(id, policy, { ...inet, layout })).toMatchObject({ ok: true });
+    }
+    expect(inNs(ns, 'nft', ['list', 'table', 'ip', 'shared'])).not.toMatch(/ip6|icmpv6|fd00/);
+    const ids = ipAgents.map(([id]) => id).sort();
+    expect((await listIsolatedAgents(ip)).map((a) => a.agentId)).toEqual(ids);
+    expect((await listIsolatedAgents(inet)).map((a) => a.agentId)).toEqual(ids);
+  });
+
+  it('remove, sweep and repair in one family never touch the other', async () => {
+    const inetBefore = inNs(ns, 'nft', ['list', 'table', 'inet', 'shared']);
+    expect(await removeIsolationRules('a', { ...ip, policy: ipAgents[0]![1] })).toBeGreaterThan(0);
+    expect(await removeIsolationRules('c', ip)).toBeGreaterThan(0);
+    expect(await sweepIsolation(['b'], ip)).toEqual({
+      removedAgents: ['u'],
+      removedRules: expect.any(Number),
+    });
+    expect((await listIsolatedAgents(ip)).map((a) => a.agentId)).toEqual(['b']);
+    expect(inNs(ns, 'nft', ['list', 'table', 'inet', 'shared'])).toBe(inetBefore);
+
+    // Wipe the ip table only: verify notices, repair puts it back, inet is unchanged.
+    inNs(ns, 'nft', ['delete', 'table', 'ip', 'shared']);
+    const [, policy, layout] = ipAgents[1]!;
+    expect((await verifyIsolation('b', policy, { ...ip, layout })).ok).toBe(false);
+    await verifyIsolation('b', policy, { ...ip, layout, repair: true });
+    expect(await verifyIsolation('b', policy, { ...ip, layout })).toMatchObject({ ok: true });
+    expect(inNs(ns, 'nft', ['list', 'table', 'inet', 'shared'])).toBe(inetBefore);
+  });
+
+  it('nft itself refuses ip6 in an ip table; we refuse it first, naming the command', () => {
+    const script = 'add rule ip shared forward ip6 daddr fc00::/7 drop\n';
+    expect(() => inNs(ns, 'nft', ['-c', '-f', '-'], script)).toThrow();
+    expect(() =>
+      renderPlan({
+        family: 'ip',
+        table: 'shared',
+        commands: [
+          {
+            op: 'add rule',
+            chain: 'forward',
+            rule: {
+              exprs: [{ type: 'daddr', family: 'ip6', addrs: ['fc00::/7'] }],
+              verdict: 'drop',
+            },
+          },
+        ],
+      }),
+    ).toThrow(/command 1 \(`add rule` in chain forward\).*`ip6 daddr fc00::\/7`/);
   });
 });

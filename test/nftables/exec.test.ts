@@ -42,7 +42,7 @@ function scripted(...answers: Array<Partial<NftRunResult> | Error>) {
 
 const ok = (stdout = ''): Partial<NftRunResult> => ({ stdout });
 const fail = (stderr: string): Partial<NftRunResult> => ({ stderr, exitCode: 1 });
-const noTable = fail('Error: No such file or directory\nlist table inet kici\n');
+const noTable = fail('Error: No such file or directory\nlist table inet scaler_primitives\n');
 const enoent = () => Object.assign(new Error('spawn nft ENOENT'), { code: 'ENOENT' });
 
 describe('running nft', () => {
@@ -102,15 +102,63 @@ describe('ensureTable', () => {
     const { calls, runner } = scripted(noTable, ok());
     expect(await ensureTable({ runner })).toBe(true);
     expect(calls.map((c) => c.argv.slice(1))).toEqual([
-      ['-j', 'list', 'table', 'inet', 'kici'],
+      ['-j', 'list', 'table', 'inet', 'scaler_primitives'],
       ['-f', '-'],
     ]);
     const script = calls[1]!.input!;
-    expect(script.split('\n')[0]).toBe('create table inet kici');
-    expect(script).toContain('add map inet kici fwd_iif { typeof iifname : verdict ; }');
+    expect(script.split('\n')[0]).toBe('create table inet scaler_primitives');
     expect(script).toContain(
-      'add rule inet kici output meta skuid vmap @out_uid comment "dispatch"',
+      'add map inet scaler_primitives fwd_iif { typeof iifname : verdict ; }',
     );
+    expect(script).toContain(
+      'add rule inet scaler_primitives output meta skuid vmap @out_uid comment "dispatch"',
+    );
+  });
+
+  it('family ip: lists and creates `ip <table>`, maps without ip6, no ICMPv6', async () => {
+    const missing = fail('Error: No such file or directory\nlist table ip kici\n');
+    const { calls, runner } = scripted(missing, ok());
+    expect(await ensureTable({ runner, family: 'ip', table: 'kici' })).toBe(true);
+    expect(calls[0]!.argv.slice(1)).toEqual(['-j', 'list', 'table', 'ip', 'kici']);
+    const script = calls[1]!.input!;
+    expect(script.split('\n')[0]).toBe('create table ip kici');
+    expect(script).toContain('add map ip kici fwd_v4 { typeof ip saddr : verdict ; }');
+    expect(script).not.toMatch(/ip6|_v6|inet/);
+  });
+
+  it('the rules layout needs no map: its skeleton is the table and the base chains', async () => {
+    const { calls, runner } = scripted(noTable, ok());
+    expect(await ensureTable({ runner, layout: 'rules' })).toBe(true);
+    expect(calls[1]!.input).toBe(
+      [
+        'create table inet scaler_primitives',
+        'add chain inet scaler_primitives forward { type filter hook forward priority 0 ; policy accept ; }',
+        'add chain inet scaler_primitives input { type filter hook input priority 0 ; policy accept ; }',
+        'add chain inet scaler_primitives output { type filter hook output priority 0 ; policy accept ; }',
+        '',
+      ].join('\n'),
+    );
+    // A table made by a vmap user is complete for the rules layout too.
+    const full = scripted(ok(listing));
+    expect(await ensureTable({ runner: full.runner, layout: 'rules' })).toBe(false);
+  });
+
+  it('reads only its own family: the inet listing is no `ip` table', async () => {
+    // `nft -j list table ip scaler_primitives` cannot answer with inet objects, but a
+    // ruleset listing can hold both: the parser keeps the family it was asked for.
+    const { calls, runner } = scripted(ok(listing), ok());
+    expect(await ensureTable({ runner, family: 'ip' })).toBe(true);
+    expect(calls[1]!.input!.split('\n')[0]).toBe('create table ip scaler_primitives');
+  });
+
+  it('refuses a family it does not know, before nft runs', async () => {
+    const { calls, runner } = scripted();
+    for (const family of ['ip6', 'bridge', 'inet ', 'INET', 4]) {
+      await expect(ensureTable({ runner, family: family as 'ip' })).rejects.toThrow(
+        /table family.*`inet`.*`ip`/,
+      );
+    }
+    expect(calls).toEqual([]);
   });
 
   it('does nothing when everything is there', async () => {
@@ -139,7 +187,7 @@ describe('ensureTable', () => {
     const { calls, runner } = scripted(ok(JSON.stringify(doc)), ok());
     expect(await ensureTable({ runner })).toBe(true);
     expect(calls[1]!.input).toBe(
-      'insert rule inet kici output meta skuid vmap @out_uid comment "dispatch"\n',
+      'insert rule inet scaler_primitives output meta skuid vmap @out_uid comment "dispatch"\n',
     );
   });
 });
@@ -167,12 +215,12 @@ describe('addIsolationRules', () => {
     const script = calls[2]!.input!;
     const lines = script.trim().split('\n');
     expect(lines.slice(0, 6)).toEqual([
-      'delete element inet kici fwd_iif { "veth-ab" }',
-      'delete element inet kici in_iif { "veth-ab" }',
-      'flush chain inet kici agent-ab-fwd',
-      'delete chain inet kici agent-ab-fwd',
-      'flush chain inet kici agent-ab-in',
-      'delete chain inet kici agent-ab-in',
+      'delete element inet scaler_primitives fwd_iif { "veth-ab" }',
+      'delete element inet scaler_primitives in_iif { "veth-ab" }',
+      'flush chain inet scaler_primitives agent-ab-fwd',
+      'delete chain inet scaler_primitives agent-ab-fwd',
+      'flush chain inet scaler_primitives agent-ab-in',
+      'delete chain inet scaler_primitives agent-ab-in',
     ]);
     expect(script.slice(script.indexOf('create chain'))).toBe(
       renderIsolationPlan('ab', { iifname: 'veth-ab' }),
@@ -185,8 +233,8 @@ describe('addIsolationRules', () => {
     await addIsolationRules('fresh', { iifname: 'veth-abc' }, { runner });
     const script = calls[2]!.input!;
     expect(script.split('\n').slice(0, 2)).toEqual([
-      'delete element inet kici fwd_iif { "veth-abc" }',
-      'delete element inet kici in_iif { "veth-abc" }',
+      'delete element inet scaler_primitives fwd_iif { "veth-abc" }',
+      'delete element inet scaler_primitives in_iif { "veth-abc" }',
     ]);
     expect(script).not.toMatch(/delete chain/);
   });
@@ -208,7 +256,7 @@ describe('addIsolationRules', () => {
         ['forward', 50],
         ['input', 51],
         ['input', 52],
-      ].map(([c, h]) => `delete rule inet kici ${c} handle ${h}`),
+      ].map(([c, h]) => `delete rule inet scaler_primitives ${c} handle ${h}`),
     );
   });
 
@@ -232,7 +280,7 @@ describe('removeIsolationRules', () => {
     const { calls, runner } = scripted(ok(listing), ok());
     expect(await removeIsolationRules('ab', { runner })).toBe(9);
     const script = calls[1]!.input!;
-    expect(script).toContain('delete chain inet kici agent-ab-fwd');
+    expect(script).toContain('delete chain inet scaler_primitives agent-ab-fwd');
     expect(script).not.toMatch(/abc/);
   });
 
@@ -241,8 +289,8 @@ describe('removeIsolationRules', () => {
     expect(await removeIsolationRules('r10', { runner })).toBe(5);
     expect(calls[1]!.input).toBe(
       [53, 54, 56]
-        .map((h) => `delete rule inet kici forward handle ${h}`)
-        .concat([57, 58].map((h) => `delete rule inet kici input handle ${h}`))
+        .map((h) => `delete rule inet scaler_primitives forward handle ${h}`)
+        .concat([57, 58].map((h) => `delete rule inet scaler_primitives input handle ${h}`))
         .join('\n')
         .concat('\n'),
     );
@@ -253,10 +301,10 @@ describe('removeIsolationRules', () => {
     expect(await removeIsolationRules('ab', { runner, policy: { iifname: 'veth-ab' } })).toBe(8);
     expect(calls).toHaveLength(1);
     expect(calls[0]!.input!.split('\n').slice(0, 4)).toEqual([
-      'add element inet kici fwd_iif { "veth-ab" : jump agent-ab-fwd }',
-      'delete element inet kici fwd_iif { "veth-ab" }',
-      'flush chain inet kici agent-ab-fwd',
-      'delete chain inet kici agent-ab-fwd',
+      'add element inet scaler_primitives fwd_iif { "veth-ab" : jump agent-ab-fwd }',
+      'delete element inet scaler_primitives fwd_iif { "veth-ab" }',
+      'flush chain inet scaler_primitives agent-ab-fwd',
+      'delete chain inet scaler_primitives agent-ab-fwd',
     ]);
   });
 
@@ -341,21 +389,59 @@ describe('listing, sweeping, verifying', () => {
     );
     expect(repaired).toMatchObject({ ok: false, repaired: true });
     expect(repaired.problems[0]).toMatch(/table does not exist/);
-    expect(wiped.calls[2]!.input).toMatch(/^create table inet kici\n/);
+    expect(wiped.calls[2]!.input).toMatch(/^create table inet scaler_primitives\n/);
   });
 });
 
 describe('imports', () => {
-  it('only the executor mentions execa, and only as a lazy import', () => {
+  it('only the runner (session.ts) mentions execa, and only as a lazy import', () => {
     const dir = fileURLToPath(new URL('../../src/nftables/', import.meta.url));
     for (const file of readdirSync(dir)) {
       const source = readFileSync(`${dir}${file}`, 'utf8');
       expect(source).not.toMatch(/^import .*execa/m);
-      if (file !== 'exec.ts') expect(source).not.toMatch(/['"]execa['"]/);
+      if (file !== 'session.ts') expect(source).not.toMatch(/['"]execa['"]/);
       for (const [, spec] of source.matchAll(/from '([^']+)'/g)) {
         // errors, and the one pure internal helper that itself imports only errors.
         expect(spec).toMatch(/^(node:|\.\/|\.\.\/errors\.js$|\.\.\/internal\/strict-keys\.js$)/);
       }
     }
+  });
+});
+
+describe('family ip', () => {
+  it('one transaction with IPv4 rules only; the digest differs from the inet one', async () => {
+    const { calls, runner } = scripted(ok());
+    const policy = { iifname: 'veth-ab', allowlist: ['10.1.0.0/16', 'fd00:1::/64'] };
+    await addIsolationRules('ab', policy, { runner, family: 'ip', table: 'kici' });
+    const script = calls[0]!.input!;
+    expect(script.split('\n')[0]).toBe('create chain ip kici agent-ab-fwd');
+    expect(script).toContain('ip daddr 10.1.0.0/16 accept');
+    expect(script).not.toMatch(/ip6|icmpv6|fd00/);
+    const inet = renderIsolationPlan('ab', policy);
+    const digest = (text: string) => /policy=([0-9a-f]{12})/.exec(text)![1];
+    expect(digest(script)).not.toBe(digest(inet));
+  });
+
+  it('an IPv6 agent address is refused before nft runs: such a table never sees it', async () => {
+    const { calls, runner } = scripted();
+    const opts = { runner, family: 'ip' as const };
+    for (const attempt of [
+      () => addIsolationRules('v6', { saddr: 'fd00::5' }, opts),
+      () => verifyIsolation('v6', { saddr: 'fd00::5' }, opts),
+    ]) {
+      const error = await attempt().catch((e) => e);
+      expect(error.message).toMatch(/fd00::5 is IPv6.*`family: 'inet'`/);
+    }
+    expect(calls).toEqual([]);
+    // Removal with that policy is best effort: reported, not thrown, and nothing runs.
+    const errors: unknown[] = [];
+    await removeIsolationRules('v6', {
+      ...opts,
+      policy: { saddr: 'fd00::5' },
+      bestEffort: true,
+      onError: (e) => errors.push(e),
+    });
+    expect(errors).toHaveLength(1);
+    expect(calls).toEqual([]);
   });
 });

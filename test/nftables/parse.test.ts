@@ -7,7 +7,7 @@ import { parseRuleHandles, parseRuleHandlesJson } from '../../src/nftables/index
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
 
 const dir = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));
-// Captured from nft 1.0.6: agents ab, abc (vmap, iifname veth-ab / veth-abc), r1 and r10
+// Captured from nft 1.0.6 (table renamed to the default, scaler_primitives): agents ab, abc (vmap, iifname veth-ab / veth-abc), r1 and r10
 // (rules layout, saddr 10.47.6.2 / 10.47.6.20) and u (vmap, skuid 1001).
 const listing = readFileSync(`${dir}listing.json`, 'utf8');
 const forwardText = readFileSync(`${dir}forward-chain.txt`, 'utf8');
@@ -103,7 +103,7 @@ describe('parseRuleHandlesJson (nft -j output)', () => {
 
 describe('table state', () => {
   it('groups everything by agent with exact ids', () => {
-    const state = parseTableState(listing, 'kici');
+    const state = parseTableState(listing, 'scaler_primitives');
     expect(state.exists).toBe(true);
     const agents = agentFootprints(state);
     expect([...agents.keys()].sort()).toEqual(['ab', 'abc', 'r1', 'r10', 'u']);
@@ -123,5 +123,43 @@ describe('table state', () => {
 
   it('reports a table of another name as missing', () => {
     expect(parseTableState(listing, 'other').exists).toBe(false);
+  });
+});
+
+describe('table state of one family', () => {
+  // `nft -j list ruleset` with `ip kici` (kici's) and `inet kici` (an older default) side
+  // by side: one name, two tables.
+  const rule = (family: string, chain: string, handle: number, comment: string) => ({
+    rule: { family, table: 'kici', chain, handle, comment, expr: [{ drop: null }] },
+  });
+  const ruleset = JSON.stringify({
+    nftables: [
+      { metainfo: { json_schema_version: 1 } },
+      { table: { family: 'ip', name: 'kici', handle: 1 } },
+      { chain: { family: 'ip', table: 'kici', name: 'forward', handle: 1 } },
+      { chain: { family: 'ip', table: 'kici', name: 'output', handle: 2 } },
+      rule('ip', 'forward', 5, 'agent=veth-ab policy=0123456789ab'),
+      { table: { family: 'inet', name: 'kici', handle: 2 } },
+      { chain: { family: 'inet', table: 'kici', name: 'forward', handle: 1 } },
+      { chain: { family: 'inet', table: 'kici', name: 'input', handle: 2 } },
+      rule('inet', 'forward', 5, 'agent=veth-x policy=0123456789ab'),
+      rule('inet', 'input', 6, 'agent=veth-x policy=0123456789ab'),
+    ],
+  });
+
+  it('keeps the family it was asked for, and only that one', () => {
+    const ip = parseTableState(ruleset, 'kici', 'ip');
+    expect(ip.exists).toBe(true);
+    expect([...ip.chains].sort()).toEqual(['forward', 'output']);
+    expect([...agentFootprints(ip).keys()]).toEqual(['veth-ab']);
+    const inet = parseTableState(ruleset, 'kici');
+    expect([...inet.chains].sort()).toEqual(['forward', 'input']);
+    expect([...agentFootprints(inet).keys()]).toEqual(['veth-x']);
+    expect(
+      agentFootprints(inet)
+        .get('veth-x')!
+        .rules.map((r) => r.handle),
+    ).toEqual([5, 6]);
+    expect(parseTableState(ruleset, 'other', 'ip').exists).toBe(false);
   });
 });

@@ -4,7 +4,7 @@ import { isInvalidInputError } from '../../src/errors.js';
 import { parseCidr, renderIsolationPlan, validateInterfaceName } from '../../src/nftables/index.js';
 
 const LINE =
-  /^(create chain|add rule|add element) inet kici [A-Za-z0-9_.-]+( [A-Za-z0-9_.,:/{}@"=+ -]+)?$/;
+  /^(create chain|add rule|add element) inet scaler_primitives [A-Za-z0-9_.-]+( [A-Za-z0-9_.,:/{}@"=+ -]+)?$/;
 
 describe('properties', () => {
   it('any string is either refused or renders only well-formed, single-quoted-token lines', () => {

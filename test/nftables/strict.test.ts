@@ -126,7 +126,8 @@ describe('renderPlan checks the whole plan, whoever built it', () => {
       rule({ exprs: [], verdict: 'accept\nflush ruleset' }),
     ],
     ['a verdict outside accept/drop', rule({ exprs: [], verdict: 'jump evil' })],
-    ['the family', plan([{ op: 'add table' }], { family: 'ip' })],
+    ['the family', plan([{ op: 'add table' }], { family: 'ip6' })],
+    ['the family (bridge)', plan([{ op: 'add table' }], { family: 'bridge' })],
     ['the family (injection)', plan([{ op: 'add table' }], { family: 'inet x\nflush ruleset\n' })],
     ['the table', plan([{ op: 'add table' }], { table: 'k ici' })],
     ['the hook', plan([{ op: 'add chain', chain: 'forward', hook: 'prerouting; policy drop' }])],
@@ -250,6 +251,88 @@ describe('renderPlan checks the whole plan, whoever built it', () => {
   it('commands that are not objects are TypeErrors; so is a plan that is not one', () => {
     expect(() => renderPlan(plan([null]))).toThrow(TypeError);
     expect(() => renderPlan('add table inet kici' as unknown as NftPlan)).toThrow(TypeError);
+  });
+
+  it('a family `ip` plan: accepted without IPv6, IPv6 parts refused naming the command', () => {
+    const ip = (commands: unknown[]) => plan(commands, { family: 'ip' });
+    expect(renderPlan(ip([{ op: 'add table' }]))).toBe('add table ip kici\n');
+    expect(
+      renderPlan(
+        ip([
+          {
+            op: 'add rule',
+            chain: 'forward',
+            rule: {
+              exprs: [{ type: 'daddr', family: 'ip', addrs: ['10.0.0.0/8'] }],
+              verdict: 'drop',
+            },
+          },
+        ]),
+      ),
+    ).toBe('add rule ip kici forward ip daddr 10.0.0.0/8 drop\n');
+    const cases: Array<[unknown, RegExp]> = [
+      [
+        {
+          op: 'add rule',
+          chain: 'agent-a-fwd',
+          rule: {
+            exprs: [{ type: 'daddr', family: 'ip6', addrs: ['fc00::/7'] }],
+            verdict: 'drop',
+            comment: 'agent=a',
+          },
+        },
+        /command 2 \(`add rule` in chain agent-a-fwd \(comment "agent=a"\)\).*`ip6 daddr fc00::\/7`/,
+      ],
+      [
+        {
+          op: 'insert rule',
+          chain: 'forward',
+          rule: { exprs: [{ type: 'saddr', family: 'ip6', addrs: ['fd00::5'] }], verdict: 'drop' },
+        },
+        /`insert rule` in chain forward.*`ip6 saddr fd00::5`/,
+      ],
+      [
+        {
+          op: 'add rule',
+          chain: 'input',
+          rule: {
+            exprs: [{ type: 'icmpv6Type', types: ['nd-neighbor-solicit'] }],
+            verdict: 'accept',
+          },
+        },
+        /`icmpv6 type nd-neighbor-solicit`/,
+      ],
+      [
+        {
+          op: 'add rule',
+          chain: 'forward',
+          rule: { exprs: [{ type: 'vmap', key: 'ip6 saddr', map: 'fwd_v6' }] },
+        },
+        /`ip6 saddr vmap @fwd_v6`/,
+      ],
+      [{ op: 'add map', map: 'in_v6', key: 'ip6 saddr' }, /map in_v6 keyed by `ip6 saddr`/],
+      [
+        {
+          op: 'add element',
+          map: 'fwd_v6',
+          key: { kind: 'addr', value: 'fd00::5' },
+          target: 'agent-a-fwd',
+        },
+        /an element of map fwd_v6/,
+      ],
+      [
+        { op: 'delete element', map: 'in_v6', key: { kind: 'addr', value: 'fd00::5' } },
+        /`delete element` on map in_v6/,
+      ],
+    ];
+    for (const [command, message] of cases) {
+      const error = refused(() => renderPlan(ip([{ op: 'add table' }, command])));
+      expect(error.what).toBe('rule for an `ip` table');
+      expect(error.message).toMatch(message);
+      expect(error.message).toMatch(/family `ip`.*Use family `inet`/);
+      // The same command is fine in an `inet` table.
+      expect(() => renderPlan(plan([{ op: 'add table' }, command]))).not.toThrow();
+    }
   });
 
   it('an oversized plan is refused before anything is rendered', () => {

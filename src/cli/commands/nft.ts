@@ -42,7 +42,7 @@ Rules:
 
 Options:
   --agent <id>          The agent id (names its chains and rule comments). Required.
-  --table <name>        Table name. Default: kici.
+  --table <name>        Table name. Default: scaler_primitives.
   --layout <vmap|rules> vmap (default): a chain per agent behind verdict maps;
                         rules: the seed-compatible flat layout.
   --with-table          Also print the commands that create the table skeleton.
