@@ -77,8 +77,11 @@ export interface KiciNftOptions extends NftOptions {
  *
  * @example
  * ```ts
+ * import { KICI_NFT_TABLE } from 'scaler-primitives/kici';
+ * import { listIsolatedAgents } from 'scaler-primitives/nftables';
+ *
  * KICI_NFT_TABLE; // { table: 'kici', family: 'ip', layout: 'rules' }
- * await listIsolatedAgents(KICI_NFT_TABLE); // from scaler-primitives/nftables
+ * await listIsolatedAgents(KICI_NFT_TABLE); // the agents in `ip kici`
  * ```
  */
 export const KICI_NFT_TABLE = Object.freeze({

@@ -65,6 +65,8 @@ function blindRemoval(
  * @throws {NftCommandError} for any other failure.
  * @example
  * ```ts
+ * import { validateNftablesAvailability } from 'scaler-primitives/nftables';
+ *
  * await validateNftablesAvailability({ requireSudo: true }); // at start-up: fail early
  * ```
  */
@@ -80,6 +82,8 @@ export async function validateNftablesAvailability(opts?: NftOptions): Promise<v
  * @returns whether anything had to be created.
  * @example
  * ```ts
+ * import { ensureTable } from 'scaler-primitives/nftables';
+ *
  * await ensureTable(); // table inet scaler_primitives, vmap skeleton
  * await ensureTable({ family: 'ip', table: 'kici', layout: 'rules' }); // chains only
  * ```
@@ -207,7 +211,10 @@ export interface RemoveOptions extends NftOptions {
  * @throws {InvalidInputError} / nft errors, unless `bestEffort` is set.
  * @example
  * ```ts
- * await removeIsolationRules('ci-42', { policy, bestEffort: true, onError: log.warn });
+ * import { type IsolationPolicy, removeIsolationRules } from 'scaler-primitives/nftables';
+ *
+ * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
+ * await removeIsolationRules('ci-42', { policy, bestEffort: true, onError: console.warn });
  * ```
  */
 export async function removeIsolationRules(agentId: string, opts?: RemoveOptions): Promise<number> {

@@ -55,6 +55,8 @@ function identitiesOf(footprint: AgentFootprint): Array<string | number> {
  *
  * @example
  * ```ts
+ * import { listIsolatedAgents } from 'scaler-primitives/nftables';
+ *
  * for (const agent of await listIsolatedAgents({ family: 'ip', table: 'kici' })) {
  *   console.log(agent.agentId, agent.layout, agent.rules);
  * }
@@ -100,6 +102,9 @@ function liveIds(liveAgentIds: Iterable<string>): Set<string> {
  *
  * @example
  * ```ts
+ * import { sweepIsolation } from 'scaler-primitives/nftables';
+ *
+ * declare const runningAgentIds: Set<string>;
  * const { removedAgents } = await sweepIsolation(runningAgentIds, { table: 'scaler_primitives' });
  * ```
  */
@@ -205,8 +210,11 @@ function compare(
  *
  * @example
  * ```ts
+ * import { type IsolationPolicy, verifyIsolation } from 'scaler-primitives/nftables';
+ *
+ * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
  * const { ok, problems } = await verifyIsolation('ci-42', policy, { repair: true });
- * if (!ok) log.warn(`re-applied isolation of ci-42: ${problems.join('; ')}`);
+ * if (!ok) console.warn(`re-applied isolation of ci-42: ${problems.join('; ')}`);
  * ```
  */
 export async function verifyIsolation(

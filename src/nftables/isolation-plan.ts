@@ -18,6 +18,8 @@ import {
  *
  * @example
  * ```ts
+ * import { type PlanOptions, renderIsolationPlan } from 'scaler-primitives/nftables';
+ *
  * const opts: PlanOptions = { family: 'ip', table: 'kici', layout: 'rules', includeTable: true };
  * renderIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, opts);
  * ```
@@ -43,6 +45,8 @@ export interface PlanOptions {
  *   an IPv6 `saddr` agent in a table of family `ip`.
  * @example
  * ```ts
+ * import { buildIsolationPlan } from 'scaler-primitives/nftables';
+ *
  * const plan = buildIsolationPlan('ci-42', { saddr: '172.30.0.5' }, { family: 'ip' });
  * plan.family; // 'ip'
  * plan.commands[0]; // { op: 'create chain', chain: 'agent-ci-42-fwd' }

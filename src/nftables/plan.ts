@@ -8,6 +8,8 @@
  *
  * @example
  * ```ts
+ * import { buildIsolationPlan, type TableFamily } from 'scaler-primitives/nftables';
+ *
  * const family: TableFamily = 'ip';
  * buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { family }); // IPv4 rules only
  * ```
@@ -190,6 +192,8 @@ export type NftCommand =
  *
  * @example
  * ```ts
+ * import { type NftPlan, renderPlan } from 'scaler-primitives/nftables';
+ *
  * const plan: NftPlan = { family: 'ip', table: 'kici', commands: [{ op: 'add table' }] };
  * renderPlan(plan); // 'add table ip kici\n'
  * ```

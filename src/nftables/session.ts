@@ -53,6 +53,8 @@ export type NftRunner = (
  *
  * @example
  * ```ts
+ * import { ensureTable, type NftOptions } from 'scaler-primitives/nftables';
+ *
  * const opts: NftOptions = { table: 'agents', family: 'ip', netns: 'ci', requireSudo: true };
  * await ensureTable(opts); // sudo -n ip netns exec ci nft ... on table `ip agents`
  * ```

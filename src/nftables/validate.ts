@@ -241,6 +241,8 @@ export function validateChainName(value: unknown): string {
  *
  * @example
  * ```ts
+ * import { addIsolationRules, DEFAULT_TABLE } from 'scaler-primitives/nftables';
+ *
  * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }); // table inet scaler_primitives
  * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }, { table: 'kici' }); // the old name
  * DEFAULT_TABLE; // 'scaler_primitives'

@@ -10,6 +10,9 @@ import type { ScalerManager, SpawnRequest, SpawnResult } from '../../manager/ind
  *
  * @example
  * ```ts
+ * import type { FakeBackend, FakeMethod } from 'scaler-primitives/testing';
+ *
+ * declare const backend: FakeBackend;
  * const method: FakeMethod = 'destroy';
  * backend.failNext(1, new Error('busy'), method);
  * ```
@@ -22,7 +25,12 @@ export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
  *
  * @example
  * ```ts
- * const host: FakeBackendHost = manager; // a ScalerManager
+ * import type { ScalerManager } from 'scaler-primitives/manager';
+ * import { FakeBackend, type FakeBackendHost, type TestClock } from 'scaler-primitives/testing';
+ *
+ * declare const manager: ScalerManager;
+ * declare const clock: TestClock;
+ * const host: FakeBackendHost = manager;
  * new FakeBackend({ clock, manager: host, registerAfterMs: 10_000 });
  * ```
  */
@@ -36,6 +44,9 @@ export type FakeBackendHost = Pick<
  *
  * @example
  * ```ts
+ * import type { FakeBackend, FakeCall } from 'scaler-primitives/testing';
+ *
+ * declare const backend: FakeBackend;
  * const spawns: FakeCall[] = backend.callsOf('spawn');
  * console.log(spawns.map((c) => `${new Date(c.at).toISOString()} ${c.agentId} ${c.outcome}`));
  * ```
@@ -63,6 +74,10 @@ export interface FakeCall {
  *
  * @example
  * ```ts
+ * import type { SpawnRequest } from 'scaler-primitives/manager';
+ * import type { FakeBackend, FakeScript } from 'scaler-primitives/testing';
+ *
+ * declare const backend: FakeBackend;
  * const slowWarm: FakeScript = {
  *   when: (call) => (call.args[0] as SpawnRequest).warm,
  *   latencyMs: 90_000,
@@ -93,6 +108,9 @@ export interface FakeScript {
  *
  * @example
  * ```ts
+ * import { FakeBackend, type FakeBackendOptions, TestClock } from 'scaler-primitives/testing';
+ *
+ * declare const clock: TestClock;
  * const options: FakeBackendOptions = { clock, latencyMs: { spawn: 5000 }, registerAfterMs: 20_000 };
  * const backend = new FakeBackend(options);
  * ```
@@ -127,6 +145,9 @@ export interface FakeBackendOptions {
  *
  * @example
  * ```ts
+ * import type { FakeAgent, FakeBackend } from 'scaler-primitives/testing';
+ *
+ * declare const backend: FakeBackend;
  * const agent: FakeAgent | undefined = backend.agent('linux-1');
  * if (agent?.state === 'busy') console.log(`runs ${agent.jobId}`);
  * ```
@@ -154,6 +175,9 @@ export interface FakeAgent {
  *
  * @example
  * ```ts
+ * import type { FakeBackend, FakeJobRun } from 'scaler-primitives/testing';
+ *
+ * declare const backend: FakeBackend;
  * const runs: FakeJobRun[] = backend.jobsCompleted;
  * console.log(runs.map((r) => `${r.jobId} on ${r.agentId}: ${(r.completedAt - r.startedAt) / 1000} s`));
  * ```

@@ -144,7 +144,11 @@ export class MemoryPoolStore {
  *
  * @example
  * ```ts
+ * import { MemoryPoolLedger, MemoryPoolStore } from 'scaler-primitives/testing';
+ *
  * const store = new MemoryPoolStore({ bootId: 'host-a-boot-1' });
+ * const a = new MemoryPoolLedger({ instanceId: 'replica-a', store });
+ * const b = new MemoryPoolLedger({ instanceId: 'replica-b', store }); // one pool, two replicas
  * ```
  */
 export interface MemoryPoolStoreOptions {

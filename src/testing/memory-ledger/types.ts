@@ -10,6 +10,9 @@ import type { MemoryPoolStore } from './store.js';
  *
  * @example
  * ```ts
+ * import type { MemoryPoolLedger, MemoryPoolSnapshot } from 'scaler-primitives/testing';
+ *
+ * declare const ledger: MemoryPoolLedger;
  * const { live, stale }: MemoryPoolSnapshot = ledger.inspect('host');
  * console.log(live.length, stale.map((s) => s.reason));
  * ```
@@ -26,6 +29,10 @@ export interface MemoryPoolSnapshot {
  *
  * @example
  * ```ts
+ * import { MemoryPoolLedger, type MemoryPoolLedgerOptions, MemoryPoolStore, type TestClock } from 'scaler-primitives/testing';
+ *
+ * declare const clock: TestClock;
+ * const store = new MemoryPoolStore(); // shared by the replicas of one simulated host
  * const options: MemoryPoolLedgerOptions = { instanceId: 'replica-a', store, clock, leaseTtlMs: 10_000 };
  * const ledger = new MemoryPoolLedger(options);
  * ```
