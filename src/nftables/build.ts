@@ -13,7 +13,17 @@ import type {
 import type { NormalizedPolicy } from './policy.js';
 import { type Cidr, validateAgentId } from './validate.js';
 
-/** Where an agent's rules live: see docs/nftables.md for both layouts. */
+/**
+ * Where an agent's rules live: see docs/nftables.md for both layouts.
+ *
+ * @example
+ * ```ts
+ * import { addIsolationRules, NftLayout } from 'scaler-primitives/nftables';
+ *
+ * // kici's layout: the agent's rules go into the shared base chains.
+ * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }, { layout: NftLayout.rules });
+ * ```
+ */
 export const NftLayout = {
   /** One chain per agent, reached through verdict maps keyed by the agent's identity. */
   vmap: 'vmap',
@@ -21,7 +31,17 @@ export const NftLayout = {
   rules: 'rules',
 } as const;
 
-/** `'vmap' | 'rules'`. */
+/**
+ * `'vmap' | 'rules'`.
+ *
+ * @example
+ * ```ts
+ * import { listIsolatedAgents, type NftLayoutName } from 'scaler-primitives/nftables';
+ *
+ * const layout: NftLayoutName = 'rules';
+ * const agents = await listIsolatedAgents({ family: 'ip', table: 'kici', layout });
+ * ```
+ */
 export type NftLayoutName = (typeof NftLayout)[keyof typeof NftLayout];
 
 /** Base chains of the table: name -> hook. */
@@ -31,7 +51,17 @@ export const BASE_CHAINS: Readonly<Record<NftHook, NftHook>> = {
   output: 'output',
 };
 
-/** Which part of the path a set of agent rules guards. */
+/**
+ * Which part of the path a set of agent rules guards.
+ *
+ * @example
+ * ```ts
+ * import { type AgentPart, agentChainName } from 'scaler-primitives/nftables';
+ *
+ * const parts: AgentPart[] = ['fwd', 'in', 'out'];
+ * parts.map((part) => agentChainName('ci-42', part)); // ['agent-ci-42-fwd', 'agent-ci-42-in', ...]
+ * ```
+ */
 export type AgentPart = 'fwd' | 'in' | 'out';
 
 const PART_HOOK: Readonly<Record<AgentPart, NftHook>> = {
@@ -40,7 +70,17 @@ const PART_HOOK: Readonly<Record<AgentPart, NftHook>> = {
   out: 'output',
 };
 
-/** One verdict map of the `vmap` layout. */
+/**
+ * One verdict map of the `vmap` layout.
+ *
+ * @example
+ * ```ts
+ * import { DISPATCH_MAPS, type DispatchMap } from 'scaler-primitives/nftables';
+ *
+ * const byInterface: DispatchMap[] = DISPATCH_MAPS.filter((m) => m.key === 'iifname');
+ * byInterface.map((m) => m.map); // ['fwd_iif', 'in_iif']
+ * ```
+ */
 export interface DispatchMap {
   /** The map's name. */
   readonly map: string;
@@ -50,7 +90,17 @@ export interface DispatchMap {
   readonly part: AgentPart;
 }
 
-/** Verdict maps of the `vmap` layout, with their key and the base chain that consults them. */
+/**
+ * Verdict maps of the `vmap` layout, with their key and the base chain that consults them.
+ *
+ * @example
+ * ```ts
+ * import { DISPATCH_MAPS } from 'scaler-primitives/nftables';
+ *
+ * for (const { map, key, part } of DISPATCH_MAPS) console.log(`${map}: ${key} -> agent chain ${part}`);
+ * // fwd_iif: iifname -> agent chain fwd ... out_uid: meta skuid -> agent chain out
+ * ```
+ */
 export const DISPATCH_MAPS: ReadonlyArray<DispatchMap> = [
   { map: 'fwd_iif', key: 'iifname', part: 'fwd' },
   { map: 'fwd_v4', key: 'ip saddr', part: 'fwd' },
@@ -81,6 +131,13 @@ export const DISPATCH_COMMENT = 'dispatch';
  * Name of the per-agent chain for one part (vmap layout), e.g. `agent-ci-7-fwd`.
  *
  * @throws {InvalidInputError} for an invalid agent id or a part other than `fwd`, `in`, `out`.
+ *
+ * @example
+ * ```ts
+ * import { agentChainName } from 'scaler-primitives/nftables';
+ *
+ * agentChainName('ci-42', 'fwd'); // 'agent-ci-42-fwd', the chain `nft list chain inet scaler_primitives ...` shows
+ * ```
  */
 export function agentChainName(agentId: string, part: AgentPart): string {
   if (part !== 'fwd' && part !== 'in' && part !== 'out') {

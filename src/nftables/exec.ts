@@ -102,7 +102,17 @@ export async function ensureTable(opts?: NftOptions): Promise<boolean> {
   }
 }
 
-/** What {@link addIsolationRules} did. */
+/**
+ * What {@link addIsolationRules} did.
+ *
+ * @example
+ * ```ts
+ * import { type AddResult, addIsolationRules } from 'scaler-primitives/nftables';
+ *
+ * const result: AddResult = await addIsolationRules('ci-42', { iifname: 'tap-ci-42', hostAccess: [8080] });
+ * if (result.replaced) console.log(`re-isolated ci-42: ${result.rules} rules, ${result.nftCalls} nft calls`);
+ * ```
+ */
 export interface AddResult {
   /** Rules the agent now owns. */
   rules: number;
@@ -186,7 +196,18 @@ export async function addIsolationRules(
   return { rules, nftCalls: calls, replaced };
 }
 
-/** Options of {@link removeIsolationRules}. */
+/**
+ * Options of {@link removeIsolationRules}.
+ *
+ * @example
+ * ```ts
+ * import { type IsolationPolicy, type RemoveOptions, removeIsolationRules } from 'scaler-primitives/nftables';
+ *
+ * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
+ * const opts: RemoveOptions = { policy, bestEffort: true, onError: (e) => console.warn('teardown', e) };
+ * await removeIsolationRules('ci-42', opts); // one nft process, never throws
+ * ```
+ */
 export interface RemoveOptions extends NftOptions {
   /**
    * The policy the agent was isolated with. In the `vmap` layout this allows a teardown in

@@ -23,7 +23,17 @@ import {
 } from './session.js';
 import { validateAgentId } from './validate.js';
 
-/** One agent found in the table. */
+/**
+ * One agent found in the table.
+ *
+ * @example
+ * ```ts
+ * import { type IsolatedAgent, listIsolatedAgents } from 'scaler-primitives/nftables';
+ *
+ * const agents: IsolatedAgent[] = await listIsolatedAgents();
+ * const stale = agents.filter((a) => a.digests.length > 1); // an update was interrupted
+ * ```
+ */
 export interface IsolatedAgent {
   /** The agent id (from rule comments and chain names). */
   agentId: string;
@@ -75,7 +85,18 @@ export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAge
     .sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0));
 }
 
-/** What {@link sweepIsolation} removed. */
+/**
+ * What {@link sweepIsolation} removed.
+ *
+ * @example
+ * ```ts
+ * import { type SweepResult, sweepIsolation } from 'scaler-primitives/nftables';
+ *
+ * declare const running: Set<string>; // ids of the agents still alive
+ * const { removedAgents, removedRules }: SweepResult = await sweepIsolation(running);
+ * console.log(`swept ${removedRules} rules of ${removedAgents.join(', ') || 'no agent'}`);
+ * ```
+ */
 export interface SweepResult {
   /** Agents whose rules were removed. */
   removedAgents: string[];
@@ -140,13 +161,35 @@ export async function sweepIsolation(
   }
 }
 
-/** Options of {@link verifyIsolation}. */
+/**
+ * Options of {@link verifyIsolation}.
+ *
+ * @example
+ * ```ts
+ * import { type IsolationPolicy, type VerifyOptions, verifyIsolation } from 'scaler-primitives/nftables';
+ *
+ * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
+ * const opts: VerifyOptions = { family: 'ip', table: 'kici', layout: 'rules', repair: true };
+ * await verifyIsolation('ci-42', policy, opts);
+ * ```
+ */
 export interface VerifyOptions extends NftOptions {
   /** Re-apply the policy when something is missing or different. @default false */
   repair?: boolean;
 }
 
-/** What {@link verifyIsolation} found. */
+/**
+ * What {@link verifyIsolation} found.
+ *
+ * @example
+ * ```ts
+ * import { type IsolationPolicy, type VerifyResult, verifyIsolation } from 'scaler-primitives/nftables';
+ *
+ * declare const policy: IsolationPolicy;
+ * const result: VerifyResult = await verifyIsolation('ci-42', policy, { repair: true });
+ * if (result.repaired) console.warn(`ci-42 rules were re-applied: ${result.problems.join('; ')}`);
+ * ```
+ */
 export interface VerifyResult {
   /** True when the agent's rules were in place as the policy says (before any repair). */
   ok: boolean;

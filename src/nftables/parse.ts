@@ -68,6 +68,14 @@ function lineMatches(tokens: string[], identifier: string): boolean {
 /**
  * Handles of the rules in `nft -a list chain` text whose interface, address or uid equals
  * `identifier` exactly, or whose comment names agent `identifier`.
+ *
+ * @example
+ * ```ts
+ * import { parseRuleHandles } from 'scaler-primitives/nftables';
+ *
+ * declare const listing: string; // output of `nft -a list chain ip kici forward`
+ * for (const handle of parseRuleHandles(listing, 'tap-ci-42')) console.log(handle);
+ * ```
  */
 export function parseRuleHandles(nftOutput: string, identifier: string): number[] {
   const wanted = canonical(identifier);
@@ -252,6 +260,14 @@ export function parseTableState(
 /**
  * Handles of the rules in `nft -j` output (a list of a chain, table or ruleset) that belong
  * to `identifier`: the JSON twin of {@link parseRuleHandles}, with the same exact matching.
+ *
+ * @example
+ * ```ts
+ * import { parseRuleHandlesJson } from 'scaler-primitives/nftables';
+ *
+ * declare const json: string; // output of `nft -j -a list table inet scaler_primitives`
+ * const handles: number[] = parseRuleHandlesJson(json, 'ci-42'); // rules of ci-42 only, never ci-420
+ * ```
  */
 export function parseRuleHandlesJson(json: string | unknown, identifier: string): number[] {
   const wanted = canonical(identifier);

@@ -16,16 +16,57 @@
  */
 export type TableFamily = 'inet' | 'ip';
 
-/** Address family of an address match (`ip6` only in an `inet` table). */
+/**
+ * Address family of an address match (`ip6` only in an `inet` table).
+ *
+ * @example
+ * ```ts
+ * import type { AddrFamily, NftExpr } from 'scaler-primitives/nftables';
+ *
+ * const family: AddrFamily = 'ip6';
+ * const toMetadata: NftExpr = { type: 'daddr', family, addrs: ['fd00:ec2::254'] };
+ * ```
+ */
 export type AddrFamily = 'ip' | 'ip6';
 
-/** A key a verdict map dispatches on. */
+/**
+ * A key a verdict map dispatches on.
+ *
+ * @example
+ * ```ts
+ * import { buildIsolationPlan, type DispatchKey } from 'scaler-primitives/nftables';
+ *
+ * const plan = buildIsolationPlan('ci-42', { skuid: 1042 }, { includeTable: true });
+ * const keys: DispatchKey[] = plan.commands.flatMap((c) => (c.op === 'add map' ? [c.key] : []));
+ * ```
+ */
 export type DispatchKey = 'iifname' | 'ip saddr' | 'ip6 saddr' | 'meta skuid';
 
-/** ICMPv6 types the host input chain lets through (neighbour discovery). */
+/**
+ * ICMPv6 types the host input chain lets through (neighbour discovery).
+ *
+ * @example
+ * ```ts
+ * import type { Icmpv6Type, NftExpr } from 'scaler-primitives/nftables';
+ *
+ * const nd: Icmpv6Type[] = ['nd-neighbor-solicit', 'nd-neighbor-advert'];
+ * const neighbourDiscovery: NftExpr = { type: 'icmpv6Type', types: nd };
+ * ```
+ */
 export type Icmpv6Type = 'nd-neighbor-solicit' | 'nd-neighbor-advert' | 'nd-router-solicit';
 
-/** One match expression of a rule. */
+/**
+ * One match expression of a rule.
+ *
+ * @example
+ * ```ts
+ * import type { NftExpr, NftRule } from 'scaler-primitives/nftables';
+ *
+ * const fromAgent: NftExpr = { type: 'iifname', name: 'tap-ci-42' };
+ * const toDns: NftExpr = { type: 'dport', protocol: 'udp', ports: [53] };
+ * const rule: NftRule = { exprs: [fromAgent, toDns], verdict: 'accept', comment: 'agent ci-42' };
+ * ```
+ */
 export type NftExpr =
   | {
       /** Match the input interface name. */
@@ -90,7 +131,21 @@ export type NftExpr =
       readonly map: string;
     };
 
-/** A rule: matches, then an optional verdict, then an optional comment. */
+/**
+ * A rule: matches, then an optional verdict, then an optional comment.
+ *
+ * @example
+ * ```ts
+ * import { type NftRule, renderPlan } from 'scaler-primitives/nftables';
+ *
+ * const rule: NftRule = {
+ *   exprs: [{ type: 'iifname', name: 'tap-ci-42' }, { type: 'daddr', family: 'ip', addrs: ['10.0.0.0/8'] }],
+ *   verdict: 'drop',
+ *   comment: 'agent ci-42',
+ * };
+ * renderPlan({ family: 'ip', table: 'kici', commands: [{ op: 'add rule', chain: 'forward', rule }] });
+ * ```
+ */
 export interface NftRule {
   /** Every expression must match for the verdict to apply. */
   readonly exprs: readonly NftExpr[];
@@ -100,7 +155,18 @@ export interface NftRule {
   readonly comment?: string;
 }
 
-/** A key of a verdict-map element. */
+/**
+ * A key of a verdict-map element.
+ *
+ * @example
+ * ```ts
+ * import { buildIsolationPlan, type NftElementKey } from 'scaler-primitives/nftables';
+ *
+ * const plan = buildIsolationPlan('ci-42', { saddr: '172.30.0.5' });
+ * const keys: NftElementKey[] = plan.commands.flatMap((c) => (c.op === 'add element' ? [c.key] : []));
+ * // [{ kind: 'addr', value: '172.30.0.5' }, ...]
+ * ```
+ */
 export type NftElementKey =
   | {
       /** An interface name key. */
@@ -121,10 +187,31 @@ export type NftElementKey =
       readonly value: number;
     };
 
-/** Hooks of the base chains. */
+/**
+ * Hooks of the base chains.
+ *
+ * @example
+ * ```ts
+ * import { buildIsolationPlan, type NftHook } from 'scaler-primitives/nftables';
+ *
+ * const plan = buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { includeTable: true });
+ * const hooks: NftHook[] = plan.commands.flatMap((c) => (c.op === 'add chain' && c.hook ? [c.hook] : []));
+ * // ['forward', 'input', 'output']
+ * ```
+ */
 export type NftHook = 'forward' | 'input' | 'output';
 
-/** One line of an `nft -f` script. */
+/**
+ * One line of an `nft -f` script.
+ *
+ * @example
+ * ```ts
+ * import { buildIsolationPlan, type NftCommand } from 'scaler-primitives/nftables';
+ *
+ * const commands: readonly NftCommand[] = buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }).commands;
+ * console.log(commands.map((c) => c.op)); // ['create chain', 'add rule', ..., 'add element', ...]
+ * ```
+ */
 export type NftCommand =
   | {
       /** Create the table (`create` fails if it exists). */

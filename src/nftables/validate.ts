@@ -24,6 +24,14 @@ function refuse(what: string, value: unknown, accepted: string): never {
 /**
  * An agent id, used in rule comments and per-agent chain names.
  * Accepted: 1-64 characters of `A-Z a-z 0-9 _ . -`, starting with a letter or digit.
+ *
+ * @example
+ * ```ts
+ * import { validateAgentId } from 'scaler-primitives/nftables';
+ *
+ * validateAgentId('ci-42'); // 'ci-42'
+ * validateAgentId('ci 42; flush ruleset'); // throws InvalidInputError
+ * ```
  */
 export function validateAgentId(value: unknown): string {
   if (typeof value !== 'string' || !AGENT_ID.test(value)) {
@@ -36,7 +44,17 @@ export function validateAgentId(value: unknown): string {
   return value;
 }
 
-/** A Linux interface name that is also safe inside an nft quoted string. */
+/**
+ * A Linux interface name that is also safe inside an nft quoted string.
+ *
+ * @example
+ * ```ts
+ * import { validateInterfaceName } from 'scaler-primitives/nftables';
+ *
+ * validateInterfaceName('tap-ci-42'); // 'tap-ci-42'
+ * validateInterfaceName('veth*'); // throws InvalidInputError: nft would read it as a prefix wildcard
+ * ```
+ */
 export function validateInterfaceName(value: unknown): string {
   if (
     typeof value !== 'string' ||
@@ -90,7 +108,18 @@ export function validateUid(value: unknown): number {
   return value;
 }
 
-/** A parsed, normalized address or network. */
+/**
+ * A parsed, normalized address or network.
+ *
+ * @example
+ * ```ts
+ * import { type Cidr, parseCidr } from 'scaler-primitives/nftables';
+ *
+ * const net: Cidr = parseCidr('2001:DB8::/32');
+ * net.family; // 6
+ * net.text; // '2001:db8::/32'
+ * ```
+ */
 export interface Cidr {
   /** 4 or 6. */
   readonly family: 4 | 6;
@@ -184,12 +213,32 @@ function parse(value: unknown, what: string, allowPrefix: boolean): Cidr {
   };
 }
 
-/** A single IPv4 or IPv6 address, normalized. */
+/**
+ * A single IPv4 or IPv6 address, normalized.
+ *
+ * @example
+ * ```ts
+ * import { parseAddress } from 'scaler-primitives/nftables';
+ *
+ * parseAddress('2001:0db8:0000::0001').text; // '2001:db8::1'
+ * parseAddress('10.0.0.0/8'); // throws InvalidInputError: a single address is expected
+ * ```
+ */
 export function parseAddress(value: unknown, what = 'address'): Cidr {
   return parse(value, what, false);
 }
 
-/** An IPv4 or IPv6 address or network (CIDR), normalized; host bits must be zero. */
+/**
+ * An IPv4 or IPv6 address or network (CIDR), normalized; host bits must be zero.
+ *
+ * @example
+ * ```ts
+ * import { parseCidr } from 'scaler-primitives/nftables';
+ *
+ * parseCidr('10.20.0.0/16').prefix; // 16
+ * parseCidr('10.20.0.1/16'); // throws InvalidInputError: host bits set
+ * ```
+ */
 export function parseCidr(value: unknown, what = 'CIDR'): Cidr {
   return parse(value, what, true);
 }

@@ -56,51 +56,6 @@ const NOT_YET: readonly string[] = [
   // src/ledger/machine-ledger.ts
   'MachineLedgerOptions',
   'PoolSnapshot',
-  // src/nftables/build.ts
-  'AgentPart',
-  'agentChainName',
-  'DISPATCH_MAPS',
-  'DispatchMap',
-  'NftLayout',
-  'NftLayoutName',
-  // src/nftables/exec.ts
-  'AddResult',
-  'IsolatedAgent',
-  'NftRunner',
-  'NftRunResult',
-  'RemoveOptions',
-  'SweepResult',
-  'VerifyOptions',
-  'VerifyResult',
-  // src/nftables/isolation-plan.ts
-  // src/nftables/parse.ts
-  'parseRuleHandles',
-  'parseRuleHandlesJson',
-  // src/nftables/plan.ts
-  'AddrFamily',
-  'DispatchKey',
-  'Icmpv6Type',
-  'NftCommand',
-  'NftElementKey',
-  'NftExpr',
-  'NftHook',
-  'NftRule',
-  // src/nftables/policy.ts
-  'AgentIdentity',
-  'DEFAULT_BLOCKED_RANGES',
-  'DEFAULT_METADATA_ADDRESSES',
-  'HostPort',
-  'IfnameIdentity',
-  'IsolationPolicy',
-  'IsolationRules',
-  'SaddrIdentity',
-  'SkuidIdentity',
-  // src/nftables/validate.ts
-  'Cidr',
-  'parseAddress',
-  'parseCidr',
-  'validateAgentId',
-  'validateInterfaceName',
 ];
 
 /**
