@@ -11,7 +11,21 @@ import type { LedgerFs } from './fs.js';
 import { LEDGER_TELEMETRY_KEYS, type LedgerTelemetryOptions } from './telemetry.js';
 import type { ReservationRow } from './types.js';
 
-/** Options of {@link MachineLedger}. */
+/**
+ * Options of {@link MachineLedger}.
+ *
+ * @example
+ * ```ts
+ * import { MachineLedger, type MachineLedgerOptions } from 'scaler-primitives/ledger';
+ *
+ * const options: MachineLedgerOptions = {
+ *   instanceId: `orchestrator-${process.pid}`,
+ *   dir: '/var/lib/ci/ledger', // every orchestrator on the host uses the same directory
+ *   leaseTtlMs: 30_000,
+ * };
+ * const ledger = new MachineLedger(options);
+ * ```
+ */
 export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** This orchestrator instance's id, written into every row it makes. */
   instanceId: string;
@@ -129,7 +143,18 @@ export const MACHINE_LEDGER_OPTION_KEYS = [
   ...LEDGER_TELEMETRY_KEYS,
 ] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
 
-/** Per-pool summary returned by {@link MachineLedger.inspect}. */
+/**
+ * Per-pool summary returned by {@link MachineLedger.inspect}.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, PoolSnapshot } from 'scaler-primitives/ledger';
+ *
+ * declare const ledger: MachineLedger;
+ * const { cap, usage, live, stale }: PoolSnapshot = await ledger.inspect('build-host');
+ * console.log(`${usage.cpus}/${cap.maxCpu ?? '-'} cores, ${live.length} live, ${stale.length} to reap`);
+ * ```
+ */
 export interface PoolSnapshot {
   /** The pool name. */
   pool: string;
