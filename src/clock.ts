@@ -16,6 +16,8 @@
  *
  * @example
  * ```ts
+ * import type { ClockTimer } from 'scaler-primitives';
+ *
  * const timer: ClockTimer = clock.setInterval(() => void reap(), 30_000);
  * timer.unref(); // a background task never keeps the process alive
  * ```

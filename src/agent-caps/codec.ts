@@ -9,6 +9,8 @@ import { parseCpuQuota, parseMemoryMax } from './grammar.js';
  *
  * @example
  * ```ts
+ * import { type AgentCaps, encodeAgentCaps } from 'scaler-primitives/agent-caps';
+ *
  * const caps: AgentCaps = { cpuQuota: '400%', memoryMax: '8G' }; // four CPUs, 8 GiB
  * const wire = encodeAgentCaps(caps); // {"cpu_quota":"400%","memory_max":"8G"}
  * ```
@@ -25,6 +27,8 @@ export interface AgentCaps {
  *
  * @example
  * ```ts
+ * import { type CapsValueOptions, validateAgentCaps } from 'scaler-primitives/agent-caps';
+ *
  * const options: CapsValueOptions = { allowMemoryPercent: true };
  * validateAgentCaps({ memoryMax: '50%' }, options); // accepted only with the option
  * ```
@@ -44,6 +48,8 @@ export interface CapsValueOptions {
  *
  * @example
  * ```ts
+ * import { decodeAgentCaps, type DecodeAgentCapsOptions } from 'scaler-primitives/agent-caps';
+ *
  * const options: DecodeAgentCapsOptions = { raw: true }; // inspect a value systemd would ignore
  * const caps = decodeAgentCaps(bytes, options);
  * ```
@@ -64,6 +70,8 @@ export interface DecodeAgentCapsOptions extends CapsValueOptions {
  *
  * @example
  * ```ts
+ * import { MAX_CAPS_FIELD_LENGTH } from 'scaler-primitives/agent-caps';
+ *
  * if (value.length > MAX_CAPS_FIELD_LENGTH) throw new TypeError('caps field too long');
  * ```
  */
@@ -76,6 +84,8 @@ export const MAX_CAPS_FIELD_LENGTH = 64;
  *
  * @example
  * ```ts
+ * import { MAX_CAPS_VALUE_BYTES } from 'scaler-primitives/agent-caps';
+ *
  * if (entry.value.length > MAX_CAPS_VALUE_BYTES) console.warn('caps value too large: refused');
  * ```
  */
@@ -170,6 +180,8 @@ function checkField(
  *
  * @example
  * ```ts
+ * import { validateAgentCaps } from 'scaler-primitives/agent-caps';
+ *
  * validateAgentCaps({ cpuQuota: '400%', memoryMax: '8G' }); // ok
  * validateAgentCaps({ memoryMax: '8GB' }); // throws CapsValueError
  * ```
@@ -207,6 +219,8 @@ export function checkCaps(caps: AgentCaps, options: CapsValueOptions): void {
  *
  * @example
  * ```ts
+ * import { isEmpty } from 'scaler-primitives/agent-caps';
+ *
  * isEmpty({}); // true
  * isEmpty({ memoryMax: '8G' }); // false
  * ```
@@ -243,6 +257,8 @@ const encoder = new TextEncoder();
  *
  * @example
  * ```ts
+ * import { encodeAgentCaps } from 'scaler-primitives/agent-caps';
+ *
  * new TextDecoder().decode(encodeAgentCaps({ memoryMax: '8G' })); // '{"memory_max":"8G"}'
  * ```
  */
@@ -282,6 +298,8 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  *
  * @example
  * ```ts
+ * import { decodeAgentCaps } from 'scaler-primitives/agent-caps';
+ *
  * decodeAgentCaps('{"cpu_quota":"400%","io_weight":"10"}'); // { cpuQuota: '400%' }
  * ```
  */

@@ -86,6 +86,9 @@ function memoryMaxFromBytes(memBytes: number): string {
  *
  * @example
  * ```ts
+ * import { resolveResources } from 'scaler-primitives/resources';
+ * import { capsFromResources } from 'scaler-primitives/agent-caps';
+ *
  * capsFromResources({ cpus: 4, memBytes: 8 * 1024 ** 3 }); // { cpuQuota: '400%', memoryMax: '8G' }
  *
  * // A label set that declares only CPU: the memory limit is unset, so no MemoryMax=.
@@ -120,6 +123,8 @@ export function capsFromResources(amount: ResourceLimits): AgentCaps {
  *
  * @example
  * ```ts
+ * import { resourcesFromCaps } from 'scaler-primitives/agent-caps';
+ *
  * resourcesFromCaps({ cpuQuota: '150%', memoryMax: '1.5G' }); // { cpus: 1.5, memBytes: 1610612736 }
  * ```
  */

@@ -11,6 +11,8 @@ import {
  *
  * @example
  * ```ts
+ * import { DropInSection, renderDropIn } from 'scaler-primitives/agent-caps';
+ *
  * const text = renderDropIn({ cpuQuota: '200%' }, { section: DropInSection.Scope });
  * // [Scope]
  * // CPUQuota=200%
@@ -30,6 +32,8 @@ export const DropInSection = {
  *
  * @example
  * ```ts
+ * import type { DropInSectionName } from 'scaler-primitives/agent-caps';
+ *
  * const section: DropInSectionName = 'Slice';
  * ```
  */
@@ -40,6 +44,8 @@ export type DropInSectionName = (typeof DropInSection)[keyof typeof DropInSectio
  *
  * @example
  * ```ts
+ * import { renderDropIn, type RenderDropInOptions } from 'scaler-primitives/agent-caps';
+ *
  * const options: RenderDropInOptions = { section: 'Scope', allowMemoryPercent: false };
  * const text = renderDropIn(caps, options);
  * ```
@@ -72,6 +78,8 @@ export interface RenderDropInOptions extends CapsValueOptions {
  *
  * @example
  * ```ts
+ * import { renderDropIn } from 'scaler-primitives/agent-caps';
+ *
  * renderDropIn({ memoryMax: '8G' }, { section: 'Scope' }); // '[Scope]\nMemoryMax=8G\n'
  * ```
  */

@@ -94,6 +94,8 @@ export function parseMemoryMax(value: string, allowPercent: boolean): MemoryMaxV
  *
  * @example
  * ```ts
+ * import { isValidCpuQuota } from 'scaler-primitives/agent-caps';
+ *
  * isValidCpuQuota('400%'); // true
  * isValidCpuQuota('50 %'); // false
  * ```
@@ -113,6 +115,8 @@ export function isValidCpuQuota(value: unknown): boolean {
  *
  * @example
  * ```ts
+ * import { isValidMemoryMax } from 'scaler-primitives/agent-caps';
+ *
  * isValidMemoryMax('8G');   // true
  * isValidMemoryMax('8GB');  // false
  * isValidMemoryMax('50%');  // false

@@ -6,6 +6,8 @@ import { showValue } from '../internal/strict-keys.js';
  *
  * @example
  * ```ts
+ * import { BUCKET } from 'scaler-primitives/agent-caps';
+ *
  * const kv = await new Kvm(nc).open(BUCKET); // 'agent-limits', the bucket the Rust crate uses
  * ```
  */
@@ -16,6 +18,8 @@ export const BUCKET = 'agent-limits';
  *
  * @example
  * ```ts
+ * import { STREAM } from 'scaler-primitives/agent-caps';
+ *
  * const info = await jsm.streams.info(STREAM); // 'KV_agent-limits'
  * ```
  */
@@ -34,6 +38,8 @@ const AGENT_NAME = /^[-/=\w]+$/;
  *
  * @example
  * ```ts
+ * import { MAX_AGENT_NAME_LENGTH } from 'scaler-primitives/agent-caps';
+ *
  * if (agent.length > MAX_AGENT_NAME_LENGTH) throw new TypeError('agent name too long');
  * ```
  */
@@ -53,6 +59,8 @@ export const MAX_AGENT_NAME_LENGTH = 256;
  *
  * @example
  * ```ts
+ * import { assertAgentName } from 'scaler-primitives/agent-caps';
+ *
  * assertAgentName('iris'); // 'iris'
  * assertAgentName('a.*');  // throws InvalidInputError
  * ```
@@ -87,6 +95,8 @@ export function assertAgentName(agent: string): string {
  *
  * @example
  * ```ts
+ * import { keySubject } from 'scaler-primitives/agent-caps';
+ *
  * keySubject('iris'); // '$KV.agent-limits.iris'
  * ```
  */
@@ -105,6 +115,8 @@ export function keySubject(agent: string): string {
  *
  * @example
  * ```ts
+ * import { directGetSubject } from 'scaler-primitives/agent-caps';
+ *
  * directGetSubject('iris');
  * // '$JS.API.DIRECT.GET.KV_agent-limits.$KV.agent-limits.iris'
  * ```

@@ -25,6 +25,8 @@ import {
  *
  * @example
  * ```ts
+ * import type { CapDimension } from 'scaler-primitives/caps';
+ *
  * const result = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
  * if (!result.ok) {
  *   const dimension: CapDimension = result.dimension; // 'cpu' | 'memory' | 'agents' | 'nvidia.com/gpu' ...
@@ -39,6 +41,8 @@ export type CapDimension = 'cpu' | 'memory' | 'agents' | ExtendedResourceName;
  *
  * @example
  * ```ts
+ * import type { CapRefusal } from 'scaler-primitives/caps';
+ *
  * const result = caps.tryReserve('agent-9', ['global', 'scaler:small'], { cpus: 4, memBytes: 0 });
  * if (!result.ok) {
  *   const refusal: CapRefusal = result;
@@ -72,6 +76,8 @@ export interface CapRefusal {
  *
  * @example
  * ```ts
+ * import type { CapReserveResult } from 'scaler-primitives/caps';
+ *
  * const result: CapReserveResult = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 2 ** 30 });
  * console.log(result.ok ? 'reserved' : `refused by ${result.scope} on ${result.dimension}`);
  * ```
@@ -83,6 +89,8 @@ export type CapReserveResult = CapGranted | CapRefusal;
  *
  * @example
  * ```ts
+ * import type { CapGranted, CapRefusal } from 'scaler-primitives/caps';
+ *
  * const granted: CapGranted | CapRefusal = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
  * if (granted.ok) console.log('reserved in every scope named');
  * ```
@@ -97,6 +105,8 @@ export interface CapGranted {
  *
  * @example
  * ```ts
+ * import type { CapReservation } from 'scaler-primitives/caps';
+ *
  * const released: CapReservation | undefined = caps.release('agent-1');
  * if (released) console.log(`freed ${released.cpus} cores in ${released.scopes.join(', ')}`);
  * ```
@@ -119,6 +129,8 @@ export interface CapReservation {
  *
  * @example
  * ```ts
+ * import type { ScopeUsage } from 'scaler-primitives/caps';
+ *
  * const usage: ScopeUsage = caps.usage('global');
  * console.log(`${usage.reservations} agents hold ${usage.cpus} cores and ${usage.memBytes} bytes`);
  * ```
@@ -139,6 +151,8 @@ export interface ScopeUsage {
  *
  * @example
  * ```ts
+ * import type { CapSnapshot } from 'scaler-primitives/caps';
+ *
  * const snapshot: CapSnapshot = caps.snapshot();
  * for (const r of snapshot.reservations) console.log(r.id, r.scopes, r.cpus, r.memBytes);
  * ```
@@ -155,6 +169,8 @@ export interface CapSnapshot {
  *
  * @example
  * ```ts
+ * import type { ScopeSnapshot } from 'scaler-primitives/caps';
+ *
  * const global: ScopeSnapshot | undefined = caps.snapshot().scopes.global;
  * console.log(global?.cap?.maxCpu, global?.usage.cpus);
  * ```
@@ -171,6 +187,8 @@ export interface ScopeSnapshot {
  *
  * @example
  * ```ts
+ * import { CapTracker, type CapTrackerOptions } from 'scaler-primitives/caps';
+ *
  * const options: CapTrackerOptions = {
  *   caps: { global: { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }, 'scaler:small': { maxAgents: 4 } },
  * };
@@ -200,6 +218,8 @@ const OK: CapGranted = Object.freeze({ ok: true as const });
  *
  * @example
  * ```ts
+ * import { CapTracker } from 'scaler-primitives/caps';
+ *
  * const caps = new CapTracker({ caps: { global: { maxCpu: 8 }, 'scaler:small': { maxCpu: 2 } } });
  * caps.tryReserve('agent-1', ['global', 'scaler:small'], { cpus: 1.5, memBytes: 0 }); // { ok: true }
  * caps.tryReserve('agent-2', ['global', 'scaler:small'], { cpus: 1, memBytes: 0 });

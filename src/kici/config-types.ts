@@ -10,6 +10,8 @@ import type { KiciResourceCap, KiciResourceRequest, KiciResourceSpec } from './r
  *
  * @example
  * ```ts
+ * import type { KiciLabelSet } from 'scaler-primitives/kici';
+ *
  * const set: KiciLabelSet = { labels: ['linux', 'x64'], resources: { cpus: 2, memory: '4g' }, image: 'ci-agent:1' };
  * ```
  */
@@ -51,6 +53,8 @@ export interface KiciLabelSet {
  *
  * @example
  * ```ts
+ * import type { KiciWarmPool } from 'scaler-primitives/kici';
+ *
  * const warmPool: KiciWarmPool = { enabled: true, size: 1, idleTimeoutSeconds: 600 };
  * ```
  */
@@ -68,6 +72,8 @@ export interface KiciWarmPool {
  *
  * @example
  * ```ts
+ * import type { KiciScalerEntry } from 'scaler-primitives/kici';
+ *
  * const entry: KiciScalerEntry = {
  *   name: 'linux-small',
  *   type: 'container',
@@ -151,6 +157,9 @@ export interface KiciScalerEntry {
  *
  * @example
  * ```ts
+ * import { readFileSync } from 'node:fs';
+ * import { type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
+ *
  * const kici: KiciScalerConfig = YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8'));
  * const { ok, input, issues } = toScalerConfig(kici);
  * ```
@@ -198,6 +207,8 @@ export interface KiciScalerConfig {
  *
  * @example
  * ```ts
+ * import type { KiciIssueSeverity } from 'scaler-primitives/kici';
+ *
  * const errors = result.issues.filter((i) => i.severity === ('error' satisfies KiciIssueSeverity));
  * ```
  */
@@ -208,6 +219,8 @@ export type KiciIssueSeverity = 'error' | 'warning';
  *
  * @example
  * ```ts
+ * import { type KiciConfigIssue, toScalerConfig } from 'scaler-primitives/kici';
+ *
  * for (const issue of toScalerConfig(kici).issues as KiciConfigIssue[]) {
  *   console.warn(issue.severity, issue.path.join('.'), issue.message);
  * }
@@ -231,6 +244,8 @@ export interface KiciConfigIssue {
  *
  * @example
  * ```ts
+ * import { toScalerConfig, type ToScalerConfigOptions } from 'scaler-primitives/kici';
+ *
  * const options: ToScalerConfigOptions = { acknowledge: ['roles'] }; // routed by mandatoryLabels instead
  * const result = toScalerConfig(kici, options);
  * ```
@@ -249,6 +264,9 @@ export interface ToScalerConfigOptions {
  *
  * @example
  * ```ts
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type KiciConfigTranslation, toScalerConfig } from 'scaler-primitives/kici';
+ *
  * const result: KiciConfigTranslation = toScalerConfig(kici);
  * if (!result.ok) process.exit(1);
  * const manager = new ScalerManager({ config: result.input, backends, ledger });
@@ -270,6 +288,8 @@ export interface KiciConfigTranslation {
  *
  * @example
  * ```ts
+ * import { type KiciParsedConfig, parseKiciScalerConfig } from 'scaler-primitives/kici';
+ *
  * const { config, warnings }: KiciParsedConfig = parseKiciScalerConfig(kici); // throws on an error
  * for (const w of warnings) console.warn(w.path.join('.'), w.message);
  * ```

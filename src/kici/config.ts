@@ -296,6 +296,10 @@ function translateWarmPool(
  *
  * @example
  * ```ts
+ * import { readFileSync } from 'node:fs';
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { toScalerConfig } from 'scaler-primitives/kici';
+ *
  * const result = toScalerConfig(YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8')));
  * for (const issue of result.issues) console.warn(issue.severity, issue.path.join('.'), issue.message);
  * if (result.ok) manager = new ScalerManager({ config: result.input, backends, ledger });
@@ -448,6 +452,8 @@ function mapPath(
  *
  * @example
  * ```ts
+ * import { parseKiciScalerConfig } from 'scaler-primitives/kici';
+ *
  * const { config, warnings } = parseKiciScalerConfig(kiciConfig, { acknowledge: ['roles'] });
  * ```
  */

@@ -15,6 +15,8 @@ import { type KiciEnv, resolveKiciLedgerDir } from './ledger-dir.js';
  *
  * @example
  * ```ts
+ * import { kiciLedgerDirFromEnv, type KiciMachineLedgerOptions, MachineLedger } from 'scaler-primitives/kici';
+ *
  * const options: KiciMachineLedgerOptions = { instanceId: 'orchestrator-a', explicitDir: kiciLedgerDirFromEnv() };
  * const ledger = new MachineLedger(options);
  * ```
@@ -42,6 +44,8 @@ export interface KiciMachineLedgerOptions {
  *
  * @example
  * ```ts
+ * import type { KiciUsage } from 'scaler-primitives/kici';
+ *
  * const usage: KiciUsage = await ledger.getUsage('build-host');
  * console.log(`${usage.cpus} cores, ${usage.memBytes} bytes in use`);
  * ```

@@ -23,6 +23,8 @@ import {
  *
  * @example
  * ```ts
+ * import { addIsolationRules, type NftMatchMode } from 'scaler-primitives/kici';
+ *
  * await addIsolationRules('172.30.0.5', '172.30.0.1', undefined, 'saddr' satisfies NftMatchMode);
  * ```
  */
@@ -33,6 +35,8 @@ export type NftMatchMode = 'iifname' | 'saddr';
  *
  * @example
  * ```ts
+ * import { addIsolationRules, type KiciNetworkPolicy } from 'scaler-primitives/kici';
+ *
  * const policy: KiciNetworkPolicy = { allowlist: ['10.20.30.0/24'], denyAll: true };
  * await addIsolationRules('tap-ci-42', '172.30.0.1', policy);
  * ```
@@ -56,6 +60,8 @@ export interface KiciNetworkPolicy {
  *
  * @example
  * ```ts
+ * import { addIsolationRules, type KiciNftOptions } from 'scaler-primitives/kici';
+ *
  * const opts: KiciNftOptions = { hostAccess: [8080, { port: 53, protocol: 'udp' }], onError: console.warn };
  * await addIsolationRules('tap-ci-42', '172.30.0.1', undefined, 'iifname', opts);
  * ```
@@ -116,6 +122,8 @@ const IFNAME_HEX_PREFIX = 'kici-ifname-hex-';
  *
  * @example
  * ```ts
+ * import { kiciAgentId } from 'scaler-primitives/kici';
+ *
  * kiciAgentId('veth-ab12');            // 'veth-ab12'
  * kiciAgentId('172.30.0.5', 'saddr');  // 'kici-saddr-172.30.0.5'
  * ```
@@ -199,6 +207,8 @@ function policyFor(
  *
  * @example
  * ```ts
+ * import { validateNftablesAvailability } from 'scaler-primitives/kici';
+ *
  * await validateNftablesAvailability({ requireSudo: true });
  * ```
  */
@@ -217,6 +227,8 @@ export async function validateNftablesAvailability(opts?: KiciNftOptions): Promi
  *
  * @example
  * ```ts
+ * import { ensureKiciTable } from 'scaler-primitives/kici';
+ *
  * await ensureKiciTable();
  * ```
  */
@@ -249,6 +261,8 @@ export async function ensureKiciTable(opts?: KiciNftOptions): Promise<void> {
  *
  * @example
  * ```ts
+ * import { addIsolationRules } from 'scaler-primitives/kici';
+ *
  * await addIsolationRules('tap-ab12', '172.30.0.1', { allowlist: ['10.1.2.0/24'] }, 'iifname', {
  *   hostAccess: [8080],
  * });
@@ -279,6 +293,8 @@ export async function addIsolationRules(
  *
  * @example
  * ```ts
+ * import { removeIsolationRules } from 'scaler-primitives/kici';
+ *
  * await removeIsolationRules('tap-ab12', { onError: (e) => log.warn(String(e)) });
  * ```
  */
@@ -320,6 +336,8 @@ export async function removeIsolationRules(
  *
  * @example
  * ```ts
+ * import { parseRuleHandles } from 'scaler-primitives/kici';
+ *
  * parseRuleHandles('iifname "veth-abc" drop # handle 7\niifname "veth-ab" drop # handle 8', 'veth-ab'); // [8]
  * ```
  */

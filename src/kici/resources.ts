@@ -15,6 +15,8 @@ import {
  *
  * @example
  * ```ts
+ * import type { KiciResourceSpec } from 'scaler-primitives/kici';
+ *
  * const spec: KiciResourceSpec = { cpus: 2, memory: '4g' }; // 4 GiB, as kici reads it
  * ```
  */
@@ -30,6 +32,8 @@ export interface KiciResourceSpec {
  *
  * @example
  * ```ts
+ * import { fromKiciResources, type KiciResourceRequest } from 'scaler-primitives/kici';
+ *
  * const request: KiciResourceRequest = { requests: { cpus: 1, memory: '2g' }, limits: { cpus: 2 } };
  * const resources = fromKiciResources(request);
  * ```
@@ -46,6 +50,8 @@ export interface KiciResourceRequest {
  *
  * @example
  * ```ts
+ * import { fromKiciCap, type KiciResourceCap } from 'scaler-primitives/kici';
+ *
  * const cap = fromKiciCap({ maxCpu: 16, maxMemory: '64g' } satisfies KiciResourceCap);
  * ```
  */
@@ -77,6 +83,8 @@ const MEMORY_FORMS =
  *
  * @example
  * ```ts
+ * import { parseKiciMemory } from 'scaler-primitives/kici';
+ *
  * parseKiciMemory('512 m'); // 536870912
  * parseKiciMemory('0.3m');  // 314572 (kici rounds down; parseMemory('0.3m') gives 314573)
  * ```
@@ -165,6 +173,8 @@ function spec(value: unknown, what: string): ParsedResourceSpec {
  *
  * @example
  * ```ts
+ * import { fromKiciResources } from 'scaler-primitives/kici';
+ *
  * fromKiciResources({ cpus: 2, memory: '512 m' });
  * // { requests: { cpus: 2, memory: 536870912 }, limits: { cpus: 2, memory: 536870912 } }
  * ```
@@ -196,6 +206,8 @@ export function fromKiciResources(
  *
  * @example
  * ```ts
+ * import { fromKiciCap } from 'scaler-primitives/kici';
+ *
  * fromKiciCap({ maxCpu: 16, maxMemory: '64g' }); // { maxCpu: 16, maxMemoryBytes: 68719476736 }
  * ```
  */

@@ -67,6 +67,8 @@ export type { MachineLedgerOptions, PoolSnapshot } from './machine-ledger-option
  *
  * @example
  * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ *
  * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: '/var/lib/ci/ledger' });
  * ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 });
  * ledger.start();

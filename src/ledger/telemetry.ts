@@ -37,6 +37,7 @@ import type { ReservationRow, ReserveResult } from './types.js';
  *
  * @example
  * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
  * import { MeterProvider } from '@opentelemetry/sdk-metrics';
  * const meterProvider = new MeterProvider({ readers: [myReader] });
  * // Usage gauges refreshed every 15 s even while the pool is quiet.

@@ -13,6 +13,8 @@ import type { Spawner } from './spawner.js';
  *
  * @example
  * ```ts
+ * import type { ClaimRequest } from 'scaler-primitives/manager';
+ *
  * const job: ClaimRequest = {
  *   jobId: 'job-42',
  *   runId: 'run-7',
@@ -44,6 +46,8 @@ export interface ClaimRequest {
  *
  * @example
  * ```ts
+ * import type { ClaimMismatch } from 'scaler-primitives/manager';
+ *
  * const claim = manager.claimIdleAgent({ jobId: 'job-9', labels: ['windows'] });
  * if (claim.kind === 'no-fit') {
  *   for (const r of claim.reasons as ClaimMismatch[]) console.log(`${r.scaler}: ${r.reason} ${r.missing?.join(',') ?? ''}`);
@@ -83,6 +87,8 @@ export interface ClaimMismatch {
  *
  * @example
  * ```ts
+ * import type { ClaimResult } from 'scaler-primitives/manager';
+ *
  * const claim: ClaimResult = manager.claimIdleAgent({ jobId: 'job-1', labels: ['linux'] });
  * if (claim.kind === 'claimed') send(claim.agent.agentId, 'job-1');
  * ```

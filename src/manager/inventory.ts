@@ -9,6 +9,8 @@ import type { AgentResources, AgentState } from './types.js';
  *
  * @example
  * ```ts
+ * import type { AgentSnapshot } from 'scaler-primitives/manager';
+ *
  * const agent: AgentSnapshot | undefined = manager.getAgent('linux-3f9a0c21b7de');
  * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId} on ${agent.scaler}`);
  * ```
@@ -57,6 +59,8 @@ export interface AgentSnapshot {
  *
  * @example
  * ```ts
+ * import type { AgentFilter } from 'scaler-primitives/manager';
+ *
  * const filter: AgentFilter = { scaler: ['small', 'large'], state: 'idle', labels: ['linux'] };
  * const ready = manager.listAgents(filter);
  * ```

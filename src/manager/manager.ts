@@ -32,6 +32,8 @@ import type {
  *
  * @example
  * ```ts
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ *
  * const manager = new ScalerManager({
  *   config: {
  *     globalMaxAgents: 10,

@@ -169,6 +169,8 @@ export async function replaceAgent(
  * @throws {NftNotInstalledError} / {NftPermissionError} / {NftCommandError} from nft.
  * @example
  * ```ts
+ * import { addIsolationRules } from 'scaler-primitives/nftables';
+ *
  * await addIsolationRules('ci-42', { iifname: 'tap-ci-42', hostAccess: [8080] });
  * ```
  */

@@ -85,6 +85,8 @@ export function buildIsolationPlan(
  * @throws {InvalidInputError} for an invalid agent id, policy, table name or family.
  * @example
  * ```ts
+ * import { renderIsolationPlan } from 'scaler-primitives/nftables';
+ *
  * console.log(renderIsolationPlan('ci-42', { saddr: '172.30.0.5', denyAll: true }));
  * console.log(renderIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { family: 'ip' })); // IPv4 only
  * ```

@@ -112,6 +112,8 @@ function renderCommand(family: string, table: string, command: NftCommand): stri
  * @throws {TypeError} when a part that must be an object is not one.
  * @example
  * ```ts
+ * import { renderPlan } from 'scaler-primitives/nftables';
+ *
  * renderPlan({ family: 'inet', table: 'scaler_primitives', commands: [{ op: 'add table' }] });
  * // 'add table inet scaler_primitives\n'
  * renderPlan({ family: 'ip', table: 'kici', commands: [{ op: 'add table' }] });

@@ -19,6 +19,8 @@ export interface Decimal {
  *
  * @example
  * ```ts
+ * import { MAX_QUANTITY_LENGTH } from 'scaler-primitives/resources';
+ *
  * if (input.length > MAX_QUANTITY_LENGTH) console.error('refused before parsing');
  * ```
  */
@@ -32,6 +34,8 @@ export const MAX_QUANTITY_LENGTH = 64;
  *
  * @example
  * ```ts
+ * import { MAX_MILLICORES, parseMillicores } from 'scaler-primitives/resources';
+ *
  * parseMillicores(String(MAX_MILLICORES + 1) + 'm'); // throws ResourceParseError
  * ```
  */

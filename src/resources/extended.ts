@@ -16,6 +16,8 @@ import { parseKubernetesQuantity } from './kubernetes.js';
  *
  * @example
  * ```ts
+ * import { parseExtendedCount } from 'scaler-primitives/resources';
+ *
  * parseExtendedCount('nvidia.com/gpu', 2);   // 2
  * parseExtendedCount('nvidia.com/gpu', '1'); // 1
  * parseExtendedCount('nvidia.com/gpu', 0.5); // throws: whole numbers only

@@ -18,6 +18,8 @@ import type { ResourceRequest } from './types.js';
  *
  * @example
  * ```ts
+ * import { type LimitRangeItem, limitRangeSchema } from 'scaler-primitives/resources';
+ *
  * const policy = limitRangeSchema().parse({ cpus: { min: '250m', max: 4, defaultRequest: '500m' } });
  * const cpus: LimitRangeItem | undefined = policy.cpus; // { min: 0.25, max: 4, defaultRequest: 0.5 }
  * ```
@@ -40,6 +42,8 @@ export interface LimitRangeItem {
  *
  * @example
  * ```ts
+ * import { type LimitRangePolicy, limitRangeSchema } from 'scaler-primitives/resources';
+ *
  * const policy: LimitRangePolicy = limitRangeSchema().parse({ memory: { max: '16Gi' } });
  * ```
  */
@@ -50,6 +54,8 @@ export type LimitRangePolicy = Readonly<Record<string, LimitRangeItem>>;
  *
  * @example
  * ```ts
+ * import { checkLimitRange, type LimitRangeRule } from 'scaler-primitives/resources';
+ *
  * const result = checkLimitRange(policy, resolved);
  * if (!result.ok && result.rule === ('max' satisfies LimitRangeRule)) console.log(`${result.resource} above ${result.bound}`);
  * ```
@@ -61,6 +67,8 @@ export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
  *
  * @example
  * ```ts
+ * import { checkLimitRange, type LimitRangeResult, resolveResources } from 'scaler-primitives/resources';
+ *
  * const result: LimitRangeResult = checkLimitRange(policy, resolveResources([job, scalerDefaults]));
  * if (!result.ok) console.error(result.message);
  * ```
@@ -116,6 +124,8 @@ function amount(resource: string, opts: QuantityOptions) {
  *
  * @example
  * ```ts
+ * import { limitRangeProblems } from 'scaler-primitives/resources';
+ *
  * const problems = limitRangeProblems(policy); // [] when min <= default <= max for every resource
  * for (const p of problems) console.error(p);
  * ```
@@ -164,6 +174,8 @@ export function limitRangeProblems(policy: LimitRangePolicy): string[] {
  *
  * @example
  * ```ts
+ * import { limitRangeSchema } from 'scaler-primitives/resources';
+ *
  * const policy = limitRangeSchema({ convention: 'kubernetes' }).parse({
  *   cpus: { min: '100m', max: '8', maxLimitRequestRatio: 4 },
  *   memory: { defaultRequest: '512Mi', default: '1Gi' },
@@ -221,6 +233,8 @@ export function limitRangeSchema(opts: QuantityOptions = {}): z.ZodType<LimitRan
  *
  * @example
  * ```ts
+ * import { limitRangeDefaults, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
+ *
  * const defaults: ResourceRequest = limitRangeDefaults(policy); // a layer for resolveResources
  * const resolved = resolveResources([job, defaults]);
  * ```
@@ -253,6 +267,8 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
  *
  * @example
  * ```ts
+ * import { checkLimitRange, limitRangeSchema, resolveResources } from 'scaler-primitives/resources';
+ *
  * const policy = limitRangeSchema().parse({ cpus: { max: '4' } });
  * checkLimitRange(policy, resolveResources([{ requests: { cpus: 8 } }]));
  * // { ok: false, resource: 'cpus', rule: 'max', side: 'requests', value: 8, bound: 4, message: ... }

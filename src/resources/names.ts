@@ -6,6 +6,8 @@ import { nearest } from '../internal/strict-keys.js';
  *
  * @example
  * ```ts
+ * import type { ExtendedResourceName } from 'scaler-primitives/resources';
+ *
  * const gpu: ExtendedResourceName = 'nvidia.com/gpu';
  * ```
  */
@@ -16,6 +18,8 @@ export type ExtendedResourceName = `${string}/${string}`;
  *
  * @example
  * ```ts
+ * import { MAX_EXTENDED_NAME_LENGTH, validateExtendedResourceName } from 'scaler-primitives/resources';
+ *
  * validateExtendedResourceName('x'.repeat(MAX_EXTENDED_NAME_LENGTH + 1)); // throws
  * ```
  */
@@ -60,6 +64,8 @@ export function extendedNameProblem(name: string): string | undefined {
  *
  * @example
  * ```ts
+ * import { isExtendedResourceName } from 'scaler-primitives/resources';
+ *
  * isExtendedResourceName('nvidia.com/gpu'); // true
  * isExtendedResourceName('gpu'); // false: a name needs a domain prefix
  * ```
@@ -78,6 +84,8 @@ export function isExtendedResourceName(name: unknown): name is ExtendedResourceN
  *
  * @example
  * ```ts
+ * import { validateExtendedResourceName } from 'scaler-primitives/resources';
+ *
  * validateExtendedResourceName('nvidia.com/gpu'); // 'nvidia.com/gpu'
  * validateExtendedResourceName('gpu');            // throws: no domain prefix
  * ```

@@ -26,6 +26,8 @@ import { formatBinarySI, formatDecimalSI, parseKubernetesQuantity } from './kube
  *
  * @example
  * ```ts
+ * import { parseMemory, type QuantityConvention } from 'scaler-primitives/resources';
+ *
  * const convention: QuantityConvention = 'kubernetes';
  * parseMemory('1G', { convention }); // 1000000000 (binary: 1073741824)
  * ```
@@ -37,6 +39,8 @@ export type QuantityConvention = 'binary' | 'kubernetes';
  *
  * @example
  * ```ts
+ * import type { MemoryConvention } from 'scaler-primitives/resources';
+ *
  * const convention: MemoryConvention = 'binary';
  * ```
  */
@@ -47,6 +51,8 @@ export type MemoryConvention = QuantityConvention;
  *
  * @example
  * ```ts
+ * import { parseCpu, type QuantityOptions } from 'scaler-primitives/resources';
+ *
  * const options: QuantityOptions = { convention: 'kubernetes' };
  * parseCpu('1.3E+6', options); // 1300000
  * ```
@@ -64,6 +70,8 @@ export interface QuantityOptions {
  *
  * @example
  * ```ts
+ * import { parseMemory, type ParseMemoryOptions } from 'scaler-primitives/resources';
+ *
  * const options: ParseMemoryOptions = { convention: 'binary' };
  * parseMemory('2g', options); // 2147483648
  * ```
@@ -76,6 +84,8 @@ export interface ParseMemoryOptions extends QuantityOptions {}
  *
  * @example
  * ```ts
+ * import { MAX_CPU_CORES } from 'scaler-primitives/resources';
+ *
  * if (cores > MAX_CPU_CORES) throw new TypeError('too many cores');
  * ```
  */
@@ -127,6 +137,8 @@ function checkConvention(opts: QuantityOptions | undefined): QuantityConvention 
  *
  * @example
  * ```ts
+ * import { coresToMillicores } from 'scaler-primitives/resources';
+ *
  * coresToMillicores(1.5); // 1500
  * ```
  */
@@ -153,6 +165,8 @@ export function coresToMillicores(cores: number): number {
  *
  * @example
  * ```ts
+ * import { capToMillicores } from 'scaler-primitives/resources';
+ *
  * capToMillicores(0.0015); // 1: a cap rounds down to whole millicores, never up
  * ```
  */
@@ -179,6 +193,8 @@ export function capToMillicores(cores: number): number {
  *
  * @example
  * ```ts
+ * import { parseMillicores } from 'scaler-primitives/resources';
+ *
  * parseMillicores('500m');                                  // 500
  * parseMillicores('0.0000000001', { convention: 'kubernetes' }); // 1
  * parseMillicores('1.3E+6', { convention: 'kubernetes' });  // 1300000000
@@ -221,6 +237,8 @@ export function parseMillicores(value: number | string, opts?: QuantityOptions):
  *
  * @example
  * ```ts
+ * import { parseCpu } from 'scaler-primitives/resources';
+ *
  * parseCpu('500m'); // 0.5
  * parseCpu('1.5');  // 1.5
  * parseCpu('1080n', { convention: 'kubernetes' }); // 0.001
@@ -335,6 +353,8 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  *
  * @example
  * ```ts
+ * import { parseMemory } from 'scaler-primitives/resources';
+ *
  * parseMemory('8Gi');                              // 8589934592
  * parseMemory('2g');                               // 2147483648
  * parseMemory('500M', { convention: 'kubernetes' }); // 500000000
@@ -429,6 +449,8 @@ function memoryError(value: unknown, convention: QuantityConvention, detail: str
  *
  * @example
  * ```ts
+ * import { formatCpu } from 'scaler-primitives/resources';
+ *
  * formatCpu(0.5); // "500m"
  * formatCpu(1.5); // "1.5"
  * formatCpu(1.5, { convention: 'kubernetes' }); // "1500m"
@@ -465,6 +487,8 @@ const IEC_UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi'] as const;
  *
  * @example
  * ```ts
+ * import { formatMemory } from 'scaler-primitives/resources';
+ *
  * formatMemory(8 * 1024 ** 3);  // "8Gi"
  * formatMemory(1.5 * 1024 ** 3); // "1536Mi"
  * formatMemory(1000, { convention: 'kubernetes' }); // "1k"

@@ -14,6 +14,8 @@ import {
  *
  * @example
  * ```ts
+ * import { resolveResources } from 'scaler-primitives/resources';
+ *
  * const r = resolveResources([job, labelSet, scalerDefaults, globalDefaults]); // named as DEFAULT_LAYER_NAMES
  * r.provenance.requests.cpus; // 'job' | 'labelSet' | 'scaler' | 'global' | 'zero'
  * ```
@@ -28,6 +30,8 @@ export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as co
  *
  * @example
  * ```ts
+ * import { resolveResources, type ResourceProvenance } from 'scaler-primitives/resources';
+ *
  * const { provenance }: { provenance: ResourceProvenance } = resolveResources([job, scalerDefaults]);
  * console.log(`cpu request from ${provenance.requests.cpus}, memory limit from ${provenance.limits.memBytes}`);
  * ```
@@ -44,6 +48,8 @@ export interface ResourceProvenance {
  *
  * @example
  * ```ts
+ * import { type ProvenanceOf, resolveResources } from 'scaler-primitives/resources';
+ *
  * const requests: ProvenanceOf = resolveResources([job, scalerDefaults]).provenance.requests;
  * ```
  */
@@ -62,6 +68,8 @@ export interface ProvenanceOf {
  *
  * @example
  * ```ts
+ * import { type ResolvedResources, resolveResources } from 'scaler-primitives/resources';
+ *
  * const r: ResolvedResources = resolveResources([{ limits: { cpus: '1500m' } }, { requests: { memory: '3Gi' } }]);
  * r.requests; // { cpus: 1.5, memBytes: 3221225472 }: the request mirrors the limit
  * ```
@@ -83,6 +91,8 @@ export interface ResolvedResources {
  *
  * @example
  * ```ts
+ * import { resolveResources, type ResolveResourcesOptions } from 'scaler-primitives/resources';
+ *
  * const options: ResolveResourcesOptions = { convention: 'kubernetes' }; // '500M' is 500000000 bytes
  * resolveResources([job], undefined, options);
  * ```
@@ -99,6 +109,8 @@ export interface ResolveResourcesOptions extends ParseMemoryOptions {}
  *
  * @example
  * ```ts
+ * import { mirrorRequestsLimits } from 'scaler-primitives/resources';
+ *
  * mirrorRequestsLimits({ requests: { cpus: 2 }, limits: { memory: '4Gi' } });
  * // { requests: { cpus: 2, memory: '4Gi' }, limits: { cpus: 2, memory: '4Gi' } }
  * ```
@@ -166,6 +178,8 @@ const UNSET = 'unset';
  *
  * @example
  * ```ts
+ * import { resolveResources } from 'scaler-primitives/resources';
+ *
  * const r = resolveResources([{ requests: { cpus: '500m' } }, undefined, { limits: { memory: '2Gi' } }]);
  * r.requests; // { cpus: 0.5, memBytes: 2147483648 }
  * r.provenance.requests.memBytes; // 'scaler'

@@ -21,6 +21,8 @@ function quantity(parse: (value: number | string) => number) {
  *
  * @example
  * ```ts
+ * import { type ParsedResourceSpec, resourceSpecSchema } from 'scaler-primitives/resources';
+ *
  * const spec: ParsedResourceSpec = resourceSpecSchema.parse({ cpus: '500m', memory: '1Gi' });
  * // { cpus: 0.5, memory: 1073741824 }
  * ```
@@ -39,6 +41,8 @@ export interface ParsedResourceSpec {
  *
  * @example
  * ```ts
+ * import { type ParsedResourceRequest, resourceRequestSchema } from 'scaler-primitives/resources';
+ *
  * const parsed: ParsedResourceRequest = resourceRequestSchema.parse({ cpus: 1, memory: '2g' });
  * // legacy flat form: { requests: { cpus: 1, memory: 2147483648 }, limits: { cpus: 1, memory: 2147483648 } }
  * ```
@@ -55,6 +59,8 @@ export interface ParsedResourceRequest {
  *
  * @example
  * ```ts
+ * import { type ResourceCapInput, resourceCapSchema } from 'scaler-primitives/resources';
+ *
  * const input: ResourceCapInput = { maxCpu: '8', maxMemory: '32Gi', maxAgents: 10 };
  * const cap = resourceCapSchema.parse(input); // { maxCpu: 8, maxMemoryBytes: 34359738368, maxAgents: 10 }
  * ```
@@ -79,6 +85,8 @@ export interface ResourceCapInput {
  *
  * @example
  * ```ts
+ * import { resourceSchemas, type ResourceSchemas } from 'scaler-primitives/resources';
+ *
  * const k8s: ResourceSchemas = resourceSchemas({ convention: 'kubernetes' });
  * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
  * ```
@@ -195,6 +203,8 @@ function buildCap(opts: ParseMemoryOptions) {
  *
  * @example
  * ```ts
+ * import { resourceSchemas } from 'scaler-primitives/resources';
+ *
  * const k8s = resourceSchemas({ convention: 'kubernetes' });
  * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
  * ```
@@ -212,6 +222,8 @@ const binary = resourceSchemas();
  *
  * @example
  * ```ts
+ * import { resourceSpecSchema } from 'scaler-primitives/resources';
+ *
  * resourceSpecSchema.parse({ cpus: '250m', memory: '512Mi' }); // { cpus: 0.25, memory: 536870912 }
  * ```
  */
@@ -224,6 +236,8 @@ export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
  *
  * @example
  * ```ts
+ * import { resourceRequestSchema } from 'scaler-primitives/resources';
+ *
  * resourceRequestSchema.parse({ requests: { cpus: 1 }, limits: { cpus: 2, memory: '4Gi' } });
  * ```
  */
@@ -236,6 +250,8 @@ export const resourceRequestSchema: ResourceSchemas['request'] = binary.request;
  *
  * @example
  * ```ts
+ * import { resourceCapSchema } from 'scaler-primitives/resources';
+ *
  * const cap = resourceCapSchema.parse({ maxCpu: 12, maxMemory: '48Gi' }); // { maxCpu: 12, maxMemoryBytes: ... }
  * ```
  */

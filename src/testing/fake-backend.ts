@@ -108,6 +108,8 @@ export class FakeBackend implements ScalerBackend {
    *
    * @example
    * ```ts
+   * import type { SpawnRequest } from 'scaler-primitives/manager';
+   *
    * backend.script({ when: (c) => (c.args[0] as SpawnRequest).warm, fail: new Error('no warm pool'), times: Infinity });
    * ```
    */

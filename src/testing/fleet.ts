@@ -19,6 +19,8 @@ import { type Instant, TestClock, type TestClockOptions } from './test-clock.js'
  *
  * @example
  * ```ts
+ * import { createTestFleet, type FleetBackendOptions } from 'scaler-primitives/testing';
+ *
  * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
  * const fleet = createTestFleet(config, { backend });
  * ```
@@ -30,6 +32,8 @@ export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'm
  *
  * @example
  * ```ts
+ * import { createTestFleet, type TestFleetOptions } from 'scaler-primitives/testing';
+ *
  * const options: TestFleetOptions = {
  *   start: '2026-01-05T08:00:00Z',
  *   backends: { linux: { registerAfterMs: 15_000 } },
@@ -72,6 +76,8 @@ export interface TestFleetOptions {
  *
  * @example
  * ```ts
+ * import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
+ *
  * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
  * await manager.requestScale(['linux'], 'job-1');
  * await clock.advance(60_000);
@@ -108,6 +114,8 @@ export interface TestFleet {
  *
  * @example
  * ```ts
+ * import { FleetInvariantError } from 'scaler-primitives/testing';
+ *
  * try {
  *   fleet.checkInvariants();
  * } catch (error) {

@@ -15,6 +15,8 @@ export type { Instant } from './test-clock/instant.js';
  *
  * @example
  * ```ts
+ * import { TestClock } from 'scaler-primitives/testing';
+ *
  * const clock = new TestClock('2026-01-05T09:00:00Z', { settleTurns: 3 }); // chains with real I/O
  * ```
  */

@@ -167,6 +167,8 @@ export interface OtelMeter {
  *
  * @example
  * ```ts
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ * import type { OtelMeterProvider } from 'scaler-primitives/ledger';
  * import { metrics } from '@opentelemetry/api';
  * const meterProvider: OtelMeterProvider = metrics.getMeterProvider();
  * const manager = new ScalerManager({ config, backends, meterProvider });
@@ -297,6 +299,8 @@ export interface OtelTracer {
  *
  * @example
  * ```ts
+ * import { ScalerManager } from 'scaler-primitives/manager';
+ * import type { OtelTracerProvider } from 'scaler-primitives/ledger';
  * import { trace } from '@opentelemetry/api';
  * const tracerProvider: OtelTracerProvider = trace.getTracerProvider();
  * const manager = new ScalerManager({ config, backends, tracerProvider });

@@ -41,6 +41,7 @@ export const SLOW_BUCKETS = [
  *
  * @example
  * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
  * import { metrics, trace } from '@opentelemetry/api';
  * const ledger = new MachineLedger({
  *   instanceId: 'orchestrator-a',

@@ -79,6 +79,8 @@ import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
  *
  * @example
  * ```ts
+ * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
+ *
  * const ledger = await NatsPoolLedger.connect({
  *   servers: 'nats://nats.internal:4222',
  *   instanceId: 'orchestrator-eu-1',

@@ -16,6 +16,8 @@ import { type ConformanceCheck, expectEqual, expectTrue, sample, show } from './
  *
  * @example
  * ```ts
+ * import { type BackendFactoryArgs, scalerBackendConformance } from 'scaler-primitives/testing';
+ *
  * const suite = scalerBackendConformance(({ check }: BackendFactoryArgs) => new MyBackend({ label: check }));
  * ```
  */
@@ -29,6 +31,8 @@ export interface BackendFactoryArgs {
  *
  * @example
  * ```ts
+ * import { FakeBackend, type MakeBackend, scalerBackendConformance } from 'scaler-primitives/testing';
+ *
  * const make: MakeBackend = () => new FakeBackend();
  * const suite = scalerBackendConformance(make);
  * ```
@@ -40,6 +44,8 @@ export type MakeBackend = (args: BackendFactoryArgs) => ScalerBackend | Promise<
  *
  * @example
  * ```ts
+ * import { scalerBackendConformance } from 'scaler-primitives/testing';
+ *
  * const suite = scalerBackendConformance(make, { labels: ['linux'], resources: { cpus: 1, memBytes: 2 ** 30 }, list: false });
  * ```
  */

@@ -32,6 +32,8 @@ export interface ConformanceCheck {
  *
  * @example
  * ```ts
+ * import { ConformanceError } from 'scaler-primitives/testing';
+ *
  * await check.run().catch((error) => {
  *   if (error instanceof ConformanceError) console.log(`${check.name}: ${error.message}`);
  * });

@@ -18,6 +18,9 @@ import {
  *
  * @example
  * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ * import type { LedgerFactoryArgs } from 'scaler-primitives/testing';
+ *
  * const make = ({ instanceId, check }: LedgerFactoryArgs) => {
  *   console.log(`${check}: new instance ${instanceId}`);
  *   return new MachineLedger({ instanceId, dir });
@@ -38,6 +41,8 @@ export interface LedgerFactoryArgs {
  *
  * @example
  * ```ts
+ * import { type MakeLedger, MemoryPoolLedger, MemoryPoolStore, poolLedgerConformance } from 'scaler-primitives/testing';
+ *
  * const store = new MemoryPoolStore();
  * const make: MakeLedger = ({ instanceId }) => new MemoryPoolLedger({ instanceId, store });
  * const suite = poolLedgerConformance(make);
@@ -50,6 +55,8 @@ export type MakeLedger = (args: LedgerFactoryArgs) => PoolLedger | Promise<PoolL
  *
  * @example
  * ```ts
+ * import { poolLedgerConformance } from 'scaler-primitives/testing';
+ *
  * const suite = poolLedgerConformance(make, { prefix: 'ci', instances: 5, staleAfterCloseMs: 30_000 });
  * ```
  */
@@ -90,6 +97,9 @@ const GiB = 2 ** 30;
  *
  * @example
  * ```ts
+ * import { mkdtempSync } from 'node:fs';
+ * import { tmpdir } from 'node:os';
+ * import { join } from 'node:path';
  * import { describe, it } from 'vitest';
  * import { MachineLedger } from 'scaler-primitives/ledger';
  * import { poolLedgerConformance } from 'scaler-primitives/testing';

@@ -12,6 +12,10 @@ import { type ConformanceCheck, expectEqual, expectReject, expectTrue, sample } 
  *
  * @example
  * ```ts
+ * import { join } from 'node:path';
+ * import { FileStateStore } from 'scaler-primitives/manager';
+ * import type { MakeStateStore } from 'scaler-primitives/testing';
+ *
  * const make: MakeStateStore = ({ key, fresh }) => new FileStateStore({ dir: join(root, key) });
  * ```
  */
@@ -61,6 +65,7 @@ const byId = (records: AgentStateRecord[]) =>
  *
  * @example
  * ```ts
+ * import { join } from 'node:path';
  * import { describe, it } from 'vitest';
  * import { FileStateStore } from 'scaler-primitives/manager';
  * import { stateStoreConformance } from 'scaler-primitives/testing';
