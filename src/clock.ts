@@ -16,8 +16,10 @@
  *
  * @example
  * ```ts
- * import type { ClockTimer } from 'scaler-primitives';
+ * import type { Clock, ClockTimer } from 'scaler-primitives';
  *
+ * declare const clock: Clock;
+ * declare function reap(): Promise<void>;
  * const timer: ClockTimer = clock.setInterval(() => void reap(), 30_000);
  * timer.unref(); // a background task never keeps the process alive
  * ```

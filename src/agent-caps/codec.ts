@@ -50,6 +50,7 @@ export interface CapsValueOptions {
  * ```ts
  * import { decodeAgentCaps, type DecodeAgentCapsOptions } from 'scaler-primitives/agent-caps';
  *
+ * declare const bytes: Uint8Array; // the value of the agent's KV entry
  * const options: DecodeAgentCapsOptions = { raw: true }; // inspect a value systemd would ignore
  * const caps = decodeAgentCaps(bytes, options);
  * ```
@@ -72,6 +73,7 @@ export interface DecodeAgentCapsOptions extends CapsValueOptions {
  * ```ts
  * import { MAX_CAPS_FIELD_LENGTH } from 'scaler-primitives/agent-caps';
  *
+ * declare const value: string; // a field about to be written
  * if (value.length > MAX_CAPS_FIELD_LENGTH) throw new TypeError('caps field too long');
  * ```
  */
@@ -86,6 +88,7 @@ export const MAX_CAPS_FIELD_LENGTH = 64;
  * ```ts
  * import { MAX_CAPS_VALUE_BYTES } from 'scaler-primitives/agent-caps';
  *
+ * declare const entry: { value: Uint8Array }; // a KV entry read from the bucket
  * if (entry.value.length > MAX_CAPS_VALUE_BYTES) console.warn('caps value too large: refused');
  * ```
  */

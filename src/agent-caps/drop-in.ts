@@ -44,8 +44,9 @@ export type DropInSectionName = (typeof DropInSection)[keyof typeof DropInSectio
  *
  * @example
  * ```ts
- * import { renderDropIn, type RenderDropInOptions } from 'scaler-primitives/agent-caps';
+ * import { type AgentCaps, renderDropIn, type RenderDropInOptions } from 'scaler-primitives/agent-caps';
  *
+ * declare const caps: AgentCaps;
  * const options: RenderDropInOptions = { section: 'Scope', allowMemoryPercent: false };
  * const text = renderDropIn(caps, options);
  * ```

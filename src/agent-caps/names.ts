@@ -7,7 +7,10 @@ import { showValue } from '../internal/strict-keys.js';
  * @example
  * ```ts
  * import { BUCKET } from 'scaler-primitives/agent-caps';
+ * import type { NatsConnection } from '@nats-io/nats-core';
+ * import { Kvm } from '@nats-io/kv';
  *
+ * declare const nc: NatsConnection;
  * const kv = await new Kvm(nc).open(BUCKET); // 'agent-limits', the bucket the Rust crate uses
  * ```
  */
@@ -19,7 +22,9 @@ export const BUCKET = 'agent-limits';
  * @example
  * ```ts
  * import { STREAM } from 'scaler-primitives/agent-caps';
+ * import type { JetStreamManager } from '@nats-io/jetstream';
  *
+ * declare const jsm: JetStreamManager;
  * const info = await jsm.streams.info(STREAM); // 'KV_agent-limits'
  * ```
  */
@@ -40,6 +45,7 @@ const AGENT_NAME = /^[-/=\w]+$/;
  * ```ts
  * import { MAX_AGENT_NAME_LENGTH } from 'scaler-primitives/agent-caps';
  *
+ * declare const agent: string;
  * if (agent.length > MAX_AGENT_NAME_LENGTH) throw new TypeError('agent name too long');
  * ```
  */

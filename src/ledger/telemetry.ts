@@ -38,7 +38,9 @@ import type { ReservationRow, ReserveResult } from './types.js';
  * @example
  * ```ts
  * import { MachineLedger } from 'scaler-primitives/ledger';
- * import { MeterProvider } from '@opentelemetry/sdk-metrics';
+ * import { MeterProvider, type MetricReader } from '@opentelemetry/sdk-metrics';
+ *
+ * declare const myReader: MetricReader; // e.g. a PeriodicExportingMetricReader
  * const meterProvider = new MeterProvider({ readers: [myReader] });
  * // Usage gauges refreshed every 15 s even while the pool is quiet.
  * const ledger = new MachineLedger({ instanceId: 'a', meterProvider, usageRefreshMs: 15_000 });

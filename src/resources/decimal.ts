@@ -21,6 +21,7 @@ export interface Decimal {
  * ```ts
  * import { MAX_QUANTITY_LENGTH } from 'scaler-primitives/resources';
  *
+ * declare const input: string; // a quantity from a user's config
  * if (input.length > MAX_QUANTITY_LENGTH) console.error('refused before parsing');
  * ```
  */

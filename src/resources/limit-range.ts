@@ -54,8 +54,10 @@ export type LimitRangePolicy = Readonly<Record<string, LimitRangeItem>>;
  *
  * @example
  * ```ts
- * import { checkLimitRange, type LimitRangeRule } from 'scaler-primitives/resources';
+ * import { checkLimitRange, type LimitRangePolicy, type LimitRangeRule, type ResolvedResources } from 'scaler-primitives/resources';
  *
+ * declare const policy: LimitRangePolicy;
+ * declare const resolved: ResolvedResources;
  * const result = checkLimitRange(policy, resolved);
  * if (!result.ok && result.rule === ('max' satisfies LimitRangeRule)) console.log(`${result.resource} above ${result.bound}`);
  * ```
@@ -67,8 +69,11 @@ export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
  *
  * @example
  * ```ts
- * import { checkLimitRange, type LimitRangeResult, resolveResources } from 'scaler-primitives/resources';
+ * import { checkLimitRange, type LimitRangePolicy, type LimitRangeResult, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * declare const policy: LimitRangePolicy;
+ * declare const job: ResourceRequest; // what the job asks for
+ * declare const scalerDefaults: ResourceRequest;
  * const result: LimitRangeResult = checkLimitRange(policy, resolveResources([job, scalerDefaults]));
  * if (!result.ok) console.error(result.message);
  * ```
@@ -124,8 +129,9 @@ function amount(resource: string, opts: QuantityOptions) {
  *
  * @example
  * ```ts
- * import { limitRangeProblems } from 'scaler-primitives/resources';
+ * import { type LimitRangePolicy, limitRangeProblems } from 'scaler-primitives/resources';
  *
+ * declare const policy: LimitRangePolicy;
  * const problems = limitRangeProblems(policy); // [] when min <= default <= max for every resource
  * for (const p of problems) console.error(p);
  * ```
@@ -233,8 +239,10 @@ export function limitRangeSchema(opts: QuantityOptions = {}): z.ZodType<LimitRan
  *
  * @example
  * ```ts
- * import { limitRangeDefaults, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
+ * import { limitRangeDefaults, type LimitRangePolicy, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * declare const policy: LimitRangePolicy;
+ * declare const job: ResourceRequest;
  * const defaults: ResourceRequest = limitRangeDefaults(policy); // a layer for resolveResources
  * const resolved = resolveResources([job, defaults]);
  * ```

@@ -86,6 +86,7 @@ export interface ParseMemoryOptions extends QuantityOptions {}
  * ```ts
  * import { MAX_CPU_CORES } from 'scaler-primitives/resources';
  *
+ * declare const cores: number;
  * if (cores > MAX_CPU_CORES) throw new TypeError('too many cores');
  * ```
  */

@@ -14,8 +14,13 @@ import {
  *
  * @example
  * ```ts
- * import { resolveResources } from 'scaler-primitives/resources';
+ * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * // The layers, most specific first; a layer may be undefined.
+ * declare const job: ResourceRequest;
+ * declare const labelSet: ResourceRequest | undefined;
+ * declare const scalerDefaults: ResourceRequest;
+ * declare const globalDefaults: ResourceRequest;
  * const r = resolveResources([job, labelSet, scalerDefaults, globalDefaults]); // named as DEFAULT_LAYER_NAMES
  * r.provenance.requests.cpus; // 'job' | 'labelSet' | 'scaler' | 'global' | 'zero'
  * ```
@@ -30,8 +35,10 @@ export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as co
  *
  * @example
  * ```ts
- * import { resolveResources, type ResourceProvenance } from 'scaler-primitives/resources';
+ * import { resolveResources, type ResourceProvenance, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * declare const job: ResourceRequest;
+ * declare const scalerDefaults: ResourceRequest;
  * const { provenance }: { provenance: ResourceProvenance } = resolveResources([job, scalerDefaults]);
  * console.log(`cpu request from ${provenance.requests.cpus}, memory limit from ${provenance.limits.memBytes}`);
  * ```
@@ -48,8 +55,10 @@ export interface ResourceProvenance {
  *
  * @example
  * ```ts
- * import { type ProvenanceOf, resolveResources } from 'scaler-primitives/resources';
+ * import { type ProvenanceOf, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * declare const job: ResourceRequest;
+ * declare const scalerDefaults: ResourceRequest;
  * const requests: ProvenanceOf = resolveResources([job, scalerDefaults]).provenance.requests;
  * ```
  */
@@ -91,8 +100,9 @@ export interface ResolvedResources {
  *
  * @example
  * ```ts
- * import { resolveResources, type ResolveResourcesOptions } from 'scaler-primitives/resources';
+ * import { resolveResources, type ResolveResourcesOptions, type ResourceRequest } from 'scaler-primitives/resources';
  *
+ * declare const job: ResourceRequest;
  * const options: ResolveResourcesOptions = { convention: 'kubernetes' }; // '500M' is 500000000 bytes
  * resolveResources([job], undefined, options);
  * ```

@@ -38,7 +38,11 @@ export interface TestClockOptions {
  *
  * @example
  * ```ts
- * const fired = await clock.runAll({ limit: 100 });
+ * import type { RunAllOptions, TestClock } from 'scaler-primitives/testing';
+ *
+ * declare const clock: TestClock;
+ * const options: RunAllOptions = { limit: 100 }; // fail fast on a timer that re-arms forever
+ * const fired = await clock.runAll(options);
  * ```
  */
 export interface RunAllOptions {
@@ -55,7 +59,11 @@ export interface RunAllOptions {
  *
  * @example
  * ```ts
- * for (const t of clock.pending()) console.log(t.id, t.kind, t.due, t.ref ? 'ref' : 'unref', t.name);
+ * import type { PendingTimer, TestClock } from 'scaler-primitives/testing';
+ *
+ * declare const clock: TestClock;
+ * const timers: PendingTimer[] = clock.pending();
+ * for (const t of timers) console.log(t.id, t.kind, t.due, t.ref ? 'ref' : 'unref', t.name);
  * ```
  */
 export interface PendingTimer {
@@ -264,6 +272,11 @@ export class TestClock implements Clock {
    *
    * @example
    * ```ts
+   * import type { ScalerManager } from 'scaler-primitives/manager';
+   * import type { TestClock } from 'scaler-primitives/testing';
+   *
+   * declare const manager: ScalerManager; // built with `clock`
+   * declare const clock: TestClock;
    * void manager.requestScale(['linux'], 'job-1'); // not awaited
    * await clock.settle(); // its spawn has been called
    * ```

@@ -167,9 +167,12 @@ export interface OtelMeter {
  *
  * @example
  * ```ts
- * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type BackendEntry, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
  * import type { OtelMeterProvider } from 'scaler-primitives/ledger';
  * import { metrics } from '@opentelemetry/api';
+ *
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
  * const meterProvider: OtelMeterProvider = metrics.getMeterProvider();
  * const manager = new ScalerManager({ config, backends, meterProvider });
  * ```
@@ -299,9 +302,12 @@ export interface OtelTracer {
  *
  * @example
  * ```ts
- * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type BackendEntry, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
  * import type { OtelTracerProvider } from 'scaler-primitives/ledger';
  * import { trace } from '@opentelemetry/api';
+ *
+ * declare const config: ScalerConfigInput;
+ * declare const backends: BackendEntry[];
  * const tracerProvider: OtelTracerProvider = trace.getTracerProvider();
  * const manager = new ScalerManager({ config, backends, tracerProvider });
  * ```
