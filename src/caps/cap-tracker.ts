@@ -25,8 +25,9 @@ import {
  *
  * @example
  * ```ts
- * import type { CapDimension } from 'scaler-primitives/caps';
+ * import type { CapDimension, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const result = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
  * if (!result.ok) {
  *   const dimension: CapDimension = result.dimension; // 'cpu' | 'memory' | 'agents' | 'nvidia.com/gpu' ...
@@ -41,8 +42,9 @@ export type CapDimension = 'cpu' | 'memory' | 'agents' | ExtendedResourceName;
  *
  * @example
  * ```ts
- * import type { CapRefusal } from 'scaler-primitives/caps';
+ * import type { CapRefusal, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const result = caps.tryReserve('agent-9', ['global', 'scaler:small'], { cpus: 4, memBytes: 0 });
  * if (!result.ok) {
  *   const refusal: CapRefusal = result;
@@ -76,8 +78,9 @@ export interface CapRefusal {
  *
  * @example
  * ```ts
- * import type { CapReserveResult } from 'scaler-primitives/caps';
+ * import type { CapReserveResult, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const result: CapReserveResult = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 2 ** 30 });
  * console.log(result.ok ? 'reserved' : `refused by ${result.scope} on ${result.dimension}`);
  * ```
@@ -89,8 +92,9 @@ export type CapReserveResult = CapGranted | CapRefusal;
  *
  * @example
  * ```ts
- * import type { CapGranted, CapRefusal } from 'scaler-primitives/caps';
+ * import type { CapGranted, CapRefusal, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const granted: CapGranted | CapRefusal = caps.tryReserve('agent-1', ['global'], { cpus: 1, memBytes: 0 });
  * if (granted.ok) console.log('reserved in every scope named');
  * ```
@@ -105,8 +109,9 @@ export interface CapGranted {
  *
  * @example
  * ```ts
- * import type { CapReservation } from 'scaler-primitives/caps';
+ * import type { CapReservation, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const released: CapReservation | undefined = caps.release('agent-1');
  * if (released) console.log(`freed ${released.cpus} cores in ${released.scopes.join(', ')}`);
  * ```
@@ -129,8 +134,9 @@ export interface CapReservation {
  *
  * @example
  * ```ts
- * import type { ScopeUsage } from 'scaler-primitives/caps';
+ * import type { CapTracker, ScopeUsage } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const usage: ScopeUsage = caps.usage('global');
  * console.log(`${usage.reservations} agents hold ${usage.cpus} cores and ${usage.memBytes} bytes`);
  * ```
@@ -151,8 +157,9 @@ export interface ScopeUsage {
  *
  * @example
  * ```ts
- * import type { CapSnapshot } from 'scaler-primitives/caps';
+ * import type { CapSnapshot, CapTracker } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const snapshot: CapSnapshot = caps.snapshot();
  * for (const r of snapshot.reservations) console.log(r.id, r.scopes, r.cpus, r.memBytes);
  * ```
@@ -169,8 +176,9 @@ export interface CapSnapshot {
  *
  * @example
  * ```ts
- * import type { ScopeSnapshot } from 'scaler-primitives/caps';
+ * import type { CapTracker, ScopeSnapshot } from 'scaler-primitives/caps';
  *
+ * declare const caps: CapTracker;
  * const global: ScopeSnapshot | undefined = caps.snapshot().scopes.global;
  * console.log(global?.cap?.maxCpu, global?.usage.cpus);
  * ```

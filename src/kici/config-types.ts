@@ -160,6 +160,7 @@ export interface KiciScalerEntry {
  * import { readFileSync } from 'node:fs';
  * import { type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
  *
+ * declare const YAML: { parse(text: string): any }; // the yaml package
  * const kici: KiciScalerConfig = YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8'));
  * const { ok, input, issues } = toScalerConfig(kici);
  * ```
@@ -207,8 +208,9 @@ export interface KiciScalerConfig {
  *
  * @example
  * ```ts
- * import type { KiciIssueSeverity } from 'scaler-primitives/kici';
+ * import type { KiciConfigTranslation, KiciIssueSeverity } from 'scaler-primitives/kici';
  *
+ * declare const result: KiciConfigTranslation; // from toScalerConfig
  * const errors = result.issues.filter((i) => i.severity === ('error' satisfies KiciIssueSeverity));
  * ```
  */
@@ -219,8 +221,9 @@ export type KiciIssueSeverity = 'error' | 'warning';
  *
  * @example
  * ```ts
- * import { type KiciConfigIssue, toScalerConfig } from 'scaler-primitives/kici';
+ * import { type KiciConfigIssue, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
  *
+ * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
  * for (const issue of toScalerConfig(kici).issues as KiciConfigIssue[]) {
  *   console.warn(issue.severity, issue.path.join('.'), issue.message);
  * }
@@ -244,8 +247,9 @@ export interface KiciConfigIssue {
  *
  * @example
  * ```ts
- * import { toScalerConfig, type ToScalerConfigOptions } from 'scaler-primitives/kici';
+ * import { type KiciScalerConfig, toScalerConfig, type ToScalerConfigOptions } from 'scaler-primitives/kici';
  *
+ * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
  * const options: ToScalerConfigOptions = { acknowledge: ['roles'] }; // routed by mandatoryLabels instead
  * const result = toScalerConfig(kici, options);
  * ```
@@ -264,9 +268,13 @@ export interface ToScalerConfigOptions {
  *
  * @example
  * ```ts
- * import { ScalerManager } from 'scaler-primitives/manager';
- * import { type KiciConfigTranslation, toScalerConfig } from 'scaler-primitives/kici';
+ * import { type BackendEntry, ScalerManager } from 'scaler-primitives/manager';
+ * import { type KiciConfigTranslation, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
+ * import type { PoolLedger } from 'scaler-primitives/ledger';
  *
+ * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
+ * declare const backends: BackendEntry[];
+ * declare const ledger: PoolLedger;
  * const result: KiciConfigTranslation = toScalerConfig(kici);
  * if (!result.ok) process.exit(1);
  * const manager = new ScalerManager({ config: result.input, backends, ledger });
@@ -288,8 +296,9 @@ export interface KiciConfigTranslation {
  *
  * @example
  * ```ts
- * import { type KiciParsedConfig, parseKiciScalerConfig } from 'scaler-primitives/kici';
+ * import { type KiciParsedConfig, type KiciScalerConfig, parseKiciScalerConfig } from 'scaler-primitives/kici';
  *
+ * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
  * const { config, warnings }: KiciParsedConfig = parseKiciScalerConfig(kici); // throws on an error
  * for (const w of warnings) console.warn(w.path.join('.'), w.message);
  * ```

@@ -297,9 +297,14 @@ function translateWarmPool(
  * @example
  * ```ts
  * import { readFileSync } from 'node:fs';
- * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type BackendEntry, ScalerManager } from 'scaler-primitives/manager';
  * import { toScalerConfig } from 'scaler-primitives/kici';
+ * import type { PoolLedger } from 'scaler-primitives/ledger';
  *
+ * declare const YAML: { parse(text: string): any }; // the yaml package
+ * declare const backends: BackendEntry[];
+ * declare const ledger: PoolLedger;
+ * let manager: ScalerManager | undefined;
  * const result = toScalerConfig(YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8')));
  * for (const issue of result.issues) console.warn(issue.severity, issue.path.join('.'), issue.message);
  * if (result.ok) manager = new ScalerManager({ config: result.input, backends, ledger });
@@ -452,8 +457,9 @@ function mapPath(
  *
  * @example
  * ```ts
- * import { parseKiciScalerConfig } from 'scaler-primitives/kici';
+ * import { type KiciScalerConfig, parseKiciScalerConfig } from 'scaler-primitives/kici';
  *
+ * declare const kiciConfig: KiciScalerConfig;
  * const { config, warnings } = parseKiciScalerConfig(kiciConfig, { acknowledge: ['roles'] });
  * ```
  */

@@ -44,8 +44,9 @@ export interface KiciMachineLedgerOptions {
  *
  * @example
  * ```ts
- * import type { KiciUsage } from 'scaler-primitives/kici';
+ * import type { KiciUsage, MachineLedger } from 'scaler-primitives/kici';
  *
+ * declare const ledger: MachineLedger; // the kici MachineLedger
  * const usage: KiciUsage = await ledger.getUsage('build-host');
  * console.log(`${usage.cpus} cores, ${usage.memBytes} bytes in use`);
  * ```

@@ -295,6 +295,7 @@ export async function addIsolationRules(
  * ```ts
  * import { removeIsolationRules } from 'scaler-primitives/kici';
  *
+ * declare const log: { warn(message: string): void };
  * await removeIsolationRules('tap-ab12', { onError: (e) => log.warn(String(e)) });
  * ```
  */

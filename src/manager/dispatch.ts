@@ -46,8 +46,9 @@ export interface ClaimRequest {
  *
  * @example
  * ```ts
- * import type { ClaimMismatch } from 'scaler-primitives/manager';
+ * import type { ClaimMismatch, ScalerManager } from 'scaler-primitives/manager';
  *
+ * declare const manager: ScalerManager;
  * const claim = manager.claimIdleAgent({ jobId: 'job-9', labels: ['windows'] });
  * if (claim.kind === 'no-fit') {
  *   for (const r of claim.reasons as ClaimMismatch[]) console.log(`${r.scaler}: ${r.reason} ${r.missing?.join(',') ?? ''}`);
@@ -87,8 +88,10 @@ export interface ClaimMismatch {
  *
  * @example
  * ```ts
- * import type { ClaimResult } from 'scaler-primitives/manager';
+ * import type { ClaimResult, ScalerManager } from 'scaler-primitives/manager';
  *
+ * declare const manager: ScalerManager;
+ * declare function send(agentId: string, jobId: string): void; // your dispatcher
  * const claim: ClaimResult = manager.claimIdleAgent({ jobId: 'job-1', labels: ['linux'] });
  * if (claim.kind === 'claimed') send(claim.agent.agentId, 'job-1');
  * ```

@@ -9,8 +9,9 @@ import type { AgentResources, AgentState } from './types.js';
  *
  * @example
  * ```ts
- * import type { AgentSnapshot } from 'scaler-primitives/manager';
+ * import type { AgentSnapshot, ScalerManager } from 'scaler-primitives/manager';
  *
+ * declare const manager: ScalerManager;
  * const agent: AgentSnapshot | undefined = manager.getAgent('linux-3f9a0c21b7de');
  * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId} on ${agent.scaler}`);
  * ```
@@ -59,8 +60,9 @@ export interface AgentSnapshot {
  *
  * @example
  * ```ts
- * import type { AgentFilter } from 'scaler-primitives/manager';
+ * import type { AgentFilter, ScalerManager } from 'scaler-primitives/manager';
  *
+ * declare const manager: ScalerManager;
  * const filter: AgentFilter = { scaler: ['small', 'large'], state: 'idle', labels: ['linux'] };
  * const ready = manager.listAgents(filter);
  * ```

@@ -32,8 +32,11 @@ import type {
  *
  * @example
  * ```ts
- * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type ScalerBackend, ScalerManager } from 'scaler-primitives/manager';
  *
+ * declare const myContainerBackend: ScalerBackend; // your backend
+ * declare const agentId: string; // from the dispatcher
+ * declare const labels: string[];
  * const manager = new ScalerManager({
  *   config: {
  *     globalMaxAgents: 10,
@@ -293,6 +296,9 @@ export class ScalerManager {
    *
    * @example
    * ```ts
+   * import type { ScalerManager } from 'scaler-primitives/manager';
+   *
+   * declare const manager: ScalerManager;
    * const idle = manager.listAgents({ state: 'idle', labels: ['linux'] });
    * const busyOnLarge = manager.listAgents({ scaler: 'large', state: ['busy', 'draining'] });
    * console.log(idle.map((a) => `${a.agentId} idle since ${new Date(a.idleSince!).toISOString()}`));
@@ -310,6 +316,10 @@ export class ScalerManager {
    *
    * @example
    * ```ts
+   * import type { ScalerManager } from 'scaler-primitives/manager';
+   *
+   * declare const manager: ScalerManager;
+   * declare const agentId: string;
    * const agent = manager.getAgent(agentId);
    * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId}`);
    * ```
@@ -340,6 +350,11 @@ export class ScalerManager {
    *
    * @example
    * ```ts
+   * import type { ScalerManager } from 'scaler-primitives/manager';
+   *
+   * declare const manager: ScalerManager;
+   * declare const queue: { waiting(): { id: string; labels: string[] }[] }; // your job queue
+   * declare function send(agentId: string, job: { id: string }): void; // your dispatcher
    * for (const job of queue.waiting()) {
    *   const claim = manager.claimIdleAgent({ jobId: job.id, labels: job.labels });
    *   if (claim.kind === 'claimed') send(claim.agent.agentId, job);

@@ -47,9 +47,10 @@ export type {
  *
  * @example
  * ```ts
- * import { ScalerManager } from 'scaler-primitives/manager';
+ * import { type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
  * import { FakeBackend, TestClock } from 'scaler-primitives/testing';
  *
+ * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
  * const clock = new TestClock('2026-01-05T09:00:00Z');
  * const backend = new FakeBackend({ clock, registerAfterMs: 20_000, jobDurationMs: 600_000 });
  * const manager = new ScalerManager({ config, backends: [{ name: 'linux', backend }], clock });
@@ -109,7 +110,9 @@ export class FakeBackend implements ScalerBackend {
    * @example
    * ```ts
    * import type { SpawnRequest } from 'scaler-primitives/manager';
+   * import type { FakeBackend } from 'scaler-primitives/testing';
    *
+   * declare const backend: FakeBackend;
    * backend.script({ when: (c) => (c.args[0] as SpawnRequest).warm, fail: new Error('no warm pool'), times: Infinity });
    * ```
    */
@@ -123,6 +126,9 @@ export class FakeBackend implements ScalerBackend {
    *
    * @example
    * ```ts
+   * import type { FakeBackend } from 'scaler-primitives/testing';
+   *
+   * declare const backend: FakeBackend;
    * backend.failNext(2, new Error('quota exceeded')); // the third spawn works
    * ```
    */

@@ -20,7 +20,9 @@ import { type Instant, TestClock, type TestClockOptions } from './test-clock.js'
  * @example
  * ```ts
  * import { createTestFleet, type FleetBackendOptions } from 'scaler-primitives/testing';
+ * import type { ScalerConfigInput } from 'scaler-primitives/manager';
  *
+ * declare const config: ScalerConfigInput;
  * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
  * const fleet = createTestFleet(config, { backend });
  * ```
@@ -33,7 +35,9 @@ export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'm
  * @example
  * ```ts
  * import { createTestFleet, type TestFleetOptions } from 'scaler-primitives/testing';
+ * import type { ScalerConfigInput } from 'scaler-primitives/manager';
  *
+ * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
  * const options: TestFleetOptions = {
  *   start: '2026-01-05T08:00:00Z',
  *   backends: { linux: { registerAfterMs: 15_000 } },
@@ -77,7 +81,9 @@ export interface TestFleetOptions {
  * @example
  * ```ts
  * import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
+ * import type { ScalerConfigInput } from 'scaler-primitives/manager';
  *
+ * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
  * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
  * await manager.requestScale(['linux'], 'job-1');
  * await clock.advance(60_000);
@@ -114,8 +120,9 @@ export interface TestFleet {
  *
  * @example
  * ```ts
- * import { FleetInvariantError } from 'scaler-primitives/testing';
+ * import { FleetInvariantError, type TestFleet } from 'scaler-primitives/testing';
  *
+ * declare const fleet: TestFleet;
  * try {
  *   fleet.checkInvariants();
  * } catch (error) {

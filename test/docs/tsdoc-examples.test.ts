@@ -44,50 +44,12 @@ const NOT_YET: readonly string[] = [];
  * Most are incomplete (no imports, undeclared values) rather than wrong.
  */
 const NOT_YET_CHECKED: readonly string[] = [
-  // Still incomplete (values they take as given are not declared yet).
-  'src/caps/cap-tracker.ts: CapDimension',
-  'src/caps/cap-tracker.ts: CapGranted',
-  'src/caps/cap-tracker.ts: CapRefusal',
-  'src/caps/cap-tracker.ts: CapReservation',
-  'src/caps/cap-tracker.ts: CapReserveResult',
-  'src/caps/cap-tracker.ts: CapSnapshot',
-  'src/caps/cap-tracker.ts: ScopeSnapshot',
-  'src/caps/cap-tracker.ts: ScopeUsage',
-  'src/kici/config-types.ts: KiciConfigIssue',
-  'src/kici/config-types.ts: KiciConfigTranslation',
-  'src/kici/config-types.ts: KiciIssueSeverity',
-  'src/kici/config-types.ts: KiciParsedConfig',
-  'src/kici/config-types.ts: KiciScalerConfig',
-  'src/kici/config-types.ts: ToScalerConfigOptions',
-  'src/kici/config.ts: parseKiciScalerConfig',
-  'src/kici/config.ts: toScalerConfig',
-  'src/kici/machine-ledger.ts: KiciUsage',
-  'src/kici/nftables.ts: removeIsolationRules',
-  'src/manager/dispatch.ts: ClaimMismatch',
-  'src/manager/dispatch.ts: ClaimResult',
-  'src/manager/inventory.ts: AgentFilter',
-  'src/manager/inventory.ts: AgentSnapshot',
-  'src/manager/manager.ts: ScalerManager',
-  'src/manager/manager.ts: ScalerManager.claimIdleAgent',
-  'src/manager/manager.ts: ScalerManager.getAgent',
-  'src/manager/manager.ts: ScalerManager.listAgents',
-  'src/testing/conformance/backend.ts: BackendFactoryArgs',
-  'src/testing/conformance/backend.ts: ScalerBackendConformanceOptions',
+  // Complete, but they import `vitest`, which the temp project does not link
+  // (beforeAll links @nats-io, @opentelemetry, zod, execa, croner): they
+  // type-check once 'vitest' is added there.
   'src/testing/conformance/backend.ts: scalerBackendConformance',
-  'src/testing/conformance/check.ts: ConformanceCheck',
-  'src/testing/conformance/check.ts: ConformanceError',
-  'src/testing/conformance/ledger.ts: LedgerFactoryArgs',
-  'src/testing/conformance/ledger.ts: PoolLedgerConformanceOptions',
   'src/testing/conformance/ledger.ts: poolLedgerConformance',
-  'src/testing/conformance/state-store.ts: MakeStateStore',
   'src/testing/conformance/state-store.ts: stateStoreConformance',
-  'src/testing/fake-backend.ts: FakeBackend',
-  'src/testing/fake-backend.ts: FakeBackend.failNext',
-  'src/testing/fake-backend.ts: FakeBackend.script',
-  'src/testing/fleet.ts: FleetBackendOptions',
-  'src/testing/fleet.ts: FleetInvariantError',
-  'src/testing/fleet.ts: TestFleet',
-  'src/testing/fleet.ts: TestFleetOptions',
 ];
 
 /** Example blocks fenced ```ts nocheck, as `<file>: <declaration>`, and why. */

@@ -17,7 +17,9 @@ import { type ConformanceCheck, expectEqual, expectTrue, sample, show } from './
  * @example
  * ```ts
  * import { type BackendFactoryArgs, scalerBackendConformance } from 'scaler-primitives/testing';
+ * import type { ScalerBackend } from 'scaler-primitives/manager';
  *
+ * declare const MyBackend: new (options: { label: string }) => ScalerBackend; // yours
  * const suite = scalerBackendConformance(({ check }: BackendFactoryArgs) => new MyBackend({ label: check }));
  * ```
  */
@@ -44,8 +46,9 @@ export type MakeBackend = (args: BackendFactoryArgs) => ScalerBackend | Promise<
  *
  * @example
  * ```ts
- * import { scalerBackendConformance } from 'scaler-primitives/testing';
+ * import { type MakeBackend, scalerBackendConformance } from 'scaler-primitives/testing';
  *
+ * declare const make: MakeBackend; // builds your backend for one check
  * const suite = scalerBackendConformance(make, { labels: ['linux'], resources: { cpus: 1, memBytes: 2 ** 30 }, list: false });
  * ```
  */
@@ -78,8 +81,10 @@ export interface ScalerBackendConformanceOptions {
  * @example
  * ```ts
  * import { describe, it } from 'vitest';
+ * import type { ScalerBackend } from 'scaler-primitives/manager';
  * import { scalerBackendConformance } from 'scaler-primitives/testing';
  *
+ * declare const ContainerBackend: new (options: { image: string }) => ScalerBackend; // yours
  * describe('my container backend keeps the ScalerBackend contract', () => {
  *   for (const check of scalerBackendConformance(() => new ContainerBackend({ image: 'agent:latest' }))) {
  *     it(check.name, check.run);

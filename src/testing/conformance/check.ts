@@ -14,6 +14,9 @@ import { sleep } from '../../clock.js';
  * ```ts
  * import { test } from 'node:test';
  * import { poolLedgerConformance } from 'scaler-primitives/testing';
+ * import type { PoolLedger } from 'scaler-primitives/ledger';
+ *
+ * declare const MyLedger: new (options: { instanceId: string }) => PoolLedger; // yours
  * for (const check of poolLedgerConformance(({ instanceId }) => new MyLedger({ instanceId }))) {
  *   test(check.name, check.run);
  * }
@@ -32,8 +35,9 @@ export interface ConformanceCheck {
  *
  * @example
  * ```ts
- * import { ConformanceError } from 'scaler-primitives/testing';
+ * import { type ConformanceCheck, ConformanceError } from 'scaler-primitives/testing';
  *
+ * declare const check: ConformanceCheck;
  * await check.run().catch((error) => {
  *   if (error instanceof ConformanceError) console.log(`${check.name}: ${error.message}`);
  * });

@@ -21,6 +21,7 @@ import {
  * import { MachineLedger } from 'scaler-primitives/ledger';
  * import type { LedgerFactoryArgs } from 'scaler-primitives/testing';
  *
+ * declare const dir: string; // a fresh temp directory
  * const make = ({ instanceId, check }: LedgerFactoryArgs) => {
  *   console.log(`${check}: new instance ${instanceId}`);
  *   return new MachineLedger({ instanceId, dir });
@@ -55,8 +56,9 @@ export type MakeLedger = (args: LedgerFactoryArgs) => PoolLedger | Promise<PoolL
  *
  * @example
  * ```ts
- * import { poolLedgerConformance } from 'scaler-primitives/testing';
+ * import { type MakeLedger, poolLedgerConformance } from 'scaler-primitives/testing';
  *
+ * declare const make: MakeLedger; // builds one replica of your ledger
  * const suite = poolLedgerConformance(make, { prefix: 'ci', instances: 5, staleAfterCloseMs: 30_000 });
  * ```
  */

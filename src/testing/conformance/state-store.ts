@@ -16,6 +16,7 @@ import { type ConformanceCheck, expectEqual, expectReject, expectTrue, sample } 
  * import { FileStateStore } from 'scaler-primitives/manager';
  * import type { MakeStateStore } from 'scaler-primitives/testing';
  *
+ * declare const root: string; // a fresh temp directory
  * const make: MakeStateStore = ({ key, fresh }) => new FileStateStore({ dir: join(root, key) });
  * ```
  */
@@ -70,6 +71,7 @@ const byId = (records: AgentStateRecord[]) =>
  * import { FileStateStore } from 'scaler-primitives/manager';
  * import { stateStoreConformance } from 'scaler-primitives/testing';
  *
+ * declare const root: string; // a fresh temp directory
  * describe('FileStateStore', () => {
  *   for (const check of stateStoreConformance(({ key }) => new FileStateStore({ dir: join(root, key) }))) {
  *     it(check.name, check.run);
