@@ -33,12 +33,6 @@ export interface LockTiming {
   staleMs: number;
   /** Give up with `LedgerBusyError` after trying this long. */
   timeoutMs: number;
-  /**
-   * The holder serves the combining directory (claims and answers posted
-   * requests, see `combine.ts`): its token says so, so a waiter can tell a
-   * holder that will answer it from one that will not.
-   */
-  combining?: boolean;
 }
 
 /** Options of {@link LockHandle.write}. */
@@ -47,31 +41,8 @@ export interface FencedWriteOptions {
   fsync: boolean;
 }
 
-/**
- * What a waiter that handed its calls to the holder (cross-process combining,
- * see `combine.ts`) does while it waits for the lock.
- */
-export interface WaitHooks {
-  /** Called once, after the first attempt found the lock taken. */
-  contended(): void;
-  /** True once the wait is over without the lock (the holder answered). */
-  settled(): boolean;
-  /** At the timeout: true when the wait must go on (a holder took the calls; its answer decides). */
-  mustWait(): boolean;
-  /** True while the calls are posted for a holder to apply. */
-  posted(): boolean;
-  /**
-   * The pause of a posted waiter while the lock is held by a holder that
-   * serves posted requests: until the answer arrives, the holder's release
-   * wakes it, or a short bound passes (then it looks at the lock again).
-   */
-  pause(): Promise<void>;
-}
-
 /** A held lock. */
 export interface LockHandle {
-  /** Our token directory inside the lock directory (gone once the lock is lost). */
-  readonly tokenDir: string;
   /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
   assertOwned(): Promise<void>;
   /**
@@ -86,32 +57,9 @@ export interface LockHandle {
   release(): Promise<void>;
 }
 
-/**
- * Per-acquisition token: unique on this host (pid) and across attempts
- * (random); a holder that serves the combining directory ends it in `.c`.
- */
-function newToken(combining: boolean): string {
-  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}${combining ? '.c' : ''}`;
-}
-
-const COMBINING_TOKEN = /^\d+\.[a-z0-9]+\.c$/;
-
-/**
- * True when the lock at `lockPath` is held right now by a holder of ours that
- * serves the combining directory: a private (0700) lock directory holding one
- * token that says so. False for a free lock, a kici orchestrator's lock
- * (made with the default mode, no token), a holder of ours that does not
- * combine (an older version), or one caught between its two `mkdir`s.
- */
-export function heldByCombiningHolder(fs: LedgerFs, lockPath: string): boolean {
-  try {
-    const stat = fs.lstatSync(lockPath);
-    if (!stat.isDirectory() || (stat.mode & 0o077) !== 0) return false;
-    const entries = fs.readdirSync(lockPath);
-    return entries.length === 1 && COMBINING_TOKEN.test(entries[0]!);
-  } catch {
-    return false;
-  }
+/** Per-acquisition token: unique on this host (pid) and across attempts (random). */
+function newToken(): string {
+  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}`;
 }
 
 /** Takes pool locks for one ledger. */
@@ -119,37 +67,19 @@ export class PoolLocker {
   constructor(private readonly fs: LedgerFs) {}
 
   /**
-   * Take the lock of `pool`, retrying until `timing.timeoutMs`. With `hooks`,
-   * `undefined` when the wait ended without the lock because `hooks.settled()`.
+   * Take the lock of `pool`, retrying until `timing.timeoutMs`.
    *
    * @throws LedgerBusyError naming the pool and the lock's age.
    * @throws LedgerDirError when `<pool>.lock` exists and is not a directory.
    */
-  acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle>;
-  acquire(
-    pool: string,
-    lockPath: string,
-    timing: LockTiming,
-    hooks: WaitHooks,
-  ): Promise<LockHandle | undefined>;
-  async acquire(
-    pool: string,
-    lockPath: string,
-    timing: LockTiming,
-    hooks?: WaitHooks,
-  ): Promise<LockHandle | undefined> {
+  async acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle> {
     const started = systemClock.now();
     const queue = new WaitQueue(this.fs, queuePath(lockPath));
-    let contended = false;
     for (;;) {
-      if (hooks?.settled()) {
-        queue.leave();
-        return undefined;
-      }
       if (queue.myTurn()) {
         let token: string | undefined;
         try {
-          token = this.attempt(pool, lockPath, timing);
+          token = this.attempt(pool, lockPath, timing.staleMs);
         } catch (error) {
           queue.leave();
           throw error;
@@ -158,39 +88,24 @@ export class PoolLocker {
           queue.leave();
           return this.handle(pool, lockPath, token, timing.staleMs);
         }
+        queue.claim();
       }
-      if (!contended) {
-        contended = true;
-        hooks?.contended();
-      }
-      // A posted waiter leaves the line only while the lock is held by a
-      // holder that will apply its request (one of ours that combines). Behind
-      // any other holder (the kici orchestrator's ledger, which knows nothing
-      // of posted requests) it waits in line like every plain waiter and takes
-      // the lock itself, then serves every posted request as holder.
-      const deferring = hooks?.posted() === true && heldByCombiningHolder(this.fs, lockPath);
-      if (deferring) queue.leave();
-      else queue.claim();
       const waited = systemClock.now() - started;
-      if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
+      if (waited >= timing.timeoutMs) {
         queue.leave();
         throw await this.busy(pool, lockPath, waited, timing);
       }
-      if (deferring && hooks) {
-        await hooks.pause();
-        continue;
-      }
       // Waiters behind an older one only need to notice when it is their turn.
       const delay = queue.leading() ? retryDelay(waited) : 2 + Math.random();
-      await sleep(Math.max(1, Math.min(delay, timing.timeoutMs - waited)));
+      await sleep(Math.min(delay, timing.timeoutMs - waited));
     }
   }
 
   // One try: the token when the lock is ours now, else undefined.
-  private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
-    const token = newToken(timing.combining === true);
+  private attempt(pool: string, lockPath: string, staleMs: number): string | undefined {
+    const token = newToken();
     if (!this.makeLockDir(lockPath)) {
-      const found = takeOverIfStale(this.fs, lockPath, timing.staleMs, token);
+      const found = takeOverIfStale(this.fs, lockPath, staleMs, token);
       if (found === 'not-a-directory') {
         throw new LedgerDirError(
           lockPath,
@@ -277,7 +192,6 @@ export class PoolLocker {
     refresher.unref();
     let released = false;
     const handle: LockHandle = {
-      tokenDir,
       async assertOwned() {
         if (released || !owned()) throw lost('our token is gone from the lock directory');
       },
@@ -384,6 +298,6 @@ function datasync(fs: LedgerFs, fd: number): Promise<void> {
  * tails long under contention. Past 250 ms the holder is probably stuck (it is
  * taken over after the stale window), so poll gently, with jitter.
  */
-export function retryDelay(waitedMs: number): number {
+function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
 }

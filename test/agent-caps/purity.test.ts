@@ -4,6 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { codeOf } from '../helpers/source.js';
 
 const dir = join(import.meta.dirname, '../../src/agent-caps');
 const files = readdirSync(dir).filter((f) => f.endsWith('.ts'));
@@ -18,7 +19,7 @@ describe('the pure codec', () => {
   });
 
   it.each(files)('%s imports nothing but zod, errors, resource types and its own files', (file) => {
-    const source = readFileSync(join(dir, file), 'utf8');
+    const source = codeOf(readFileSync(join(dir, file), 'utf8'));
     const specifiers = [...source.matchAll(/\bfrom\s+'([^']+)'/g)].map((m) => m[1]);
     for (const specifier of specifiers) expect(specifier).toMatch(allowed);
   });

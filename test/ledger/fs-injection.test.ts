@@ -1,16 +1,12 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { codeOf } from '../helpers/source.js';
 
 // STYLE.md 6: the ledger reaches the filesystem only through the injected
 // `LedgerFs`. Only fs.ts may import node:fs.
 const srcDir = join(import.meta.dirname, '../../src/ledger');
 const files = readdirSync(srcDir).filter((f) => f.endsWith('.ts'));
-
-/** The source without its block and line comments. */
-function withoutComments(text: string): string {
-  return text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
-}
 
 describe('ledger sources route fs through the injected object', () => {
   it('finds the sources', () => {
@@ -20,7 +16,7 @@ describe('ledger sources route fs through the injected object', () => {
 
   it.each(files.filter((f) => f !== 'fs.ts'))('%s does not import node:fs or fs', (file) => {
     // Code only: a TSDoc example may show a user passing `node:fs` in.
-    const text = withoutComments(readFileSync(join(srcDir, file), 'utf8'));
+    const text = codeOf(readFileSync(join(srcDir, file), 'utf8'));
     expect(text).not.toMatch(/from\s+['"](node:)?fs(\/promises)?['"]/);
     expect(text).not.toMatch(/require\(\s*['"](node:)?fs/);
     expect(text).not.toMatch(/import\(\s*['"](node:)?fs/);

@@ -19,6 +19,7 @@ import {
   validateNftablesAvailability,
   verifyIsolation,
 } from '../../src/nftables/index.js';
+import { codeOf } from '../helpers/source.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));
 const listing = readFileSync(`${fixtures}listing.json`, 'utf8');
@@ -397,7 +398,7 @@ describe('imports', () => {
   it('only the runner (session.ts) mentions execa, and only as a lazy import', () => {
     const dir = fileURLToPath(new URL('../../src/nftables/', import.meta.url));
     for (const file of readdirSync(dir)) {
-      const source = readFileSync(`${dir}${file}`, 'utf8');
+      const source = codeOf(readFileSync(`${dir}${file}`, 'utf8'));
       expect(source).not.toMatch(/^import .*execa/m);
       if (file !== 'session.ts') expect(source).not.toMatch(/['"]execa['"]/);
       for (const [, spec] of source.matchAll(/from '([^']+)'/g)) {

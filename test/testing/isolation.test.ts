@@ -2,12 +2,13 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as root from '../../src/index.js';
+import { codeOf } from '../helpers/source.js';
 
 const src = join(import.meta.dirname, '..', '..', 'src');
 const testing = join(src, 'testing');
 
 function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
+  const text = codeOf(readFileSync(file, 'utf8'));
   const specs: string[] = [];
   for (const m of text.matchAll(/(?:^|\n)\s*(?:import|export)\b[^'"]*?from\s+['"]([^'"]+)['"]/g)) {
     specs.push(m[1]!);

@@ -1,7 +1,8 @@
 /**
  * Key names in the bucket: one key per pool, one heartbeat key per lease.
  */
-import { assertSubjectSafePool } from '../combine-wire.js';
+import { InvalidInputError } from '../../errors.js';
+import { validatePoolName } from '../document.js';
 
 /**
  * The prefix of every pool key: `pool.<name>`.
@@ -43,7 +44,14 @@ export const LEASE_KEY_PREFIX = 'lease.';
  * ```
  */
 export function poolKey(pool: string): string {
-  assertSubjectSafePool(pool);
+  validatePoolName(pool);
+  if (pool.startsWith('.') || pool.endsWith('.') || pool.includes('..')) {
+    throw new InvalidInputError(
+      'pool name',
+      pool,
+      `Invalid pool name ${JSON.stringify(pool)} for a NATS KV ledger: a name may not start or end with '.' or hold '..', because each '.' separates a subject token.`,
+    );
+  }
   return `${POOL_KEY_PREFIX}${pool}`;
 }
 
