@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { basename, join } from 'node:path';
 import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
+import { testHooksOf } from '../internal/test-hooks.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import {
   checkAdopt,
@@ -35,6 +36,7 @@ import { defaultFs, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { leasePath, leaseState, touchLease } from './lease.js';
 import { PoolLocker } from './lock.js';
+import { MACHINE_LEDGER_HOOK_KEYS, type MachineLedgerHooks } from './machine-ledger-hooks.js';
 import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
 import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
@@ -58,7 +60,21 @@ import type {
   ReserveResult,
 } from './types.js';
 
-/** Options of {@link MachineLedger}. */
+/**
+ * Options of {@link MachineLedger}.
+ *
+ * @example
+ * ```ts
+ * import { MachineLedger, type MachineLedgerOptions } from 'scaler-primitives/ledger';
+ *
+ * const options: MachineLedgerOptions = {
+ *   instanceId: `orchestrator-${process.pid}`,
+ *   dir: '/var/lib/ci/ledger', // every orchestrator on the host uses the same directory
+ *   leaseTtlMs: 30_000,
+ * };
+ * const ledger = new MachineLedger(options);
+ * ```
+ */
 export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** This orchestrator instance's id, written into every row it makes. */
   instanceId: string;
@@ -117,17 +133,6 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   fs?: LedgerFs;
   /** The environment used to resolve the directory. @default `process.env` */
   env?: NodeJS.ProcessEnv;
-  /**
-   * Test hooks.
-   * @internal
-   */
-  hooks?: {
-    beforeCommit?: (pool: string) => Promise<void> | void;
-    /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
-    monotonic?: () => number;
-    /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
-    lockStaleMs?: number;
-  };
 }
 
 // Every key of MachineLedgerOptions: any other key is refused (a typo must not
@@ -148,11 +153,21 @@ const OPTION_KEYS = [
   'now',
   'fs',
   'env',
-  'hooks',
   ...LEDGER_TELEMETRY_KEYS,
 ] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
 
-/** Per-pool summary returned by {@link MachineLedger.inspect}. */
+/**
+ * Per-pool summary returned by {@link MachineLedger.inspect}.
+ *
+ * @example
+ * ```ts
+ * import type { MachineLedger, PoolSnapshot } from 'scaler-primitives/ledger';
+ *
+ * declare const ledger: MachineLedger;
+ * const { cap, usage, live, stale }: PoolSnapshot = await ledger.inspect('build-host');
+ * console.log(`${usage.cpus}/${cap.maxCpu ?? '-'} cores, ${live.length} live, ${stale.length} to reap`);
+ * ```
+ */
 export interface PoolSnapshot {
   /** The pool name. */
   pool: string;
@@ -195,6 +210,8 @@ const DEFAULT_LEASE_TTL_MS = 30_000;
  *
  * @example
  * ```ts
+ * import { MachineLedger } from 'scaler-primitives/ledger';
+ *
  * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: '/var/lib/ci/ledger' });
  * ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 });
  * ledger.start();
@@ -215,41 +232,41 @@ export class MachineLedger implements PoolLedger {
   /** This ledger's lease id, written into its rows. */
   readonly leaseId: string;
 
-  private readonly fs: LedgerFs;
-  private readonly locker: PoolLocker;
-  private readonly caps = new Map<string, ResourceCap>();
-  private readonly batches = new GroupCommit<LedgerOp>((pool, ops) => this.commit(pool, ops));
+  readonly #fs: LedgerFs;
+  readonly #locker: PoolLocker;
+  readonly #caps = new Map<string, ResourceCap>();
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#commit(pool, ops));
   // The reaper's rounds are not the caller's operations: they never report a
   // lost lease (the report waits for the next call the caller makes).
-  private readonly reaper = new Reaper(
-    () => this.caps.keys(),
-    (pool) => this.enqueue(pool, { kind: 'reap', background: true }),
-    () => this.clock,
+  readonly #reaper = new Reaper(
+    () => this.#caps.keys(),
+    (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
+    () => this.#clock,
   );
   // Per pool, the agents this instance reserved and has not released.
-  private readonly held = new Map<string, Set<string>>();
-  private readonly clock: Clock;
-  private readonly now: () => number;
-  private readonly probe: (pid: number) => boolean;
-  private readonly startTimeOf: (pid: number) => number | undefined;
-  private readonly staleMs: number;
-  private readonly lockStaleMs: number;
-  private readonly lockTimeoutMs: number;
-  private readonly leaseTtlMs: number;
-  private readonly fsync: boolean;
-  private readonly maxFileBytes: number;
-  private readonly requestedDir: string | undefined;
-  private readonly env: NodeJS.ProcessEnv;
-  private readonly hooks: NonNullable<MachineLedgerOptions['hooks']>;
-  private bootIdValue: string | undefined;
-  private ownStartTime: number | undefined;
-  private dirPromise: Promise<string> | undefined;
-  private leaseReady: Promise<void> | undefined;
-  private leaseTimer: ClockTimer | undefined;
-  private leaseRefreshedAt = Number.NEGATIVE_INFINITY;
-  private readonly monotonic: () => number;
-  private closed = false;
-  private readonly telemetry;
+  readonly #held = new Map<string, Set<string>>();
+  readonly #clock: Clock;
+  readonly #now: () => number;
+  readonly #probe: (pid: number) => boolean;
+  readonly #startTimeOf: (pid: number) => number | undefined;
+  readonly #staleMs: number;
+  readonly #lockStaleMs: number;
+  readonly #lockTimeoutMs: number;
+  readonly #leaseTtlMs: number;
+  readonly #fsync: boolean;
+  readonly #maxFileBytes: number;
+  readonly #requestedDir: string | undefined;
+  readonly #env: NodeJS.ProcessEnv;
+  readonly #hooks: Partial<MachineLedgerHooks>;
+  #bootIdValue: string | undefined;
+  #ownStartTime: number | undefined;
+  #dirPromise: Promise<string> | undefined;
+  #leaseReady: Promise<void> | undefined;
+  #leaseTimer: ClockTimer | undefined;
+  #leaseRefreshedAt = Number.NEGATIVE_INFINITY;
+  readonly #monotonic: () => number;
+  #closed = false;
+  readonly #telemetry;
 
   /**
    * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
@@ -265,40 +282,41 @@ export class MachineLedger implements PoolLedger {
     checkInstanceId(options.instanceId);
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
-    this.fs = options.fs ?? defaultFs;
-    this.locker = new PoolLocker(this.fs);
-    this.clock = resolveClock(options.clock, options.now);
-    this.now = () => this.clock.now();
-    this.probe = options.isProcessAlive ?? isProcessAlive;
-    this.startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.fs, pid));
-    this.staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
-    this.lockTimeoutMs = positiveOption(
+    this.#fs = options.fs ?? defaultFs;
+    this.#locker = new PoolLocker(this.#fs);
+    this.#clock = resolveClock(options.clock, options.now);
+    this.#now = () => this.#clock.now();
+    this.#probe = options.isProcessAlive ?? isProcessAlive;
+    this.#startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.#fs, pid));
+    this.#staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
+    this.#lockTimeoutMs = positiveOption(
       'lockTimeoutMs',
       options.lockTimeoutMs,
       DEFAULT_LOCK_TIMEOUT_MS,
     );
-    this.leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
-    this.fsync = options.fsync ?? true;
-    this.maxFileBytes = Math.floor(
+    this.#leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
+    this.#fsync = options.fsync ?? true;
+    this.#maxFileBytes = Math.floor(
       positiveOption('maxFileBytes', options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
     );
-    this.requestedDir = options.dir ?? options.explicitDir;
-    this.env = options.env ?? process.env;
-    this.hooks = options.hooks ?? {};
-    this.monotonic = this.hooks.monotonic ?? monotonicNow;
-    this.lockStaleMs = this.hooks.lockStaleMs ?? this.staleMs;
-    this.bootIdValue = options.bootId;
-    this.telemetry = createLedgerTelemetry(options, 'file', {
-      clock: this.clock,
-      pools: () => this.caps.keys(),
+    this.#requestedDir = options.dir ?? options.explicitDir;
+    this.#env = options.env ?? process.env;
+    this.#hooks = testHooksOf<MachineLedgerHooks>(options);
+    checkKnownKeys('MachineLedger hooks', this.#hooks, MACHINE_LEDGER_HOOK_KEYS);
+    this.#monotonic = this.#hooks.monotonic ?? monotonicNow;
+    this.#lockStaleMs = this.#hooks.lockStaleMs ?? this.#staleMs;
+    this.#bootIdValue = options.bootId;
+    this.#telemetry = createLedgerTelemetry(options, 'file', {
+      clock: this.#clock,
+      pools: () => this.#caps.keys(),
       read: (pool) => this.inspect(pool),
     });
   }
 
   /** The boot id rows are written with and compared against. */
   get bootId(): string {
-    this.bootIdValue ??= readBootId(this.fs);
-    return this.bootIdValue;
+    this.#bootIdValue ??= readBootId(this.#fs);
+    return this.#bootIdValue;
   }
 
   /**
@@ -307,12 +325,12 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerDirError when the directory is unsafe or cannot be created.
    */
   dir(): Promise<string> {
-    this.dirPromise ??= resolveLedgerDir(this.fs, this.requestedDir, this.env);
+    this.#dirPromise ??= resolveLedgerDir(this.#fs, this.#requestedDir, this.#env);
     // A failed resolution is retried on the next call.
-    this.dirPromise.catch(() => {
-      this.dirPromise = undefined;
+    this.#dirPromise.catch(() => {
+      this.#dirPromise = undefined;
     });
-    return this.dirPromise;
+    return this.#dirPromise;
   }
 
   /**
@@ -323,11 +341,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerDirError when the directory exists and is unsafe.
    */
   async existingDir(): Promise<string | undefined> {
-    if (this.dirPromise) {
-      const dir = await this.dirPromise.catch(() => undefined);
+    if (this.#dirPromise) {
+      const dir = await this.#dirPromise.catch(() => undefined);
       if (dir !== undefined) return dir;
     }
-    return findLedgerDir(this.fs, this.requestedDir, this.env);
+    return findLedgerDir(this.#fs, this.#requestedDir, this.#env);
   }
 
   /**
@@ -339,7 +357,7 @@ export class MachineLedger implements PoolLedger {
    */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
     const pool = validatePoolName(name);
-    this.caps.set(pool, registeredCap(pool, cap, options));
+    this.#caps.set(pool, registeredCap(pool, cap, options));
   }
 
   /**
@@ -383,11 +401,11 @@ export class MachineLedger implements PoolLedger {
     options?: ReserveOptions,
   ): Promise<ReserveResult> {
     validatePoolName(pool);
-    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
-    const row = this.row(agentId, cpus, memBytes);
+    const row = this.#row(agentId, cpus, memBytes);
     if (extended !== undefined) row.extended = extended;
-    return (await this.enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
+    return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   /**
@@ -400,14 +418,14 @@ export class MachineLedger implements PoolLedger {
    */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     validatePoolName(pool);
-    const rows = checkAdopt(this.caps, pool, agents).map(
+    const rows = checkAdopt(this.#caps, pool, agents).map(
       ({ agentId, cpus, memBytes, extended }) => {
-        const row = this.row(agentId, cpus, memBytes);
+        const row = this.#row(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
         return row;
       },
     );
-    return (await this.enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
+    return (await this.#enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
 
   /**
@@ -423,7 +441,7 @@ export class MachineLedger implements PoolLedger {
   async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
     validatePoolName(pool);
     checkAgentId(agentId);
-    return (await this.enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
+    return (await this.#enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
   }
 
   /**
@@ -435,7 +453,7 @@ export class MachineLedger implements PoolLedger {
    */
   async reapStale(pool: string): Promise<number> {
     validatePoolName(pool);
-    return (await this.enqueue(pool, { kind: 'reap' })) as number;
+    return (await this.#enqueue(pool, { kind: 'reap' })) as number;
   }
 
   /** Summed CPU and memory of `pool`'s live rows (no lock, no write). */
@@ -461,20 +479,20 @@ export class MachineLedger implements PoolLedger {
   async inspect(pool: string): Promise<PoolSnapshot> {
     validatePoolName(pool);
     const dir = await this.existingDir();
-    const file = join(dir ?? this.expectedDir(), `${pool}.json`);
+    const file = join(dir ?? this.#expectedDir(), `${pool}.json`);
     const text =
       dir === undefined
         ? undefined
-        : readPoolFile(this.fs, file, { pool, maxBytes: this.maxFileBytes });
+        : readPoolFile(this.#fs, file, { pool, maxBytes: this.#maxFileBytes });
     const doc =
       text === undefined
-        ? emptyDocument(this.caps.get(pool) ?? {})
+        ? emptyDocument(this.#caps.get(pool) ?? {})
         : parseDocument(text, { pool, location: file });
     const { live, stale } =
       dir === undefined
         ? { live: [], stale: [] }
-        : partitionRows(doc.reservations, this.facts(dir, doc));
-    if (dir !== undefined) this.telemetry?.observed(pool, doc.cap, live);
+        : partitionRows(doc.reservations, this.#facts(dir, doc));
+    if (dir !== undefined) this.#telemetry?.observed(pool, doc.cap, live);
     return {
       pool,
       file,
@@ -487,8 +505,8 @@ export class MachineLedger implements PoolLedger {
   }
 
   // Where the directory would be, for naming a file that does not exist.
-  private expectedDir(): string {
-    return this.requestedDir ?? (this.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
+  #expectedDir(): string {
+    return this.#requestedDir ?? (this.#env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
 
   /**
@@ -500,7 +518,7 @@ export class MachineLedger implements PoolLedger {
   async pools(): Promise<string[]> {
     const dir = await this.existingDir();
     if (dir === undefined) return [];
-    const names = await this.fs.promises.readdir(dir);
+    const names = await this.#fs.promises.readdir(dir);
     return names
       .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
       .map((name) => name.slice(0, -'.json'.length))
@@ -520,19 +538,19 @@ export class MachineLedger implements PoolLedger {
    * is unref'd and a failed round is retried on the next tick.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.reaper.start(intervalMs);
+    this.#reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by {@link MachineLedger.start}. */
   stop(): void {
-    this.reaper.stop();
+    this.#reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) =>
-        this.enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      [...this.#caps.keys()].map((pool) =>
+        this.#enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
       ),
     );
   }
@@ -542,52 +560,52 @@ export class MachineLedger implements PoolLedger {
    * peers reap rows it leaves behind. Waits for operations in progress.
    */
   async close(): Promise<void> {
-    this.closed = true;
-    this.reaper.close();
-    this.telemetry?.close();
-    this.clock.clearInterval(this.leaseTimer);
-    this.leaseTimer = undefined;
-    await this.batches.idle();
-    this.held.clear();
-    if (this.leaseReady) {
+    this.#closed = true;
+    this.#reaper.close();
+    this.#telemetry?.close();
+    this.#clock.clearInterval(this.#leaseTimer);
+    this.#leaseTimer = undefined;
+    await this.#batches.idle();
+    this.#held.clear();
+    if (this.#leaseReady) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
-      if (file) await this.fs.promises.unlink(file).catch(() => {});
+      if (file) await this.#fs.promises.unlink(file).catch(() => {});
     }
   }
 
-  private enqueue(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.closed) {
+  #enqueue(pool: string, op: LedgerOp): Promise<unknown> {
+    if (this.#closed) {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
     return (
-      this.telemetry?.op(pool, op, () => this.batches.enqueue(pool, op)) ??
-      this.batches.enqueue(pool, op)
+      this.#telemetry?.op(pool, op, () => this.#batches.enqueue(pool, op)) ??
+      this.#batches.enqueue(pool, op)
     );
   }
 
   // One lock/read/write cycle per batch of queued calls.
-  private async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+  async #commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const dir = await this.dir();
-    await this.ensureLease(dir);
+    await this.#ensureLease(dir);
     const file = join(dir, `${pool}.json`);
     const source: DocumentSource = { pool, location: file };
-    const registered = this.caps.get(pool);
-    const waitStart = this.telemetry?.lockWaitStart();
-    const handle = await this.locker.acquire(pool, join(dir, `${pool}.lock`), {
-      staleMs: this.lockStaleMs,
-      timeoutMs: this.lockTimeoutMs,
+    const registered = this.#caps.get(pool);
+    const waitStart = this.#telemetry?.lockWaitStart();
+    const handle = await this.#locker.acquire(pool, join(dir, `${pool}.lock`), {
+      staleMs: this.#lockStaleMs,
+      timeoutMs: this.#lockTimeoutMs,
     });
-    const lockedAt = this.telemetry?.lockAcquired(pool, waitStart, ops);
+    const lockedAt = this.#telemetry?.lockAcquired(pool, waitStart, ops);
     let answers: OpAnswer[];
     let wrote = false;
     try {
-      const text = readPoolFile(this.fs, file, { pool, maxBytes: this.maxFileBytes });
+      const text = readPoolFile(this.#fs, file, { pool, maxBytes: this.#maxFileBytes });
       const doc = text === undefined ? undefined : parseDocument(text, source);
       if (doc && registered) assertCap(doc, registered, source);
       const base = doc ?? emptyDocument(registered ?? {});
-      const lost = this.lostReport(pool, file, base, ops);
-      const partition = partitionRows(base.reservations, this.facts(dir, base));
+      const lost = this.#lostReport(pool, file, base, ops);
+      const partition = partitionRows(base.reservations, this.#facts(dir, base));
       const applied = lost ? ops.filter((_, i) => i !== lost.index) : ops;
       const outcome = applyBatch(pool, base, partition, applied);
       answers = outcome.answers;
@@ -595,44 +613,44 @@ export class MachineLedger implements PoolLedger {
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
-        await this.hooks.beforeCommit?.(pool);
+        await this.#hooks.beforeCommit?.(pool);
         const text = serializeDocument(outcome.doc);
-        checkWriteSize(file, text, { pool, maxBytes: this.maxFileBytes });
+        checkWriteSize(file, text, { pool, maxBytes: this.#maxFileBytes });
         // Fenced: the temp file sits in our token directory inside the lock, so
         // a holder whose lock was taken over cannot rename it into place.
-        await handle.write(file, text, { fsync: this.fsync });
+        await handle.write(file, text, { fsync: this.#fsync });
         wrote = true;
       }
-      if (lost) for (const agentId of lost.error.agentIds) this.held.get(pool)?.delete(agentId);
-      this.track(pool, ops, answers);
-      this.telemetry?.committed(
+      if (lost) for (const agentId of lost.error.agentIds) this.#held.get(pool)?.delete(agentId);
+      this.#track(pool, ops, answers);
+      this.#telemetry?.committed(
         pool,
         outcome.doc.cap,
         outcome.doc.reservations,
         wrote ? partition.stale : [],
       );
-      if (ops.some((op) => op.kind === 'reap')) this.sweepLeftovers(dir, file);
+      if (ops.some((op) => op.kind === 'reap')) this.#sweepLeftovers(dir, file);
     } finally {
       await handle.release();
-      this.telemetry?.lockReleased(pool, lockedAt);
+      this.#telemetry?.lockReleased(pool, lockedAt);
     }
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release
     // (callers still hear back only once it is durable).
-    if (wrote && this.fsync) await syncDir(this.fs, dir);
+    if (wrote && this.#fsync) await syncDir(this.#fs, dir);
     return answers;
   }
 
   // Under the pool lock: remove temp files that writers of this pool left when
   // they were killed (older than the stale window, so no live writer owns
   // them), and lease files expired for ten lease windows. Best effort.
-  private sweepLeftovers(dir: string, file: string): void {
+  #sweepLeftovers(dir: string, file: string): void {
     // Temp files carry real mtimes: their age is judged on the system clock.
     const now = systemClock.now();
     const prefix = tempPrefix(file);
     let names: string[];
     try {
-      names = this.fs.readdirSync(dir);
+      names = this.#fs.readdirSync(dir);
     } catch {
       return;
     }
@@ -641,8 +659,8 @@ export class MachineLedger implements PoolLedger {
       if (isMovedLockName(name, lockName)) {
         // A taker that died before removing the lock it moved away.
         try {
-          if (now - this.fs.lstatSync(join(dir, name)).mtimeMs > this.staleMs) {
-            removeTree(this.fs, join(dir, name));
+          if (now - this.#fs.lstatSync(join(dir, name)).mtimeMs > this.#staleMs) {
+            removeTree(this.#fs, join(dir, name));
           }
         } catch {
           // Gone already.
@@ -655,10 +673,10 @@ export class MachineLedger implements PoolLedger {
       const path = join(dir, name);
       try {
         // lstat: a link is judged (and removed) as itself, never by its target.
-        const stat = this.fs.lstatSync(path);
+        const stat = this.#fs.lstatSync(path);
         if (!stat.isFile() && !stat.isSymbolicLink()) continue;
-        const age = (lease ? this.now() : now) - stat.mtimeMs;
-        if (temp ? age > this.staleMs : age > 10 * this.leaseTtlMs) this.fs.unlinkSync(path);
+        const age = (lease ? this.#now() : now) - stat.mtimeMs;
+        if (temp ? age > this.#staleMs : age > 10 * this.#leaseTtlMs) this.#fs.unlinkSync(path);
       } catch {
         // Gone already, or not ours to remove.
       }
@@ -673,13 +691,13 @@ export class MachineLedger implements PoolLedger {
   // once the batch is written the lost agents are forgotten. Releases never
   // carry the report (failing one would strand a row), and neither do the
   // reaper's rounds: without such a call the report waits for the next batch.
-  private lostReport(
+  #lostReport(
     pool: string,
     file: string,
     doc: LedgerDocument,
     ops: LedgerOp[],
   ): { index: number; error: LedgerLeaseExpiredError } | undefined {
-    const held = this.held.get(pool);
+    const held = this.#held.get(pool);
     if (!held || held.size === 0) return undefined;
     const index = ops.findIndex(
       (op) => op.kind === 'reserve' || (op.kind === 'reap' && !op.background),
@@ -704,15 +722,15 @@ export class MachineLedger implements PoolLedger {
     const names = lost.map((agentId) => JSON.stringify(agentId)).join(', ');
     const error = new LedgerLeaseExpiredError(
       pool,
-      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
+      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.#leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
       lost,
     );
     return { index, error };
   }
 
   // After a successful cycle: remember what this instance now holds.
-  private track(pool: string, ops: LedgerOp[], answers: OpAnswer[]): void {
-    let held = this.held.get(pool);
+  #track(pool: string, ops: LedgerOp[], answers: OpAnswer[]): void {
+    let held = this.#held.get(pool);
     ops.forEach((op, i) => {
       const answer = answers[i];
       if (!answer?.ok) return;
@@ -721,14 +739,14 @@ export class MachineLedger implements PoolLedger {
           if (!result.ok) return;
           if (!held) {
             held = new Set();
-            this.held.set(pool, held);
+            this.#held.set(pool, held);
           }
           held.add(op.rows[j]!.agentId);
         });
       } else if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
         if (!held) {
           held = new Set();
-          this.held.set(pool, held);
+          this.#held.set(pool, held);
         }
         held.add(op.row.agentId);
       } else if (op.kind === 'release') {
@@ -739,7 +757,7 @@ export class MachineLedger implements PoolLedger {
     });
   }
 
-  private row(agentId: string, cpus: number, memBytes: number): ReservationRow {
+  #row(agentId: string, cpus: number, memBytes: number): ReservationRow {
     const row: ReservationRow = {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -747,36 +765,36 @@ export class MachineLedger implements PoolLedger {
       agentId,
       cpus,
       memBytes,
-      reservedAt: this.now(),
+      reservedAt: this.#now(),
     };
-    const start = this.selfStartTime();
+    const start = this.#selfStartTime();
     if (start !== undefined) row.pidStartTime = start;
     row.leaseId = this.leaseId;
     return row;
   }
 
-  private selfStartTime(): number | undefined {
-    this.ownStartTime ??= this.startTimeOf(process.pid);
-    return this.ownStartTime;
+  #selfStartTime(): number | undefined {
+    this.#ownStartTime ??= this.#startTimeOf(process.pid);
+    return this.#ownStartTime;
   }
 
   // Gather the liveness facts the pure rule needs, one probe per pid and lease.
-  private facts(dir: string, doc: LedgerDocument): LivenessFacts {
+  #facts(dir: string, doc: LedgerDocument): LivenessFacts {
     const bootId = this.bootId;
     const leases = new Map<string, LeaseState>();
     const processes = new Map<string, ProcessState>();
-    const now = this.now();
+    const now = this.#now();
     for (const row of doc.reservations) {
       if (row.bootId !== bootId) continue;
       if (row.instanceId === this.instanceId) {
         const key = `${row.pid}:${row.pidStartTime ?? ''}`;
-        if (!processes.has(key)) processes.set(key, this.processStateOf(row));
+        if (!processes.has(key)) processes.set(key, this.#processStateOf(row));
       } else if (typeof row.leaseId === 'string' && !leases.has(row.leaseId)) {
         leases.set(
           row.leaseId,
           row.leaseId === this.leaseId
             ? 'fresh'
-            : leaseState(this.fs, dir, row.leaseId, now, this.leaseTtlMs),
+            : leaseState(this.#fs, dir, row.leaseId, now, this.#leaseTtlMs),
         );
       }
     }
@@ -788,17 +806,17 @@ export class MachineLedger implements PoolLedger {
     };
   }
 
-  private processStateOf(row: ReservationRow): ProcessState {
+  #processStateOf(row: ReservationRow): ProcessState {
     if (row.pid === process.pid) {
-      const own = this.selfStartTime();
+      const own = this.#selfStartTime();
       if (row.pidStartTime === undefined || own === undefined || row.pidStartTime === own) {
         return 'alive';
       }
       return 'reused';
     }
-    if (!this.probe(row.pid)) return 'gone';
+    if (!this.#probe(row.pid)) return 'gone';
     if (row.pidStartTime === undefined) return 'alive';
-    const start = this.startTimeOf(row.pid);
+    const start = this.#startTimeOf(row.pid);
     return start === undefined || start === row.pidStartTime ? 'alive' : 'reused';
   }
 
@@ -808,32 +826,32 @@ export class MachineLedger implements PoolLedger {
   // stalled: the lease is refreshed before acting, so rows written now are not
   // judged by a lease that looks expired. Only a refresh: whether rows were
   // lost is decided from the document (see checkHeld), never from the stall.
-  private async ensureLease(dir: string): Promise<void> {
+  async #ensureLease(dir: string): Promise<void> {
     const file = leasePath(dir, this.leaseId)!;
     const body = `${JSON.stringify({ instanceId: this.instanceId, pid: process.pid, bootId: this.bootId })}\n`;
     const refresh = async () => {
-      const started = this.monotonic();
-      await touchLease(this.fs, file, this.now(), body);
-      this.leaseRefreshedAt = Math.max(this.leaseRefreshedAt, started);
+      const started = this.#monotonic();
+      await touchLease(this.#fs, file, this.#now(), body);
+      this.#leaseRefreshedAt = Math.max(this.#leaseRefreshedAt, started);
     };
-    if (!this.leaseReady) {
+    if (!this.#leaseReady) {
       const ready = refresh().then(() => {
-        if (this.closed) return;
-        this.leaseTimer = this.clock.setInterval(
+        if (this.#closed) return;
+        this.#leaseTimer = this.#clock.setInterval(
           () => {
             refresh().catch(() => {});
           },
-          Math.max(100, Math.floor(this.leaseTtlMs / 3)),
+          Math.max(100, Math.floor(this.#leaseTtlMs / 3)),
         );
-        this.leaseTimer.unref();
+        this.#leaseTimer.unref();
       });
-      this.leaseReady = ready;
+      this.#leaseReady = ready;
       ready.catch(() => {
-        if (this.leaseReady === ready) this.leaseReady = undefined;
+        if (this.#leaseReady === ready) this.#leaseReady = undefined;
       });
       return ready;
     }
-    await this.leaseReady;
-    if (this.monotonic() - this.leaseRefreshedAt > this.leaseTtlMs / 2) await refresh();
+    await this.#leaseReady;
+    if (this.#monotonic() - this.#leaseRefreshedAt > this.#leaseTtlMs / 2) await refresh();
   }
 }
