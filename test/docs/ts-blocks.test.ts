@@ -18,22 +18,14 @@
  * and must be listed in NOT_CHECKED below with the reason.
  */
 import { execFile } from 'node:child_process';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, root } from '../helpers/built-package.js';
+import { createDocProject, typeCheck } from '../helpers/doc-project.js';
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 
 /** Blocks fenced ```ts nocheck, as `<file>: <first line of the block>`, and why. */
 const NOT_CHECKED: Record<string, string> = {
@@ -109,32 +101,7 @@ let work = '';
 
 beforeAll(async () => {
   await ensureBuilt();
-  work = mkdtempSync(join(tmpdir(), 'sp-doc-blocks-'));
-  mkdirSync(join(work, 'node_modules', '@types'), { recursive: true });
-  // The package by name, resolved through its exports map to dist/ (as once installed).
-  symlinkSync(root, join(work, 'node_modules', 'scaler-primitives'), 'dir');
-  symlinkSync(
-    join(root, 'node_modules', '@types', 'node'),
-    join(work, 'node_modules', '@types', 'node'),
-    'dir',
-  );
-  for (const name of [
-    '@nats-io',
-    '@opentelemetry',
-    'zod',
-    'execa',
-    'croner',
-    'vitest',
-    '@vitest',
-  ]) {
-    try {
-      symlinkSync(join(root, 'node_modules', name), join(work, 'node_modules', name), 'dir');
-    } catch {}
-  }
-  writeFileSync(
-    join(work, 'package.json'),
-    JSON.stringify({ name: 'doc-blocks', type: 'module', private: true }),
-  );
+  work = createDocProject('sp-doc-blocks-');
   // `yaml` is the parser the docs suggest for YAML configs; not a dependency, so its shape is declared here.
   writeFileSync(
     join(work, 'ambient.d.ts'),
@@ -173,30 +140,7 @@ describe('the ts blocks of README.md and docs/*.md', () => {
         files.push(name);
         origin.set(name, { ...block, line: block.line - 1 - preludeLines });
       });
-    writeFileSync(
-      join(work, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          target: 'ES2022',
-          lib: ['ES2023'],
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          types: ['node'],
-          strict: true,
-          noEmit: true,
-          skipLibCheck: true,
-        },
-        files: ['ambient.d.ts', ...files],
-      }),
-    );
-    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-    const result = await run(process.execPath, [tsc, '-p', work, '--pretty', 'false'], {
-      cwd: work,
-      maxBuffer: 16 * 1024 * 1024,
-    }).then(
-      () => '',
-      (error: { stdout?: string }) => error.stdout ?? String(error),
-    );
+    const result = await typeCheck(work, ['ambient.d.ts', ...files]);
     // block-007.ts(12,5): error TS2304: ... -> docs/testing.md:123: error TS2304: ...
     const problems = result
       .split('\n')

@@ -21,15 +21,15 @@
  * so they are not type-checked (they are read with the source).
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, root } from '../helpers/built-package.js';
+import { createDocProject, typeCheck } from '../helpers/doc-project.js';
 
-const run = promisify(execFile);
+const _run = promisify(execFile);
 
 /**
  * Public exports that have no `@example` yet. Only shrinks: the test fails
@@ -193,33 +193,7 @@ let work = '';
 
 beforeAll(async () => {
   await ensureBuilt();
-  work = mkdtempSync(join(tmpdir(), 'sp-tsdoc-examples-'));
-  mkdirSync(join(work, 'node_modules', '@types'), { recursive: true });
-  // The package by name, resolved through its exports map to dist/ (as once installed).
-  symlinkSync(root, join(work, 'node_modules', 'scaler-primitives'), 'dir');
-  symlinkSync(
-    join(root, 'node_modules', '@types', 'node'),
-    join(work, 'node_modules', '@types', 'node'),
-    'dir',
-  );
-  // vitest: the conformance suites' examples are test files.
-  for (const name of [
-    '@nats-io',
-    '@opentelemetry',
-    'zod',
-    'execa',
-    'croner',
-    'vitest',
-    '@vitest',
-  ]) {
-    try {
-      symlinkSync(join(root, 'node_modules', name), join(work, 'node_modules', name), 'dir');
-    } catch {}
-  }
-  writeFileSync(
-    join(work, 'package.json'),
-    JSON.stringify({ name: 'tsdoc-examples', type: 'module', private: true }),
-  );
+  work = createDocProject('sp-tsdoc-examples-');
 }, 300_000);
 
 afterAll(() => {
@@ -253,30 +227,7 @@ describe('the TSDoc examples', () => {
         files.push(name);
         origin.set(name, block);
       });
-    writeFileSync(
-      join(work, 'tsconfig.json'),
-      JSON.stringify({
-        compilerOptions: {
-          target: 'ES2022',
-          lib: ['ES2023'],
-          module: 'NodeNext',
-          moduleResolution: 'NodeNext',
-          types: ['node'],
-          strict: true,
-          noEmit: true,
-          skipLibCheck: true,
-        },
-        files,
-      }),
-    );
-    const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-    const result = await run(process.execPath, [tsc, '-p', work, '--pretty', 'false'], {
-      cwd: work,
-      maxBuffer: 16 * 1024 * 1024,
-    }).then(
-      () => '',
-      (error: { stdout?: string }) => error.stdout ?? String(error),
-    );
+    const result = await typeCheck(work, files);
     // example-007.ts(3,5): error TS2304: ... -> src/ledger/fit.ts:42 (checkFit): error TS2304: ...
     const failing = new Set<string>();
     const problems = result
