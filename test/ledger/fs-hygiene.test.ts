@@ -37,7 +37,7 @@ import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../s
 import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-hooks.js';
+} from '../../src/ledger/machine-ledger-options.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { hasSystem } from '../helpers/system.js';
 

@@ -26,7 +26,7 @@ import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../s
 import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-hooks.js';
+} from '../../src/ledger/machine-ledger-options.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];
