@@ -5,7 +5,9 @@
  * takes. Instead each ledger watches the directories its pools live in
  * (`fs.watch`, inotify on Linux) and wakes a waiter as soon as the entry it
  * waits on changes: `<pool>.lock` (taken or released, by us or by the kici
- * orchestrator) or `.<pool>.queue` (the head of the wait queue moved).
+ * orchestrator) or `.<pool>.queue` (the head of the wait queue left it, or a
+ * first waiter claimed it). Only an entry made, removed or renamed wakes
+ * anyone: the head rewriting its claim in place does not.
  *
  * It only shortens sleeps: every waiter still wakes on its timer, so a
  * filesystem that reports nothing (a network mount, a watch that failed or
@@ -28,7 +30,11 @@ class DirWatch {
 
   constructor(watcher: FSWatcher) {
     this.#watcher = watcher;
-    watcher.on('change', (_event: string, name: string | Buffer | null) => this.#changed(name));
+    watcher.on('change', (event: string, name: string | Buffer | null) => {
+      // Only entries made, removed or renamed: a rewrite of the queue file (the
+      // head refreshing its claim) or the lock's mtime refresh wakes nobody.
+      if (event === 'rename') this.#changed(name);
+    });
     // A watch that fails (the directory went away, inotify gave up) ends; sleepers poll.
     watcher.on('error', () => this.close());
   }

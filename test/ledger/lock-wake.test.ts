@@ -42,6 +42,16 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
     expect(await slept).toBe(false);
   });
 
+  it('sleeps through a rewrite in place of the entry (the head refreshing its claim)', async () => {
+    writeFileSync(join(dir, '.p.queue'), 'a');
+    const slept = waker.sleep(dir, new Set(['.p.queue']), 150);
+    writeFileSync(join(dir, '.p.queue'), 'b');
+    expect(await slept).toBe(false);
+    const woken = waker.sleep(dir, new Set(['.p.queue']), 10_000);
+    rmSync(join(dir, '.p.queue'));
+    expect(await woken).toBe(true);
+  });
+
   it('shares one watch among sleepers of several pools and wakes only the right one', async () => {
     const p = waker.sleep(dir, LOCK, 10_000);
     let qWoken: boolean | undefined;
