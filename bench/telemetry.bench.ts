@@ -7,16 +7,22 @@
  *
  * Variants: no provider; the `@opentelemetry/api` globals with no SDK
  * registered (what a host passing `metrics.getMeterProvider()` unconditionally
- * gets: noop instruments, non-recording spans); a real SDK MeterProvider; and
- * a MeterProvider with a tracer provider (spans through a SimpleSpanProcessor
- * into an exporter that drops them).
+ * gets: noop instruments, non-recording spans); a real SDK MeterProvider (the
+ * default instruments); a MeterProvider with the opt-in histogram of the path
+ * (`spawnDurationHistogram`, `lockHistograms`); and a MeterProvider with a
+ * tracer provider (spans through a SimpleSpanProcessor into an exporter that
+ * drops them).
  *
- * Each variant's subject is built and warmed once; then ROUNDS rounds measure
+ * Each variant's subject is built and warmed once; then the rounds measure
  * every variant for MS ms each, in an order that alternates (A B C D, D C B A,
- * ...), so drift in the machine's load hits every variant alike. Overhead is
- * computed per round (variant / none in the same round, on this process's CPU
- * time per operation) and reported as the median of the rounds with their
- * spread, so a single disturbed round shows as spread instead of as overhead.
+ * ...), so drift in the machine's load hits every variant alike. Before each
+ * measurement a full garbage collection runs (`gc()`, exposed at start-up), so
+ * no variant pays for a collection of the garbage the one before it left; the
+ * scavenges of its own garbage stay in its figure. Overhead is computed per
+ * round (variant / none in the same round, on this process's CPU time per
+ * operation) and reported as the median of the rounds with their spread, so a
+ * single disturbed round shows as spread instead of as overhead.
+ * `requestScale` (about 20 µs an operation) gets twice the rounds of the ledger.
  *
  * A second table counts heap bytes allocated per operation: heapUsed before
  * and after chunks of operations, keeping only chunks no garbage collection
@@ -25,7 +31,8 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GCProfiler } from 'node:v8';
+import { GCProfiler, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { metrics, trace } from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -38,14 +45,14 @@ import {
   SimpleSpanProcessor,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import { MachineLedger } from '../src/ledger/index.js';
+import { type LedgerTelemetryOptions, MachineLedger } from '../src/ledger/index.js';
 import type { ManagerTelemetryOptions } from '../src/manager/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;
 const SETS = 5;
-/** Measuring rounds per case; each measures every variant once. */
+/** Measuring rounds of the ledger case (twice as many for requestScale); each measures every variant once. */
 const ROUNDS = Number(process.env.TELEMETRY_BENCH_ROUNDS ?? 15);
 /** Length of one variant's measurement in a round. */
 const MS = Number(process.env.TELEMETRY_BENCH_MS ?? 200);
@@ -59,7 +66,18 @@ const CHUNKS = 30;
  */
 const LEDGER_ROOT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
-const VARIANTS = ['none', 'api-noop', 'meter', 'meter+spawn-histogram', 'meter+tracer'] as const;
+/** A full collection between measurements (`--expose-gc` turned on at run time). */
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+
+const VARIANTS = [
+  'none',
+  'api-noop',
+  'meter',
+  'meter+spawn-histogram',
+  'meter+lock-histograms',
+  'meter+tracer',
+] as const;
 type Variant = (typeof VARIANTS)[number];
 
 const dropSpans: SpanExporter = {
@@ -68,7 +86,7 @@ const dropSpans: SpanExporter = {
 };
 
 function providers(variant: Variant): {
-  options: ManagerTelemetryOptions;
+  options: ManagerTelemetryOptions & LedgerTelemetryOptions;
   close(): Promise<void>;
 } {
   if (variant === 'none') return { options: {}, close: async () => {} };
@@ -90,6 +108,12 @@ function providers(variant: Variant): {
   if (variant === 'meter+spawn-histogram') {
     return {
       options: { meterProvider, spawnDurationHistogram: true },
+      close: () => meterProvider.shutdown(),
+    };
+  }
+  if (variant === 'meter+lock-histograms') {
+    return {
+      options: { meterProvider, lockHistograms: true },
       close: () => meterProvider.shutdown(),
     };
   }
@@ -115,6 +139,7 @@ interface Subject {
 interface Case {
   title: string;
   unit: string;
+  rounds: number;
   variants: readonly Variant[];
   make(variant: Variant): Subject;
 }
@@ -143,7 +168,9 @@ const JOB_LABELS = Array.from({ length: SCALERS * SETS }, (_, n) => [
 const decisions: Case = {
   title: 'requestScale + disconnect, in memory',
   unit: 'decisions/s',
-  variants: VARIANTS,
+  rounds: ROUNDS * 2,
+  // The lock histograms are the ledger's: this manager has no ledger.
+  variants: VARIANTS.filter((v) => v !== 'meter+lock-histograms'),
   make(variant) {
     const telemetry = providers(variant);
     const backend = { async spawn() {}, async destroy() {} };
@@ -171,6 +198,7 @@ const decisions: Case = {
 const ledgerPairs: Case = {
   title: `MachineLedger reserve + release, fsync off${LEDGER_ROOT === '/dev/shm' ? ', tmpfs' : ''}`,
   unit: 'pairs/s',
+  rounds: ROUNDS,
   // The spawn histogram is the manager's: the ledger has no such option.
   variants: VARIANTS.filter((v) => v !== 'meter+spawn-histogram'),
   make(variant) {
@@ -260,9 +288,12 @@ async function run(what: Case): Promise<Measured> {
   const bytes = new Map<Variant, number | undefined>();
   try {
     for (const v of variants) await measure(subjects.get(v)!.step, WARM_MS);
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < what.rounds; round++) {
       const order = round % 2 === 0 ? variants : [...variants].reverse();
-      for (const v of order) samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
+      for (const v of order) {
+        collectGarbage();
+        samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
+      }
     }
     for (const v of variants) bytes.set(v, await allocated(subjects.get(v)!.step));
   } finally {
@@ -312,18 +343,19 @@ export default async function bench(): Promise<BenchTable[]> {
       });
       if (v === 'meter') {
         notes.push(
-          `Target: ${what.title}, meter attached, CPU overhead < 5%: median ${signed(overhead)} over ${ROUNDS} rounds, ${overhead < 5 ? 'met' : 'NOT met'}.`,
+          `Target: ${what.title}, meter attached, CPU overhead < 5%: median ${signed(overhead)} over ${what.rounds} rounds, ${overhead < 5 ? 'met' : 'NOT met'}.`,
         );
       }
     }
   }
   const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   notes.push(
-    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS} rounds of ${MS} ms per variant, order alternating; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
+    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS * 2} rounds (requestScale) and ${ROUNDS} (ledger) of ${MS} ms per variant, order alternating, a full GC before each; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
   );
   return [
     {
-      title: 'OpenTelemetry overhead (no provider, API noop globals, MeterProvider, + tracer)',
+      title:
+        'OpenTelemetry overhead (no provider, API noop globals, MeterProvider, + opt-in histogram, + tracer)',
       rows,
       notes,
     },
