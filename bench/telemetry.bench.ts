@@ -13,15 +13,17 @@
  * tracer provider (spans through a SimpleSpanProcessor into an exporter that
  * drops them).
  *
- * Each variant's subject is built and warmed once; then the rounds measure
- * every variant for MS ms each, in an order that alternates (A B C D, D C B A,
- * ...), so drift in the machine's load hits every variant alike. Before each
- * measurement a full garbage collection runs (`gc()`, exposed at start-up), so
- * no variant pays for a collection of the garbage the one before it left; the
- * scavenges of its own garbage stay in its figure. Overhead is computed per
- * round (variant / none in the same round, on this process's CPU time per
- * operation) and reported as the median of the rounds with their spread, so a
- * single disturbed round shows as spread instead of as overhead.
+ * Each variant's subject is built and warmed once; then each round gives every
+ * variant MS ms, cut into SLICES stretches interleaved across the variants in
+ * alternating order (A B C D, D C B A, ...), so a burst of load hits every
+ * variant of the round alike. A full garbage collection (`gc()`, exposed at
+ * start-up) runs before each round, so no round pays for the garbage of the one
+ * before; the scavenges of a round's own garbage land in whichever stretch is
+ * running, which spreads a variant's extra garbage-collection cost over its
+ * neighbours (the heap table below shows allocation on its own). Overhead is
+ * computed per round (variant / none in the same round, on this process's CPU
+ * time per operation) and reported as the median of the rounds with their
+ * spread, so a single disturbed round shows as spread instead of as overhead.
  * `requestScale` (about 20 µs an operation) gets twice the rounds of the ledger.
  *
  * A second table counts heap bytes allocated per operation: heapUsed before
@@ -57,6 +59,8 @@ const ROUNDS = Number(process.env.TELEMETRY_BENCH_ROUNDS ?? 15);
 /** Length of one variant's measurement in a round. */
 const MS = Number(process.env.TELEMETRY_BENCH_MS ?? 200);
 const WARM_MS = 300;
+/** Stretches a variant's MS ms of a round are cut into. */
+const SLICES = 8;
 /** Operations per allocation chunk, and chunks per variant. */
 const CHUNK = 100;
 const CHUNKS = 30;
@@ -233,8 +237,15 @@ interface Sample {
   cpuUs: number;
 }
 
+/** What one stretch of measuring saw. */
+interface Slice {
+  done: number;
+  cpuUs: number;
+  ms: number;
+}
+
 /** The one measuring loop: run `step` for about `ms` milliseconds. */
-async function measure(step: () => Promise<void>, ms: number): Promise<Sample> {
+async function measure(step: () => Promise<void>, ms: number): Promise<Slice> {
   const start = performance.now();
   const until = start + ms;
   const cpu = process.cpuUsage();
@@ -244,10 +255,7 @@ async function measure(step: () => Promise<void>, ms: number): Promise<Sample> {
     done++;
   }
   const used = process.cpuUsage(cpu);
-  return {
-    rate: done / ((performance.now() - start) / 1000),
-    cpuUs: (used.user + used.system) / done,
-  };
+  return { done, cpuUs: used.user + used.system, ms: performance.now() - start };
 }
 
 /** Heap bytes per operation over chunks no GC ran in; `undefined` if every chunk saw one. */
@@ -288,11 +296,23 @@ async function run(what: Case): Promise<Measured> {
   const bytes = new Map<Variant, number | undefined>();
   try {
     for (const v of variants) await measure(subjects.get(v)!.step, WARM_MS);
+    const reversed = [...variants].reverse();
     for (let round = 0; round < what.rounds; round++) {
-      const order = round % 2 === 0 ? variants : [...variants].reverse();
-      for (const v of order) {
-        collectGarbage();
-        samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
+      // A round gives each variant MS ms in SLICES short stretches, interleaved,
+      // so a burst of load lands on every variant of the round alike.
+      collectGarbage();
+      const sums = new Map(variants.map((v) => [v, { done: 0, cpuUs: 0, ms: 0 }]));
+      for (let slice = 0; slice < SLICES; slice++) {
+        for (const v of (round + slice) % 2 === 0 ? variants : reversed) {
+          const seen = await measure(subjects.get(v)!.step, MS / SLICES);
+          const sum = sums.get(v)!;
+          sum.done += seen.done;
+          sum.cpuUs += seen.cpuUs;
+          sum.ms += seen.ms;
+        }
+      }
+      for (const [v, sum] of sums) {
+        samples.get(v)!.push({ rate: sum.done / (sum.ms / 1000), cpuUs: sum.cpuUs / sum.done });
       }
     }
     for (const v of variants) bytes.set(v, await allocated(subjects.get(v)!.step));
@@ -350,7 +370,7 @@ export default async function bench(): Promise<BenchTable[]> {
   }
   const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   notes.push(
-    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS * 2} rounds (requestScale) and ${ROUNDS} (ledger) of ${MS} ms per variant, order alternating, a full GC before each; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
+    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS * 2} rounds (requestScale) and ${ROUNDS} (ledger) of ${MS} ms per variant in ${SLICES} interleaved stretches, order alternating, a full GC before each round; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
   );
   return [
     {
