@@ -1,4 +1,4 @@
-import type { CapDimension } from '../caps/cap-tracker.js';
+import type { CapDimension } from '../caps/types.js';
 import type { ConfigIssue } from '../errors.js';
 import type { SweepOutcome } from './sweeps.js';
 
