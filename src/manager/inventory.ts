@@ -1,7 +1,8 @@
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
+import type { AgentState } from './agent-types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
+import type { AgentResources } from './backend-types.js';
 import { checkId, checkLabels } from './checks.js';
-import type { AgentResources, AgentState } from './types.js';
 
 /**
  * A read-only, frozen picture of one agent the manager tracks, taken when it was

@@ -1,8 +1,8 @@
+import type { AgentRegistration } from './agent-types.js';
 import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
 import { checkId, checkLabels } from './checks.js';
 import type { FleetCore } from './core.js';
 import type { Pacing } from './pacing.js';
-import type { AgentRegistration } from './types.js';
 
 /**
  * What the dispatcher tells the manager about agents (registered, given a job,

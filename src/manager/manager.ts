@@ -1,21 +1,18 @@
 import type { ResourceRequest } from '../resources/types.js';
+import type { AgentRegistration } from './agent-types.js';
 import { checkId, checkJobResources, checkLabels, nonNegative } from './checks.js';
 import { type ScalerConfigInput, validateScalerConfig } from './config.js';
 import type { ClaimRequest, ClaimResult } from './dispatch.js';
+import type { ReconcileResult, ValidationResult } from './fleet-types.js';
 import { type AgentFilter, type AgentSnapshot, listSnapshots, snapshotOf } from './inventory.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
 import { decideScale } from './scale.js';
+import type { ScaleResult } from './scale-types.js';
 import type { RecoveryResult } from './state/recovery.js';
+import type { ScalerStatus } from './status-types.js';
 import { checkSweeps, type ReconcileSweep, runSweeps } from './sweeps.js';
 import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
-import type {
-  AgentRegistration,
-  ReconcileResult,
-  ScaleResult,
-  ScalerStatus,
-  ValidationResult,
-} from './types.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what

@@ -19,8 +19,8 @@ import {
   recoverFleet,
 } from './state/recovery.js';
 import { buildStatus } from './status.js';
+import type { ScalerStatus } from './status-types.js';
 import { createManagerTelemetry } from './telemetry.js';
-import type { ScalerStatus } from './types.js';
 import { WarmPool } from './warm-pool.js';
 
 /**

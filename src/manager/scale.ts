@@ -1,6 +1,6 @@
 import type { ResourceRequest } from '../resources/types.js';
 import type { Rooms } from './rooms.js';
-import type { CapacityLimit, ScaleResult } from './types.js';
+import type { CapacityLimit, ScaleResult } from './scale-types.js';
 
 /**
  * The decision behind `requestScale` (arguments already checked): try every
