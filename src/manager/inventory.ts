@@ -168,6 +168,25 @@ function oneOrMany(name: string, value: unknown): string[] {
   return list as string[];
 }
 
+/**
+ * What a host may add to a job's context for an agent: the scaler's `options`,
+ * what the backend's `spawn` returned, the scaler, labels and resources.
+ * @internal
+ */
+export function scalerContextOf(record: AgentRecord): Record<string, unknown> {
+  return {
+    ...record.scaler.config.options,
+    ...record.context,
+    scaler: record.scaler.name,
+    type: record.scaler.config.type,
+    labels: [...record.labels],
+    resources: {
+      requests: { ...record.resources.requests },
+      limits: { ...record.resources.limits },
+    },
+  };
+}
+
 /** Validate a filter (unknown keys and bad values are errors). @internal */
 export function checkFilter(filter: AgentFilter | undefined): CheckedFilter {
   if (filter === undefined) return { scalers: undefined, states: undefined, labels: [] };
