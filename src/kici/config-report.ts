@@ -10,8 +10,10 @@ import {
 } from '../manager/index.js';
 import type { KiciConfigIssue, KiciConfigTranslation } from './config-types.js';
 
+/** A path in the kici config, as an issue reports it. */
 export type Path = ReadonlyArray<string | number>;
 
+/** The issues of one translation; a setting the caller acknowledged turns its error into a warning. */
 export class Report {
   readonly issues: KiciConfigIssue[] = [];
   // Pool name -> its index in kici's machinePools array, to report our paths as kici's.
@@ -38,10 +40,12 @@ export class Report {
   }
 }
 
+/** A plain object (not null, not an array). */
 export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** Report a setting this translation does not know (kici's loader would drop it silently). */
 export function unknownKey(report: Report, path: Path, key: string): void {
   report.error(
     [...path, key],
@@ -49,6 +53,7 @@ export function unknownKey(report: Report, path: Path, key: string): void {
   );
 }
 
+/** Validate the translated config and turn the report into the answer (errors first, then warnings). */
 export function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation {
   const validation = validateScalerConfig(input);
   if (!validation.ok) {

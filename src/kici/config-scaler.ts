@@ -78,6 +78,7 @@ function translateLabelSet(
   return { set: out, backend };
 }
 
+/** Translate `scalers[i]`; `undefined` (with an error reported) when it is not an object. */
 export function translateScaler(
   report: Report,
   entry: KiciScalerEntry,

@@ -69,6 +69,7 @@ export interface QuantityOptions {
  */
 export interface ParseMemoryOptions extends QuantityOptions {}
 
+/** The convention `opts` names (`binary` when absent); a TypeError for any other. */
 export function checkConvention(opts: QuantityOptions | undefined): QuantityConvention {
   const convention = opts?.convention ?? 'binary';
   if (convention !== 'binary' && convention !== 'kubernetes') {

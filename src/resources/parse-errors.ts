@@ -18,12 +18,14 @@ const MEMORY_FORMS: Record<QuantityConvention, string> = {
     'a Kubernetes quantity >= 0: bytes (1073741824, "1e9", "1.") with an optional suffix Ki Mi Gi Ti Pi Ei (1024-based) or n u m k M G T P E (1000-based), or an exponent: "8Gi", "500M", "1e9"',
 };
 
+/** A value as an error message quotes it: a long string is cut, never echoed whole. */
 export function describe(value: unknown): string {
   if (typeof value !== 'string') return String(value);
   if (value.length <= MAX_QUANTITY_LENGTH) return JSON.stringify(value);
   return `${JSON.stringify(value.slice(0, 16))}... (${value.length} characters)`;
 }
 
+/** The `ResourceParseError` of a bad CPU quantity: the value, `detail`, the accepted forms. */
 export function cpuError(value: unknown, convention: QuantityConvention, detail: string) {
   return new ResourceParseError(
     'cpu',
@@ -32,6 +34,7 @@ export function cpuError(value: unknown, convention: QuantityConvention, detail:
   );
 }
 
+/** A hint for a common CPU mistake (`"500M"`, `" 2"`, `"-1"`), or `''`. */
 export function cpuHint(value: string): string {
   if (value.trim() !== value) return ' (remove the surrounding whitespace)';
   if (value.startsWith('-')) return ': must be >= 0 (a request cannot be negative)';
@@ -43,6 +46,7 @@ export function cpuHint(value: string): string {
   return '';
 }
 
+/** A hint for a common memory mistake (`"8GB"`, `"8gi"`, whitespace, a sign), or `''`. */
 export function memoryHint(value: string, convention: QuantityConvention): string {
   if (value.trim() !== value) return ' (remove the surrounding whitespace)';
   if (value.startsWith('-')) return ': must be >= 0 (a request cannot be negative)';
@@ -57,6 +61,7 @@ export function memoryHint(value: string, convention: QuantityConvention): strin
   return '';
 }
 
+/** The `ResourceParseError` of a bad memory quantity: the value, `detail`, the accepted forms. */
 export function memoryError(value: unknown, convention: QuantityConvention, detail: string) {
   return new ResourceParseError(
     'memory',
