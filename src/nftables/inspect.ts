@@ -1,15 +1,10 @@
 // The calls that read a table: list the agents in it, sweep the dead ones, verify one.
 import { isNftCommandError } from '../errors.js';
-import {
-  agentChainName,
-  agentRules,
-  checkPolicyFamily,
-  dispatchFor,
-  expectedVerdicts,
-  type NftLayoutName,
-  policyDigest,
-} from './build.js';
+import { agentRules, checkPolicyFamily } from './agent-rules.js';
+import { dispatchFor, expectedVerdicts } from './build.js';
 import { removal, replaceAgent } from './exec.js';
+import type { NftLayoutName } from './layout.js';
+import { agentChainName, policyDigest } from './names.js';
 import { type AgentFootprint, agentFootprints, type TableState } from './parse.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';
 import {
