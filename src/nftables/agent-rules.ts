@@ -130,8 +130,3 @@ export function agentRules(
     { part: 'in', rules: hostRules(policy, tableFamily) },
   ];
 }
-
-/** How many rules an agent owns once applied (what `removeIsolationRules` would count). */
-export function agentRuleCount(policy: NormalizedPolicy, tableFamily: TableFamily): number {
-  return agentRules(policy, tableFamily).reduce((sum, part) => sum + part.rules.length, 0);
-}
