@@ -7,16 +7,24 @@
  *
  * Variants: no provider; the `@opentelemetry/api` globals with no SDK
  * registered (what a host passing `metrics.getMeterProvider()` unconditionally
- * gets: noop instruments, non-recording spans); a real SDK MeterProvider; and
- * a MeterProvider with a tracer provider (spans through a SimpleSpanProcessor
- * into an exporter that drops them).
+ * gets: noop instruments, non-recording spans); a real SDK MeterProvider (the
+ * default instruments); a MeterProvider with the opt-in histogram of the path
+ * (`spawnDurationHistogram`, `lockHistograms`); and a MeterProvider with a
+ * tracer provider (spans through a SimpleSpanProcessor into an exporter that
+ * drops them).
  *
- * Each variant's subject is built and warmed once; then ROUNDS rounds measure
- * every variant for MS ms each, in an order that alternates (A B C D, D C B A,
- * ...), so drift in the machine's load hits every variant alike. Overhead is
+ * Each variant's subject is built and warmed once; then each round gives every
+ * variant MS ms, cut into SLICES stretches interleaved across the variants in
+ * alternating order (A B C D, D C B A, ...), so a burst of load hits every
+ * variant of the round alike. A full garbage collection (`gc()`, exposed at
+ * start-up) runs before each round, so no round pays for the garbage of the one
+ * before; the scavenges of a round's own garbage land in whichever stretch is
+ * running, which spreads a variant's extra garbage-collection cost over its
+ * neighbours (the heap table below shows allocation on its own). Overhead is
  * computed per round (variant / none in the same round, on this process's CPU
  * time per operation) and reported as the median of the rounds with their
  * spread, so a single disturbed round shows as spread instead of as overhead.
+ * `requestScale` (about 20 µs an operation) gets twice the rounds of the ledger.
  *
  * A second table counts heap bytes allocated per operation: heapUsed before
  * and after chunks of operations, keeping only chunks no garbage collection
@@ -25,7 +33,8 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GCProfiler } from 'node:v8';
+import { GCProfiler, setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { metrics, trace } from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -38,18 +47,20 @@ import {
   SimpleSpanProcessor,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import { MachineLedger } from '../src/ledger/index.js';
+import { type LedgerTelemetryOptions, MachineLedger } from '../src/ledger/index.js';
 import type { ManagerTelemetryOptions } from '../src/manager/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;
 const SETS = 5;
-/** Measuring rounds per case; each measures every variant once. */
+/** Measuring rounds of the ledger case (twice as many for requestScale); each measures every variant once. */
 const ROUNDS = Number(process.env.TELEMETRY_BENCH_ROUNDS ?? 15);
 /** Length of one variant's measurement in a round. */
 const MS = Number(process.env.TELEMETRY_BENCH_MS ?? 200);
 const WARM_MS = 300;
+/** Stretches a variant's MS ms of a round are cut into. */
+const SLICES = 8;
 /** Operations per allocation chunk, and chunks per variant. */
 const CHUNK = 100;
 const CHUNKS = 30;
@@ -59,7 +70,18 @@ const CHUNKS = 30;
  */
 const LEDGER_ROOT = existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 
-const VARIANTS = ['none', 'api-noop', 'meter', 'meter+spawn-histogram', 'meter+tracer'] as const;
+/** A full collection between measurements (`--expose-gc` turned on at run time). */
+setFlagsFromString('--expose-gc');
+const collectGarbage = runInNewContext('gc') as () => void;
+
+const VARIANTS = [
+  'none',
+  'api-noop',
+  'meter',
+  'meter+spawn-histogram',
+  'meter+lock-histograms',
+  'meter+tracer',
+] as const;
 type Variant = (typeof VARIANTS)[number];
 
 const dropSpans: SpanExporter = {
@@ -68,7 +90,7 @@ const dropSpans: SpanExporter = {
 };
 
 function providers(variant: Variant): {
-  options: ManagerTelemetryOptions;
+  options: ManagerTelemetryOptions & LedgerTelemetryOptions;
   close(): Promise<void>;
 } {
   if (variant === 'none') return { options: {}, close: async () => {} };
@@ -90,6 +112,12 @@ function providers(variant: Variant): {
   if (variant === 'meter+spawn-histogram') {
     return {
       options: { meterProvider, spawnDurationHistogram: true },
+      close: () => meterProvider.shutdown(),
+    };
+  }
+  if (variant === 'meter+lock-histograms') {
+    return {
+      options: { meterProvider, lockHistograms: true },
       close: () => meterProvider.shutdown(),
     };
   }
@@ -115,6 +143,7 @@ interface Subject {
 interface Case {
   title: string;
   unit: string;
+  rounds: number;
   variants: readonly Variant[];
   make(variant: Variant): Subject;
 }
@@ -143,7 +172,9 @@ const JOB_LABELS = Array.from({ length: SCALERS * SETS }, (_, n) => [
 const decisions: Case = {
   title: 'requestScale + disconnect, in memory',
   unit: 'decisions/s',
-  variants: VARIANTS,
+  rounds: ROUNDS * 2,
+  // The lock histograms are the ledger's: this manager has no ledger.
+  variants: VARIANTS.filter((v) => v !== 'meter+lock-histograms'),
   make(variant) {
     const telemetry = providers(variant);
     const backend = { async spawn() {}, async destroy() {} };
@@ -171,6 +202,7 @@ const decisions: Case = {
 const ledgerPairs: Case = {
   title: `MachineLedger reserve + release, fsync off${LEDGER_ROOT === '/dev/shm' ? ', tmpfs' : ''}`,
   unit: 'pairs/s',
+  rounds: ROUNDS,
   // The spawn histogram is the manager's: the ledger has no such option.
   variants: VARIANTS.filter((v) => v !== 'meter+spawn-histogram'),
   make(variant) {
@@ -205,8 +237,15 @@ interface Sample {
   cpuUs: number;
 }
 
+/** What one stretch of measuring saw. */
+interface Slice {
+  done: number;
+  cpuUs: number;
+  ms: number;
+}
+
 /** The one measuring loop: run `step` for about `ms` milliseconds. */
-async function measure(step: () => Promise<void>, ms: number): Promise<Sample> {
+async function measure(step: () => Promise<void>, ms: number): Promise<Slice> {
   const start = performance.now();
   const until = start + ms;
   const cpu = process.cpuUsage();
@@ -216,10 +255,7 @@ async function measure(step: () => Promise<void>, ms: number): Promise<Sample> {
     done++;
   }
   const used = process.cpuUsage(cpu);
-  return {
-    rate: done / ((performance.now() - start) / 1000),
-    cpuUs: (used.user + used.system) / done,
-  };
+  return { done, cpuUs: used.user + used.system, ms: performance.now() - start };
 }
 
 /** Heap bytes per operation over chunks no GC ran in; `undefined` if every chunk saw one. */
@@ -260,9 +296,24 @@ async function run(what: Case): Promise<Measured> {
   const bytes = new Map<Variant, number | undefined>();
   try {
     for (const v of variants) await measure(subjects.get(v)!.step, WARM_MS);
-    for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? variants : [...variants].reverse();
-      for (const v of order) samples.get(v)!.push(await measure(subjects.get(v)!.step, MS));
+    const reversed = [...variants].reverse();
+    for (let round = 0; round < what.rounds; round++) {
+      // A round gives each variant MS ms in SLICES short stretches, interleaved,
+      // so a burst of load lands on every variant of the round alike.
+      collectGarbage();
+      const sums = new Map(variants.map((v) => [v, { done: 0, cpuUs: 0, ms: 0 }]));
+      for (let slice = 0; slice < SLICES; slice++) {
+        for (const v of (round + slice) % 2 === 0 ? variants : reversed) {
+          const seen = await measure(subjects.get(v)!.step, MS / SLICES);
+          const sum = sums.get(v)!;
+          sum.done += seen.done;
+          sum.cpuUs += seen.cpuUs;
+          sum.ms += seen.ms;
+        }
+      }
+      for (const [v, sum] of sums) {
+        samples.get(v)!.push({ rate: sum.done / (sum.ms / 1000), cpuUs: sum.cpuUs / sum.done });
+      }
     }
     for (const v of variants) bytes.set(v, await allocated(subjects.get(v)!.step));
   } finally {
@@ -312,18 +363,19 @@ export default async function bench(): Promise<BenchTable[]> {
       });
       if (v === 'meter') {
         notes.push(
-          `Target: ${what.title}, meter attached, CPU overhead < 5%: median ${signed(overhead)} over ${ROUNDS} rounds, ${overhead < 5 ? 'met' : 'NOT met'}.`,
+          `Target: ${what.title}, meter attached, CPU overhead < 5%: median ${signed(overhead)} over ${what.rounds} rounds, ${overhead < 5 ? 'met' : 'NOT met'}.`,
         );
       }
     }
   }
   const load = (l: number[]) => l.map((x) => x.toFixed(2)).join(' ');
   notes.push(
-    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS} rounds of ${MS} ms per variant, order alternating; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
+    `Machine: ${cpus().length} CPUs, load average (1/5/15 min) ${load(loadBefore)} before, ${load(loadavg())} after. ${ROUNDS * 2} rounds (requestScale) and ${ROUNDS} (ledger) of ${MS} ms per variant in ${SLICES} interleaved stretches, order alternating, a full GC before each round; overhead is per round on this process's CPU time per operation (process.cpuUsage), which the machine's load disturbs far less than the wall-clock rate. Spread columns are over the rounds.`,
   );
   return [
     {
-      title: 'OpenTelemetry overhead (no provider, API noop globals, MeterProvider, + tracer)',
+      title:
+        'OpenTelemetry overhead (no provider, API noop globals, MeterProvider, + opt-in histogram, + tracer)',
       rows,
       notes,
     },

@@ -9,15 +9,15 @@
  * @packageDocumentation
  */
 export { DuplicateReservationError, isDuplicateReservationError } from '../errors.js';
-export {
-  type CapDimension,
-  type CapGranted,
-  type CapRefusal,
-  type CapReservation,
-  type CapReserveResult,
-  type CapSnapshot,
-  CapTracker,
-  type CapTrackerOptions,
-  type ScopeSnapshot,
-  type ScopeUsage,
-} from './cap-tracker.js';
+export { CapTracker } from './cap-tracker.js';
+export type {
+  CapDimension,
+  CapGranted,
+  CapRefusal,
+  CapReservation,
+  CapReserveResult,
+  CapSnapshot,
+  CapTrackerOptions,
+  ScopeSnapshot,
+  ScopeUsage,
+} from './types.js';

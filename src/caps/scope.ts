@@ -6,7 +6,7 @@ import { InvalidInputError } from '../errors.js';
 import { type ExtendedResourceName, extendedNameProblem } from '../resources/names.js';
 import { capToMillicores, coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import type { CapRefusal, CapReservation, ScopeUsage } from './cap-tracker.js';
+import type { CapRefusal, CapReservation, ScopeUsage } from './types.js';
 
 export interface Scope {
   // Integer millicores and bytes: sums of integers never drift.

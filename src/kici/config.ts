@@ -2,15 +2,10 @@
  * kici's scaler config -> a `ScalerManager` config, with a report of what has no equivalent.
  */
 import { ConfigError } from '../errors.js';
-import {
-  formatConfigPath,
-  type LabelSetInput,
-  type ScalerConfigInput,
-  type ScalerEntryInput,
-  validateScalerConfig,
-} from '../manager/index.js';
+import { formatConfigPath, type ScalerConfigInput } from '../manager/index.js';
+import { finish, isObject, Report, unknownKey } from './config-report.js';
+import { translateScaler } from './config-scaler.js';
 import type {
-  KiciConfigIssue,
   KiciConfigTranslation,
   KiciParsedConfig,
   KiciScalerConfig,
@@ -18,8 +13,6 @@ import type {
   ToScalerConfigOptions,
 } from './config-types.js';
 import { fromKiciCap, fromKiciResources } from './resources.js';
-
-type Path = ReadonlyArray<string | number>;
 
 /**
  * kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`).
@@ -36,243 +29,6 @@ export const KICI_AUTO_LABEL_PREFIX = 'kici:';
 
 /** kici's `globalMaxAgents` default. */
 const KICI_GLOBAL_MAX_AGENTS = 50;
-
-// Settings of a kici scaler entry that only its backend reads: kept in `options`.
-const BACKEND_SETTINGS = new Set([
-  'host',
-  'socketPath',
-  'runtime',
-  'orchestratorUrl',
-  'extraHosts',
-  'enforceCgroups',
-  'firecrackerPath',
-  'jailerPath',
-  'kernelPath',
-  'chrootBaseDir',
-  'uid',
-  'gid',
-  'vcpuCount',
-  'memSizeMib',
-  'requireSudo',
-  'provisioningTargets',
-  'claimTtlSeconds',
-  'agentTokenTtlSeconds',
-]);
-
-// Settings of a kici label set that only its backend reads: kept in `options.labelSets[j]`.
-const LABEL_SET_BACKEND_SETTINGS = new Set([
-  'image',
-  'imagePullPolicy',
-  'binaryPath',
-  'volumes',
-  'containerSocket',
-  'env',
-  'backpressureMode',
-  'networkPolicy',
-  'rootfsPath',
-  'kernelPath',
-  'vcpuCount',
-  'memSizeMib',
-  'overlayDriveSizeMib',
-]);
-
-class Report {
-  readonly issues: KiciConfigIssue[] = [];
-  // Pool name -> its index in kici's machinePools array, to report our paths as kici's.
-  readonly poolIndex = new Map<string, number>();
-  constructor(private readonly acknowledged: ReadonlySet<string>) {}
-
-  error(path: Path, message: string, setting?: string): void {
-    const severity = setting !== undefined && this.acknowledged.has(setting) ? 'warning' : 'error';
-    this.issues.push({ path, severity, message });
-  }
-
-  warning(path: Path, message: string): void {
-    this.issues.push({ path, severity: 'warning', message });
-  }
-
-  // Run a translation step; a thrown error becomes an error issue at `path`.
-  attempt<T>(path: Path, step: () => T): T | undefined {
-    try {
-      return step();
-    } catch (error) {
-      this.error(path, (error as Error).message);
-      return undefined;
-    }
-  }
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function unknownKey(report: Report, path: Path, key: string): void {
-  report.error(
-    [...path, key],
-    `Unknown setting "${key}": kici's loader would drop it silently; this translation refuses settings it does not know. Remove it or move it where it belongs.`,
-  );
-}
-
-function translateLabelSet(
-  report: Report,
-  set: unknown,
-  path: Path,
-): { set: LabelSetInput; backend: Record<string, unknown> } | undefined {
-  if (!isObject(set)) {
-    report.error(path, 'Expected a label set object { labels, resources?, ... }');
-    return undefined;
-  }
-  const out: LabelSetInput = { labels: set.labels as string[] };
-  const backend: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(set)) {
-    if (key === 'labels' || value === undefined) continue;
-    if (key === 'resources') {
-      const resources = report.attempt([...path, key], () => fromKiciResources(value as never));
-      if (resources) out.resources = resources;
-    } else if (LABEL_SET_BACKEND_SETTINGS.has(key)) {
-      backend[key] = value;
-    } else {
-      unknownKey(report, path, key);
-    }
-  }
-  if (backend.networkPolicy !== undefined) {
-    report.warning(
-      [...path, 'networkPolicy'],
-      'Kept in options.labelSets[].networkPolicy: ScalerManager does not isolate agents. Your backend must apply it, e.g. with addIsolationRules from scaler-primitives/kici (seed call shape) or scaler-primitives/nftables.',
-    );
-  }
-  return { set: out, backend };
-}
-
-function translateScaler(
-  report: Report,
-  entry: KiciScalerEntry,
-  i: number,
-): ScalerEntryInput | undefined {
-  const path = ['scalers', i];
-  if (!isObject(entry)) {
-    report.error(path, 'Expected a scaler object { name, type, maxAgents, labelSets, ... }');
-    return undefined;
-  }
-  const out: ScalerEntryInput = {
-    name: entry.name,
-    type: entry.type,
-    maxAgents: entry.maxAgents,
-    labelSets: [],
-  };
-  const options: Record<string, unknown> = {};
-  const labelSetOptions: Record<string, unknown>[] = [];
-  for (const [key, value] of Object.entries(entry)) {
-    if (value === undefined || ['name', 'type', 'maxAgents'].includes(key)) continue;
-    const at = [...path, key];
-    switch (key) {
-      case 'labelSets': {
-        if (!Array.isArray(value)) {
-          report.error(at, 'Expected an array of label sets');
-          break;
-        }
-        value.forEach((set, j) => {
-          const translated = translateLabelSet(report, set, [...at, j]);
-          if (!translated) return;
-          out.labelSets.push(translated.set);
-          labelSetOptions.push(translated.backend);
-        });
-        break;
-      }
-      case 'mandatoryLabels':
-        out.mandatoryLabels = value as string[];
-        break;
-      case 'machinePool':
-        out.machinePool = value as string;
-        break;
-      case 'resourceCap': {
-        const cap = report.attempt(at, () => fromKiciCap(value as never));
-        if (cap) out.resourceCap = cap;
-        break;
-      }
-      case 'warmPool':
-        translateWarmPool(report, entry, value, at, out);
-        break;
-      case 'maxConcurrentSpawns':
-        options[key] = value;
-        report.warning(
-          at,
-          'No ScalerManager equivalent: kici bounds concurrent backend.spawn calls per scaler (default 8); ScalerManager calls spawn as capacity allows. Kept in options.maxConcurrentSpawns for your backend to bound its own spawns. Caps and the machine pool still hold.',
-        );
-        break;
-      case 'networkIsolation':
-        options[key] = value;
-        break;
-      case 'roles':
-        options[key] = value;
-        if (Array.isArray(value) && !value.includes('all')) {
-          report.error(
-            at,
-            `No ScalerManager equivalent: kici sends only jobs of roles ${JSON.stringify(value)} to this scaler; ScalerManager would send jobs of every role. Express the restriction with mandatoryLabels (a label the jobs of those roles carry), then acknowledge 'roles'.`,
-            'roles',
-          );
-        }
-        break;
-      case 'platform': {
-        options[key] = value;
-        const platform = value as { os?: string; arch?: string };
-        const tainted =
-          (platform.os !== undefined && platform.os !== 'linux') ||
-          (platform.arch !== undefined && platform.arch !== 'x64');
-        report[tainted ? 'error' : 'warning'](
-          at,
-          tainted
-            ? `No ScalerManager equivalent: kici labels agents kici:os:${platform.os}/kici:arch:${platform.arch} and taints the scaler so only jobs asking for that platform run here; ScalerManager would send any job whose labels match. Add a mandatory label (e.g. "${platform.os}-${platform.arch}") to the scaler and its label sets, then acknowledge 'platform'.`
-            : 'Kept in options.platform: ScalerManager adds no kici:os/kici:arch labels (linux/x64 adds no taint in kici, so routing is unchanged).',
-          'platform',
-        );
-        break;
-      }
-      default:
-        if (BACKEND_SETTINGS.has(key)) options[key] = value;
-        else unknownKey(report, path, key);
-    }
-  }
-  // kici isolates agents unless told not to: keep that default visible to the backend.
-  options.networkIsolation ??= true;
-  if (options.networkIsolation === true) {
-    report.warning(
-      [...path, 'networkIsolation'],
-      'Kept in options.networkIsolation (kici default true): ScalerManager does not isolate agents; your backend must, e.g. with addIsolationRules from scaler-primitives/kici.',
-    );
-  }
-  if (labelSetOptions.some((o) => Object.keys(o).length > 0)) options.labelSets = labelSetOptions;
-  out.options = options;
-  return out;
-}
-
-function translateWarmPool(
-  report: Report,
-  entry: KiciScalerEntry,
-  value: unknown,
-  at: Path,
-  out: ScalerEntryInput,
-): void {
-  if (!isObject(value)) {
-    report.error(at, 'Expected a warm pool object { enabled, size, idleTimeoutSeconds }');
-    return;
-  }
-  for (const key of Object.keys(value)) {
-    if (!['enabled', 'size', 'idleTimeoutSeconds'].includes(key)) unknownKey(report, at, key);
-  }
-  if (value.enabled !== true) return;
-  out.warmPool = { size: (value.size as number | undefined) ?? 0 };
-  if (value.idleTimeoutSeconds !== undefined) {
-    out.warmPool.idleTimeoutSeconds = value.idleTimeoutSeconds as number;
-  }
-  const sets = Array.isArray(entry.labelSets) ? entry.labelSets.length : 0;
-  if (sets > 1) {
-    report.warning(
-      [...at, 'size'],
-      `kici keeps ${out.warmPool.size} warm agent(s) for each of the ${sets} label sets; ScalerManager keeps them for one label set (warmPool.labelSet, here 0). Add scalers or change warmPool.labelSet to warm another set.`,
-    );
-  }
-}
 
 /**
  * Translate a kici scaler config (0.1.1 or 0.9.1 shape, as written or as kici's loader
@@ -411,40 +167,6 @@ function translatePools(report: Report, value: unknown): ScalerConfigInput['mach
     report.poolIndex.set(pool.name, i);
   });
   return pools;
-}
-
-function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation {
-  const validation = validateScalerConfig(input);
-  if (!validation.ok) {
-    for (const error of validation.errors) {
-      report.error(
-        mapPath(error.path, report.poolIndex),
-        `${error.message} (ScalerManager config at ${formatConfigPath(error.path)})`,
-      );
-    }
-  }
-  const issues = [
-    ...report.issues.filter((i) => i.severity === 'error'),
-    ...report.issues.filter((i) => i.severity === 'warning'),
-  ];
-  const ok = validation.ok && !issues.some((i) => i.severity === 'error');
-  return ok && validation.ok
-    ? { ok, config: validation.config, input, issues }
-    : { ok: false, input, issues };
-}
-
-// Our config's paths back to kici's names where they differ.
-function mapPath(
-  path: ReadonlyArray<string | number>,
-  poolIndex: ReadonlyMap<string, number>,
-): ReadonlyArray<string | number> {
-  if (path[0] === 'resourceCap') return ['globalResourceCap', ...path.slice(1)];
-  if (path[0] === 'machinePools' && typeof path[1] === 'string') {
-    const index = poolIndex.get(path[1]);
-    if (index !== undefined)
-      return ['machinePools', index, ...(path.length > 2 ? ['cap', ...path.slice(2)] : ['name'])];
-  }
-  return path;
 }
 
 /**

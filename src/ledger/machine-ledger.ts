@@ -579,7 +579,7 @@ export class MachineLedger implements PoolLedger {
       return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
     }
     return (
-      this.#telemetry?.op(pool, op, () => this.#batches.enqueue(pool, op)) ??
+      this.#telemetry?.op(pool, op, this.#batches.enqueue(pool, op)) ??
       this.#batches.enqueue(pool, op)
     );
   }

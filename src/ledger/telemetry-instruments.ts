@@ -1,5 +1,6 @@
 /**
- * The ledger's instruments: lock wait and hold histograms, operation and row
+ * The ledger's instruments: lock cycle, wait and hold totals per pool (and,
+ * with `lockHistograms`, the wait and hold histograms), operation and row
  * counters (Tallies: totalled in memory, observed at collection), and the
  * usage gauges, which report the pool document the ledger last read.
  */
@@ -28,6 +29,21 @@ export interface PoolView {
   at: number;
 }
 
+/**
+ * The lock cycles of one pool, totalled in memory and observed at collection:
+ * what `scaler.ledger.lock.cycles`, `.wait.time` and `.hold.time` report.
+ * @internal
+ */
+export interface LockTotals {
+  readonly attributes: OtelAttributes;
+  /** Lock acquisitions (one read-decide-write cycle each). */
+  cycles: number;
+  /** Seconds waited for the lock, summed. */
+  waitSeconds: number;
+  /** Seconds the lock was held, summed. */
+  holdSeconds: number;
+}
+
 /** The attributes of a pool's points, with `extra` (undefined values left out). */
 function describe(backend: string, pool: string, extra?: OtelAttributes): OtelAttributes {
   return attributes({ 'scaler.pool': pool, 'scaler.ledger.backend': backend, ...extra });
@@ -35,8 +51,10 @@ function describe(backend: string, pool: string, extra?: OtelAttributes): OtelAt
 
 /** The instruments of one ledger. @internal */
 export class LedgerInstruments {
-  readonly lockWait: OtelHistogram;
-  readonly lockHold: OtelHistogram;
+  /** Only with `lockHistograms` (one SDK record, attributes hashed, per lock cycle). */
+  readonly lockWait: OtelHistogram | undefined;
+  /** Only with `lockHistograms`. */
+  readonly lockHold: OtelHistogram | undefined;
   /** Keyed by (pool, operation, result, error type). */
   readonly operations: Tally;
   /** Keyed by (pool, stale reason). */
@@ -46,27 +64,73 @@ export class LedgerInstruments {
   /** Keyed by pool. */
   readonly conflicts: Tally;
   readonly #poolAttributes: KeyedCache<OtelAttributes>;
+  /** Keyed by pool. */
+  readonly #lockTotals: KeyedCache<LockTotals>;
+  readonly #lockEntries: LockTotals[] = [];
   readonly #callbacks: Array<[OtelObservable, OtelObservableCallback]> = [];
   readonly #tallies: Tally[] = [];
   readonly #views: ReadonlyMap<string, PoolView>;
 
-  /** @param views - The last read of each pool, read by the gauges at collection. */
-  constructor(meter: OtelMeter, backend: string, views: ReadonlyMap<string, PoolView>) {
+  /**
+   * @param views - The last read of each pool, read by the gauges at collection.
+   * @param lockHistograms - Also record the lock wait and hold histograms.
+   */
+  constructor(
+    meter: OtelMeter,
+    backend: string,
+    views: ReadonlyMap<string, PoolView>,
+    lockHistograms: boolean,
+  ) {
     this.#views = views;
     this.#poolAttributes = new KeyedCache((pool) => describe(backend, pool as string));
+    this.#lockTotals = new KeyedCache(
+      (pool) => ({
+        attributes: this.pool(pool as string),
+        cycles: 0,
+        waitSeconds: 0,
+        holdSeconds: 0,
+      }),
+      (totals) => this.#lockEntries.push(totals),
+    );
     const histogram = (name: string, description: string) =>
       meter.createHistogram(name, {
         description,
         unit: 's',
         advice: { explicitBucketBoundaries: LOCK_BUCKETS },
       });
-    this.lockWait = histogram(
-      'scaler.ledger.lock.wait.duration',
-      'Time an operation batch waited for the pool lock (file ledger only).',
+    if (lockHistograms) {
+      this.lockWait = histogram(
+        'scaler.ledger.lock.wait.duration',
+        'Time an operation batch waited for the pool lock (file ledger only).',
+      );
+      this.lockHold = histogram(
+        'scaler.ledger.lock.hold.duration',
+        'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
+      );
+    }
+    this.#lockCounter(
+      meter.createObservableCounter('scaler.ledger.lock.cycles', {
+        description:
+          'Pool lock acquisitions, one per read-decide-write cycle of a batch of calls (file ledger only).',
+        unit: '{cycle}',
+      }),
+      (totals) => totals.cycles,
     );
-    this.lockHold = histogram(
-      'scaler.ledger.lock.hold.duration',
-      'Time the pool lock was held for one read-decide-write cycle (file ledger only).',
+    this.#lockCounter(
+      meter.createObservableCounter('scaler.ledger.lock.wait.time', {
+        description:
+          'Time batches of calls waited for the pool lock, summed; over scaler.ledger.lock.cycles, the mean wait (file ledger only).',
+        unit: 's',
+      }),
+      (totals) => totals.waitSeconds,
+    );
+    this.#lockCounter(
+      meter.createObservableCounter('scaler.ledger.lock.hold.time', {
+        description:
+          'Time the pool lock was held, summed; over scaler.ledger.lock.cycles, the mean hold (file ledger only).',
+        unit: 's',
+      }),
+      (totals) => totals.holdSeconds,
     );
     const tally = (
       name: string,
@@ -157,6 +221,19 @@ export class LedgerInstruments {
   /** The attributes of a pool's points (made once per pool). */
   pool(pool: string): OtelAttributes {
     return this.#poolAttributes.get(pool);
+  }
+
+  /** The lock totals of a pool (made once per pool). */
+  lock(pool: string): LockTotals {
+    return this.#lockTotals.get(pool);
+  }
+
+  #lockCounter(counter: OtelObservable, value: (totals: LockTotals) => number): void {
+    const callback: OtelObservableCallback = (result) => {
+      for (const totals of this.#lockEntries) result.observe(value(totals), totals.attributes);
+    };
+    counter.addCallback(callback);
+    this.#callbacks.push([counter, callback]);
   }
 
   #observe(gauge: OtelObservable, value: (view: PoolView) => number | undefined): void {

@@ -1,6 +1,7 @@
+import type { AgentState } from './agent-types.js';
+import type { AgentResources } from './backend-types.js';
 import type { AgentMailbox } from './events.js';
 import type { ScalerState } from './scalers.js';
-import type { AgentResources, AgentState } from './types.js';
 
 /**
  * The agent state machine, in one place. Every change of `AgentRecord.state`

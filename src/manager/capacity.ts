@@ -4,10 +4,12 @@ import { checkLimitRange } from '../resources/limit-range.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount } from '../resources/types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
+import type { AgentResources } from './backend-types.js';
 import { exceeds } from './checks.js';
 import type { ScalerConfig } from './config.js';
+import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
-import type { AgentResources, CapacityLimit, Usage } from './types.js';
+import type { Usage } from './status-types.js';
 
 /** The CapTracker scope of the orchestrator-wide cap. @internal */
 export const GLOBAL_SCOPE = 'global';

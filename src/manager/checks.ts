@@ -1,4 +1,4 @@
-import type { CapDimension } from '../caps/cap-tracker.js';
+import type { CapDimension } from '../caps/types.js';
 import { InvalidInputError } from '../errors.js';
 import { nearest as nearestKey } from '../internal/strict-keys.js';
 import { isExtendedResourceName } from '../resources/names.js';

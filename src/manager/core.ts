@@ -1,14 +1,16 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
+import type { ScalerEvent } from './agent-types.js';
 import { AgentBook, type AgentRecord, whenGone } from './agents.js';
+import type { BackendEventInput } from './backend-types.js';
 import { CapacityGate } from './capacity.js';
 import type { ScalerConfig } from './config.js';
 import type { EventRelay } from './events.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
 import type { StateWriter } from './state/batching.js';
+import type { ScalerCounters } from './status-types.js';
 import type { ManagerTelemetry } from './telemetry.js';
-import type { BackendEventInput, ScalerCounters, ScalerEvent } from './types.js';
 
 /** Timing and policy options every room reads. @internal */
 export interface CoreOptions {

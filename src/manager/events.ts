@@ -1,4 +1,4 @@
-import type { ScalerEvent } from './types.js';
+import type { ScalerEvent } from './agent-types.js';
 
 /** Where one agent's events go: relayed once it is correlated with a job, buffered before. */
 export interface AgentMailbox {

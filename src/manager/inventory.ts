@@ -1,7 +1,8 @@
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
+import type { AgentState } from './agent-types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
+import type { AgentResources } from './backend-types.js';
 import { checkId, checkLabels } from './checks.js';
-import type { AgentResources, AgentState } from './types.js';
 
 /**
  * A read-only, frozen picture of one agent the manager tracks, taken when it was
@@ -165,6 +166,25 @@ function oneOrMany(name: string, value: unknown): string[] {
     );
   }
   return list as string[];
+}
+
+/**
+ * What a host may add to a job's context for an agent: the scaler's `options`,
+ * what the backend's `spawn` returned, the scaler, labels and resources.
+ * @internal
+ */
+export function scalerContextOf(record: AgentRecord): Record<string, unknown> {
+  return {
+    ...record.scaler.config.options,
+    ...record.context,
+    scaler: record.scaler.name,
+    type: record.scaler.config.type,
+    labels: [...record.labels],
+    resources: {
+      requests: { ...record.resources.requests },
+      limits: { ...record.resources.limits },
+    },
+  };
 }
 
 /** Validate a filter (unknown keys and bad values are errors). @internal */

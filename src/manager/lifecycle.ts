@@ -1,21 +1,27 @@
+import type { AgentRegistration } from './agent-types.js';
 import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
 import { checkId, checkLabels } from './checks.js';
 import type { FleetCore } from './core.js';
 import type { Pacing } from './pacing.js';
-import type { AgentRegistration } from './types.js';
 
 /**
- * What the dispatcher tells the manager about agents (registered, given a job,
- * job done), as moves of the agent state machine.
+ * What the host tells the manager about agents (registered, given a job, job
+ * done, gone, configured, to be drained), as moves of the agent state machine.
  * @internal
  */
 export class AgentLifecycle {
   readonly #core: FleetCore;
   readonly #pacing: Pacing;
+  readonly #onConfigAck: ((agentId: string, scaler: string) => void) | undefined;
 
-  constructor(core: FleetCore, pacing: Pacing) {
+  constructor(
+    core: FleetCore,
+    pacing: Pacing,
+    onConfigAck: ((agentId: string, scaler: string) => void) | undefined,
+  ) {
     this.#core = core;
     this.#pacing = pacing;
+    this.#onConfigAck = onConfigAck;
   }
 
   /** An agent registered: spawning → idle (warm) or busy (bound to its job). */
@@ -130,5 +136,51 @@ export class AgentLifecycle {
     }
     core.book.transition(record, 'idle');
     record.idleSince = now;
+  }
+
+  /** An agent went away: everything it held is released. Idempotent. */
+  disconnected(agentId: string): Promise<void> {
+    checkId('agentId', agentId);
+    const core = this.#core;
+    const record = core.book.get(agentId);
+    if (record === undefined) return Promise.resolve();
+    record.disconnected = true;
+    core.emitFor(record, 'disconnected', `${agentId} disconnected`);
+    return core.forget(record);
+  }
+
+  /** An agent confirmed its configuration: the host's hook runs; a throw becomes an event. */
+  configAcked(agentId: string): void {
+    checkId('agentId', agentId);
+    const record = this.#core.book.get(agentId);
+    if (record === undefined || this.#onConfigAck === undefined) return;
+    try {
+      this.#onConfigAck(agentId, record.scaler.name);
+    } catch (error) {
+      this.#core.emitFor(record, 'config-ack-failed', `onConfigAck(${agentId}) threw`, {
+        error,
+      });
+    }
+  }
+
+  /** Drain one agent (at once for an agent not tracked). */
+  drain(agentId: string): Promise<void> {
+    checkId('agentId', agentId);
+    const record = this.#core.book.get(agentId);
+    if (record === undefined) return Promise.resolve();
+    return this.#core.drain(record, 'drain');
+  }
+
+  /** Drain every agent a scaler runs now. */
+  drainScaler(name: string): Promise<void> {
+    checkId('name', name);
+    const scaler = this.#core.scalers.get(name);
+    if (scaler === undefined) {
+      throw new TypeError(`Expected \`name\` to be a scaler, got \`${name.slice(0, 64)}\``);
+    }
+    const gone = [...scaler.agents].map((id) =>
+      this.#core.drain(this.#core.book.get(id)!, 'drain'),
+    );
+    return Promise.all(gone).then(() => undefined);
   }
 }

@@ -1,21 +1,25 @@
 import type { ResourceRequest } from '../resources/types.js';
-import { checkId, checkJobResources, checkLabels, nonNegative } from './checks.js';
-import { type ScalerConfigInput, validateScalerConfig } from './config.js';
+import type { AgentRegistration } from './agent-types.js';
+import { checkId } from './checks.js';
+import type { ScalerConfigInput } from './config.js';
 import type { ClaimRequest, ClaimResult } from './dispatch.js';
-import { type AgentFilter, type AgentSnapshot, listSnapshots, snapshotOf } from './inventory.js';
+import type { ReconcileResult, ValidationResult } from './fleet-types.js';
+import {
+  type AgentFilter,
+  type AgentSnapshot,
+  listSnapshots,
+  scalerContextOf,
+  snapshotOf,
+} from './inventory.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Rooms } from './rooms.js';
-import { decideScale } from './scale.js';
+import { reconcileManager, shutdownManager, startManager } from './running.js';
+import { requestScale } from './scale.js';
+import type { ScaleResult } from './scale-types.js';
 import type { RecoveryResult } from './state/recovery.js';
-import { checkSweeps, type ReconcileSweep, runSweeps } from './sweeps.js';
-import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
-import type {
-  AgentRegistration,
-  ReconcileResult,
-  ScaleResult,
-  ScalerStatus,
-  ValidationResult,
-} from './types.js';
+import type { ScalerStatus } from './status-types.js';
+import { checkSweeps, type ReconcileSweep } from './sweeps.js';
+import type { ShutdownOptions } from './teardown.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what
@@ -98,16 +102,7 @@ export class ScalerManager {
     excludeLabels: readonly string[] = [],
     resources?: ResourceRequest,
   ): Promise<ScaleResult> {
-    checkLabels('labels', labels);
-    checkLabels('excludeLabels', excludeLabels);
-    checkId('jobId', jobId);
-    checkJobResources(resources);
-    const telemetry = this.#rooms.core.telemetry;
-    if (telemetry)
-      return telemetry.scale(jobId, () =>
-        decideScale(this.#rooms, labels, jobId, excludeLabels, resources),
-      );
-    return decideScale(this.#rooms, labels, jobId, excludeLabels, resources);
+    return requestScale(this.#rooms, labels, jobId, excludeLabels, resources);
   }
 
   /**
@@ -179,13 +174,7 @@ export class ScalerManager {
    *   reaper removes the row later).
    */
   onAgentDisconnected(agentId: string): Promise<void> {
-    checkId('agentId', agentId);
-    const core = this.#rooms.core;
-    const record = core.book.get(agentId);
-    if (record === undefined) return Promise.resolve();
-    record.disconnected = true;
-    core.emitFor(record, 'disconnected', `${agentId} disconnected`);
-    return core.forget(record);
+    return this.#rooms.lifecycle.disconnected(agentId);
   }
 
   /**
@@ -196,16 +185,7 @@ export class ScalerManager {
    * @param agentId - The agent.
    */
   onConfigAck(agentId: string): void {
-    checkId('agentId', agentId);
-    const record = this.#rooms.core.book.get(agentId);
-    if (record === undefined || this.#rooms.onConfigAck === undefined) return;
-    try {
-      this.#rooms.onConfigAck(agentId, record.scaler.name);
-    } catch (error) {
-      this.#rooms.core.emitFor(record, 'config-ack-failed', `onConfigAck(${agentId}) threw`, {
-        error,
-      });
-    }
+    this.#rooms.lifecycle.configAcked(agentId);
   }
 
   /**
@@ -217,10 +197,7 @@ export class ScalerManager {
    * @returns Resolves when the agent is gone (at once for an agent not tracked).
    */
   drain(agentId: string): Promise<void> {
-    checkId('agentId', agentId);
-    const record = this.#rooms.core.book.get(agentId);
-    if (record === undefined) return Promise.resolve();
-    return this.#rooms.core.drain(record, 'drain');
+    return this.#rooms.lifecycle.drain(agentId);
   }
 
   /**
@@ -233,15 +210,7 @@ export class ScalerManager {
    * @throws TypeError for an unknown scaler.
    */
   drainScaler(name: string): Promise<void> {
-    checkId('name', name);
-    const scaler = this.#rooms.core.scalers.get(name);
-    if (scaler === undefined) {
-      throw new TypeError(`Expected \`name\` to be a scaler, got \`${name.slice(0, 64)}\``);
-    }
-    const gone = [...scaler.agents].map((id) =>
-      this.#rooms.core.drain(this.#rooms.core.book.get(id)!, 'drain'),
-    );
-    return Promise.all(gone).then(() => undefined);
+    return this.#rooms.lifecycle.drainScaler(name);
   }
 
   /**
@@ -272,18 +241,7 @@ export class ScalerManager {
    */
   getScalerContextForAgent(agentId: string): Record<string, unknown> | undefined {
     const record = this.#rooms.core.book.get(agentId);
-    if (record === undefined) return undefined;
-    return {
-      ...record.scaler.config.options,
-      ...record.context,
-      scaler: record.scaler.name,
-      type: record.scaler.config.type,
-      labels: [...record.labels],
-      resources: {
-        requests: { ...record.resources.requests },
-        limits: { ...record.resources.limits },
-      },
-    };
+    return record === undefined ? undefined : scalerContextOf(record);
   }
 
   /**
@@ -380,33 +338,7 @@ export class ScalerManager {
    * 10% jitter, unref'd. Also starts the ledger's reaper. Idempotent.
    */
   start(): void {
-    const rooms = this.#rooms;
-    if (rooms.core.shuttingDown) return;
-    if (
-      rooms.core.state !== undefined &&
-      (rooms.recovering === undefined || rooms.recoveryPending)
-    ) {
-      // Timers and the ledger's reaper start once the stored books are back.
-      if (rooms.startQueued) return;
-      rooms.startQueued = true;
-      const arm = () => {
-        rooms.startQueued = false;
-        if (!rooms.core.shuttingDown) this.#arm();
-      };
-      this.recoverState().then(arm, (error: unknown) => {
-        rooms.core.emitGeneral(
-          '',
-          'recovery-failed',
-          'Recovering the stored manager state failed',
-          {
-            error,
-          },
-        );
-        arm();
-      });
-      return;
-    }
-    this.#arm();
+    startManager(this.#rooms, this);
   }
 
   /**
@@ -425,19 +357,6 @@ export class ScalerManager {
    */
   recoverState(): Promise<RecoveryResult> {
     return this.#rooms.recover();
-  }
-
-  #arm(): void {
-    this.#rooms.timers.every('maintain', this.#rooms.maintenanceIntervalMs, () => this.maintain());
-    if (this.#rooms.reconcileIntervalMs !== undefined) {
-      this.#rooms.timers.every('reconcile', this.#rooms.reconcileIntervalMs, () =>
-        this.reconcile().catch(() => undefined),
-      );
-    }
-    if (this.#rooms.ledger && !this.#rooms.ledgerStarted) {
-      this.#rooms.ledger.start();
-      this.#rooms.ledgerStarted = true;
-    }
   }
 
   /** Stop the timers `start()` armed (a pass in flight finishes). The ledger's reaper keeps running. */
@@ -477,11 +396,7 @@ export class ScalerManager {
    *   to list, and what each sweep removed.
    */
   async reconcile(): Promise<ReconcileResult> {
-    const result = await reconcileFleet(this.#rooms.core);
-    await this.#rooms.lost.detect();
-    await this.#rooms.lost.restore();
-    if (this.#sweeps) result.sweeps = await runSweeps(this.#rooms.core, this.#sweeps, result);
-    return result;
+    return reconcileManager(this.#rooms, this.#sweeps);
   }
 
   /**
@@ -496,27 +411,7 @@ export class ScalerManager {
    * @param options - `{ drain?, timeoutMs? }`; see {@link ShutdownOptions}.
    */
   shutdownAll(options: ShutdownOptions = {}): Promise<void> {
-    if (typeof options !== 'object' || options === null) {
-      throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
-    }
-    for (const key of Object.keys(options)) {
-      if (key !== 'drain' && key !== 'timeoutMs') {
-        throw new TypeError(
-          `Unknown shutdown option \`${key.slice(0, 64)}\`; expected drain, timeoutMs`,
-        );
-      }
-    }
-    if (options.timeoutMs !== undefined) nonNegative('timeoutMs', options.timeoutMs, 0);
-    this.#rooms.shutdown ??= (async () => {
-      this.#rooms.core.shuttingDown = true;
-      this.#rooms.timers.stop();
-      await this.#rooms.maintenance.running;
-      await shutdownFleet(this.#rooms.core, options);
-      await this.#rooms.core.state?.flush();
-      if (this.#rooms.ledger && this.#rooms.ledgerStarted) this.#rooms.ledger.stop();
-      this.#rooms.ledgerStarted = false;
-    })();
-    return this.#rooms.shutdown;
+    return shutdownManager(this.#rooms, options);
   }
 
   /**
@@ -531,12 +426,7 @@ export class ScalerManager {
    * @returns `{ ok, errors }`, with every problem's path.
    */
   async reload(config: ScalerConfigInput): Promise<ValidationResult> {
-    const validated = validateScalerConfig(config);
-    if (!validated.ok) return { ok: false, errors: validated.errors };
-    const problems = this.#rooms.core.scalers.check(validated.config, this.#rooms.ledger);
-    if (problems.length > 0) return { ok: false, errors: problems };
-    this.#rooms.apply(validated.config);
-    return { ok: true, errors: [] };
+    return this.#rooms.reload(config);
   }
 
   /** A point-in-time summary: counts, usage and caps per scaler and overall, pools, counters. */

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { PoolLedger } from '../ledger/types.js';
+import type { ScalerEvent } from './agent-types.js';
 import type { ScalerConfigInput } from './config.js';
 import type { ReservationLostPolicy } from './reservations.js';
 import type { BackendEntry } from './scalers.js';
@@ -7,7 +8,6 @@ import type { RecoveryOptions } from './state/recovery.js';
 import type { StateStore } from './state/types.js';
 import type { ReconcileSweep } from './sweeps.js';
 import type { ManagerTelemetryOptions } from './telemetry.js';
-import type { ScalerEvent } from './types.js';
 
 /**
  * Options of the `ScalerManager` constructor.

@@ -1,6 +1,7 @@
 import type { FleetCore } from './core.js';
+import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
-import type { BackoffStatus, CapacityLimit } from './types.js';
+import type { BackoffStatus } from './status-types.js';
 
 const MINUTE_MS = 60_000;
 /** When only a concurrency slot is missing, ask again after this long. */

@@ -1,10 +1,16 @@
 import { type Clock, resolveClock } from '../clock.js';
 import type { PoolLedger } from '../ledger/types.js';
 import { nonNegative, positive } from './checks.js';
-import { configError, type ScalerConfig, validateScalerConfig } from './config.js';
+import {
+  configError,
+  type ScalerConfig,
+  type ScalerConfigInput,
+  validateScalerConfig,
+} from './config.js';
 import { FleetCore } from './core.js';
 import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
+import type { ValidationResult } from './fleet-types.js';
 import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
 import type { ScalerManagerOptions } from './options.js';
@@ -19,8 +25,8 @@ import {
   recoverFleet,
 } from './state/recovery.js';
 import { buildStatus } from './status.js';
+import type { ScalerStatus } from './status-types.js';
 import { createManagerTelemetry } from './telemetry.js';
-import type { ScalerStatus } from './types.js';
 import { WarmPool } from './warm-pool.js';
 
 /**
@@ -41,7 +47,6 @@ export class Rooms {
   readonly dispatch: Dispatch;
   readonly maintenanceIntervalMs: number;
   readonly reconcileIntervalMs: number | undefined;
-  readonly onConfigAck: ((agentId: string, scaler: string) => void) | undefined;
   ledgerStarted = false;
   shutdown: Promise<void> | undefined;
   readonly recovery: Required<RecoveryOptions>;
@@ -72,7 +77,6 @@ export class Rooms {
       reconcileSeconds === undefined
         ? undefined
         : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
-    this.onConfigAck = options.onConfigAck;
     const telemetry = createManagerTelemetry(options, () => this);
     const events = new EventRelay(
       telemetry?.wrapOnEvent(options.onEvent) ?? options.onEvent,
@@ -116,7 +120,7 @@ export class Rooms {
       this.pacing.failed(scaler, new Error('The agent did not register in time')),
     );
     this.timers = new Timers(this.core);
-    this.lifecycle = new AgentLifecycle(this.core, this.pacing);
+    this.lifecycle = new AgentLifecycle(this.core, this.pacing, options.onConfigAck);
     this.recovery = checkRecoveryOptions(options.recovery);
     this.#attachStore(options.stateStore);
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
@@ -157,6 +161,16 @@ export class Rooms {
 
   get clock(): Clock {
     return this.core.clock;
+  }
+
+  /** Validate a new config against the schema and the backends; apply it when nothing is wrong. */
+  reload(config: ScalerConfigInput): ValidationResult {
+    const validated = validateScalerConfig(config);
+    if (!validated.ok) return { ok: false, errors: validated.errors };
+    const problems = this.core.scalers.check(validated.config, this.ledger);
+    if (problems.length > 0) return { ok: false, errors: problems };
+    this.apply(validated.config);
+    return { ok: true, errors: [] };
   }
 
   /** Apply a config the registry accepted. */

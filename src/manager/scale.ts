@@ -1,6 +1,31 @@
 import type { ResourceRequest } from '../resources/types.js';
+import { checkId, checkJobResources, checkLabels } from './checks.js';
 import type { Rooms } from './rooms.js';
-import type { CapacityLimit, ScaleResult } from './types.js';
+import type { CapacityLimit, ScaleResult } from './scale-types.js';
+
+/**
+ * `requestScale`: check the arguments, then decide (inside the telemetry span
+ * when telemetry is on).
+ * @internal
+ */
+export async function requestScale(
+  rooms: Rooms,
+  labels: readonly string[],
+  jobId: string,
+  excludeLabels: readonly string[],
+  resources: ResourceRequest | undefined,
+): Promise<ScaleResult> {
+  checkLabels('labels', labels);
+  checkLabels('excludeLabels', excludeLabels);
+  checkId('jobId', jobId);
+  checkJobResources(resources);
+  const telemetry = rooms.core.telemetry;
+  if (telemetry)
+    return telemetry.scale(jobId, () =>
+      decideScale(rooms, labels, jobId, excludeLabels, resources),
+    );
+  return decideScale(rooms, labels, jobId, excludeLabels, resources);
+}
 
 /**
  * The decision behind `requestScale` (arguments already checked): try every

@@ -1,9 +1,10 @@
 import type { ConfigIssue } from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ResourceRequest } from '../resources/types.js';
+import type { ScalerBackend } from './backend-types.js';
 import type { ScalerConfig, ScalerEntryConfig } from './config.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
-import type { NoMatchReason, ScalerBackend } from './types.js';
+import type { NoMatchReason } from './scale-types.js';
 
 /**
  * One backend the host provides, under the scaler name it serves.

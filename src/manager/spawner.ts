@@ -4,18 +4,13 @@ import type { ReserveResult } from '../ledger/types.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
+import type { AgentResources, ScalerBackend, SpawnRequest } from './backend-types.js';
 import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
+import type { CapacityLimit, ScaleResult } from './scale-types.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
-import type {
-  AgentResources,
-  CapacityLimit,
-  ScaleResult,
-  ScalerBackend,
-  SpawnRequest,
-} from './types.js';
 
 /**
  * One spawn attempt, start to end: reserve in memory, then in the pool, then

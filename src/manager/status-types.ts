@@ -1,5 +1,5 @@
 import type { ResourceCap } from '../resources/types.js';
-import type { CapacityLimit } from './types.js';
+import type { CapacityLimit } from './scale-types.js';
 
 /**
  * Counters, for metrics. They only grow.

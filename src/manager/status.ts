@@ -2,7 +2,7 @@ import { GLOBAL_SCOPE } from './capacity.js';
 import type { FleetCore } from './core.js';
 import { isWarmCapacity } from './inventory.js';
 import type { ScalerState } from './scalers.js';
-import type { BackendStatus, ScalerStatus } from './types.js';
+import type { BackendStatus, ScalerStatus } from './status-types.js';
 
 /** Per-scaler facts other rooms add to the status (warm target, pacing, schedule). @internal */
 export type StatusExtras = (scaler: ScalerState, entry: BackendStatus) => void;

@@ -6,7 +6,7 @@
  * `sweepIsolation`.
  */
 import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './types.js';
+import type { ReconcileResult } from './fleet-types.js';
 
 /**
  * One sweep: remove what agents not in `liveAgentIds` left behind, and answer

@@ -1,8 +1,9 @@
 import type { Clock, ClockTimer } from '../clock.js';
 import type { AgentRecord } from './agents.js';
+import type { ScalerBackend } from './backend-types.js';
 import type { FleetCore } from './core.js';
+import type { ReconcileResult } from './fleet-types.js';
 import type { ScalerState } from './scalers.js';
-import type { ReconcileResult, ScalerBackend } from './types.js';
 
 /**
  * Options of `ScalerManager.shutdownAll`.

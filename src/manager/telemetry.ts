@@ -150,19 +150,18 @@ export class ManagerTelemetry {
   }
 
   /** One `requestScale`: its span (the parent of the reserve and spawn spans) and its answer counted. */
-  async scale(jobId: string, run: () => Promise<ScaleResult>): Promise<ScaleResult> {
-    if (this.#tracer === undefined) {
-      let result: ScaleResult;
-      try {
-        result = await run();
-      } catch (error) {
+  scale(jobId: string, run: () => Promise<ScaleResult>): Promise<ScaleResult> {
+    if (this.#tracer !== undefined) return this.#tracedScale(this.#tracer, jobId, run);
+    return run().then(
+      (result) => {
+        this.#answered(jobId, result);
+        return result;
+      },
+      (error: unknown) => {
         this.#m?.requests.add(1, 'error');
         throw error;
-      }
-      this.#answered(jobId, result);
-      return result;
-    }
-    return this.#tracedScale(this.#tracer, jobId, run);
+      },
+    );
   }
 
   async #tracedScale(
@@ -306,7 +305,31 @@ export class ManagerTelemetry {
   }
 
   /** The backend's spawn call: its span, its outcome counted, its duration when recorded. */
-  async spawn<T>(record: AgentRecord, run: () => T): Promise<Awaited<T>> {
+  spawn<T>(record: AgentRecord, run: () => T): Promise<Awaited<T>> {
+    if (this.#tracer !== undefined || this.#m?.spawnDuration !== undefined) {
+      return this.#timedSpawn(record, run);
+    }
+    // Counted only: no async frame of its own (it showed in the allocation per request).
+    let call: Promise<Awaited<T>>;
+    try {
+      call = Promise.resolve(run());
+    } catch (error) {
+      this.#spawned(record, 'spawn', 0);
+      return Promise.reject(error);
+    }
+    return call.then(
+      (result) => {
+        this.#spawned(record, undefined, 0);
+        return result;
+      },
+      (error: unknown) => {
+        this.#spawned(record, 'spawn', 0);
+        throw error;
+      },
+    );
+  }
+
+  async #timedSpawn<T>(record: AgentRecord, run: () => T): Promise<Awaited<T>> {
     const span =
       this.#tracer === undefined
         ? undefined

@@ -1,10 +1,12 @@
 import type { AgentRecord } from './agents.js';
+import type { AgentResources } from './backend-types.js';
 import type { FleetCore } from './core.js';
 import { isWarmCapacity } from './inventory.js';
+import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
 import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
-import type { AgentResources, BackendStatus, CapacityLimit, WarmPoolHold } from './types.js';
+import type { BackendStatus, WarmPoolHold } from './status-types.js';
 
 /**
  * The warm pool: how many idle agents a scaler keeps ready now, which idle

@@ -15,7 +15,14 @@ export {
   ResourceConflictError,
   ResourceParseError,
 } from '../errors.js';
+export type {
+  MemoryConvention,
+  ParseMemoryOptions,
+  QuantityConvention,
+  QuantityOptions,
+} from './convention.js';
 export { parseExtendedCount } from './extended.js';
+export { formatCpu, formatMemory } from './format.js';
 export {
   checkLimitRange,
   type LimitRangeItem,
@@ -32,21 +39,13 @@ export {
   MAX_EXTENDED_NAME_LENGTH,
   validateExtendedResourceName,
 } from './names.js';
+export { parseCpu, parseMemory, parseMillicores } from './parse.js';
 export {
   capToMillicores,
   coresToMillicores,
-  formatCpu,
-  formatMemory,
   MAX_CPU_CORES,
   MAX_MILLICORES,
   MAX_QUANTITY_LENGTH,
-  type MemoryConvention,
-  type ParseMemoryOptions,
-  parseCpu,
-  parseMemory,
-  parseMillicores,
-  type QuantityConvention,
-  type QuantityOptions,
 } from './quantity.js';
 export {
   DEFAULT_LAYER_NAMES,

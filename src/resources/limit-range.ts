@@ -6,10 +6,12 @@
  */
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
+import type { QuantityOptions } from './convention.js';
 import { ceilScaled, decimalOfNumber } from './decimal.js';
 import { parseExtendedCount } from './extended.js';
 import { extendedNameProblem } from './names.js';
-import { coresToMillicores, parseCpu, parseMemory, type QuantityOptions } from './quantity.js';
+import { parseCpu, parseMemory } from './parse.js';
+import { coresToMillicores } from './quantity.js';
 import type { ResolvedResources } from './resolve.js';
 import type { ResourceRequest } from './types.js';
 

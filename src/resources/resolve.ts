@@ -1,5 +1,5 @@
 import { ResourceConflictError, ResourceParseError } from '../errors.js';
-import type { ParseMemoryOptions } from './quantity.js';
+import type { ParseMemoryOptions } from './convention.js';
 import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
 import {
   MAX_CPU_LIMIT_CORES,

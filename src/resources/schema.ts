@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import type { ParseMemoryOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { extendedNameProblem } from './names.js';
-import { type ParseMemoryOptions, parseCpu, parseMemory } from './quantity.js';
+import { parseCpu, parseMemory } from './parse.js';
 import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
 

@@ -6,9 +6,10 @@
  * sides), every value parsed.
  */
 import { InvalidInputError, ResourceParseError } from '../errors.js';
+import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { extendedNameProblem, unknownKeyMessage } from './names.js';
-import { parseCpu, parseMemory, type QuantityOptions } from './quantity.js';
+import { parseCpu, parseMemory } from './parse.js';
 
 /** A parsed spec: cores, whole bytes, whole counts by extended resource name. */
 export interface ParsedSpecShape {

@@ -94,8 +94,10 @@ describe.runIf(ok)('NatsPoolLedger telemetry', () => {
     const conflicts = points(m, 'scaler.ledger.cas.conflicts');
     expect(conflicts.reduce((sum, p) => sum + (p.value as number), 0)).toBe(conflictsSeen);
     for (const p of conflicts) expect(p.attributes).toEqual(pool);
-    // No lock in NATS: no lock histograms.
-    expect(points(m, 'scaler.ledger.lock.wait.duration')).toEqual([]);
+    // No lock in NATS: no lock totals (and no lock histograms unless asked for).
+    expect(points(m, 'scaler.ledger.lock.cycles')).toEqual([]);
+    expect(points(m, 'scaler.ledger.lock.wait.time')).toEqual([]);
+    expect(m.has('scaler.ledger.lock.wait.duration')).toBe(false);
     // Reads refresh the gauges too.
     await b.release('p', 'b1');
     await a.getUsage('p');
@@ -124,5 +126,16 @@ describe.runIf(ok)('NatsPoolLedger telemetry', () => {
         meterProvider: {} as never,
       }),
     ).rejects.toThrow(/meterProvider.*getMeter/);
+  });
+
+  it('refuses a lockHistograms that is not a boolean before connecting', async () => {
+    await expect(
+      NatsPoolLedger.connect({
+        servers: 'nats://127.0.0.1:1',
+        instanceId: 'x',
+        meterProvider: metrics.provider,
+        lockHistograms: 'on' as never,
+      }),
+    ).rejects.toThrow(/lockHistograms.*boolean, got `string`/);
   });
 });

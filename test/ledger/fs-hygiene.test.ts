@@ -34,11 +34,8 @@ import {
   type LedgerFileError,
 } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
-import {
-  type MachineLedgerHooks,
-  withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-hooks.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
+import { ledgerFactory } from '../helpers/machine-ledger.js';
 import { hasSystem } from '../helpers/system.js';
 
 const SECRET = 'TOPSECRET-4f2a shadow line';
@@ -48,7 +45,8 @@ const root = hasSystem(['root'], 'ledger fs-hygiene tests that chown or mknod');
 let base: string;
 let dir: string;
 let secret: string;
-const ledgers: MachineLedger[] = [];
+const ledgers = ledgerFactory(() => dir);
+const make = ledgers.make;
 
 beforeEach(() => {
   base = mkdtempSync(join(tmpdir(), 'ledger-hyg-'));
@@ -59,20 +57,9 @@ beforeEach(() => {
 });
 
 afterEach(async () => {
-  await Promise.all(ledgers.splice(0).map((l) => l.close().catch(() => {})));
+  await ledgers.closeAll({ ignoreErrors: true });
   rmSync(base, { recursive: true, force: true });
 });
-
-function make(
-  options: Partial<MachineLedgerOptions> & { hooks?: Partial<MachineLedgerHooks> } = {},
-): MachineLedger {
-  const { hooks = {}, ...rest } = options;
-  const ledger = new MachineLedger(
-    withMachineLedgerHooks({ instanceId: 'me', dir, bootId: 'boot-1', ...rest }, hooks),
-  );
-  ledgers.push(ledger);
-  return ledger;
-}
 
 const poolFile = (pool = 'p') => join(dir, `${pool}.json`);
 

@@ -22,34 +22,21 @@ import {
   isLedgerLockCompromisedError,
   type LedgerBusyError,
 } from '../../src/errors.js';
-import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
-import {
-  type MachineLedgerHooks,
-  withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-hooks.js';
+import { type LedgerFs, MachineLedger } from '../../src/ledger/index.js';
+import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 let dir: string;
-const ledgers: MachineLedger[] = [];
+const ledgers = ledgerFactory(() => dir);
+const make = ledgers.make;
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'ledger-unit-'));
 });
 
 afterEach(async () => {
-  await Promise.all(ledgers.splice(0).map((l) => l.close()));
+  await ledgers.closeAll();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function make(
-  options: Partial<MachineLedgerOptions> & { hooks?: Partial<MachineLedgerHooks> } = {},
-): MachineLedger {
-  const { hooks = {}, ...rest } = options;
-  const ledger = new MachineLedger(
-    withMachineLedgerHooks({ instanceId: 'me', dir, bootId: 'boot-1', ...rest }, hooks),
-  );
-  ledgers.push(ledger);
-  return ledger;
-}
 
 const file = (pool = 'p') => join(dir, `${pool}.json`);
 const read = (pool = 'p') => JSON.parse(readFileSync(file(pool), 'utf8'));
@@ -469,7 +456,7 @@ describe('directory', () => {
 
   it('accepts explicitDir as an alias of dir', async () => {
     const ledger = new MachineLedger({ instanceId: 'x', explicitDir: dir });
-    ledgers.push(ledger);
+    ledgers.track(ledger);
     expect(await ledger.dir()).toBe(dir);
   });
 
@@ -478,7 +465,7 @@ describe('directory', () => {
       instanceId: 'x',
       env: { SCALER_PRIMITIVES_LEDGER_DIR: dir },
     });
-    ledgers.push(ledger);
+    ledgers.track(ledger);
     expect(await ledger.dir()).toBe(dir);
   });
 

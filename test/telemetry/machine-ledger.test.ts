@@ -101,14 +101,57 @@ describe('MachineLedger metrics', () => {
     expect(age).toBeGreaterThanOrEqual(0);
     expect(age).toBeLessThan(60);
 
-    // One lock cycle per batch; five sequential calls, five cycles.
+    // One lock cycle per batch; five sequential calls, five cycles, totalled.
+    expect(points(m, 'scaler.ledger.lock.cycles')).toEqual([{ attributes: pool, value: 5 }]);
+    expect(m.get('scaler.ledger.lock.cycles')?.descriptor.unit).toBe('{cycle}');
+    for (const name of ['scaler.ledger.lock.wait.time', 'scaler.ledger.lock.hold.time']) {
+      expect(m.get(name)?.descriptor.unit).toBe('s');
+      expect(points(m, name).map((p) => p.attributes)).toEqual([pool]);
+    }
+    const waited = pointValue(m, 'scaler.ledger.lock.wait.time', pool) as number;
+    const held = pointValue(m, 'scaler.ledger.lock.hold.time', pool) as number;
+    expect(waited).toBeGreaterThanOrEqual(0);
+    expect(held).toBeGreaterThan(0);
+    expect(held).toBeLessThan(60);
+    // The lock histograms are opt-in: not created by default.
+    expect(m.has('scaler.ledger.lock.wait.duration')).toBe(false);
+    expect(m.has('scaler.ledger.lock.hold.duration')).toBe(false);
+    expect(pointValue(m, 'scaler.ledger.reservations.lost', pool)).toBeUndefined();
+  });
+
+  it('records the lock wait and hold histograms with lockHistograms: true, agreeing with the totals', async () => {
+    const ledger = make({ meterProvider: metrics.provider, lockHistograms: true });
+    ledger.registerPool('p', { maxCpu: 4 });
+    expect((await ledger.reserve('p', 'a1', 1, 0)).ok).toBe(true);
+    expect((await ledger.reserve('p', 'a2', 1, 0)).ok).toBe(true);
+    expect(await ledger.release('p', 'a1')).toBe(true);
+    const m = await metrics.collect();
     const wait = pointValue(m, 'scaler.ledger.lock.wait.duration', pool) as Histogram;
     const hold = pointValue(m, 'scaler.ledger.lock.hold.duration', pool) as Histogram;
     expect(m.get('scaler.ledger.lock.wait.duration')?.descriptor.unit).toBe('s');
-    expect(wait.count).toBe(5);
-    expect(hold.count).toBe(5);
+    expect(m.get('scaler.ledger.lock.hold.duration')?.descriptor.unit).toBe('s');
+    expect(points(m, 'scaler.ledger.lock.hold.duration').map((p) => p.attributes)).toEqual([pool]);
+    expect(wait.count).toBe(3);
+    expect(hold.count).toBe(3);
     expect(hold.sum).toBeGreaterThan(0);
-    expect(pointValue(m, 'scaler.ledger.reservations.lost', pool)).toBeUndefined();
+    // The cheap totals are there too, and sum the same seconds the histograms did.
+    expect(pointValue(m, 'scaler.ledger.lock.cycles', pool)).toBe(3);
+    expect(pointValue(m, 'scaler.ledger.lock.wait.time', pool)).toBeCloseTo(wait.sum!, 9);
+    expect(pointValue(m, 'scaler.ledger.lock.hold.time', pool)).toBeCloseTo(hold.sum!, 9);
+  });
+
+  it('keeps lock totals per pool', async () => {
+    const ledger = make({ meterProvider: metrics.provider });
+    ledger.registerPool('p', { maxCpu: 4 });
+    ledger.registerPool('q', { maxCpu: 4 });
+    await ledger.reserve('p', 'a1', 1, 0);
+    await ledger.reserve('q', 'b1', 1, 0);
+    await ledger.release('q', 'b1');
+    const m = await metrics.collect();
+    expect(points(m, 'scaler.ledger.lock.cycles')).toEqual([
+      { attributes: pool, value: 1 },
+      { attributes: { ...pool, 'scaler.pool': 'q' }, value: 2 },
+    ]);
   });
 
   it('counts lost reservations and errors by error.type', async () => {
@@ -180,6 +223,20 @@ describe('MachineLedger metrics', () => {
       /usageRefreshMs.*>= 100, got `5`/,
     );
     expect(() => make({ meterProvidr: metrics.provider } as never)).toThrow(/meterProvider/);
+  });
+
+  it('refuses a lockHistograms that is not a boolean, with or without a provider', () => {
+    for (const bad of ['yes', 1, null]) {
+      const named = `got \`${bad === null ? 'null' : typeof bad}\``;
+      expect(() => make({ meterProvider: metrics.provider, lockHistograms: bad as never })).toThrow(
+        TypeError,
+      );
+      expect(() => make({ meterProvider: metrics.provider, lockHistograms: bad as never })).toThrow(
+        new RegExp(`lockHistograms.*boolean, ${named}`),
+      );
+      expect(() => make({ lockHistograms: bad as never })).toThrow(/lockHistograms/);
+    }
+    expect(() => make({ lockHistograms: false })).not.toThrow();
   });
 });
 

@@ -215,22 +215,30 @@ describe('ScalerManager metrics', () => {
 
   it('records scaler.spawn.duration only when spawnDurationHistogram is on; scaler.spawns always', async () => {
     const own = new MetricsHarness();
+    const quietBackend = new FakeBackend({ clock });
     const quiet = new ScalerManager({
       config: {
         ...config,
         machinePools: undefined,
         scalers: [{ ...config.scalers[0]!, machinePool: undefined }],
       },
-      backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
+      backends: [{ name: 'vm', backend: quietBackend }],
       clock,
       meterProvider: own.provider,
     });
     try {
       expect((await drive(quiet.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+      // Counted without the histogram: a failed backend spawn too.
+      quietBackend.failNext(1, new Error('cloud quota'));
+      expect((await drive(quiet.requestScale(['linux'], 'job-2'))).kind).toBe('spawn-failed');
       const m = await own.collect();
       expect(m.has('scaler.spawn.duration')).toBe(false);
       expect(pointValue(m, 'scaler.spawns', { 'scaler.outcome': 'spawned' })).toBe(1);
+      expect(
+        pointValue(m, 'scaler.spawns', { 'scaler.outcome': 'failed', 'scaler.stage': 'spawn' }),
+      ).toBe(1);
       expect(pointValue(m, 'scaler.scale.requests', { 'scaler.result': 'spawned' })).toBe(1);
+      expect(pointValue(m, 'scaler.scale.requests', { 'scaler.result': 'spawn-failed' })).toBe(1);
     } finally {
       await quiet.shutdownAll({ timeoutMs: 0 });
       await own.shutdown();

@@ -119,6 +119,7 @@ describe('without a provider', () => {
     };
     expect(createLedgerTelemetry({}, 'file', reader)).toBeUndefined();
     expect(createLedgerTelemetry({ usageRefreshMs: 1000 }, 'nats', reader)).toBeUndefined();
+    expect(createLedgerTelemetry({ lockHistograms: true }, 'file', reader)).toBeUndefined();
   });
 
   it('a manager and its ledger run every hot path without one telemetry call', async () => {

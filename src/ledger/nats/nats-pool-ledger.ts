@@ -373,7 +373,7 @@ export class NatsPoolLedger implements PoolLedger {
       return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
     }
     return (
-      this.#telemetry?.op(pool, op, () => this.#batches.enqueue(pool, op)) ??
+      this.#telemetry?.op(pool, op, this.#batches.enqueue(pool, op)) ??
       this.#batches.enqueue(pool, op)
     );
   }

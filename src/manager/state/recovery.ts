@@ -8,8 +8,8 @@ import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
+import type { ReconcileFailure } from '../fleet-types.js';
 import type { ScalerState } from '../scalers.js';
-import type { ReconcileFailure } from '../types.js';
 import type { AgentStateRecord } from './types.js';
 
 /**

@@ -1,4 +1,4 @@
-import type { AgentResources } from '../types.js';
+import type { AgentResources } from '../backend-types.js';
 
 /**
  * The format version of every {@link AgentStateRecord} (and of the stores' documents).

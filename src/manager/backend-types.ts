@@ -1,0 +1,151 @@
+/**
+ * The backend contract: what the manager asks a backend to start (with the
+ * resolved resources), what the backend answers and reports, and the
+ * `ScalerBackend` interface a host implements.
+ */
+import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
+
+/**
+ * A job's resources after layered defaults: what caps add up and what the backend enforces.
+ *
+ * @example
+ * ```ts
+ * import type { AgentResources, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const result = await manager.requestScale(['linux'], 'job-42');
+ * if (result.kind === 'spawned') {
+ *   const { requests, limits }: AgentResources = result.resources;
+ *   console.log(`reserved ${requests.cpus} cores, limit ${limits.cpus ?? 'unset'}`);
+ * }
+ * ```
+ */
+export interface AgentResources {
+  /** What the agent needs: summed by the scaler, orchestrator and pool caps. */
+  requests: ResourceAmount;
+  /**
+   * What the agent may use at most: what the backend should enforce. A limit no
+   * layer declares is absent (unset: enforce none), never 0.
+   */
+  limits: ResourceLimits;
+}
+
+/**
+ * What the manager asks a backend to start.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerBackend, SpawnRequest } from 'scaler-primitives/manager';
+ * declare const request: SpawnRequest;
+ * const backend: ScalerBackend = {
+ *   async spawn(request: SpawnRequest) {
+ *     request.emit({ kind: 'starting', message: `starting ${request.agentId} for ${request.jobId ?? 'the warm pool'}` });
+ *     return { context: { cpus: request.resources.limits.cpus } };
+ *   },
+ *   async destroy(agentId) {},
+ * };
+ * ```
+ */
+export interface SpawnRequest {
+  /** The agent id the manager generated; the agent must register under this id. */
+  agentId: string;
+  /** The scaler (backend entry) name. */
+  scaler: string;
+  /** The job the agent is started for; absent for a warm-pool spawn. */
+  jobId?: string;
+  /** True for a warm-pool spawn (no job yet). */
+  warm: boolean;
+  /** The matched label set, automatic labels included: the labels the agent should register with. */
+  labels: readonly string[];
+  /** Index of the matched label set in the scaler's `labelSets`. */
+  labelSetIndex: number;
+  /** The scaler's mandatory labels (a job must name all of them to run on this agent). */
+  mandatoryLabels: readonly string[];
+  /** The resolved requests and limits. */
+  resources: AgentResources;
+  /**
+   * Report a backend event about this agent (image pulled, VM booted, log line...).
+   * Events are relayed to `onScalerEvent` once the agent is correlated with a job,
+   * and buffered until then.
+   */
+  emit(event: BackendEventInput): void;
+}
+
+/**
+ * An event a backend reports through {@link SpawnRequest.emit}.
+ *
+ * @example
+ * ```ts
+ * import type { BackendEventInput, SpawnRequest } from 'scaler-primitives/manager';
+ * declare const request: SpawnRequest;
+ * const event: BackendEventInput = { kind: 'image-pulled', message: 'pulled ci-runner:2024.12', data: { ms: 1840 } };
+ * request.emit(event);
+ * ```
+ */
+export interface BackendEventInput {
+  /** A short machine-readable kind, e.g. `image-pulled`. */
+  kind: string;
+  /** A human-readable sentence. */
+  message?: string;
+  /** Anything else worth passing on. */
+  data?: Record<string, unknown>;
+}
+
+/**
+ * What a backend's `spawn` resolves to. Everything is optional.
+ *
+ * @example
+ * ```ts
+ * import type { SpawnRequest, SpawnResult } from 'scaler-primitives/manager';
+ * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
+ * declare const request: SpawnRequest;
+ * async function spawn(request: SpawnRequest): Promise<SpawnResult> {
+ *   const containerId = await startContainer(request.agentId);
+ *   return { context: { containerId } }; // later: manager.getScalerContextForAgent(agentId)
+ * }
+ * ```
+ */
+export interface SpawnResult {
+  /** Backend-specific facts about the agent (container id, VM address...), for `getScalerContextForAgent`. */
+  context?: Record<string, unknown>;
+}
+
+/**
+ * What the host implements for each kind of agent (containers, microVMs, processes,
+ * cloud instances). The manager decides; the backend acts.
+ *
+ * One backend object may serve several scalers (give it under each name in
+ * `backends`): `destroy` is called per agent, so one scaler's drain, trim or
+ * removal never ends another's agents, and `list()` and `shutdown()` are
+ * called once per backend object, not once per scaler, so they must answer
+ * for every agent the object runs.
+ *
+ * @example
+ * ```ts
+ * import type { ScalerBackend } from 'scaler-primitives/manager';
+ * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
+ * declare function stopContainer(agentId: string): Promise<void>;
+ * const backend: ScalerBackend = {
+ *   async spawn({ agentId, labels }) {
+ *     await startContainer(agentId, labels);
+ *   },
+ *   async destroy(agentId) {
+ *     await stopContainer(agentId);
+ *   },
+ * };
+ * ```
+ */
+export interface ScalerBackend {
+  /**
+   * Start an agent. Resolve once it is starting (it registers later, through
+   * `onAgentRegistered`); reject when it could not be started. The manager has
+   * already reserved its capacity and releases it when this rejects.
+   */
+  // biome-ignore lint/suspicious/noConfusingVoidType: lets `async spawn() {}` implement it
+  spawn(request: SpawnRequest): Promise<SpawnResult | undefined | void>;
+  /** Stop an agent and free what it holds. Called for idle warm agents, pruned spawns and shutdown. */
+  destroy(agentId: string): Promise<void>;
+  /** The ids of the agents this backend currently runs, for `ScalerManager.reconcile`. */
+  list?(): Promise<string[]>;
+  /** Stop every agent of this backend (called by `shutdownAll`); without it, `destroy` is called per agent. */
+  shutdown?(): Promise<void>;
+}

@@ -1,0 +1,83 @@
+/**
+ * Formatting cores and bytes as canonical quantity strings that the parsers
+ * (same convention) read back to the same value.
+ */
+import { checkConvention, type QuantityOptions } from './convention.js';
+import { formatBinarySI, formatDecimalSI } from './kubernetes.js';
+import { coresToMillicores, MAX_CPU_CORES } from './quantity.js';
+
+/**
+ * Format cores as a canonical CPU string that {@link parseCpu} (same convention)
+ * reads back to the same value.
+ * - `binary`: whole cores as `"2"`, less than a core as millicores (`"500m"`),
+ *   otherwise a decimal (`"1.5"`).
+ * - `kubernetes`: `Quantity.String()` of `resource.NewMilliQuantity(m, DecimalSI)`,
+ *   what `kubectl` prints: `"500m"`, `"1500m"`, `"2"`, `"1k"`.
+ *
+ * @param cores - A finite number of cores >= 0 and <= {@link MAX_CPU_CORES}
+ *   (rounded up to millicores as {@link parseCpu} does).
+ * @param opts - The convention.
+ * @throws TypeError for anything else.
+ *
+ * @example
+ * ```ts
+ * import { formatCpu } from 'scaler-primitives/resources';
+ *
+ * formatCpu(0.5); // "500m"
+ * formatCpu(1.5); // "1.5"
+ * formatCpu(1.5, { convention: 'kubernetes' }); // "1500m"
+ * ```
+ */
+export function formatCpu(cores: number, opts?: QuantityOptions): string {
+  const convention = checkConvention(opts);
+  if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0 || cores > MAX_CPU_CORES) {
+    throw new TypeError(
+      `Expected \`cores\` to be a finite number >= 0 and <= ${MAX_CPU_CORES}, got \`${String(cores)}\``,
+    );
+  }
+  const milli = coresToMillicores(cores);
+  if (convention === 'kubernetes') return formatDecimalSI(BigInt(milli), -3);
+  if (milli % 1000 === 0) return String(milli / 1000);
+  if (milli < 1000) return `${milli}m`;
+  const digits = String(milli);
+  return `${digits.slice(0, -3)}.${digits.slice(-3).replace(/0+$/, '')}`;
+}
+
+const IEC_UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi'] as const;
+
+/**
+ * Format bytes as a canonical memory string that {@link parseMemory} (same
+ * convention) reads back to the same value.
+ * - `binary`: the largest binary unit that divides it exactly (`"8Gi"`,
+ *   `"1536Mi"`), or plain bytes (`"1000"`).
+ * - `kubernetes`: `Quantity.String()` of `resource.NewQuantity(bytes, BinarySI)`:
+ *   the same, except that below 1024 Kubernetes writes DecimalSI (`1000` is `"1k"`).
+ *
+ * @param bytes - A safe integer >= 0.
+ * @param opts - The convention.
+ * @throws TypeError for anything else.
+ *
+ * @example
+ * ```ts
+ * import { formatMemory } from 'scaler-primitives/resources';
+ *
+ * formatMemory(8 * 1024 ** 3);  // "8Gi"
+ * formatMemory(1.5 * 1024 ** 3); // "1536Mi"
+ * formatMemory(1000, { convention: 'kubernetes' }); // "1k"
+ * ```
+ */
+export function formatMemory(bytes: number, opts?: QuantityOptions): string {
+  const convention = checkConvention(opts);
+  if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 0) {
+    throw new TypeError(`Expected \`bytes\` to be a safe integer >= 0, got \`${String(bytes)}\``);
+  }
+  if (convention === 'kubernetes') return formatBinarySI(BigInt(bytes));
+  if (bytes === 0) return '0';
+  let unit = 0;
+  let amount = bytes;
+  while (unit < IEC_UNITS.length - 1 && amount % 1024 === 0) {
+    amount /= 1024;
+    unit++;
+  }
+  return `${amount}${IEC_UNITS[unit]}`;
+}
