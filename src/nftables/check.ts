@@ -3,8 +3,8 @@
 // renderer is exported, so it trusts nothing it is handed.
 import { InvalidInputError } from '../errors.js';
 import { strictObject } from '../internal/strict-keys.js';
-import { DISPATCH_MAPS } from './build.js';
 import { checkFamilyFit } from './family-fit.js';
+import { DISPATCH_MAPS } from './layout.js';
 import type { DispatchKey, NftCommand, NftElementKey, NftExpr, NftPlan, NftRule } from './plan.js';
 import {
   parseAddress,

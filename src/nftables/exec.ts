@@ -1,6 +1,8 @@
 // The calls that write an agent's rules: validate, ensure the table, add, remove.
 import { isNftCommandError } from '../errors.js';
-import { agentAddCommands, agentChainName, agentRules, dispatchFor } from './build.js';
+import { agentRules } from './agent-rules.js';
+import { agentAddCommands, dispatchFor } from './build.js';
+import { agentChainName } from './names.js';
 import { type AgentFootprint, agentFootprints } from './parse.js';
 import type { NftCommand, TableFamily } from './plan.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';

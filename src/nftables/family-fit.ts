@@ -2,7 +2,7 @@
 // packet, so a plan for one may hold no IPv6 part (nft refuses most of them anyway, with a
 // message that does not say which of our commands was at fault).
 import { InvalidInputError } from '../errors.js';
-import { DISPATCH_MAPS } from './build.js';
+import { DISPATCH_MAPS } from './layout.js';
 import type { NftCommand, NftExpr, TableFamily } from './plan.js';
 
 /** What of an expression only IPv6 packets can match, or undefined. */

@@ -12,14 +12,7 @@
  *
  * @packageDocumentation
  */
-export {
-  type AgentPart,
-  agentChainName,
-  DISPATCH_MAPS,
-  type DispatchMap,
-  NftLayout,
-  type NftLayoutName,
-} from './build.js';
+
 export {
   type AddResult,
   addIsolationRules,
@@ -42,6 +35,14 @@ export {
   type PlanOptions,
   renderIsolationPlan,
 } from './isolation-plan.js';
+export {
+  type AgentPart,
+  DISPATCH_MAPS,
+  type DispatchMap,
+  NftLayout,
+  type NftLayoutName,
+} from './layout.js';
+export { agentChainName } from './names.js';
 export { parseRuleHandles, parseRuleHandlesJson } from './parse.js';
 export type {
   AddrFamily,

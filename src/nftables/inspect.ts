@@ -1,15 +1,11 @@
 // The calls that read a table: list the agents in it, sweep the dead ones, verify one.
 import { isNftCommandError } from '../errors.js';
-import {
-  agentChainName,
-  agentRules,
-  checkPolicyFamily,
-  dispatchFor,
-  expectedVerdicts,
-  type NftLayoutName,
-  policyDigest,
-} from './build.js';
+import { liveAgentView } from '../internal/live-ids.js';
+import { agentRules, checkPolicyFamily } from './agent-rules.js';
+import { dispatchFor, expectedVerdicts } from './build.js';
 import { removal, replaceAgent } from './exec.js';
+import type { NftLayoutName } from './layout.js';
+import { agentChainName, policyDigest } from './names.js';
 import { type AgentFootprint, agentFootprints, type TableState } from './parse.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';
 import {
@@ -104,17 +100,6 @@ export interface SweepResult {
   removedRules: number;
 }
 
-function liveIds(liveAgentIds: Iterable<string>): Set<string> {
-  const live = new Set<string>();
-  for (const id of liveAgentIds) {
-    if (typeof id !== 'string') {
-      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
-    }
-    live.add(id);
-  }
-  return live;
-}
-
 /**
  * Remove the rules of every agent not in `liveAgentIds` (leftovers of crashed runs), all in
  * one transaction. Ids are compared exactly. `liveAgentIds` is iterated after the table is
@@ -133,21 +118,13 @@ export async function sweepIsolation(
   liveAgentIds: Iterable<string>,
   opts?: NftOptions,
 ): Promise<SweepResult> {
-  if (
-    typeof liveAgentIds !== 'object' ||
-    liveAgentIds === null ||
-    typeof (liveAgentIds as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function'
-  ) {
-    throw new TypeError('Expected `liveAgentIds` to be an iterable of agent ids');
-  }
   // Checked before nft runs; read again after the table (an agent that became alive
   // meanwhile, in a live view, keeps its rules), unless it is a one-shot iterator.
-  const first = liveIds(liveAgentIds);
-  const oneShot = (liveAgentIds[Symbol.iterator]() as unknown) === liveAgentIds;
+  const liveNow = liveAgentView(liveAgentIds);
   const ctx = context(opts);
   for (let attempt = 0; ; attempt++) {
     const footprints = agentFootprints(await readState(ctx));
-    const live = oneShot ? first : liveIds(liveAgentIds);
+    const live = liveNow();
     const gone = [...footprints.values()].filter((f) => !live.has(f.agentId));
     try {
       await apply(ctx, gone.flatMap(removal));

@@ -1,5 +1,6 @@
 import { strictOptions } from '../internal/strict-keys.js';
-import { agentAddCommands, type NftLayoutName, skeletonCommands } from './build.js';
+import { agentAddCommands } from './build.js';
+import { type NftLayoutName, skeletonCommands } from './layout.js';
 import type { NftPlan, TableFamily } from './plan.js';
 import { type IsolationPolicy, normalizePolicy } from './policy.js';
 import { renderPlan } from './render.js';

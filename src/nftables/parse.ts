@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { NftCommandError } from '../errors.js';
-import { type AgentPart, DISPATCH_MAPS, parseAgentChainName, parseAgentComment } from './build.js';
+import { type AgentPart, DISPATCH_MAPS } from './layout.js';
+import { parseAgentChainName, parseAgentComment } from './names.js';
 import type { NftElementKey, TableFamily } from './plan.js';
 import { parseCidr } from './validate.js';
 

@@ -14,7 +14,7 @@ import {
   hookOf,
   type NftLayoutName,
   skeletonCommands,
-} from './build.js';
+} from './layout.js';
 import { MISSING_TABLE, parseTableState, type TableState } from './parse.js';
 import type { NftCommand, NftHook, TableFamily } from './plan.js';
 import { renderPlan } from './render.js';

@@ -176,6 +176,42 @@ describe('nft plan', () => {
     expect(out).toContain('172.30.0.5');
   });
 
+  it('--family ip plans an IPv4-only table: no IPv6 rule or map; inet is the default', async () => {
+    const args = ['nft', 'plan', '--agent', 'ci-42', '--iifname', 'tap-ci-42', '--with-table'];
+    const ip = await cli(...args, '--family', 'ip');
+    expect(ip.code).toBe(0);
+    expect(ip.out).toContain('add table ip scaler_primitives\n');
+    expect(ip.out).toContain('create chain ip scaler_primitives agent-ci-42-fwd\n');
+    expect(ip.out).toContain('add map ip scaler_primitives fwd_v4 ');
+    expect(ip.out).not.toContain('fwd_v6');
+    expect(ip.out).not.toContain('ip6');
+    expect(ip.out).not.toContain('icmpv6');
+    expect(ip.out).not.toContain(' inet ');
+    const inet = await cli(...args);
+    expect(inet.code).toBe(0);
+    expect(inet.out).toContain('add table inet scaler_primitives\n');
+    expect(inet.out).toContain('add map inet scaler_primitives fwd_v6 ');
+    expect((await cli(...args, '--family', 'inet')).out).toBe(inet.out);
+    const json = JSON.parse(
+      (await cli(...args, '--family', 'ip', '--table', 'kici', '--json')).out,
+    );
+    expect(json).toMatchObject({ family: 'ip', table: 'kici' });
+    expect(json.script).toContain('add table ip kici\n');
+  });
+
+  it('--family ip refuses an IPv6 agent address, also from a policy file (exit 1)', async () => {
+    const flags = await cli('nft', 'plan', '--agent', 'a', '--saddr', 'fd00::5', '--family', 'ip');
+    expect(flags.code).toBe(1);
+    expect(flags.out).toBe('');
+    expect(flags.err).toContain('fd00::5 is IPv6');
+    expect(flags.err).toContain('Use `--family inet`');
+    const policy = file('v6.json', JSON.stringify({ saddr: 'fd00::5' }));
+    const fromFile = await cli('nft', 'plan', '--agent', 'a', '--policy', policy, '--family', 'ip');
+    expect(fromFile.code).toBe(1);
+    expect(fromFile.err).toContain('Use `--family inet`');
+    expect((await cli('nft', 'plan', '--agent', 'a', '--policy', policy)).code).toBe(0);
+  });
+
   it('refuses unsafe input before it reaches nft (exit 1, message names the value)', async () => {
     const { code, err } = await cli('nft', 'plan', '--agent', 'ci-1', '--iifname', 'eth0";flush');
     expect(code).toBe(1);
@@ -192,6 +228,12 @@ describe('nft plan', () => {
     ],
     [['nft', 'plan', '--agent', 'a', '--skuid', 'root'], /--skuid expects a numeric/],
     [['nft', 'plan', '--agent', 'a', '--iifname', 't', '--layout', 'flat'], /--layout must be/],
+    [
+      ['nft', 'plan', '--agent', 'a', '--iifname', 't', '--family', 'ip6'],
+      /--family must be inet \(IPv4 and IPv6\) or ip \(IPv4 only\), got "ip6"/,
+    ],
+    [['nft', 'plan', '--agent', 'a', '--iifname', 't', '--family', 'INET'], /got "INET"/],
+    [['nft', 'plan', '--agent', 'a', '--iifname', 't', '--family'], /--family needs a value/],
     [['nft', 'plan', '--agent', 'a', '--policy', 'p', '--iifname', 't'], /cannot be combined/],
     [['nft', 'apply'], /unknown subcommand "apply"/],
   ])('usage errors exit 2: %j', async (argv, message) => {

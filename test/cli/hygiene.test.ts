@@ -285,12 +285,17 @@ describe('config check', () => {
 });
 
 describe('--json shapes', () => {
-  it('nft plan --json: agent, table, layout, script, commands', async () => {
+  it('nft plan --json: agent, family, table, layout, script, commands', async () => {
     const result = await cli('nft', 'plan', '--agent', 'a', '--iifname', 'tap-a', '--json');
     expect(result.code).toBe(0);
     const doc = JSON.parse(result.out);
-    expect(Object.keys(doc)).toEqual(['agent', 'table', 'layout', 'script', 'commands']);
-    expect(doc).toMatchObject({ agent: 'a', table: 'scaler_primitives', layout: 'vmap' });
+    expect(Object.keys(doc)).toEqual(['agent', 'family', 'table', 'layout', 'script', 'commands']);
+    expect(doc).toMatchObject({
+      agent: 'a',
+      family: 'inet',
+      table: 'scaler_primitives',
+      layout: 'vmap',
+    });
     expect(doc.script).toBe(renderIsolationPlan('a', { iifname: 'tap-a' }));
     expect(doc.commands[0]).toEqual({ op: 'create chain', chain: 'agent-a-fwd' });
   });

@@ -5,7 +5,6 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors.js';
-import { skeletonCommands } from '../../src/nftables/build.js';
 import {
   DISPATCH_MAPS,
   type IsolationPolicy,
@@ -13,6 +12,7 @@ import {
   renderIsolationPlan,
   renderPlan,
 } from '../../src/nftables/index.js';
+import { skeletonCommands } from '../../src/nftables/layout.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';
 

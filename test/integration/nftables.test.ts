@@ -7,7 +7,6 @@ import {
   isNftNotInstalledError,
   isNftPermissionError,
 } from '../../src/errors.js';
-import { skeletonCommands } from '../../src/nftables/build.js';
 import {
   addIsolationRules,
   DEFAULT_TABLE,
@@ -26,6 +25,7 @@ import {
   validateNftablesAvailability,
   verifyIsolation,
 } from '../../src/nftables/index.js';
+import { skeletonCommands } from '../../src/nftables/layout.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
 import { GOLDEN_CASES } from '../fixtures/nftables/golden-cases.js';
 import { inNs, Namespaces } from '../helpers/netns.js';

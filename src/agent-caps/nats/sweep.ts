@@ -1,4 +1,5 @@
 import type { KV } from '@nats-io/kv';
+import { liveAgentView } from '../../internal/live-ids.js';
 import { isJetStreamRevisionConflict, toNatsRequestError } from '../../internal/nats-errors.js';
 import { assertAgentName, BUCKET, keySubject } from '../names.js';
 import { checkHandle, checkNatsOptions } from './check.js';
@@ -65,17 +66,6 @@ function isAgentName(key: string): boolean {
   }
 }
 
-function liveSet(liveAgentIds: Iterable<string>): Set<string> {
-  const live = new Set<string>();
-  for (const id of liveAgentIds) {
-    if (typeof id !== 'string') {
-      throw new TypeError(`Expected every live agent id to be a string, got \`${typeof id}\``);
-    }
-    live.add(id);
-  }
-  return live;
-}
-
 /**
  * Remove the caps keys of every agent not in `liveAgentIds`: what a crashed
  * controller left behind (a key nobody deletes stays in the bucket forever).
@@ -124,24 +114,16 @@ export async function sweepAgentCaps(
   if (opts.owns !== undefined && typeof opts.owns !== 'function') {
     throw new TypeError(`Expected \`owns\` to be a function, got \`${typeof opts.owns}\``);
   }
-  if (
-    typeof liveAgentIds !== 'object' ||
-    liveAgentIds === null ||
-    typeof (liveAgentIds as { [Symbol.iterator]?: unknown })[Symbol.iterator] !== 'function'
-  ) {
-    throw new TypeError('Expected `liveAgentIds` to be an iterable of agent ids');
-  }
   // Checked before the bucket is read; read again after the listing (an agent that
   // became alive meanwhile, in a live view, keeps its caps), unless it is a one-shot iterator.
-  const first = liveSet(liveAgentIds);
-  const oneShot = (liveAgentIds[Symbol.iterator]() as unknown) === liveAgentIds;
+  const liveNow = liveAgentView(liveAgentIds);
   const keys: string[] = [];
   try {
     for await (const key of await kv.keys()) keys.push(key);
   } catch (error) {
     throw toNatsRequestError(error, `$KV.${BUCKET}.>`, 'Listing the caps keys');
   }
-  const live = oneShot ? first : liveSet(liveAgentIds);
+  const live = liveNow();
   const result: AgentCapsSweepResult = { removedAgents: [], changedAgents: [] };
   for (const agent of keys.sort()) {
     if (live.has(agent) || !isAgentName(agent)) continue;

@@ -43,10 +43,14 @@ Rules:
 Options:
   --agent <id>          The agent id (names its chains and rule comments). Required.
   --table <name>        Table name. Default: scaler_primitives.
+  --family <inet|ip>    Table family. inet (default): IPv4 and IPv6 in one table;
+                        ip: IPv4 only, as kici's \`ip kici\` (IPv6 rules and maps are
+                        left out, an IPv6 --saddr is refused).
   --layout <vmap|rules> vmap (default): a chain per agent behind verdict maps;
                         rules: the seed-compatible flat layout.
   --with-table          Also print the commands that create the table skeleton.
-  --json                Print { "agent", "table", "layout", "script", "commands" }:
+  --json                Print { "agent", "family", "table", "layout", "script",
+                        "commands" }:
                         the script as one string and the typed plan commands.
   -h, --help            Show this help.
 
@@ -74,6 +78,7 @@ const options = {
   'deny-all': { type: 'boolean', default: false },
   policy: { type: 'string' },
   table: { type: 'string' },
+  family: { type: 'string' },
   layout: { type: 'string' },
   'with-table': { type: 'boolean', default: false },
   json: { type: 'boolean', default: false },
@@ -93,6 +98,7 @@ const FLAG_HINTS: Readonly<Record<string, string>> = {
   saddr: '--saddr',
   skuid: '--skuid',
   table: '--table',
+  family: '--family',
   layout: '--layout',
 };
 
@@ -121,6 +127,12 @@ export const nftCommand: CliCommand = {
     const layout = v.layout ?? 'vmap';
     if (layout !== 'vmap' && layout !== 'rules') {
       throw new UsageError(`--layout must be vmap or rules, got ${JSON.stringify(layout)}`);
+    }
+    const family = v.family ?? 'inet';
+    if (family !== 'inet' && family !== 'ip') {
+      throw new UsageError(
+        `--family must be inet (IPv4 and IPv6) or ip (IPv4 only), got ${JSON.stringify(family.slice(0, 40))}`,
+      );
     }
     let policy: IsolationPolicy;
     if (v.policy !== undefined) {
@@ -169,17 +181,29 @@ export const nftCommand: CliCommand = {
     try {
       plan = buildIsolationPlan(v.agent, policy, {
         layout: layout as NftLayoutName,
+        family,
         includeTable: v['with-table'],
         ...(v.table !== undefined ? { table: v.table } : {}),
       });
     } catch (error) {
+      // The family always comes from the flag, also with --policy.
+      if (error instanceof Error) {
+        error.message = error.message.replaceAll("`family: 'inet'`", '`--family inet`');
+      }
       if (v.policy === undefined) flagsInMessage(error);
       throw error;
     }
     const script = renderPlan(plan);
     if (v.json) {
       io.out(
-        jsonText({ agent: v.agent, table: plan.table, layout, script, commands: plan.commands }),
+        jsonText({
+          agent: v.agent,
+          family: plan.family,
+          table: plan.table,
+          layout,
+          script,
+          commands: plan.commands,
+        }),
       );
     } else {
       io.out(script);

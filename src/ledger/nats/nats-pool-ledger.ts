@@ -1,14 +1,8 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
-import type { KV, KvEntry } from '@nats-io/kv';
+import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type Clock, monotonicNow, resolveClock, sleep } from '../../clock.js';
-import {
-  LedgerBusyError,
-  LedgerLeaseExpiredError,
-  LedgerUnavailableError,
-  ScalerError,
-} from '../../errors.js';
-import { isConnectionClosed } from '../../internal/nats-errors.js';
+import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
+import { LedgerUnavailableError } from '../../errors.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import {
@@ -18,24 +12,15 @@ import {
   checkReserveOptions,
   registeredCap,
 } from '../checks.js';
-import {
-  assertCap,
-  type DocumentSource,
-  emptyDocument,
-  parseDocument,
-  serializeDocument,
-  sumRows,
-} from '../document.js';
 import { defaultFs } from '../fs.js';
-import { GroupCommit, type OpAnswer } from '../group-commit.js';
-import { applyBatch, type LedgerOp, releaseOp } from '../ops.js';
+import { GroupCommit } from '../group-commit.js';
+import { type LedgerOp, releaseOp } from '../ops.js';
 import { readBootId } from '../proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
 import { createLedgerTelemetry } from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
-  LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
@@ -43,10 +28,7 @@ import type {
   ReserveOptions,
   ReserveResult,
 } from '../types.js';
-import { CasWriter, isRevisionConflict } from './cas.js';
-import { Combiner } from './combiner.js';
 import {
-  backoff,
   type CheckedOptions,
   checkConnectOptions,
   describeNatsError,
@@ -55,10 +37,8 @@ import {
   retryUntil,
 } from './connect.js';
 import { poolKey } from './keys.js';
-import { partitionByLease, ServerClock } from './liveness.js';
 import type { NatsPoolLedgerHooks } from './options.js';
-import { endBody, OwnLease } from './own-lease.js';
-import { PeerLeases } from './peer-leases.js';
+import { PoolStore } from './pool-store.js';
 import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
 /**
@@ -103,19 +83,11 @@ export class NatsPoolLedger implements PoolLedger {
   /** The lease window in ms. */
   readonly leaseMs: number;
 
-  readonly #kv: KV;
-  readonly #cas: CasWriter;
   readonly #nc: NatsConnection;
   readonly #ownsConnection: boolean;
-  readonly #timeoutMs: number;
   readonly #bootId: string;
-  readonly #hooks: Partial<NatsPoolLedgerHooks>;
   readonly #caps = new Map<string, ResourceCap>();
-  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#commit(pool, ops));
-  /** The last document this instance wrote or read in a commit, per pool, with its revision. */
-  readonly #written = new Map<string, { revision: number; doc: LedgerDocument }>();
-  /** The cross-process combiner; undefined with `combine: false`. */
-  #combiner: Combiner | undefined;
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#store.commit(pool, ops));
   readonly #reaper = new Reaper(
     () => this.#caps.keys(),
     // The reaper's own rounds must not use up the one-time lost-lease report
@@ -123,11 +95,8 @@ export class NatsPoolLedger implements PoolLedger {
     (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
     () => this.#timeSource,
   );
-  readonly #monotonic: () => number;
-  /** Pools that have not yet been told that this instance's previous lease was lost. */
-  readonly #unreported = new Set<string>();
-  readonly #lease: OwnLease;
-  readonly #peers: PeerLeases;
+  /** The pool keys: lease, reads and compare-and-set commits (pool-store.ts). */
+  readonly #store: PoolStore;
   readonly #timeSource: Clock;
   #closed = false;
   readonly #telemetry;
@@ -139,65 +108,34 @@ export class NatsPoolLedger implements PoolLedger {
     ownsConnection: boolean,
     options: CheckedOptions,
   ) {
-    this.#kv = kv;
-    this.#cas = new CasWriter(js, options.bucket);
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
     this.instanceId = options.instanceId;
     this.bucket = options.bucket;
     this.leaseMs = options.leaseMs;
-    this.#timeoutMs = options.timeoutMs;
     this.#bootId = options.bootId ?? readBootId(defaultFs);
-    this.#hooks = testHooksOf<NatsPoolLedgerHooks>(options);
-    this.#monotonic = this.#hooks.monotonic ?? monotonicNow;
+    const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
     this.#timeSource = resolveClock(options.clock, undefined);
-    const serverClock = new ServerClock(this.#monotonic);
-    this.#lease = new OwnLease({
-      kv,
-      cas: this.#cas,
-      instanceId: this.instanceId,
-      bootId: this.#bootId,
-      leaseMs: this.leaseMs,
-      monotonic: this.#monotonic,
-      serverClock,
-      timers: this.#timeSource,
-      onLapse: () => {
-        for (const pool of this.#caps.keys()) this.#unreported.add(pool);
-        for (const pool of this.#batches.pools()) this.#unreported.add(pool);
-      },
-      onRenewed: (lost) => this.#peers.end(lost),
-    });
-    this.#peers = new PeerLeases({
-      kv,
-      cas: this.#cas,
-      leaseMs: this.leaseMs,
-      clock: serverClock,
-      ownLeaseId: () => this.#lease.id,
-      fencedBody: () => endBody(this.instanceId, 'fenced'),
-    });
     this.#telemetry = createLedgerTelemetry(options, 'nats', {
       clock: this.#timeSource,
       pools: () => this.#caps.keys(),
       read: (pool) => this.inspect(pool),
     });
-    if (options.combine !== false) {
-      this.#combiner = new Combiner({
-        nc,
-        kv,
-        cas: this.#cas,
-        bucket: this.bucket,
-        instanceId: this.instanceId,
-        timeoutMs: this.#timeoutMs,
-        leaseId: () => this.#lease.id,
-        leaseConfirmed: () => this.#lease.confirmed,
-        leaseState: (id) => this.#peers.state(id),
-        registeredCap: (pool) => this.#caps.get(pool),
-        enqueue: (pool, op) => this.#enqueue(pool, op),
-        commitHere: (pool, ops) => this.#commitHere(pool, ops),
-        isClosed: () => this.#closed,
-        ...(this.#hooks.onForward ? { onForward: this.#hooks.onForward } : {}),
-      });
-    }
+    this.#store = new PoolStore({
+      kv,
+      js,
+      nc,
+      options,
+      bootId: this.#bootId,
+      hooks,
+      monotonic: hooks.monotonic ?? monotonicNow,
+      timers: this.#timeSource,
+      caps: this.#caps,
+      telemetry: this.#telemetry,
+      queuedPools: () => this.#batches.pools(),
+      enqueue: (pool, op) => this.#enqueue(pool, op),
+      isClosed: () => this.#closed,
+    });
   }
 
   /**
@@ -219,7 +157,7 @@ export class NatsPoolLedger implements PoolLedger {
       const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
       await retryUntil(
         deadline,
-        () => ledger.#lease.open(),
+        () => ledger.#store.openLease(),
         (error) =>
           new LedgerUnavailableError(
             '',
@@ -227,9 +165,7 @@ export class NatsPoolLedger implements PoolLedger {
             { cause: error },
           ),
       );
-      ledger.#lease.startHeartbeat();
-      await ledger.#peers.watch();
-      ledger.#combiner?.start();
+      await ledger.#store.startWatching();
       return ledger;
     } catch (error) {
       if (owns) await nc.close().catch(() => {});
@@ -239,7 +175,7 @@ export class NatsPoolLedger implements PoolLedger {
 
   /** This instance's current lease id, written into its rows (it changes after a lost lease). */
   get leaseId(): string {
-    return this.#lease.id;
+    return this.#store.leaseId;
   }
 
   /**
@@ -311,7 +247,7 @@ export class NatsPoolLedger implements PoolLedger {
       cpus,
       memBytes,
       reservedAt: this.#timeSource.now(),
-      leaseId: this.#lease.id,
+      leaseId: this.#store.leaseId,
     };
     if (extended !== undefined) row.extended = extended;
     return row;
@@ -385,37 +321,9 @@ export class NatsPoolLedger implements PoolLedger {
    * @throws LedgerUnavailableError, LedgerLeaseExpiredError as {@link NatsPoolLedger.reserve}.
    */
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
-    const key = poolKey(pool);
+    poolKey(pool);
     this.#assertOpen();
-    const source = this.#source(pool);
-    const deadline = this.#monotonic() + this.#timeoutMs;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.#ensureLease(pool);
-        const entry = await this.#kv.get(key);
-        const doc = this.#documentOf(entry, source) ?? emptyDocument(this.#caps.get(pool) ?? {});
-        const { live, stale } = partitionByLease(
-          doc.reservations,
-          await this.#peers.facts(doc.reservations),
-        );
-        this.#telemetry?.observed(pool, doc.cap, live);
-        return {
-          pool,
-          key,
-          revision: entry?.revision ?? 0,
-          cap: doc.cap,
-          live,
-          stale,
-          usage: sumRows(live),
-        };
-      } catch (error) {
-        if (error instanceof ScalerError) throw error;
-        if (isConnectionClosed(error) || this.#monotonic() >= deadline) {
-          throw this.#unavailable(pool, error);
-        }
-        await sleep(backoff(attempt, 50, 1000));
-      }
-    }
+    return this.#store.read(pool);
   }
 
   /**
@@ -450,24 +358,10 @@ export class NatsPoolLedger implements PoolLedger {
     this.#closed = true;
     this.#reaper.close();
     this.#telemetry?.close();
-    this.#lease.stop();
-    this.#peers.stop();
+    this.#store.stop();
     await this.#batches.idle();
-    await this.#combiner?.close();
-    await this.#lease.end();
+    await this.#store.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
-  }
-
-  #source(pool: string): DocumentSource {
-    return { pool, location: `NATS KV ${this.bucket}/${poolKey(pool)}` };
-  }
-
-  #documentOf(entry: KvEntry | null, source: DocumentSource): LedgerDocument | undefined {
-    if (entry === null || entry.operation !== 'PUT') return undefined;
-    const doc = parseDocument(entry.string(), source);
-    const registered = this.#caps.get(source.pool);
-    if (registered) assertCap(doc, registered, source);
-    return doc;
   }
 
   #assertOpen(): void {
@@ -483,158 +377,4 @@ export class NatsPoolLedger implements PoolLedger {
       this.#batches.enqueue(pool, op)
     );
   }
-
-  // A batch with calls from other instances is committed here (or refused);
-  // this instance's own calls go through the pool's combiner.
-  async #commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
-    const combiner = this.#combiner;
-    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.#commitHere(pool, ops);
-    try {
-      // A lost lease is reported to this instance's callers whoever commits.
-      await this.#ensureLease(
-        pool,
-        ops.some((op) => !(op.kind === 'reap' && op.background)),
-      );
-    } catch (error) {
-      if (error instanceof ScalerError) throw error;
-      // The server is unreachable: the commit below retries until its deadline.
-    }
-    // Rows carry the lease they were sent under: the combiner keeps it.
-    for (const op of ops) {
-      if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
-      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
-    }
-    return combiner.commit(pool, ops);
-  }
-
-  async #commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
-    const key = poolKey(pool);
-    const source = this.#source(pool);
-    const registered = this.#caps.get(pool);
-    const deadline = this.#monotonic() + this.#timeoutMs;
-    let conflicts = 0;
-    const local = (op: LedgerOp) => this.#combiner?.isForwarded(op) !== true;
-    const report = ops.some((op) => local(op) && !(op.kind === 'reap' && op.background));
-    for (let attempt = 0; ; attempt++) {
-      let lastError: unknown;
-      try {
-        await this.#ensureLease(pool, report);
-        // The pool's combiner starts from the document it last wrote (no read):
-        // when another writer moved the key since, the write loses and the retry reads.
-        const cached =
-          attempt === 0 && this.#combiner?.combines(pool) ? this.#written.get(pool) : undefined;
-        this.#written.delete(pool);
-        const entry = cached ? undefined : await this.#kv.get(key);
-        const base =
-          cached?.doc ?? this.#documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
-        const baseRevision = cached?.revision ?? entry?.revision ?? 0;
-        const partition = partitionByLease(
-          base.reservations,
-          await this.#peers.facts(base.reservations),
-        );
-        for (const op of ops)
-          if (op.kind === 'reserve' && local(op)) op.row.leaseId = this.#lease.id;
-          else if (op.kind === 'adopt' && local(op)) {
-            for (const row of op.rows) row.leaseId = this.#lease.id;
-          }
-        // Calls from other instances that may not be applied now are answered apart.
-        const refused = this.#combiner?.refused(pool, ops);
-        const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
-        const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
-        // Answers from a document no write confirmed must come from a fresh read.
-        if (!outcome.dirty && cached) continue;
-        if (!outcome.dirty) {
-          this.#telemetry?.observed(pool, base.cap, partition.live);
-          this.#written.set(pool, { revision: baseRevision, doc: base });
-          return outcome.answers;
-        }
-        const data = serializeDocument(outcome.doc);
-        let revision: number;
-        try {
-          // A deleted or purged key still has a revision to compare against.
-          revision = await this.#cas.write(key, data, baseRevision);
-        } catch (error) {
-          if (!isRevisionConflict(error)) {
-            // No answer: the write may have landed. The retry recognizes our own rows.
-            for (const op of applied) {
-              if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
-            }
-          }
-          throw error;
-        }
-        this.#written.set(pool, { revision, doc: outcome.doc });
-        this.#telemetry?.committed(
-          pool,
-          outcome.doc.cap,
-          outcome.doc.reservations,
-          partition.stale,
-        );
-        this.#hooks.afterCommit?.(pool, revision, outcome.doc);
-        return outcome.answers;
-      } catch (error) {
-        if (error instanceof ScalerError) throw error;
-        lastError = error;
-      }
-      const conflict = isRevisionConflict(lastError);
-      if (conflict) {
-        conflicts++;
-        this.#hooks.onConflict?.(pool);
-        this.#telemetry?.conflict(pool);
-      }
-      if (isConnectionClosed(lastError)) throw this.#unavailable(pool, lastError);
-      if (this.#monotonic() >= deadline) {
-        if (!conflict) throw this.#unavailable(pool, lastError);
-        throw new LedgerBusyError(
-          pool,
-          undefined,
-          `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: lost ${conflicts} compare-and-set races in ${this.#timeoutMs} ms to other writers. The pool is very contended: raise \`timeoutMs\`, or split the pool into smaller pools.`,
-          { cause: lastError },
-        );
-      }
-      await sleep(conflict ? backoff(attempt, 2, 100) : backoff(attempt, 50, 1000));
-    }
-  }
-
-  #unavailable(pool: string, error: unknown): LedgerUnavailableError {
-    const why = isConnectionClosed(error)
-      ? 'the connection to NATS is closed'
-      : `NATS did not complete the operation within ${this.#timeoutMs} ms`;
-    return new LedgerUnavailableError(
-      pool,
-      `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: ${why} (last error: ${describeNatsError(error)}). A change this call was making may or may not have been stored; a later read shows which. Retry when the server is back.`,
-      { cause: error },
-    );
-  }
-
-  /**
-   * Before acting on a pool: make sure the lease is ours. A heartbeat older than
-   * half the window (a stall, a slow server) is refreshed first; a lost lease is
-   * replaced, and reported once to each pool.
-   */
-  async #ensureLease(pool: string, report = true): Promise<void> {
-    await this.#lease.refresh();
-    if (report && this.#unreported.delete(pool)) {
-      throw new LedgerLeaseExpiredError(
-        pool,
-        `Instance ${JSON.stringify(this.instanceId)} lost its lease on NATS KV ${this.bucket} (its heartbeat was not refreshed within ${this.leaseMs} ms and a peer ended it), so its reservations in pool ${JSON.stringify(pool)} made before may have been reaped and given to others. Treat them as lost: stop or re-reserve their agents. This instance now holds a new lease and the next call proceeds.`,
-      );
-    }
-  }
-}
-
-/** A batch outcome over `applied` ops, answered for every op of `ops` (refused ones with their error). */
-function withRefused(
-  ops: readonly LedgerOp[],
-  refused: ReadonlyMap<LedgerOp, Error> | undefined,
-  outcome: ReturnType<typeof applyBatch>,
-): ReturnType<typeof applyBatch> {
-  if (!refused?.size) return outcome;
-  const answers = outcome.answers[Symbol.iterator]();
-  return {
-    ...outcome,
-    answers: ops.map((op) => {
-      const error = refused.get(op);
-      return error ? { ok: false, error } : answers.next().value!;
-    }),
-  };
 }

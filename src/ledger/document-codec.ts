@@ -1,0 +1,196 @@
+/**
+ * The pool document as text: its version, the schema every backend validates
+ * against, parse, validate and serialize. No I/O, no clock.
+ */
+
+import { z } from 'zod';
+import { LedgerCorruptError } from '../errors.js';
+import { extendedNameProblem } from '../resources/names.js';
+import type { ResourceCap } from '../resources/types.js';
+import { normalizeCap } from './pool-cap.js';
+import type { LedgerDocument } from './types.js';
+
+/**
+ * The document version this library reads and writes.
+ *
+ * @example
+ * ```ts
+ * import { LEDGER_VERSION, type LedgerDocument } from 'scaler-primitives/ledger';
+ * const doc: LedgerDocument = { version: LEDGER_VERSION, cap: { maxCpu: 16 }, reservations: [] };
+ * ```
+ */
+export const LEDGER_VERSION = 1;
+
+const finiteNonNegative = z.number().finite().nonnegative();
+
+const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
+const resourceName = z
+  .string()
+  .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
+const extendedCounts = z.record(resourceName, count);
+
+const capSchema = z.looseObject({
+  maxCpu: finiteNonNegative.optional(),
+  maxMemoryBytes: finiteNonNegative.optional(),
+  maxExtended: extendedCounts.optional(),
+  provides: z.array(resourceName).optional(),
+  maxAgents: count.optional(),
+});
+
+const rowSchema = z.looseObject({
+  instanceId: z.string(),
+  pid: z.number().int().nonnegative(),
+  bootId: z.string(),
+  agentId: z.string(),
+  cpus: finiteNonNegative,
+  memBytes: finiteNonNegative,
+  reservedAt: z.number().finite(),
+  pidStartTime: z.number().int().nonnegative().optional(),
+  leaseId: z.string().optional(),
+  extended: extendedCounts.optional(),
+});
+
+const documentSchema = z.looseObject({
+  version: z.literal(LEDGER_VERSION),
+  cap: capSchema,
+  reservations: z.array(rowSchema),
+});
+
+/**
+ * Where a document came from, for error messages: its pool and its file path or KV key.
+ *
+ * @example
+ * ```ts
+ * import { type DocumentSource, parseDocument } from 'scaler-primitives/ledger';
+ * declare const text: string;
+ * const source: DocumentSource = { pool: 'build-host', location: '/var/lib/scaler-primitives/ledger/build-host.json' };
+ * const doc = parseDocument(text, source); // a LedgerCorruptError names source.location
+ * ```
+ */
+export interface DocumentSource {
+  /** The pool name. */
+  pool: string;
+  /** The file path or KV key the document was read from. */
+  location: string;
+}
+
+/**
+ * Parse and validate the text of a pool document. Unknown fields, in the
+ * document and in rows, are kept.
+ *
+ * @throws LedgerCorruptError when the text is not JSON, the version is not 1,
+ *   or a field has the wrong type; the message names the location and the field.
+ *
+ * @example
+ * ```ts
+ * import { parseDocument } from 'scaler-primitives/ledger';
+ * const doc = parseDocument('{"version":1,"cap":{"maxCpu":16},"reservations":[]}', {
+ *   pool: 'build-host',
+ *   location: '/var/lib/scaler-primitives/ledger/build-host.json',
+ * });
+ * ```
+ */
+export function parseDocument(text: string, source: DocumentSource): LedgerDocument {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    // V8's message quotes the text; only the position is kept (never the contents).
+    const at = /position (\d+)/.exec(messageOf(error))?.[1];
+    const detail =
+      text.trim() === ''
+        ? 'it is empty'
+        : `it is not valid JSON (${at === undefined ? 'a syntax error' : `a syntax error at byte offset ${at}`}, ${text.length} characters)`;
+    throw corrupt(source, detail);
+  }
+  return validateDocument(value, source);
+}
+
+/**
+ * Validate an already-parsed pool document (for stores that hand over values).
+ *
+ * @throws LedgerCorruptError as {@link parseDocument}.
+ *
+ * @example
+ * ```ts
+ * import { validateDocument } from 'scaler-primitives/ledger';
+ * declare const text: string;
+ * const doc = validateDocument(JSON.parse(text), { pool: 'build-host', location: 'pool.build-host' });
+ * ```
+ */
+export function validateDocument(value: unknown, source: DocumentSource): LedgerDocument {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw corrupt(source, 'it is not a JSON object');
+  }
+  const version = (value as { version?: unknown }).version;
+  if (version !== LEDGER_VERSION) {
+    throw corrupt(
+      source,
+      `its version is ${describeVersion(version)}, and this library reads version ${LEDGER_VERSION} only`,
+    );
+  }
+  const result = documentSchema.safeParse(value);
+  if (!result.success) {
+    const first = result.error.issues[0]!;
+    const where = first.path.length === 0 ? 'the document' : `\`${formatPath(first.path)}\``;
+    const more =
+      result.error.issues.length > 1 ? ` (and ${result.error.issues.length - 1} more)` : '';
+    throw corrupt(source, `${where}: ${first.message}${more}`, result.error);
+  }
+  return result.data as LedgerDocument;
+}
+
+/**
+ * Render a document as the text written to the store (two-space JSON, trailing newline).
+ *
+ * @example
+ * ```ts
+ * import { emptyDocument, serializeDocument } from 'scaler-primitives/ledger';
+ * const text = serializeDocument(emptyDocument({ maxCpu: 16 }));
+ * // '{\n  "version": 1,\n  "cap": {\n    "maxCpu": 16\n  },\n  "reservations": []\n}\n'
+ * ```
+ */
+export function serializeDocument(doc: LedgerDocument): string {
+  return `${JSON.stringify(doc, null, 2)}\n`;
+}
+
+/**
+ * A fresh, empty document for a pool with this cap.
+ *
+ * @example
+ * ```ts
+ * import { emptyDocument } from 'scaler-primitives/ledger';
+ * const doc = emptyDocument({ maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }); // no reservations yet
+ * ```
+ */
+export function emptyDocument(cap: ResourceCap): LedgerDocument {
+  return { version: LEDGER_VERSION, cap: normalizeCap(cap), reservations: [] };
+}
+
+function corrupt(source: DocumentSource, detail: string, cause?: unknown): LedgerCorruptError {
+  return new LedgerCorruptError(
+    source.pool,
+    source.location,
+    `Ledger for pool ${JSON.stringify(source.pool)} at ${source.location} is corrupt: ${detail}. Nothing was written; inspect the file and clear it deliberately (see docs/ledger.md, "Clearing a corrupt pool").`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
+// A version for messages: a number as is, anything else by its type (never file text).
+function describeVersion(version: unknown): string {
+  if (version === undefined) return 'missing';
+  if (typeof version === 'number') return String(version);
+  return `not a number (${version === null ? 'null' : Array.isArray(version) ? 'an array' : `a ${typeof version}`})`;
+}
+
+function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  return path
+    .map((key, i) =>
+      typeof key === 'number' ? `[${key}]` : i === 0 ? String(key) : `.${String(key)}`,
+    )
+    .join('');
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

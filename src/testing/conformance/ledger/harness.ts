@@ -1,0 +1,89 @@
+/**
+ * What the rooms of poolLedgerConformance share: one check per key with pools and
+ * instance ids of its own, closing what it opened, and the small readers every
+ * group of checks uses.
+ */
+import type { PoolLedger } from '../../../ledger/index.js';
+import { type ConformanceCheck, sample } from '../check.js';
+
+export const GiB = 2 ** 30;
+
+/** What a check body is given: pool names and ledger instances of its own. */
+export interface CheckHarness {
+  /** A pool name of this check and run (`n` tells several apart). */
+  pool: (n?: string) => string;
+  /** A new ledger instance of this check, instance id made from `n`. */
+  open: (n: string) => Promise<PoolLedger>;
+}
+
+/** Makes one named check; `key` keeps its pools and instance ids apart from the others'. */
+export type DefineCheck = (
+  key: string,
+  name: string,
+  body: (h: CheckHarness) => Promise<void>,
+) => ConformanceCheck;
+
+/** What each group of checks is built from. */
+export interface LedgerSuite {
+  check: DefineCheck;
+  /** The rows of a pool as `instance/agent:cpus:memBytes`, sorted. */
+  rows: (ledger: PoolLedger, pool: string) => Promise<string[]>;
+  /** The instance id a ledger was made with. */
+  instanceOf: (ledger: PoolLedger) => string;
+  /** Instances reserving at once in the contention checks. */
+  instances: number;
+  /** Reserves each of them makes at once. */
+  perInstance: number;
+  /** How long a peer may take to see a closed instance's rows as stale. */
+  staleMs: number;
+}
+
+// The instance id each ledger was made with.
+const ids = new WeakMap<PoolLedger, string>();
+
+/** The instance id a ledger of the suite was made with. */
+export function instanceOf(ledger: PoolLedger): string {
+  return ids.get(ledger)!;
+}
+
+/** The rows of a pool as `instance/agent:cpus:memBytes`, sorted. */
+export async function rows(ledger: PoolLedger, pool: string): Promise<string[]> {
+  return (await ledger.list(pool))
+    .map((r) => `${r.instanceId}/${r.agentId}:${r.cpus}:${r.memBytes}`)
+    .sort();
+}
+
+/**
+ * The check maker of one suite. Each check gets its own pools and instance ids,
+ * and closes what it opened.
+ */
+export function checkMaker(
+  makeLedger: (args: { instanceId: string; check: string }) => PoolLedger | Promise<PoolLedger>,
+  prefix: string,
+): DefineCheck {
+  return (key, name, body) => ({
+    name,
+    run: async () => {
+      const run = sample();
+      const opened: PoolLedger[] = [];
+      const pool = (n = 'p') => `${prefix}-${key}-${n}-${run}`;
+      const open = async (n: string) => {
+        const ledger = await makeLedger({
+          instanceId: `${prefix}-${key}-${n}-${run}`,
+          check: name,
+        });
+        opened.push(ledger);
+        ids.set(ledger, `${prefix}-${key}-${n}-${run}`);
+        return ledger;
+      };
+      try {
+        await body({ pool, open });
+      } finally {
+        for (const ledger of opened) {
+          await ledger.releaseAllForInstance().catch(() => {});
+          await ledger.close().catch(() => {});
+        }
+      }
+    },
+  });
+}
