@@ -48,6 +48,11 @@ export class Inbox {
     return inbox;
   }
 
+  /** True while arrivals wake the waiter (else it only polls). */
+  get watched(): boolean {
+    return this.watcher !== undefined;
+  }
+
   /** Resolve after `ms`, or earlier when something arrives in the inbox. */
   wait(ms: number): Promise<void> {
     return new Promise((resolve) => {

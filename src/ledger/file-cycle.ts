@@ -48,7 +48,11 @@ import type { LedgerDocument } from './types.js';
 
 // A posted waiter behind a holder that combines looks at the lock again after
 // DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
+// With a watched inbox the answer and the releasing holder's touch wake it, so
+// the bound only covers a holder that died: a waiter that looked every few ms
+// would keep the CPU from the holder it waits for.
 const DEFER_MS = 4;
+const WATCHED_DEFER_MS = 25;
 
 /** What a cycle needs from its MachineLedger. */
 export interface CycleHost {
@@ -262,7 +266,10 @@ export class FileCycle {
         // Behind a holder that combines, a posted waiter sleeps until its
         // answer arrives, the releasing holder wakes it (the oldest), or a
         // short bound passes and it looks at the lock again.
-        pause: () => inbox?.wait(DEFER_MS + Math.random() * DEFER_MS) ?? sleep(DEFER_MS),
+        pause: () => {
+          const bound = inbox?.watched ? WATCHED_DEFER_MS : DEFER_MS;
+          return inbox?.wait(bound + Math.random() * bound) ?? sleep(DEFER_MS);
+        },
       } satisfies WaitHooks,
       answer: () => request?.answer(),
       prepared: () => request?.prepared(),

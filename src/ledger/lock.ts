@@ -20,13 +20,16 @@
  * 4. While held, the lock directory's mtime is refreshed every `staleMs / 4`;
  *    release removes the token directory, then the lock directory.
  */
-import { basename, join } from 'node:path';
-import { type ClockTimer, systemClock } from '../clock.js';
-import { LedgerBusyError, LedgerDirError, LedgerLockCompromisedError } from '../errors.js';
+import { join } from 'node:path';
+import { systemClock } from '../clock.js';
+import { LedgerBusyError, LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
+import { holdLock, type LockHandle } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
+
+export type { FencedWriteOptions, LockHandle } from './lock-handle.js';
 
 /** Timing of the lock. */
 export interface LockTiming {
@@ -40,12 +43,6 @@ export interface LockTiming {
    * holder that will answer it from one that will not.
    */
   combining?: boolean;
-}
-
-/** Options of {@link LockHandle.write}. */
-export interface FencedWriteOptions {
-  /** fdatasync the temp file before the rename. */
-  fsync: boolean;
 }
 
 /**
@@ -67,24 +64,6 @@ export interface WaitHooks {
    * wakes it, or a short bound passes (then it looks at the lock again).
    */
   pause(): Promise<void>;
-}
-
-/** A held lock. */
-export interface LockHandle {
-  /** Our token directory inside the lock directory (gone once the lock is lost). */
-  readonly tokenDir: string;
-  /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
-  assertOwned(): Promise<void>;
-  /**
-   * Replace `file` with `text` atomically, fenced by the lock: temp file in our
-   * token directory, optional fdatasync, rename over `file`. Fsync the
-   * directory of `file` afterwards to make the rename durable.
-   *
-   * @throws LedgerLockCompromisedError when the lock was taken over (nothing written).
-   */
-  write(file: string, text: string, options: FencedWriteOptions): Promise<void>;
-  /** Release the lock; never throws. */
-  release(): Promise<void>;
 }
 
 /**
@@ -169,7 +148,7 @@ export class PoolLocker {
         }
         if (token !== undefined) {
           queue.leave();
-          return this.handle(pool, lockPath, token, timing.staleMs);
+          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
         }
       }
       if (!contended) {
@@ -197,7 +176,11 @@ export class PoolLocker {
       // the head of the line wakes when the lock changes, the others when the
       // queue does (each still polls, for changes no watch reports).
       const leading = queue.leading();
-      const delay = leading ? retryDelay(waited) : 2 + Math.random();
+      const delay = this.#waker.watching(wake.dir)
+        ? watchedRetryDelay(leading)
+        : leading
+          ? retryDelay(waited)
+          : 2 + Math.random();
       await this.#waker.sleep(
         wake.dir,
         leading ? wake.lock : wake.queue,
@@ -265,108 +248,6 @@ export class PoolLocker {
     return alone;
   }
 
-  private handle(pool: string, lockPath: string, token: string, staleMs: number): LockHandle {
-    const fs = this.#fs;
-    const tokenDir = join(lockPath, token);
-    const lost = (why: string, cause?: unknown) =>
-      new LedgerLockCompromisedError(
-        pool,
-        `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
-        cause === undefined ? undefined : { cause },
-      );
-    const owned = (): boolean => {
-      try {
-        return fs.lstatSync(tokenDir).isDirectory();
-      } catch {
-        return false;
-      }
-    };
-    let refresher: ClockTimer | undefined = systemClock.setInterval(
-      () => {
-        // Only while our token is inside: never keep someone else's lock fresh.
-        if (!owned()) return;
-        try {
-          const seconds = systemClock.now() / 1000;
-          fs.utimesSync(lockPath, seconds, seconds);
-        } catch {
-          // The next tick tries again; the write path is fenced anyway.
-        }
-      },
-      Math.max(50, Math.floor(staleMs / 4)),
-    );
-    refresher.unref();
-    let released = false;
-    const handle: LockHandle = {
-      tokenDir,
-      async assertOwned() {
-        if (released || !owned()) throw lost('our token is gone from the lock directory');
-      },
-      async write(file, text, options) {
-        if (released) throw lost('the lock was released');
-        const temp = join(tokenDir, `${basename(file)}.tmp`);
-        const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-        let fd: number;
-        try {
-          fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644);
-        } catch (error) {
-          if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
-            throw lost('our token directory is gone', error);
-          }
-          throw error;
-        }
-        let renamed = false;
-        try {
-          try {
-            fs.writeFileSync(fd, text, 'utf8');
-            if (options.fsync) await datasync(fs, fd);
-          } finally {
-            fs.closeSync(fd);
-          }
-          try {
-            fs.renameSync(temp, file);
-          } catch (error) {
-            if (hasErrorCode(error, 'ENOENT')) throw lost('our token directory is gone', error);
-            throw error;
-          }
-          renamed = true;
-        } finally {
-          if (!renamed) {
-            try {
-              fs.unlinkSync(temp);
-            } catch {
-              // Never created, or removed with the moved lock.
-            }
-          }
-        }
-      },
-      async release() {
-        if (released) return;
-        released = true;
-        systemClock.clearInterval(refresher);
-        refresher = undefined;
-        try {
-          fs.rmdirSync(tokenDir);
-        } catch (error) {
-          if (!hasErrorCode(error, 'ENOTEMPTY')) {
-            // Gone: the lock was taken over; the directory there is not ours to remove.
-            return;
-          }
-          try {
-            fs.rmSync(tokenDir, { recursive: true, force: true });
-          } catch {
-            return;
-          }
-        }
-        try {
-          fs.rmdirSync(lockPath);
-        } catch {
-          // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
-        }
-      },
-    };
-    return handle;
-  }
-
   private async busy(
     pool: string,
     lockPath: string,
@@ -391,12 +272,6 @@ export class PoolLocker {
   }
 }
 
-function datasync(fs: LedgerFs, fd: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
-  });
-}
-
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
  * floor) while the wait is short: a lock is held for about one disk flush, and
@@ -406,6 +281,17 @@ function datasync(fs: LedgerFs, fd: number): Promise<void> {
  */
 export function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
+}
+
+/**
+ * How long a waiter sleeps while the pool directory is watched: any change of
+ * the lock (or of the queue, for the others) wakes it at once, so the timer
+ * only covers what no watch reports (a lock made stale by a dead holder, a
+ * change made over a network mount). Short timers here would only keep the
+ * CPU from the holder everyone waits for.
+ */
+function watchedRetryDelay(leading: boolean): number {
+  return leading ? 10 + Math.random() * 5 : 20 + Math.random() * 10;
 }
 
 /** The directory of a pool lock and the entry names in it whose changes wake its waiters. */
