@@ -4,7 +4,9 @@
  * kici orchestrator's (loaded from `kiciModule`), prints its counts, reserve
  * latencies and, for ours, where the time of each reserve went (measured
  * through the ledger's `fs` seam: waiting for the lock, and inside the lock:
- * read, write, fsync, rename).
+ * read, write, fsync, rename, directory fsync, the queue file, the combining
+ * channel, lock directory calls; how many mkdir attempts; whether a holder in
+ * another process answered it) and when it took and released the lock.
  */
 import * as nodeFs from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -28,36 +30,112 @@ interface Ledger {
   close?(): Promise<void>;
 }
 
-// Per reserve: the phases seen through the fs seam (ms).
-const phase = { lockAt: 0, read: 0, write: 0, fsync: 0, rename: 0, unlockAt: 0 };
-const timed = (name: keyof typeof phase, fn: () => unknown) => {
-  const t = performance.now();
-  try {
-    return fn();
-  } finally {
-    phase[name] += performance.now() - t;
-  }
-};
+// Per reserve: the phases seen through the fs seam (ms), and counts.
+const PHASES = [
+  'read',
+  'write',
+  'fsync',
+  'rename',
+  'dirsync',
+  'queue',
+  'combine',
+  'lockops',
+] as const;
+type PhaseName = (typeof PHASES)[number];
+const phase = {
+  lockAt: 0,
+  unlockAt: 0,
+  attempts: 0,
+  ...Object.fromEntries(PHASES.map((name) => [name, 0])),
+} as Record<PhaseName | 'lockAt' | 'unlockAt' | 'attempts', number>;
+// Lock hand-over events (epoch ms, monotonic): when this process took and released the lock.
+const lockEvents: Array<[number, number]> = [];
+const epochNow = () => performance.timeOrigin + performance.now();
+
+// What a path is: the pool file, a temp file of it, the queue file, the
+// combining channel, the lock directory (or our token inside it).
+function classify(path: unknown, op: string): PhaseName | undefined {
+  if (typeof path !== 'string') return undefined;
+  if (path.includes('.combine')) return 'combine';
+  if (path.endsWith('.queue')) return 'queue';
+  if (/\.lock\/[^/]+\/[^/]+\.ans\.tmp$/.test(path)) return 'combine';
+  if (/\.lock\/[^/]+\/[^/]+\.json\.tmp$/.test(path)) return op === 'rename' ? 'rename' : 'write';
+  if (/\.lock\/[^/]+\/[^/]+\.req$/.test(path)) return 'combine';
+  if (path.endsWith('.json')) return 'read';
+  if (/\.lock(\/[^/]+)?$/.test(path)) return 'lockops';
+  return undefined;
+}
+
 function instrumentedFs(): typeof nodeFs {
   const fs = { ...nodeFs } as Record<string, unknown>;
-  const isTemp = (p: unknown) => typeof p === 'string' && /\.lock\/[^/]+\/[^/]+\.tmp$/.test(p);
-  const isToken = (p: unknown) => typeof p === 'string' && /\.lock\/[^/]+$/.test(p);
-  fs.readdirSync = (...args: unknown[]) => {
-    const result = (nodeFs.readdirSync as (...a: unknown[]) => unknown)(...args);
-    // The ownership check right after our token: the lock is ours from here.
-    if (typeof args[0] === 'string' && args[0].endsWith('.lock')) phase.lockAt = performance.now();
+  const fdKind = new Map<number, PhaseName>();
+  const real = nodeFs as unknown as Record<string, (...a: unknown[]) => unknown>;
+  const timedCall = (kind: PhaseName | undefined, fn: () => unknown) => {
+    if (kind === undefined) return fn();
+    const t = performance.now();
+    try {
+      return fn();
+    } finally {
+      phase[kind] += performance.now() - t;
+    }
+  };
+  for (const name of ['lstatSync', 'readdirSync', 'unlinkSync', 'rmSync', 'utimesSync']) {
+    fs[name] = (...args: unknown[]) =>
+      timedCall(classify(args[0], name), () => real[name]!(...args));
+  }
+  // A token directory just placed in the lock: the next listing of the lock is
+  // the ownership check (other listings are waiters looking at who holds it).
+  let tokenPlaced = false;
+  fs.mkdirSync = (...args: unknown[]) => {
+    if (typeof args[0] === 'string' && args[0].endsWith('.lock')) phase.attempts++;
+    const result = timedCall(classify(args[0], 'mkdir'), () => real.mkdirSync!(...args));
+    if (typeof args[0] === 'string' && /\.lock\/[^/]+$/.test(args[0])) tokenPlaced = true;
     return result;
   };
-  fs.readFileSync = (...args: unknown[]) =>
-    typeof args[0] === 'string' && args[0].endsWith('.json')
-      ? timed('read', () => (nodeFs.readFileSync as (...a: unknown[]) => unknown)(...args))
-      : (nodeFs.readFileSync as (...a: unknown[]) => unknown)(...args);
-  fs.openSync = (...args: unknown[]) =>
-    isTemp(args[0])
-      ? timed('write', () => (nodeFs.openSync as (...a: unknown[]) => unknown)(...args))
-      : (nodeFs.openSync as (...a: unknown[]) => unknown)(...args);
-  fs.writeFileSync = (...args: unknown[]) =>
-    timed('write', () => (nodeFs.writeFileSync as (...a: unknown[]) => unknown)(...args));
+  fs.readdirSync = (...args: unknown[]) => {
+    const result = timedCall(classify(args[0], 'readdir'), () => real.readdirSync!(...args));
+    // The ownership check right after our token: the lock is ours from here.
+    if (typeof args[0] === 'string' && args[0].endsWith('.lock') && tokenPlaced) {
+      tokenPlaced = false;
+      phase.lockAt = performance.now();
+      lockEvents.push([epochNow(), 0]);
+    }
+    return result;
+  };
+  fs.rmdirSync = (...args: unknown[]) => {
+    const result = timedCall(classify(args[0], 'rmdir'), () => real.rmdirSync!(...args));
+    if (typeof args[0] === 'string' && /\.lock\/[^/]+$/.test(args[0])) {
+      phase.unlockAt = performance.now();
+      const last = lockEvents[lockEvents.length - 1];
+      if (last && last[1] === 0) last[1] = epochNow();
+    }
+    return result;
+  };
+  fs.renameSync = (...args: unknown[]) =>
+    timedCall(classify(args[0], 'rename') ?? classify(args[1], 'rename'), () =>
+      real.renameSync!(...args),
+    );
+  fs.openSync = (...args: unknown[]) => {
+    const kind = classify(args[0], 'open');
+    const fd = timedCall(kind, () => real.openSync!(...args)) as number;
+    if (kind !== undefined) fdKind.set(fd, kind);
+    else fdKind.delete(fd);
+    return fd;
+  };
+  for (const name of [
+    'readSync',
+    'writeSync',
+    'writeFileSync',
+    'fstatSync',
+    'ftruncateSync',
+    'closeSync',
+    'futimesSync',
+  ]) {
+    fs[name] = (...args: unknown[]) =>
+      timedCall(typeof args[0] === 'number' ? fdKind.get(args[0]) : undefined, () =>
+        real[name]!(...args),
+      );
+  }
   fs.fdatasync = (fd: number, cb: (e: Error | null) => void) => {
     const t = performance.now();
     nodeFs.fdatasync(fd, (error) => {
@@ -65,16 +143,12 @@ function instrumentedFs(): typeof nodeFs {
       cb(error);
     });
   };
-  fs.renameSync = (...args: unknown[]) =>
-    isTemp(args[0])
-      ? timed('rename', () => (nodeFs.renameSync as (...a: unknown[]) => unknown)(...args))
-      : (nodeFs.renameSync as (...a: unknown[]) => unknown)(...args);
-  fs.rmdirSync = (...args: unknown[]) => {
-    const result = (nodeFs.rmdirSync as (...a: unknown[]) => unknown)(...args);
-    if (typeof args[0] === 'string' && args[0].endsWith('.lock'))
-      phase.unlockAt = performance.now();
-    else if (isToken(args[0])) phase.unlockAt = performance.now();
-    return result;
+  fs.fsync = (fd: number, cb: (e: Error | null) => void) => {
+    const t = performance.now();
+    nodeFs.fsync(fd, (error) => {
+      phase.dirsync += performance.now() - t;
+      cb(error);
+    });
   };
   return fs as unknown as typeof nodeFs;
 }
@@ -115,16 +189,25 @@ let errors = 0;
 const end = performance.now() + config.durationMs;
 while (performance.now() < end) {
   const agent = `${config.id}-${pairs}`;
-  Object.assign(phase, { lockAt: 0, read: 0, write: 0, fsync: 0, rename: 0, unlockAt: 0 });
+  for (const key of Object.keys(phase)) phase[key as keyof typeof phase] = 0;
   const start = performance.now();
   try {
     const ok = await ledger.tryReserve(config.pool, agent, 1, 0);
     const done = performance.now();
     latencies.push(done - start);
-    if (phase.lockAt > 0) {
-      const waiting = phase.lockAt - start;
-      const holding = (phase.unlockAt || done) - phase.lockAt;
-      breakdown.push([waiting, holding, phase.read, phase.write, phase.fsync, phase.rename]);
+    if (config.impl === 'ours') {
+      // Answered by another process's holder: the whole call was waiting.
+      const locked = phase.lockAt > 0;
+      const waiting = locked ? phase.lockAt - start : done - start;
+      const holding = locked ? (phase.unlockAt || done) - phase.lockAt : 0;
+      breakdown.push([
+        done - start,
+        waiting,
+        holding,
+        ...PHASES.map((name) => phase[name]),
+        phase.attempts,
+        locked ? 0 : 1,
+      ]);
     }
     if (ok) {
       granted++;
@@ -136,4 +219,6 @@ while (performance.now() < end) {
   }
 }
 await ledger.close?.();
-process.stdout.write(`${JSON.stringify({ pairs, granted, errors, latencies, breakdown })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ pairs, granted, errors, latencies, breakdown, lockEvents })}\n`,
+);

@@ -26,6 +26,8 @@ const CAP = { maxCpu: 4 };
 // `LEDGER_BENCH_FSYNC=0` runs ours without fsync, to separate waiting from disk time.
 const FSYNC = process.env.LEDGER_BENCH_FSYNC !== '0';
 const PROCESS_COUNTS = (process.env.LEDGER_BENCH_PROCESSES ?? '1,8,16').split(',').map(Number);
+// `LEDGER_BENCH_IN_PROCESS=0` skips the one-process scenarios.
+const IN_PROCESS = process.env.LEDGER_BENCH_IN_PROCESS !== '0';
 
 type Impl = 'ours' | 'kici';
 
@@ -39,6 +41,8 @@ interface Run {
   violations: number;
   reads: number;
   breakdown: number[][];
+  /** Per acquisition: ms the lock lay free since the previous release (any process of ours). */
+  handover: number[];
 }
 
 interface InProcessRun {
@@ -173,8 +177,18 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
         errors: number;
         latencies: number[];
         breakdown: number[][];
+        lockEvents?: Array<[number, number]>;
       },
   );
+  // Hand-over: how long the lock lay free between one of our holders releasing
+  // it and the next taking it (only between our processes; gaps over 1 s are
+  // idle time, not hand-overs).
+  const events = results.flatMap((r) => r.lockEvents ?? []).sort((a, b) => a[0] - b[0]);
+  const handover: number[] = [];
+  for (let i = 1; i < events.length; i++) {
+    const gap = events[i]![0] - events[i - 1]![1];
+    if (events[i - 1]![1] > 0 && gap >= 0 && gap < 1000) handover.push(gap);
+  }
   const seconds = (performance.now() - start) / 1000;
   const report = await reader.stop();
   rmSync(dir, { recursive: true, force: true });
@@ -188,6 +202,7 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
     violations: report.violationCount,
     reads: report.reads,
     breakdown: results.flatMap((r) => r.breakdown),
+    handover,
   };
 }
 
@@ -201,17 +216,19 @@ export default async function bench(): Promise<BenchTable[]> {
       for (const impl of order) runs.push(await contending(impl, processes, kiciModule));
     }
   }
-  const inProcessRuns = [
-    await inProcess(1, true, '1 process, sequential, fsync on'),
-    await inProcess(1, false, '1 process, sequential, fsync off'),
-    await inProcess(
-      1,
-      false,
-      '1 process, sequential, fsync off, 2 extended resources',
-      TWO_EXTENDED,
-    ),
-    await inProcess(32, true, '1 process, 32 concurrent callers (group commit), fsync on'),
-  ];
+  const inProcessRuns = !IN_PROCESS
+    ? []
+    : [
+        await inProcess(1, true, '1 process, sequential, fsync on'),
+        await inProcess(1, false, '1 process, sequential, fsync off'),
+        await inProcess(
+          1,
+          false,
+          '1 process, sequential, fsync off, 2 extended resources',
+          TWO_EXTENDED,
+        ),
+        await inProcess(32, true, '1 process, 32 concurrent callers (group commit), fsync on'),
+      ];
   const loadAfter = loadavg();
 
   const summary = (impl: Impl, processes: number) => {
@@ -251,26 +268,46 @@ export default async function bench(): Promise<BenchTable[]> {
   const ours16 = summary('ours', 16);
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
-  // Where one contended reserve of ours (8 processes) spends its time.
-  const parts = runs
-    .filter((r) => r.impl === 'ours' && r.processes === 8)
-    .flatMap((r) => r.breakdown);
+  // Where one contended reserve of ours spends its time, per process count.
   const names = [
-    'waiting for the lock',
+    'whole reserve',
+    "waiting (lock, or a holder's answer)",
     'holding the lock',
     '  read',
     '  write',
-    '  fsync',
+    '  fsync (file)',
     '  rename',
+    '  fsync (directory)',
+    'queue file calls',
+    'combining channel calls',
+    'lock directory calls',
   ];
-  const breakdownRows = names.map((name, i) => {
-    const values = parts.map((p) => p[i]!);
-    const mean = values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length);
+  const breakdownTables: BenchTable[] = PROCESS_COUNTS.map((processes) => {
+    const parts = runs
+      .filter((r) => r.impl === 'ours' && r.processes === processes)
+      .flatMap((r) => r.breakdown);
+    const handover = runs
+      .filter((r) => r.impl === 'ours' && r.processes === processes)
+      .flatMap((r) => r.handover);
+    const stats = (values: number[], digits = 3) => ({
+      'mean ms': fmt(values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length), digits),
+      'p50 ms': fmt(percentile(values, 50), digits),
+      'p99 ms': fmt(percentile(values, 99), digits),
+      'max ms': fmt(values.length === 0 ? 0 : Math.max(...values), digits),
+    });
+    const rows = names.map((name, i) => ({ phase: name, ...stats(parts.map((p) => p[i]!)) }));
+    rows.push({ phase: 'lock free between two of our holders (hand-over)', ...stats(handover) });
+    const combined = parts.filter((p) => p[12] === 1).length;
+    const attempts = parts.map((p) => p[11]!);
+    const locked = parts.filter((p) => p[12] !== 1);
     return {
-      phase: name,
-      'mean ms': fmt(mean, 3),
-      'p50 ms': fmt(percentile(values, 50), 3),
-      'p99 ms': fmt(percentile(values, 99), 3),
+      title: `Where one reserve of ours goes, ${processes} process${processes === 1 ? '' : 'es'} (all runs): waiting vs holding the lock`,
+      rows,
+      notes: [
+        `${parts.length} reserves measured through the ledger's fs seam; ${combined} (${fmt((100 * combined) / Math.max(1, parts.length))}%) were applied by another process's holder (cross-process combining) and never took the lock.`,
+        `mkdir attempts on the lock per reserve: mean ${fmt(attempts.reduce((a, b) => a + b, 0) / Math.max(1, attempts.length), 2)}, max ${fmt(attempts.length ? Math.max(...attempts) : 0)}; of those that took the lock, holding covers their own and the combined waiters' calls.`,
+        `Holding includes ${fmt(locked.length)} lock cycles' read, write, fsyncs, rename and posting the waiters' answers; phases inside holding are summed per reserve.`,
+      ],
     };
   });
 
@@ -286,21 +323,20 @@ export default async function bench(): Promise<BenchTable[]> {
         `Target: 0 over-cap states seen by the reader: ${met(runs.every((r) => r.violations === 0))}.`,
       ],
     },
-    {
-      title:
-        'Where one contended reserve of ours goes (8 processes, all runs): waiting vs holding the lock',
-      rows: breakdownRows,
-      notes: [`${parts.length} reserves measured through the ledger's fs seam.`],
-    },
-    {
-      title: `MachineLedger in one process (${SECONDS} s per scenario)`,
-      rows: inProcessRuns.map((run) => ({
-        scenario: run.scenario,
-        'pairs/s': fmt(run.pairs / run.seconds),
-        'reserve p50 ms': fmt(percentile(run.latencies, 50), 2),
-        'reserve p99 ms': fmt(percentile(run.latencies, 99), 2),
-        'reserve max ms': fmt(Math.max(...run.latencies), 2),
-      })),
-    },
+    ...breakdownTables,
+    ...(inProcessRuns.length === 0
+      ? []
+      : [
+          {
+            title: `MachineLedger in one process (${SECONDS} s per scenario)`,
+            rows: inProcessRuns.map((run) => ({
+              scenario: run.scenario,
+              'pairs/s': fmt(run.pairs / run.seconds),
+              'reserve p50 ms': fmt(percentile(run.latencies, 50), 2),
+              'reserve p99 ms': fmt(percentile(run.latencies, 99), 2),
+              'reserve max ms': fmt(Math.max(...run.latencies), 2),
+            })),
+          },
+        ]),
   ];
 }

@@ -20,12 +20,16 @@
  * 4. While held, the lock directory's mtime is refreshed every `staleMs / 4`;
  *    release removes the token directory, then the lock directory.
  */
-import { basename, join } from 'node:path';
-import { type ClockTimer, sleep, systemClock } from '../clock.js';
-import { LedgerBusyError, LedgerDirError, LedgerLockCompromisedError } from '../errors.js';
+import { join } from 'node:path';
+import { systemClock } from '../clock.js';
+import { LedgerBusyError, LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
+import { holdLock, type LockHandle } from './lock-handle.js';
+import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
+
+export type { FencedWriteOptions, LockHandle } from './lock-handle.js';
 
 /** Timing of the lock. */
 export interface LockTiming {
@@ -33,79 +37,163 @@ export interface LockTiming {
   staleMs: number;
   /** Give up with `LedgerBusyError` after trying this long. */
   timeoutMs: number;
-}
-
-/** Options of {@link LockHandle.write}. */
-export interface FencedWriteOptions {
-  /** fdatasync the temp file before the rename. */
-  fsync: boolean;
-}
-
-/** A held lock. */
-export interface LockHandle {
-  /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
-  assertOwned(): Promise<void>;
   /**
-   * Replace `file` with `text` atomically, fenced by the lock: temp file in our
-   * token directory, optional fdatasync, rename over `file`. Fsync the
-   * directory of `file` afterwards to make the rename durable.
-   *
-   * @throws LedgerLockCompromisedError when the lock was taken over (nothing written).
+   * The holder serves the combining directory (claims and answers posted
+   * requests, see `combine.ts`): its token says so, so a waiter can tell a
+   * holder that will answer it from one that will not.
    */
-  write(file: string, text: string, options: FencedWriteOptions): Promise<void>;
-  /** Release the lock; never throws. */
-  release(): Promise<void>;
+  combining?: boolean;
 }
 
-/** Per-acquisition token: unique on this host (pid) and across attempts (random). */
-function newToken(): string {
-  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}`;
+/**
+ * What a waiter that handed its calls to the holder (cross-process combining,
+ * see `combine.ts`) does while it waits for the lock.
+ */
+export interface WaitHooks {
+  /** Called once, after the first attempt found the lock taken. */
+  contended(): void;
+  /** True once the wait is over without the lock (the holder answered). */
+  settled(): boolean;
+  /** At the timeout: true when the wait must go on (a holder took the calls; its answer decides). */
+  mustWait(): boolean;
+  /** True while the calls are posted for a holder to apply. */
+  posted(): boolean;
+  /**
+   * The pause of a posted waiter while the lock is held by a holder that
+   * serves posted requests: until the answer arrives, the holder's release
+   * wakes it, or a short bound passes (then it looks at the lock again).
+   */
+  pause(): Promise<void>;
+}
+
+/**
+ * Per-acquisition token: unique on this host (pid) and across attempts
+ * (random); a holder that serves the combining directory ends it in `.c`.
+ */
+function newToken(combining: boolean): string {
+  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}${combining ? '.c' : ''}`;
+}
+
+const COMBINING_TOKEN = /^\d+\.[a-z0-9]+\.c$/;
+
+/**
+ * True when the lock at `lockPath` is held right now by a holder of ours that
+ * serves the combining directory: a private (0700) lock directory holding one
+ * token that says so. False for a free lock, a kici orchestrator's lock
+ * (made with the default mode, no token), a holder of ours that does not
+ * combine (an older version), or one caught between its two `mkdir`s.
+ */
+export function heldByCombiningHolder(fs: LedgerFs, lockPath: string): boolean {
+  try {
+    const stat = fs.lstatSync(lockPath);
+    if (!stat.isDirectory() || (stat.mode & 0o077) !== 0) return false;
+    const entries = fs.readdirSync(lockPath);
+    return entries.length === 1 && COMBINING_TOKEN.test(entries[0]!);
+  } catch {
+    return false;
+  }
 }
 
 /** Takes pool locks for one ledger. */
 export class PoolLocker {
-  constructor(private readonly fs: LedgerFs) {}
+  readonly #fs: LedgerFs;
+  readonly #waker: LockWaker;
+
+  constructor(fs: LedgerFs) {
+    this.#fs = fs;
+    this.#waker = new LockWaker(fs);
+  }
+
+  /** Stop watching pool directories (waiters that still wait go on polling). */
+  close(): void {
+    this.#waker.close();
+  }
 
   /**
-   * Take the lock of `pool`, retrying until `timing.timeoutMs`.
+   * Take the lock of `pool`, retrying until `timing.timeoutMs`. With `hooks`,
+   * `undefined` when the wait ended without the lock because `hooks.settled()`.
    *
    * @throws LedgerBusyError naming the pool and the lock's age.
    * @throws LedgerDirError when `<pool>.lock` exists and is not a directory.
    */
-  async acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle> {
+  acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle>;
+  acquire(
+    pool: string,
+    lockPath: string,
+    timing: LockTiming,
+    hooks: WaitHooks,
+  ): Promise<LockHandle | undefined>;
+  async acquire(
+    pool: string,
+    lockPath: string,
+    timing: LockTiming,
+    hooks?: WaitHooks,
+  ): Promise<LockHandle | undefined> {
     const started = systemClock.now();
-    const queue = new WaitQueue(this.fs, queuePath(lockPath));
+    const queue = new WaitQueue(this.#fs, queuePath(lockPath));
+    const wake = wakeNames(lockPath);
+    let contended = false;
     for (;;) {
+      if (hooks?.settled()) {
+        queue.leave();
+        return undefined;
+      }
       if (queue.myTurn()) {
         let token: string | undefined;
         try {
-          token = this.attempt(pool, lockPath, timing.staleMs);
+          token = this.attempt(pool, lockPath, timing);
         } catch (error) {
           queue.leave();
           throw error;
         }
         if (token !== undefined) {
           queue.leave();
-          return this.handle(pool, lockPath, token, timing.staleMs);
+          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
         }
-        queue.claim();
       }
+      if (!contended) {
+        contended = true;
+        hooks?.contended();
+      }
+      // A posted waiter leaves the line only while the lock is held by a
+      // holder that will apply its request (one of ours that combines). Behind
+      // any other holder (the kici orchestrator's ledger, which knows nothing
+      // of posted requests) it waits in line like every plain waiter and takes
+      // the lock itself, then serves every posted request as holder.
+      const deferring = hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath);
+      if (deferring) queue.leave();
+      else queue.claim();
       const waited = systemClock.now() - started;
-      if (waited >= timing.timeoutMs) {
+      if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
         queue.leave();
         throw await this.busy(pool, lockPath, waited, timing);
       }
-      // Waiters behind an older one only need to notice when it is their turn.
-      const delay = queue.leading() ? retryDelay(waited) : 2 + Math.random();
-      await sleep(Math.min(delay, timing.timeoutMs - waited));
+      if (deferring && hooks) {
+        await hooks.pause();
+        continue;
+      }
+      // Waiters behind an older one only need to notice when it is their turn:
+      // the head of the line wakes when the lock changes, the others when the
+      // queue does (each still polls, for changes no watch reports).
+      const leading = queue.leading();
+      const delay = this.#waker.watching(wake.dir)
+        ? watchedRetryDelay(leading)
+        : leading
+          ? retryDelay(waited)
+          : 2 + Math.random();
+      await this.#waker.sleep(
+        wake.dir,
+        leading ? wake.lock : wake.queue,
+        Math.max(1, Math.min(delay, timing.timeoutMs - waited)),
+      );
     }
   }
 
   // One try: the token when the lock is ours now, else undefined.
-  private attempt(pool: string, lockPath: string, staleMs: number): string | undefined {
-    const token = newToken();
+  private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
+    const token = newToken(timing.combining === true);
     if (!this.makeLockDir(lockPath)) {
-      const found = takeOverIfStale(this.fs, lockPath, staleMs, token);
+      const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
       if (found === 'not-a-directory') {
         throw new LedgerDirError(
           lockPath,
@@ -119,7 +207,7 @@ export class PoolLocker {
 
   private makeLockDir(lockPath: string): boolean {
     try {
-      this.fs.mkdirSync(lockPath, 0o700);
+      this.#fs.mkdirSync(lockPath, 0o700);
       return true;
     } catch (error) {
       if (hasErrorCode(error, 'EEXIST')) return false;
@@ -129,7 +217,7 @@ export class PoolLocker {
 
   // Place our token in the lock directory and check that it is alone there.
   private claimToken(lockPath: string, token: string): boolean {
-    const fs = this.fs;
+    const fs = this.#fs;
     const tokenDir = join(lockPath, token);
     try {
       fs.mkdirSync(tokenDir, 0o700);
@@ -160,107 +248,6 @@ export class PoolLocker {
     return alone;
   }
 
-  private handle(pool: string, lockPath: string, token: string, staleMs: number): LockHandle {
-    const fs = this.fs;
-    const tokenDir = join(lockPath, token);
-    const lost = (why: string, cause?: unknown) =>
-      new LedgerLockCompromisedError(
-        pool,
-        `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
-        cause === undefined ? undefined : { cause },
-      );
-    const owned = (): boolean => {
-      try {
-        return fs.lstatSync(tokenDir).isDirectory();
-      } catch {
-        return false;
-      }
-    };
-    let refresher: ClockTimer | undefined = systemClock.setInterval(
-      () => {
-        // Only while our token is inside: never keep someone else's lock fresh.
-        if (!owned()) return;
-        try {
-          const seconds = systemClock.now() / 1000;
-          fs.utimesSync(lockPath, seconds, seconds);
-        } catch {
-          // The next tick tries again; the write path is fenced anyway.
-        }
-      },
-      Math.max(50, Math.floor(staleMs / 4)),
-    );
-    refresher.unref();
-    let released = false;
-    const handle: LockHandle = {
-      async assertOwned() {
-        if (released || !owned()) throw lost('our token is gone from the lock directory');
-      },
-      async write(file, text, options) {
-        if (released) throw lost('the lock was released');
-        const temp = join(tokenDir, `${basename(file)}.tmp`);
-        const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
-        let fd: number;
-        try {
-          fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644);
-        } catch (error) {
-          if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
-            throw lost('our token directory is gone', error);
-          }
-          throw error;
-        }
-        let renamed = false;
-        try {
-          try {
-            fs.writeFileSync(fd, text, 'utf8');
-            if (options.fsync) await datasync(fs, fd);
-          } finally {
-            fs.closeSync(fd);
-          }
-          try {
-            fs.renameSync(temp, file);
-          } catch (error) {
-            if (hasErrorCode(error, 'ENOENT')) throw lost('our token directory is gone', error);
-            throw error;
-          }
-          renamed = true;
-        } finally {
-          if (!renamed) {
-            try {
-              fs.unlinkSync(temp);
-            } catch {
-              // Never created, or removed with the moved lock.
-            }
-          }
-        }
-      },
-      async release() {
-        if (released) return;
-        released = true;
-        systemClock.clearInterval(refresher);
-        refresher = undefined;
-        try {
-          fs.rmdirSync(tokenDir);
-        } catch (error) {
-          if (!hasErrorCode(error, 'ENOTEMPTY')) {
-            // Gone: the lock was taken over; the directory there is not ours to remove.
-            return;
-          }
-          try {
-            fs.rmSync(tokenDir, { recursive: true, force: true });
-          } catch {
-            return;
-          }
-        }
-        try {
-          fs.rmdirSync(lockPath);
-        } catch {
-          // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
-        }
-      },
-    };
-    return handle;
-  }
-
   private async busy(
     pool: string,
     lockPath: string,
@@ -269,7 +256,7 @@ export class PoolLocker {
   ): Promise<LedgerBusyError> {
     let age: number | undefined;
     try {
-      const stat = this.fs.lstatSync(lockPath);
+      const stat = this.#fs.lstatSync(lockPath);
       const since = stat.birthtimeMs > 0 ? stat.birthtimeMs : stat.mtimeMs;
       age = Math.max(0, systemClock.now() - since);
     } catch {
@@ -285,12 +272,6 @@ export class PoolLocker {
   }
 }
 
-function datasync(fs: LedgerFs, fd: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    fs.fdatasync(fd, (error) => (error ? reject(error) : resolve()));
-  });
-}
-
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
  * floor) while the wait is short: a lock is held for about one disk flush, and
@@ -298,6 +279,31 @@ function datasync(fs: LedgerFs, fd: number): Promise<void> {
  * tails long under contention. Past 250 ms the holder is probably stuck (it is
  * taken over after the stale window), so poll gently, with jitter.
  */
-function retryDelay(waitedMs: number): number {
+export function retryDelay(waitedMs: number): number {
   return waitedMs < 250 ? 1 : 5 + Math.random() * 10;
+}
+
+/**
+ * How long a waiter sleeps while the pool directory is watched: any change of
+ * the lock (or of the queue, for the others) wakes it at once, so the timer
+ * only covers what no watch reports (a lock made stale by a dead holder, a
+ * change made over a network mount). Short timers here would only keep the
+ * CPU from the holder everyone waits for.
+ */
+function watchedRetryDelay(leading: boolean): number {
+  return leading ? 10 + Math.random() * 5 : 20 + Math.random() * 10;
+}
+
+/** The directory of a pool lock and the entry names in it whose changes wake its waiters. */
+function wakeNames(lockPath: string): {
+  dir: string;
+  lock: ReadonlySet<string>;
+  queue: ReadonlySet<string>;
+} {
+  const slash = lockPath.lastIndexOf('/');
+  return {
+    dir: lockPath.slice(0, slash),
+    lock: new Set([lockPath.slice(slash + 1)]),
+    queue: new Set([queuePath(lockPath).slice(slash + 1)]),
+  };
 }

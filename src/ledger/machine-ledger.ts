@@ -1,11 +1,11 @@
 /**
  * MachineLedger: the file-backed PoolLedger shared with the kici orchestrator.
+ * This file is its public face; the locked cycle (with cross-process
+ * combining) is `file-cycle.ts`, the options `machine-ledger-options.ts`.
  */
 import { randomUUID } from 'node:crypto';
-import { basename, join } from 'node:path';
-import { type Clock, type ClockTimer, monotonicNow, resolveClock, systemClock } from '../clock.js';
-import { LedgerLeaseExpiredError } from '../errors.js';
-import { testHooksOf } from '../internal/test-hooks.js';
+import { join } from 'node:path';
+import { resolveClock } from '../clock.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import {
   checkAdopt,
@@ -14,44 +14,31 @@ import {
   checkKnownKeys,
   checkReserve,
   checkReserveOptions,
-  positiveOption,
   registeredCap,
 } from './checks.js';
+import type { Inbox } from './combine-waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
+import { validatePoolName } from './document.js';
+import { GroupCommit } from './group-commit.js';
+import { leasePath } from './lease.js';
 import {
-  assertCap,
-  type DocumentSource,
-  emptyDocument,
-  type LeaseState,
-  type LivenessFacts,
-  type ProcessState,
-  parseDocument,
-  partitionRows,
-  type StaleRow,
-  serializeDocument,
-  sumRows,
-  validatePoolName,
-} from './document.js';
-import { defaultFs, type LedgerFs } from './fs.js';
-import { GroupCommit, type OpAnswer } from './group-commit.js';
-import { leasePath, leaseState, touchLease } from './lease.js';
-import { PoolLocker } from './lock.js';
-import { MACHINE_LEDGER_HOOK_KEYS, type MachineLedgerHooks } from './machine-ledger-hooks.js';
-import { applyBatch, type LedgerOp, releaseOp } from './ops.js';
-import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+  MACHINE_LEDGER_OPTION_KEYS,
+  type MachineLedgerOptions,
+  type PoolSnapshot,
+} from './machine-ledger-options.js';
+import {
+  assembleParts,
+  type LedgerParts,
+  poolNames,
+  readSnapshot,
+} from './machine-ledger-parts.js';
+import { type LedgerOp, releaseOp } from './ops.js';
+import { readBootId } from './proc.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
-import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
-import { checkWriteSize, readPoolFile, syncDir, tempPrefix } from './store.js';
-import { isMovedLockName, removeTree } from './takeover.js';
-import {
-  createLedgerTelemetry,
-  LEDGER_TELEMETRY_KEYS,
-  type LedgerTelemetryOptions,
-} from './telemetry.js';
+import { createLedgerTelemetry } from './telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
-  LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
@@ -60,137 +47,7 @@ import type {
   ReserveResult,
 } from './types.js';
 
-/**
- * Options of {@link MachineLedger}.
- *
- * @example
- * ```ts
- * import { MachineLedger, type MachineLedgerOptions } from 'scaler-primitives/ledger';
- *
- * const options: MachineLedgerOptions = {
- *   instanceId: `orchestrator-${process.pid}`,
- *   dir: '/var/lib/ci/ledger', // every orchestrator on the host uses the same directory
- *   leaseTtlMs: 30_000,
- * };
- * const ledger = new MachineLedger(options);
- * ```
- */
-export interface MachineLedgerOptions extends LedgerTelemetryOptions {
-  /** This orchestrator instance's id, written into every row it makes. */
-  instanceId: string;
-  /**
-   * The ledger directory.
-   * @default `$SCALER_PRIMITIVES_LEDGER_DIR`, else `/var/lib/scaler-primitives/ledger`, else
-   *   (when that cannot be created or written) `<os.tmpdir()>/scaler-ledger-<uid>`
-   */
-  dir?: string;
-  /** Alias of `dir`, the seed's name. `dir` wins when both are given. */
-  explicitDir?: string;
-  /**
-   * A lock not refreshed for this long is taken over by the next process that
-   * wants it (a holder refreshes every `staleMs / 2`). Minimum 2000.
-   * @default 10000
-   */
-  staleMs?: number;
-  /**
-   * How long an operation keeps retrying a busy lock before it rejects with
-   * `LedgerBusyError`. Keep it above `staleMs` so a crashed holder's lock is
-   * taken over within one call.
-   * @default 15000
-   */
-  lockTimeoutMs?: number;
-  /**
-   * A peer whose lease has not been refreshed for this long is gone, and its
-   * rows are reaped. The lease is refreshed every `leaseTtlMs / 3`.
-   * @default 30000
-   */
-  leaseTtlMs?: number;
-  /** fsync the temp file and the directory on each write. Turn off only for benchmarks. @default true */
-  fsync?: boolean;
-  /**
-   * The largest pool file this ledger reads or writes, in bytes. A larger file is
-   * refused with `LedgerFileError` (problem `too-large`) before a byte is read, and
-   * a write that would produce one is refused. Give every process that shares a
-   * pool the same value.
-   * @default 4194304 (4 MiB, about 11,800 reservations)
-   */
-  maxFileBytes?: number;
-  /** The host's boot id. @default read from `/proc/sys/kernel/random/boot_id` */
-  bootId?: string;
-  /** Probe whether a pid exists. @default `kill(pid, 0)`, where `EPERM` counts as alive */
-  isProcessAlive?: (pid: number) => boolean;
-  /** A process's start time in clock ticks since boot. @default `/proc/<pid>/stat` field 22 */
-  processStartTime?: (pid: number) => number | undefined;
-  /**
-   * The clock leases, staleness and the reaper are timed with. Waits on other
-   * processes (the lock poll) stay on the system clock.
-   * @default {@link systemClock}
-   */
-  clock?: Clock;
-  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
-  now?: () => number;
-  /** The filesystem. @default `node:fs` */
-  fs?: LedgerFs;
-  /** The environment used to resolve the directory. @default `process.env` */
-  env?: NodeJS.ProcessEnv;
-}
-
-// Every key of MachineLedgerOptions: any other key is refused (a typo must not
-// silently fall back to a default).
-const OPTION_KEYS = [
-  'instanceId',
-  'dir',
-  'explicitDir',
-  'staleMs',
-  'lockTimeoutMs',
-  'leaseTtlMs',
-  'fsync',
-  'maxFileBytes',
-  'bootId',
-  'isProcessAlive',
-  'processStartTime',
-  'clock',
-  'now',
-  'fs',
-  'env',
-  ...LEDGER_TELEMETRY_KEYS,
-] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
-
-/**
- * Per-pool summary returned by {@link MachineLedger.inspect}.
- *
- * @example
- * ```ts
- * import type { MachineLedger, PoolSnapshot } from 'scaler-primitives/ledger';
- *
- * declare const ledger: MachineLedger;
- * const { cap, usage, live, stale }: PoolSnapshot = await ledger.inspect('build-host');
- * console.log(`${usage.cpus}/${cap.maxCpu ?? '-'} cores, ${live.length} live, ${stale.length} to reap`);
- * ```
- */
-export interface PoolSnapshot {
-  /** The pool name. */
-  pool: string;
-  /** The pool file (where it would be, when it does not exist). */
-  file: string;
-  /**
-   * Whether the pool file exists. A pool without a file has no rows, and its
-   * `cap` is the registered one (or `{}`).
-   */
-  exists: boolean;
-  /** The cap stored in the file (`{}` when the file does not exist). */
-  cap: ResourceCap;
-  /** Live rows. */
-  live: ReservationRow[];
-  /** Rows that would be reaped now, each with the reason. */
-  stale: StaleRow[];
-  /** Summed CPU and memory of live rows. */
-  usage: ResourceAmount;
-}
-
-const DEFAULT_STALE_MS = 10_000;
-const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
-const DEFAULT_LEASE_TTL_MS = 30_000;
+export type { MachineLedgerOptions, PoolSnapshot } from './machine-ledger-options.js';
 
 /**
  * A cross-process ledger of reservations against named machine pools, kept in
@@ -232,39 +89,23 @@ export class MachineLedger implements PoolLedger {
   /** This ledger's lease id, written into its rows. */
   readonly leaseId: string;
 
-  readonly #fs: LedgerFs;
-  readonly #locker: PoolLocker;
   readonly #caps = new Map<string, ResourceCap>();
-  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#commit(pool, ops));
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) =>
+    this.#parts.cycles.run(pool, ops, true),
+  );
   // The reaper's rounds are not the caller's operations: they never report a
   // lost lease (the report waits for the next call the caller makes).
   readonly #reaper = new Reaper(
     () => this.#caps.keys(),
     (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
-    () => this.#clock,
+    () => this.#parts.clock,
   );
-  // Per pool, the agents this instance reserved and has not released.
-  readonly #held = new Map<string, Set<string>>();
-  readonly #clock: Clock;
-  readonly #now: () => number;
-  readonly #probe: (pid: number) => boolean;
-  readonly #startTimeOf: (pid: number) => number | undefined;
-  readonly #staleMs: number;
-  readonly #lockStaleMs: number;
-  readonly #lockTimeoutMs: number;
-  readonly #leaseTtlMs: number;
-  readonly #fsync: boolean;
-  readonly #maxFileBytes: number;
-  readonly #requestedDir: string | undefined;
-  readonly #env: NodeJS.ProcessEnv;
-  readonly #hooks: Partial<MachineLedgerHooks>;
+  // Per pool, this instance's inbox for combined answers (undefined: the
+  // combining directory is not usable, the plain lock is used).
+  readonly #inboxes = new Map<string, Inbox | undefined>();
+  readonly #parts: LedgerParts;
   #bootIdValue: string | undefined;
-  #ownStartTime: number | undefined;
   #dirPromise: Promise<string> | undefined;
-  #leaseReady: Promise<void> | undefined;
-  #leaseTimer: ClockTimer | undefined;
-  #leaseRefreshedAt = Number.NEGATIVE_INFINITY;
-  readonly #monotonic: () => number;
   #closed = false;
   readonly #telemetry;
 
@@ -278,44 +119,31 @@ export class MachineLedger implements PoolLedger {
     if (typeof options !== 'object' || options === null) {
       throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
     }
-    checkKnownKeys('MachineLedger options', options, OPTION_KEYS);
+    checkKnownKeys('MachineLedger options', options, MACHINE_LEDGER_OPTION_KEYS);
     checkInstanceId(options.instanceId);
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
-    this.#fs = options.fs ?? defaultFs;
-    this.#locker = new PoolLocker(this.#fs);
-    this.#clock = resolveClock(options.clock, options.now);
-    this.#now = () => this.#clock.now();
-    this.#probe = options.isProcessAlive ?? isProcessAlive;
-    this.#startTimeOf = options.processStartTime ?? ((pid) => readProcessStartTime(this.#fs, pid));
-    this.#staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
-    this.#lockTimeoutMs = positiveOption(
-      'lockTimeoutMs',
-      options.lockTimeoutMs,
-      DEFAULT_LOCK_TIMEOUT_MS,
-    );
-    this.#leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
-    this.#fsync = options.fsync ?? true;
-    this.#maxFileBytes = Math.floor(
-      positiveOption('maxFileBytes', options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
-    );
-    this.#requestedDir = options.dir ?? options.explicitDir;
-    this.#env = options.env ?? process.env;
-    this.#hooks = testHooksOf<MachineLedgerHooks>(options);
-    checkKnownKeys('MachineLedger hooks', this.#hooks, MACHINE_LEDGER_HOOK_KEYS);
-    this.#monotonic = this.#hooks.monotonic ?? monotonicNow;
-    this.#lockStaleMs = this.#hooks.lockStaleMs ?? this.#staleMs;
     this.#bootIdValue = options.bootId;
     this.#telemetry = createLedgerTelemetry(options, 'file', {
-      clock: this.#clock,
+      clock: resolveClock(options.clock, options.now),
       pools: () => this.#caps.keys(),
       read: (pool) => this.inspect(pool),
+    });
+    this.#parts = assembleParts(options, {
+      instanceId: this.instanceId,
+      leaseId: this.leaseId,
+      caps: this.#caps,
+      inboxes: this.#inboxes,
+      telemetry: this.#telemetry,
+      dir: () => this.dir(),
+      bootId: () => this.bootId,
+      closed: () => this.#closed,
     });
   }
 
   /** The boot id rows are written with and compared against. */
   get bootId(): string {
-    this.#bootIdValue ??= readBootId(this.#fs);
+    this.#bootIdValue ??= readBootId(this.#parts.fs);
     return this.#bootIdValue;
   }
 
@@ -325,7 +153,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerDirError when the directory is unsafe or cannot be created.
    */
   dir(): Promise<string> {
-    this.#dirPromise ??= resolveLedgerDir(this.#fs, this.#requestedDir, this.#env);
+    this.#dirPromise ??= resolveLedgerDir(
+      this.#parts.fs,
+      this.#parts.requestedDir,
+      this.#parts.env,
+    );
     // A failed resolution is retried on the next call.
     this.#dirPromise.catch(() => {
       this.#dirPromise = undefined;
@@ -345,7 +177,7 @@ export class MachineLedger implements PoolLedger {
       const dir = await this.#dirPromise.catch(() => undefined);
       if (dir !== undefined) return dir;
     }
-    return findLedgerDir(this.#fs, this.#requestedDir, this.#env);
+    return findLedgerDir(this.#parts.fs, this.#parts.requestedDir, this.#parts.env);
   }
 
   /**
@@ -403,7 +235,7 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     checkReserve(this.#caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
-    const row = this.#row(agentId, cpus, memBytes);
+    const row = this.#parts.identity.row(agentId, cpus, memBytes);
     if (extended !== undefined) row.extended = extended;
     return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
   }
@@ -420,7 +252,7 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const rows = checkAdopt(this.#caps, pool, agents).map(
       ({ agentId, cpus, memBytes, extended }) => {
-        const row = this.#row(agentId, cpus, memBytes);
+        const row = this.#parts.identity.row(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
         return row;
       },
@@ -480,33 +312,18 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const dir = await this.existingDir();
     const file = join(dir ?? this.#expectedDir(), `${pool}.json`);
-    const text =
-      dir === undefined
-        ? undefined
-        : readPoolFile(this.#fs, file, { pool, maxBytes: this.#maxFileBytes });
-    const doc =
-      text === undefined
-        ? emptyDocument(this.#caps.get(pool) ?? {})
-        : parseDocument(text, { pool, location: file });
-    const { live, stale } =
-      dir === undefined
-        ? { live: [], stale: [] }
-        : partitionRows(doc.reservations, this.#facts(dir, doc));
-    if (dir !== undefined) this.#telemetry?.observed(pool, doc.cap, live);
-    return {
-      pool,
-      file,
-      exists: text !== undefined,
-      cap: doc.cap,
-      live,
-      stale,
-      usage: sumRows(live),
-    };
+    const snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
+      cap: this.#caps.get(pool) ?? {},
+      maxBytes: this.#parts.maxFileBytes,
+      facts: (at, doc) => this.#parts.identity.facts(at, doc),
+    });
+    if (dir !== undefined) this.#telemetry?.observed(pool, snapshot.cap, snapshot.live);
+    return snapshot;
   }
 
   // Where the directory would be, for naming a file that does not exist.
   #expectedDir(): string {
-    return this.#requestedDir ?? (this.#env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
+    return this.#parts.requestedDir ?? (this.#parts.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
 
   /**
@@ -518,19 +335,7 @@ export class MachineLedger implements PoolLedger {
   async pools(): Promise<string[]> {
     const dir = await this.existingDir();
     if (dir === undefined) return [];
-    const names = await this.#fs.promises.readdir(dir);
-    return names
-      .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
-      .map((name) => name.slice(0, -'.json'.length))
-      .filter((name) => {
-        try {
-          validatePoolName(name);
-          return true;
-        } catch {
-          return false;
-        }
-      })
-      .sort();
+    return poolNames(await this.#parts.fs.promises.readdir(dir));
   }
 
   /**
@@ -563,14 +368,16 @@ export class MachineLedger implements PoolLedger {
     this.#closed = true;
     this.#reaper.close();
     this.#telemetry?.close();
-    this.#clock.clearInterval(this.#leaseTimer);
-    this.#leaseTimer = undefined;
+    this.#parts.lease.stop();
     await this.#batches.idle();
-    this.#held.clear();
-    if (this.#leaseReady) {
+    for (const inbox of this.#inboxes.values()) inbox?.close();
+    this.#inboxes.clear();
+    this.#parts.locker.close();
+    this.#parts.held.clear();
+    if (this.#parts.lease.started()) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
-      if (file) await this.#fs.promises.unlink(file).catch(() => {});
+      if (file) await this.#parts.fs.promises.unlink(file).catch(() => {});
     }
   }
 
@@ -582,276 +389,5 @@ export class MachineLedger implements PoolLedger {
       this.#telemetry?.op(pool, op, this.#batches.enqueue(pool, op)) ??
       this.#batches.enqueue(pool, op)
     );
-  }
-
-  // One lock/read/write cycle per batch of queued calls.
-  async #commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
-    const dir = await this.dir();
-    await this.#ensureLease(dir);
-    const file = join(dir, `${pool}.json`);
-    const source: DocumentSource = { pool, location: file };
-    const registered = this.#caps.get(pool);
-    const waitStart = this.#telemetry?.lockWaitStart();
-    const handle = await this.#locker.acquire(pool, join(dir, `${pool}.lock`), {
-      staleMs: this.#lockStaleMs,
-      timeoutMs: this.#lockTimeoutMs,
-    });
-    const lockedAt = this.#telemetry?.lockAcquired(pool, waitStart, ops);
-    let answers: OpAnswer[];
-    let wrote = false;
-    try {
-      const text = readPoolFile(this.#fs, file, { pool, maxBytes: this.#maxFileBytes });
-      const doc = text === undefined ? undefined : parseDocument(text, source);
-      if (doc && registered) assertCap(doc, registered, source);
-      const base = doc ?? emptyDocument(registered ?? {});
-      const lost = this.#lostReport(pool, file, base, ops);
-      const partition = partitionRows(base.reservations, this.#facts(dir, base));
-      const applied = lost ? ops.filter((_, i) => i !== lost.index) : ops;
-      const outcome = applyBatch(pool, base, partition, applied);
-      answers = outcome.answers;
-      if (lost) answers.splice(lost.index, 0, { ok: false, error: lost.error });
-      // Refusals, no-op releases and reads never rewrite the file; a file that
-      // does not exist yet is created only by a change.
-      if (outcome.dirty) {
-        await this.#hooks.beforeCommit?.(pool);
-        const text = serializeDocument(outcome.doc);
-        checkWriteSize(file, text, { pool, maxBytes: this.#maxFileBytes });
-        // Fenced: the temp file sits in our token directory inside the lock, so
-        // a holder whose lock was taken over cannot rename it into place.
-        await handle.write(file, text, { fsync: this.#fsync });
-        wrote = true;
-      }
-      if (lost) for (const agentId of lost.error.agentIds) this.#held.get(pool)?.delete(agentId);
-      this.#track(pool, ops, answers);
-      this.#telemetry?.committed(
-        pool,
-        outcome.doc.cap,
-        outcome.doc.reservations,
-        wrote ? partition.stale : [],
-      );
-      if (ops.some((op) => op.kind === 'reap')) this.#sweepLeftovers(dir, file);
-    } finally {
-      await handle.release();
-      this.#telemetry?.lockReleased(pool, lockedAt);
-    }
-    // The rename is visible to every process already; making it survive a power
-    // loss does not need the lock, so the directory fsync runs after the release
-    // (callers still hear back only once it is durable).
-    if (wrote && this.#fsync) await syncDir(this.#fs, dir);
-    return answers;
-  }
-
-  // Under the pool lock: remove temp files that writers of this pool left when
-  // they were killed (older than the stale window, so no live writer owns
-  // them), and lease files expired for ten lease windows. Best effort.
-  #sweepLeftovers(dir: string, file: string): void {
-    // Temp files carry real mtimes: their age is judged on the system clock.
-    const now = systemClock.now();
-    const prefix = tempPrefix(file);
-    let names: string[];
-    try {
-      names = this.#fs.readdirSync(dir);
-    } catch {
-      return;
-    }
-    const lockName = `${basename(file, '.json')}.lock`;
-    for (const name of names) {
-      if (isMovedLockName(name, lockName)) {
-        // A taker that died before removing the lock it moved away.
-        try {
-          if (now - this.#fs.lstatSync(join(dir, name)).mtimeMs > this.#staleMs) {
-            removeTree(this.#fs, join(dir, name));
-          }
-        } catch {
-          // Gone already.
-        }
-        continue;
-      }
-      const temp = name.startsWith(prefix) && name.endsWith('.tmp');
-      const lease = name.endsWith('.lease') && name !== `${this.leaseId}.lease`;
-      if (!temp && !lease) continue;
-      const path = join(dir, name);
-      try {
-        // lstat: a link is judged (and removed) as itself, never by its target.
-        const stat = this.#fs.lstatSync(path);
-        if (!stat.isFile() && !stat.isSymbolicLink()) continue;
-        const age = (lease ? this.#now() : now) - stat.mtimeMs;
-        if (temp ? age > this.#staleMs : age > 10 * this.#leaseTtlMs) this.#fs.unlinkSync(path);
-      } catch {
-        // Gone already, or not ours to remove.
-      }
-    }
-  }
-
-  // Under the pool lock, before deciding: the agents this instance holds whose
-  // row is gone from the document although this process did not release them
-  // (a peer reaped them while this instance was stalled past its lease, or an
-  // operator removed them). The report goes to the batch's first reserve or
-  // reapStale call, which fails and does nothing; the other calls proceed, and
-  // once the batch is written the lost agents are forgotten. Releases never
-  // carry the report (failing one would strand a row), and neither do the
-  // reaper's rounds: without such a call the report waits for the next batch.
-  #lostReport(
-    pool: string,
-    file: string,
-    doc: LedgerDocument,
-    ops: LedgerOp[],
-  ): { index: number; error: LedgerLeaseExpiredError } | undefined {
-    const held = this.#held.get(pool);
-    if (!held || held.size === 0) return undefined;
-    const index = ops.findIndex(
-      (op) => op.kind === 'reserve' || (op.kind === 'reap' && !op.background),
-    );
-    if (index < 0) return undefined;
-    // A row this batch releases anyway is no loss the caller needs to hear of.
-    if (ops.some((op) => op.kind === 'releaseInstance' && op.instanceId === this.instanceId)) {
-      return undefined;
-    }
-    const releasing = new Set(ops.flatMap((op) => (op.kind === 'release' ? [op.agentId] : [])));
-    const present = new Set(
-      doc.reservations
-        .filter(
-          (row) =>
-            row.instanceId === this.instanceId && (row.leaseId ?? this.leaseId) === this.leaseId,
-        )
-        .map((row) => row.agentId),
-    );
-    const lost = [...held].filter((agentId) => !present.has(agentId) && !releasing.has(agentId));
-    if (lost.length === 0) return undefined;
-    const one = lost.length === 1;
-    const names = lost.map((agentId) => JSON.stringify(agentId)).join(', ');
-    const error = new LedgerLeaseExpiredError(
-      pool,
-      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.#leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
-      lost,
-    );
-    return { index, error };
-  }
-
-  // After a successful cycle: remember what this instance now holds.
-  #track(pool: string, ops: LedgerOp[], answers: OpAnswer[]): void {
-    let held = this.#held.get(pool);
-    ops.forEach((op, i) => {
-      const answer = answers[i];
-      if (!answer?.ok) return;
-      if (op.kind === 'adopt') {
-        (answer.value as AdoptResult[]).forEach((result, j) => {
-          if (!result.ok) return;
-          if (!held) {
-            held = new Set();
-            this.#held.set(pool, held);
-          }
-          held.add(op.rows[j]!.agentId);
-        });
-      } else if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
-        if (!held) {
-          held = new Set();
-          this.#held.set(pool, held);
-        }
-        held.add(op.row.agentId);
-      } else if (op.kind === 'release') {
-        held?.delete(op.agentId);
-      } else if (op.kind === 'releaseInstance' && op.instanceId === this.instanceId) {
-        held?.clear();
-      }
-    });
-  }
-
-  #row(agentId: string, cpus: number, memBytes: number): ReservationRow {
-    const row: ReservationRow = {
-      instanceId: this.instanceId,
-      pid: process.pid,
-      bootId: this.bootId,
-      agentId,
-      cpus,
-      memBytes,
-      reservedAt: this.#now(),
-    };
-    const start = this.#selfStartTime();
-    if (start !== undefined) row.pidStartTime = start;
-    row.leaseId = this.leaseId;
-    return row;
-  }
-
-  #selfStartTime(): number | undefined {
-    this.#ownStartTime ??= this.#startTimeOf(process.pid);
-    return this.#ownStartTime;
-  }
-
-  // Gather the liveness facts the pure rule needs, one probe per pid and lease.
-  #facts(dir: string, doc: LedgerDocument): LivenessFacts {
-    const bootId = this.bootId;
-    const leases = new Map<string, LeaseState>();
-    const processes = new Map<string, ProcessState>();
-    const now = this.#now();
-    for (const row of doc.reservations) {
-      if (row.bootId !== bootId) continue;
-      if (row.instanceId === this.instanceId) {
-        const key = `${row.pid}:${row.pidStartTime ?? ''}`;
-        if (!processes.has(key)) processes.set(key, this.#processStateOf(row));
-      } else if (typeof row.leaseId === 'string' && !leases.has(row.leaseId)) {
-        leases.set(
-          row.leaseId,
-          row.leaseId === this.leaseId
-            ? 'fresh'
-            : leaseState(this.#fs, dir, row.leaseId, now, this.#leaseTtlMs),
-        );
-      }
-    }
-    return {
-      bootId,
-      instanceId: this.instanceId,
-      processState: (row) => processes.get(`${row.pid}:${row.pidStartTime ?? ''}`) ?? 'alive',
-      leaseState: (leaseId) => leases.get(leaseId) ?? 'unknown',
-    };
-  }
-
-  #processStateOf(row: ReservationRow): ProcessState {
-    if (row.pid === process.pid) {
-      const own = this.#selfStartTime();
-      if (row.pidStartTime === undefined || own === undefined || row.pidStartTime === own) {
-        return 'alive';
-      }
-      return 'reused';
-    }
-    if (!this.#probe(row.pid)) return 'gone';
-    if (row.pidStartTime === undefined) return 'alive';
-    const start = this.#startTimeOf(row.pid);
-    return start === undefined || start === row.pidStartTime ? 'alive' : 'reused';
-  }
-
-  // The lease exists before the first row that names it is written, and is
-  // refreshed every third of its window by an unref'd timer. A refresh older
-  // than half the window (measured on the monotonic clock) means this process
-  // stalled: the lease is refreshed before acting, so rows written now are not
-  // judged by a lease that looks expired. Only a refresh: whether rows were
-  // lost is decided from the document (see checkHeld), never from the stall.
-  async #ensureLease(dir: string): Promise<void> {
-    const file = leasePath(dir, this.leaseId)!;
-    const body = `${JSON.stringify({ instanceId: this.instanceId, pid: process.pid, bootId: this.bootId })}\n`;
-    const refresh = async () => {
-      const started = this.#monotonic();
-      await touchLease(this.#fs, file, this.#now(), body);
-      this.#leaseRefreshedAt = Math.max(this.#leaseRefreshedAt, started);
-    };
-    if (!this.#leaseReady) {
-      const ready = refresh().then(() => {
-        if (this.#closed) return;
-        this.#leaseTimer = this.#clock.setInterval(
-          () => {
-            refresh().catch(() => {});
-          },
-          Math.max(100, Math.floor(this.#leaseTtlMs / 3)),
-        );
-        this.#leaseTimer.unref();
-      });
-      this.#leaseReady = ready;
-      ready.catch(() => {
-        if (this.#leaseReady === ready) this.#leaseReady = undefined;
-      });
-      return ready;
-    }
-    await this.#leaseReady;
-    if (this.#monotonic() - this.#leaseRefreshedAt > this.#leaseTtlMs / 2) await refresh();
   }
 }

@@ -4,7 +4,7 @@
  * share one pool through the same lock directory and file format. Nobody
  * over-commits, no granted row is lost, and neither side starves.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -41,7 +41,10 @@ describe('a mixed fleet of kici 0.9.1 and scaler-primitives ledgers on one pool'
       running.push(fixture);
       return fixture;
     };
-    const common = { dir, pool: 'shared', cap, cpus: 1, memBytes: GiB, iterations };
+    // All eight start together once every one is up (starting under tsx takes
+    // a second or more each, so the first ones started would otherwise run alone).
+    const goFile = join(dir, 'go');
+    const common = { dir, pool: 'shared', cap, cpus: 1, memBytes: GiB, iterations, goFile };
     const kici = Array.from({ length: 4 }, (_, i) =>
       start('ledger/kici-worker.ts', { ...common, module, instanceId: `kici-${i}` }),
     );
@@ -53,6 +56,8 @@ describe('a mixed fleet of kici 0.9.1 and scaler-primitives ledgers on one pool'
         lockTimeoutMs: 60_000,
       }),
     );
+    await Promise.all([...kici, ...ours].map((worker) => worker.waitFor('ready')));
+    writeFileSync(goFile, '');
     const kiciResults = await Promise.all(kici.map(finishFixture));
     const ourResults = await Promise.all(ours.map(finishFixture));
     reader.child.kill('SIGTERM');

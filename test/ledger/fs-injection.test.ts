@@ -28,6 +28,6 @@ describe('ledger sources route fs through the injected object', () => {
       expect(text, file).not.toMatch(/['"]proper-lockfile['"]/);
     }
     const lock = readFileSync(join(srcDir, 'lock.ts'), 'utf8');
-    expect(lock).toMatch(/this\.fs\.mkdirSync\(/);
+    expect(lock).toMatch(/this\.#fs\.mkdirSync\(/);
   });
 });

@@ -13,7 +13,7 @@ import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index
 import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-hooks.js';
+} from '../../src/ledger/machine-ledger-options.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];

@@ -1,27 +1,25 @@
 /**
- * What the combiner of a pool and the instances that send it their calls say
- * to each other, and the `leader.<pool>` record that names the combiner. Pure:
- * encode, decode and validate. Everything decoded comes from the network, so
- * it is checked as strictly as a document read from the bucket: a malformed
- * message is refused, never half-applied.
+ * The `leader.<pool>` record that names a pool's combiner, and the subject it
+ * listens on. The calls and replies it exchanges are the shared combine wire
+ * format (`../combine-wire.ts`), re-exported here for the NATS ledger's rooms.
  */
-import { DuplicateReservationError, ErrorCode, LedgerUnavailableError } from '../../errors.js';
-import type { ResourceCap } from '../../resources/types.js';
-import { normalizeCap, validateDocument } from '../document.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
-import { MAX_ADOPT, type ReservationRow } from '../types.js';
+import { COMBINE_WIRE_VERSION, isObject } from '../combine-wire.js';
 import { poolKey } from './keys.js';
+
+export {
+  COMBINE_WIRE_VERSION,
+  type CombineReply,
+  type CombineRequest,
+  decodeReply,
+  decodeRequest,
+  encodeReply,
+  encodeRequest,
+  MAX_COMBINE_MESSAGE_BYTES,
+  MAX_FORWARDED_OPS,
+} from '../combine-wire.js';
 
 /** The prefix of every combiner key: `leader.<pool>`. */
 export const LEADER_KEY_PREFIX = 'leader.';
-/** The wire version; a message of another version is refused. */
-export const COMBINE_WIRE_VERSION = 1;
-/** The most calls one request carries. */
-export const MAX_FORWARDED_OPS = 1000;
-/** The largest request or reply accepted, in bytes. */
-export const MAX_COMBINE_MESSAGE_BYTES = 1024 * 1024;
-
 /** The subject prefix a combiner listens under, for a bucket: `_SCALER_LEDGER.<bucket>.`. */
 export function combineSubjectPrefix(bucket: string): string {
   return `_SCALER_LEDGER.${bucket}.`;
@@ -68,206 +66,4 @@ export function decodeLeader(text: string, bucket: string): LeaderRecord | undef
   if (typeof subject !== 'string' || !subject.startsWith(prefix)) return undefined;
   if (!/^[\w-]{1,64}$/.test(subject.slice(prefix.length))) return undefined;
   return { leaseId, instanceId, subject };
-}
-
-/** A request: the calls one instance sends the combiner of a pool. */
-export interface CombineRequest {
-  pool: string;
-  /** The cap the sender registered: the combiner serves it only when its own is the same. */
-  cap: ResourceCap;
-  ops: LedgerOp[];
-}
-
-/** Serialize a request. */
-export function encodeRequest(request: CombineRequest): string {
-  return JSON.stringify({ v: COMBINE_WIRE_VERSION, ...request });
-}
-
-/**
- * Parse and validate a request.
- *
- * @throws TypeError naming what is wrong (the combiner answers `refused`).
- */
-export function decodeRequest(data: Uint8Array): CombineRequest {
-  if (data.length > MAX_COMBINE_MESSAGE_BYTES) {
-    throw new TypeError(`request of ${data.length} bytes is over ${MAX_COMBINE_MESSAGE_BYTES}`);
-  }
-  const value: unknown = JSON.parse(new TextDecoder().decode(data));
-  if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
-    throw new TypeError(`request is not a version ${COMBINE_WIRE_VERSION} object`);
-  }
-  const { pool, cap, ops } = value;
-  if (typeof pool !== 'string') throw new TypeError('request pool is not a string');
-  poolKey(pool);
-  if (!isObject(cap)) throw new TypeError('request cap is not an object');
-  onlyKeys(cap, ['maxCpu', 'maxMemoryBytes', 'maxExtended', 'provides', 'maxAgents'], 'cap');
-  const normalized = normalizeCap(cap as ResourceCap);
-  if (!Array.isArray(ops) || ops.length === 0 || ops.length > MAX_FORWARDED_OPS) {
-    throw new TypeError(`request ops is not an array of 1 to ${MAX_FORWARDED_OPS} calls`);
-  }
-  return { pool, cap: normalized, ops: ops.map((op) => decodeOp(op, pool)) };
-}
-
-function decodeRow(value: unknown, pool: string, kind: string): ReservationRow {
-  const row = validateDocument(
-    { version: 1, cap: {}, reservations: [value] },
-    { pool, location: `a forwarded ${kind} call` },
-  ).reservations[0] as ReservationRow;
-  if (row.agentId === '' || typeof row.leaseId !== 'string' || row.leaseId === '') {
-    throw new TypeError(`${kind} call row needs an agentId and a leaseId`);
-  }
-  return row;
-}
-
-function decodeOp(value: unknown, pool: string): LedgerOp {
-  if (!isObject(value)) throw new TypeError('call is not an object');
-  switch (value.kind) {
-    case 'reserve': {
-      onlyKeys(value, ['kind', 'row', 'maybeApplied'], 'reserve call');
-      return {
-        kind: 'reserve',
-        row: decodeRow(value.row, pool, 'reserve'),
-        ...flag(value, 'maybeApplied'),
-      };
-    }
-    case 'adopt': {
-      onlyKeys(value, ['kind', 'rows', 'maybeApplied'], 'adopt call');
-      if (!Array.isArray(value.rows) || value.rows.length === 0 || value.rows.length > MAX_ADOPT) {
-        throw new TypeError(`adopt call rows is not an array of 1 to ${MAX_ADOPT} rows`);
-      }
-      const rows = value.rows.map((row: unknown) => decodeRow(row, pool, 'adopt'));
-      return { kind: 'adopt', rows, ...flag(value, 'maybeApplied') };
-    }
-    case 'release': {
-      onlyKeys(
-        value,
-        ['kind', 'agentId', 'instanceId', 'maybeApplied', 'removedBefore'],
-        'release call',
-      );
-      if (typeof value.agentId !== 'string' || value.agentId === '') {
-        throw new TypeError('release call agentId is not a non-empty string');
-      }
-      if (value.instanceId !== undefined && typeof value.instanceId !== 'string') {
-        throw new TypeError('release call instanceId is not a string');
-      }
-      return {
-        kind: 'release',
-        agentId: value.agentId,
-        ...(value.instanceId !== undefined ? { instanceId: value.instanceId as string } : {}),
-        ...flag(value, 'maybeApplied'),
-        ...flag(value, 'removedBefore'),
-      };
-    }
-    case 'releaseInstance':
-      onlyKeys(value, ['kind', 'instanceId'], 'releaseInstance call');
-      if (typeof value.instanceId !== 'string' || value.instanceId === '') {
-        throw new TypeError('releaseInstance call instanceId is not a non-empty string');
-      }
-      return { kind: 'releaseInstance', instanceId: value.instanceId };
-    case 'reap':
-      onlyKeys(value, ['kind', 'background'], 'reap call');
-      return { kind: 'reap', ...flag(value, 'background') };
-    default:
-      throw new TypeError(`unknown call kind ${JSON.stringify(String(value.kind).slice(0, 32))}`);
-  }
-}
-
-/**
- * A reply:
- * - `answers`: every call was decided, in order (an answer may be a
- *   `DuplicateReservationError`).
- * - `redirect`: nothing was applied; this instance does not combine the pool
- *   (any more). Ask again who does.
- * - `direct`: the combiner gave up on the batch (its own error); nothing of it
- *   will be applied later. `maybeApplied` says, per call, whether a write that
- *   carried it may have landed. The sender does the calls itself.
- */
-export type CombineReply =
-  | { kind: 'answers'; answers: OpAnswer[] }
-  | { kind: 'redirect'; reason: string }
-  | { kind: 'direct'; maybeApplied: boolean[]; reason: string };
-
-/** Serialize a reply. */
-export function encodeReply(reply: CombineReply): string {
-  if (reply.kind !== 'answers') return JSON.stringify({ v: COMBINE_WIRE_VERSION, ...reply });
-  return JSON.stringify({
-    v: COMBINE_WIRE_VERSION,
-    kind: 'answers',
-    answers: reply.answers.map((answer) =>
-      answer.ok
-        ? { ok: true, value: answer.value ?? null }
-        : {
-            ok: false,
-            code: (answer.error as { code?: unknown }).code,
-            id: (answer.error as { id?: unknown }).id,
-            message: String((answer.error as Error).message ?? answer.error),
-          },
-    ),
-  });
-}
-
-/**
- * Parse a reply to a request of `count` calls on `pool`.
- *
- * @throws TypeError when it is malformed.
- */
-export function decodeReply(data: Uint8Array, pool: string, count: number): CombineReply {
-  if (data.length > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
-  const value: unknown = JSON.parse(new TextDecoder().decode(data));
-  if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
-    throw new TypeError('reply is not a version 1 object');
-  }
-  const reason = typeof value.reason === 'string' ? value.reason.slice(0, 500) : '';
-  if (value.kind === 'redirect') return { kind: 'redirect', reason };
-  if (value.kind === 'direct') {
-    const flags = value.maybeApplied;
-    if (
-      !Array.isArray(flags) ||
-      flags.length !== count ||
-      flags.some((f) => typeof f !== 'boolean')
-    ) {
-      throw new TypeError('direct reply maybeApplied is not one boolean per call');
-    }
-    return { kind: 'direct', maybeApplied: flags as boolean[], reason };
-  }
-  if (value.kind !== 'answers' || !Array.isArray(value.answers) || value.answers.length !== count) {
-    throw new TypeError('reply is not one answer per call');
-  }
-  return {
-    kind: 'answers',
-    answers: value.answers.map((answer: unknown): OpAnswer => {
-      if (!isObject(answer)) throw new TypeError('answer is not an object');
-      if (answer.ok === true) return { ok: true, value: answer.value ?? undefined };
-      const message = typeof answer.message === 'string' ? answer.message.slice(0, 1000) : '';
-      if (answer.code === ErrorCode.DUPLICATE_RESERVATION && typeof answer.id === 'string') {
-        return { ok: false, error: new DuplicateReservationError(answer.id, message) };
-      }
-      return {
-        ok: false,
-        error: new LedgerUnavailableError(pool, `The combiner of the pool failed: ${message}`),
-      };
-    }),
-  };
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function onlyKeys(value: Record<string, unknown>, keys: readonly string[], what: string): void {
-  for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) {
-      throw new TypeError(`${what} has an unknown key ${JSON.stringify(key.slice(0, 64))}`);
-    }
-  }
-}
-
-function flag<K extends string>(
-  value: Record<string, unknown>,
-  key: K,
-): Partial<Record<K, boolean>> {
-  const v = value[key];
-  if (v === undefined) return {};
-  if (typeof v !== 'boolean') throw new TypeError(`${key} is not a boolean`);
-  return { [key]: v } as Partial<Record<K, boolean>>;
 }

@@ -1,8 +1,7 @@
 /**
  * Key names in the bucket: one key per pool, one heartbeat key per lease.
  */
-import { InvalidInputError } from '../../errors.js';
-import { validatePoolName } from '../document.js';
+import { assertSubjectSafePool } from '../combine-wire.js';
 
 /**
  * The prefix of every pool key: `pool.<name>`.
@@ -44,14 +43,7 @@ export const LEASE_KEY_PREFIX = 'lease.';
  * ```
  */
 export function poolKey(pool: string): string {
-  validatePoolName(pool);
-  if (pool.startsWith('.') || pool.endsWith('.') || pool.includes('..')) {
-    throw new InvalidInputError(
-      'pool name',
-      pool,
-      `Invalid pool name ${JSON.stringify(pool)} for a NATS KV ledger: a name may not start or end with '.' or hold '..', because each '.' separates a subject token.`,
-    );
-  }
+  assertSubjectSafePool(pool);
   return `${POOL_KEY_PREFIX}${pool}`;
 }
 

@@ -1,0 +1,255 @@
+/**
+ * The waiting side of cross-process combining (see `combine.ts`): a posted
+ * request, and the inbox its answer arrives in. Each ledger instance keeps one
+ * inbox directory per pool, `<dir>/.<pool>.combine/<leaseId>/`, watched with
+ * `fs.watch` (inotify): a holder renames an answer into it, or touches it to
+ * say the lock is free, and the waiter wakes at once instead of at its next
+ * poll. Where watching is not available the waiter simply polls.
+ */
+import { join } from 'node:path';
+import { type ClockTimer, systemClock } from '../clock.js';
+import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
+import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
+import { hasErrorCode, type LedgerFs } from './fs.js';
+import type { OpAnswer } from './group-commit.js';
+import type { LedgerOp } from './ops.js';
+import { createExclusive, readLedgerFile } from './safe-fs.js';
+
+/** Where one ledger instance's answers for one pool arrive. */
+export class Inbox {
+  private watcher: ReturnType<LedgerFs['watch']> | undefined;
+  private wake: (() => void) | undefined;
+
+  private constructor(
+    private readonly fs: LedgerFs,
+    /** The inbox directory. */
+    readonly path: string,
+  ) {}
+
+  /**
+   * Make (0700) and watch the inbox of `leaseId` in the combining directory
+   * `dir`; `undefined` when it cannot be made safely (then nothing is posted).
+   */
+  static open(fs: LedgerFs, dir: string, leaseId: string): Inbox | undefined {
+    const path = join(dir, leaseId);
+    try {
+      fs.mkdirSync(path, 0o700);
+    } catch (error) {
+      if (!hasErrorCode(error, 'EEXIST')) return undefined;
+    }
+    if (!safeCombineDir(fs, path)) return undefined;
+    const inbox = new Inbox(fs, path);
+    try {
+      inbox.watcher = fs.watch(path, { persistent: false }, () => inbox.wake?.());
+      inbox.watcher.on('error', () => inbox.unwatch());
+    } catch {
+      inbox.watcher = undefined;
+    }
+    return inbox;
+  }
+
+  /** True while arrivals wake the waiter (else it only polls). */
+  get watched(): boolean {
+    return this.watcher !== undefined;
+  }
+
+  /** Resolve after `ms`, or earlier when something arrives in the inbox. */
+  wait(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      let timer: ClockTimer | undefined;
+      const done = () => {
+        this.wake = undefined;
+        systemClock.clearTimeout(timer);
+        resolve();
+      };
+      this.wake = done;
+      timer = systemClock.setTimeout(done, Math.max(0, ms));
+    });
+  }
+
+  /** Stop watching and remove the inbox (when empty). */
+  close(): void {
+    this.unwatch();
+    try {
+      this.fs.rmdirSync(this.path);
+    } catch {
+      // Not empty (a late answer), or gone: swept with the pool's leftovers.
+    }
+  }
+
+  private unwatch(): void {
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+}
+
+/** A waiter's posted request. */
+export class PostedRequest {
+  private answerValue: CombinedAnswer | undefined;
+
+  private constructor(
+    private readonly fs: LedgerFs,
+    private readonly dir: string,
+    private readonly inbox: string,
+    /** The request id. */
+    readonly id: string,
+    private readonly count: number,
+    private readonly pool: string,
+    private readonly maxBytes: number,
+  ) {}
+
+  /**
+   * Post `request` in the combining directory `dir` (its answer comes to
+   * `inbox`); `undefined` (nothing
+   * posted: take the lock the plain way) when it cannot be written.
+   */
+  static post(
+    fs: LedgerFs,
+    dir: string,
+    inbox: Inbox,
+    envelope: RequestEnvelope,
+    request: CombineRequest,
+    maxBytes: number,
+  ): PostedRequest | undefined {
+    const id = requestId(envelope.stamp, envelope.leaseId);
+    const { stamp: _stamp, ...head } = envelope;
+    const text = `${JSON.stringify({ v: 1, ...head })}\n${encodeRequest(request)}\n`;
+    if (Buffer.byteLength(text) > maxBytes) return undefined;
+    const temp = join(dir, `${id}.tmp`);
+    let fd: number | undefined;
+    try {
+      fd = createExclusive(fs, temp, 0o600);
+      fs.writeFileSync(fd, text, 'utf8');
+      fs.closeSync(fd);
+      fd = undefined;
+      fs.renameSync(temp, join(dir, `${id}.req`));
+    } catch {
+      if (fd !== undefined) fs.closeSync(fd);
+      try {
+        fs.unlinkSync(temp);
+      } catch {
+        // Never made.
+      }
+      return undefined;
+    }
+    return new PostedRequest(fs, dir, inbox.path, id, request.ops.length, request.pool, maxBytes);
+  }
+
+  /** The answer once a holder posted it (read once, then its file is removed). */
+  answer(): CombinedAnswer | undefined {
+    if (this.answerValue) return this.answerValue;
+    const file = join(this.inbox, `${this.id}.ans`);
+    let text: string | undefined;
+    try {
+      text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
+    } catch {
+      text = undefined;
+    }
+    if (text === undefined) return undefined;
+    try {
+      this.fs.unlinkSync(file);
+    } catch {
+      // Gone already.
+    }
+    const answer = this.decode(text);
+    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
+    this.answerValue = answer;
+    return answer;
+  }
+
+  private decode(text: string): CombinedAnswer {
+    const newline = text.indexOf('\n');
+    try {
+      const head: unknown = JSON.parse(text.slice(0, newline));
+      const reply = decodeReply(
+        new TextEncoder().encode(text.slice(newline + 1)),
+        this.pool,
+        this.count,
+      );
+      if (!isObject(head) || head.v !== 1) throw new TypeError('answer head is not version 1');
+      const lost = head.lost;
+      if (lost === null || lost === undefined) return { reply };
+      if (
+        !isObject(lost) ||
+        typeof lost.index !== 'number' ||
+        !Number.isInteger(lost.index) ||
+        lost.index < 0 ||
+        lost.index >= this.count ||
+        !Array.isArray(lost.agentIds) ||
+        lost.agentIds.some((a) => typeof a !== 'string')
+      ) {
+        throw new TypeError('answer lost report is malformed');
+      }
+      return { reply, lost: { index: lost.index, agentIds: lost.agentIds as string[] } };
+    } catch (error) {
+      // Only a holder that applied nothing posts what does not decode.
+      return {
+        reply: {
+          kind: 'direct',
+          maybeApplied: Array.from({ length: this.count }, () => false),
+          reason: `the answer did not decode (${(error as Error).message})`,
+        },
+      };
+    }
+  }
+
+  /**
+   * What a holder that took this request had decided before it wrote (it
+   * prepares the answers first), read once and removed; `undefined` when it
+   * prepared none. Used only when that holder never answered: a release it
+   * decided to remove was present then, whether or not its write landed.
+   */
+  prepared(): OpAnswer[] | undefined {
+    const file = join(this.dir, `${this.id}.pre`);
+    let text: string | undefined;
+    try {
+      text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
+    } catch {
+      text = undefined;
+    }
+    if (text === undefined) return undefined;
+    try {
+      this.fs.unlinkSync(file);
+    } catch {
+      // Gone already.
+    }
+    const answer = this.decode(text);
+    return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;
+  }
+
+  /**
+   * Take the request back. `withdrawn`: no holder has it, nothing of it will be
+   * applied. `claimed`: a holder took it first; its answer decides.
+   */
+  withdraw(): 'withdrawn' | 'claimed' {
+    try {
+      this.fs.unlinkSync(join(this.dir, `${this.id}.req`));
+      return 'withdrawn';
+    } catch (error) {
+      return hasErrorCode(error, 'ENOENT') ? 'claimed' : 'withdrawn';
+    }
+  }
+}
+
+/**
+ * Mark calls about to be redone by their own process after a holder took them
+ * and did not answer them: `maybe` (one flag per call, or one for all) says a
+ * write that carried the call may have landed, so a reserve that finds its own
+ * row is granted; a release the holder had decided to remove (`prepared`)
+ * answers true although its row is gone by now.
+ */
+export function redo(
+  ops: LedgerOp[],
+  maybe: boolean | readonly boolean[],
+  prepared: readonly OpAnswer[] | undefined,
+): void {
+  ops.forEach((op, i) => {
+    const flag = typeof maybe === 'boolean' ? maybe : maybe[i] === true;
+    if (!flag || (op.kind !== 'reserve' && op.kind !== 'release')) return;
+    op.maybeApplied = true;
+    const decided = prepared?.[i];
+    if (op.kind === 'release' && decided?.ok === true && decided.value === true) {
+      op.removedBefore = true;
+    }
+  });
+}

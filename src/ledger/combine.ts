@@ -1,0 +1,374 @@
+/**
+ * Cross-process combining for the file ledger: the channel through which a
+ * process waiting for a pool lock hands its calls to whoever holds the lock,
+ * so one read-modify-write and one fsync serve every waiter.
+ *
+ * The channel is the directory `<dir>/.<pool>.combine/` (mode 0700, ours):
+ * 1. A waiter that found the lock taken posts its batch as `<id>.req` (written
+ *    to `<id>.tmp` with `O_EXCL | O_NOFOLLOW`, then renamed, so a reader never
+ *    sees half a request). `<id>` starts with the batch's start time in
+ *    microseconds, zero-padded: names sort in arrival order.
+ * 2. The holder claims each request by renaming it into its token directory
+ *    inside the lock (`<pool>.lock/<token>/<id>.req`). The rename decides: a
+ *    waiter that withdraws its request (it took the lock itself, or gave up)
+ *    unlinks `<id>.req`, and exactly one of the two succeeds.
+ * 3. The holder applies its own calls and every claimed request in start-time
+ *    order, writes the pool file once, and posts each waiter's answer as
+ *    `<id>.ans` through the fenced write of the lock (temp file in its token
+ *    directory): a holder that lost its lock cannot post an answer.
+ * 4. The waiter sees `<id>.ans` and returns without taking the lock. A waiter
+ *    whose request was claimed but never answered (the holder was killed, or
+ *    its lock was taken over) takes the lock itself and redoes its calls,
+ *    marked `maybeApplied` (the holder may have written them before dying).
+ * 5. A waiter defers (stays out of the lock's wait queue and sleeps on its
+ *    inbox) only while the lock is held by a holder that combines: its token
+ *    ends in `.c` (see `lock.ts`), and it answers or wakes the oldest waiter
+ *    when it releases. Even then it looks at the lock again within a few ms.
+ *    Behind any other holder (the kici orchestrator's ledger, an older version
+ *    of ours) nobody would answer it, so it stands in the wait queue and takes
+ *    the lock itself like a plain waiter. Its request stays posted meanwhile:
+ *    whichever of ours takes the lock first serves it, and a waiter that takes
+ *    the lock withdraws its own request first (step 2 decides who has it).
+ *
+ * Everything read here is opened without following links and checked to be a
+ * regular file of ours (see `safe-fs.ts`); a request that does not decode is
+ * answered "do it yourself" and never applied. Processes that do not know the
+ * directory (the kici orchestrator) are unaffected: they take the lock as before.
+ */
+import { join } from 'node:path';
+import { monotonicEpochNow, systemClock } from '../clock.js';
+import {
+  type CombineReply,
+  type CombineRequest,
+  decodeRequest,
+  encodeReply,
+  isObject,
+} from './combine-wire.js';
+import { assertCap, type DocumentSource } from './document.js';
+import { hasErrorCode, type LedgerFs } from './fs.js';
+import type { OpAnswer } from './group-commit.js';
+import type { LostRows } from './lost.js';
+import { createExclusive, readLedgerFile } from './safe-fs.js';
+import type { LedgerDocument } from './types.js';
+
+/** The most requests one holder takes in one cycle (the rest wait for the next). */
+export const MAX_COMBINED_REQUESTS = 256;
+
+/** The combining directory of a lock: `<dir>/.<pool>.combine`, beside `<dir>/<pool>.lock`. */
+export function combineDirPath(lockPath: string): string {
+  const slash = lockPath.lastIndexOf('/');
+  return `${lockPath.slice(0, slash + 1)}.${lockPath.slice(slash + 1, -'.lock'.length)}.combine`;
+}
+
+/**
+ * Create the combining directory (0700) if needed; true when it is a real
+ * directory of ours that nobody else can write. False (no combining, the plain
+ * lock is used) for anything else, which is left alone.
+ */
+export function prepareCombineDir(fs: LedgerFs, path: string): boolean {
+  try {
+    fs.mkdirSync(path, 0o700);
+  } catch (error) {
+    if (!hasErrorCode(error, 'EEXIST')) return false;
+  }
+  return safeCombineDir(fs, path);
+}
+
+// A real directory of ours that nobody else can write (a link is not followed).
+export function safeCombineDir(fs: LedgerFs, path: string): boolean {
+  try {
+    const stat = fs.lstatSync(path);
+    const uid = typeof process.geteuid === 'function' ? process.geteuid() : undefined;
+    return (
+      stat.isDirectory() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0
+    );
+  } catch {
+    return false;
+  }
+}
+
+/** Who sent a request and what the holder needs beyond the calls. */
+export interface RequestEnvelope {
+  /** The batch's start time (epoch ms, monotonic): the order requests are applied in. */
+  stamp: number;
+  /** The sender's instance id. */
+  instanceId: string;
+  /** The sender's lease id. */
+  leaseId: string;
+  /** The sender wants the write fsynced. */
+  fsync: boolean;
+  /** The agents the sender holds in the pool (for its lost-rows report). */
+  held: string[];
+  /** The sender registered the request's cap (else the cap is not checked). */
+  registered: boolean;
+}
+
+/** A waiter's answer: the reply and, when rows of it were lost, the report. */
+export interface CombinedAnswer {
+  /** `answers` (applied), or `direct` (not applied: do the calls yourself). */
+  reply: CombineReply;
+  /** The lost-rows report, at `lost.index` in place of that call's answer. */
+  lost?: LostRows;
+  /** For a `direct` reply: what the holder had decided before its write, if it staged it. */
+  prepared?: OpAnswer[];
+}
+
+/** A request the holder claimed. */
+export interface ClaimedRequest {
+  /** The request id (its file name without `.req`). */
+  id: string;
+  /** The sender and its needs; `undefined` when the request did not decode. */
+  envelope: RequestEnvelope | undefined;
+  /** The calls; `undefined` when the request did not decode. */
+  request: CombineRequest | undefined;
+  /** Where the claimed file is now (inside the holder's token directory). */
+  file: string;
+}
+
+/**
+ * A request id: `<start>.<leaseId>.<random>`, the start time in microseconds,
+ * zero-padded (ids sort in start order); the lease id names the sender's inbox.
+ */
+export function requestId(stamp: number, leaseId: string): string {
+  const micros = Math.max(0, Math.round(stamp * 1000));
+  return `${String(micros).padStart(17, '0')}.${leaseId}.${Math.random().toString(36).slice(2, 10)}`;
+}
+
+function stampOf(id: string): number {
+  return Number(id.slice(0, 17)) / 1000;
+}
+
+const ID = /^\d{17}\.([\w-]{1,128})\.[a-z0-9]{1,10}$/;
+
+/** The inbox directory of the sender of request `id`: `<dir>/<leaseId>`. */
+export function inboxOf(dir: string, id: string): string | undefined {
+  const leaseId = ID.exec(id)?.[1];
+  return leaseId === undefined ? undefined : join(dir, leaseId);
+}
+
+/** True for a safe request id. */
+export function isRequestId(id: string): boolean {
+  return ID.test(id);
+}
+
+function decodeEnvelope(value: unknown, stamp: number): RequestEnvelope {
+  if (!isObject(value) || value.v !== 1) throw new TypeError('envelope is not a version 1 object');
+  const { instanceId, leaseId, fsync, held, registered } = value;
+  if (typeof instanceId !== 'string' || instanceId === '' || instanceId.length > 256) {
+    throw new TypeError('envelope instanceId is not a string of 1 to 256 characters');
+  }
+  if (typeof leaseId !== 'string' || !/^[\w-]{1,128}$/.test(leaseId)) {
+    throw new TypeError('envelope leaseId is not a lease id');
+  }
+  if (typeof fsync !== 'boolean' || typeof registered !== 'boolean') {
+    throw new TypeError('envelope fsync or registered is not a boolean');
+  }
+  if (!Array.isArray(held) || held.some((a) => typeof a !== 'string')) {
+    throw new TypeError('envelope held is not an array of strings');
+  }
+  return { stamp, instanceId, leaseId, fsync, held: held as string[], registered };
+}
+
+/**
+ * Under the pool lock: claim every posted request (at most
+ * {@link MAX_COMBINED_REQUESTS}, oldest first) by renaming it into the holder's
+ * token directory, and read it. Also removes leftovers older than `staleMs`
+ * (temp files and answers of waiters that were killed).
+ */
+export function claimPending(
+  fs: LedgerFs,
+  dir: string,
+  tokenDir: string,
+  pool: string,
+  maxBytes: number,
+  staleMs: number,
+): ClaimedRequest[] {
+  let names: string[];
+  // No directory (nobody ever waited), or one we must not use: nothing to claim.
+  if (!safeCombineDir(fs, dir)) return [];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const ids: string[] = [];
+  for (const name of names) {
+    if (name.endsWith('.req')) {
+      const id = name.slice(0, -'.req'.length);
+      if (ID.test(id)) ids.push(id);
+    } else if (/\.(tmp|ans|pre|dir)$/.test(name)) {
+      sweep(fs, join(dir, name), staleMs);
+    }
+  }
+  ids.sort();
+  const claimed: ClaimedRequest[] = [];
+  for (const id of ids.slice(0, MAX_COMBINED_REQUESTS)) {
+    const file = join(tokenDir, `${id}.req`);
+    try {
+      fs.renameSync(join(dir, `${id}.req`), file);
+    } catch {
+      // Withdrawn by its waiter, or our token directory is gone (then the write fails too).
+      continue;
+    }
+    let envelope: RequestEnvelope | undefined;
+    let request: CombineRequest | undefined;
+    try {
+      const text = readLedgerFile(fs, file, { pool, maxBytes });
+      if (text === undefined) throw new TypeError('the claimed request vanished');
+      const newline = text.indexOf('\n');
+      envelope = decodeEnvelope(JSON.parse(text.slice(0, newline)), stampOf(id));
+      request = decodeRequest(new TextEncoder().encode(text.slice(newline + 1)));
+      if (request.pool !== pool) throw new TypeError('the request names another pool');
+    } catch {
+      envelope = undefined;
+      request = undefined;
+    }
+    claimed.push({ id, envelope, request, file });
+  }
+  return claimed;
+}
+
+function sweep(fs: LedgerFs, path: string, staleMs: number): void {
+  try {
+    const stat = fs.lstatSync(path);
+    if (systemClock.now() - stat.mtimeMs > staleMs) fs.unlinkSync(path);
+  } catch {
+    // Gone already.
+  }
+}
+
+/** The text of an answer file. */
+export function encodeAnswer(reply: CombineReply, lost?: LostRows): string {
+  return `${JSON.stringify({ v: 1, lost: lost ?? null })}\n${encodeReply(reply)}\n`;
+}
+
+/**
+ * Write an answer for request `id` under a name the waiter does not take as
+ * its answer yet: `<id>.pre` (decided before the write; kept if the holder
+ * dies) or `<id>.dir` ("not applied"). False when it could not be written.
+ */
+export function stageAnswer(
+  fs: LedgerFs,
+  dir: string,
+  id: string,
+  suffix: 'pre' | 'dir',
+  text: string,
+): boolean {
+  const file = join(dir, `${id}.${suffix}`);
+  let fd: number | undefined;
+  try {
+    fd = createExclusive(fs, file, 0o600);
+    fs.writeFileSync(fd, text, 'utf8');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/**
+ * Publish a staged answer as `<inbox>/<id>.ans` (the rename wakes the waiter
+ * watching its inbox); false when it is gone (the waiter took it back) or the
+ * inbox is missing.
+ */
+export function publishAnswer(
+  fs: LedgerFs,
+  dir: string,
+  id: string,
+  suffix: 'pre' | 'dir',
+): boolean {
+  const inbox = inboxOf(dir, id);
+  if (inbox === undefined) return false;
+  try {
+    fs.renameSync(join(dir, `${id}.${suffix}`), join(inbox, `${id}.ans`));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * After a release: wake the sender of the oldest request still waiting, so it
+ * takes the lock now instead of at its next poll (touching its inbox's times
+ * fires its watch). Best effort; waiters poll anyway.
+ */
+export function wakeOldest(fs: LedgerFs, dir: string): void {
+  let oldest: string | undefined;
+  try {
+    for (const name of fs.readdirSync(dir)) {
+      if (!name.endsWith('.req')) continue;
+      const id = name.slice(0, -'.req'.length);
+      if (ID.test(id) && (oldest === undefined || id < oldest)) oldest = id;
+    }
+  } catch {
+    return;
+  }
+  const inbox = oldest === undefined ? undefined : inboxOf(dir, oldest);
+  if (inbox === undefined) return;
+  try {
+    const seconds = systemClock.now() / 1000;
+    fs.lutimesSync(inbox, seconds, seconds);
+  } catch {
+    // Gone: its waiter polls, or is gone too.
+  }
+}
+
+/** Post "not applied" (`maybe`: a write that carried the calls may have landed) for a claimed request. */
+export function postNotApplied(
+  fs: LedgerFs,
+  dir: string,
+  claimed: ClaimedRequest,
+  maybe: boolean,
+): void {
+  if (stageAnswer(fs, dir, claimed.id, 'dir', notApplied(claimed, maybe))) {
+    publishAnswer(fs, dir, claimed.id, 'dir');
+  }
+}
+
+/** A batch's start stamp, on the scale request ids use. */
+export function batchStamp(): number {
+  return monotonicEpochNow();
+}
+
+/**
+ * True when the pool's name can travel in a combine request (the request
+ * format is shared with the NATS combiner, whose keys refuse a trailing `.`
+ * and `..`); other pools use the plain lock.
+ */
+export function combinablePool(pool: string): boolean {
+  return !pool.endsWith('.') && !pool.includes('..');
+}
+
+/**
+ * The claimed request's sender and calls when the holder may apply them to
+ * `base`: it decoded, and its cap (when the sender registered one) is the
+ * document's. Otherwise `undefined`: the holder answers "not applied" and the
+ * sender does its calls itself (and gets its own error, a cap mismatch say).
+ */
+export function usableRequest(
+  claimed: ClaimedRequest,
+  base: LedgerDocument,
+  source: DocumentSource,
+): { envelope: RequestEnvelope; request: CombineRequest } | undefined {
+  const { envelope, request } = claimed;
+  if (envelope === undefined || request === undefined) return undefined;
+  if (envelope.registered) {
+    try {
+      assertCap(base, request.cap, source);
+    } catch {
+      return undefined;
+    }
+  }
+  return { envelope, request };
+}
+
+/** The answer "none of your calls was applied by me; do them yourself" (`maybe`: a write that carried them may have landed). */
+export function notApplied(claimed: ClaimedRequest, maybe: boolean): string {
+  const count = claimed.request?.ops.length ?? 0;
+  return encodeAnswer({
+    kind: 'direct',
+    maybeApplied: Array.from({ length: count }, () => maybe),
+    reason: 'the holder did not apply these calls',
+  });
+}

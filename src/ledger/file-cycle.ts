@@ -1,0 +1,304 @@
+/**
+ * One locked read-decide-write cycle of the file ledger for a batch of calls
+ * on one pool, with cross-process combining (see `combine.ts`): a batch that
+ * finds the lock taken posts its calls and waits for a holder's answer, and a
+ * holder applies its own calls and every posted request in start order, in
+ * one write and one fsync.
+ */
+import { join } from 'node:path';
+import { sleep } from '../clock.js';
+import type { ResourceCap } from '../resources/types.js';
+import {
+  batchStamp,
+  type ClaimedRequest,
+  type CombinedAnswer,
+  claimPending,
+  combinablePool,
+  combineDirPath,
+  prepareCombineDir,
+  wakeOldest,
+} from './combine.js';
+import {
+  failAnswers,
+  planCombined,
+  publishAnswers,
+  splitAnswers,
+  stageAnswers,
+} from './combine-plan.js';
+import { Inbox, PostedRequest, redo } from './combine-waiter.js';
+import { MAX_FORWARDED_OPS } from './combine-wire.js';
+import {
+  assertCap,
+  type DocumentSource,
+  emptyDocument,
+  type LivenessFacts,
+  parseDocument,
+  partitionRows,
+  serializeDocument,
+} from './document.js';
+import type { LedgerFs } from './fs.js';
+import type { OpAnswer } from './group-commit.js';
+import type { HeldRows } from './held-rows.js';
+import type { PoolLocker, WaitHooks } from './lock.js';
+import type { MachineLedgerHooks } from './machine-ledger-options.js';
+import { applyBatch, type LedgerOp } from './ops.js';
+import { checkWriteSize, readPoolFile, syncDir } from './store.js';
+import type { LedgerTelemetry } from './telemetry.js';
+import type { LedgerDocument } from './types.js';
+
+// A posted waiter behind a holder that combines looks at the lock again after
+// DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
+// With a watched inbox the answer and the releasing holder's touch wake it, so
+// the bound only covers a holder that died: a waiter that looked every few ms
+// would keep the CPU from the holder it waits for.
+const DEFER_MS = 4;
+const WATCHED_DEFER_MS = 25;
+
+/** What a cycle needs from its MachineLedger. */
+export interface CycleHost {
+  readonly fs: LedgerFs;
+  readonly locker: PoolLocker;
+  readonly caps: ReadonlyMap<string, ResourceCap>;
+  readonly held: HeldRows;
+  /** Per pool, this instance's inbox (undefined: the combining directory is not usable). */
+  readonly inboxes: Map<string, Inbox | undefined>;
+  readonly telemetry: LedgerTelemetry | undefined;
+  readonly hooks: Partial<MachineLedgerHooks>;
+  readonly instanceId: string;
+  readonly leaseId: string;
+  readonly fsync: boolean;
+  readonly maxFileBytes: number;
+  readonly staleMs: number;
+  readonly lockStaleMs: number;
+  readonly lockTimeoutMs: number;
+  dir(): Promise<string>;
+  ensureLease(dir: string): Promise<void>;
+  facts(dir: string, doc: LedgerDocument): LivenessFacts;
+  sweepLeftovers(dir: string, file: string): void;
+}
+
+/** Runs the locked cycles of one MachineLedger. */
+export class FileCycle {
+  constructor(private readonly host: CycleHost) {}
+
+  /**
+   * Run `ops` on `pool`: take the lock (or have a holder apply them, when
+   * `combine`), read, decide, write once, answer each call in order.
+   */
+  async run(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    const stamp = batchStamp();
+    const dir = await this.host.dir();
+    await this.host.ensureLease(dir);
+    const file = join(dir, `${pool}.json`);
+    const source: DocumentSource = { pool, location: file };
+    const registered = this.host.caps.get(pool);
+    const lockPath = join(dir, `${pool}.lock`);
+    const combineDir = this.combineDir(pool, lockPath);
+    const timing = {
+      staleMs: this.host.lockStaleMs,
+      timeoutMs: this.host.lockTimeoutMs,
+      combining: combineDir !== undefined,
+    };
+    const waiter =
+      combine && combineDir !== undefined ? this.waiter(pool, combineDir, stamp, ops) : undefined;
+    const waitStart = this.host.telemetry?.lockWaitStart();
+    const handle = waiter
+      ? await this.host.locker.acquire(pool, lockPath, timing, waiter.hooks)
+      : await this.host.locker.acquire(pool, lockPath, timing);
+    if (handle === undefined) return this.answered(pool, file, ops, waiter!.answer()!);
+    const lockedAt = this.host.telemetry?.lockAcquired(pool, waitStart, ops);
+    if (waiter?.withdraw() === 'claimed') {
+      const answer = waiter.answer();
+      if (answer) {
+        await handle.release();
+        return this.answered(pool, file, ops, answer);
+      }
+      // A holder took our calls and never answered (it was killed, or lost
+      // its lock): it may have written them, which the ops then see.
+      const prepared = waiter.prepared();
+      const late = waiter.answer();
+      if (late) {
+        // Published meanwhile; a "not applied" answer needs the staged decisions read above.
+        late.prepared ??= prepared;
+        await handle.release();
+        return this.answered(pool, file, ops, late);
+      }
+      redo(ops, true, prepared);
+    }
+    let answers: OpAnswer[] = [];
+    let wrote = false;
+    let synced = false;
+    let published = false;
+    let remote: ClaimedRequest[] = [];
+    try {
+      await this.host.hooks.beforeClaim?.(pool);
+      if (combineDir !== undefined) {
+        remote = claimPending(
+          this.host.fs,
+          combineDir,
+          handle.tokenDir,
+          pool,
+          this.host.maxFileBytes,
+          this.host.staleMs,
+        );
+      }
+      const text = readPoolFile(this.host.fs, file, { pool, maxBytes: this.host.maxFileBytes });
+      const doc = text === undefined ? undefined : parseDocument(text, source);
+      if (doc && registered) assertCap(doc, registered, source);
+      const base = doc ?? emptyDocument(registered ?? {});
+      const lost = this.host.held.lostReport(pool, file, base, ops);
+      // Our calls and every claimed request, in the order their batches started.
+      const own = {
+        stamp,
+        ops,
+        lost: lost && { index: lost.index, agentIds: [...lost.error.agentIds] },
+        fsync: this.host.fsync,
+      };
+      const plan = planCombined(own, remote, base, source);
+      const partition = partitionRows(base.reservations, this.host.facts(dir, base));
+      const outcome = applyBatch(pool, base, partition, plan.ops);
+      const split = splitAnswers(plan, outcome.answers);
+      answers = split[plan.parts.indexOf(own)]!;
+      const fsync = plan.parts.some((part) => part.fsync);
+      const staged =
+        combineDir !== undefined && remote.length > 0
+          ? stageAnswers(this.host.fs, combineDir, plan, split)
+          : undefined;
+      // Refusals, no-op releases and reads never rewrite the file; a file that
+      // does not exist yet is created only by a change.
+      if (outcome.dirty) {
+        await this.host.hooks.beforeCommit?.(pool);
+        const text = serializeDocument(outcome.doc);
+        checkWriteSize(file, text, { pool, maxBytes: this.host.maxFileBytes });
+        // Fenced: the temp file sits in our token directory inside the lock, so
+        // a holder whose lock was taken over cannot rename it into place.
+        await handle.write(file, text, { fsync });
+        wrote = true;
+        await this.host.hooks.afterWrite?.(pool);
+      }
+      if (lost) answers[lost.index] = { ok: false, error: lost.error };
+      if (lost) this.host.held.forget(pool, lost.error.agentIds);
+      this.host.held.track(pool, ops, answers);
+      this.host.telemetry?.committed(
+        pool,
+        outcome.doc.cap,
+        outcome.doc.reservations,
+        wrote ? partition.stale : [],
+      );
+      if (ops.some((op) => op.kind === 'reap')) this.host.sweepLeftovers(dir, file);
+      if (staged && combineDir !== undefined) {
+        // Waiters hear back only once the write is durable: one directory
+        // fsync, under the lock, serves all of them.
+        if (wrote && fsync) await syncDir(this.host.fs, dir);
+        synced = true;
+        publishAnswers(this.host.fs, combineDir, plan, staged);
+        published = true;
+      }
+    } catch (error) {
+      // Every claimed waiter does its calls itself.
+      if (combineDir !== undefined && !published)
+        failAnswers(this.host.fs, combineDir, remote, wrote);
+      throw error;
+    } finally {
+      for (const claimed of remote) {
+        try {
+          this.host.fs.unlinkSync(claimed.file);
+        } catch {
+          // Moved away with a lock that was taken over.
+        }
+      }
+      await handle.release();
+      this.host.telemetry?.lockReleased(pool, lockedAt);
+      if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
+    }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (wrote && this.host.fsync && !synced) await syncDir(this.host.fs, dir);
+    return answers;
+  }
+
+  // The combining directory of a pool; undefined when the pool's name cannot
+  // travel in a request (then the plain lock is used).
+  private combineDir(pool: string, lockPath: string): string | undefined {
+    return combinablePool(pool) ? combineDirPath(lockPath) : undefined;
+  }
+
+  // How this batch waits: after the first failed try it posts its calls for
+  // the holder, and ends the wait when a holder answered.
+  private waiter(pool: string, combineDir: string, stamp: number, ops: LedgerOp[]) {
+    let request: PostedRequest | undefined;
+    let inbox: Inbox | undefined;
+    const registered = this.host.caps.get(pool);
+    return {
+      hooks: {
+        contended: () => {
+          if (ops.length > MAX_FORWARDED_OPS) return;
+          // Made (and checked) by the first waiter of the pool in this instance.
+          if (!this.host.inboxes.has(pool)) {
+            const usable = prepareCombineDir(this.host.fs, combineDir);
+            this.host.inboxes.set(
+              pool,
+              usable ? Inbox.open(this.host.fs, combineDir, this.host.leaseId) : undefined,
+            );
+          }
+          inbox = this.host.inboxes.get(pool);
+          if (inbox === undefined) return;
+          request = PostedRequest.post(
+            this.host.fs,
+            combineDir,
+            inbox,
+            {
+              stamp,
+              instanceId: this.host.instanceId,
+              leaseId: this.host.leaseId,
+              fsync: this.host.fsync,
+              held: [...(this.host.held.get(pool) ?? [])],
+              registered: registered !== undefined,
+            },
+            { pool, cap: registered ?? {}, ops },
+            this.host.maxFileBytes,
+          );
+        },
+        settled: () => request?.answer() !== undefined,
+        mustWait: () => request !== undefined && request.withdraw() === 'claimed',
+        posted: () => request !== undefined && inbox !== undefined,
+        // Behind a holder that combines, a posted waiter sleeps until its
+        // answer arrives, the releasing holder wakes it (the oldest), or a
+        // short bound passes and it looks at the lock again.
+        pause: () => {
+          const bound = inbox?.watched ? WATCHED_DEFER_MS : DEFER_MS;
+          return inbox?.wait(bound + Math.random() * bound) ?? sleep(DEFER_MS);
+        },
+      } satisfies WaitHooks,
+      answer: () => request?.answer(),
+      prepared: () => request?.prepared(),
+      withdraw: () => request?.withdraw(),
+    };
+  }
+
+  // A holder answered our calls: take its answers as ours, or do the calls
+  // ourselves when it applied none of them.
+  private async answered(
+    pool: string,
+    file: string,
+    ops: LedgerOp[],
+    answer: CombinedAnswer,
+  ): Promise<OpAnswer[]> {
+    if (answer.reply.kind !== 'answers') {
+      const flags = answer.reply.kind === 'direct' ? answer.reply.maybeApplied : [];
+      redo(ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
+      return this.run(pool, ops, false);
+    }
+    const answers = answer.reply.answers;
+    if (answer.lost) {
+      answers[answer.lost.index] = {
+        ok: false,
+        error: this.host.held.lostError(pool, file, answer.lost.agentIds),
+      };
+      this.host.held.forget(pool, answer.lost.agentIds);
+    }
+    this.host.held.track(pool, ops, answers);
+    return answers;
+  }
+}

@@ -1,0 +1,97 @@
+/**
+ * Who one MachineLedger instance is on this host (the rows it writes), and the
+ * liveness facts it gathers about the rows of a document for the pure
+ * staleness rule (`document.ts`): one probe per pid and per lease.
+ */
+import type { LeaseState, LivenessFacts, ProcessState } from './document.js';
+import type { LedgerFs } from './fs.js';
+import { leaseState } from './lease.js';
+import type { LedgerDocument, ReservationRow } from './types.js';
+
+/** What the facts are gathered with. */
+export interface InstanceIdentity {
+  readonly fs: LedgerFs;
+  readonly instanceId: string;
+  readonly leaseId: string;
+  readonly leaseTtlMs: number;
+  /** The host's boot id. */
+  bootId(): string;
+  /** The ledger's clock, epoch ms. */
+  now(): number;
+  /** Whether a pid exists. */
+  probe(pid: number): boolean;
+  /** A process's start time in clock ticks since boot. */
+  startTimeOf(pid: number): number | undefined;
+}
+
+/** This instance's rows and what it knows of other rows' owners. */
+export class InstanceFacts {
+  private ownStartTime: number | undefined;
+
+  constructor(private readonly id: InstanceIdentity) {}
+
+  /** A new row of this instance. */
+  row(agentId: string, cpus: number, memBytes: number): ReservationRow {
+    const row: ReservationRow = {
+      instanceId: this.id.instanceId,
+      pid: process.pid,
+      bootId: this.id.bootId(),
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.id.now(),
+    };
+    const start = this.selfStartTime();
+    if (start !== undefined) row.pidStartTime = start;
+    row.leaseId = this.id.leaseId;
+    return row;
+  }
+
+  /** The liveness facts the pure rule needs for `doc`, read from `dir` and `/proc`. */
+  facts(dir: string, doc: LedgerDocument): LivenessFacts {
+    const { id } = this;
+    const bootId = id.bootId();
+    const leases = new Map<string, LeaseState>();
+    const processes = new Map<string, ProcessState>();
+    const now = id.now();
+    for (const row of doc.reservations) {
+      if (row.bootId !== bootId) continue;
+      if (row.instanceId === id.instanceId) {
+        const key = `${row.pid}:${row.pidStartTime ?? ''}`;
+        if (!processes.has(key)) processes.set(key, this.processStateOf(row));
+      } else if (typeof row.leaseId === 'string' && !leases.has(row.leaseId)) {
+        leases.set(
+          row.leaseId,
+          row.leaseId === id.leaseId
+            ? 'fresh'
+            : leaseState(id.fs, dir, row.leaseId, now, id.leaseTtlMs),
+        );
+      }
+    }
+    return {
+      bootId,
+      instanceId: id.instanceId,
+      processState: (row) => processes.get(`${row.pid}:${row.pidStartTime ?? ''}`) ?? 'alive',
+      leaseState: (leaseId) => leases.get(leaseId) ?? 'unknown',
+    };
+  }
+
+  private selfStartTime(): number | undefined {
+    this.ownStartTime ??= this.id.startTimeOf(process.pid);
+    return this.ownStartTime;
+  }
+
+  private processStateOf(row: ReservationRow): ProcessState {
+    if (row.pid === process.pid) {
+      const own = this.selfStartTime();
+      if (row.pidStartTime === undefined || own === undefined || row.pidStartTime === own) {
+        return 'alive';
+      }
+      return 'reused';
+    }
+    if (!this.id.probe(row.pid)) return 'gone';
+    if (row.pidStartTime === undefined) return 'alive';
+    const start = this.id.startTimeOf(row.pid);
+    return start === undefined || start === row.pidStartTime ? 'alive' : 'reused';
+  }
+}

@@ -1,0 +1,136 @@
+/**
+ * Waking the waiters of a pool lock. A waiter that only polled would notice a
+ * released lock on its next timer tick (1 ms at best, more under load), and
+ * under contention that hand-over gap is most of the time a reservation
+ * takes. Instead each ledger watches the directories its pools live in
+ * (`fs.watch`, inotify on Linux) and wakes a waiter as soon as the entry it
+ * waits on changes: `<pool>.lock` (taken or released, by us or by the kici
+ * orchestrator) or `.<pool>.queue` (the head of the wait queue left it, or a
+ * first waiter claimed it). Only an entry made, removed or renamed wakes
+ * anyone: the head rewriting its claim in place does not.
+ *
+ * It only shortens sleeps: every waiter still wakes on its timer, so a
+ * filesystem that reports nothing (a network mount, a watch that failed or
+ * hit the inotify limit) behaves as before, by polling.
+ */
+import { type ClockTimer, systemClock } from '../clock.js';
+import type { LedgerFs } from './fs.js';
+
+interface Sleeper {
+  names: ReadonlySet<string>;
+  wake: () => void;
+}
+
+type FSWatcher = ReturnType<LedgerFs['watch']>;
+
+/** One directory's watch, shared by every waiter of every pool in it. */
+class DirWatch {
+  readonly #sleepers = new Set<Sleeper>();
+  #watcher: FSWatcher | undefined;
+
+  constructor(watcher: FSWatcher) {
+    this.#watcher = watcher;
+    watcher.on('change', (event: string, name: string | Buffer | null) => {
+      // Only entries made, removed or renamed: a rewrite of the queue file (the
+      // head refreshing its claim) or the lock's mtime refresh wakes nobody.
+      if (event === 'rename') this.#changed(name);
+    });
+    // A watch that fails (the directory went away, inotify gave up) ends; sleepers poll.
+    watcher.on('error', () => this.close());
+  }
+
+  get open(): boolean {
+    return this.#watcher !== undefined;
+  }
+
+  add(sleeper: Sleeper): void {
+    this.#sleepers.add(sleeper);
+  }
+
+  remove(sleeper: Sleeper): void {
+    this.#sleepers.delete(sleeper);
+  }
+
+  close(): void {
+    const watcher = this.#watcher;
+    this.#watcher = undefined;
+    try {
+      watcher?.close();
+    } catch {
+      // Closed already.
+    }
+    for (const sleeper of [...this.#sleepers]) sleeper.wake();
+  }
+
+  #changed(name: string | Buffer | null): void {
+    // Without a name (some platforms), any change may be the one waited for.
+    const entry = name === null ? undefined : String(name);
+    for (const sleeper of [...this.#sleepers]) {
+      if (entry === undefined || sleeper.names.has(entry)) sleeper.wake();
+    }
+  }
+}
+
+/** The directory watches of one ledger, made on first contention, closed with the ledger. */
+export class LockWaker {
+  readonly #fs: LedgerFs;
+  readonly #watches = new Map<string, DirWatch | null>();
+
+  constructor(fs: LedgerFs) {
+    this.#fs = fs;
+  }
+
+  /**
+   * Sleep up to `ms`, or less when one of `names` (entries of `dir`) changes.
+   * Resolves `true` when woken by a change, `false` on the timer.
+   */
+  sleep(dir: string, names: ReadonlySet<string>, ms: number): Promise<boolean> {
+    const watch = this.#watch(dir);
+    if (watch === undefined) return timer(ms);
+    return new Promise((resolve) => {
+      let handle: ClockTimer | undefined;
+      const sleeper: Sleeper = {
+        names,
+        wake: () => finish(true),
+      };
+      const finish = (woken: boolean) => {
+        systemClock.clearTimeout(handle);
+        watch.remove(sleeper);
+        resolve(woken);
+      };
+      handle = systemClock.setTimeout(() => finish(false), ms);
+      watch.add(sleeper);
+    });
+  }
+
+  /** True while `dir` is watched (for tests and the bench). */
+  watching(dir: string): boolean {
+    return this.#watches.get(dir)?.open === true;
+  }
+
+  /** Stop every watch; sleeping waiters wake and go on polling. */
+  close(): void {
+    for (const watch of this.#watches.values()) watch?.close();
+    this.#watches.clear();
+  }
+
+  #watch(dir: string): DirWatch | undefined {
+    const known = this.#watches.get(dir);
+    if (known === null) return undefined;
+    if (known?.open) return known;
+    let watch: DirWatch | null;
+    try {
+      // Not persistent: a waiting ledger keeps the process alive through its timer only.
+      watch = new DirWatch(this.#fs.watch(dir, { persistent: false }));
+    } catch {
+      // No watch here (ENOSPC: the inotify limit; ENOSYS; an fs seam without watch): poll.
+      watch = null;
+    }
+    this.#watches.set(dir, watch);
+    return watch ?? undefined;
+  }
+}
+
+function timer(ms: number): Promise<boolean> {
+  return new Promise((resolve) => systemClock.setTimeout(() => resolve(false), ms));
+}

@@ -1,0 +1,151 @@
+/**
+ * The combining channel and the holder's plan, in one process on a real temp
+ * directory: posting, claiming and withdrawing (exactly one wins), FIFO order
+ * of parts, answers split back per sender, staged answers, and what a waiter
+ * makes of an answer that does not decode.
+ */
+import * as nodeFs from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  claimPending,
+  combineDirPath,
+  prepareCombineDir,
+  publishAnswer,
+  stageAnswer,
+} from '../../src/ledger/combine.js';
+import { planCombined, splitAnswers, stageAnswers } from '../../src/ledger/combine-plan.js';
+import { Inbox, PostedRequest, redo } from '../../src/ledger/combine-waiter.js';
+import { emptyDocument } from '../../src/ledger/document.js';
+import type { LedgerOp } from '../../src/ledger/ops.js';
+
+let dir: string;
+let combine: string;
+let token: string;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'ledger-combine-unit-'));
+  combine = combineDirPath(join(dir, 'p.lock'));
+  token = join(dir, 'p.lock', 'tok');
+  mkdirSync(token, { recursive: true });
+  expect(prepareCombineDir(nodeFs, combine)).toBe(true);
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const row = (agentId: string, leaseId: string) => ({
+  instanceId: `i-${leaseId}`,
+  pid: 1,
+  bootId: 'b',
+  agentId,
+  cpus: 1,
+  memBytes: 0,
+  reservedAt: 1,
+  leaseId,
+});
+const reserve = (agentId: string, leaseId: string): LedgerOp => ({
+  kind: 'reserve',
+  row: row(agentId, leaseId),
+});
+
+function post(leaseId: string, stamp: number, ops: LedgerOp[]) {
+  const inbox = Inbox.open(nodeFs, combine, leaseId)!;
+  const request = PostedRequest.post(
+    nodeFs,
+    combine,
+    inbox,
+    { stamp, instanceId: `i-${leaseId}`, leaseId, fsync: true, held: [], registered: true },
+    { pool: 'p', cap: { maxCpu: 2 }, ops },
+    1 << 20,
+  )!;
+  expect(request).toBeDefined();
+  return { inbox, request };
+}
+
+describe('combining channel', () => {
+  it('the combining directory is refused when others can write it', () => {
+    const other = join(dir, '.q.combine');
+    mkdirSync(other, { mode: 0o777 });
+    nodeFs.chmodSync(other, 0o777);
+    expect(prepareCombineDir(nodeFs, other)).toBe(false);
+  });
+
+  it('claim and withdraw: exactly one wins', () => {
+    const a = post('lease-a', 1000, [reserve('a', 'lease-a')]);
+    const b = post('lease-b', 1001, [reserve('b', 'lease-b')]);
+    expect(a.request.withdraw()).toBe('withdrawn');
+    const claimed = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    expect(claimed.map((c) => c.envelope?.leaseId)).toEqual(['lease-b']);
+    expect(b.request.withdraw()).toBe('claimed');
+    a.inbox.close();
+    b.inbox.close();
+  });
+
+  it('the plan applies parts in start order, the holder among them, and splits answers back', () => {
+    post('lease-late', 3000, [reserve('late', 'lease-late')]);
+    post('lease-early', 1000, [reserve('early', 'lease-early')]);
+    const remote = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const own = { stamp: 2000, ops: [reserve('own', 'lease-own')], lost: undefined, fsync: true };
+    const base = emptyDocument({ maxCpu: 2 });
+    const plan = planCombined(own, remote, base, { pool: 'p', location: 'test' });
+    expect(plan.ops.map((op) => (op.kind === 'reserve' ? op.row.agentId : op.kind))).toEqual([
+      'early',
+      'own',
+      'late',
+    ]);
+    const answers = [
+      { ok: true as const, value: { ok: true } },
+      { ok: true as const, value: { ok: true } },
+      { ok: true as const, value: { ok: false } },
+    ];
+    const split = splitAnswers(plan, answers);
+    expect(split[plan.parts.indexOf(own)]).toEqual([answers[1]]);
+    // Staged, then published into each waiter's inbox.
+    const staged = stageAnswers(nodeFs, combine, plan, split);
+    for (const id of staged.keys()) expect(publishAnswer(nodeFs, combine, id, 'pre')).toBe(true);
+    expect(readdirSync(join(combine, 'lease-late'))).toHaveLength(1);
+  });
+
+  it('a claimed request with another cap is not planned: its sender does its calls itself', () => {
+    post('lease-x', 1000, [reserve('x', 'lease-x')]);
+    const remote = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const base = emptyDocument({ maxCpu: 8 });
+    const own = { stamp: 2000, ops: [], lost: undefined, fsync: false };
+    const plan = planCombined(own, remote, base, { pool: 'p', location: 'test' });
+    expect(plan.refused).toHaveLength(1);
+    expect(plan.ops).toEqual([]);
+  });
+
+  it('a waiter reads its answer once; an answer that does not decode means "not applied"', () => {
+    const { inbox, request } = post('lease-w', 1000, [reserve('w', 'lease-w')]);
+    claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    expect(request.answer()).toBeUndefined();
+    writeFileSync(join(inbox.path, `${request.id}.ans`), 'garbage');
+    const answer = request.answer();
+    expect(answer?.reply).toMatchObject({ kind: 'direct', maybeApplied: [false] });
+    inbox.close();
+  });
+
+  it('a staged answer tells a redone release that the killed holder found its row', () => {
+    const { inbox, request } = post('lease-r', 1000, [
+      { kind: 'release', agentId: 'r', instanceId: 'i-lease-r' },
+    ]);
+    claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const text = `${JSON.stringify({ v: 1, lost: null })}\n${JSON.stringify({ v: 1, kind: 'answers', answers: [{ ok: true, value: true }] })}\n`;
+    expect(stageAnswer(nodeFs, combine, request.id, 'pre', text)).toBe(true);
+    const ops: LedgerOp[] = [{ kind: 'release', agentId: 'r', instanceId: 'i-lease-r' }];
+    redo(ops, true, request.prepared());
+    expect(ops[0]).toMatchObject({ maybeApplied: true, removedBefore: true });
+    inbox.close();
+  });
+
+  it('the inbox wakes its waiter when an answer arrives', async () => {
+    const { inbox } = post('lease-z', 1000, [reserve('z', 'lease-z')]);
+    const started = performance.now();
+    const waiting = inbox.wait(5_000);
+    setTimeout(() => writeFileSync(join(inbox.path, 'x.ans'), '1'), 20);
+    await waiting;
+    expect(performance.now() - started).toBeLessThan(4_000);
+    inbox.close();
+  });
+});
