@@ -138,12 +138,22 @@ export class PostedRequest {
   /** The answer once a holder posted it (read once, then its file is removed). */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox, `${this.id}.ans`);
+    const text = this.take(join(this.inbox, `${this.id}.ans`));
+    if (text === undefined) return undefined;
+    const answer = this.decode(text);
+    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
+    this.answerValue = answer;
+    return answer;
+  }
+
+  // Read a file meant for this request once (a regular file we own, within
+  // the size limit) and remove it; undefined when it is not there (yet).
+  private take(file: string): string | undefined {
     let text: string | undefined;
     try {
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
-      text = undefined;
+      return undefined;
     }
     if (text === undefined) return undefined;
     try {
@@ -151,10 +161,7 @@ export class PostedRequest {
     } catch {
       // Gone already.
     }
-    const answer = this.decode(text);
-    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
-    this.answerValue = answer;
-    return answer;
+    return text;
   }
 
   private decode(text: string): CombinedAnswer {
@@ -200,19 +207,8 @@ export class PostedRequest {
    * decided to remove was present then, whether or not its write landed.
    */
   prepared(): OpAnswer[] | undefined {
-    const file = join(this.dir, `${this.id}.pre`);
-    let text: string | undefined;
-    try {
-      text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
-    } catch {
-      text = undefined;
-    }
+    const text = this.take(join(this.dir, `${this.id}.pre`));
     if (text === undefined) return undefined;
-    try {
-      this.fs.unlinkSync(file);
-    } catch {
-      // Gone already.
-    }
     const answer = this.decode(text);
     return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;
   }

@@ -19,11 +19,9 @@ export function capacityChecks({
     check(
       'grants',
       'grants within the cap; list and getUsage agree with the grants, for every instance',
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 4, maxMemoryBytes: 4 * GiB });
+        const [a, b] = await pair(p, { maxCpu: 4, maxMemoryBytes: 4 * GiB });
         expectEqual(await a.reserve(p, 'x1', 1, GiB), { ok: true }, 'reserve x1 (1 core, 1 GiB)');
         expectEqual(
           await b.reserve(p, 'x2', 0.5, GiB / 2),
@@ -109,11 +107,9 @@ export function capacityChecks({
     check(
       'atomic',
       'a refused reserve writes nothing (all or nothing across CPU and memory)',
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 4, maxMemoryBytes: 4 * GiB });
+        const [a, b] = await pair(p, { maxCpu: 4, maxMemoryBytes: 4 * GiB });
         expectEqual(await a.reserve(p, 'held', 1, 3 * GiB), { ok: true }, 'reserve held');
         const before = await rows(b, p);
         // CPU fits, memory does not; then memory fits, CPU does not.
@@ -183,12 +179,10 @@ export function capacityChecks({
     check(
       'extended',
       'extended resources and maxAgents: rows carry the counts, the cap holds across instances, refusals name the resource',
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
         const gpu = 'nvidia.com/gpu';
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxExtended: { [gpu]: 2 }, maxAgents: 3 });
+        const [a, b] = await pair(p, { maxExtended: { [gpu]: 2 }, maxAgents: 3 });
         const one = { extended: { [gpu]: 1 } };
         expectEqual(await a.reserve(p, 'g1', 1, 0, one), { ok: true }, 'reserve g1 (1 GPU)');
         expectEqual(await b.reserve(p, 'g2', 1, 0, one), { ok: true }, 'reserve g2 (1 GPU)');

@@ -4,6 +4,7 @@
  * group of checks uses.
  */
 import type { PoolLedger } from '../../../ledger/index.js';
+import type { ResourceCap } from '../../../resources/index.js';
 import { type ConformanceCheck, sample } from '../check.js';
 
 export const GiB = 2 ** 30;
@@ -14,6 +15,8 @@ export interface CheckHarness {
   pool: (n?: string) => string;
   /** A new ledger instance of this check, instance id made from `n`. */
   open: (n: string) => Promise<PoolLedger>;
+  /** Two new instances, `a` and `b`, each with `pool` registered with `cap`. */
+  pair: (pool: string, cap: ResourceCap) => Promise<[PoolLedger, PoolLedger]>;
 }
 
 /** Makes one named check; `key` keeps its pools and instance ids apart from the others'. */
@@ -76,8 +79,14 @@ export function checkMaker(
         ids.set(ledger, `${prefix}-${key}-${n}-${run}`);
         return ledger;
       };
+      const pair = async (p: string, cap: ResourceCap): Promise<[PoolLedger, PoolLedger]> => {
+        const a = await open('a');
+        const b = await open('b');
+        for (const ledger of [a, b]) ledger.registerPool(p, cap);
+        return [a, b];
+      };
       try {
-        await body({ pool, open });
+        await body({ pool, open, pair });
       } finally {
         for (const ledger of opened) {
           await ledger.releaseAllForInstance().catch(() => {});

@@ -23,11 +23,9 @@ export function lifecycleChecks({
     check(
       'stale',
       "a closed instance's rows are left in place, then reaped by a peer; the capacity comes back",
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 2 });
+        const [a, b] = await pair(p, { maxCpu: 2 });
         expectEqual(await a.reserve(p, 'gone', 2, 0), { ok: true }, 'a reserves the whole pool');
         expectEqual(
           (await b.reserve(p, 'wait', 1, 0)).ok,

@@ -34,11 +34,9 @@ export function ownershipChecks({ check, rows, instanceOf }: LedgerSuite): Confo
     check(
       'own-rows',
       "a second instance cannot release the first one's row (fail closed)",
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 2 });
+        const [a, b] = await pair(p, { maxCpu: 2 });
         expectEqual(await a.reserve(p, 'x', 1, 0), { ok: true }, 'a reserves x');
         expectEqual(await b.release(p, 'x'), false, "b releases a's row");
         expectEqual(await rows(b, p), [`${instanceOf(a)}/x:1:0`], "rows after b's release");
@@ -50,11 +48,9 @@ export function ownershipChecks({ check, rows, instanceOf }: LedgerSuite): Confo
     check(
       'operator',
       "the operator paths remove another instance's row: anyInstance, or the named instance only",
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 2 });
+        const [a, b] = await pair(p, { maxCpu: 2 });
         expectEqual(await a.reserve(p, 'x', 1, 0), { ok: true }, 'a reserves x');
         expectEqual(await a.reserve(p, 'y', 1, 0), { ok: true }, 'a reserves y');
         expectEqual(
@@ -94,11 +90,9 @@ export function ownershipChecks({ check, rows, instanceOf }: LedgerSuite): Confo
     check(
       'duplicate',
       'an agent that holds a row cannot reserve again in the same pool',
-      async ({ pool, open }) => {
+      async ({ pool, pair }) => {
         const p = pool();
-        const a = await open('a');
-        const b = await open('b');
-        for (const l of [a, b]) l.registerPool(p, { maxCpu: 8 });
+        const [a, b] = await pair(p, { maxCpu: 8 });
         expectEqual(await a.reserve(p, 'x', 1, 0), { ok: true }, 'reserve x');
         for (const [who, l] of [
           ['a', a],
