@@ -23,7 +23,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, root } from '../helpers/built-package.js';
-import { createDocProject, typeCheck } from '../helpers/doc-project.js';
+import { createDocProject, tsFenceAt, typeCheck } from '../helpers/doc-project.js';
 
 const _run = promisify(execFile);
 
@@ -58,13 +58,8 @@ function tsBlocks(file: string, text: string): TsBlock[] {
       i = end;
       continue;
     }
-    const open = /^(\s*)```(ts|typescript)(?:\s+(.*))?\s*$/.exec(lines[i]!);
-    if (!open) continue;
-    const indent = open[1]!.length;
-    const body: string[] = [];
-    let j = i + 1;
-    for (; j < lines.length && !/^\s*```\s*$/.test(lines[j]!); j++)
-      body.push(lines[j]!.slice(indent));
+    const fence = tsFenceAt(lines, i);
+    if (!fence) continue;
     let prelude = '';
     let k = i - 1;
     while (k >= 0 && lines[k]!.trim() === '') k--;
@@ -79,11 +74,11 @@ function tsBlocks(file: string, text: string): TsBlock[] {
     blocks.push({
       file,
       line: i + 1,
-      code: body.join('\n'),
+      code: fence.body.join('\n'),
       prelude,
-      nocheck: (open[3] ?? '').split(/\s+/).includes('nocheck'),
+      nocheck: fence.flags.includes('nocheck'),
     });
-    i = j;
+    i = fence.end;
   }
   return blocks;
 }

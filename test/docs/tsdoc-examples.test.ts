@@ -27,7 +27,7 @@ import { promisify } from 'node:util';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureBuilt, root } from '../helpers/built-package.js';
-import { createDocProject, typeCheck } from '../helpers/doc-project.js';
+import { createDocProject, tsFenceAt, typeCheck } from '../helpers/doc-project.js';
 
 const _run = promisify(execFile);
 
@@ -97,20 +97,15 @@ function blocksOfTag(
     .map((line, i) => (i === 0 ? line : line.replace(/^\s*\*( |$)/, '')));
   const blocks: Omit<ExampleBlock, 'owner' | 'isPublic'>[] = [];
   for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)```(ts|typescript)(?:\s+(.*))?\s*$/.exec(lines[i]!);
-    if (!open) continue;
-    const indent = open[1]!.length;
-    const body: string[] = [];
-    let j = i + 1;
-    for (; j < lines.length && !/^\s*```\s*$/.test(lines[j]!); j++)
-      body.push(lines[j]!.slice(indent));
+    const fence = tsFenceAt(lines, i);
+    if (!fence) continue;
     blocks.push({
       file,
       line: firstLine + i + 1,
-      code: body.join('\n').replace(/\*\/$/, ''),
-      nocheck: (open[3] ?? '').split(/\s+/).includes('nocheck'),
+      code: fence.body.join('\n').replace(/\*\/$/, ''),
+      nocheck: fence.flags.includes('nocheck'),
     });
-    i = j;
+    i = fence.end;
   }
   return blocks;
 }

@@ -68,3 +68,25 @@ export async function typeCheck(work: string, files: readonly string[]): Promise
     (error: { stdout?: string }) => error.stdout ?? String(error),
   );
 }
+
+/** A ```ts fenced block found in text lines. */
+export interface TsFence {
+  /** The block's lines, without the fence's own indent. */
+  body: string[];
+  /** The words after the language (`nocheck`, ...). */
+  flags: string[];
+  /** The index of the closing fence (or the end). */
+  end: number;
+}
+
+/** The ```ts (or ```typescript) block opening at `lines[i]`, or undefined when none opens there. */
+export function tsFenceAt(lines: readonly string[], i: number): TsFence | undefined {
+  const open = /^(\s*)```(ts|typescript)(?:\s+(.*))?\s*$/.exec(lines[i]!);
+  if (!open) return undefined;
+  const indent = open[1]!.length;
+  const body: string[] = [];
+  let end = i + 1;
+  for (; end < lines.length && !/^\s*```\s*$/.test(lines[end]!); end++)
+    body.push(lines[end]!.slice(indent));
+  return { body, flags: (open[3] ?? '').split(/\s+/), end };
+}
