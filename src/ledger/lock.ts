@@ -5,11 +5,9 @@
  * Inside the lock directory each of our holders keeps a token directory
  * `<pool>.lock/<token>/` (random, per acquisition). The protocol:
  *
- * 1. `lstat <pool>.lock`: a lock not refreshed for `staleMs` is taken over
- *    (see `takeover.ts`), a fresh one ends the try. A free lock is made with
- *    `mkdir <pool>.lock` (0700; 01700, the sticky bit set, by a holder that
- *    serves the combining directory); `EEXIST` there (another process was
- *    faster) ends the try too.
+ * 1. `mkdir <pool>.lock` (0700; 01700, the sticky bit set, by a holder that
+ *    serves the combining directory). On `EEXIST`, a lock not refreshed for
+ *    `staleMs` is taken over (see `takeover.ts`) and `mkdir` is tried again.
  * 2. `mkdir <pool>.lock/<token>`; then the lock is ours only if the directory
  *    holds our token and nothing else and has no group/other permission bits
  *    (kici's lock directories do: `mkdir` with the default mode). A process
