@@ -22,11 +22,10 @@
  *    whose request was claimed but never answered (the holder was killed, or
  *    its lock was taken over) takes the lock itself and redoes its calls,
  *    marked `maybeApplied` (the holder may have written them before dying).
- * 5. A waiter defers (does not try the lock, stays out of its wait queue and
- *    sleeps on its inbox) only while the lock is held by a holder that
- *    combines: it made the lock with the sticky bit (see `lock.ts`), and it
- *    answers or wakes the oldest waiter when it releases. Even then the
- *    waiter looks again (one `lstat`) within a few ms.
+ * 5. A waiter defers (stays out of the lock's wait queue and sleeps on its
+ *    inbox) only while the lock is held by a holder that combines: its token
+ *    ends in `.c` (see `lock.ts`), and it answers or wakes the oldest waiter
+ *    when it releases. Even then it looks at the lock again within a few ms.
  *    Behind any other holder (the kici orchestrator's ledger, an older version
  *    of ours) nobody would answer it, so it stands in the wait queue and takes
  *    the lock itself like a plain waiter. Its request stays posted meanwhile:
