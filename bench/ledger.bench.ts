@@ -11,8 +11,7 @@
  *
  * The breakdown comes from one more run of ours per process count, traced
  * through the fs seam (the throughput table is measured untraced); the table
- * also shows the CPU time (user + system, and of it system) per pair of each
- * side.
+ * also shows the CPU time (user + system) per pair of each side.
  *
  * `LEDGER_BENCH_SECONDS` (default 3) per run, `LEDGER_BENCH_REPEATS` (default 3).
  */
@@ -47,8 +46,6 @@ interface Run {
   reads: number;
   /** CPU time of the contending processes (user + system), ms. */
   cpuMs: number;
-  /** Of it, system (kernel) time, ms. */
-  cpuSysMs: number;
   breakdown: number[][];
   /** Per acquisition: ms the lock lay free since the previous release (any process of ours). */
   handover: number[];
@@ -191,7 +188,6 @@ async function contending(
         pairs: number;
         errors: number;
         cpuMs: number;
-        cpuSysMs: number;
         latencies: number[];
         breakdown: number[][];
         lockEvents?: Array<[number, number]>;
@@ -217,7 +213,6 @@ async function contending(
     latencies: results.flatMap((r) => r.latencies),
     errors: results.reduce((sum, r) => sum + r.errors, 0),
     cpuMs: results.reduce((sum, r) => sum + r.cpuMs, 0),
-    cpuSysMs: results.reduce((sum, r) => sum + r.cpuSysMs, 0),
     violations: report.violationCount,
     reads: report.reads,
     breakdown: results.flatMap((r) => r.breakdown),
@@ -275,12 +270,6 @@ export default async function bench(): Promise<BenchTable[]> {
           1,
           mine.reduce((sum, r) => sum + r.reserves, 0),
         ),
-      sysPerPair:
-        mine.reduce((sum, r) => sum + r.cpuSysMs, 0) /
-        Math.max(
-          1,
-          mine.reduce((sum, r) => sum + r.reserves, 0),
-        ),
     };
   };
   const rows: Array<Record<string, string>> = [];
@@ -295,7 +284,6 @@ export default async function bench(): Promise<BenchTable[]> {
         'p99 ms': fmt(s.p99, 2),
         'max ms': fmt(s.max, 1),
         'CPU ms/pair': fmt(s.cpuPerPair, 2),
-        'of it system': fmt(s.sysPerPair, 2),
         'reader states': fmt(s.reads),
         'over-cap': String(s.violations),
         errors: String(s.errors),
