@@ -87,8 +87,7 @@ const COMBINING_MARK = 0o1000;
  */
 export function heldByCombiningHolder(fs: LedgerFs, lockPath: string, staleMs: number): boolean {
   try {
-    const stat = fs.lstatSync(lockPath, { throwIfNoEntry: false });
-    if (stat === undefined) return false;
+    const stat = fs.lstatSync(lockPath);
     return (
       stat.isDirectory() &&
       (stat.mode & 0o077) === 0 &&
@@ -150,21 +149,19 @@ export class PoolLocker {
       }
       if (deferring) deferring = heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
       if (!deferring) {
-        // Whether it is our turn is read only once the lock looks free.
-        let turn: boolean | undefined;
-        let token: string | undefined;
-        try {
-          token = this.attempt(pool, lockPath, timing, () => {
-            turn = queue.myTurn();
-            return turn;
-          });
-        } catch (error) {
-          queue.leave();
-          throw error;
-        }
-        if (token !== undefined) {
-          queue.leave();
-          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
+        const turn = queue.myTurn();
+        if (turn) {
+          let token: string | undefined;
+          try {
+            token = this.attempt(pool, lockPath, timing);
+          } catch (error) {
+            queue.leave();
+            throw error;
+          }
+          if (token !== undefined) {
+            queue.leave();
+            return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
+          }
         }
         if (!contended) {
           contended = true;
@@ -207,13 +204,7 @@ export class PoolLocker {
   }
 
   // One try: the token when the lock is ours now, else undefined.
-  // `ourTurn` says whether the wait queue lets us take a free lock now.
-  private attempt(
-    pool: string,
-    lockPath: string,
-    timing: LockTiming,
-    ourTurn: () => boolean,
-  ): string | undefined {
+  private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
     const token = newToken();
     const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
     // Look before the mkdir: a held lock then costs one lstat, not a failed
@@ -225,7 +216,7 @@ export class PoolLocker {
         `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
       );
     }
-    if (found === 'held' || !ourTurn() || !this.makeLockDir(lockPath, mode)) return undefined;
+    if (found === 'held' || !this.makeLockDir(lockPath, mode)) return undefined;
     return this.claimToken(lockPath, token) ? token : undefined;
   }
 
