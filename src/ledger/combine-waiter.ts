@@ -147,8 +147,6 @@ export class PostedRequest {
     const file = join(this.inbox, `${this.id}.ans`);
     let text: string | undefined;
     try {
-      // Asked every time the waiter wakes: "not yet" costs no error thrown.
-      if (this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined) return undefined;
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
       return undefined;

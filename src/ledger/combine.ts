@@ -73,9 +73,7 @@ export function prepareCombineDir(fs: LedgerFs, path: string): boolean {
 // A real directory of ours that nobody else can write (a link is not followed).
 export function safeCombineDir(fs: LedgerFs, path: string): boolean {
   try {
-    // Missing (nobody ever waited on this pool) is the common case: no error thrown for it.
-    const stat = fs.lstatSync(path, { throwIfNoEntry: false });
-    if (stat === undefined) return false;
+    const stat = fs.lstatSync(path);
     const uid = typeof process.geteuid === 'function' ? process.geteuid() : undefined;
     return (
       stat.isDirectory() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0
@@ -249,7 +247,6 @@ function sweep(fs: LedgerFs, path: string, staleMs: number): void {
 export function wakeOldest(fs: LedgerFs, dir: string): void {
   let oldest: string | undefined;
   try {
-    if (fs.lstatSync(dir, { throwIfNoEntry: false }) === undefined) return;
     for (const name of fs.readdirSync(dir)) {
       if (!name.endsWith('.req')) continue;
       const id = name.slice(0, -'.req'.length);

@@ -207,16 +207,16 @@ export class PoolLocker {
   private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
     const token = newToken();
     const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
-    // Look before the mkdir: a held lock then costs one lstat, not a failed
-    // mkdir (and its thrown EEXIST) and an lstat.
-    const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
-    if (found === 'not-a-directory') {
-      throw new LedgerDirError(
-        lockPath,
-        `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
-      );
+    if (!this.makeLockDir(lockPath, mode)) {
+      const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
+      if (found === 'not-a-directory') {
+        throw new LedgerDirError(
+          lockPath,
+          `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
+        );
+      }
+      if (found === 'held' || !this.makeLockDir(lockPath, mode)) return undefined;
     }
-    if (found === 'held' || !this.makeLockDir(lockPath, mode)) return undefined;
     return this.claimToken(lockPath, token) ? token : undefined;
   }
 

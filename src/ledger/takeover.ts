@@ -59,8 +59,7 @@ export function takeOverIfStale(
 ): TakeoverResult {
   let mtimeMs: number;
   try {
-    const stat = fs.lstatSync(lockPath, { throwIfNoEntry: false });
-    if (stat === undefined) return 'free';
+    const stat = fs.lstatSync(lockPath);
     if (!stat.isDirectory()) return 'not-a-directory';
     mtimeMs = stat.mtimeMs;
   } catch (error) {

@@ -33,8 +33,6 @@ export function readOwnFile(fs: LedgerFs, path: string): string | undefined {
   const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
   let fd: number;
   try {
-    // No queue (nobody waits) is the common case: looked up without an error thrown.
-    if (fs.lstatSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
     fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch {
     return undefined;
