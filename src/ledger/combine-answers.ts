@@ -1,10 +1,8 @@
 /**
  * The answers of cross-process combining (see `combine.ts`): the text of an
  * answer, the one file a holder stages its cycle's answers in before it
- * writes, and how each waiter gets its answer once the write is durable: the
- * staged file is hard-linked into the waiter's inbox as `<id>.ans` (no new
- * file per waiter), or, where links are not possible or nothing was staged,
- * the answer alone is created there.
+ * writes, and the answer it creates in a waiter's inbox once the write is
+ * durable.
  */
 import { join } from 'node:path';
 import { type ClaimedRequest, inboxOf } from './combine.js';
@@ -55,70 +53,17 @@ export function stagedAnswer(
   }
   for (const name of names) {
     if (!name.endsWith('.pre')) continue;
-    let text: string | undefined;
     try {
-      text = readLedgerFile(fs, join(dir, name), { pool, maxBytes });
+      const text = readLedgerFile(fs, join(dir, name), { pool, maxBytes });
+      const staged: unknown = text === undefined ? undefined : JSON.parse(text);
+      if (!isObject(staged) || staged.v !== 1 || !isObject(staged.answers)) continue;
+      const answer = Object.hasOwn(staged.answers, id) ? staged.answers[id] : undefined;
+      if (typeof answer === 'string') return answer;
     } catch {
-      // Not ours to read: look at the next.
+      // Not ours to read, or not a staged file: look at the next.
     }
-    const answers = text === undefined ? undefined : stagedAnswers(text);
-    const answer = answers && Object.hasOwn(answers, id) ? answers[id] : undefined;
-    if (typeof answer === 'string') return answer;
   }
   return undefined;
-}
-
-// The answers of a staged file's text (one line), by request id; undefined for
-// anything else (an answer alone has two lines).
-function stagedAnswers(text: string): Record<string, unknown> | undefined {
-  if (text.indexOf('\n') !== text.length - 1) return undefined;
-  try {
-    const staged: unknown = JSON.parse(text);
-    return isObject(staged) && staged.v === 1 && isObject(staged.answers)
-      ? staged.answers
-      : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * The answer for request `id` in the text of its `<id>.ans`: its entry when
- * the file is a linked staged file (`undefined` when that has none for `id`),
- * else the text itself.
- */
-export function answerIn(text: string, id: string): string | undefined {
-  const answers = stagedAnswers(text);
-  if (answers === undefined) return text;
-  const answer = Object.hasOwn(answers, id) ? answers[id] : undefined;
-  return typeof answer === 'string' ? answer : undefined;
-}
-
-/**
- * After the durable write: give every waiter of the cycle its answer, by
- * linking the staged file into its inbox as `<id>.ans` (the link wakes the
- * waiter watching its inbox), or, when there is no staged file or the link
- * fails (a filesystem without hard links), by creating its answer there.
- */
-export function publishStaged(
-  fs: LedgerFs,
-  dir: string,
-  staged: string | undefined,
-  texts: ReadonlyMap<string, string>,
-): void {
-  for (const [id, text] of texts) {
-    const inbox = inboxOf(dir, id);
-    if (inbox === undefined) continue;
-    if (staged !== undefined) {
-      try {
-        fs.linkSync(staged, join(inbox, `${id}.ans`));
-        continue;
-      } catch {
-        // Created below.
-      }
-    }
-    writeExclusive(fs, join(inbox, `${id}.ans`), text);
-  }
 }
 
 /**

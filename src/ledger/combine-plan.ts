@@ -1,11 +1,11 @@
 /**
  * The holder's side of cross-process combining (see `combine.ts`): merge its
  * own calls with the requests it claimed, in the order their batches started
- * (FIFO), and split the batch's answers back per sender (staged before the
- * pool file is written, posted after it: see `combine-answers.ts`).
+ * (FIFO), split the batch's answers back per sender, and post them: staged
+ * before the pool file is written, posted after it.
  */
 import { type ClaimedRequest, usableRequest } from './combine.js';
-import { encodeAnswer, notApplied, postNotApplied } from './combine-answers.js';
+import { encodeAnswer, postAnswer, postNotApplied } from './combine-answers.js';
 import type { DocumentSource } from './document.js';
 import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
@@ -85,18 +85,28 @@ export function splitAnswers(plan: CombinedPlan, answers: readonly OpAnswer[]): 
   );
 }
 
-/**
- * Each claimed waiter's answer text, by request id: its share of the batch's
- * answers, or "not applied" for a request that could not be planned.
- */
+/** Each waiter's answer text, by request id. */
 export function answerTexts(plan: CombinedPlan, split: readonly OpAnswer[][]): Map<string, string> {
   const texts = new Map<string, string>();
   plan.parts.forEach((part, i) => {
     if (!part.claimed) return;
     texts.set(part.claimed.id, encodeAnswer({ kind: 'answers', answers: split[i]! }, part.lost));
   });
-  for (const claimed of plan.refused) texts.set(claimed.id, notApplied(claimed, false));
   return texts;
+}
+
+/**
+ * After the pool file was written (and made durable): post every waiter's
+ * answer into its inbox, and "not applied" for the refused.
+ */
+export function publishAnswers(
+  fs: LedgerFs,
+  dir: string,
+  plan: CombinedPlan,
+  texts: ReadonlyMap<string, string>,
+): void {
+  for (const [id, text] of texts) postAnswer(fs, dir, id, text);
+  for (const claimed of plan.refused) postNotApplied(fs, dir, claimed, false);
 }
 
 /**

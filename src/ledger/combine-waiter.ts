@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
-import { answerIn, stagedAnswer } from './combine-answers.js';
+import { stagedAnswer } from './combine-answers.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
@@ -138,9 +138,8 @@ export class PostedRequest {
 
   /**
    * The answer once a holder posted it (read once, then its file is removed).
-   * A holder that creates the file (instead of linking its staged answers)
-   * writes it after: one seen before it ends with its newline is not complete
-   * yet, and is left for the next look.
+   * The holder creates the file and then writes it: one seen before it ends
+   * with its newline is not complete yet, and is left for the next look.
    */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
@@ -157,8 +156,7 @@ export class PostedRequest {
     } catch {
       // Gone already.
     }
-    // A linked staged file holds the whole cycle's answers: ours is one entry.
-    const answer = this.decode(answerIn(text, this.id) ?? '');
+    const answer = this.decode(text);
     if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
     this.answerValue = answer;
     return answer;

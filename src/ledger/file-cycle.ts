@@ -18,8 +18,14 @@ import {
   prepareCombineDir,
   wakeOldest,
 } from './combine.js';
-import { publishStaged, stageAnswers } from './combine-answers.js';
-import { answerTexts, failAnswers, planCombined, splitAnswers } from './combine-plan.js';
+import { stageAnswers } from './combine-answers.js';
+import {
+  answerTexts,
+  failAnswers,
+  planCombined,
+  publishAnswers,
+  splitAnswers,
+} from './combine-plan.js';
 import { Inbox, PostedRequest, redo } from './combine-waiter.js';
 import { MAX_FORWARDED_OPS } from './combine-wire.js';
 import {
@@ -34,7 +40,7 @@ import {
 import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { HeldRows } from './held-rows.js';
-import type { LockHandle, PoolLocker, WaitHooks } from './lock.js';
+import type { PoolLocker, WaitHooks } from './lock.js';
 import type { MachineLedgerHooks } from './machine-ledger-options.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 import { checkWriteSize, readPoolFile, syncDir } from './store.js';
@@ -49,29 +55,6 @@ import type { LedgerDocument } from './types.js';
 // lock), so the bound can stay short.
 const DEFER_MS = 4;
 const WATCHED_DEFER_MS = 8;
-
-/** Where a cycle runs: the pool, its files, and the held lock. */
-interface CycleWhere {
-  pool: string;
-  dir: string;
-  file: string;
-  source: DocumentSource;
-  registered: ResourceCap | undefined;
-  combineDir: string | undefined;
-  handle: LockHandle;
-}
-
-/** What one cycle did. */
-interface CycleResult {
-  /** The answers to the cycle's own calls. */
-  answers: OpAnswer[];
-  /** The pool file was replaced. */
-  wrote: boolean;
-  /** ...and the directory fsynced under the lock. */
-  synced: boolean;
-  /** The staged answers, to remove once the lock is released (only when every answer was posted). */
-  stagedFile: string | undefined;
-}
 
 /** What a cycle needs from its MachineLedger. */
 export interface CycleHost {
@@ -144,38 +127,7 @@ export class FileCycle {
       }
       redo(ops, true, prepared);
     }
-    const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
-    let done: CycleResult;
-    try {
-      done = await this.cycle(where, ops, stamp);
-    } finally {
-      await handle.release();
-      this.host.telemetry?.lockReleased(pool, lockedAt);
-      if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
-    }
-    // Every waiter has its answer: the staged copy is not needed any more. (A
-    // cycle that failed leaves it for them; it is swept once stale.)
-    if (done.stagedFile !== undefined) {
-      try {
-        this.host.fs.unlinkSync(done.stagedFile);
-      } catch {
-        // Swept already.
-      }
-    }
-    // The rename is visible to every process already; making it survive a power
-    // loss does not need the lock, so the directory fsync runs after the release
-    // (callers still hear back only once it is durable).
-    if (done.wrote && !done.synced && this.host.fsync) await syncDir(this.host.fs, dir);
-    return done.answers;
-  }
-
-  /**
-   * One read-decide-write cycle under the held lock: claim the posted
-   * requests, apply them with `ops` in start order, write once, post each
-   * waiter's answer once the write is durable.
-   */
-  private async cycle(where: CycleWhere, ops: LedgerOp[], stamp: number): Promise<CycleResult> {
-    const { pool, dir, file, source, registered, combineDir, handle } = where;
+    let answers: OpAnswer[] = [];
     let wrote = false;
     let synced = false;
     let published = false;
@@ -208,7 +160,7 @@ export class FileCycle {
       const partition = partitionRows(base.reservations, this.host.facts(dir, base));
       const outcome = applyBatch(pool, base, partition, plan.ops);
       const split = splitAnswers(plan, outcome.answers);
-      const answers = split[plan.parts.indexOf(own)]!;
+      answers = split[plan.parts.indexOf(own)]!;
       const fsync = plan.parts.some((part) => part.fsync);
       const texts =
         combineDir !== undefined && remote.length > 0 ? answerTexts(plan, split) : undefined;
@@ -242,16 +194,33 @@ export class FileCycle {
         // fsync, under the lock, serves all of them.
         if (wrote && fsync) await syncDir(this.host.fs, dir);
         synced = true;
-        publishStaged(this.host.fs, combineDir, stagedFile, texts);
+        publishAnswers(this.host.fs, combineDir, plan, texts);
         published = true;
       }
-      return { answers, wrote, synced, stagedFile: published ? stagedFile : undefined };
     } catch (error) {
       // Every claimed waiter does its calls itself.
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
       throw error;
+    } finally {
+      await handle.release();
+      this.host.telemetry?.lockReleased(pool, lockedAt);
+      if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
     }
+    // Every waiter has its answer: the staged copy is not needed any more. (A
+    // cycle that failed leaves it for them; it is swept once stale.)
+    if (published && stagedFile !== undefined) {
+      try {
+        this.host.fs.unlinkSync(stagedFile);
+      } catch {
+        // Swept already.
+      }
+    }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (wrote && this.host.fsync && !synced) await syncDir(this.host.fs, dir);
+    return answers;
   }
 
   // The combining directory of a pool; undefined when the pool's name cannot
