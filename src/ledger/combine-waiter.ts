@@ -9,7 +9,6 @@
 import { join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
-import { stagedAnswer } from './combine-answers.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
@@ -136,30 +135,33 @@ export class PostedRequest {
     return new PostedRequest(fs, dir, inbox.path, id, request.ops.length, request.pool, maxBytes);
   }
 
-  /**
-   * The answer once a holder posted it (read once, then its file is removed).
-   * The holder creates the file and then writes it: one seen before it ends
-   * with its newline is not complete yet, and is left for the next look.
-   */
+  /** The answer once a holder posted it (read once, then its file is removed). */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox, `${this.id}.ans`);
+    const text = this.take(join(this.inbox, `${this.id}.ans`));
+    if (text === undefined) return undefined;
+    const answer = this.decode(text);
+    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
+    this.answerValue = answer;
+    return answer;
+  }
+
+  // Read a file meant for this request once (a regular file we own, within
+  // the size limit) and remove it; undefined when it is not there (yet).
+  private take(file: string): string | undefined {
     let text: string | undefined;
     try {
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
       return undefined;
     }
-    if (text === undefined || !text.endsWith('\n')) return undefined;
+    if (text === undefined) return undefined;
     try {
       this.fs.unlinkSync(file);
     } catch {
       // Gone already.
     }
-    const answer = this.decode(text);
-    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
-    this.answerValue = answer;
-    return answer;
+    return text;
   }
 
   private decode(text: string): CombinedAnswer {
@@ -200,12 +202,12 @@ export class PostedRequest {
 
   /**
    * What a holder that took this request had decided before it wrote (it
-   * stages every answer of its cycle first), or `undefined` when none staged
-   * it. Used only when that holder never answered: a release it decided to
-   * remove was present then, whether or not its write landed.
+   * prepares the answers first), read once and removed; `undefined` when it
+   * prepared none. Used only when that holder never answered: a release it
+   * decided to remove was present then, whether or not its write landed.
    */
   prepared(): OpAnswer[] | undefined {
-    const text = stagedAnswer(this.fs, this.dir, this.id, this.pool, this.maxBytes);
+    const text = this.take(join(this.dir, `${this.id}.pre`));
     if (text === undefined) return undefined;
     const answer = this.decode(text);
     return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;

@@ -18,13 +18,12 @@ import {
   prepareCombineDir,
   wakeOldest,
 } from './combine.js';
-import { stageAnswers } from './combine-answers.js';
 import {
-  answerTexts,
   failAnswers,
   planCombined,
   publishAnswers,
   splitAnswers,
+  stageAnswers,
 } from './combine-plan.js';
 import { Inbox, PostedRequest, redo } from './combine-waiter.js';
 import { MAX_FORWARDED_OPS } from './combine-wire.js';
@@ -50,11 +49,10 @@ import type { LedgerDocument } from './types.js';
 // A posted waiter behind a holder that combines looks at the lock again after
 // DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
 // With a watched inbox the answer and the releasing holder's touch wake it, so
-// the bound covers a wake-up that came while it was not sleeping yet, and a
-// holder that died; looking costs it two syscalls (its answer, an lstat of the
-// lock), so the bound can stay short.
+// the bound only covers a holder that died: a waiter that looked every few ms
+// would keep the CPU from the holder it waits for.
 const DEFER_MS = 4;
-const WATCHED_DEFER_MS = 8;
+const WATCHED_DEFER_MS = 25;
 
 /** What a cycle needs from its MachineLedger. */
 export interface CycleHost {
@@ -132,13 +130,13 @@ export class FileCycle {
     let synced = false;
     let published = false;
     let remote: ClaimedRequest[] = [];
-    let stagedFile: string | undefined;
     try {
       await this.host.hooks.beforeClaim?.(pool);
       if (combineDir !== undefined) {
         remote = claimPending(
           this.host.fs,
           combineDir,
+          handle.tokenDir,
           pool,
           this.host.maxFileBytes,
           this.host.staleMs,
@@ -162,11 +160,10 @@ export class FileCycle {
       const split = splitAnswers(plan, outcome.answers);
       answers = split[plan.parts.indexOf(own)]!;
       const fsync = plan.parts.some((part) => part.fsync);
-      const texts =
-        combineDir !== undefined && remote.length > 0 ? answerTexts(plan, split) : undefined;
-      if (texts && combineDir !== undefined && texts.size > 0) {
-        stagedFile = stageAnswers(this.host.fs, combineDir, texts);
-      }
+      const staged =
+        combineDir !== undefined && remote.length > 0
+          ? stageAnswers(this.host.fs, combineDir, plan, split)
+          : undefined;
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
@@ -189,12 +186,12 @@ export class FileCycle {
         wrote ? partition.stale : [],
       );
       if (ops.some((op) => op.kind === 'reap')) this.host.sweepLeftovers(dir, file);
-      if (texts && combineDir !== undefined) {
+      if (staged && combineDir !== undefined) {
         // Waiters hear back only once the write is durable: one directory
         // fsync, under the lock, serves all of them.
         if (wrote && fsync) await syncDir(this.host.fs, dir);
         synced = true;
-        publishAnswers(this.host.fs, combineDir, plan, texts);
+        publishAnswers(this.host.fs, combineDir, plan, staged);
         published = true;
       }
     } catch (error) {
@@ -203,18 +200,16 @@ export class FileCycle {
         failAnswers(this.host.fs, combineDir, remote, wrote);
       throw error;
     } finally {
+      for (const claimed of remote) {
+        try {
+          this.host.fs.unlinkSync(claimed.file);
+        } catch {
+          // Moved away with a lock that was taken over.
+        }
+      }
       await handle.release();
       this.host.telemetry?.lockReleased(pool, lockedAt);
       if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
-    }
-    // Every waiter has its answer: the staged copy is not needed any more. (A
-    // cycle that failed leaves it for them; it is swept once stale.)
-    if (published && stagedFile !== undefined) {
-      try {
-        this.host.fs.unlinkSync(stagedFile);
-      } catch {
-        // Swept already.
-      }
     }
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release

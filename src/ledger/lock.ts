@@ -5,8 +5,7 @@
  * Inside the lock directory each of our holders keeps a token directory
  * `<pool>.lock/<token>/` (random, per acquisition). The protocol:
  *
- * 1. `mkdir <pool>.lock` (0700; 01700, the sticky bit set, by a holder that
- *    serves the combining directory). On `EEXIST`, a lock not refreshed for
+ * 1. `mkdir <pool>.lock` (0700). On `EEXIST`, a lock not refreshed for
  *    `staleMs` is taken over (see `takeover.ts`) and `mkdir` is tried again.
  * 2. `mkdir <pool>.lock/<token>`; then the lock is ours only if the directory
  *    holds our token and nothing else and has no group/other permission bits
@@ -67,33 +66,29 @@ export interface WaitHooks {
   pause(): Promise<void>;
 }
 
-/** Per-acquisition token: unique on this host (pid) and across attempts (random). */
-function newToken(): string {
-  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}`;
+/**
+ * Per-acquisition token: unique on this host (pid) and across attempts
+ * (random); a holder that serves the combining directory ends it in `.c`.
+ */
+function newToken(combining: boolean): string {
+  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}${combining ? '.c' : ''}`;
 }
 
-// The mode bit a holder that serves the combining directory makes its lock with.
-const COMBINING_MARK = 0o1000;
+const COMBINING_TOKEN = /^\d+\.[a-z0-9]+\.c$/;
 
 /**
  * True when the lock at `lockPath` is held right now by a holder of ours that
- * serves the combining directory: a private (0700) lock directory with the
- * sticky bit (the mark such a holder makes it with), refreshed within
- * `staleMs`. One `lstat`: a posted waiter asks this every time it wakes.
- * False for a free lock, a kici orchestrator's lock (made with the default
- * mode), a holder of ours that does not combine (an older version, a pool
- * whose name cannot travel in a request), a stale lock (its holder is gone:
- * someone must take it over), or a link.
+ * serves the combining directory: a private (0700) lock directory holding one
+ * token that says so. False for a free lock, a kici orchestrator's lock
+ * (made with the default mode, no token), a holder of ours that does not
+ * combine (an older version), or one caught between its two `mkdir`s.
  */
-export function heldByCombiningHolder(fs: LedgerFs, lockPath: string, staleMs: number): boolean {
+export function heldByCombiningHolder(fs: LedgerFs, lockPath: string): boolean {
   try {
     const stat = fs.lstatSync(lockPath);
-    return (
-      stat.isDirectory() &&
-      (stat.mode & 0o077) === 0 &&
-      (stat.mode & COMBINING_MARK) !== 0 &&
-      systemClock.now() - stat.mtimeMs <= staleMs
-    );
+    if (!stat.isDirectory() || (stat.mode & 0o077) !== 0) return false;
+    const entries = fs.readdirSync(lockPath);
+    return entries.length === 1 && COMBINING_TOKEN.test(entries[0]!);
   } catch {
     return false;
   }
@@ -138,45 +133,36 @@ export class PoolLocker {
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
     const wake = wakeNames(lockPath);
     let contended = false;
-    // A posted waiter behind a live holder that combines has nothing to try:
-    // that holder applies its request, or wakes it when it releases. So until
-    // then it neither tries the lock nor stands in line.
-    let deferring = false;
     for (;;) {
       if (hooks?.settled()) {
         queue.leave();
         return undefined;
       }
-      if (deferring) deferring = heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
-      if (!deferring) {
-        const turn = queue.myTurn();
-        if (turn) {
-          let token: string | undefined;
-          try {
-            token = this.attempt(pool, lockPath, timing);
-          } catch (error) {
-            queue.leave();
-            throw error;
-          }
-          if (token !== undefined) {
-            queue.leave();
-            return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
-          }
+      if (queue.myTurn()) {
+        let token: string | undefined;
+        try {
+          token = this.attempt(pool, lockPath, timing);
+        } catch (error) {
+          queue.leave();
+          throw error;
         }
-        if (!contended) {
-          contended = true;
-          hooks?.contended();
+        if (token !== undefined) {
+          queue.leave();
+          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
         }
-        // A posted waiter leaves the line only while the lock is held by a
-        // holder that will apply its request (one of ours that combines).
-        // Behind any other holder (the kici orchestrator's ledger, which knows
-        // nothing of posted requests) it waits in line like every plain waiter
-        // and takes the lock itself, then serves every posted request as holder.
-        deferring =
-          hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
-        if (deferring) queue.leave();
-        else queue.claim(turn);
       }
+      if (!contended) {
+        contended = true;
+        hooks?.contended();
+      }
+      // A posted waiter leaves the line only while the lock is held by a
+      // holder that will apply its request (one of ours that combines). Behind
+      // any other holder (the kici orchestrator's ledger, which knows nothing
+      // of posted requests) it waits in line like every plain waiter and takes
+      // the lock itself, then serves every posted request as holder.
+      const deferring = hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath);
+      if (deferring) queue.leave();
+      else queue.claim();
       const waited = systemClock.now() - started;
       if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
         queue.leave();
@@ -205,9 +191,8 @@ export class PoolLocker {
 
   // One try: the token when the lock is ours now, else undefined.
   private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
-    const token = newToken();
-    const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
-    if (!this.makeLockDir(lockPath, mode)) {
+    const token = newToken(timing.combining === true);
+    if (!this.makeLockDir(lockPath)) {
       const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
       if (found === 'not-a-directory') {
         throw new LedgerDirError(
@@ -215,14 +200,14 @@ export class PoolLocker {
           `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
         );
       }
-      if (found === 'held' || !this.makeLockDir(lockPath, mode)) return undefined;
+      if (found === 'held' || !this.makeLockDir(lockPath)) return undefined;
     }
     return this.claimToken(lockPath, token) ? token : undefined;
   }
 
-  private makeLockDir(lockPath: string, mode: number): boolean {
+  private makeLockDir(lockPath: string): boolean {
     try {
-      this.#fs.mkdirSync(lockPath, mode);
+      this.#fs.mkdirSync(lockPath, 0o700);
       return true;
     } catch (error) {
       if (hasErrorCode(error, 'EEXIST')) return false;

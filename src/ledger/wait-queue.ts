@@ -110,13 +110,9 @@ export class WaitQueue {
     return this.claimed;
   }
 
-  /**
-   * After a failed attempt: claim (or keep) the head of the line if no older
-   * waiter has it. `turn` is what {@link myTurn} said just before the attempt
-   * (read again when not given).
-   */
-  claim(turn = this.myTurn()): void {
-    if (!turn) {
+  /** After a failed attempt: claim (or keep) the head of the line if no older waiter has it. */
+  claim(): void {
+    if (!this.myTurn()) {
       this.claimed = false;
       return;
     }
