@@ -6,7 +6,8 @@
  * one write and one fsync.
  */
 import { join } from 'node:path';
-import { sleep } from '../clock.js';
+import { sleep, systemClock } from '../clock.js';
+import { LedgerLockCompromisedError } from '../errors.js';
 import type { ResourceCap } from '../resources/types.js';
 import {
   batchStamp,
@@ -86,6 +87,27 @@ export class FileCycle {
    * `combine`), read, decide, write once, answer each call in order.
    */
   async run(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    let deadline: number | undefined;
+    for (;;) {
+      try {
+        return await this.attempt(pool, ops, combine);
+      } catch (error) {
+        // Our lock was taken over before our write, so we wrote nothing. But a
+        // call marked maybe-applied was claimed by a holder that may have
+        // written it before it went silent: "nothing was written, retry" would
+        // be false for it (a retried release would find its row gone and say
+        // it held none; a reserve would leave a row its caller never heard
+        // of). So such calls are done again here, with their marks, for as
+        // long as one lock timeout allows.
+        if (!(error instanceof LedgerLockCompromisedError) || !ops.some(maybeApplied)) throw error;
+        deadline ??= systemClock.now() + this.host.lockTimeoutMs;
+        if (systemClock.now() > deadline) throw error;
+      }
+    }
+  }
+
+  // One try of run(): the lock (or a holder's answer), then the cycle.
+  private async attempt(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
     const stamp = batchStamp();
     const dir = await this.host.dir();
     await this.host.ensureLease(dir);
@@ -130,6 +152,7 @@ export class FileCycle {
     let synced = false;
     let published = false;
     let remote: ClaimedRequest[] = [];
+    let marks: (boolean | undefined)[] | undefined;
     try {
       await this.host.hooks.beforeClaim?.(pool);
       if (combineDir !== undefined) {
@@ -156,6 +179,8 @@ export class FileCycle {
       };
       const plan = planCombined(own, remote, base, source);
       const partition = partitionRows(base.reservations, this.host.facts(dir, base));
+      // What an earlier attempt removed; this one's removals count only once written.
+      marks = ops.map((op) => (op.kind === 'release' ? op.removedBefore : undefined));
       const outcome = applyBatch(pool, base, partition, plan.ops);
       const split = splitAnswers(plan, outcome.answers);
       answers = split[plan.parts.indexOf(own)]!;
@@ -195,6 +220,11 @@ export class FileCycle {
         published = true;
       }
     } catch (error) {
+      if (!wrote && marks) {
+        ops.forEach((op, i) => {
+          if (op.kind === 'release') op.removedBefore = marks![i];
+        });
+      }
       // Every claimed waiter does its calls itself.
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
@@ -301,4 +331,8 @@ export class FileCycle {
     this.host.held.track(pool, ops, answers);
     return answers;
   }
+}
+
+function maybeApplied(op: LedgerOp): boolean {
+  return 'maybeApplied' in op && op.maybeApplied === true;
 }
