@@ -21,6 +21,8 @@ const config = JSON.parse(process.argv[2]!) as {
   durationMs: number;
   cap: { maxCpu: number };
   fsync: boolean;
+  /** Measure where each reserve's time goes through the fs seam (costs some CPU). */
+  trace: boolean;
 };
 
 interface Ledger {
@@ -164,7 +166,7 @@ if (config.impl === 'kici') {
     instanceId: config.id,
     dir: config.dir,
     fsync: config.fsync,
-    fs: instrumentedFs(),
+    ...(config.trace ? { fs: instrumentedFs() } : {}),
   });
 }
 ledger.registerPool(config.pool, config.cap);
@@ -186,6 +188,7 @@ const breakdown: number[][] = [];
 let pairs = 0;
 let granted = 0;
 let errors = 0;
+const cpuStart = process.cpuUsage();
 const end = performance.now() + config.durationMs;
 while (performance.now() < end) {
   const agent = `${config.id}-${pairs}`;
@@ -195,7 +198,7 @@ while (performance.now() < end) {
     const ok = await ledger.tryReserve(config.pool, agent, 1, 0);
     const done = performance.now();
     latencies.push(done - start);
-    if (config.impl === 'ours') {
+    if (config.impl === 'ours' && config.trace) {
       // Answered by another process's holder: the whole call was waiting.
       const locked = phase.lockAt > 0;
       const waiting = locked ? phase.lockAt - start : done - start;
@@ -218,7 +221,10 @@ while (performance.now() < end) {
     errors++;
   }
 }
+const cpu = process.cpuUsage(cpuStart);
+const cpuMs = (cpu.user + cpu.system) / 1000;
+const cpuSysMs = cpu.system / 1000;
 await ledger.close?.();
 process.stdout.write(
-  `${JSON.stringify({ pairs, granted, errors, latencies, breakdown, lockEvents })}\n`,
+  `${JSON.stringify({ pairs, granted, errors, cpuMs, cpuSysMs, latencies, breakdown, lockEvents })}\n`,
 );

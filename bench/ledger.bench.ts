@@ -9,6 +9,11 @@
  * on and off) and 32 concurrent callers in one process (group commit), and
  * where one contended reserve of ours spends its time.
  *
+ * The breakdown comes from one more run of ours per process count, traced
+ * through the fs seam (the throughput table is measured untraced); the table
+ * also shows the CPU time (user + system, and of it system) per pair of each
+ * side.
+ *
  * `LEDGER_BENCH_SECONDS` (default 3) per run, `LEDGER_BENCH_REPEATS` (default 3).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -40,6 +45,10 @@ interface Run {
   errors: number;
   violations: number;
   reads: number;
+  /** CPU time of the contending processes (user + system), ms. */
+  cpuMs: number;
+  /** Of it, system (kernel) time, ms. */
+  cpuSysMs: number;
   breakdown: number[][];
   /** Per acquisition: ms the lock lay free since the previous release (any process of ours). */
   handover: number[];
@@ -130,7 +139,12 @@ function startReader(file: string): {
   };
 }
 
-async function contending(impl: Impl, processes: number, kiciModule: string): Promise<Run> {
+async function contending(
+  impl: Impl,
+  processes: number,
+  kiciModule: string,
+  trace = false,
+): Promise<Run> {
   const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
   const script = join(import.meta.dirname, 'ledger-worker.ts');
   const children: ChildProcess[] = [];
@@ -146,6 +160,7 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
       durationMs: DURATION_MS,
       cap: CAP,
       fsync: FSYNC,
+      trace,
     });
     const child = spawn(process.execPath, ['--import', 'tsx', script, config], {
       stdio: ['pipe', 'pipe', 'inherit'],
@@ -175,6 +190,8 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
       JSON.parse(text) as {
         pairs: number;
         errors: number;
+        cpuMs: number;
+        cpuSysMs: number;
         latencies: number[];
         breakdown: number[][];
         lockEvents?: Array<[number, number]>;
@@ -199,6 +216,8 @@ async function contending(impl: Impl, processes: number, kiciModule: string): Pr
     seconds,
     latencies: results.flatMap((r) => r.latencies),
     errors: results.reduce((sum, r) => sum + r.errors, 0),
+    cpuMs: results.reduce((sum, r) => sum + r.cpuMs, 0),
+    cpuSysMs: results.reduce((sum, r) => sum + r.cpuSysMs, 0),
     violations: report.violationCount,
     reads: report.reads,
     breakdown: results.flatMap((r) => r.breakdown),
@@ -215,6 +234,12 @@ export default async function bench(): Promise<BenchTable[]> {
       const order: Impl[] = repeat % 2 === 0 ? ['ours', 'kici'] : ['kici', 'ours'];
       for (const impl of order) runs.push(await contending(impl, processes, kiciModule));
     }
+  }
+  // The breakdown comes from separate runs of ours traced through the fs seam:
+  // the tracing costs CPU, so the throughput table above is measured without it.
+  const traced: Run[] = [];
+  for (const processes of PROCESS_COUNTS) {
+    traced.push(await contending('ours', processes, kiciModule, true));
   }
   const inProcessRuns = !IN_PROCESS
     ? []
@@ -244,6 +269,18 @@ export default async function bench(): Promise<BenchTable[]> {
       errors: mine.reduce((sum, r) => sum + r.errors, 0),
       violations: mine.reduce((sum, r) => sum + r.violations, 0),
       reads: mine.reduce((sum, r) => sum + r.reads, 0),
+      cpuPerPair:
+        mine.reduce((sum, r) => sum + r.cpuMs, 0) /
+        Math.max(
+          1,
+          mine.reduce((sum, r) => sum + r.reserves, 0),
+        ),
+      sysPerPair:
+        mine.reduce((sum, r) => sum + r.cpuSysMs, 0) /
+        Math.max(
+          1,
+          mine.reduce((sum, r) => sum + r.reserves, 0),
+        ),
     };
   };
   const rows: Array<Record<string, string>> = [];
@@ -257,6 +294,8 @@ export default async function bench(): Promise<BenchTable[]> {
         'p50 ms': fmt(s.p50, 2),
         'p99 ms': fmt(s.p99, 2),
         'max ms': fmt(s.max, 1),
+        'CPU ms/pair': fmt(s.cpuPerPair, 2),
+        'of it system': fmt(s.sysPerPair, 2),
         'reader states': fmt(s.reads),
         'over-cap': String(s.violations),
         errors: String(s.errors),
@@ -283,12 +322,10 @@ export default async function bench(): Promise<BenchTable[]> {
     'lock directory calls',
   ];
   const breakdownTables: BenchTable[] = PROCESS_COUNTS.map((processes) => {
-    const parts = runs
-      .filter((r) => r.impl === 'ours' && r.processes === processes)
-      .flatMap((r) => r.breakdown);
-    const handover = runs
-      .filter((r) => r.impl === 'ours' && r.processes === processes)
-      .flatMap((r) => r.handover);
+    const mine = traced.filter((r) => r.processes === processes);
+    const parts = mine.flatMap((r) => r.breakdown);
+    const handover = mine.flatMap((r) => r.handover);
+    const rate = mine.reduce((sum, r) => sum + r.reserves / r.seconds, 0) / mine.length;
     const stats = (values: number[], digits = 3) => ({
       'mean ms': fmt(values.reduce((sum, v) => sum + v, 0) / Math.max(1, values.length), digits),
       'p50 ms': fmt(percentile(values, 50), digits),
@@ -301,7 +338,7 @@ export default async function bench(): Promise<BenchTable[]> {
     const attempts = parts.map((p) => p[11]!);
     const locked = parts.filter((p) => p[12] !== 1);
     return {
-      title: `Where one reserve of ours goes, ${processes} process${processes === 1 ? '' : 'es'} (all runs): waiting vs holding the lock`,
+      title: `Where one reserve of ours goes, ${processes} process${processes === 1 ? '' : 'es'} (one traced run, ${fmt(rate)} reserve/s): waiting vs holding the lock`,
       rows,
       notes: [
         `${parts.length} reserves measured through the ledger's fs seam; ${combined} (${fmt((100 * combined) / Math.max(1, parts.length))}%) were applied by another process's holder (cross-process combining) and never took the lock.`,

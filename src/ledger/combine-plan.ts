@@ -1,17 +1,11 @@
 /**
  * The holder's side of cross-process combining (see `combine.ts`): merge its
  * own calls with the requests it claimed, in the order their batches started
- * (FIFO), split the batch's answers back per sender, and post them: staged
- * before the pool file is written, published after it.
+ * (FIFO), and split the batch's answers back per sender (staged before the
+ * pool file is written, posted after it: see `combine-answers.ts`).
  */
-import {
-  type ClaimedRequest,
-  encodeAnswer,
-  postNotApplied,
-  publishAnswer,
-  stageAnswer,
-  usableRequest,
-} from './combine.js';
+import { type ClaimedRequest, usableRequest } from './combine.js';
+import { encodeAnswer, notApplied, postNotApplied } from './combine-answers.js';
 import type { DocumentSource } from './document.js';
 import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
@@ -92,47 +86,23 @@ export function splitAnswers(plan: CombinedPlan, answers: readonly OpAnswer[]): 
 }
 
 /**
- * Before the pool file is written: stage each waiter's answer as `<id>.pre`.
- * A waiter whose holder dies after this point learns from it which of its
- * releases the holder found a row for. Returns the ids staged.
+ * Each claimed waiter's answer text, by request id: its share of the batch's
+ * answers, or "not applied" for a request that could not be planned.
  */
-export function stageAnswers(
-  fs: LedgerFs,
-  dir: string,
-  plan: CombinedPlan,
-  split: readonly OpAnswer[][],
-): Map<string, string> {
+export function answerTexts(plan: CombinedPlan, split: readonly OpAnswer[][]): Map<string, string> {
   const texts = new Map<string, string>();
   plan.parts.forEach((part, i) => {
     if (!part.claimed) return;
-    const text = encodeAnswer({ kind: 'answers', answers: split[i]! }, part.lost);
-    texts.set(part.claimed.id, stageAnswer(fs, dir, part.claimed.id, 'pre', text) ? '' : text);
+    texts.set(part.claimed.id, encodeAnswer({ kind: 'answers', answers: split[i]! }, part.lost));
   });
+  for (const claimed of plan.refused) texts.set(claimed.id, notApplied(claimed, false));
   return texts;
-}
-
-/**
- * After the pool file was written (and made durable): publish every staged
- * answer (`<id>.pre` becomes `<id>.ans`), and "not applied" for the refused.
- * An answer that could not be staged is written now.
- */
-export function publishAnswers(
-  fs: LedgerFs,
-  dir: string,
-  plan: CombinedPlan,
-  staged: ReadonlyMap<string, string>,
-): void {
-  for (const [id, text] of staged) {
-    if (text === '') publishAnswer(fs, dir, id, 'pre');
-    else if (stageAnswer(fs, dir, id, 'dir', text)) publishAnswer(fs, dir, id, 'dir');
-  }
-  for (const claimed of plan.refused) postNotApplied(fs, dir, claimed, false);
 }
 
 /**
  * The cycle failed: every claimed waiter does its calls itself (`wrote`: the
  * pool file was replaced, so they may have landed). Staged answers stay for
- * the waiters to read their releases from.
+ * the waiters to read their releases from (it is swept once stale).
  */
 export function failAnswers(
   fs: LedgerFs,

@@ -9,6 +9,7 @@
 import { join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
+import { answerIn, stagedAnswer } from './combine-answers.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
@@ -135,33 +136,34 @@ export class PostedRequest {
     return new PostedRequest(fs, dir, inbox.path, id, request.ops.length, request.pool, maxBytes);
   }
 
-  /** The answer once a holder posted it (read once, then its file is removed). */
+  /**
+   * The answer once a holder posted it (read once, then its file is removed).
+   * A holder that creates the file (instead of linking its staged answers)
+   * writes it after: one seen before it ends with its newline is not complete
+   * yet, and is left for the next look.
+   */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const text = this.take(join(this.inbox, `${this.id}.ans`));
-    if (text === undefined) return undefined;
-    const answer = this.decode(text);
-    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
-    this.answerValue = answer;
-    return answer;
-  }
-
-  // Read a file meant for this request once (a regular file we own, within
-  // the size limit) and remove it; undefined when it is not there (yet).
-  private take(file: string): string | undefined {
+    const file = join(this.inbox, `${this.id}.ans`);
     let text: string | undefined;
     try {
+      // Asked every time the waiter wakes: "not yet" costs no error thrown.
+      if (this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined) return undefined;
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
       return undefined;
     }
-    if (text === undefined) return undefined;
+    if (text === undefined || !text.endsWith('\n')) return undefined;
     try {
       this.fs.unlinkSync(file);
     } catch {
       // Gone already.
     }
-    return text;
+    // A linked staged file holds the whole cycle's answers: ours is one entry.
+    const answer = this.decode(answerIn(text, this.id) ?? '');
+    if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
+    this.answerValue = answer;
+    return answer;
   }
 
   private decode(text: string): CombinedAnswer {
@@ -202,12 +204,12 @@ export class PostedRequest {
 
   /**
    * What a holder that took this request had decided before it wrote (it
-   * prepares the answers first), read once and removed; `undefined` when it
-   * prepared none. Used only when that holder never answered: a release it
-   * decided to remove was present then, whether or not its write landed.
+   * stages every answer of its cycle first), or `undefined` when none staged
+   * it. Used only when that holder never answered: a release it decided to
+   * remove was present then, whether or not its write landed.
    */
   prepared(): OpAnswer[] | undefined {
-    const text = this.take(join(this.dir, `${this.id}.pre`));
+    const text = stagedAnswer(this.fs, this.dir, this.id, this.pool, this.maxBytes);
     if (text === undefined) return undefined;
     const answer = this.decode(text);
     return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;

@@ -8,22 +8,25 @@
  *    to `<id>.tmp` with `O_EXCL | O_NOFOLLOW`, then renamed, so a reader never
  *    sees half a request). `<id>` starts with the batch's start time in
  *    microseconds, zero-padded: names sort in arrival order.
- * 2. The holder claims each request by renaming it into its token directory
- *    inside the lock (`<pool>.lock/<token>/<id>.req`). The rename decides: a
- *    waiter that withdraws its request (it took the lock itself, or gave up)
- *    unlinks `<id>.req`, and exactly one of the two succeeds.
+ * 2. The holder claims each request by reading it and then unlinking
+ *    `<id>.req`. The unlink decides: a waiter that withdraws its request (it
+ *    took the lock itself, or gave up) unlinks it too, and exactly one of the
+ *    two succeeds.
  * 3. The holder applies its own calls and every claimed request in start-time
- *    order, writes the pool file once, and posts each waiter's answer as
- *    `<id>.ans` through the fenced write of the lock (temp file in its token
- *    directory): a holder that lost its lock cannot post an answer.
+ *    order. Before it writes the pool file it stages every waiter's answer in
+ *    one file, `<stage>.pre`; once the write is durable it posts each answer
+ *    as `<leaseId>/<id>.ans` in the waiter's inbox (created exclusively, never
+ *    through a link) and removes the staged file. Only a holder whose fenced
+ *    write landed posts answers that say "applied".
  * 4. The waiter sees `<id>.ans` and returns without taking the lock. A waiter
  *    whose request was claimed but never answered (the holder was killed, or
  *    its lock was taken over) takes the lock itself and redoes its calls,
  *    marked `maybeApplied` (the holder may have written them before dying).
- * 5. A waiter defers (stays out of the lock's wait queue and sleeps on its
- *    inbox) only while the lock is held by a holder that combines: its token
- *    ends in `.c` (see `lock.ts`), and it answers or wakes the oldest waiter
- *    when it releases. Even then it looks at the lock again within a few ms.
+ * 5. A waiter defers (does not try the lock, stays out of its wait queue and
+ *    sleeps on its inbox) only while the lock is held by a holder that
+ *    combines: it made the lock with the sticky bit (see `lock.ts`), and it
+ *    answers or wakes the oldest waiter when it releases. Even then the
+ *    waiter looks again (one `lstat`) within a few ms.
  *    Behind any other holder (the kici orchestrator's ledger, an older version
  *    of ours) nobody would answer it, so it stands in the wait queue and takes
  *    the lock itself like a plain waiter. Its request stays posted meanwhile:
@@ -37,18 +40,12 @@
  */
 import { join } from 'node:path';
 import { monotonicEpochNow, systemClock } from '../clock.js';
-import {
-  type CombineReply,
-  type CombineRequest,
-  decodeRequest,
-  encodeReply,
-  isObject,
-} from './combine-wire.js';
+import { type CombineReply, type CombineRequest, decodeRequest, isObject } from './combine-wire.js';
 import { assertCap, type DocumentSource } from './document.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { LostRows } from './lost.js';
-import { createExclusive, readLedgerFile } from './safe-fs.js';
+import { readLedgerFile } from './safe-fs.js';
 import type { LedgerDocument } from './types.js';
 
 /** The most requests one holder takes in one cycle (the rest wait for the next). */
@@ -77,7 +74,9 @@ export function prepareCombineDir(fs: LedgerFs, path: string): boolean {
 // A real directory of ours that nobody else can write (a link is not followed).
 export function safeCombineDir(fs: LedgerFs, path: string): boolean {
   try {
-    const stat = fs.lstatSync(path);
+    // Missing (nobody ever waited on this pool) is the common case: no error thrown for it.
+    const stat = fs.lstatSync(path, { throwIfNoEntry: false });
+    if (stat === undefined) return false;
     const uid = typeof process.geteuid === 'function' ? process.geteuid() : undefined;
     return (
       stat.isDirectory() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0
@@ -121,8 +120,6 @@ export interface ClaimedRequest {
   envelope: RequestEnvelope | undefined;
   /** The calls; `undefined` when the request did not decode. */
   request: CombineRequest | undefined;
-  /** Where the claimed file is now (inside the holder's token directory). */
-  file: string;
 }
 
 /**
@@ -171,14 +168,14 @@ function decodeEnvelope(value: unknown, stamp: number): RequestEnvelope {
 
 /**
  * Under the pool lock: claim every posted request (at most
- * {@link MAX_COMBINED_REQUESTS}, oldest first) by renaming it into the holder's
- * token directory, and read it. Also removes leftovers older than `staleMs`
- * (temp files and answers of waiters that were killed).
+ * {@link MAX_COMBINED_REQUESTS}, oldest first): read it, then unlink it (a
+ * request its waiter withdrew first is skipped). Also removes leftovers older
+ * than `staleMs` (answers and staged files of holders or waiters that were
+ * killed).
  */
 export function claimPending(
   fs: LedgerFs,
   dir: string,
-  tokenDir: string,
   pool: string,
   maxBytes: number,
   staleMs: number,
@@ -196,26 +193,34 @@ export function claimPending(
     if (name.endsWith('.req')) {
       const id = name.slice(0, -'.req'.length);
       if (ID.test(id)) ids.push(id);
-    } else if (/\.(tmp|ans|pre|dir)$/.test(name)) {
+    } else if (/\.(tmp|ans|pre)$/.test(name)) {
       sweep(fs, join(dir, name), staleMs);
     }
   }
   ids.sort();
   const claimed: ClaimedRequest[] = [];
   for (const id of ids.slice(0, MAX_COMBINED_REQUESTS)) {
-    const file = join(tokenDir, `${id}.req`);
+    const file = join(dir, `${id}.req`);
+    let text: string | undefined;
     try {
-      fs.renameSync(join(dir, `${id}.req`), file);
+      text = readLedgerFile(fs, file, { pool, maxBytes });
     } catch {
-      // Withdrawn by its waiter, or our token directory is gone (then the write fails too).
+      // Not a regular file of ours, or too large: claimed below and answered "not applied".
+      text = '';
+    }
+    // Withdrawn meanwhile: not ours.
+    if (text === undefined) continue;
+    try {
+      fs.unlinkSync(file);
+    } catch {
+      // Withdrawn by its waiter between the read and now.
       continue;
     }
     let envelope: RequestEnvelope | undefined;
     let request: CombineRequest | undefined;
     try {
-      const text = readLedgerFile(fs, file, { pool, maxBytes });
-      if (text === undefined) throw new TypeError('the claimed request vanished');
       const newline = text.indexOf('\n');
+      if (newline < 0) throw new TypeError('the request has no envelope line');
       envelope = decodeEnvelope(JSON.parse(text.slice(0, newline)), stampOf(id));
       request = decodeRequest(new TextEncoder().encode(text.slice(newline + 1)));
       if (request.pool !== pool) throw new TypeError('the request names another pool');
@@ -223,7 +228,7 @@ export function claimPending(
       envelope = undefined;
       request = undefined;
     }
-    claimed.push({ id, envelope, request, file });
+    claimed.push({ id, envelope, request });
   }
   return claimed;
 }
@@ -237,57 +242,6 @@ function sweep(fs: LedgerFs, path: string, staleMs: number): void {
   }
 }
 
-/** The text of an answer file. */
-export function encodeAnswer(reply: CombineReply, lost?: LostRows): string {
-  return `${JSON.stringify({ v: 1, lost: lost ?? null })}\n${encodeReply(reply)}\n`;
-}
-
-/**
- * Write an answer for request `id` under a name the waiter does not take as
- * its answer yet: `<id>.pre` (decided before the write; kept if the holder
- * dies) or `<id>.dir` ("not applied"). False when it could not be written.
- */
-export function stageAnswer(
-  fs: LedgerFs,
-  dir: string,
-  id: string,
-  suffix: 'pre' | 'dir',
-  text: string,
-): boolean {
-  const file = join(dir, `${id}.${suffix}`);
-  let fd: number | undefined;
-  try {
-    fd = createExclusive(fs, file, 0o600);
-    fs.writeFileSync(fd, text, 'utf8');
-    return true;
-  } catch {
-    return false;
-  } finally {
-    if (fd !== undefined) fs.closeSync(fd);
-  }
-}
-
-/**
- * Publish a staged answer as `<inbox>/<id>.ans` (the rename wakes the waiter
- * watching its inbox); false when it is gone (the waiter took it back) or the
- * inbox is missing.
- */
-export function publishAnswer(
-  fs: LedgerFs,
-  dir: string,
-  id: string,
-  suffix: 'pre' | 'dir',
-): boolean {
-  const inbox = inboxOf(dir, id);
-  if (inbox === undefined) return false;
-  try {
-    fs.renameSync(join(dir, `${id}.${suffix}`), join(inbox, `${id}.ans`));
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * After a release: wake the sender of the oldest request still waiting, so it
  * takes the lock now instead of at its next poll (touching its inbox's times
@@ -296,6 +250,7 @@ export function publishAnswer(
 export function wakeOldest(fs: LedgerFs, dir: string): void {
   let oldest: string | undefined;
   try {
+    if (fs.lstatSync(dir, { throwIfNoEntry: false }) === undefined) return;
     for (const name of fs.readdirSync(dir)) {
       if (!name.endsWith('.req')) continue;
       const id = name.slice(0, -'.req'.length);
@@ -311,18 +266,6 @@ export function wakeOldest(fs: LedgerFs, dir: string): void {
     fs.lutimesSync(inbox, seconds, seconds);
   } catch {
     // Gone: its waiter polls, or is gone too.
-  }
-}
-
-/** Post "not applied" (`maybe`: a write that carried the calls may have landed) for a claimed request. */
-export function postNotApplied(
-  fs: LedgerFs,
-  dir: string,
-  claimed: ClaimedRequest,
-  maybe: boolean,
-): void {
-  if (stageAnswer(fs, dir, claimed.id, 'dir', notApplied(claimed, maybe))) {
-    publishAnswer(fs, dir, claimed.id, 'dir');
   }
 }
 
@@ -361,14 +304,4 @@ export function usableRequest(
     }
   }
   return { envelope, request };
-}
-
-/** The answer "none of your calls was applied by me; do them yourself" (`maybe`: a write that carried them may have landed). */
-export function notApplied(claimed: ClaimedRequest, maybe: boolean): string {
-  const count = claimed.request?.ops.length ?? 0;
-  return encodeAnswer({
-    kind: 'direct',
-    maybeApplied: Array.from({ length: count }, () => maybe),
-    reason: 'the holder did not apply these calls',
-  });
 }

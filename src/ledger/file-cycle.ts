@@ -19,13 +19,8 @@ import {
   prepareCombineDir,
   wakeOldest,
 } from './combine.js';
-import {
-  failAnswers,
-  planCombined,
-  publishAnswers,
-  splitAnswers,
-  stageAnswers,
-} from './combine-plan.js';
+import { publishStaged, stageAnswers } from './combine-answers.js';
+import { answerTexts, failAnswers, planCombined, splitAnswers } from './combine-plan.js';
 import { Inbox, PostedRequest, redo } from './combine-waiter.js';
 import { MAX_FORWARDED_OPS } from './combine-wire.js';
 import {
@@ -40,7 +35,7 @@ import {
 import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { HeldRows } from './held-rows.js';
-import type { PoolLocker, WaitHooks } from './lock.js';
+import type { LockHandle, PoolLocker, WaitHooks } from './lock.js';
 import type { MachineLedgerHooks } from './machine-ledger-options.js';
 import { applyBatch, type LedgerOp } from './ops.js';
 import { checkWriteSize, readPoolFile, syncDir } from './store.js';
@@ -50,10 +45,34 @@ import type { LedgerDocument } from './types.js';
 // A posted waiter behind a holder that combines looks at the lock again after
 // DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
 // With a watched inbox the answer and the releasing holder's touch wake it, so
-// the bound only covers a holder that died: a waiter that looked every few ms
-// would keep the CPU from the holder it waits for.
+// the bound covers a wake-up that came while it was not sleeping yet, and a
+// holder that died; looking costs it two syscalls (its answer, an lstat of the
+// lock), so the bound can stay short.
 const DEFER_MS = 4;
-const WATCHED_DEFER_MS = 25;
+const WATCHED_DEFER_MS = 8;
+
+/** Where a cycle runs: the pool, its files, and the held lock. */
+interface CycleWhere {
+  pool: string;
+  dir: string;
+  file: string;
+  source: DocumentSource;
+  registered: ResourceCap | undefined;
+  combineDir: string | undefined;
+  handle: LockHandle;
+}
+
+/** What one cycle did. */
+interface CycleResult {
+  /** The answers to the cycle's own calls. */
+  answers: OpAnswer[];
+  /** The pool file was replaced. */
+  wrote: boolean;
+  /** ...and the directory fsynced under the lock. */
+  synced: boolean;
+  /** The staged answers, to remove once the lock is released (only when every answer was posted). */
+  stagedFile: string | undefined;
+}
 
 /** What a cycle needs from its MachineLedger. */
 export interface CycleHost {
@@ -147,19 +166,50 @@ export class FileCycle {
       }
       redo(ops, true, prepared);
     }
-    let answers: OpAnswer[] = [];
+    const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
+    let done: CycleResult;
+    try {
+      done = await this.cycle(where, ops, stamp);
+    } finally {
+      await handle.release();
+      this.host.telemetry?.lockReleased(pool, lockedAt);
+      if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
+    }
+    // Every waiter has its answer: the staged copy is not needed any more. (A
+    // cycle that failed leaves it for them; it is swept once stale.)
+    if (done.stagedFile !== undefined) {
+      try {
+        this.host.fs.unlinkSync(done.stagedFile);
+      } catch {
+        // Swept already.
+      }
+    }
+    // The rename is visible to every process already; making it survive a power
+    // loss does not need the lock, so the directory fsync runs after the release
+    // (callers still hear back only once it is durable).
+    if (done.wrote && !done.synced && this.host.fsync) await syncDir(this.host.fs, dir);
+    return done.answers;
+  }
+
+  /**
+   * One read-decide-write cycle under the held lock: claim the posted
+   * requests, apply them with `ops` in start order, write once, post each
+   * waiter's answer once the write is durable.
+   */
+  private async cycle(where: CycleWhere, ops: LedgerOp[], stamp: number): Promise<CycleResult> {
+    const { pool, dir, file, source, registered, combineDir, handle } = where;
     let wrote = false;
     let synced = false;
     let published = false;
     let remote: ClaimedRequest[] = [];
     let marks: (boolean | undefined)[] | undefined;
+    let stagedFile: string | undefined;
     try {
       await this.host.hooks.beforeClaim?.(pool);
       if (combineDir !== undefined) {
         remote = claimPending(
           this.host.fs,
           combineDir,
-          handle.tokenDir,
           pool,
           this.host.maxFileBytes,
           this.host.staleMs,
@@ -183,12 +233,13 @@ export class FileCycle {
       marks = ops.map((op) => (op.kind === 'release' ? op.removedBefore : undefined));
       const outcome = applyBatch(pool, base, partition, plan.ops);
       const split = splitAnswers(plan, outcome.answers);
-      answers = split[plan.parts.indexOf(own)]!;
+      const answers = split[plan.parts.indexOf(own)]!;
       const fsync = plan.parts.some((part) => part.fsync);
-      const staged =
-        combineDir !== undefined && remote.length > 0
-          ? stageAnswers(this.host.fs, combineDir, plan, split)
-          : undefined;
+      const texts =
+        combineDir !== undefined && remote.length > 0 ? answerTexts(plan, split) : undefined;
+      if (texts && combineDir !== undefined && texts.size > 0) {
+        stagedFile = stageAnswers(this.host.fs, combineDir, texts);
+      }
       // Refusals, no-op releases and reads never rewrite the file; a file that
       // does not exist yet is created only by a change.
       if (outcome.dirty) {
@@ -211,14 +262,15 @@ export class FileCycle {
         wrote ? partition.stale : [],
       );
       if (ops.some((op) => op.kind === 'reap')) this.host.sweepLeftovers(dir, file);
-      if (staged && combineDir !== undefined) {
+      if (texts && combineDir !== undefined) {
         // Waiters hear back only once the write is durable: one directory
         // fsync, under the lock, serves all of them.
         if (wrote && fsync) await syncDir(this.host.fs, dir);
         synced = true;
-        publishAnswers(this.host.fs, combineDir, plan, staged);
+        publishStaged(this.host.fs, combineDir, stagedFile, texts);
         published = true;
       }
+      return { answers, wrote, synced, stagedFile: published ? stagedFile : undefined };
     } catch (error) {
       if (!wrote && marks) {
         ops.forEach((op, i) => {
@@ -229,23 +281,7 @@ export class FileCycle {
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
       throw error;
-    } finally {
-      for (const claimed of remote) {
-        try {
-          this.host.fs.unlinkSync(claimed.file);
-        } catch {
-          // Moved away with a lock that was taken over.
-        }
-      }
-      await handle.release();
-      this.host.telemetry?.lockReleased(pool, lockedAt);
-      if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
     }
-    // The rename is visible to every process already; making it survive a power
-    // loss does not need the lock, so the directory fsync runs after the release
-    // (callers still hear back only once it is durable).
-    if (wrote && this.host.fsync && !synced) await syncDir(this.host.fs, dir);
-    return answers;
   }
 
   // The combining directory of a pool; undefined when the pool's name cannot

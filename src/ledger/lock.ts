@@ -5,8 +5,11 @@
  * Inside the lock directory each of our holders keeps a token directory
  * `<pool>.lock/<token>/` (random, per acquisition). The protocol:
  *
- * 1. `mkdir <pool>.lock` (0700). On `EEXIST`, a lock not refreshed for
- *    `staleMs` is taken over (see `takeover.ts`) and `mkdir` is tried again.
+ * 1. `lstat <pool>.lock`: a lock not refreshed for `staleMs` is taken over
+ *    (see `takeover.ts`), a fresh one ends the try. A free lock is made with
+ *    `mkdir <pool>.lock` (0700; 01700, the sticky bit set, by a holder that
+ *    serves the combining directory); `EEXIST` there (another process was
+ *    faster) ends the try too.
  * 2. `mkdir <pool>.lock/<token>`; then the lock is ours only if the directory
  *    holds our token and nothing else and has no group/other permission bits
  *    (kici's lock directories do: `mkdir` with the default mode). A process
@@ -66,29 +69,34 @@ export interface WaitHooks {
   pause(): Promise<void>;
 }
 
-/**
- * Per-acquisition token: unique on this host (pid) and across attempts
- * (random); a holder that serves the combining directory ends it in `.c`.
- */
-function newToken(combining: boolean): string {
-  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}${combining ? '.c' : ''}`;
+/** Per-acquisition token: unique on this host (pid) and across attempts (random). */
+function newToken(): string {
+  return `${process.pid}.${Math.random().toString(36).slice(2, 12)}`;
 }
 
-const COMBINING_TOKEN = /^\d+\.[a-z0-9]+\.c$/;
+// The mode bit a holder that serves the combining directory makes its lock with.
+const COMBINING_MARK = 0o1000;
 
 /**
  * True when the lock at `lockPath` is held right now by a holder of ours that
- * serves the combining directory: a private (0700) lock directory holding one
- * token that says so. False for a free lock, a kici orchestrator's lock
- * (made with the default mode, no token), a holder of ours that does not
- * combine (an older version), or one caught between its two `mkdir`s.
+ * serves the combining directory: a private (0700) lock directory with the
+ * sticky bit (the mark such a holder makes it with), refreshed within
+ * `staleMs`. One `lstat`: a posted waiter asks this every time it wakes.
+ * False for a free lock, a kici orchestrator's lock (made with the default
+ * mode), a holder of ours that does not combine (an older version, a pool
+ * whose name cannot travel in a request), a stale lock (its holder is gone:
+ * someone must take it over), or a link.
  */
-export function heldByCombiningHolder(fs: LedgerFs, lockPath: string): boolean {
+export function heldByCombiningHolder(fs: LedgerFs, lockPath: string, staleMs: number): boolean {
   try {
-    const stat = fs.lstatSync(lockPath);
-    if (!stat.isDirectory() || (stat.mode & 0o077) !== 0) return false;
-    const entries = fs.readdirSync(lockPath);
-    return entries.length === 1 && COMBINING_TOKEN.test(entries[0]!);
+    const stat = fs.lstatSync(lockPath, { throwIfNoEntry: false });
+    if (stat === undefined) return false;
+    return (
+      stat.isDirectory() &&
+      (stat.mode & 0o077) === 0 &&
+      (stat.mode & COMBINING_MARK) !== 0 &&
+      systemClock.now() - stat.mtimeMs <= staleMs
+    );
   } catch {
     return false;
   }
@@ -133,15 +141,25 @@ export class PoolLocker {
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
     const wake = wakeNames(lockPath);
     let contended = false;
+    // A posted waiter behind a live holder that combines has nothing to try:
+    // that holder applies its request, or wakes it when it releases. So until
+    // then it neither tries the lock nor stands in line.
+    let deferring = false;
     for (;;) {
       if (hooks?.settled()) {
         queue.leave();
         return undefined;
       }
-      if (queue.myTurn()) {
+      if (deferring) deferring = heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
+      if (!deferring) {
+        // Whether it is our turn is read only once the lock looks free.
+        let turn: boolean | undefined;
         let token: string | undefined;
         try {
-          token = this.attempt(pool, lockPath, timing);
+          token = this.attempt(pool, lockPath, timing, () => {
+            turn = queue.myTurn();
+            return turn;
+          });
         } catch (error) {
           queue.leave();
           throw error;
@@ -150,19 +168,20 @@ export class PoolLocker {
           queue.leave();
           return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
         }
+        if (!contended) {
+          contended = true;
+          hooks?.contended();
+        }
+        // A posted waiter leaves the line only while the lock is held by a
+        // holder that will apply its request (one of ours that combines).
+        // Behind any other holder (the kici orchestrator's ledger, which knows
+        // nothing of posted requests) it waits in line like every plain waiter
+        // and takes the lock itself, then serves every posted request as holder.
+        deferring =
+          hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
+        if (deferring) queue.leave();
+        else queue.claim(turn);
       }
-      if (!contended) {
-        contended = true;
-        hooks?.contended();
-      }
-      // A posted waiter leaves the line only while the lock is held by a
-      // holder that will apply its request (one of ours that combines). Behind
-      // any other holder (the kici orchestrator's ledger, which knows nothing
-      // of posted requests) it waits in line like every plain waiter and takes
-      // the lock itself, then serves every posted request as holder.
-      const deferring = hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath);
-      if (deferring) queue.leave();
-      else queue.claim();
       const waited = systemClock.now() - started;
       if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
         queue.leave();
@@ -190,24 +209,31 @@ export class PoolLocker {
   }
 
   // One try: the token when the lock is ours now, else undefined.
-  private attempt(pool: string, lockPath: string, timing: LockTiming): string | undefined {
-    const token = newToken(timing.combining === true);
-    if (!this.makeLockDir(lockPath)) {
-      const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
-      if (found === 'not-a-directory') {
-        throw new LedgerDirError(
-          lockPath,
-          `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
-        );
-      }
-      if (found === 'held' || !this.makeLockDir(lockPath)) return undefined;
+  // `ourTurn` says whether the wait queue lets us take a free lock now.
+  private attempt(
+    pool: string,
+    lockPath: string,
+    timing: LockTiming,
+    ourTurn: () => boolean,
+  ): string | undefined {
+    const token = newToken();
+    const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
+    // Look before the mkdir: a held lock then costs one lstat, not a failed
+    // mkdir (and its thrown EEXIST) and an lstat.
+    const found = takeOverIfStale(this.#fs, lockPath, timing.staleMs, token);
+    if (found === 'not-a-directory') {
+      throw new LedgerDirError(
+        lockPath,
+        `The lock entry ${lockPath} of pool ${JSON.stringify(pool)} is not a directory; it is not a lock this ledger or the kici orchestrator made. Remove it once you know what put it there.`,
+      );
     }
+    if (found === 'held' || !ourTurn() || !this.makeLockDir(lockPath, mode)) return undefined;
     return this.claimToken(lockPath, token) ? token : undefined;
   }
 
-  private makeLockDir(lockPath: string): boolean {
+  private makeLockDir(lockPath: string, mode: number): boolean {
     try {
-      this.#fs.mkdirSync(lockPath, 0o700);
+      this.#fs.mkdirSync(lockPath, mode);
       return true;
     } catch (error) {
       if (hasErrorCode(error, 'EEXIST')) return false;

@@ -59,7 +59,8 @@ export function takeOverIfStale(
 ): TakeoverResult {
   let mtimeMs: number;
   try {
-    const stat = fs.lstatSync(lockPath);
+    const stat = fs.lstatSync(lockPath, { throwIfNoEntry: false });
+    if (stat === undefined) return 'free';
     if (!stat.isDirectory()) return 'not-a-directory';
     mtimeMs = stat.mtimeMs;
   } catch (error) {

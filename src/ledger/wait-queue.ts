@@ -33,6 +33,8 @@ export function readOwnFile(fs: LedgerFs, path: string): string | undefined {
   const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = fs.constants;
   let fd: number;
   try {
+    // No queue (nobody waits) is the common case: looked up without an error thrown.
+    if (fs.lstatSync(path, { throwIfNoEntry: false }) === undefined) return undefined;
     fd = fs.openSync(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
   } catch {
     return undefined;
@@ -110,9 +112,13 @@ export class WaitQueue {
     return this.claimed;
   }
 
-  /** After a failed attempt: claim (or keep) the head of the line if no older waiter has it. */
-  claim(): void {
-    if (!this.myTurn()) {
+  /**
+   * After a failed attempt: claim (or keep) the head of the line if no older
+   * waiter has it. `turn` is what {@link myTurn} said just before the attempt
+   * (read again when not given).
+   */
+  claim(turn = this.myTurn()): void {
+    if (!turn) {
       this.claimed = false;
       return;
     }

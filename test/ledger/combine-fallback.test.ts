@@ -16,6 +16,7 @@ import {
   readFileSync,
   rmSync,
   symlinkSync,
+  utimesSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,10 +52,11 @@ function foreignLock(): void {
   chmodSync(lock, 0o755);
 }
 
-// A lock as a holder of ours that combines keeps it: private, one `.c` token.
+// A lock as a holder of ours that combines keeps it: private, the sticky bit
+// set, its token inside.
 function combiningLock(): void {
-  mkdirSync(join(lock, `${process.pid}.fake0holder.c`), { recursive: true, mode: 0o700 });
-  chmodSync(lock, 0o700);
+  mkdirSync(join(lock, `${process.pid}.fake0holder`), { recursive: true, mode: 0o700 });
+  chmodSync(lock, 0o1700);
 }
 
 async function until(what: string, check: () => boolean): Promise<void> {
@@ -73,29 +75,32 @@ const rows = () =>
     .reservations;
 
 describe('who holds the lock', () => {
-  it('is a combining holder of ours only for a private lock with one `.c` token', () => {
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
+  it('is a combining holder of ours only for a private, marked, fresh lock', () => {
+    const held = () => heldByCombiningHolder(nodeFs, lock, 10_000);
+    expect(held()).toBe(false);
     foreignLock();
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
-    // An older holder of ours (no `.c`): it does not answer posted requests.
+    expect(held()).toBe(false);
+    // The kici ledger's lock with the mark: group/other bits say it is not ours.
+    chmodSync(lock, 0o1755);
+    expect(held()).toBe(false);
+    // An older holder of ours (private, no mark): it does not answer posted requests.
     mkdirSync(join(lock, '12.abc'));
     chmodSync(lock, 0o700);
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
+    expect(held()).toBe(false);
     rmSync(lock, { recursive: true });
     combiningLock();
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(true);
-    // Two tokens (one of them backing off), or group/other bits: not that holder.
-    mkdirSync(join(lock, '13.def.c'));
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
-    rmSync(join(lock, '13.def.c'), { recursive: true });
-    chmodSync(lock, 0o755);
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
+    expect(held()).toBe(true);
+    // Not refreshed within the stale window: its holder is gone, someone must take it over.
+    const old = (Date.now() - 60_000) / 1000;
+    utimesSync(lock, old, old);
+    expect(held()).toBe(false);
+    expect(heldByCombiningHolder(nodeFs, lock, 120_000)).toBe(true);
     rmSync(lock, { recursive: true });
     // A link is never followed.
-    mkdirSync(join(dir, 'elsewhere', `${process.pid}.x.c`), { recursive: true, mode: 0o700 });
-    chmodSync(join(dir, 'elsewhere'), 0o700);
+    mkdirSync(join(dir, 'elsewhere', `${process.pid}.x`), { recursive: true, mode: 0o700 });
+    chmodSync(join(dir, 'elsewhere'), 0o1700);
     symlinkSync(join(dir, 'elsewhere'), lock);
-    expect(heldByCombiningHolder(nodeFs, lock)).toBe(false);
+    expect(held()).toBe(false);
   });
 });
 
@@ -133,7 +138,7 @@ describe('a posted waiter', () => {
     }
     // The holder turns out to be one that does not answer (its lock now looks
     // like the kici ledger's): the waiter stops deferring and stands in line.
-    rmSync(join(lock, `${process.pid}.fake0holder.c`), { recursive: true });
+    rmSync(join(lock, `${process.pid}.fake0holder`), { recursive: true });
     chmodSync(lock, 0o755);
     await until('the waiter stands in line', () => existsSync(queue));
     rmSync(lock, { recursive: true });

@@ -2,33 +2,25 @@
  * The combining channel and the holder's plan, in one process on a real temp
  * directory: posting, claiming and withdrawing (exactly one wins), FIFO order
  * of parts, answers split back per sender, staged answers, and what a waiter
- * makes of an answer that does not decode.
+ * makes of an answer that is not complete yet or does not decode.
  */
 import * as nodeFs from 'node:fs';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  claimPending,
-  combineDirPath,
-  prepareCombineDir,
-  publishAnswer,
-  stageAnswer,
-} from '../../src/ledger/combine.js';
-import { planCombined, splitAnswers, stageAnswers } from '../../src/ledger/combine-plan.js';
+import { claimPending, combineDirPath, prepareCombineDir } from '../../src/ledger/combine.js';
+import { publishStaged, stageAnswers } from '../../src/ledger/combine-answers.js';
+import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combine-plan.js';
 import { Inbox, PostedRequest, redo } from '../../src/ledger/combine-waiter.js';
 import { emptyDocument } from '../../src/ledger/document.js';
 import type { LedgerOp } from '../../src/ledger/ops.js';
 
 let dir: string;
 let combine: string;
-let token: string;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'ledger-combine-unit-'));
   combine = combineDirPath(join(dir, 'p.lock'));
-  token = join(dir, 'p.lock', 'tok');
-  mkdirSync(token, { recursive: true });
   expect(prepareCombineDir(nodeFs, combine)).toBe(true);
 });
 afterEach(() => rmSync(dir, { recursive: true, force: true }));
@@ -74,17 +66,19 @@ describe('combining channel', () => {
     const a = post('lease-a', 1000, [reserve('a', 'lease-a')]);
     const b = post('lease-b', 1001, [reserve('b', 'lease-b')]);
     expect(a.request.withdraw()).toBe('withdrawn');
-    const claimed = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const claimed = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     expect(claimed.map((c) => c.envelope?.leaseId)).toEqual(['lease-b']);
     expect(b.request.withdraw()).toBe('claimed');
+    // Claimed means gone: a second holder finds nothing.
+    expect(claimPending(nodeFs, combine, 'p', 1 << 20, 10_000)).toEqual([]);
     a.inbox.close();
     b.inbox.close();
   });
 
   it('the plan applies parts in start order, the holder among them, and splits answers back', () => {
-    post('lease-late', 3000, [reserve('late', 'lease-late')]);
-    post('lease-early', 1000, [reserve('early', 'lease-early')]);
-    const remote = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const late = post('lease-late', 3000, [reserve('late', 'lease-late')]);
+    const early = post('lease-early', 1000, [reserve('early', 'lease-early')]);
+    const remote = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     const own = { stamp: 2000, ops: [reserve('own', 'lease-own')], lost: undefined, fsync: true };
     const base = emptyDocument({ maxCpu: 2 });
     const plan = planCombined(own, remote, base, { pool: 'p', location: 'test' });
@@ -100,15 +94,30 @@ describe('combining channel', () => {
     ];
     const split = splitAnswers(plan, answers);
     expect(split[plan.parts.indexOf(own)]).toEqual([answers[1]]);
-    // Staged, then published into each waiter's inbox.
-    const staged = stageAnswers(nodeFs, combine, plan, split);
-    for (const id of staged.keys()) expect(publishAnswer(nodeFs, combine, id, 'pre')).toBe(true);
-    expect(readdirSync(join(combine, 'lease-late'))).toHaveLength(1);
+    // Staged in one file, then linked into each waiter's inbox: each reads its own share.
+    const texts = answerTexts(plan, split);
+    const staged = stageAnswers(nodeFs, combine, texts);
+    expect(staged).toMatch(/\.pre$/);
+    publishStaged(nodeFs, combine, staged, texts);
+    expect(nodeFs.lstatSync(staged!).nlink).toBe(3);
+    expect(late.request.answer()?.reply).toEqual({ kind: 'answers', answers: [answers[2]] });
+    expect(early.request.answer()?.reply).toEqual({ kind: 'answers', answers: [answers[0]] });
+    expect(readdirSync(late.inbox.path)).toEqual([]);
+    expect(nodeFs.lstatSync(staged!).nlink).toBe(1);
+    // Without a staged file (it could not be written), each answer is created alone.
+    const again = post('lease-again', 4000, [reserve('again', 'lease-again')]);
+    publishStaged(
+      nodeFs,
+      combine,
+      undefined,
+      new Map([[again.request.id, texts.get(late.request.id)!]]),
+    );
+    expect(again.request.answer()?.reply).toEqual({ kind: 'answers', answers: [answers[2]] });
   });
 
   it('a claimed request with another cap is not planned: its sender does its calls itself', () => {
     post('lease-x', 1000, [reserve('x', 'lease-x')]);
-    const remote = claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    const remote = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     const base = emptyDocument({ maxCpu: 8 });
     const own = { stamp: 2000, ops: [], lost: undefined, fsync: false };
     const plan = planCombined(own, remote, base, { pool: 'p', location: 'test' });
@@ -116,13 +125,21 @@ describe('combining channel', () => {
     expect(plan.ops).toEqual([]);
   });
 
-  it('a waiter reads its answer once; an answer that does not decode means "not applied"', () => {
+  it('a waiter reads its answer once it is complete; one that does not decode means "not applied"', () => {
     const { inbox, request } = post('lease-w', 1000, [reserve('w', 'lease-w')]);
-    claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     expect(request.answer()).toBeUndefined();
-    writeFileSync(join(inbox.path, `${request.id}.ans`), 'garbage');
+    const file = join(inbox.path, `${request.id}.ans`);
+    // Created, not written yet (or cut short): left where it is for the next look.
+    writeFileSync(file, '');
+    expect(request.answer()).toBeUndefined();
+    writeFileSync(file, '{"v":1');
+    expect(request.answer()).toBeUndefined();
+    expect(readdirSync(inbox.path)).toEqual([`${request.id}.ans`]);
+    writeFileSync(file, 'garbage\n');
     const answer = request.answer();
     expect(answer?.reply).toMatchObject({ kind: 'direct', maybeApplied: [false] });
+    expect(readdirSync(inbox.path)).toEqual([]);
     inbox.close();
   });
 
@@ -130,9 +147,12 @@ describe('combining channel', () => {
     const { inbox, request } = post('lease-r', 1000, [
       { kind: 'release', agentId: 'r', instanceId: 'i-lease-r' },
     ]);
-    claimPending(nodeFs, combine, token, 'p', 1 << 20, 10_000);
+    claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     const text = `${JSON.stringify({ v: 1, lost: null })}\n${JSON.stringify({ v: 1, kind: 'answers', answers: [{ ok: true, value: true }] })}\n`;
-    expect(stageAnswer(nodeFs, combine, request.id, 'pre', text)).toBe(true);
+    // Another cycle's staged file, and a file that is not one, beside it.
+    expect(stageAnswers(nodeFs, combine, new Map([['other', text]]))).toBeDefined();
+    writeFileSync(join(combine, 'junk.pre'), 'not json');
+    expect(stageAnswers(nodeFs, combine, new Map([[request.id, text]]))).toBeDefined();
     const ops: LedgerOp[] = [{ kind: 'release', agentId: 'r', instanceId: 'i-lease-r' }];
     redo(ops, true, request.prepared());
     expect(ops[0]).toMatchObject({ maybeApplied: true, removedBefore: true });

@@ -19,7 +19,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isLedgerDirError, isLedgerLockCompromisedError } from '../../src/errors.js';
-import { PoolLocker } from '../../src/ledger/lock.js';
+import { heldByCombiningHolder, PoolLocker } from '../../src/ledger/lock.js';
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -54,6 +54,22 @@ describe('PoolLocker', () => {
     await handle.release();
     expect(existsSync(lockPath)).toBe(false);
     await handle.release();
+  });
+
+  it('a holder that serves the combining directory marks its lock with the sticky bit', async () => {
+    const dir = tempDir();
+    const lockPath = join(dir, 'p.lock');
+    const locker = new PoolLocker(nodeFs);
+    const plain = await locker.acquire('p', lockPath, timing);
+    expect(lstatSync(lockPath).mode & 0o7777).toBe(0o700);
+    expect(heldByCombiningHolder(nodeFs, lockPath, timing.staleMs)).toBe(false);
+    await plain.release();
+    const combining = await locker.acquire('p', lockPath, { ...timing, combining: true });
+    expect(lstatSync(lockPath).mode & 0o7777).toBe(0o1700);
+    expect(heldByCombiningHolder(nodeFs, lockPath, timing.staleMs)).toBe(true);
+    await combining.release();
+    expect(heldByCombiningHolder(nodeFs, lockPath, timing.staleMs)).toBe(false);
+    locker.close();
   });
 
   it('a holder whose lock directory was moved away by a taker writes nothing (fenced rename)', async () => {

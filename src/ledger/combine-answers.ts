@@ -1,0 +1,166 @@
+/**
+ * The answers of cross-process combining (see `combine.ts`): the text of an
+ * answer, the one file a holder stages its cycle's answers in before it
+ * writes, and how each waiter gets its answer once the write is durable: the
+ * staged file is hard-linked into the waiter's inbox as `<id>.ans` (no new
+ * file per waiter), or, where links are not possible or nothing was staged,
+ * the answer alone is created there.
+ */
+import { join } from 'node:path';
+import { type ClaimedRequest, inboxOf } from './combine.js';
+import { type CombineReply, encodeReply, isObject } from './combine-wire.js';
+import type { LedgerFs } from './fs.js';
+import type { LostRows } from './lost.js';
+import { createExclusive, readLedgerFile } from './safe-fs.js';
+
+/** The text of an answer file. */
+export function encodeAnswer(reply: CombineReply, lost?: LostRows): string {
+  return `${JSON.stringify({ v: 1, lost: lost ?? null })}\n${encodeReply(reply)}\n`;
+}
+
+/**
+ * Before the pool file is written: stage the answers of one cycle (request id
+ * to answer text) in one new file of `dir`, so a waiter whose holder dies
+ * after the write can still learn what was decided for it (see
+ * {@link stagedAnswer}). Returns the file, or `undefined` when it could not be
+ * written (then a killed holder's waiters redo their calls without it).
+ */
+export function stageAnswers(
+  fs: LedgerFs,
+  dir: string,
+  answers: ReadonlyMap<string, string>,
+): string | undefined {
+  const file = join(dir, `${process.pid}.${Math.random().toString(36).slice(2, 12)}.pre`);
+  const text = `${JSON.stringify({ v: 1, answers: Object.fromEntries(answers) })}\n`;
+  return writeExclusive(fs, file, text) ? file : undefined;
+}
+
+/**
+ * The answer staged for request `id` by a holder in the combining directory
+ * `dir`, if one of the staged files there holds it (read only: a staged file
+ * serves every waiter of its cycle). For a waiter whose holder never answered.
+ */
+export function stagedAnswer(
+  fs: LedgerFs,
+  dir: string,
+  id: string,
+  pool: string,
+  maxBytes: number,
+): string | undefined {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return undefined;
+  }
+  for (const name of names) {
+    if (!name.endsWith('.pre')) continue;
+    let text: string | undefined;
+    try {
+      text = readLedgerFile(fs, join(dir, name), { pool, maxBytes });
+    } catch {
+      // Not ours to read: look at the next.
+    }
+    const answers = text === undefined ? undefined : stagedAnswers(text);
+    const answer = answers && Object.hasOwn(answers, id) ? answers[id] : undefined;
+    if (typeof answer === 'string') return answer;
+  }
+  return undefined;
+}
+
+// The answers of a staged file's text (one line), by request id; undefined for
+// anything else (an answer alone has two lines).
+function stagedAnswers(text: string): Record<string, unknown> | undefined {
+  if (text.indexOf('\n') !== text.length - 1) return undefined;
+  try {
+    const staged: unknown = JSON.parse(text);
+    return isObject(staged) && staged.v === 1 && isObject(staged.answers)
+      ? staged.answers
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The answer for request `id` in the text of its `<id>.ans`: its entry when
+ * the file is a linked staged file (`undefined` when that has none for `id`),
+ * else the text itself.
+ */
+export function answerIn(text: string, id: string): string | undefined {
+  const answers = stagedAnswers(text);
+  if (answers === undefined) return text;
+  const answer = Object.hasOwn(answers, id) ? answers[id] : undefined;
+  return typeof answer === 'string' ? answer : undefined;
+}
+
+/**
+ * After the durable write: give every waiter of the cycle its answer, by
+ * linking the staged file into its inbox as `<id>.ans` (the link wakes the
+ * waiter watching its inbox), or, when there is no staged file or the link
+ * fails (a filesystem without hard links), by creating its answer there.
+ */
+export function publishStaged(
+  fs: LedgerFs,
+  dir: string,
+  staged: string | undefined,
+  texts: ReadonlyMap<string, string>,
+): void {
+  for (const [id, text] of texts) {
+    const inbox = inboxOf(dir, id);
+    if (inbox === undefined) continue;
+    if (staged !== undefined) {
+      try {
+        fs.linkSync(staged, join(inbox, `${id}.ans`));
+        continue;
+      } catch {
+        // Created below.
+      }
+    }
+    writeExclusive(fs, join(inbox, `${id}.ans`), text);
+  }
+}
+
+/**
+ * Post the answer `text` for request `id` as `<inbox>/<id>.ans` (its creation
+ * wakes the waiter watching its inbox); false when it could not be written
+ * (the inbox is gone: its waiter gave up).
+ */
+export function postAnswer(fs: LedgerFs, dir: string, id: string, text: string): boolean {
+  const inbox = inboxOf(dir, id);
+  return inbox !== undefined && writeExclusive(fs, join(inbox, `${id}.ans`), text);
+}
+
+// Create `file` (0600, never through a link, never over an existing file) holding `text`.
+function writeExclusive(fs: LedgerFs, file: string, text: string): boolean {
+  let fd: number | undefined;
+  try {
+    fd = createExclusive(fs, file, 0o600);
+    fs.writeFileSync(fd, text, 'utf8');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/** Post "not applied" (`maybe`: a write that carried the calls may have landed) for a claimed request. */
+export function postNotApplied(
+  fs: LedgerFs,
+  dir: string,
+  claimed: ClaimedRequest,
+  maybe: boolean,
+): void {
+  postAnswer(fs, dir, claimed.id, notApplied(claimed, maybe));
+}
+
+/** The answer "none of your calls was applied by me; do them yourself" (`maybe`: a write that carried them may have landed). */
+export function notApplied(claimed: ClaimedRequest, maybe: boolean): string {
+  const count = claimed.request?.ops.length ?? 0;
+  return encodeAnswer({
+    kind: 'direct',
+    maybeApplied: Array.from({ length: count }, () => maybe),
+    reason: 'the holder did not apply these calls',
+  });
+}
