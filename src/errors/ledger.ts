@@ -132,6 +132,9 @@ export class LedgerBusyError extends LedgerError {
 
 /**
  * The lock was taken over while this operation held it; the operation wrote nothing.
+ * Calls that a combining holder had claimed before (and may have written) are redone
+ * by the ledger itself; only when every redo for `lockTimeoutMs` loses its lock do
+ * they get this error, and then its message says they may have been applied.
  *
  * @example
  * ```ts

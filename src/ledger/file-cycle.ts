@@ -120,7 +120,7 @@ export class FileCycle {
         // long as one lock timeout allows.
         if (!(error instanceof LedgerLockCompromisedError) || !ops.some(maybeApplied)) throw error;
         deadline ??= systemClock.now() + this.host.lockTimeoutMs;
-        if (systemClock.now() > deadline) throw error;
+        if (systemClock.now() > deadline) throw mayHaveBeenApplied(pool, error);
       }
     }
   }
@@ -371,4 +371,14 @@ export class FileCycle {
 
 function maybeApplied(op: LedgerOp): boolean {
   return 'maybeApplied' in op && op.maybeApplied === true;
+}
+
+// The error of a redo that kept losing its lock: "nothing was written" holds
+// for this try only, not for the holder that claimed the calls before.
+function mayHaveBeenApplied(pool: string, error: LedgerLockCompromisedError): Error {
+  return new LedgerLockCompromisedError(
+    pool,
+    `${error.message.replace(/ Nothing was written; retry the operation\.$/, '')} This try wrote nothing, but a holder that claimed these calls earlier may have written them before it went silent, and their redo kept losing the lock for lockTimeoutMs: look at the pool (list or inspect) before retrying.`,
+    { cause: error },
+  );
 }

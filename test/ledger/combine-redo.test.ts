@@ -8,11 +8,20 @@
  * temp directory, with the takeovers made by hand (the lock directory renamed
  * away, as a taker-over does).
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { combineDirPath } from '../../src/ledger/combine.js';
+import { serializeDocument } from '../../src/ledger/document-codec.js';
 import { MachineLedger, parseDocument } from '../../src/ledger/index.js';
 import {
   type MachineLedgerHooks,
@@ -33,10 +42,12 @@ afterEach(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function ledger(instanceId: string, hooks: Partial<MachineLedgerHooks> = {}): MachineLedger {
-  const made = new MachineLedger(
-    withMachineLedgerHooks({ instanceId, dir, lockTimeoutMs: 20_000 }, hooks),
-  );
+function ledger(
+  instanceId: string,
+  hooks: Partial<MachineLedgerHooks> = {},
+  lockTimeoutMs = 20_000,
+): MachineLedger {
+  const made = new MachineLedger(withMachineLedgerHooks({ instanceId, dir, lockTimeoutMs }, hooks));
   made.registerPool('p', { maxCpu: 4 });
   ledgers.push(made);
   return made;
@@ -137,6 +148,62 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
       if (call === 'reserve') await expect(b.release('p', 'z')).resolves.toBe(true);
     },
   );
+
+  it('a redo that keeps losing its lock says the calls may have been applied', async () => {
+    let stalled!: () => void;
+    const silent = new Promise<void>((resolve) => {
+      stalled = resolve;
+    });
+    unblock.push(stalled);
+    let aWrote = false;
+    const a = ledger('a', {
+      beforeClaim: () => until("B's call is posted", () => postedCount() === 1),
+      afterWrite: async () => {
+        aWrote = true;
+        await silent;
+      },
+    });
+    // B's redo is taken over before every write, for all of its lock timeout.
+    let armed = false;
+    let lost = 0;
+    const b = ledger(
+      'b',
+      {
+        beforeCommit: () => {
+          if (!armed) return;
+          lost++;
+          takeOver();
+        },
+      },
+      300,
+    );
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toMatchObject({ ok: true });
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    await until('A holds the lock', () => existsSync(lock));
+    armed = true;
+    const reserving = b.reserve('p', 'z', 1, 0);
+    await until('A wrote B’s call', () => aWrote);
+    // z, which A wrote for B, is gone again before B's redo (as if released
+    // by an operator): every redo of B writes z (and loses its lock first).
+    const file = join(dir, 'p.json');
+    const doc = parseDocument(readFileSync(file, 'utf8'), { pool: 'p', location: file });
+    doc.reservations = doc.reservations.filter((row) => row.agentId !== 'z');
+    writeFileSync(file, serializeDocument(doc));
+    takeOver();
+    const error = await reserving.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_LOCK_COMPROMISED' });
+    expect((error as Error).message).toMatch(/may have written them/);
+    expect((error as Error).message).not.toMatch(/Nothing was written; retry/);
+    // It redid the reserve more than once before giving up, and wrote nothing.
+    expect(lost).toBeGreaterThan(1);
+    expect(agents()).toEqual(['x', 'y']);
+    armed = false;
+    stalled();
+    await expect(reservingY).resolves.toMatchObject({ ok: true });
+  });
 
   it('calls nobody else claimed still hear that nothing was written', async () => {
     let armed = true;
