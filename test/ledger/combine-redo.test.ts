@@ -79,6 +79,25 @@ const agents = () =>
     .reservations.map((row) => row.agentId)
     .sort();
 
+// A holder that claims B's one posted call, writes it, and then goes silent
+// (until `stalled()`).
+function silentHolder() {
+  let stalled!: () => void;
+  const silent = new Promise<void>((resolve) => {
+    stalled = resolve;
+  });
+  unblock.push(stalled);
+  let wrote = false;
+  const a = ledger('a', {
+    beforeClaim: () => until("B's call is posted", () => postedCount() === 1),
+    afterWrite: async () => {
+      wrote = true;
+      await silent;
+    },
+  });
+  return { a, wrote: () => wrote, stalled };
+}
+
 describe('a redo of maybe-applied calls that loses its lock', () => {
   it.each([
     { call: 'release', after: ['w', 'y'] },
@@ -86,20 +105,7 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
   ] as const)(
     'runs a claimed $call again with its mark, and answers it as the first holder did',
     async ({ call, after }) => {
-      // A holder that claims B's call, writes it, and then goes silent.
-      let stalled!: () => void;
-      const silent = new Promise<void>((resolve) => {
-        stalled = resolve;
-      });
-      unblock.push(stalled);
-      let aWrote = false;
-      const a = ledger('a', {
-        beforeClaim: () => until("B's call is posted", () => postedCount() === 1),
-        afterWrite: async () => {
-          aWrote = true;
-          await silent;
-        },
-      });
+      const { a, wrote, stalled } = silentHolder();
       // B: once it holds the lock on its redo, it waits for C's request (so
       // that its write has something new to write), and its lock is taken over
       // just before that write.
@@ -125,7 +131,7 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
       bStage = 'armed';
       const calling: Promise<unknown> =
         call === 'release' ? b.release('p', 'x') : b.reserve('p', 'z', 1, 0);
-      await until('A wrote B’s call', () => aWrote);
+      await until('A wrote B’s call', wrote);
       expect(agents()).toEqual(call === 'release' ? ['y'] : ['x', 'y', 'z']);
       // A stays silent past its stale window: its lock is taken over.
       takeOver();
@@ -150,19 +156,7 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
   );
 
   it('a redo that keeps losing its lock says the calls may have been applied', async () => {
-    let stalled!: () => void;
-    const silent = new Promise<void>((resolve) => {
-      stalled = resolve;
-    });
-    unblock.push(stalled);
-    let aWrote = false;
-    const a = ledger('a', {
-      beforeClaim: () => until("B's call is posted", () => postedCount() === 1),
-      afterWrite: async () => {
-        aWrote = true;
-        await silent;
-      },
-    });
+    const { a, wrote, stalled } = silentHolder();
     // B's redo is taken over before every write, for all of its lock timeout.
     let armed = false;
     let lost = 0;
@@ -182,7 +176,7 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
     await until('A holds the lock', () => existsSync(lock));
     armed = true;
     const reserving = b.reserve('p', 'z', 1, 0);
-    await until('A wrote B’s call', () => aWrote);
+    await until('A wrote B’s call', wrote);
     // z, which A wrote for B, is gone again before B's redo (as if released
     // by an operator): every redo of B writes z (and loses its lock first).
     const file = join(dir, 'p.json');
