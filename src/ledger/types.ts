@@ -301,6 +301,80 @@ export interface RegisterPoolOptions {
 }
 
 /**
+ * How an instance's own lease stands, as the instance itself knows it:
+ *
+ * - `none`: no lease yet (nothing was reserved);
+ * - `held`: the store confirmed a renewal less than two thirds of the lease ago;
+ * - `at-risk`: renewals have been failing for at least a third of the lease
+ *   (nothing confirmed for two thirds of it); act now, the deadline is near;
+ * - `lost`: the deadline has passed. Peers may take this instance's rows once
+ *   `deadline + marginMs` has passed too.
+ */
+export type LeaseHealth = 'none' | 'held' | 'at-risk' | 'lost';
+
+/** Where an instance's lease lives, for an agent-side fence that watches it. */
+export type LeaseLocation =
+  | {
+      /** A lease file on this host (MachineLedger): its mtime is the last renewal. */
+      kind: 'file';
+      /** The lease file's absolute path. */
+      path: string;
+    }
+  | {
+      /** A heartbeat key in a NATS JetStream KV bucket (NatsPoolLedger). */
+      kind: 'nats';
+      /** The bucket. */
+      bucket: string;
+      /** The heartbeat key; a new revision is a renewal. */
+      key: string;
+    }
+  | {
+      /** In memory (MemoryPoolLedger): nothing outside the process can watch it. */
+      kind: 'memory';
+    };
+
+/** What an instance knows of its own lease at one instant. */
+export interface LeaseInfo {
+  /** See {@link LeaseHealth}. */
+  health: LeaseHealth;
+  /** The lease id written into this instance's rows. */
+  leaseId: string;
+  /**
+   * When the store last confirmed a renewal, in epoch ms on the ledger's clock:
+   * the instant the confirmed renewal was sent, so never later than the store's
+   * own record of it. `undefined` before the first.
+   */
+  confirmedAt: number | undefined;
+  /**
+   * `confirmedAt + leaseMs`: from this instant on this instance can no longer
+   * count on its rows. `undefined` before the first renewal.
+   */
+  deadline: number | undefined;
+  /** The lease length in ms. */
+  leaseMs: number;
+  /** What peers add to the deadline before they take rows (clock drift between the two sides). */
+  marginMs: number;
+  /** Where the lease lives. */
+  location: LeaseLocation;
+}
+
+/**
+ * A change of an instance's own lease:
+ *
+ * - `lease-at-risk`: renewals have failed for a third of the lease;
+ * - `lease-lost`: the deadline passed without a confirmed renewal;
+ * - `lease-renewed`: a renewal was confirmed again after one of the two above.
+ */
+export interface LeaseEvent {
+  /** What happened. */
+  type: 'lease-at-risk' | 'lease-lost' | 'lease-renewed';
+  /** The lease as of the event. */
+  lease: LeaseInfo;
+  /** The last renewal failure, when one is known. */
+  error?: unknown;
+}
+
+/**
  * A cross-process ledger of reservations against named pools. Implemented by
  * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
  *
@@ -391,4 +465,16 @@ export interface PoolLedger {
    * Rows without a lease (older writers) are never reaped by lease.
    */
   close(): Promise<void>;
+  /**
+   * This instance's own lease as of now (see {@link LeaseInfo}). Optional for
+   * third-party ledgers; without it the manager cannot act before a lease lapses.
+   */
+  lease?(): LeaseInfo;
+  /**
+   * Call `listener` on every {@link LeaseEvent} of this instance's lease. The
+   * events fire from the ledger's own timer, so a host that stopped renewing
+   * for lack of storage still hears of it. Listener errors are caught and
+   * ignored. Returns the function that removes the listener.
+   */
+  onLeaseEvent?(listener: (event: LeaseEvent) => void): () => void;
 }
