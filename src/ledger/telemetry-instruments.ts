@@ -63,6 +63,8 @@ export class LedgerInstruments {
   readonly lost: Tally;
   /** Keyed by pool. */
   readonly conflicts: Tally;
+  /** Keyed by lease event type. */
+  readonly leaseEvents: Tally;
   readonly #poolAttributes: KeyedCache<OtelAttributes>;
   /** Keyed by pool. */
   readonly #lockTotals: KeyedCache<LockTotals>;
@@ -173,6 +175,15 @@ export class LedgerInstruments {
         unit: '{conflict}',
       },
       (pool) => this.pool(pool as string),
+    );
+    this.leaseEvents = tally(
+      'scaler.ledger.lease.events',
+      {
+        description:
+          "Changes of this instance's own lease: lease-at-risk, lease-lost, lease-renewed.",
+        unit: '{event}',
+      },
+      (type) => attributes({ 'scaler.ledger.backend': backend, 'scaler.lease.event': type }),
     );
     this.#observe(
       meter.createObservableGauge('scaler.ledger.cpu.reserved', {

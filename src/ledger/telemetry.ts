@@ -324,6 +324,11 @@ export class LedgerTelemetry {
     }
   }
 
+  /** A change of this instance's own lease (see `LeaseEvent`). */
+  leaseEvent(type: 'lease-at-risk' | 'lease-lost' | 'lease-renewed'): void {
+    this.#m?.leaseEvents.add(1, type);
+  }
+
   /** A compare-and-set lost to another writer. */
   conflict(pool: string): void {
     this.#m?.conflicts.add(1, pool);
