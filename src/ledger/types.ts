@@ -309,10 +309,28 @@ export interface RegisterPoolOptions {
  *   (nothing confirmed for two thirds of it); act now, the deadline is near;
  * - `lost`: the deadline has passed. Peers may take this instance's rows once
  *   `deadline + marginMs` has passed too.
+ *
+ * @example
+ * ```ts
+ * import type { LeaseHealth, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const health: LeaseHealth = ledger.lease().health;
+ * if (health === 'at-risk') console.log('renewals are failing: stop agents before the deadline');
+ * ```
  */
 export type LeaseHealth = 'none' | 'held' | 'at-risk' | 'lost';
 
-/** Where an instance's lease lives, for an agent-side fence that watches it. */
+/**
+ * Where an instance's lease lives, for an agent-side fence that watches it.
+ *
+ * @example
+ * ```ts
+ * import type { LeaseLocation, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const location: LeaseLocation = ledger.lease().location;
+ * if (location.kind === 'file') console.log(`the agents watch ${location.path}`);
+ * ```
+ */
 export type LeaseLocation =
   | {
       /** A lease file on this host (MachineLedger): its mtime is the last renewal. */
@@ -333,7 +351,17 @@ export type LeaseLocation =
       kind: 'memory';
     };
 
-/** What an instance knows of its own lease at one instant. */
+/**
+ * What an instance knows of its own lease at one instant.
+ *
+ * @example
+ * ```ts
+ * import type { LeaseInfo, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const lease: LeaseInfo = ledger.lease();
+ * if (lease.deadline !== undefined) console.log(`rows are safe until ${new Date(lease.deadline).toISOString()}`);
+ * ```
+ */
 export interface LeaseInfo {
   /** See {@link LeaseHealth}. */
   health: LeaseHealth;
@@ -364,6 +392,16 @@ export interface LeaseInfo {
  * - `lease-at-risk`: renewals have failed for a third of the lease;
  * - `lease-lost`: the deadline passed without a confirmed renewal;
  * - `lease-renewed`: a renewal was confirmed again after one of the two above.
+ *
+ * @example
+ * ```ts
+ * import type { LeaseEvent, MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * const off = ledger.onLeaseEvent((event: LeaseEvent) => {
+ *   console.log(`${event.type}: deadline ${event.lease.deadline}`);
+ * });
+ * off();
+ * ```
  */
 export interface LeaseEvent {
   /** What happened. */
