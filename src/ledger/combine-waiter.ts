@@ -11,7 +11,7 @@ import { type ClockTimer, systemClock } from '../clock.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
 import { answerIn, stagedAnswer } from './combine-answers.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { LedgerOp } from './ops.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
@@ -120,7 +120,7 @@ export class PostedRequest {
     let fd: number | undefined;
     try {
       fd = createExclusive(fs, temp, 0o600);
-      fs.writeFileSync(fd, text, 'utf8');
+      writeAll(fs, fd, text);
       fs.closeSync(fd);
       fd = undefined;
       fs.renameSync(temp, join(dir, `${id}.req`));

@@ -5,7 +5,7 @@
 import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLockCompromisedError } from '../errors.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 
 /** Options of {@link LockHandle.write}. */
 export interface FencedWriteOptions {
@@ -91,7 +91,7 @@ export function holdLock(
       let renamed = false;
       try {
         try {
-          fs.writeFileSync(fd, text, 'utf8');
+          writeAll(fs, fd, text);
           if (options.fsync) await datasync(fs, fd);
         } finally {
           fs.closeSync(fd);

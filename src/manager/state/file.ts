@@ -15,7 +15,7 @@ import {
   StateStoreProblem,
 } from '../../errors.js';
 import { ensureSafeDir } from '../../ledger/dir.js';
-import { defaultFs, type LedgerFs } from '../../ledger/fs.js';
+import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
 import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';
 import { syncDir } from '../../ledger/store.js';
 import { checkChanges } from './check.js';
@@ -298,7 +298,7 @@ export class FileStateStore implements StateStore {
     let fd: number | undefined;
     try {
       fd = createExclusive(fs, temp, 0o600);
-      fs.writeSync(fd, text);
+      writeAll(fs, fd, text);
       if (this.#fsync) {
         const handle = fd;
         await new Promise<void>((resolve, reject) => {
