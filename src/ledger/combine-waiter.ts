@@ -87,6 +87,7 @@ export class Inbox {
 /** A waiter's posted request. */
 export class PostedRequest {
   private answerValue: CombinedAnswer | undefined;
+  private withdrawn: 'withdrawn' | 'claimed' | undefined;
 
   private constructor(
     private readonly fs: LedgerFs,
@@ -217,15 +218,21 @@ export class PostedRequest {
 
   /**
    * Take the request back. `withdrawn`: no holder has it, nothing of it will be
-   * applied. `claimed`: a holder took it first; its answer decides.
+   * applied. `claimed`: a holder took it first; its answer decides. `stuck`: it
+   * could not be removed (a read-only directory, an I/O error): it is still
+   * posted, and a holder may still claim and apply it.
    */
-  withdraw(): 'withdrawn' | 'claimed' {
+  withdraw(): 'withdrawn' | 'claimed' | 'stuck' {
+    // Decided once: a request this waiter removed must not read as claimed later.
+    if (this.withdrawn !== undefined) return this.withdrawn;
     try {
       this.fs.unlinkSync(join(this.dir, `${this.id}.req`));
-      return 'withdrawn';
+      this.withdrawn = 'withdrawn';
     } catch (error) {
-      return hasErrorCode(error, 'ENOENT') ? 'claimed' : 'withdrawn';
+      if (!hasErrorCode(error, 'ENOENT')) return 'stuck';
+      this.withdrawn = 'claimed';
     }
+    return this.withdrawn;
   }
 }
 

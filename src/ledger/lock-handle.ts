@@ -32,7 +32,36 @@ export interface LockHandle {
 }
 
 /**
- * The handle of a lock just taken with our `token` inside it.
+ * Remove our token directory and then the lock directory. `done`: both are
+ * gone, or the lock is not ours any more (taken over: the directory there is
+ * not ours to remove). `stuck`: a removal failed (a read-only filesystem, an
+ * I/O error) and the lock is still ours: try again later.
+ */
+export function removeLock(fs: LedgerFs, lockPath: string, tokenDir: string): 'done' | 'stuck' {
+  try {
+    fs.rmdirSync(tokenDir);
+  } catch (error) {
+    // Gone: the lock was taken over; the directory there is not ours to remove.
+    if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return 'done';
+    if (!hasErrorCode(error, 'ENOTEMPTY')) return 'stuck';
+    try {
+      fs.rmSync(tokenDir, { recursive: true, force: true });
+    } catch {
+      return 'stuck';
+    }
+  }
+  try {
+    fs.rmdirSync(lockPath);
+  } catch (error) {
+    // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
+    if (!hasErrorCode(error, 'ENOENT') && !hasErrorCode(error, 'ENOTEMPTY')) return 'stuck';
+  }
+  return 'done';
+}
+
+/**
+ * The handle of a lock just taken with our `token` inside it. `onStuck` is
+ * told when release could not remove the lock (see {@link removeLock}).
  */
 export function holdLock(
   fs: LedgerFs,
@@ -40,6 +69,7 @@ export function holdLock(
   lockPath: string,
   token: string,
   staleMs: number,
+  onStuck: (lockPath: string, tokenDir: string) => void = () => {},
 ): LockHandle {
   const tokenDir = join(lockPath, token);
   const lost = (why: string, cause?: unknown) =>
@@ -118,24 +148,7 @@ export function holdLock(
       released = true;
       systemClock.clearInterval(refresher);
       refresher = undefined;
-      try {
-        fs.rmdirSync(tokenDir);
-      } catch (error) {
-        if (!hasErrorCode(error, 'ENOTEMPTY')) {
-          // Gone: the lock was taken over; the directory there is not ours to remove.
-          return;
-        }
-        try {
-          fs.rmSync(tokenDir, { recursive: true, force: true });
-        } catch {
-          return;
-        }
-      }
-      try {
-        fs.rmdirSync(lockPath);
-      } catch {
-        // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
-      }
+      if (removeLock(fs, lockPath, tokenDir) === 'stuck') onStuck(lockPath, tokenDir);
     },
   };
   return handle;

@@ -24,10 +24,10 @@
  *    release removes the token directory, then the lock directory.
  */
 import { join } from 'node:path';
-import { systemClock } from '../clock.js';
+import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerBusyError, LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
-import { holdLock, type LockHandle } from './lock-handle.js';
+import { holdLock, type LockHandle, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
@@ -102,19 +102,58 @@ export function heldByCombiningHolder(fs: LedgerFs, lockPath: string, staleMs: n
   }
 }
 
+// How often a lock whose release failed (see PoolLocker) is removed again.
+const RELEASE_RETRY_MS = 100;
+
 /** Takes pool locks for one ledger. */
 export class PoolLocker {
   readonly #fs: LedgerFs;
   readonly #waker: LockWaker;
+  readonly #clock: Clock;
+  // Locks of ours whose release failed (a read-only filesystem): lock path to
+  // our token directory in it. Removed again every RELEASE_RETRY_MS and before
+  // the next acquire of the pool, so that once the fault clears every process
+  // proceeds at once instead of after the stale window.
+  readonly #stuck = new Map<string, string>();
+  #retry: ClockTimer | undefined;
 
-  constructor(fs: LedgerFs) {
+  constructor(fs: LedgerFs, clock: Clock = systemClock) {
     this.#fs = fs;
     this.#waker = new LockWaker(fs);
+    this.#clock = clock;
   }
 
   /** Stop watching pool directories (waiters that still wait go on polling). */
   close(): void {
     this.#waker.close();
+    if (this.#stuck.size > 0) this.#removeStuck();
+    this.#clock.clearInterval(this.#retry);
+    this.#retry = undefined;
+  }
+
+  /** The locks of ours whose release failed and is retried (for tests). */
+  stuckLocks(): string[] {
+    return [...this.#stuck.keys()];
+  }
+
+  // A release that could not remove the lock: retried in the background.
+  #onStuck = (lockPath: string, tokenDir: string): void => {
+    this.#stuck.set(lockPath, tokenDir);
+    if (this.#retry !== undefined) return;
+    this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
+    this.#retry.unref();
+  };
+
+  // Try again to remove the stuck locks (all, or the one at `only`).
+  #removeStuck(only?: string): void {
+    for (const [lockPath, tokenDir] of this.#stuck) {
+      if (only !== undefined && lockPath !== only) continue;
+      if (removeLock(this.#fs, lockPath, tokenDir) === 'done') this.#stuck.delete(lockPath);
+    }
+    if (this.#stuck.size === 0) {
+      this.#clock.clearInterval(this.#retry);
+      this.#retry = undefined;
+    }
   }
 
   /**
@@ -137,6 +176,7 @@ export class PoolLocker {
     timing: LockTiming,
     hooks?: WaitHooks,
   ): Promise<LockHandle | undefined> {
+    if (this.#stuck.size > 0) this.#removeStuck(lockPath);
     const started = systemClock.now();
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
     const wake = wakeNames(lockPath);
@@ -166,7 +206,7 @@ export class PoolLocker {
         }
         if (token !== undefined) {
           queue.leave();
-          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
+          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs, this.#onStuck);
         }
         if (!contended) {
           contended = true;
@@ -242,6 +282,8 @@ export class PoolLocker {
   }
 
   // Place our token in the lock directory and check that it is alone there.
+  // The lock directory we just made is removed again when that fails (no
+  // inode left for the token, say): a failed acquire leaves no lock behind.
   private claimToken(lockPath: string, token: string): boolean {
     const fs = this.#fs;
     const tokenDir = join(lockPath, token);
@@ -250,9 +292,11 @@ export class PoolLocker {
     } catch (error) {
       // The lock directory was taken over (or released) since our mkdir.
       if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return false;
+      this.removeEmptyLock(lockPath);
       throw error;
     }
     let alone = false;
+    let failed = false;
     try {
       const entries = fs.readdirSync(lockPath);
       const stat = fs.lstatSync(lockPath);
@@ -262,7 +306,7 @@ export class PoolLocker {
         stat.isDirectory() &&
         (stat.mode & 0o077) === 0;
     } catch {
-      alone = false;
+      failed = true;
     }
     if (!alone) {
       try {
@@ -270,8 +314,19 @@ export class PoolLocker {
       } catch {
         // Taken over with the lock directory: gone already.
       }
+      if (failed) this.removeEmptyLock(lockPath);
     }
     return alone;
+  }
+
+  // Remove the lock directory we made a moment ago, if it is still empty (a
+  // token that arrived meanwhile keeps it: ENOTEMPTY).
+  private removeEmptyLock(lockPath: string): void {
+    try {
+      this.#fs.rmdirSync(lockPath);
+    } catch {
+      // Not empty, or gone.
+    }
   }
 
   private async busy(
