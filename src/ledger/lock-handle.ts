@@ -32,22 +32,34 @@ export interface LockHandle {
 }
 
 /**
- * Remove our token directory and then the lock directory. `done`: both are
- * gone, or the lock is not ours any more (taken over: the directory there is
- * not ours to remove). `stuck`: a removal failed (a read-only filesystem, an
- * I/O error) and the lock is still ours: try again later.
+ * Remove our token directory and then the lock directory (identity `lockId`,
+ * see {@link directoryId}).
+ * `done`: both are gone, or the lock is not ours any more (taken over: the
+ * directory there is not ours to remove). `stuck`: a removal failed (a
+ * read-only filesystem, an I/O error) and the lock is still ours: try again later.
  */
-export function removeLock(fs: LedgerFs, lockPath: string, tokenDir: string): 'done' | 'stuck' {
+export function removeLock(
+  fs: LedgerFs,
+  lockPath: string,
+  tokenDir: string,
+  lockId: string | undefined,
+): 'done' | 'stuck' {
   try {
     fs.rmdirSync(tokenDir);
   } catch (error) {
-    // Gone: the lock was taken over; the directory there is not ours to remove.
-    if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return 'done';
-    if (!hasErrorCode(error, 'ENOTEMPTY')) return 'stuck';
-    try {
-      fs.rmSync(tokenDir, { recursive: true, force: true });
-    } catch {
+    if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
+      // Our token is gone: the lock was taken over (the directory there now is
+      // not ours to remove), unless it is still our own directory (an earlier
+      // try removed the token, then failed on the lock directory).
+      if (!sameDirectory(fs, lockPath, lockId)) return 'done';
+    } else if (!hasErrorCode(error, 'ENOTEMPTY')) {
       return 'stuck';
+    } else {
+      try {
+        fs.rmSync(tokenDir, { recursive: true, force: true });
+      } catch {
+        return 'stuck';
+      }
     }
   }
   try {
@@ -60,18 +72,38 @@ export function removeLock(fs: LedgerFs, lockPath: string, tokenDir: string): 'd
 }
 
 /**
- * The handle of a lock just taken with our `token` inside it. `onStuck` is
- * told when release could not remove the lock (see {@link removeLock}).
+ * A directory's identity: its inode and birth time (an inode number alone is
+ * reused at once for the next directory made); `undefined` where the
+ * filesystem keeps no birth time (then a lock directory is never removed by identity).
+ */
+export function directoryId(stat: { ino: number; birthtimeMs: number }): string | undefined {
+  return stat.birthtimeMs > 0 ? `${stat.ino}@${stat.birthtimeMs}` : undefined;
+}
+
+function sameDirectory(fs: LedgerFs, path: string, id: string | undefined): boolean {
+  if (id === undefined) return false;
+  try {
+    const stat = fs.lstatSync(path, { throwIfNoEntry: false });
+    return stat?.isDirectory() === true && directoryId(stat) === id;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The handle of a lock just taken with our token inside it (`held.id`: the
+ * lock directory's identity). `onStuck` is told when release could not remove the
+ * lock (see {@link removeLock}).
  */
 export function holdLock(
   fs: LedgerFs,
   pool: string,
   lockPath: string,
-  token: string,
+  held: { token: string; id: string | undefined },
   staleMs: number,
-  onStuck: (lockPath: string, tokenDir: string) => void = () => {},
+  onStuck: (lockPath: string, tokenDir: string, id: string | undefined) => void = () => {},
 ): LockHandle {
-  const tokenDir = join(lockPath, token);
+  const tokenDir = join(lockPath, held.token);
   const lost = (why: string, cause?: unknown) =>
     new LedgerLockCompromisedError(
       pool,
@@ -148,7 +180,9 @@ export function holdLock(
       released = true;
       systemClock.clearInterval(refresher);
       refresher = undefined;
-      if (removeLock(fs, lockPath, tokenDir) === 'stuck') onStuck(lockPath, tokenDir);
+      if (removeLock(fs, lockPath, tokenDir, held.id) === 'stuck') {
+        onStuck(lockPath, tokenDir, held.id);
+      }
     },
   };
   return handle;

@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerBusyError, LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
-import { holdLock, type LockHandle, removeLock } from './lock-handle.js';
+import { directoryId, holdLock, type LockHandle, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
@@ -114,7 +114,7 @@ export class PoolLocker {
   // our token directory in it. Removed again every RELEASE_RETRY_MS and before
   // the next acquire of the pool, so that once the fault clears every process
   // proceeds at once instead of after the stale window.
-  readonly #stuck = new Map<string, string>();
+  readonly #stuck = new Map<string, { tokenDir: string; id: string | undefined }>();
   #retry: ClockTimer | undefined;
 
   constructor(fs: LedgerFs, clock: Clock = systemClock) {
@@ -137,8 +137,8 @@ export class PoolLocker {
   }
 
   // A release that could not remove the lock: retried in the background.
-  #onStuck = (lockPath: string, tokenDir: string): void => {
-    this.#stuck.set(lockPath, tokenDir);
+  #onStuck = (lockPath: string, tokenDir: string, id: string | undefined): void => {
+    this.#stuck.set(lockPath, { tokenDir, id });
     if (this.#retry !== undefined) return;
     this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
     this.#retry.unref();
@@ -146,9 +146,9 @@ export class PoolLocker {
 
   // Try again to remove the stuck locks (all, or the one at `only`).
   #removeStuck(only?: string): void {
-    for (const [lockPath, tokenDir] of this.#stuck) {
+    for (const [lockPath, { tokenDir, id }] of this.#stuck) {
       if (only !== undefined && lockPath !== only) continue;
-      if (removeLock(this.#fs, lockPath, tokenDir) === 'done') this.#stuck.delete(lockPath);
+      if (removeLock(this.#fs, lockPath, tokenDir, id) === 'done') this.#stuck.delete(lockPath);
     }
     if (this.#stuck.size === 0) {
       this.#clock.clearInterval(this.#retry);
@@ -194,7 +194,7 @@ export class PoolLocker {
       if (!deferring) {
         // Whether it is our turn is read only once the lock looks free.
         let turn: boolean | undefined;
-        let token: string | undefined;
+        let token: { token: string; id: string | undefined } | undefined;
         try {
           token = this.attempt(pool, lockPath, timing, () => {
             turn = queue.myTurn();
@@ -255,7 +255,7 @@ export class PoolLocker {
     lockPath: string,
     timing: LockTiming,
     ourTurn: () => boolean,
-  ): string | undefined {
+  ): { token: string; id: string | undefined } | undefined {
     const token = newToken();
     const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
     // Look before the mkdir: a held lock then costs one lstat, not a failed
@@ -268,7 +268,8 @@ export class PoolLocker {
       );
     }
     if (found === 'held' || !ourTurn() || !this.makeLockDir(lockPath, mode)) return undefined;
-    return this.claimToken(lockPath, token) ? token : undefined;
+    const id = this.claimToken(lockPath, token);
+    return id === false ? undefined : { token, id };
   }
 
   private makeLockDir(lockPath: string, mode: number): boolean {
@@ -284,7 +285,8 @@ export class PoolLocker {
   // Place our token in the lock directory and check that it is alone there.
   // The lock directory we just made is removed again when that fails (no
   // inode left for the token, say): a failed acquire leaves no lock behind.
-  private claimToken(lockPath: string, token: string): boolean {
+  // False, or the lock directory's identity (see directoryId) when the lock is ours.
+  private claimToken(lockPath: string, token: string): string | undefined | false {
     const fs = this.#fs;
     const tokenDir = join(lockPath, token);
     try {
@@ -297,9 +299,11 @@ export class PoolLocker {
     }
     let alone = false;
     let failed = false;
+    let id: string | undefined;
     try {
       const entries = fs.readdirSync(lockPath);
       const stat = fs.lstatSync(lockPath);
+      id = directoryId(stat);
       alone =
         entries.length === 1 &&
         entries[0] === token &&
@@ -316,7 +320,7 @@ export class PoolLocker {
       }
       if (failed) this.removeEmptyLock(lockPath);
     }
-    return alone;
+    return alone ? id : false;
   }
 
   // Remove the lock directory we made a moment ago, if it is still empty (a

@@ -20,6 +20,7 @@ import type { Inbox } from './combine-waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import { validatePoolName } from './document.js';
 import { GroupCommit } from './group-commit.js';
+import { ledgerIoError } from './io-error.js';
 import { leasePath } from './lease.js';
 import {
   MACHINE_LEDGER_OPTION_KEYS,
@@ -312,11 +313,16 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const dir = await this.existingDir();
     const file = join(dir ?? this.#expectedDir(), `${pool}.json`);
-    const snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
-      cap: this.#caps.get(pool) ?? {},
-      maxBytes: this.#parts.maxFileBytes,
-      facts: (at, doc) => this.#parts.identity.facts(at, doc),
-    });
+    let snapshot: PoolSnapshot;
+    try {
+      snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
+        cap: this.#caps.get(pool) ?? {},
+        maxBytes: this.#parts.maxFileBytes,
+        facts: (at, doc) => this.#parts.identity.facts(at, doc),
+      });
+    } catch (error) {
+      throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
+    }
     if (dir !== undefined) this.#telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
   }
