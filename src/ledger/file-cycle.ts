@@ -296,7 +296,7 @@ export class FileCycle {
     } catch (error) {
       // Never leave a request posted behind a failed wait: a holder could
       // apply it after its caller was told the call failed.
-      const answer = waiter ? this.afterFailedWait(ops, waiter) : undefined;
+      const answer = waiter ? this.afterFailedWait(pool, ops, waiter) : undefined;
       if (answer) return this.answered(pool, file, ops, answer);
       throw ledgerIoError(error, { pool, path: lockPath, mayHaveWritten: false });
     }
@@ -308,7 +308,7 @@ export class FileCycle {
       // may apply it, so our calls must not be applied here as well.
       await handle.release();
       this.host.telemetry?.lockReleased(pool, lockedAt);
-      this.afterFailedWait(ops, waiter!);
+      this.afterFailedWait(pool, ops, waiter!);
       throw new LedgerLockCompromisedError(
         pool,
         `Pool ${JSON.stringify(pool)}: the request this process posted in ${combineDir} could not be withdrawn, so its calls were not applied under this lock. Nothing was written; retry the operation.`,
@@ -330,7 +330,7 @@ export class FileCycle {
         await handle.release();
         return this.answered(pool, file, ops, late);
       }
-      redo(ops, true, prepared);
+      this.redoClaimed(pool, ops, true, prepared);
     }
     const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
     let done: CycleResult;
@@ -520,11 +520,30 @@ export class FileCycle {
     };
   }
 
+  // Mark calls a holder claimed and did not answer (see `redo`). A release of
+  // a row this instance holds whose holder staged no decision counts as done
+  // if the row is gone by the time it is redone: the holder removed it (a
+  // peer's reap or an operator's release would have ended it the same way).
+  private redoClaimed(
+    pool: string,
+    ops: LedgerOp[],
+    maybe: boolean | readonly boolean[],
+    prepared: readonly OpAnswer[] | undefined,
+  ): void {
+    redo(ops, maybe, prepared);
+    const held = this.host.held.get(pool);
+    for (const op of ops) {
+      if (op.kind !== 'release' || op.maybeApplied !== true || prepared !== undefined) continue;
+      if (op.instanceId === this.host.instanceId && held?.has(op.agentId)) op.removedBefore = true;
+    }
+  }
+
   // A wait for the lock failed (a storage fault, a lock timeout) or our request
   // could not be withdrawn: the holder's answer when one came; else, when a
   // holder claimed our request (it may have applied it) or it is still posted,
   // the calls are marked maybe-applied so that `settle` decides them.
   private afterFailedWait(
+    pool: string,
     ops: LedgerOp[],
     waiter: ReturnType<FileCycle['waiter']>,
   ): CombinedAnswer | undefined {
@@ -536,7 +555,7 @@ export class FileCycle {
     if (state === 'withdrawn') return undefined;
     const late = waiter.answer();
     if (late) return late;
-    redo(ops, true, state === 'claimed' ? waiter.prepared() : undefined);
+    this.redoClaimed(pool, ops, true, state === 'claimed' ? waiter.prepared() : undefined);
     if (state === 'stuck') this.#stuck.set(ops, request);
     return undefined;
   }
@@ -551,7 +570,7 @@ export class FileCycle {
   ): Promise<OpAnswer[]> {
     if (answer.reply.kind !== 'answers') {
       const flags = answer.reply.kind === 'direct' ? answer.reply.maybeApplied : [];
-      redo(ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
+      this.redoClaimed(pool, ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
       return this.#runOps(pool, ops, false);
     }
     const answers = answer.reply.answers;

@@ -324,12 +324,22 @@ export class PoolLocker {
   }
 
   // Remove the lock directory we made a moment ago, if it is still empty (a
-  // token that arrived meanwhile keeps it: ENOTEMPTY).
+  // token that arrived meanwhile keeps it: ENOTEMPTY). When that fails too (a
+  // filesystem turned read-only in between) it is retried like a stuck release.
   private removeEmptyLock(lockPath: string): void {
     try {
       this.#fs.rmdirSync(lockPath);
-    } catch {
-      // Not empty, or gone.
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTEMPTY')) return;
+      let id: string | undefined;
+      try {
+        const stat = this.#fs.lstatSync(lockPath, { throwIfNoEntry: false });
+        id = stat === undefined ? undefined : directoryId(stat);
+      } catch {
+        id = undefined;
+      }
+      // No token of ours inside: removeLock finds none and checks the identity.
+      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id);
     }
   }
 
