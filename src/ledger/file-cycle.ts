@@ -145,37 +145,47 @@ export class FileCycle {
   }
 
   // The releases that settle unsettled calls now: a reserve's row (if it was
-  // written) is removed, a release is done again. An entry whose request is
-  // still posted first tries to withdraw it: withdrawn, nothing of it was
-  // applied (dropped); claimed, it is settled like the others; still stuck, it waits.
+  // written) is removed, a release is done again; but never for an agent this
+  // instance holds again (its caller reserved it anew since). An entry whose
+  // request is still posted first tries to withdraw it: withdrawn, nothing of
+  // it was applied (dropped); claimed, it is settled like the others; still
+  // stuck, it waits (a release now could come before a holder applies it).
   #cleanup(pool: string, pending: Unsettled[]): { entries: Unsettled[]; cleanup: LedgerOp[] } {
     const entries: Unsettled[] = [];
     const cleanup: LedgerOp[] = [];
-    for (const entry of [...pending]) {
+    const drop: Unsettled[] = [];
+    const held = this.host.held.get(pool);
+    for (const entry of pending) {
       if (entry.request !== undefined) {
         const state = entry.request.withdraw();
         if (state === 'stuck') continue;
         entry.request = undefined;
         if (state === 'withdrawn') {
-          const left = pending.filter((other) => other !== entry);
-          pending.splice(0, pending.length, ...left);
+          drop.push(entry);
           continue;
         }
       }
-      entries.push(entry);
+      const ops: LedgerOp[] = [];
       for (const op of entry.ops) {
-        if (op.kind === 'reserve') {
-          cleanup.push({ kind: 'release', agentId: op.row.agentId, instanceId: op.row.instanceId });
-        } else if (op.kind === 'release') {
-          cleanup.push({
+        if (op.kind === 'reserve' && !held?.has(op.row.agentId)) {
+          ops.push({ kind: 'release', agentId: op.row.agentId, instanceId: op.row.instanceId });
+        } else if (op.kind === 'release' && !held?.has(op.agentId)) {
+          ops.push({
             kind: 'release',
             agentId: op.agentId,
             ...(op.instanceId === undefined ? {} : { instanceId: op.instanceId }),
           });
         }
       }
+      if (ops.length === 0) drop.push(entry);
+      else {
+        entries.push(entry);
+        cleanup.push(...ops);
+      }
     }
-    if (pending.length === 0) this.#unsettled.delete(pool);
+    const left = pending.filter((entry) => !drop.includes(entry));
+    if (left.length === 0) this.#unsettled.delete(pool);
+    else this.#unsettled.set(pool, left);
     return { entries, cleanup };
   }
 
@@ -246,6 +256,11 @@ export class FileCycle {
       ops.forEach((op, i) => {
         if (unknown.includes(op)) answers[i] = { ok: false, error: outcome };
       });
+      // Such a release counts as done for this instance (it is completed later).
+      this.host.held.forget(
+        pool,
+        unknown.flatMap((op) => (op.kind === 'release' ? [op.agentId] : [])),
+      );
     }
     this.host.held.track(pool, ops, answers);
     return answers;

@@ -57,6 +57,10 @@ function faultyFs(fault: { current: Fault }): LedgerFs {
       check('rmdir', path);
       return nodeFs.rmdirSync(path);
     }) as LedgerFs['rmdirSync'],
+    unlinkSync: ((path: string) => {
+      check('unlink', path);
+      return nodeFs.unlinkSync(path);
+    }) as LedgerFs['unlinkSync'],
     openSync: ((path: string, flags: number, mode?: number) => {
       check('open', path);
       return nodeFs.openSync(path, flags, mode);
@@ -200,5 +204,43 @@ describe('typed I/O errors', () => {
       path: join(dir, 'p.json'),
       mayHaveWritten: false,
     });
+  });
+
+  it('a posted request that cannot be withdrawn (EROFS) is unknown, and is settled once it can be', async () => {
+    let releaseA!: () => void;
+    const aMayClaim = new Promise<void>((resolve) => {
+      releaseA = resolve;
+    });
+    let armed = false;
+    const a = ledgers.make({
+      instanceId: 'a',
+      hooks: {
+        beforeClaim: async () => {
+          if (armed) await aMayClaim;
+        },
+      },
+    });
+    a.registerPool('p', { maxCpu: 4 });
+    const fault = { current: none };
+    const b = ledgers.make({ instanceId: 'b', fs: faultyFs(fault), lockTimeoutMs: 300 });
+    b.registerPool('p', { maxCpu: 4 });
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toEqual({ ok: true });
+    armed = true;
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    for (let i = 0; i < 500 && !existsSync(lock()); i++) await new Promise((r) => setTimeout(r, 2));
+    // B's request cannot be removed again: the directory turned read-only for B.
+    fault.current = (call, path) =>
+      call === 'unlink' && path.endsWith('.req') ? 'EROFS' : undefined;
+    const error = await failure(b.reserve('p', 'z', 1, 0));
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_OUTCOME_UNKNOWN', pool: 'p', agentIds: ['z'] });
+    // A, going on, claims B's request and writes z: a row B's caller was told to treat as not granted.
+    fault.current = none;
+    armed = false;
+    releaseA();
+    await expect(reservingY).resolves.toEqual({ ok: true });
+    expect(rows()).toEqual(['x', 'y', 'z']);
+    // B's next write removes it first.
+    await expect(b.reserve('p', 'w', 1, 0)).resolves.toEqual({ ok: true });
+    expect(rows()).toEqual(['w', 'x', 'y']);
   });
 });
