@@ -6,7 +6,7 @@
  * the fault clears; a read-only directory is read-only, not unsafe.
  */
 import * as nodeFs from 'node:fs';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -57,6 +57,10 @@ function faultyFs(fault: { current: Fault }): LedgerFs {
       check('rmdir', path);
       return nodeFs.rmdirSync(path);
     }) as LedgerFs['rmdirSync'],
+    linkSync: ((existing: string, path: string) => {
+      check('link', path);
+      return nodeFs.linkSync(existing, path);
+    }) as LedgerFs['linkSync'],
     unlinkSync: ((path: string) => {
       check('unlink', path);
       return nodeFs.unlinkSync(path);
@@ -242,5 +246,44 @@ describe('typed I/O errors', () => {
     // B's next write removes it first.
     await expect(b.reserve('p', 'w', 1, 0)).resolves.toEqual({ ok: true });
     expect(rows()).toEqual(['w', 'x', 'y']);
+  });
+
+  it('a reserve a holder wrote but could not answer is granted from the pool file, not a raw ENOSPC', async () => {
+    const combine = join(dir, '.p.combine');
+    const posted = () =>
+      existsSync(combine) ? readdirSync(combine).filter((n) => n.endsWith('.req')).length : 0;
+    let armed = false;
+    // A: claims B's posted call, writes it, and cannot post any answer (EROFS on the inbox).
+    const aFault = { current: none };
+    const a = ledgers.make({
+      instanceId: 'a',
+      fs: faultyFs(aFault),
+      hooks: {
+        beforeClaim: async () => {
+          if (!armed) return;
+          for (let i = 0; i < 1000 && posted() === 0; i++)
+            await new Promise((r) => setTimeout(r, 2));
+          aFault.current = (call, path) =>
+            (call === 'open' || call === 'link') && path.endsWith('.ans') ? 'EROFS' : undefined;
+        },
+      },
+    });
+    a.registerPool('p', { maxCpu: 4 });
+    // B: once A released, no inode is left for B's own lock.
+    const bFault = { current: none };
+    const b = ledgers.make({ instanceId: 'b', fs: faultyFs(bFault) });
+    b.registerPool('p', { maxCpu: 4 });
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toEqual({ ok: true });
+    armed = true;
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    for (let i = 0; i < 500 && !existsSync(lock()); i++) await new Promise((r) => setTimeout(r, 2));
+    bFault.current = (call, path) => (call === 'mkdir' && path === lock() ? 'ENOSPC' : undefined);
+    await expect(b.reserve('p', 'z', 1, 0)).resolves.toEqual({ ok: true });
+    await expect(reservingY).resolves.toEqual({ ok: true });
+    expect(rows()).toEqual(['x', 'y', 'z']);
+    // B holds z now: its release removes it.
+    bFault.current = none;
+    await expect(b.release('p', 'z')).resolves.toBe(true);
+    expect(rows()).toEqual(['x', 'y']);
   });
 });
