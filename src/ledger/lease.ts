@@ -38,7 +38,15 @@ export async function touchLease(
         fd = createExclusive(fs, file, 0o644);
         writeAll(fs, fd, body);
       } catch (error) {
-        if (fd !== undefined) fs.closeSync(fd);
+        if (fd !== undefined) {
+          fs.closeSync(fd);
+          // A body cut short (a full disk) is not left behind.
+          try {
+            fs.unlinkSync(file);
+          } catch {
+            // Gone already.
+          }
+        }
         if (hasErrorCode(error, 'EEXIST') && attempt === 0) continue;
         throw error;
       }
