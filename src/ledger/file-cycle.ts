@@ -246,7 +246,9 @@ export class FileCycle {
       const pending = this.#unsettled.get(pool) ?? [];
       pending.push({ ops: unknown, request: stuck });
       this.#unsettled.set(pool, pending);
-      const agentIds = unknown.map(agentOf);
+      const agentIds = unknown.flatMap((op) =>
+        op.kind === 'adopt' ? op.rows.map((row) => row.agentId) : [agentOf(op)],
+      );
       const outcome = new LedgerOutcomeUnknownError(
         pool,
         agentIds,
