@@ -38,6 +38,7 @@ export {
   isLedgerError,
   isLedgerLeaseExpiredError,
   isLedgerLockCompromisedError,
+  isLedgerOutcomeUnknownError,
   isLedgerUnavailableError,
   LedgerBusyError,
   LedgerCapMismatchError,
@@ -45,15 +46,18 @@ export {
   LedgerError,
   LedgerLeaseExpiredError,
   LedgerLockCompromisedError,
+  LedgerOutcomeUnknownError,
   LedgerUnavailableError,
 } from './errors/ledger.js';
 export type { LedgerFileProblemName } from './errors/ledger-fs.js';
 export {
   isLedgerDirError,
   isLedgerFileError,
+  isLedgerIoError,
   LedgerDirError,
   LedgerFileError,
   LedgerFileProblem,
+  LedgerIoError,
 } from './errors/ledger-fs.js';
 export { BackendError, isBackendError } from './errors/manager.js';
 export { isNatsRequestError, NatsRequestError } from './errors/nats.js';

@@ -42,6 +42,17 @@ export const ErrorCode = {
   LEDGER_LEASE_EXPIRED: 'ERR_LEDGER_LEASE_EXPIRED',
   /** The ledger's backing store (e.g. a NATS server) cannot be reached. */
   LEDGER_UNAVAILABLE: 'ERR_LEDGER_UNAVAILABLE',
+  /**
+   * A file-system call of the ledger failed (`ENOSPC`, `EDQUOT`, inode exhaustion, `EROFS`,
+   * `EIO`...): the error names the pool, the path, the errno and whether the pool file may
+   * have been changed.
+   */
+  LEDGER_IO: 'ERR_LEDGER_IO',
+  /**
+   * A call's outcome is unknown: a combining holder may have written it, and neither its
+   * answer nor the pool file could settle it. The ledger settles it itself later.
+   */
+  LEDGER_OUTCOME_UNKNOWN: 'ERR_LEDGER_OUTCOME_UNKNOWN',
   /** An input (interface name, address, port, uid, pool or agent name) is invalid. */
   INVALID_INPUT: 'ERR_INVALID_INPUT',
   /** The `nft` binary is not installed. */

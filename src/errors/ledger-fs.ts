@@ -1,5 +1,5 @@
-// The ledger's file-system refusals (src/ledger/dir.ts, src/ledger/safe-fs.ts): an unsafe
-// directory or a refused file.
+// The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
+// src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
 // Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
@@ -131,3 +131,67 @@ export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UN
  * ```
  */
 export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE_UNSAFE]);
+
+/**
+ * A file-system call of the ledger failed: the disk is full (`ENOSPC`, `EDQUOT`,
+ * or no inode left), the filesystem is read-only (`EROFS`), an I/O error
+ * (`EIO`)... The message names the pool, the path and the errno, says whether
+ * the pool file may have been changed by this call (`mayHaveWritten`; when
+ * false, nothing was written) and what to do. A read-only directory is reported
+ * here (`errno` `EROFS`), not as an unsafe one.
+ *
+ * @example
+ * ```ts
+ * import { isLedgerIoError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * declare function alertOperator(path: string, errno: string): void;
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerIoError(error)) alertOperator(error.path, error.errno); else throw error; }
+ * ```
+ */
+export class LedgerIoError extends LedgerError {
+  /** The path of the failed call. */
+  readonly path: string;
+  /** The system error code: `ENOSPC`, `EROFS`, `EDQUOT`, `EIO`, `EACCES`... */
+  readonly errno: string;
+  /** The failed system call (`write`, `mkdir`, `rename`...), when known. */
+  readonly syscall: string | undefined;
+  /** True when the pool file may have been changed by this call; false: nothing was written. */
+  readonly mayHaveWritten: boolean;
+  /**
+   * @param pool - The pool involved (`''` when none).
+   * @param path - The path of the failed call.
+   * @param errno - The system error code.
+   * @param mayHaveWritten - Whether the pool file may have been changed.
+   * @param message - The full sentence.
+   * @param options - `cause` (the system error) and `syscall`.
+   */
+  constructor(
+    pool: string,
+    path: string,
+    errno: string,
+    mayHaveWritten: boolean,
+    message: string,
+    options?: ScalerErrorOptions & { syscall?: string | undefined },
+  ) {
+    super(ErrorCode.LEDGER_IO, pool, message, options);
+    this.name = 'LedgerIoError';
+    this.path = path;
+    this.errno = errno;
+    this.syscall = options?.syscall;
+    this.mayHaveWritten = mayHaveWritten;
+  }
+}
+
+/**
+ * True for a {@link LedgerIoError}.
+ *
+ * @example
+ * ```ts
+ * import { isLedgerIoError } from 'scaler-primitives';
+ * declare const error: unknown;
+ * if (isLedgerIoError(error)) console.error(error.code, error.errno, error.path, error.mayHaveWritten);
+ * ```
+ */
+export const isLedgerIoError = hasCode<LedgerIoError>([ErrorCode.LEDGER_IO]);

@@ -217,6 +217,46 @@ export class LedgerUnavailableError extends LedgerError {
 }
 
 /**
+ * The outcome of some calls is unknown: a combining holder (another process that
+ * applies waiting processes' calls in its own write) took them and may have
+ * written them, but its answer never came, and a storage fault (`ENOSPC`,
+ * `EROFS`...) or a lost lock kept this process from settling them from the pool
+ * file. Nothing needs to be done to the pool: the ledger settles these calls
+ * itself in its next successful write on the pool (a reserve's row, if one was
+ * written, is removed; a release is completed). Treat a reserve as not granted
+ * (do not start the agent) and a release as done.
+ *
+ * @example
+ * ```ts
+ * import { isLedgerOutcomeUnknownError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
+ * catch (error) { if (isLedgerOutcomeUnknownError(error)) console.error(error.agentIds); else throw error; }
+ * ```
+ */
+export class LedgerOutcomeUnknownError extends LedgerError {
+  /** The agents of the calls whose outcome is unknown. */
+  readonly agentIds: readonly string[];
+  /**
+   * @param pool - The pool.
+   * @param agentIds - The agents of the calls.
+   * @param message - The full sentence.
+   * @param options - `cause`: the error that kept the calls from being settled.
+   */
+  constructor(
+    pool: string,
+    agentIds: readonly string[],
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_OUTCOME_UNKNOWN, pool, message, options);
+    this.name = 'LedgerOutcomeUnknownError';
+    this.agentIds = agentIds;
+  }
+}
+
+/**
  * True for any {@link LedgerError}.
  *
  * @example
@@ -235,6 +275,8 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_FILE_UNSAFE,
   ErrorCode.LEDGER_LEASE_EXPIRED,
   ErrorCode.LEDGER_UNAVAILABLE,
+  ErrorCode.LEDGER_IO,
+  ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);
 
 /**
@@ -315,4 +357,18 @@ export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
  */
 export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
   ErrorCode.LEDGER_UNAVAILABLE,
+]);
+
+/**
+ * True for a {@link LedgerOutcomeUnknownError}.
+ *
+ * @example
+ * ```ts
+ * import { isLedgerOutcomeUnknownError } from 'scaler-primitives';
+ * declare const error: unknown;
+ * if (isLedgerOutcomeUnknownError(error)) console.error(error.code, error.pool, error.agentIds);
+ * ```
+ */
+export const isLedgerOutcomeUnknownError = hasCode<LedgerOutcomeUnknownError>([
+  ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);

@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import { type ClaimedRequest, inboxOf } from './combine.js';
 import { type CombineReply, encodeReply, isObject } from './combine-wire.js';
-import type { LedgerFs } from './fs.js';
+import { type LedgerFs, writeAll } from './fs.js';
 import type { LostRows } from './lost.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
 
@@ -136,7 +136,7 @@ function writeExclusive(fs: LedgerFs, file: string, text: string): boolean {
   let fd: number | undefined;
   try {
     fd = createExclusive(fs, file, 0o600);
-    fs.writeFileSync(fd, text, 'utf8');
+    writeAll(fs, fd, text);
     return true;
   } catch {
     return false;

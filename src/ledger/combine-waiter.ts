@@ -11,7 +11,7 @@ import { type ClockTimer, systemClock } from '../clock.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
 import { answerIn, stagedAnswer } from './combine-answers.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { LedgerOp } from './ops.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
@@ -87,6 +87,7 @@ export class Inbox {
 /** A waiter's posted request. */
 export class PostedRequest {
   private answerValue: CombinedAnswer | undefined;
+  private withdrawn: 'withdrawn' | 'claimed' | undefined;
 
   private constructor(
     private readonly fs: LedgerFs,
@@ -120,7 +121,7 @@ export class PostedRequest {
     let fd: number | undefined;
     try {
       fd = createExclusive(fs, temp, 0o600);
-      fs.writeFileSync(fd, text, 'utf8');
+      writeAll(fs, fd, text);
       fs.closeSync(fd);
       fd = undefined;
       fs.renameSync(temp, join(dir, `${id}.req`));
@@ -217,15 +218,21 @@ export class PostedRequest {
 
   /**
    * Take the request back. `withdrawn`: no holder has it, nothing of it will be
-   * applied. `claimed`: a holder took it first; its answer decides.
+   * applied. `claimed`: a holder took it first; its answer decides. `stuck`: it
+   * could not be removed (a read-only directory, an I/O error): it is still
+   * posted, and a holder may still claim and apply it.
    */
-  withdraw(): 'withdrawn' | 'claimed' {
+  withdraw(): 'withdrawn' | 'claimed' | 'stuck' {
+    // Decided once: a request this waiter removed must not read as claimed later.
+    if (this.withdrawn !== undefined) return this.withdrawn;
     try {
       this.fs.unlinkSync(join(this.dir, `${this.id}.req`));
-      return 'withdrawn';
+      this.withdrawn = 'withdrawn';
     } catch (error) {
-      return hasErrorCode(error, 'ENOENT') ? 'claimed' : 'withdrawn';
+      if (!hasErrorCode(error, 'ENOENT')) return 'stuck';
+      this.withdrawn = 'claimed';
     }
+    return this.withdrawn;
   }
 }
 

@@ -15,6 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
+import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { describeKind, processUid } from './safe-fs.js';
 
 /**
@@ -148,6 +149,10 @@ export async function ensureSafeDir(fs: LedgerFs, dir: string): Promise<string> 
     if (hasErrorCode(error, 'EEXIST') || hasErrorCode(error, 'ENOTDIR')) {
       await checkLedgerDir(fs, dir);
     }
+    // A storage fault, not an unsafe directory: say which.
+    if (STORAGE_FAULTS.includes(systemErrorCode(error) ?? '')) {
+      throw ledgerIoError(error, { pool: '', path: dir, mayHaveWritten: false });
+    }
     throw new LedgerDirError(
       dir,
       `Cannot create the ledger directory ${dir}: ${(error as Error).message}. Set \`dir\` (or ${LEDGER_DIR_ENV}) to a directory this user can write.`,
@@ -174,10 +179,17 @@ async function existingSafeDir(fs: LedgerFs, dir: string): Promise<string | unde
   return dir;
 }
 
+// Errors that say the storage failed (a LedgerIoError), not that the directory is unsafe.
+const STORAGE_FAULTS = ['EROFS', 'ENOSPC', 'EDQUOT', 'EIO'];
+
 async function checkWritable(fs: LedgerFs, dir: string): Promise<void> {
   try {
     await fs.promises.access(dir, fs.constants.W_OK);
   } catch (error) {
+    // Read-only is read-only, not unsafe.
+    if (STORAGE_FAULTS.includes(systemErrorCode(error) ?? '')) {
+      throw ledgerIoError(error, { pool: '', path: dir, mayHaveWritten: false });
+    }
     throw new LedgerDirError(
       dir,
       `Cannot write to the ledger directory ${dir}: ${(error as Error).message}.`,

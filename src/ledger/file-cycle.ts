@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { sleep, systemClock } from '../clock.js';
-import { LedgerLockCompromisedError } from '../errors.js';
+import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../errors.js';
 import type { ResourceCap } from '../resources/types.js';
 import {
   batchStamp,
@@ -35,6 +35,7 @@ import {
 import type { LedgerFs } from './fs.js';
 import type { OpAnswer } from './group-commit.js';
 import type { HeldRows } from './held-rows.js';
+import { ledgerIoError } from './io-error.js';
 import type { LockHandle, PoolLocker, WaitHooks } from './lock.js';
 import type { MachineLedgerHooks } from './machine-ledger-options.js';
 import { applyBatch, type LedgerOp } from './ops.js';
@@ -97,20 +98,105 @@ export interface CycleHost {
   sweepLeftovers(dir: string, file: string): void;
 }
 
+/**
+ * Calls of this instance whose outcome it could not settle (see
+ * {@link FileCycle.settle}): their callers were told so
+ * (`LedgerOutcomeUnknownError`, "treat the reserve as not granted"), and the
+ * next successful cycle on the pool makes that true, by releasing each one
+ * first in the same write. `request`: the posted request could not be
+ * withdrawn (a read-only directory): it may still be claimed and applied, so
+ * nothing is released until it is withdrawn or claimed.
+ */
+interface Unsettled {
+  ops: LedgerOp[];
+  request: { withdraw(): 'withdrawn' | 'claimed' | 'stuck' } | undefined;
+}
+
 /** Runs the locked cycles of one MachineLedger. */
 export class FileCycle {
+  readonly #unsettled = new Map<string, Unsettled[]>();
+  // Per batch, a posted request that could not be withdrawn after a failed wait.
+  readonly #stuck = new WeakMap<LedgerOp[], Unsettled['request']>();
+
   constructor(private readonly host: CycleHost) {}
 
   /**
    * Run `ops` on `pool`: take the lock (or have a holder apply them, when
-   * `combine`), read, decide, write once, answer each call in order.
+   * `combine`), read, decide, write once, answer each call in order. Calls
+   * left unsettled by an earlier run are released first, in the same write.
    */
   async run(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    const pending = this.#unsettled.get(pool);
+    if (pending === undefined) return this.#runOps(pool, ops, combine);
+    const { entries, cleanup } = this.#cleanup(pool, pending);
+    if (cleanup.length === 0) return this.#runOps(pool, ops, combine);
+    const answers = await this.#runOps(pool, [...cleanup, ...ops], combine);
+    if (answers.slice(0, cleanup.length).every((answer) => answer.ok)) {
+      const left = (this.#unsettled.get(pool) ?? []).filter((entry) => !entries.includes(entry));
+      if (left.length === 0) this.#unsettled.delete(pool);
+      else this.#unsettled.set(pool, left);
+    }
+    return answers.slice(cleanup.length);
+  }
+
+  /** The number of calls on `pool` still to be settled (for tests and telemetry). */
+  unsettledCount(pool: string): number {
+    return (this.#unsettled.get(pool) ?? []).reduce((sum, entry) => sum + entry.ops.length, 0);
+  }
+
+  // The releases that settle unsettled calls now: a reserve's row (if it was
+  // written) is removed, a release is done again; but never for an agent this
+  // instance holds again (its caller reserved it anew since). An entry whose
+  // request is still posted first tries to withdraw it: withdrawn, nothing of
+  // it was applied (dropped); claimed, it is settled like the others; still
+  // stuck, it waits (a release now could come before a holder applies it).
+  #cleanup(pool: string, pending: Unsettled[]): { entries: Unsettled[]; cleanup: LedgerOp[] } {
+    const entries: Unsettled[] = [];
+    const cleanup: LedgerOp[] = [];
+    const drop: Unsettled[] = [];
+    const held = this.host.held.get(pool);
+    for (const entry of pending) {
+      if (entry.request !== undefined) {
+        const state = entry.request.withdraw();
+        if (state === 'stuck') continue;
+        entry.request = undefined;
+        if (state === 'withdrawn') {
+          drop.push(entry);
+          continue;
+        }
+      }
+      const ops: LedgerOp[] = [];
+      for (const op of entry.ops) {
+        if (op.kind === 'reserve' && !held?.has(op.row.agentId)) {
+          ops.push({ kind: 'release', agentId: op.row.agentId, instanceId: op.row.instanceId });
+        } else if (op.kind === 'release' && !held?.has(op.agentId)) {
+          ops.push({
+            kind: 'release',
+            agentId: op.agentId,
+            ...(op.instanceId === undefined ? {} : { instanceId: op.instanceId }),
+          });
+        }
+      }
+      if (ops.length === 0) drop.push(entry);
+      else {
+        entries.push(entry);
+        cleanup.push(...ops);
+      }
+    }
+    const left = pending.filter((entry) => !drop.includes(entry));
+    if (left.length === 0) this.#unsettled.delete(pool);
+    else this.#unsettled.set(pool, left);
+    return { entries, cleanup };
+  }
+
+  async #runOps(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
     let deadline: number | undefined;
     for (;;) {
       try {
         return await this.attempt(pool, ops, combine);
       } catch (error) {
+        // Plain failures: a typed error for every call of the batch.
+        if (!ops.some(maybeApplied)) throw ledgerIoError(error, ioContext(pool, false));
         // Our lock was taken over before our write, so we wrote nothing. But a
         // call marked maybe-applied was claimed by a holder that may have
         // written it before it went silent: "nothing was written, retry" would
@@ -118,10 +204,86 @@ export class FileCycle {
         // it held none; a reserve would leave a row its caller never heard
         // of). So such calls are done again here, with their marks, for as
         // long as one lock timeout allows.
-        if (!(error instanceof LedgerLockCompromisedError) || !ops.some(maybeApplied)) throw error;
-        deadline ??= systemClock.now() + this.host.lockTimeoutMs;
-        if (systemClock.now() > deadline) throw mayHaveBeenApplied(pool, error);
+        if (error instanceof LedgerLockCompromisedError && !this.#stuck.has(ops)) {
+          deadline ??= systemClock.now() + this.host.lockTimeoutMs;
+          if (systemClock.now() <= deadline) continue;
+        }
+        // Any other failure (a storage fault, a lock we keep losing): the
+        // marked calls are settled from the pool file, or reported unknown.
+        return this.settle(pool, ops, error);
       }
+    }
+  }
+
+  /**
+   * Answer a batch whose cycle failed although some of its calls may have been
+   * applied by a holder that claimed them (never a plain failure for those).
+   * When no holder can write them any more (the lock is free and our request
+   * is not posted), the pool file read now is final for them: a reserve whose
+   * row is there under this instance and lease is granted, one whose row is
+   * not there failed (nothing of it is written, nothing will be); a release
+   * whose row is gone is done. Otherwise they fail with
+   * `LedgerOutcomeUnknownError`, and are remembered: the next successful cycle
+   * on the pool releases them first (a reserve's row, if any, is removed), so
+   * no row stays whose caller was told it was not granted.
+   * Unmarked calls of the batch get the typed error of the failure.
+   */
+  private async settle(pool: string, ops: LedgerOp[], error: unknown): Promise<OpAnswer[]> {
+    const stuck = this.#stuck.get(ops);
+    this.#stuck.delete(ops);
+    const cause = ledgerIoError(error, ioContext(pool, false));
+    const doc = stuck === undefined ? await this.finalDocument(pool) : undefined;
+    const unknown: LedgerOp[] = [];
+    const answers = ops.map((op): OpAnswer => {
+      if (!maybeApplied(op)) return { ok: false, error: cause };
+      const settled = doc && settledFrom(doc, op);
+      if (settled === 'not-applied') return { ok: false, error: cause };
+      if (settled !== undefined) return settled;
+      unknown.push(op);
+      return { ok: false, error: undefined };
+    });
+    if (unknown.length > 0) {
+      const pending = this.#unsettled.get(pool) ?? [];
+      pending.push({ ops: unknown, request: stuck });
+      this.#unsettled.set(pool, pending);
+      const agentIds = unknown.flatMap((op) =>
+        op.kind === 'adopt' ? op.rows.map((row) => row.agentId) : [agentOf(op)],
+      );
+      const outcome = new LedgerOutcomeUnknownError(
+        pool,
+        agentIds,
+        `Pool ${JSON.stringify(pool)}: the outcome of ${unknown.map((op) => `${op.kind} of agent ${JSON.stringify(agentOf(op))}`).join(', ')} is unknown. Another process that combines calls took ${unknown.length === 1 ? 'it' : 'them'} and may have written ${unknown.length === 1 ? 'it' : 'them'}, but its answer never came, and this process could not settle ${unknown.length === 1 ? 'it' : 'them'} from the pool file (${(cause as Error).message ?? String(cause)}). Treat a reserve as not granted and a release as done: this instance settles ${unknown.length === 1 ? 'it' : 'them'} so in its next successful write on the pool (a row written for such a reserve is removed).`,
+        { cause },
+      );
+      ops.forEach((op, i) => {
+        if (unknown.includes(op)) answers[i] = { ok: false, error: outcome };
+      });
+      // Such a release counts as done for this instance (it is completed later).
+      this.host.held.forget(
+        pool,
+        unknown.flatMap((op) => (op.kind === 'release' ? [op.agentId] : [])),
+      );
+    }
+    this.host.held.track(pool, ops, answers);
+    return answers;
+  }
+
+  // The pool document when no holder that took our calls can still write:
+  // the lock is free (a holder writes only through its token directory inside
+  // the lock), read after we saw it free. Undefined when that cannot be known.
+  private async finalDocument(pool: string): Promise<LedgerDocument | undefined> {
+    try {
+      const dir = await this.host.dir();
+      const lockPath = join(dir, `${pool}.lock`);
+      if (this.host.fs.lstatSync(lockPath, { throwIfNoEntry: false }) !== undefined)
+        return undefined;
+      const file = join(dir, `${pool}.json`);
+      const text = readPoolFile(this.host.fs, file, { pool, maxBytes: this.host.maxFileBytes });
+      return text === undefined
+        ? emptyDocument(this.host.caps.get(pool) ?? {})
+        : parseDocument(text, { pool, location: file });
+    } catch {
+      return undefined;
     }
   }
 
@@ -143,12 +305,33 @@ export class FileCycle {
     const waiter =
       combine && combineDir !== undefined ? this.waiter(pool, combineDir, stamp, ops) : undefined;
     const waitStart = this.host.telemetry?.lockWaitStart();
-    const handle = waiter
-      ? await this.host.locker.acquire(pool, lockPath, timing, waiter.hooks)
-      : await this.host.locker.acquire(pool, lockPath, timing);
+    let handle: LockHandle | undefined;
+    try {
+      handle = waiter
+        ? await this.host.locker.acquire(pool, lockPath, timing, waiter.hooks)
+        : await this.host.locker.acquire(pool, lockPath, timing);
+    } catch (error) {
+      // Never leave a request posted behind a failed wait: a holder could
+      // apply it after its caller was told the call failed.
+      const answer = waiter ? this.afterFailedWait(pool, ops, waiter) : undefined;
+      if (answer) return this.answered(pool, file, ops, answer);
+      throw ledgerIoError(error, { pool, path: lockPath, mayHaveWritten: false });
+    }
     if (handle === undefined) return this.answered(pool, file, ops, waiter!.answer()!);
     const lockedAt = this.host.telemetry?.lockAcquired(pool, waitStart, ops);
-    if (waiter?.withdraw() === 'claimed') {
+    const withdrawn = waiter?.withdraw();
+    if (withdrawn === 'stuck') {
+      // Our request stays posted (it could not be removed): the next holder
+      // may apply it, so our calls must not be applied here as well.
+      await handle.release();
+      this.host.telemetry?.lockReleased(pool, lockedAt);
+      this.afterFailedWait(pool, ops, waiter!);
+      throw new LedgerLockCompromisedError(
+        pool,
+        `Pool ${JSON.stringify(pool)}: the request this process posted in ${combineDir} could not be withdrawn, so its calls were not applied under this lock. Nothing was written; retry the operation.`,
+      );
+    }
+    if (waiter && withdrawn === 'claimed') {
       const answer = waiter.answer();
       if (answer) {
         await handle.release();
@@ -164,7 +347,7 @@ export class FileCycle {
         await handle.release();
         return this.answered(pool, file, ops, late);
       }
-      redo(ops, true, prepared);
+      this.redoClaimed(pool, ops, true, prepared);
     }
     const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
     let done: CycleResult;
@@ -187,7 +370,15 @@ export class FileCycle {
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release
     // (callers still hear back only once it is durable).
-    if (done.wrote && !done.synced && this.host.fsync) await syncDir(this.host.fs, dir);
+    if (done.wrote && !done.synced && this.host.fsync) {
+      try {
+        await syncDir(this.host.fs, dir);
+      } catch (error) {
+        // Written but maybe not durable: the calls are redone with their marks.
+        redo(ops, true, done.answers);
+        throw ledgerIoError(error, { pool, path: dir, mayHaveWritten: true });
+      }
+    }
     return done.answers;
   }
 
@@ -280,7 +471,9 @@ export class FileCycle {
       // Every claimed waiter does its calls itself.
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
-      throw error;
+      // Written (a later step failed): our calls may have landed.
+      if (wrote) redo(ops, true, undefined);
+      throw ledgerIoError(error, { pool, path: file, mayHaveWritten: wrote });
     }
   }
 
@@ -340,7 +533,48 @@ export class FileCycle {
       answer: () => request?.answer(),
       prepared: () => request?.prepared(),
       withdraw: () => request?.withdraw(),
+      request: () => request,
     };
+  }
+
+  // Mark calls a holder claimed and did not answer (see `redo`). A release of
+  // a row this instance holds whose holder staged no decision counts as done
+  // if the row is gone by the time it is redone: the holder removed it (a
+  // peer's reap or an operator's release would have ended it the same way).
+  private redoClaimed(
+    pool: string,
+    ops: LedgerOp[],
+    maybe: boolean | readonly boolean[],
+    prepared: readonly OpAnswer[] | undefined,
+  ): void {
+    redo(ops, maybe, prepared);
+    const held = this.host.held.get(pool);
+    for (const op of ops) {
+      if (op.kind !== 'release' || op.maybeApplied !== true || prepared !== undefined) continue;
+      if (op.instanceId === this.host.instanceId && held?.has(op.agentId)) op.removedBefore = true;
+    }
+  }
+
+  // A wait for the lock failed (a storage fault, a lock timeout) or our request
+  // could not be withdrawn: the holder's answer when one came; else, when a
+  // holder claimed our request (it may have applied it) or it is still posted,
+  // the calls are marked maybe-applied so that `settle` decides them.
+  private afterFailedWait(
+    pool: string,
+    ops: LedgerOp[],
+    waiter: ReturnType<FileCycle['waiter']>,
+  ): CombinedAnswer | undefined {
+    const answer = waiter.answer();
+    if (answer) return answer;
+    const request = waiter.request();
+    if (request === undefined) return undefined;
+    const state = request.withdraw();
+    if (state === 'withdrawn') return undefined;
+    const late = waiter.answer();
+    if (late) return late;
+    this.redoClaimed(pool, ops, true, state === 'claimed' ? waiter.prepared() : undefined);
+    if (state === 'stuck') this.#stuck.set(ops, request);
+    return undefined;
   }
 
   // A holder answered our calls: take its answers as ours, or do the calls
@@ -353,8 +587,8 @@ export class FileCycle {
   ): Promise<OpAnswer[]> {
     if (answer.reply.kind !== 'answers') {
       const flags = answer.reply.kind === 'direct' ? answer.reply.maybeApplied : [];
-      redo(ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
-      return this.run(pool, ops, false);
+      this.redoClaimed(pool, ops, flags, flags.some(Boolean) ? answer.prepared : undefined);
+      return this.#runOps(pool, ops, false);
     }
     const answers = answer.reply.answers;
     if (answer.lost) {
@@ -373,12 +607,52 @@ function maybeApplied(op: LedgerOp): boolean {
   return 'maybeApplied' in op && op.maybeApplied === true;
 }
 
-// The error of a redo that kept losing its lock: "nothing was written" holds
-// for this try only, not for the holder that claimed the calls before.
-function mayHaveBeenApplied(pool: string, error: LedgerLockCompromisedError): Error {
-  return new LedgerLockCompromisedError(
-    pool,
-    `${error.message.replace(/ Nothing was written; retry the operation\.$/, '')} This try wrote nothing, but a holder that claimed these calls earlier may have written them before it went silent, and their redo kept losing the lock for lockTimeoutMs: look at the pool (list or inspect) before retrying.`,
-    { cause: error },
-  );
+function ioContext(pool: string, mayHaveWritten: boolean) {
+  return { pool, path: `${pool}.json`, mayHaveWritten };
+}
+
+function agentOf(op: LedgerOp): string {
+  switch (op.kind) {
+    case 'reserve':
+      return op.row.agentId;
+    case 'release':
+      return op.agentId;
+    case 'adopt':
+      return op.rows.map((row) => row.agentId).join(',');
+    default:
+      return '';
+  }
+}
+
+/**
+ * A maybe-applied call decided from a final pool document: its answer when the
+ * document shows it applied (a reserve's own row, same instance, lease and
+ * time) or shows there is nothing left to do (a release whose row is gone),
+ * `'not-applied'` when it shows the call was not applied (a reserve without
+ * its row, a release whose row is still there), `undefined` when the document
+ * cannot say (an adopt).
+ */
+export function settledFrom(
+  doc: LedgerDocument,
+  op: LedgerOp,
+): OpAnswer | 'not-applied' | undefined {
+  if (op.kind === 'reserve') {
+    const own = doc.reservations.some(
+      (row) =>
+        row.agentId === op.row.agentId &&
+        row.instanceId === op.row.instanceId &&
+        row.leaseId === op.row.leaseId &&
+        row.reservedAt === op.row.reservedAt,
+    );
+    return own ? { ok: true, value: { ok: true } } : 'not-applied';
+  }
+  if (op.kind === 'release') {
+    const present = doc.reservations.some(
+      (row) =>
+        row.agentId === op.agentId &&
+        (op.instanceId === undefined || row.instanceId === op.instanceId),
+    );
+    return present ? 'not-applied' : { ok: true, value: op.removedBefore === true };
+  }
+  return undefined;
 }

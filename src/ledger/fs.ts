@@ -28,3 +28,34 @@ export const defaultFs: LedgerFs = nodeFs;
 export function hasErrorCode(error: unknown, code: string): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: unknown }).code === code;
 }
+
+/**
+ * Write all of `data` to `fd` at its current offset, or throw: `write` may
+ * write fewer bytes than asked (a filesystem that fills up mid-write writes
+ * what fits and says so only in the count; the next write then fails with
+ * `ENOSPC`), so it is called again for the rest until every byte is written.
+ * A write that makes no progress is an error too (`EIO`), never a silent cut.
+ * Every file the ledger and the file state store write goes through here.
+ *
+ * @throws The system error of the failing `write` (`ENOSPC`, `EDQUOT`, `EIO`...).
+ */
+export function writeAll(
+  fs: Pick<LedgerFs, 'writeSync'>,
+  fd: number,
+  data: string | Uint8Array,
+): void {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  let offset = 0;
+  while (offset < bytes.length) {
+    const written = fs.writeSync(fd, bytes, offset, bytes.length - offset, null);
+    if (!Number.isInteger(written) || written <= 0 || written > bytes.length - offset) {
+      throw Object.assign(
+        new Error(
+          `EIO: write made no progress after ${offset} of ${bytes.length} bytes (it returned ${String(written)}), write`,
+        ),
+        { code: 'EIO', errno: -5, syscall: 'write' },
+      );
+    }
+    offset += written;
+  }
+}

@@ -5,7 +5,7 @@
  */
 import { join } from 'node:path';
 import type { LeaseState } from './document.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 import { createExclusive, openExistingForWrite } from './safe-fs.js';
 
 const LEASE_ID = /^[A-Za-z0-9_-]{1,128}$/;
@@ -36,9 +36,17 @@ export async function touchLease(
     if (fd === undefined) {
       try {
         fd = createExclusive(fs, file, 0o644);
-        fs.writeFileSync(fd, body, 'utf8');
+        writeAll(fs, fd, body);
       } catch (error) {
-        if (fd !== undefined) fs.closeSync(fd);
+        if (fd !== undefined) {
+          fs.closeSync(fd);
+          // A body cut short (a full disk) is not left behind.
+          try {
+            fs.unlinkSync(file);
+          } catch {
+            // Gone already.
+          }
+        }
         if (hasErrorCode(error, 'EEXIST') && attempt === 0) continue;
         throw error;
       }

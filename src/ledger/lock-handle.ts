@@ -5,7 +5,7 @@
 import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLockCompromisedError } from '../errors.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 
 /** Options of {@link LockHandle.write}. */
 export interface FencedWriteOptions {
@@ -32,16 +32,78 @@ export interface LockHandle {
 }
 
 /**
- * The handle of a lock just taken with our `token` inside it.
+ * Remove our token directory and then the lock directory (identity `lockId`,
+ * see {@link directoryId}).
+ * `done`: both are gone, or the lock is not ours any more (taken over: the
+ * directory there is not ours to remove). `stuck`: a removal failed (a
+ * read-only filesystem, an I/O error) and the lock is still ours: try again later.
+ */
+export function removeLock(
+  fs: LedgerFs,
+  lockPath: string,
+  tokenDir: string,
+  lockId: string | undefined,
+): 'done' | 'stuck' {
+  try {
+    fs.rmdirSync(tokenDir);
+  } catch (error) {
+    if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
+      // Our token is gone: the lock was taken over (the directory there now is
+      // not ours to remove), unless it is still our own directory (an earlier
+      // try removed the token, then failed on the lock directory).
+      if (!sameDirectory(fs, lockPath, lockId)) return 'done';
+    } else if (!hasErrorCode(error, 'ENOTEMPTY')) {
+      return 'stuck';
+    } else {
+      try {
+        fs.rmSync(tokenDir, { recursive: true, force: true });
+      } catch {
+        return 'stuck';
+      }
+    }
+  }
+  try {
+    fs.rmdirSync(lockPath);
+  } catch (error) {
+    // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
+    if (!hasErrorCode(error, 'ENOENT') && !hasErrorCode(error, 'ENOTEMPTY')) return 'stuck';
+  }
+  return 'done';
+}
+
+/**
+ * A directory's identity: its inode and birth time (an inode number alone is
+ * reused at once for the next directory made); `undefined` where the
+ * filesystem keeps no birth time (then a lock directory is never removed by identity).
+ */
+export function directoryId(stat: { ino: number; birthtimeMs: number }): string | undefined {
+  return stat.birthtimeMs > 0 ? `${stat.ino}@${stat.birthtimeMs}` : undefined;
+}
+
+function sameDirectory(fs: LedgerFs, path: string, id: string | undefined): boolean {
+  if (id === undefined) return false;
+  try {
+    const stat = fs.lstatSync(path, { throwIfNoEntry: false });
+    return stat?.isDirectory() === true && directoryId(stat) === id;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The handle of a lock just taken with our token inside it (`held.id`: the
+ * lock directory's identity). `onStuck` is told when release could not remove the
+ * lock (see {@link removeLock}).
  */
 export function holdLock(
   fs: LedgerFs,
   pool: string,
   lockPath: string,
-  token: string,
+  held: { token: string; id: string | undefined },
   staleMs: number,
+  onStuck: (lockPath: string, tokenDir: string, id: string | undefined) => void = () => {},
 ): LockHandle {
-  const tokenDir = join(lockPath, token);
+  const tokenDir = join(lockPath, held.token);
   const lost = (why: string, cause?: unknown) =>
     new LedgerLockCompromisedError(
       pool,
@@ -91,7 +153,7 @@ export function holdLock(
       let renamed = false;
       try {
         try {
-          fs.writeFileSync(fd, text, 'utf8');
+          writeAll(fs, fd, text);
           if (options.fsync) await datasync(fs, fd);
         } finally {
           fs.closeSync(fd);
@@ -118,23 +180,8 @@ export function holdLock(
       released = true;
       systemClock.clearInterval(refresher);
       refresher = undefined;
-      try {
-        fs.rmdirSync(tokenDir);
-      } catch (error) {
-        if (!hasErrorCode(error, 'ENOTEMPTY')) {
-          // Gone: the lock was taken over; the directory there is not ours to remove.
-          return;
-        }
-        try {
-          fs.rmSync(tokenDir, { recursive: true, force: true });
-        } catch {
-          return;
-        }
-      }
-      try {
-        fs.rmdirSync(lockPath);
-      } catch {
-        // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
+      if (removeLock(fs, lockPath, tokenDir, held.id) === 'stuck') {
+        onStuck(lockPath, tokenDir, held.id);
       }
     },
   };

@@ -24,10 +24,10 @@
  *    release removes the token directory, then the lock directory.
  */
 import { join } from 'node:path';
-import { systemClock } from '../clock.js';
+import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerBusyError, LedgerDirError } from '../errors.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
-import { holdLock, type LockHandle } from './lock-handle.js';
+import { directoryId, holdLock, type LockHandle, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
@@ -102,19 +102,58 @@ export function heldByCombiningHolder(fs: LedgerFs, lockPath: string, staleMs: n
   }
 }
 
+// How often a lock whose release failed (see PoolLocker) is removed again.
+const RELEASE_RETRY_MS = 100;
+
 /** Takes pool locks for one ledger. */
 export class PoolLocker {
   readonly #fs: LedgerFs;
   readonly #waker: LockWaker;
+  readonly #clock: Clock;
+  // Locks of ours whose release failed (a read-only filesystem): lock path to
+  // our token directory in it. Removed again every RELEASE_RETRY_MS and before
+  // the next acquire of the pool, so that once the fault clears every process
+  // proceeds at once instead of after the stale window.
+  readonly #stuck = new Map<string, { tokenDir: string; id: string | undefined }>();
+  #retry: ClockTimer | undefined;
 
-  constructor(fs: LedgerFs) {
+  constructor(fs: LedgerFs, clock: Clock = systemClock) {
     this.#fs = fs;
     this.#waker = new LockWaker(fs);
+    this.#clock = clock;
   }
 
   /** Stop watching pool directories (waiters that still wait go on polling). */
   close(): void {
     this.#waker.close();
+    if (this.#stuck.size > 0) this.#removeStuck();
+    this.#clock.clearInterval(this.#retry);
+    this.#retry = undefined;
+  }
+
+  /** The locks of ours whose release failed and is retried (for tests). */
+  stuckLocks(): string[] {
+    return [...this.#stuck.keys()];
+  }
+
+  // A release that could not remove the lock: retried in the background.
+  #onStuck = (lockPath: string, tokenDir: string, id: string | undefined): void => {
+    this.#stuck.set(lockPath, { tokenDir, id });
+    if (this.#retry !== undefined) return;
+    this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
+    this.#retry.unref();
+  };
+
+  // Try again to remove the stuck locks (all, or the one at `only`).
+  #removeStuck(only?: string): void {
+    for (const [lockPath, { tokenDir, id }] of this.#stuck) {
+      if (only !== undefined && lockPath !== only) continue;
+      if (removeLock(this.#fs, lockPath, tokenDir, id) === 'done') this.#stuck.delete(lockPath);
+    }
+    if (this.#stuck.size === 0) {
+      this.#clock.clearInterval(this.#retry);
+      this.#retry = undefined;
+    }
   }
 
   /**
@@ -137,6 +176,7 @@ export class PoolLocker {
     timing: LockTiming,
     hooks?: WaitHooks,
   ): Promise<LockHandle | undefined> {
+    if (this.#stuck.size > 0) this.#removeStuck(lockPath);
     const started = systemClock.now();
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
     const wake = wakeNames(lockPath);
@@ -154,7 +194,7 @@ export class PoolLocker {
       if (!deferring) {
         // Whether it is our turn is read only once the lock looks free.
         let turn: boolean | undefined;
-        let token: string | undefined;
+        let token: { token: string; id: string | undefined } | undefined;
         try {
           token = this.attempt(pool, lockPath, timing, () => {
             turn = queue.myTurn();
@@ -166,7 +206,7 @@ export class PoolLocker {
         }
         if (token !== undefined) {
           queue.leave();
-          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs);
+          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs, this.#onStuck);
         }
         if (!contended) {
           contended = true;
@@ -215,7 +255,7 @@ export class PoolLocker {
     lockPath: string,
     timing: LockTiming,
     ourTurn: () => boolean,
-  ): string | undefined {
+  ): { token: string; id: string | undefined } | undefined {
     const token = newToken();
     const mode = timing.combining === true ? 0o700 | COMBINING_MARK : 0o700;
     // Look before the mkdir: a held lock then costs one lstat, not a failed
@@ -228,7 +268,8 @@ export class PoolLocker {
       );
     }
     if (found === 'held' || !ourTurn() || !this.makeLockDir(lockPath, mode)) return undefined;
-    return this.claimToken(lockPath, token) ? token : undefined;
+    const id = this.claimToken(lockPath, token);
+    return id === false ? undefined : { token, id };
   }
 
   private makeLockDir(lockPath: string, mode: number): boolean {
@@ -242,7 +283,10 @@ export class PoolLocker {
   }
 
   // Place our token in the lock directory and check that it is alone there.
-  private claimToken(lockPath: string, token: string): boolean {
+  // The lock directory we just made is removed again when that fails (no
+  // inode left for the token, say): a failed acquire leaves no lock behind.
+  // False, or the lock directory's identity (see directoryId) when the lock is ours.
+  private claimToken(lockPath: string, token: string): string | undefined | false {
     const fs = this.#fs;
     const tokenDir = join(lockPath, token);
     try {
@@ -250,19 +294,23 @@ export class PoolLocker {
     } catch (error) {
       // The lock directory was taken over (or released) since our mkdir.
       if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return false;
+      this.removeEmptyLock(lockPath);
       throw error;
     }
     let alone = false;
+    let failed = false;
+    let id: string | undefined;
     try {
       const entries = fs.readdirSync(lockPath);
       const stat = fs.lstatSync(lockPath);
+      id = directoryId(stat);
       alone =
         entries.length === 1 &&
         entries[0] === token &&
         stat.isDirectory() &&
         (stat.mode & 0o077) === 0;
     } catch {
-      alone = false;
+      failed = true;
     }
     if (!alone) {
       try {
@@ -270,8 +318,29 @@ export class PoolLocker {
       } catch {
         // Taken over with the lock directory: gone already.
       }
+      if (failed) this.removeEmptyLock(lockPath);
     }
-    return alone;
+    return alone ? id : false;
+  }
+
+  // Remove the lock directory we made a moment ago, if it is still empty (a
+  // token that arrived meanwhile keeps it: ENOTEMPTY). When that fails too (a
+  // filesystem turned read-only in between) it is retried like a stuck release.
+  private removeEmptyLock(lockPath: string): void {
+    try {
+      this.#fs.rmdirSync(lockPath);
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTEMPTY')) return;
+      let id: string | undefined;
+      try {
+        const stat = this.#fs.lstatSync(lockPath, { throwIfNoEntry: false });
+        id = stat === undefined ? undefined : directoryId(stat);
+      } catch {
+        id = undefined;
+      }
+      // No token of ours inside: removeLock finds none and checks the identity.
+      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id);
+    }
   }
 
   private async busy(

@@ -107,7 +107,7 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     body: () => `${JSON.stringify({ instanceId, pid: process.pid, bootId: owner.bootId() })}\n`,
     closed: owner.closed,
   });
-  const locker = new PoolLocker(fs);
+  const locker = new PoolLocker(fs, clock);
   const cycles = new FileCycle({
     fs,
     locker,

@@ -20,6 +20,7 @@ import type { Inbox } from './combine-waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import { validatePoolName } from './document.js';
 import { GroupCommit } from './group-commit.js';
+import { ledgerIoError } from './io-error.js';
 import { leasePath } from './lease.js';
 import {
   MACHINE_LEDGER_OPTION_KEYS,
@@ -219,6 +220,11 @@ export class MachineLedger implements PoolLedger {
    * @throws LedgerBusyError when the lock could not be taken before `lockTimeoutMs`.
    * @throws LedgerLockCompromisedError when the lock was lost before the write (nothing written).
    * @throws LedgerDirError when the directory is unsafe.
+   * @throws LedgerIoError when a file-system call failed (full disk, no inode left,
+   *   read-only filesystem...): `errno`, `path`, and `mayHaveWritten` (false: nothing written).
+   * @throws LedgerOutcomeUnknownError when another process that combines calls took this
+   *   one and may have written it, and neither its answer nor the pool file could settle
+   *   it: treat it as not granted; the next successful write on the pool removes its row.
    * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
    *   although it did not release them (a peer reaped them while this process was stalled
    *   past `leaseTtlMs`, or an operator released them). Its `agentIds` name them: treat
@@ -304,6 +310,7 @@ export class MachineLedger implements PoolLedger {
    * nothing (not even the directory).
    *
    * @throws LedgerCorruptError when the file is bad.
+   * @throws LedgerIoError when the pool file cannot be read (an I/O error).
    * @throws LedgerFileError when the pool file is a link, not a regular file, not
    *   ours, writable by others or larger than `maxFileBytes`.
    * @throws LedgerDirError when the directory is unsafe.
@@ -312,11 +319,16 @@ export class MachineLedger implements PoolLedger {
     validatePoolName(pool);
     const dir = await this.existingDir();
     const file = join(dir ?? this.#expectedDir(), `${pool}.json`);
-    const snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
-      cap: this.#caps.get(pool) ?? {},
-      maxBytes: this.#parts.maxFileBytes,
-      facts: (at, doc) => this.#parts.identity.facts(at, doc),
-    });
+    let snapshot: PoolSnapshot;
+    try {
+      snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
+        cap: this.#caps.get(pool) ?? {},
+        maxBytes: this.#parts.maxFileBytes,
+        facts: (at, doc) => this.#parts.identity.facts(at, doc),
+      });
+    } catch (error) {
+      throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
+    }
     if (dir !== undefined) this.#telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
   }
@@ -335,7 +347,11 @@ export class MachineLedger implements PoolLedger {
   async pools(): Promise<string[]> {
     const dir = await this.existingDir();
     if (dir === undefined) return [];
-    return poolNames(await this.#parts.fs.promises.readdir(dir));
+    try {
+      return poolNames(await this.#parts.fs.promises.readdir(dir));
+    } catch (error) {
+      throw ledgerIoError(error, { pool: '', path: dir, mayHaveWritten: false });
+    }
   }
 
   /**

@@ -7,7 +7,7 @@
  * cannot turn a waiter into a writer of another file, and a FIFO cannot hang it.
  */
 import { monotonicEpochNow, systemClock } from '../clock.js';
-import type { LedgerFs } from './fs.js';
+import { type LedgerFs, writeAll } from './fs.js';
 
 // The queue line is `<start> <touchedAt> <id>\n`: far below this.
 const MAX_QUEUE_BYTES = 256;
@@ -68,7 +68,7 @@ export function writeOwnFile(fs: LedgerFs, path: string, text: string): boolean 
     // Truncate only once we know it is our regular file (O_TRUNC would act before the check).
     if (!ownRegularFile(fs, fd)) return false;
     fs.ftruncateSync(fd, 0);
-    fs.writeSync(fd, text, 0, 'utf8');
+    writeAll(fs, fd, text);
     return true;
   } catch {
     return false;

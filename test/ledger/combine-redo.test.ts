@@ -10,6 +10,7 @@
  */
 import {
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -20,6 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isLedgerOutcomeUnknownError } from '../../src/errors.js';
 import { combineDirPath } from '../../src/ledger/combine.js';
 import { serializeDocument } from '../../src/ledger/document-codec.js';
 import { MachineLedger, parseDocument } from '../../src/ledger/index.js';
@@ -155,7 +157,7 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
     },
   );
 
-  it('a redo that keeps losing its lock says the calls may have been applied', async () => {
+  it('a redo that keeps losing its lock is settled from the pool file once the lock is free', async () => {
     const { a, wrote, stalled } = silentHolder();
     // B's redo is taken over before every write, for all of its lock timeout.
     let armed = false;
@@ -188,13 +190,60 @@ describe('a redo of maybe-applied calls that loses its lock', () => {
       () => undefined,
       (caught: unknown) => caught,
     );
+    // The lock is free when B gives up, and A's lock was taken over: nobody
+    // can write z any more, and it is not in the file, so the reserve failed
+    // and "nothing was written" is true for it.
     expect(error).toMatchObject({ code: 'ERR_LEDGER_LOCK_COMPROMISED' });
-    expect((error as Error).message).toMatch(/may have written them/);
-    expect((error as Error).message).not.toMatch(/Nothing was written; retry/);
+    expect((error as Error).message).toMatch(/Nothing was written/);
     // It redid the reserve more than once before giving up, and wrote nothing.
     expect(lost).toBeGreaterThan(1);
     expect(agents()).toEqual(['x', 'y']);
     armed = false;
+    stalled();
+    await expect(reservingY).resolves.toMatchObject({ ok: true });
+    // A, back, wrote nothing more: no row stays whose caller was told it failed.
+    expect(agents()).toEqual(['x', 'y']);
+  });
+
+  it('a redo that fails while another process holds the lock is unknown, and the next write removes its row', async () => {
+    const { a, wrote, stalled } = silentHolder();
+    let armed = false;
+    const b = ledger('b', {
+      // B's redo (its calls marked maybe-applied) loses its lock to a holder
+      // that stays, and then fails with an I/O error.
+      beforeClaim: () => {
+        if (!armed) return;
+        armed = false;
+        takeOver();
+        mkdirSync(lock, { mode: 0o700 });
+        throw Object.assign(new Error('EIO: i/o error, read'), { code: 'EIO', syscall: 'read' });
+      },
+    });
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toMatchObject({ ok: true });
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    await until('A holds the lock', () => existsSync(lock));
+    armed = true;
+    const reserving = b.reserve('p', 'z', 1, 0);
+    await until('A wrote B’s call', wrote);
+    takeOver();
+    const error = await reserving.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(isLedgerOutcomeUnknownError(error), String(error)).toBe(true);
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_OUTCOME_UNKNOWN', pool: 'p', agentIds: ['z'] });
+    expect((error as Error).message).toMatch(/reserve of agent "z" is unknown/);
+    expect((error as Error).cause).toMatchObject({ code: 'ERR_LEDGER_IO', errno: 'EIO' });
+    // z is in the file (A wrote it), and B's caller was told to treat it as not granted.
+    expect(agents()).toEqual(['x', 'y', 'z']);
+    rmSync(lock, { recursive: true, force: true });
+    // B's next write removes z first.
+    await expect(b.reserve('p', 'q', 1, 0)).resolves.toMatchObject({ ok: true });
+    expect(agents()).toEqual(['q', 'x', 'y']);
+    // ...once: a later write does not release z again (a new z is kept).
+    await expect(b.reserve('p', 'z', 1, 0)).resolves.toMatchObject({ ok: true });
+    await expect(b.reserve('p', 'r', 1, 0)).resolves.toMatchObject({ ok: false });
+    expect(agents()).toEqual(['q', 'x', 'y', 'z']);
     stalled();
     await expect(reservingY).resolves.toMatchObject({ ok: true });
   });

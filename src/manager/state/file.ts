@@ -10,12 +10,13 @@ import { basename, join } from 'node:path';
 import {
   isLedgerDirError,
   isLedgerFileError,
+  isLedgerIoError,
   LedgerFileProblem,
   StateStoreError,
   StateStoreProblem,
 } from '../../errors.js';
 import { ensureSafeDir } from '../../ledger/dir.js';
-import { defaultFs, type LedgerFs } from '../../ledger/fs.js';
+import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
 import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';
 import { syncDir } from '../../ledger/store.js';
 import { checkChanges } from './check.js';
@@ -230,6 +231,14 @@ export class FileStateStore implements StateStore {
   #ensureDir(): Promise<string> {
     this.#dirReady ??= ensureSafeDir(this.#fs, this.#dir).catch((error: unknown) => {
       this.#dirReady = undefined;
+      if (isLedgerIoError(error)) {
+        throw new StateStoreError(
+          this.#dir,
+          StateStoreProblem.UNAVAILABLE,
+          `Cannot use the state directory ${this.#dir}: ${error.errno} (${(error.cause as Error | undefined)?.message ?? error.message}). Nothing was written; the previous state is intact.`,
+          { cause: error },
+        );
+      }
       throw new StateStoreError(
         this.#dir,
         StateStoreProblem.UNSAFE_FILE,
@@ -298,7 +307,7 @@ export class FileStateStore implements StateStore {
     let fd: number | undefined;
     try {
       fd = createExclusive(fs, temp, 0o600);
-      fs.writeSync(fd, text);
+      writeAll(fs, fd, text);
       if (this.#fsync) {
         const handle = fd;
         await new Promise<void>((resolve, reject) => {
@@ -322,7 +331,18 @@ export class FileStateStore implements StateStore {
         { cause: error },
       );
     }
-    if (this.#fsync) await syncDir(fs, dir);
+    if (!this.#fsync) return;
+    try {
+      await syncDir(fs, dir);
+    } catch (error) {
+      // The new document is in place but its rename may not survive a crash.
+      throw new StateStoreError(
+        this.path,
+        StateStoreProblem.UNAVAILABLE,
+        `Writing the manager state file ${this.path} failed after the new document was renamed into place: syncing ${dir} failed: ${(error as Error).message}. The file holds the new state but may not survive a crash; commit again.`,
+        { cause: error },
+      );
+    }
   }
 }
 
