@@ -245,8 +245,9 @@ export class LeaseKeeper {
 
   private confirmed(sentAt: number, sentMono: number): void {
     const half = this.owner.leaseTtlMs / 2;
-    // A stall is over: what was due before this renewal was sent is said first.
-    this.catchUp(sentAt);
+    // A stall is over: what was due before this renewal was sent is said first
+    // (one sent at the very instant of a transition was in time).
+    this.catchUp(sentAt - 1);
     const broken =
       this.confirmedAt === undefined ||
       sentAt - this.confirmedAt > half ||
@@ -289,6 +290,9 @@ export class LeaseKeeper {
     this.transitionTimer = this.owner.clock.setTimeout(
       () => {
         this.transitionTimer = undefined;
+        // One more try first: at-risk and lost mean it cannot renew even now
+        // (a renewal due at the same instant may not have run yet).
+        this.renewInBackground();
         this.catchUp(this.owner.clock.now());
         this.arm();
       },
