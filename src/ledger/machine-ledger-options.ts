@@ -106,7 +106,7 @@ export interface MachineLedgerHooks {
   beforeClaim: (pool: string) => Promise<void> | void;
   /** Under the lock, after the pool file was written, before answers are posted. */
   afterWrite: (pool: string) => Promise<void> | void;
-  /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
+  /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
   monotonic: () => number;
   /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
   lockStaleMs: number;

@@ -107,7 +107,8 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     leaseTtlMs,
     marginMs: leaseMarginMs,
     telemetry: owner.telemetry,
-    monotonic: hooks.monotonic ?? monotonicNow,
+    // With an injected clock (a TestClock driving a fleet), stalls are in its time too.
+    monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
     body: () => `${JSON.stringify({ instanceId, pid: process.pid, bootId: owner.bootId() })}\n`,
     closed: owner.closed,
     expectedDir: owner.expectedDir,

@@ -161,8 +161,9 @@ describe.runIf(canMount)(SUITE, () => {
     ];
     const confirmedAt = risk.lease.confirmedAt!;
     expect(confirmedAt).toBeLessThanOrEqual(roAt);
+    // Never early; late only by timer delay on a loaded machine.
     expect(risk.at).toBeGreaterThanOrEqual(confirmedAt + 1_000);
-    expect(risk.at).toBeLessThan(confirmedAt + 1_500);
+    expect(risk.at).toBeLessThanOrEqual(lost.at);
     expect((risk.error as { code?: string }).code).toBe('EROFS');
     expect(lost.lease).toMatchObject({ health: 'lost', deadline: confirmedAt + 1_500 });
     expect(lost.at).toBeGreaterThanOrEqual(confirmedAt + 1_500);
