@@ -93,7 +93,10 @@ export interface CycleHost {
   readonly lockStaleMs: number;
   readonly lockTimeoutMs: number;
   dir(): Promise<string>;
-  ensureLease(dir: string): Promise<void>;
+  /** Make or renew this instance's lease before a cycle (see `LeaseKeeper.ensure`). */
+  ensureLease(dir: string, pool: string): Promise<void>;
+  /** Right before the pool file is written: the lease is confirmed and its file exists, or this throws. */
+  confirmLease(dir: string, pool: string): void;
   facts(dir: string, doc: LedgerDocument): LivenessFacts;
   sweepLeftovers(dir: string, file: string): void;
 }
@@ -291,7 +294,7 @@ export class FileCycle {
   private async attempt(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
     const stamp = batchStamp();
     const dir = await this.host.dir();
-    await this.host.ensureLease(dir);
+    await this.host.ensureLease(dir, pool);
     const file = join(dir, `${pool}.json`);
     const source: DocumentSource = { pool, location: file };
     const registered = this.host.caps.get(pool);
@@ -437,6 +440,7 @@ export class FileCycle {
         await this.host.hooks.beforeCommit?.(pool);
         const text = serializeDocument(outcome.doc);
         checkWriteSize(file, text, { pool, maxBytes: this.host.maxFileBytes });
+        this.host.confirmLease(dir, pool);
         // Fenced: the temp file sits in our token directory inside the lock, so
         // a holder whose lock was taken over cannot rename it into place.
         await handle.write(file, text, { fsync });

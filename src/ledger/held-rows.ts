@@ -60,7 +60,7 @@ export class HeldRows {
     const names = lost.map((agentId) => JSON.stringify(agentId)).join(', ');
     return new LedgerLeaseExpiredError(
       pool,
-      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.leaseTtlMs} ms) and a peer reaped its rows, or an operator released them. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
+      `Instance ${JSON.stringify(this.instanceId)} lost its reservation${one ? '' : 's'} for ${names} in pool ${JSON.stringify(pool)} (${file}): ${one ? 'the row is' : 'the rows are'} gone although this process did not release ${one ? 'it' : 'them'}. Either this process was stalled (stopped, or its event loop blocked) for longer than leaseTtlMs (${this.leaseTtlMs} ms) and a peer reaped its rows, or an operator released them or removed the ledger directory. Treat that capacity as lost: stop those agents, or reserve them again. This call did nothing; the next call proceeds.`,
       lost,
     );
   }

@@ -14,6 +14,13 @@ export interface InstanceIdentity {
   readonly instanceId: string;
   readonly leaseId: string;
   readonly leaseTtlMs: number;
+  /** What is added to a peer's lease window before its rows are stale. */
+  readonly leaseMarginMs: number;
+  /**
+   * Since when this instance has renewed its own lease without a break
+   * (`undefined`: it is not renewing now, and judges no peer expired).
+   */
+  healthySince(): number | undefined;
   /** The host's boot id. */
   bootId(): string;
   /** The ledger's clock, epoch ms. */
@@ -54,6 +61,11 @@ export class InstanceFacts {
     const leases = new Map<string, LeaseState>();
     const processes = new Map<string, ProcessState>();
     const now = id.now();
+    const judgement = {
+      ttlMs: id.leaseTtlMs,
+      marginMs: id.leaseMarginMs,
+      healthySince: id.healthySince(),
+    };
     for (const row of doc.reservations) {
       if (row.bootId !== bootId) continue;
       if (row.instanceId === id.instanceId) {
@@ -64,7 +76,7 @@ export class InstanceFacts {
           row.leaseId,
           row.leaseId === id.leaseId
             ? 'fresh'
-            : leaseState(id.fs, dir, row.leaseId, now, id.leaseTtlMs),
+            : leaseState(id.fs, dir, row.leaseId, now, judgement),
         );
       }
     }

@@ -1,11 +1,17 @@
 /**
  * The lease of one MachineLedger instance: `<dir>/<leaseId>.lease`, made before
- * the first row that names it is written and refreshed every third of its
- * window by an unref'd timer. Peers judge this instance's rows by it.
+ * the first row that names it is written and renewed every third of its
+ * window by an unref'd timer. Peers judge this instance's rows by it; this
+ * instance knows when its store last confirmed a renewal, so it knows its
+ * deadline and says so (`lease-at-risk`, `lease-lost`, `lease-renewed`) from
+ * its own timers, and it judges peers only while it renews its own lease.
  */
 import type { Clock, ClockTimer } from '../clock.js';
+import { isLedgerError, LedgerUnavailableError } from '../errors.js';
 import type { LedgerFs } from './fs.js';
-import { leasePath, touchLease } from './lease.js';
+import { leasePath, touchLeaseSync } from './lease.js';
+import type { LedgerTelemetry } from './telemetry.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from './types.js';
 
 /** What the lease needs from its ledger. */
 export interface LeaseOwner {
@@ -13,66 +19,298 @@ export interface LeaseOwner {
   readonly clock: Clock;
   readonly leaseId: string;
   readonly leaseTtlMs: number;
+  /** What peers add to the deadline before they take this instance's rows. */
+  readonly marginMs: number;
+  readonly telemetry: LedgerTelemetry | undefined;
   /** The monotonic clock stalls are measured with. */
   monotonic(): number;
   /** The lease file's body. */
   body(): string;
-  /** True once the ledger is closed (no refresh timer is started then). */
+  /** True once the ledger is closed (no renewal timer is started then). */
   closed(): boolean;
+  /** The directory the lease file would be in before the first renewal resolved it. */
+  expectedDir(): string;
 }
 
-/** Keeps one instance's lease fresh. */
+type Reported = 'held' | 'at-risk' | 'lost';
+
+/** Keeps one instance's lease renewed, and knows how it stands. */
 export class LeaseKeeper {
-  private ready: Promise<void> | undefined;
-  private timer: ClockTimer | undefined;
-  private refreshedAt = Number.NEGATIVE_INFINITY;
+  private renewTimer: ClockTimer | undefined;
+  private transitionTimer: ClockTimer | undefined;
+  private dir: string | undefined;
+  private attempted = false;
+  private stopped = false;
+  // When the last confirmed renewal was sent: ledger clock (the mtime written) and monotonic.
+  private confirmedAt: number | undefined;
+  private confirmedMono = Number.NEGATIVE_INFINITY;
+  // The start of the current unbroken streak of confirmed renewals.
+  private healthyFrom: number | undefined;
+  // The state the events last announced.
+  private reported: Reported = 'held';
+  private lastError: unknown;
+  private readonly listeners = new Set<(event: LeaseEvent) => void>();
 
   constructor(private readonly owner: LeaseOwner) {}
 
   /**
-   * Make the lease (first call) or make sure it is fresh. A refresh older than
-   * half the window (on the monotonic clock) means this process stalled: the
-   * lease is refreshed before acting, so rows written now are not judged by a
-   * lease that looks expired. Only a refresh: whether rows were lost is decided
-   * from the document (see `held-rows.ts`), never from the stall.
+   * Before a cycle: make the lease (first call), or renew it when it was not
+   * confirmed within the last third of its window (on the ledger clock or the
+   * monotonic one: a stalled process renews before acting). No syscall when
+   * it is recent. Whether rows were lost is decided from the document (see
+   * `held-rows.ts`), never from the stall.
+   *
+   * @throws LedgerUnavailableError (naming `pool` and the lease file) when the
+   *   renewal fails; LedgerFileError when something else is at the lease path.
    */
-  async ensure(dir: string): Promise<void> {
-    const { owner } = this;
-    const file = leasePath(dir, owner.leaseId)!;
-    const refresh = async () => {
-      const started = owner.monotonic();
-      await touchLease(owner.fs, file, owner.clock.now(), owner.body());
-      this.refreshedAt = Math.max(this.refreshedAt, started);
-    };
-    if (!this.ready) {
-      const ready = refresh().then(() => {
-        if (owner.closed()) return;
-        this.timer = owner.clock.setInterval(
-          () => {
-            refresh().catch(() => {});
-          },
-          Math.max(100, Math.floor(owner.leaseTtlMs / 3)),
-        );
-        this.timer.unref();
-      });
-      this.ready = ready;
-      ready.catch(() => {
-        if (this.ready === ready) this.ready = undefined;
-      });
-      return ready;
+  async ensure(dir: string, pool: string): Promise<void> {
+    this.dir = dir;
+    const first = this.renewTimer === undefined && !this.stopped && !this.owner.closed();
+    if (first) {
+      // Started before the first renewal so that, at equal instants on a test
+      // clock, a renewal runs before the transition it would have prevented.
+      this.renewTimer = this.owner.clock.setInterval(
+        () => this.renewInBackground(),
+        Math.max(100, Math.floor(this.owner.leaseTtlMs / 3)),
+      );
+      this.renewTimer.unref();
     }
-    await this.ready;
-    if (owner.monotonic() - this.refreshedAt > owner.leaseTtlMs / 2) await refresh();
+    if (this.confirmedAt !== undefined && !this.stale()) return;
+    try {
+      this.renewOrThrow(dir, pool);
+    } catch (error) {
+      // A lease that was never made has no timer (nothing to keep, no events).
+      if (this.confirmedAt === undefined) this.clearRenewTimer();
+      throw error;
+    }
+  }
+
+  /**
+   * Under the pool lock, right before rows are written: the lease was
+   * confirmed within the last third of its window and its file is in the
+   * directory as it is now (one `lstat`), else it is renewed (the file made
+   * again when missing).
+   *
+   * @throws LedgerUnavailableError when it cannot be renewed: nothing may be written.
+   */
+  confirm(dir: string, pool: string): void {
+    this.dir = dir;
+    if (this.confirmedAt !== undefined && !this.stale()) {
+      try {
+        const stat = this.owner.fs.lstatSync(this.file(dir), { throwIfNoEntry: false });
+        if (stat?.isFile()) return;
+      } catch {
+        // Renewed below, which says what is wrong.
+      }
+    }
+    this.renewOrThrow(dir, pool);
+  }
+
+  /**
+   * Renew now whatever its age (the directory was made again: the lease file
+   * must exist before any row is written under it).
+   *
+   * @throws as {@link LeaseKeeper.confirm}.
+   */
+  reassert(dir: string, pool: string): void {
+    this.dir = dir;
+    this.renewOrThrow(dir, pool);
+  }
+
+  /**
+   * Since when this instance has renewed its lease without a break (epoch ms
+   * on the ledger clock), or `undefined` when it is not renewing now: no
+   * lease yet, the last renewal failed, or the last confirmation is more than
+   * half a window old (a stall). Peers are judged only from this instant on.
+   */
+  healthySince(): number | undefined {
+    if (this.healthyFrom === undefined || this.confirmedAt === undefined) return undefined;
+    const half = this.owner.leaseTtlMs / 2;
+    if (this.owner.clock.now() - this.confirmedAt > half) return undefined;
+    if (this.owner.monotonic() - this.confirmedMono > half) return undefined;
+    return this.healthyFrom;
+  }
+
+  /** The lease as of now. */
+  info(health?: LeaseHealth): LeaseInfo {
+    const { leaseTtlMs, marginMs, leaseId } = this.owner;
+    const confirmedAt = this.confirmedAt;
+    return {
+      health: health ?? this.healthAt(this.owner.clock.now()),
+      leaseId,
+      confirmedAt,
+      deadline: confirmedAt === undefined ? undefined : confirmedAt + leaseTtlMs,
+      leaseMs: leaseTtlMs,
+      marginMs,
+      location: { kind: 'file', path: this.file(this.dir ?? this.owner.expectedDir()) },
+    };
+  }
+
+  /**
+   * Call `listener` on each lease event. Listener errors are caught.
+   *
+   * @returns The function that removes the listener.
+   * @throws TypeError when `listener` is not a function.
+   */
+  onEvent(listener: (event: LeaseEvent) => void): () => void {
+    if (typeof listener !== 'function') {
+      throw new TypeError(`Expected \`listener\` to be a function, got \`${typeof listener}\``);
+    }
+    // A wrapper per registration: the same function added twice is called twice.
+    const entry = (event: LeaseEvent) => listener(event);
+    this.listeners.add(entry);
+    return () => {
+      this.listeners.delete(entry);
+    };
   }
 
   /** True once a lease file may exist (it was made, or is being made). */
   started(): boolean {
-    return this.ready !== undefined;
+    return this.attempted;
   }
 
-  /** Stop refreshing. */
+  /** Stop renewing and stop the events. */
   stop(): void {
-    this.owner.clock.clearInterval(this.timer);
-    this.timer = undefined;
+    this.stopped = true;
+    this.clearRenewTimer();
+    this.owner.clock.clearTimeout(this.transitionTimer);
+    this.transitionTimer = undefined;
+  }
+
+  private file(dir: string): string {
+    return leasePath(dir, this.owner.leaseId)!;
+  }
+
+  private stale(): boolean {
+    if (this.confirmedAt === undefined) return true;
+    const third = this.owner.leaseTtlMs / 3;
+    return (
+      this.owner.clock.now() - this.confirmedAt > third ||
+      this.owner.monotonic() - this.confirmedMono > third
+    );
+  }
+
+  private healthAt(now: number): LeaseHealth {
+    if (this.confirmedAt === undefined) return 'none';
+    const { leaseTtlMs } = this.owner;
+    if (now < this.confirmedAt + (2 * leaseTtlMs) / 3) return 'held';
+    return now < this.confirmedAt + leaseTtlMs ? 'at-risk' : 'lost';
+  }
+
+  private clearRenewTimer(): void {
+    this.owner.clock.clearInterval(this.renewTimer);
+    this.renewTimer = undefined;
+  }
+
+  // The timer's renewal: a failure throws nowhere, it is recorded (the
+  // transitions report it when they come).
+  private renewInBackground(): void {
+    if (this.dir === undefined || this.stopped) return;
+    try {
+      this.renew(this.dir);
+    } catch {
+      // Recorded by renew().
+    }
+  }
+
+  private renewOrThrow(dir: string, pool: string): void {
+    try {
+      this.renew(dir);
+    } catch (error) {
+      if (isLedgerError(error)) throw error;
+      const file = this.file(dir);
+      const third = Math.floor(this.owner.leaseTtlMs / 3);
+      throw new LedgerUnavailableError(
+        pool,
+        `Cannot renew the lease of this ledger instance (${file}) for pool ${JSON.stringify(pool)}: ${(error as Error).message}. Nothing was written: rows are written only under a lease confirmed within the last leaseTtlMs / 3 (${third} ms). Retry once the ledger directory is writable again.`,
+        { cause: error },
+      );
+    }
+  }
+
+  private renew(dir: string): void {
+    const { owner } = this;
+    const sentAt = owner.clock.now();
+    const sentMono = owner.monotonic();
+    this.attempted = true;
+    try {
+      touchLeaseSync(owner.fs, this.file(dir), sentAt, owner.body());
+    } catch (error) {
+      this.lastError = error;
+      this.healthyFrom = undefined;
+      throw error;
+    }
+    this.confirmed(sentAt, sentMono);
+  }
+
+  private confirmed(sentAt: number, sentMono: number): void {
+    const half = this.owner.leaseTtlMs / 2;
+    // A stall is over: what was due before this renewal was sent is said first
+    // (one sent at the very instant of a transition was in time).
+    this.catchUp(sentAt - 1);
+    const broken =
+      this.confirmedAt === undefined ||
+      sentAt - this.confirmedAt > half ||
+      sentMono - this.confirmedMono > half;
+    if (this.healthyFrom === undefined || broken) this.healthyFrom = sentAt;
+    this.confirmedAt = Math.max(this.confirmedAt ?? Number.NEGATIVE_INFINITY, sentAt);
+    this.confirmedMono = Math.max(this.confirmedMono, sentMono);
+    if (this.reported !== 'held') {
+      this.reported = 'held';
+      this.emit('lease-renewed', 'held');
+    }
+    this.lastError = undefined;
+    this.arm();
+  }
+
+  // Announce the transitions due at `now` that were not announced yet.
+  private catchUp(now: number): void {
+    if (this.confirmedAt === undefined || this.stopped) return;
+    const { leaseTtlMs } = this.owner;
+    if (this.reported === 'held' && now >= this.confirmedAt + (2 * leaseTtlMs) / 3) {
+      this.reported = 'at-risk';
+      this.emit('lease-at-risk', 'at-risk');
+    }
+    if (this.reported === 'at-risk' && now >= this.confirmedAt + leaseTtlMs) {
+      this.reported = 'lost';
+      this.emit('lease-lost', 'lost');
+    }
+  }
+
+  // One timer, at the next transition's instant.
+  private arm(): void {
+    this.owner.clock.clearTimeout(this.transitionTimer);
+    this.transitionTimer = undefined;
+    if (this.stopped || this.confirmedAt === undefined || this.reported === 'lost') return;
+    const { leaseTtlMs } = this.owner;
+    const at =
+      this.reported === 'held'
+        ? this.confirmedAt + (2 * leaseTtlMs) / 3
+        : this.confirmedAt + leaseTtlMs;
+    this.transitionTimer = this.owner.clock.setTimeout(
+      () => {
+        this.transitionTimer = undefined;
+        // One more try first: at-risk and lost mean it cannot renew even now
+        // (a renewal due at the same instant may not have run yet).
+        this.renewInBackground();
+        this.catchUp(this.owner.clock.now());
+        this.arm();
+      },
+      Math.max(0, at - this.owner.clock.now()),
+    );
+    this.transitionTimer.unref();
+  }
+
+  private emit(type: LeaseEvent['type'], health: LeaseHealth): void {
+    this.owner.telemetry?.leaseEvent(type);
+    const event: LeaseEvent = { type, lease: this.info(health) };
+    if (this.lastError !== undefined) event.error = this.lastError;
+    for (const listener of [...this.listeners]) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's failure is its own.
+      }
+    }
   }
 }

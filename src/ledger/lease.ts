@@ -1,7 +1,8 @@
 /**
  * Leases: each ledger instance keeps a file `<dir>/<leaseId>.lease` fresh by
  * touching its mtime. Peers in any PID namespace can read the mtime, so a
- * peer whose lease is older than the lease window is known to be gone.
+ * peer whose lease has not been renewed for the lease window plus a margin,
+ * while the judging instance renewed its own, is known to be gone.
  */
 import { join } from 'node:path';
 import type { LeaseState } from './document.js';
@@ -29,6 +30,11 @@ export async function touchLease(
   nowMs: number,
   body: string,
 ): Promise<void> {
+  touchLeaseSync(fs, file, nowMs, body);
+}
+
+/** {@link touchLease}, synchronously (it is a few syscalls; used under the pool lock). */
+export function touchLeaseSync(fs: LedgerFs, file: string, nowMs: number, body: string): void {
   const time = nowMs / 1000;
   // Two rounds: a file removed between the two calls (a peer's sweep) is recreated.
   for (let attempt = 0; ; attempt++) {
@@ -60,25 +66,52 @@ export async function touchLease(
   }
 }
 
+/** How a peer's lease is judged (see {@link leaseState}). */
+export interface LeaseJudgement {
+  /** The lease window. */
+  ttlMs: number;
+  /** What is added to the window before a lease counts as expired (clock drift, timer delays). */
+  marginMs: number;
+  /**
+   * Since when this instance has renewed its own lease without a break
+   * (ledger clock, epoch ms); `undefined` while it is not renewing (no lease
+   * yet, a failed renewal, a stall): then no peer is judged expired.
+   */
+  healthySince: number | undefined;
+}
+
 /**
- * Is the lease fresh at `nowMs`? A missing file is expired; an unreadable one,
- * or anything but a regular file (a link is not followed), is unknown, so the
- * rows it covers are kept. Synchronous: it runs under the pool lock and is one `lstat`.
+ * Is a peer's lease fresh at `nowMs`? No instance judges others from its own
+ * outage: the lease is `expired` only when it was seen not renewing for
+ * `ttlMs + marginMs` while this instance was renewing its own, that is
+ * `nowMs - max(mtime, healthySince) > ttlMs + marginMs`. A missing file counts
+ * as renewed never (a closed peer removes its file, so a healthy instance
+ * reaps its rows at once). `fresh` within the window; `unknown` (rows kept)
+ * past it while this instance cannot judge, and for an unreadable file or
+ * anything but a regular file (a link is not followed). Synchronous: it runs
+ * under the pool lock and is one `lstat`.
  */
 export function leaseState(
   fs: LedgerFs,
   dir: string,
   leaseId: string,
   nowMs: number,
-  ttlMs: number,
+  judgement: LeaseJudgement,
 ): LeaseState {
   const file = leasePath(dir, leaseId);
   if (file === undefined) return 'unknown';
+  let mtimeMs: number;
   try {
     const stat = fs.lstatSync(file);
     if (!stat.isFile()) return 'unknown';
-    return nowMs - stat.mtimeMs > ttlMs ? 'expired' : 'fresh';
+    mtimeMs = stat.mtimeMs;
   } catch (error) {
-    return hasErrorCode(error, 'ENOENT') ? 'expired' : 'unknown';
+    if (!hasErrorCode(error, 'ENOENT')) return 'unknown';
+    mtimeMs = Number.NEGATIVE_INFINITY;
   }
+  const window = judgement.ttlMs + judgement.marginMs;
+  if (nowMs - mtimeMs <= window) return 'fresh';
+  const { healthySince } = judgement;
+  if (healthySince === undefined) return 'unknown';
+  return nowMs - Math.max(mtimeMs, healthySince) > window ? 'expired' : 'unknown';
 }

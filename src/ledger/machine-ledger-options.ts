@@ -51,11 +51,20 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
    */
   lockTimeoutMs?: number;
   /**
-   * A peer whose lease has not been refreshed for this long is gone, and its
-   * rows are reaped. The lease is refreshed every `leaseTtlMs / 3`.
+   * The lease window. The lease is renewed every `leaseTtlMs / 3`; this
+   * instance's `lease()` says `at-risk` when nothing was confirmed for two
+   * thirds of it and `lost` at its end (the deadline). A peer whose lease was
+   * not renewed for `leaseTtlMs + leaseMarginMs`, while the judging instance
+   * renewed its own, is gone and its rows are reaped.
    * @default 30000
    */
   leaseTtlMs?: number;
+  /**
+   * What peers add to an owner's deadline before they take its rows (timer
+   * delays, the mtime's granularity). A finite number >= 0.
+   * @default `Math.max(1000, Math.ceil(leaseTtlMs / 10))`
+   */
+  leaseMarginMs?: number;
   /** fsync the temp file and the directory on each write. Turn off only for benchmarks. @default true */
   fsync?: boolean;
   /**
@@ -97,7 +106,7 @@ export interface MachineLedgerHooks {
   beforeClaim: (pool: string) => Promise<void> | void;
   /** Under the lock, after the pool file was written, before answers are posted. */
   afterWrite: (pool: string) => Promise<void> | void;
-  /** The monotonic clock the lease refresh is timed with. @default `performance.now` */
+  /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
   monotonic: () => number;
   /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
   lockStaleMs: number;
@@ -131,6 +140,7 @@ export const MACHINE_LEDGER_OPTION_KEYS = [
   'staleMs',
   'lockTimeoutMs',
   'leaseTtlMs',
+  'leaseMarginMs',
   'fsync',
   'maxFileBytes',
   'bootId',
@@ -181,3 +191,18 @@ export const DEFAULT_STALE_MS = 10_000;
 export const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
 /** Default `leaseTtlMs`. */
 export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+/**
+ * The `leaseMarginMs` option, checked, or its default for `leaseTtlMs`.
+ *
+ * @throws TypeError when `value` is not a finite number >= 0.
+ */
+export function leaseMarginOption(value: unknown, leaseTtlMs: number): number {
+  if (value === undefined) return Math.max(1000, Math.ceil(leaseTtlMs / 10));
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(
+      `Expected \`leaseMarginMs\` to be a finite number >= 0, got \`${String(value)}\``,
+    );
+  }
+  return value;
+}

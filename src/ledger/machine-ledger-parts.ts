@@ -9,6 +9,7 @@ import { testHooksOf } from '../internal/test-hooks.js';
 import type { ResourceCap } from '../resources/types.js';
 import { checkKnownKeys, positiveOption } from './checks.js';
 import type { Inbox } from './combine-waiter.js';
+import { DirRecovery } from './dir-recovery.js';
 import {
   emptyDocument,
   type LivenessFacts,
@@ -19,6 +20,7 @@ import {
 } from './document.js';
 import { FileCycle } from './file-cycle.js';
 import { defaultFs, type LedgerFs } from './fs.js';
+import type { OpAnswer } from './group-commit.js';
 import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -27,11 +29,13 @@ import {
   DEFAULT_LEASE_TTL_MS,
   DEFAULT_LOCK_TIMEOUT_MS,
   DEFAULT_STALE_MS,
+  leaseMarginOption,
   MACHINE_LEDGER_HOOK_KEYS,
   type MachineLedgerHooks,
   type MachineLedgerOptions,
   type PoolSnapshot,
 } from './machine-ledger-options.js';
+import type { LedgerOp } from './ops.js';
 import { isProcessAlive, readProcessStartTime } from './proc.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile } from './store.js';
@@ -47,6 +51,8 @@ export interface PartsOwner {
   readonly inboxes: Map<string, Inbox | undefined>;
   readonly telemetry: LedgerTelemetry | undefined;
   dir(): Promise<string>;
+  /** The directory the ledger would use, before it is resolved (for naming the lease file). */
+  expectedDir(): string;
   bootId(): string;
   closed(): boolean;
 }
@@ -63,6 +69,11 @@ export interface LedgerParts {
   lease: LeaseKeeper;
   locker: PoolLocker;
   cycles: FileCycle;
+  /**
+   * Run a batch on a pool (cross-process combining on): a ledger directory
+   * found removed after a failure is made again and the batch run once more.
+   */
+  run(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]>;
 }
 
 /**
@@ -87,25 +98,33 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   );
   const hooks = testHooksOf<MachineLedgerHooks>(options);
   checkKnownKeys('MachineLedger hooks', hooks, MACHINE_LEDGER_HOOK_KEYS);
+  const leaseMarginMs = leaseMarginOption(options.leaseMarginMs, leaseTtlMs);
   const held = new HeldRows(instanceId, leaseId, leaseTtlMs);
-  const identity = new InstanceFacts({
-    fs,
-    instanceId,
-    leaseId,
-    leaseTtlMs,
-    now,
-    bootId: owner.bootId,
-    probe: options.isProcessAlive ?? isProcessAlive,
-    startTimeOf: options.processStartTime ?? ((pid) => readProcessStartTime(fs, pid)),
-  });
   const lease = new LeaseKeeper({
     fs,
     clock,
     leaseId,
     leaseTtlMs,
-    monotonic: hooks.monotonic ?? monotonicNow,
+    marginMs: leaseMarginMs,
+    telemetry: owner.telemetry,
+    // With an injected clock (a TestClock driving a fleet), stalls are in its time too.
+    monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
     body: () => `${JSON.stringify({ instanceId, pid: process.pid, bootId: owner.bootId() })}\n`,
     closed: owner.closed,
+    expectedDir: owner.expectedDir,
+  });
+  const healthySince = () => lease.healthySince();
+  const identity = new InstanceFacts({
+    fs,
+    instanceId,
+    leaseId,
+    leaseTtlMs,
+    leaseMarginMs,
+    healthySince,
+    now,
+    bootId: owner.bootId,
+    probe: options.isProcessAlive ?? isProcessAlive,
+    startTimeOf: options.processStartTime ?? ((pid) => readProcessStartTime(fs, pid)),
   });
   const locker = new PoolLocker(fs, clock);
   const cycles = new FileCycle({
@@ -124,11 +143,29 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     lockStaleMs: hooks.lockStaleMs ?? staleMs,
     lockTimeoutMs,
     dir: owner.dir,
-    ensureLease: (dir) => lease.ensure(dir),
+    ensureLease: (dir, pool) => lease.ensure(dir, pool),
+    confirmLease: (dir, pool) => lease.confirm(dir, pool),
     facts: (dir, doc) => identity.facts(dir, doc),
     sweepLeftovers: (dir, file) =>
-      sweepLeftovers(fs, dir, file, { leaseId, staleMs, leaseTtlMs, now }),
+      sweepLeftovers(fs, dir, file, { leaseId, staleMs, leaseTtlMs, healthySince, now }),
   });
+  const recovery = new DirRecovery({
+    fs,
+    lease,
+    locker,
+    inboxes: owner.inboxes,
+    dir: owner.dir,
+    closed: owner.closed,
+  });
+  const run = async (pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> => {
+    const generation = recovery.generation;
+    try {
+      return await cycles.run(pool, ops, true);
+    } catch (error) {
+      if (!(await recovery.recovered(pool, generation))) throw error;
+      return cycles.run(pool, ops, true);
+    }
+  };
   return {
     fs,
     clock,
@@ -140,6 +177,7 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     lease,
     locker,
     cycles,
+    run,
   };
 }
 

@@ -19,6 +19,7 @@ import {
 import type { Inbox } from './combine-waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import { validatePoolName } from './document.js';
+import { hasErrorCode } from './fs.js';
 import { GroupCommit } from './group-commit.js';
 import { ledgerIoError } from './io-error.js';
 import { leasePath } from './lease.js';
@@ -40,6 +41,8 @@ import { createLedgerTelemetry } from './telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
@@ -91,9 +94,7 @@ export class MachineLedger implements PoolLedger {
   readonly leaseId: string;
 
   readonly #caps = new Map<string, ResourceCap>();
-  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) =>
-    this.#parts.cycles.run(pool, ops, true),
-  );
+  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#parts.run(pool, ops));
   // The reaper's rounds are not the caller's operations: they never report a
   // lost lease (the report waits for the next call the caller makes).
   readonly #reaper = new Reaper(
@@ -137,6 +138,7 @@ export class MachineLedger implements PoolLedger {
       inboxes: this.#inboxes,
       telemetry: this.#telemetry,
       dir: () => this.dir(),
+      expectedDir: () => this.#expectedDir(),
       bootId: () => this.bootId,
       closed: () => this.#closed,
     });
@@ -350,8 +352,56 @@ export class MachineLedger implements PoolLedger {
     try {
       return poolNames(await this.#parts.fs.promises.readdir(dir));
     } catch (error) {
+      // Removed since it was resolved: nothing to read (the next write makes it again).
+      if (hasErrorCode(error, 'ENOENT')) return [];
       throw ledgerIoError(error, { pool: '', path: dir, mayHaveWritten: false });
     }
+  }
+
+  /**
+   * This instance's own lease as of now: `none` until the first call that
+   * writes (or reaps) made it; `held` while the last renewal the filesystem
+   * confirmed is less than two thirds of `leaseTtlMs` old; `at-risk` from then
+   * until the `deadline` (`confirmedAt + leaseTtlMs`); `lost` after it, until a
+   * renewal succeeds again. Peers take this instance's rows only after
+   * `deadline + marginMs`. `location` is the lease file, whose mtime an agent
+   * can watch.
+   *
+   * @example
+   * ```ts
+   * import type { MachineLedger } from 'scaler-primitives/ledger';
+   * declare const ledger: MachineLedger;
+   * const { health, deadline } = ledger.lease();
+   * if (health !== 'held') console.warn(`lease ${health}, deadline ${new Date(deadline ?? 0).toISOString()}`);
+   * ```
+   */
+  lease(): LeaseInfo {
+    return this.#parts.lease.info();
+  }
+
+  /**
+   * Call `listener` on every change of this instance's lease: `lease-at-risk`
+   * (renewals failed for a third of `leaseTtlMs`), `lease-lost` (the deadline
+   * passed), `lease-renewed` (a renewal succeeded again after either). They
+   * fire from the ledger's own unref'd timers, at those instants, with the
+   * renewal's failure as `error`. Listener errors are caught and ignored.
+   *
+   * @returns The function that removes the listener.
+   * @throws TypeError when `listener` is not a function.
+   *
+   * @example
+   * ```ts
+   * import type { MachineLedger } from 'scaler-primitives/ledger';
+   * declare const ledger: MachineLedger;
+   * declare function stopSpawning(): void;
+   * const off = ledger.onLeaseEvent((event) => {
+   *   if (event.type === 'lease-at-risk') stopSpawning();
+   * });
+   * off(); // no more events
+   * ```
+   */
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.#parts.lease.onEvent(listener);
   }
 
   /**

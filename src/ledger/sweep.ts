@@ -16,6 +16,13 @@ export interface SweepOptions {
   staleMs: number;
   /** Lease files expired for ten of these windows are removed. */
   leaseTtlMs: number;
+  /**
+   * Since when this instance has renewed its own lease without a break
+   * (`undefined`: not renewing now, no lease file is removed). A lease file's
+   * age counts from this instant at the earliest: an instance never judges
+   * others from its own outage.
+   */
+  healthySince(): number | undefined;
   /** The ledger's clock (lease files carry its times). */
   now(): number;
 }
@@ -24,7 +31,7 @@ export interface SweepOptions {
  * Under the pool lock of `file`: remove temp files that writers of this pool
  * left when they were killed (older than the stale window, so no live writer
  * owns them), locks a taker moved away and died before removing, and lease
- * files expired for ten lease windows.
+ * files expired for ten lease windows (while this instance renewed its own).
  */
 export function sweepLeftovers(
   fs: LedgerFs,
@@ -42,6 +49,7 @@ export function sweepLeftovers(
     return;
   }
   const lockName = `${basename(file, '.json')}.lock`;
+  const healthySince = options.healthySince();
   for (const name of names) {
     if (isMovedLockName(name, lockName)) {
       // A taker that died before removing the lock it moved away.
@@ -55,14 +63,17 @@ export function sweepLeftovers(
       continue;
     }
     const temp = name.startsWith(prefix) && name.endsWith('.tmp');
-    const lease = name.endsWith('.lease') && name !== `${options.leaseId}.lease`;
+    const lease =
+      healthySince !== undefined && name.endsWith('.lease') && name !== `${options.leaseId}.lease`;
     if (!temp && !lease) continue;
     const path = join(dir, name);
     try {
       // lstat: a link is judged (and removed) as itself, never by its target.
       const stat = fs.lstatSync(path);
       if (!stat.isFile() && !stat.isSymbolicLink()) continue;
-      const age = (lease ? options.now() : now) - stat.mtimeMs;
+      const age = lease
+        ? options.now() - Math.max(stat.mtimeMs, healthySince!)
+        : now - stat.mtimeMs;
       if (temp ? age > options.staleMs : age > 10 * options.leaseTtlMs) fs.unlinkSync(path);
     } catch {
       // Gone already, or not ours to remove.

@@ -488,9 +488,10 @@ export interface PoolLedger {
    * removes them. The rule per ledger:
    *
    * - `MachineLedger`: `close()` removes the lease file `<dir>/<leaseId>.lease`,
-   *   so its rows are stale for peers at once (`lease-expired`). A process that
-   *   dies without `close()` leaves the file: its rows go stale once the file's
-   *   mtime is older than `leaseTtlMs` (default 30 s), or at once for a peer of
+   *   so its rows are stale at once (`lease-expired`) for a peer that has renewed
+   *   its own lease for `leaseTtlMs + leaseMarginMs`. A process that dies without
+   *   `close()` leaves the file: its rows go stale once the file's mtime is older
+   *   than `leaseTtlMs + leaseMarginMs` (default 33 s), or at once for a peer of
    *   the same `instanceId` whose pid probe finds the process gone, or after a reboot.
    * - `NatsPoolLedger`: `close()` writes the lease key as ended, so its rows are
    *   stale for peers at once. Without `close()`, once the heartbeat key is older

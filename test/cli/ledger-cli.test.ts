@@ -118,9 +118,12 @@ describe('scaler-primitives ledger', () => {
     expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3Ki\s+8Ki\s+2\s+0\n$/);
   });
 
-  it('reap removes stale rows and release removes one agent', async () => {
+  it('reap removes rows of another boot (not lease-expired ones) and release removes one agent', async () => {
     const ledger = await seed();
-    await ledger.close(); // its lease ends: its rows become stale for others
+    // Its lease ends (the file is removed), but a one-shot command has not renewed
+    // a lease of its own for a window plus the margin, so it judges no lease
+    // expired: those rows are left to the running instances.
+    await ledger.close();
     writeFileSync(
       join(dir, 'gpu.json'),
       JSON.stringify({
@@ -138,9 +141,10 @@ describe('scaler-primitives ledger', () => {
     const reap = await run('ledger', 'reap', '--json');
     expect(reap.code).toBe(0);
     expect(JSON.parse(reap.stdout)).toEqual([
-      { pool: 'build', reaped: 2 },
+      { pool: 'build', reaped: 0 },
       { pool: 'gpu', reaped: 1 },
     ]);
+    expect(JSON.parse(readFileSync(join(dir, 'build.json'), 'utf8')).reservations).toHaveLength(2);
     const none = await run(
       'ledger',
       'release',

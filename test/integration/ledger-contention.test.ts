@@ -121,10 +121,17 @@ describe('MachineLedger across processes', () => {
     expect(report.violations).toEqual([]);
     expect(report.reads as number).toBeGreaterThan(50);
 
-    // Rows of killed workers are reaped once their lease (1 s) has expired.
-    await new Promise((resolve) => setTimeout(resolve, 1_200));
-    const ledger = new MachineLedger({ instanceId: 'auditor', dir, staleMs: 2000 });
+    // Rows of killed workers are reaped once their lease (1 s) plus the margin
+    // (1 s) has passed, by an instance that has renewed its own lease that long.
+    const ledger = new MachineLedger({
+      instanceId: 'auditor',
+      dir,
+      staleMs: 2000,
+      leaseTtlMs: 1000,
+    });
     ledger.registerPool('shared', cap);
+    await ledger.reapStale('shared');
+    await new Promise((resolve) => setTimeout(resolve, 2_200));
     await ledger.reapStale('shared');
     const doc = JSON.parse(readFileSync(join(dir, 'shared.json'), 'utf8'));
     expect(doc.reservations).toEqual([]);

@@ -78,10 +78,11 @@ describe('two ScalerManagers, two processes, one machine pool', () => {
     expect(aHeld).toBe(5);
     a.child.kill('SIGKILL');
     await a.exited;
-    // Nothing released A's rows: they are still in the file. Once A's lease (1 s) has
-    // expired, B's next round reaps them and gets the capacity.
+    // Nothing released A's rows: they are still in the file. Once A's lease (1 s) plus
+    // the margin (1 s) has passed, B (renewing its own lease all along) reaps them on
+    // its next round and gets the capacity.
     expect(readPool().reservations.filter((r) => r.instanceId === 'orch-a')).toHaveLength(aHeld);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
     writeFileSync(join(dir, 'go-2'), '');
     const second = await b.waitFor('held-2');
     expect((second.kinds as Record<string, number>).spawned ?? 0).toBe(aHeld);

@@ -14,6 +14,7 @@ import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
 } from '../../src/ledger/machine-ledger-options.js';
+import { TestClock } from '../../src/testing/index.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];
@@ -48,8 +49,17 @@ function make(
 // The instance under test: a long lease, so its refresh timer stays quiet.
 const me = () =>
   make('me', { leaseTtlMs: 60_000, now: () => wall, hooks: { monotonic: () => mono } });
-// A peer whose clock is two of our lease windows ahead: our lease looks expired to it.
-const latePeer = () => make('peer', { leaseTtlMs: 60_000, now: () => wall + 120_001 });
+// A peer whose clock is two of our lease windows ahead: our lease looks expired
+// to it once it has renewed its own for a window plus the margin (60 s + 6 s):
+// an instance never judges others before it has been renewing itself that long.
+async function latePeer(): Promise<MachineLedger> {
+  const clock = new TestClock(wall + 120_001 - 70_000);
+  const peer = make('peer', { leaseTtlMs: 60_000, clock });
+  // Its lease starts; our rows are still fresh to it.
+  expect(await peer.reapStale('p')).toBe(0);
+  await clock.advance(70_000);
+  return peer;
+}
 
 const agents = () =>
   (
@@ -72,7 +82,7 @@ describe('reservations lost while this instance was stalled', () => {
     const ledger = me();
     await ledger.reserve('p', 'a', 1, 0);
     await ledger.reserve('p', 'b', 1, 0);
-    expect(await latePeer().reapStale('p')).toBe(2);
+    expect(await (await latePeer()).reapStale('p')).toBe(2);
     expect(agents()).toEqual([]);
     const before = statSync(join(dir, 'p.json'));
 
@@ -98,7 +108,7 @@ describe('reservations lost while this instance was stalled', () => {
   it('in a batch only the first reserve carries the report; releases never do', async () => {
     const ledger = me();
     for (const id of ['a', 'b', 'c']) await ledger.reserve('p', id, 1, 0);
-    await latePeer().reapStale('p');
+    await (await latePeer()).reapStale('p');
     // The first call is a batch of its own; the next three share one cycle.
     const calls = [
       ledger.release('p', 'c'),
@@ -160,13 +170,13 @@ describe('reservations lost while this instance was stalled', () => {
     expectMtime(lease, wall);
     const start = wall;
 
-    // Less than half the lease window on the monotonic clock: no extra refresh.
-    mono += 29_000;
-    wall += 29_000;
+    // Confirmed less than a third of the lease window ago: no extra renewal.
+    mono += 19_000;
+    wall += 19_000;
     expect(await ledger.reserve('p', 'b', 1, 0)).toEqual({ ok: true });
     expectMtime(lease, start);
 
-    // Past half the window (a stall): refreshed before acting, and nothing fails.
+    // Past a third of the window (a stall): renewed before acting, and nothing fails.
     mono += 2_000;
     wall += 2_000;
     expect(await ledger.reserve('p', 'c', 1, 0)).toEqual({ ok: true });
@@ -177,7 +187,7 @@ describe('reservations lost while this instance was stalled', () => {
   it('a corrupt file is still refused as corrupt and left as it is', async () => {
     const ledger = me();
     await ledger.reserve('p', 'a', 1, 0);
-    await latePeer().reapStale('p');
+    await (await latePeer()).reapStale('p');
     writeFileSync(join(dir, 'p.json'), '{"version":1,');
     const error = await ledger.reserve('p', 'b', 1, 0).catch((e: unknown) => e);
     expect((error as { code?: string }).code).toBe('ERR_LEDGER_CORRUPT');

@@ -23,6 +23,7 @@ import {
   type LedgerBusyError,
 } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger } from '../../src/ledger/index.js';
+import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 let dir: string;
@@ -243,14 +244,16 @@ describe('stale rows', () => {
     expect(snapshot.live.map((r) => r.agentId)).toEqual(['same']);
   });
 
-  it('peer rows: lease fresh kept, lease expired or missing reaped, no lease kept (seed rule)', async () => {
-    let clock = 1_000_000;
+  it('peer rows: lease fresh kept, lease expired or missing reaped once this instance renewed for a window and the margin, no lease kept (seed rule)', async () => {
+    const clock = new TestClock(1_000_000);
+    const start = clock.now();
     const fresh = join(dir, 'fresh-lease.lease');
     const old = join(dir, 'old-lease.lease');
     writeFileSync(fresh, '');
     writeFileSync(old, '');
-    utimesSync(fresh, new Date(clock - 1_000), new Date(clock - 1_000));
-    utimesSync(old, new Date(clock - 60_000), new Date(clock - 60_000));
+    const touch = (path: string, at: number) => utimesSync(path, at / 1000, at / 1000);
+    touch(fresh, start - 1_000);
+    touch(old, start - 60_000);
     seedFile({
       version: 1,
       cap: {},
@@ -261,12 +264,28 @@ describe('stale rows', () => {
         peerRow({ agentId: 'legacy' }),
       ],
     });
-    const ledger = make({ now: () => clock, leaseTtlMs: 30_000, isProcessAlive: () => false });
+    const ledger = make({ clock, leaseTtlMs: 30_000, isProcessAlive: () => false });
     ledger.registerPool('p', {});
+    const liveNow = async () => (await ledger.inspect('p')).live.map((r) => r.agentId);
+    // No lease of its own yet: it judges no peer expired, whatever the mtimes say.
+    expect(await liveNow()).toEqual(['fresh', 'old', 'missing', 'legacy']);
+    // Its lease starts now; renewing for less than the window plus the margin
+    // (30 s + 3 s) is not enough to judge a peer.
+    expect(await ledger.reapStale('p')).toBe(0);
+    await clock.advance(30_000);
+    touch(fresh, clock.now());
+    expect(await liveNow()).toEqual(['fresh', 'old', 'missing', 'legacy']);
+    await clock.advance(3_001);
     const snapshot = await ledger.inspect('p');
     expect(snapshot.live.map((r) => r.agentId)).toEqual(['fresh', 'legacy']);
-    expect(snapshot.stale.map((s) => s.reason)).toEqual(['lease-expired', 'lease-expired']);
-    clock += 40_000;
+    expect(snapshot.stale.map((s) => [s.row.agentId, s.reason])).toEqual([
+      ['old', 'lease-expired'],
+      ['missing', 'lease-expired'],
+    ]);
+    // `fresh` stops renewing: expired past the window plus the margin, not before.
+    await clock.advance(29_999);
+    expect(await liveNow()).toEqual(['fresh', 'legacy']);
+    await clock.advance(2);
     expect(await ledger.reapStale('p')).toBe(3);
     expect(read().reservations.map((r: { agentId: string }) => r.agentId)).toEqual(['legacy']);
   });
@@ -286,18 +305,24 @@ describe('stale rows', () => {
   });
 
   it('reapStale also sweeps old temp files of this pool and long-expired lease files', async () => {
-    const clock = Date.now();
-    const touch = (name: string, ageMs: number) => {
+    // Temp files are judged on the system clock, lease files on the ledger's.
+    const clock = new TestClock(Date.now());
+    const touch = (name: string, at: number) => {
       writeFileSync(join(dir, name), '');
-      utimesSync(join(dir, name), new Date(clock - ageMs), new Date(clock - ageMs));
+      utimesSync(join(dir, name), new Date(at), new Date(at));
     };
-    touch('.p.json.123.abcd.tmp', 60_000); // killed writer of p: removed
-    touch('.p.json.456.ef01.tmp', 100); // may belong to a live writer: kept
-    touch('.q.json.123.abcd.tmp', 60_000); // another pool's: kept
-    touch('dead.lease', 11 * 30_000); // expired ten windows ago: removed
-    touch('recent.lease', 31_000); // expired, but recently: kept
-    const ledger = make({ now: () => clock });
+    const ledger = make({ clock });
     ledger.registerPool('p', {});
+    touch('dead.lease', clock.now() - 20 * 30_000);
+    // Its own lease starts: no lease file is removed before it has renewed for ten windows.
+    await ledger.reapStale('p');
+    expect(nodeFs.existsSync(join(dir, 'dead.lease'))).toBe(true);
+    await clock.advance(10 * 30_000 + 1);
+    const now = Date.now();
+    touch('.p.json.123.abcd.tmp', now - 60_000); // killed writer of p: removed
+    touch('.p.json.456.ef01.tmp', now - 100); // may belong to a live writer: kept
+    touch('.q.json.123.abcd.tmp', now - 60_000); // another pool's: kept
+    touch('recent.lease', clock.now() - 31_000); // expired, but recently: kept
     await ledger.reapStale('p');
     expect(nodeFs.readdirSync(dir).sort()).toEqual(
       [

@@ -33,8 +33,10 @@ import { hasSystem } from '../helpers/system.js';
 describe('poolLedgerConformance: MachineLedger (temp dir)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sp-conformance-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  // A short lease: a peer judges a closed instance's lease only once it has
+  // renewed its own for leaseTtlMs + margin (here 1 s + 1 s, within the check's 10 s).
   for (const check of poolLedgerConformance(
-    ({ instanceId }) => new MachineLedger({ instanceId, dir }),
+    ({ instanceId }) => new MachineLedger({ instanceId, dir, leaseTtlMs: 1000 }),
   )) {
     it(check.name, check.run);
   }

@@ -27,7 +27,8 @@ Inspect and repair the machine-pool ledger shared by orchestrators on this host.
 Subcommands:
   ls [pool]       List reservations (every pool, or one), live and stale.
   usage [pool]    Show used and maximum CPU and memory per pool.
-  reap [pool]     Remove stale rows now (rows of another boot, rows whose lease expired).
+  reap [pool]     Remove stale rows now (rows of another boot or of a dead process;
+                  rows whose lease expired are left to the running instances).
   release --pool P --agent A [--instance I]
                   Remove an agent's reservation, whichever instance made it,
                   and say whose it was (only instance I's row with --instance).
@@ -97,7 +98,7 @@ export const ledgerCommand: CliCommand = {
     usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
     reap: subHelp(
       'reap [pool]',
-      'Remove stale rows now (rows of another boot, rows whose lease expired).',
+      'Remove stale rows now (rows of another boot or of a dead process). Rows whose lease\nexpired are reaped by the running ledger instances: a peer is judged only by an\ninstance that has renewed its own lease for leaseTtlMs + margin, which this one-shot\ncommand has not. Use release for such a row.',
     ),
     release: subHelp(
       'release --pool P --agent A [--instance I]',
