@@ -152,13 +152,9 @@ const ENV_KEYS = ['version', 'location', 'leaseMs', 'marginMs'] as const;
  * @example
  * ```ts
  * import { spawn } from 'node:child_process';
- * import { leaseEnv } from 'scaler-primitives/fence';
- * import type { ScalerBackend } from 'scaler-primitives/manager';
- * const backend: Pick<ScalerBackend, 'spawn'> = {
- *   async spawn(request) {
- *     spawn('/usr/local/bin/agent', [], { env: { ...process.env, ...leaseEnv(request.lease) } });
- *   },
- * };
+ * import { type FenceLease, leaseEnv } from 'scaler-primitives/fence';
+ * declare const lease: FenceLease | undefined; // SpawnRequest.lease, in a backend's spawn()
+ * spawn('/usr/local/bin/agent', [], { detached: true, env: { ...process.env, ...leaseEnv(lease) } });
  * ```
  */
 export function leaseEnv(lease: FenceLease | undefined): Record<string, string> {

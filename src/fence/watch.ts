@@ -19,6 +19,12 @@ import { checkLease, type FenceLease, LEASE_ENV, readLeaseEnv } from './lease.js
  * Why a fence fired: `deadline` (no renewal seen in time), `gone` (the lease
  * file is missing), `not-a-file` (something other than a regular file is at
  * the lease path), `ended` (the NATS heartbeat key is gone).
+ *
+ * @example
+ * ```ts
+ * import type { FenceStopReason } from 'scaler-primitives/fence';
+ * const reason: FenceStopReason = 'deadline';
+ * ```
  */
 export type FenceStopReason = 'deadline' | 'gone' | 'not-a-file' | 'ended';
 
