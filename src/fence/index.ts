@@ -8,6 +8,7 @@
  * @packageDocumentation
  */
 
+export { type HeartbeatBucket, type HeartbeatEntry, natsHeartbeatReader } from './heartbeat.js';
 export { type FenceLease, LEASE_ENV, leaseEnv, readLeaseEnv } from './lease.js';
 export {
   type FenceExpiry,

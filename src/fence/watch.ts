@@ -82,9 +82,9 @@ export interface WatchLeaseOptions extends FenceLease {
   onExpire?: (expiry: FenceExpiry) => void | Promise<void>;
   /**
    * NATS lease only (required there): read the heartbeat key's current
-   * revision, or `undefined` when the key is gone. A read that throws (or
-   * answers anything but a revision) counts as no renewal. See docs/fence.md
-   * for a five-line `@nats-io/kv` version.
+   * revision, or `undefined` once the lease has ended (key gone, or an end
+   * marker in it): {@link natsHeartbeatReader} over an `@nats-io/kv` bucket.
+   * A read that throws (or answers anything but a revision) counts as no renewal.
    */
   read?: () => Promise<number | undefined>;
   /**
