@@ -114,7 +114,11 @@ export interface LeaseFence {
    * (on the monotonic clock). `undefined` when none is known.
    */
   deadline(): number | undefined;
-  /** The instant the fence fires unless a renewal is seen first: `deadline() - stopBeforeMs`. */
+  /**
+   * The instant the fence fires unless a renewal is seen first:
+   * `deadline() - stopBeforeMs` (for a NATS lease before its first renewal
+   * is seen, `deadline()`).
+   */
   firesAt(): number | undefined;
   /** True once the fence has fired. */
   fired(): boolean;
@@ -290,6 +294,8 @@ class Fence implements LeaseFence {
   #pollTimeout: ClockTimer | undefined;
   /** NATS: the last revision read and when that read was sent. */
   #last: { revision: number; sentAt: number } | undefined;
+  /** NATS: a renewal has been seen, so the deadline is dated from a read. */
+  #dated = false;
 
   constructor(options: Resolved) {
     this.#o = options;
@@ -329,7 +335,19 @@ class Fence implements LeaseFence {
   }
 
   firesAt(): number | undefined {
-    return this.#deadline === undefined ? undefined : this.#deadline - this.#o.stopBeforeMs;
+    return this.#deadline === undefined ? undefined : this.#deadline - this.#stopBefore();
+  }
+
+  /**
+   * How long before the deadline the fence fires. A NATS lease with no renewal
+   * seen yet fires at its assumed deadline: that assumption (the key written a
+   * third of the lease before the first read) is the latest it can have been
+   * written while its controller renewed, so peers wait at least their margin
+   * past it; firing `stopBeforeMs` earlier would stop healthy agents whose
+   * controller renews a little late.
+   */
+  #stopBefore(): number {
+    return this.#o.lease.location.kind === 'nats' && !this.#dated ? 0 : this.#o.stopBeforeMs;
   }
 
   fired(): boolean {
@@ -380,11 +398,11 @@ class Fence implements LeaseFence {
   /** Fire now if the deadline is near, else set the timer for when it will be. */
   #arm(): void {
     if (this.#fired || this.#closed) return;
-    const { clock, stopBeforeMs, lease } = this.#o;
+    const { clock, lease } = this.#o;
     clock.clearTimeout(this.#fireTimer);
     this.#fireTimer = undefined;
     if (this.#deadline === undefined) return;
-    const wait = this.#deadline - stopBeforeMs - clock.now();
+    const wait = this.#deadline - this.#stopBefore() - clock.now();
     if (wait <= 0) {
       this.#fire('deadline');
       return;
@@ -424,6 +442,7 @@ class Fence implements LeaseFence {
         } else if (revision > last.revision) {
           // Not seen by the read sent at last.sentAt: written after it was sent.
           deadline = last.sentAt + lease.leaseMs;
+          this.#dated = true;
         } else {
           // The same revision (no renewal), or an older one (the server lost
           // writes: not a renewal either, but the new base to compare with).
@@ -472,7 +491,9 @@ class Fence implements LeaseFence {
  *   revision; a revision first seen by read k was written after read k-1 was
  *   sent, so deadline = that send time + `leaseMs` on this process's monotonic
  *   clock. Until a renewal is seen the key counts as renewed a third of the
- *   lease before the first read. A failed read is no renewal; a gone key stops.
+ *   lease before the first read, and the fence fires at that deadline (the
+ *   peers' margin is the stop time then). A failed read is no renewal; a key
+ *   that is gone or ended stops the agent.
  *
  * `onExpire` is called once at `deadline - stopBeforeMs`; the default stops
  * the agent hard ({@link stopAgentProcess}). The fence's timers are unref'd.

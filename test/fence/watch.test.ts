@@ -186,7 +186,7 @@ describe('watchLease, NATS lease (a scripted read)', () => {
     return { read, sent };
   }
 
-  it('no renewal: the first revision counts as a third of the lease old; fires at 2/3 L - stopBefore', async () => {
+  it('no renewal: the first revision counts as written a third of the lease before the first read; fires at that deadline', async () => {
     const { read, sent } = scripted(() => 7);
     const fence = watchLease({
       location: nats,
@@ -199,7 +199,9 @@ describe('watchLease, NATS lease (a scripted read)', () => {
     });
     await clock.settle(); // the first read answers
     expect(fence.deadline()).toBe(T0 + 2000);
-    await clock.advance(1249);
+    // Not dated by a renewal yet: no stopBeforeMs (the peers' margin is the stop time).
+    expect(fence.firesAt()).toBe(T0 + 2000);
+    await clock.advance(1999);
     expect(expiries).toEqual([]);
     await clock.advance(1);
     expect(expiries.map((e) => [e.reason, e.deadline])).toEqual([['deadline', T0 + 2000]]);
@@ -207,6 +209,24 @@ describe('watchLease, NATS lease (a scripted read)', () => {
     const reads = sent.length;
     await clock.advance(2000);
     expect(sent.length).toBe(reads); // no reads once fired
+  });
+
+  it('a first renewal that comes late (but within 2/3 of the lease) keeps a fresh agent running', async () => {
+    const { read } = scripted((at) => (at < 1800 ? 7 : 8));
+    const fence = watchLease({
+      location: nats,
+      leaseMs: L,
+      marginMs: 500,
+      pollMs: 150,
+      read,
+      onExpire,
+      clock,
+    });
+    await clock.settle();
+    await clock.advance(1800);
+    expect(expiries).toEqual([]);
+    expect(fence.deadline()).toBe(T0 + 1650 + L);
+    expect(fence.firesAt()).toBe(T0 + 1650 + L - 750);
   });
 
   it('a new revision is dated from the send time of the last read that did not see it', async () => {
@@ -294,7 +314,9 @@ describe('watchLease, NATS lease (a scripted read)', () => {
     const { read, sent } = scripted((at) => (at < 200 ? 7 : 'hang'));
     watchLease({ location: nats, leaseMs: L, marginMs: 500, pollMs: 100, read, onExpire, clock });
     await clock.settle();
-    await clock.advance(1250);
+    await clock.advance(1999);
+    expect(expiries).toEqual([]);
+    await clock.advance(1);
     expect(expiries.map((e) => e.reason)).toEqual(['deadline']);
     expect(sent).toEqual([0, 100, 200]);
   });
