@@ -8,7 +8,10 @@
  * log alone: the agents running at any instant never need more than the pool
  * holds, because A's agents fence themselves (scaler-primitives/fence) before
  * B may take their rows. A control run with unfenced agents shows the same
- * stall over-committing, so the check can fail.
+ * stall over-committing, so the check can fail. On NATS (when nats-server is
+ * installed): controller A reaches the server through a TCP route the test
+ * cuts, so A alone is cut off; its agents read the heartbeat key over their
+ * own connections (natsHeartbeatReader) and stop before B is granted.
  *
  * Peers reap A's rows once its lease file's mtime is older than `leaseTtlMs`
  * (later still once the margin rules land); the fence fires `stopBeforeMs`
@@ -16,9 +19,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket, connect as tcpConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { hasSystem } from '../helpers/system.js';
 
 const controllerScript = join(import.meta.dirname, '../fixtures/fence-controller.ts');
 const LEASE_TTL_MS = 2000;
@@ -74,10 +80,14 @@ function readLog(): LogLine[] {
     .map((line) => JSON.parse(line) as LogLine);
 }
 
-function startController(
-  instanceId: string,
-  options: { fence?: boolean; maxAgents?: number } = {},
-): ChildProcess {
+interface ControllerOptions {
+  fence?: boolean;
+  maxAgents?: number;
+  nats?: { servers: string; bucket: string };
+  agentNatsUrl?: string;
+}
+
+function startController(instanceId: string, options: ControllerOptions = {}): ChildProcess {
   const child = spawn(
     process.execPath,
     [
@@ -93,6 +103,8 @@ function startController(
         log,
         fence: options.fence ?? true,
         maxAgents: options.maxAgents,
+        nats: options.nats,
+        agentNatsUrl: options.agentNatsUrl,
       }),
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
@@ -151,13 +163,16 @@ const firstSpawn = (lines: LogLine[], instanceId: string, after: number) =>
   lines.find((l) => l.event === 'spawned' && l.instanceId === instanceId && l.t >= after);
 
 /** A fills the pool; B starts and keeps trying. */
-async function fillThenContend(options: { fence?: boolean } = {}) {
+async function fillThenContend(
+  options: ControllerOptions = {},
+  b: ControllerOptions = { nats: options.nats, agentNatsUrl: options.agentNatsUrl },
+) {
   // A stops calling once its agents fill the pool, so a stop never lands
   // inside the pool lock (a stall there is the lock's own story: peers wait
   // `staleMs`, which only delays B).
   const a = startController('ctl-a', { ...options, maxAgents: MAX_CPU });
   await until("A's two agents running", (lines) => startedBy(lines, 'ctl-a').length === MAX_CPU);
-  startController('ctl-b');
+  startController('ctl-b', b);
   await until('B trying', (lines) =>
     lines.some((l) => l.event === 'controller-start' && l.instanceId === 'ctl-b'),
   );
@@ -236,3 +251,97 @@ describe.sequential('the fence, for real: controllers whose agents are processes
     expect(lines.filter((l) => l.event === 'stop')).toEqual([]);
   }, 90_000);
 });
+
+/**
+ * A TCP route to a server that the test can cut: every connection through it
+ * is dropped and new ones are refused until `heal()`. Only the controller under
+ * test connects through it: it alone is cut off from the servers.
+ */
+async function cuttableRoute(port: number) {
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const server: Server = createServer((client) => {
+    if (cut) {
+      client.destroy();
+      return;
+    }
+    const upstream = tcpConnect(port, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address() as { port: number };
+  return {
+    url: `nats://127.0.0.1:${address.port}`,
+    cut() {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+    },
+    heal() {
+      cut = false;
+    },
+    close() {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe.runIf(hasSystem(['nats-server'], 'fence reality on NATS'))(
+  'the fence on NATS: a controller cut off from the servers',
+  () => {
+    let server: NatsServer;
+    beforeEach(async () => {
+      server = await startNatsServer();
+    });
+    afterEach(async () => {
+      await server?.stop();
+    });
+
+    it('its agents (reading the heartbeat key themselves) stop before a peer is granted their CPUs', async () => {
+      const route = await cuttableRoute(server.port);
+      try {
+        const bucket = 'fence-reality';
+        await fillThenContend(
+          { nats: { servers: route.url, bucket }, agentNatsUrl: server.url },
+          { nats: { servers: server.url, bucket }, agentNatsUrl: server.url },
+        );
+        const cutAt = Date.now();
+        route.cut();
+        await until(
+          "B's two agents",
+          (lines) => startedBy(lines, 'ctl-b').length === MAX_CPU,
+          30_000,
+        );
+        await sleep(Math.max(0, cutAt + 2 * LEASE_TTL_MS - Date.now()));
+        route.heal();
+        await sleep(1500);
+        const end = Date.now();
+        const lines = readLog();
+
+        const top = peak(lines, end);
+        expect(top.cpus, `at ${top.at}: ${top.agents.join(', ')}`).toBeLessThanOrEqual(MAX_CPU);
+        const aStops = lines.filter((l) => l.event === 'stop' && l.agent?.startsWith('ctl-a-'));
+        expect(aStops.map((l) => l.why)).toEqual(['deadline', 'deadline']);
+        const bFirst = firstSpawn(lines, 'ctl-b', cutAt)!;
+        for (const stop of aStops) {
+          expect(stop.t).toBeGreaterThan(cutAt);
+          expect(stop.t).toBeLessThan(cutAt + LEASE_TTL_MS);
+          expect(stop.t).toBeLessThan(bFirst.t);
+        }
+        console.log(
+          'NATS',
+          aStops.map((l) => l.t - cutAt),
+          bFirst.t - cutAt,
+        );
+      } finally {
+        await route.close();
+      }
+    }, 120_000);
+  },
+);
