@@ -11,7 +11,7 @@ import {
   resolveClock,
   systemClock,
 } from '../clock.js';
-import { InvalidInputError } from '../errors.js';
+import { ErrorCode, InvalidInputError, ScalerError } from '../errors.js';
 import { assertKnownKeys, showValue } from '../internal/strict-keys.js';
 import { checkLease, type FenceLease, LEASE_ENV, readLeaseEnv } from './lease.js';
 
@@ -307,8 +307,9 @@ class Fence implements LeaseFence {
       const seen = this.#readFile(lease.location.path);
       if (seen.kind === 'error') {
         const code = errorCode(seen.error);
-        throw new Error(
-          `The lease file ${lease.location.path} cannot be read by this process (${typeof code === 'string' ? code : String(seen.error)}): the agent needs search permission on its directory`,
+        throw new ScalerError(
+          ErrorCode.LEDGER_UNAVAILABLE,
+          `The lease file ${lease.location.path} cannot be read by this process (${typeof code === 'string' ? code : String(seen.error)}): the agent needs search permission on its directory and every parent (docs/fence.md)`,
           { cause: seen.error },
         );
       }
@@ -498,8 +499,10 @@ class Fence implements LeaseFence {
  * `onExpire` is called once at `deadline - stopBeforeMs`; the default stops
  * the agent hard ({@link stopAgentProcess}). The fence's timers are unref'd.
  *
- * @throws TypeError for a bad option; Error when the lease file cannot be read
- *   at all (for example no search permission on its directory).
+ * @throws TypeError for a bad option; `ScalerError` with code
+ *   `ERR_LEDGER_UNAVAILABLE` when the lease file cannot be read at all (for
+ *   example no search permission on its directory): the agent never runs
+ *   unfenced by accident.
  *
  * @example
  * ```ts

@@ -140,6 +140,51 @@ describe('watchLease, file lease', () => {
     expect(expiries.map((e) => e.reason)).toEqual(['not-a-file']);
   });
 
+  it('a lease file that cannot be read at start is an error; a read error later is no renewal', async () => {
+    // A symbolic link loop on the way: lstat fails with ELOOP (as it would with
+    // EACCES for an agent without search permission).
+    const loop = join(dir, 'loop');
+    symlinkSync(loop, loop);
+    let caught: unknown;
+    try {
+      watchLease({
+        ...lease(),
+        location: { kind: 'file', path: join(loop, 'a.lease') },
+        onExpire,
+        clock,
+      });
+    } catch (error) {
+      caught = error;
+    }
+    expect((caught as { code?: string }).code).toBe('ERR_LEDGER_UNAVAILABLE');
+    expect((caught as Error).message).toMatch(
+      /loop\/a\.lease cannot be read by this process \(ELOOP\)/,
+    );
+    expect(clock.pending()).toHaveLength(0);
+
+    const inner = join(dir, 'inner');
+    mkdirSync(inner);
+    const innerFile = join(inner, 'a.lease');
+    writeFileSync(innerFile, '');
+    utimesSync(innerFile, T0 / 1000, T0 / 1000);
+    const fence = watchLease({
+      ...lease(),
+      location: { kind: 'file', path: innerFile },
+      pollMs: 100,
+      stopBeforeMs: 500,
+      onExpire,
+      clock,
+    });
+    await clock.advance(1000);
+    rmSync(inner, { recursive: true });
+    symlinkSync(inner, inner); // reads now fail with ELOOP: neither gone nor renewed
+    await clock.advance(1499);
+    expect(expiries).toEqual([]);
+    await clock.advance(1);
+    expect(expiries.map((e) => [e.reason, e.deadline])).toEqual([['deadline', T0 + 3000]]);
+    expect(fence.fired()).toBe(true);
+  });
+
   it('close() stops the fence: no call after it', async () => {
     const fence = watchLease({ ...lease(), onExpire, clock });
     await clock.advance(1000);
