@@ -137,6 +137,9 @@ const OPTION_KEYS = [
   'clock',
 ] as const;
 
+/** The longest delay Node's timers take (a longer one fires after 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A clock whose `now` is the monotonic clock: NATS leases are judged by elapsed time only. */
 const monotonicClock: Clock = Object.freeze({ ...systemClock, now: monotonicEpochNow });
 
@@ -410,8 +413,12 @@ class Fence implements LeaseFence {
     }
     // A file lease is read once more when its timer fires (a renewal may have
     // come since the last poll); a NATS lease fires on what was read so far.
+    // A timer longer than Node's maximum would fire at once: wake up then, and judge again.
     this.#fireTimer = clock
-      .setTimeout(() => (lease.location.kind === 'file' ? this.#pollFile() : this.#arm()), wait)
+      .setTimeout(
+        () => (lease.location.kind === 'file' ? this.#pollFile() : this.#arm()),
+        Math.min(wait, MAX_TIMER_MS),
+      )
       .unref();
   }
 

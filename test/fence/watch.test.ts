@@ -185,6 +185,16 @@ describe('watchLease, file lease', () => {
     expect(fence.fired()).toBe(true);
   });
 
+  it('a lease longer than the longest Node timer waits, it does not spin', async () => {
+    const days40 = 40 * 24 * 3600 * 1000;
+    const fence = watchLease({ ...lease(), leaseMs: days40, pollMs: 3_600_000, onExpire, clock });
+    expect(fence.firesAt()).toBe(T0 + days40 * 0.75);
+    await clock.advance(10_000);
+    expect(expiries).toEqual([]);
+    expect(clock.pending().every((timer) => timer.inMs > 1000)).toBe(true);
+    fence.close();
+  });
+
   it('close() stops the fence: no call after it', async () => {
     const fence = watchLease({ ...lease(), onExpire, clock });
     await clock.advance(1000);
