@@ -147,7 +147,8 @@ const monotonicClock: Clock = Object.freeze({ ...systemClock, now: monotonicEpoc
  * The default {@link WatchLeaseOptions.onExpire}: a hard stop. Writes one line
  * to stderr, then sends `SIGKILL` to the agent's process group when the agent
  * leads one (it was started `detached`, so its build's processes go too), and
- * to the agent itself. Call it from your own `onExpire` after a last, quick
+ * to the agent itself. An agent that is PID 1 (a container's init, which
+ * cannot signal itself) exits with code 137 instead, which ends its container. Call it from your own `onExpire` after a last, quick
  * clean-up.
  *
  * @example
@@ -174,6 +175,10 @@ export function stopAgentProcess(expiry: FenceExpiry): void {
   } catch {
     // Nothing to report to: stop anyway.
   }
+  // PID 1 (an agent that is a container's init) ignores signals it sends itself,
+  // and kill(-1) would mean every process: exit instead; the kernel then kills
+  // every other process of its PID namespace.
+  if (process.pid === 1) process.exit(137);
   if (processGroup() === process.pid) {
     try {
       process.kill(-process.pid, 'SIGKILL');
@@ -182,6 +187,7 @@ export function stopAgentProcess(expiry: FenceExpiry): void {
     }
   }
   process.kill(process.pid, 'SIGKILL');
+  process.exit(137);
 }
 
 function describeReason(reason: FenceStopReason): string {

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { leaseEnv } from '../../src/fence/index.js';
+import { hasSystem } from '../helpers/system.js';
 
 const agentScript = join(import.meta.dirname, '../fixtures/fence-agent.ts');
 
@@ -62,20 +63,27 @@ async function untilLogged(event: string, timeoutMs = 30_000): Promise<Record<st
   }
 }
 
-/** Start the agent as its own process group leader (as a backend would, `detached`). */
-function startAgent(config: Record<string, unknown>, leaseMs: number) {
-  const child = spawn(
+/**
+ * Start the agent as its own process group leader (as a backend would,
+ * `detached`); with `wrap`, under that command (e.g. `unshare`).
+ */
+function startAgent(config: Record<string, unknown>, leaseMs: number, wrap: string[] = []) {
+  const command = [
     process.execPath,
-    ['--import', 'tsx', agentScript, JSON.stringify({ log, agent: 'agent-1', ...config })],
-    {
-      detached: true,
-      stdio: ['ignore', 'ignore', 'pipe'],
-      env: {
-        ...process.env,
-        ...leaseEnv({ location: { kind: 'file', path: leaseFile }, leaseMs, marginMs: 0 }),
-      },
+    '--import',
+    'tsx',
+    agentScript,
+    JSON.stringify({ log, agent: 'agent-1', ...config }),
+  ];
+  const [file, ...args] = [...wrap, ...command];
+  const child = spawn(file!, args, {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: {
+      ...process.env,
+      ...leaseEnv({ location: { kind: 'file', path: leaseFile }, leaseMs, marginMs: 0 }),
     },
-  );
+  });
   started.push(child.pid!);
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
@@ -109,6 +117,27 @@ describe('the default hard stop', () => {
     while (running(grandchild) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
     expect(running(grandchild)).toBe(false);
   });
+
+  it.runIf(hasSystem(['root'], 'the fence as PID 1'))(
+    'stops an agent that is PID 1 of its PID namespace (a container init cannot SIGKILL itself)',
+    async () => {
+      const agent = startAgent({ stop: 'default', child: true }, 20_000, [
+        'unshare',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        '--mount-proc',
+      ]);
+      const started = await untilLogged('child');
+      expect(started.pid).toBe(1);
+      const now = Date.now() / 1000;
+      utimesSync(leaseFile, now - 14.5, now - 14.5);
+      const exit = await agent.exited;
+      // unshare passes on how its child ended: code 137, the agent's exit.
+      expect(exit.stderr).toMatch(/stopping agent process 1 with SIGKILL/);
+      expect(agent.child.exitCode).toBe(137);
+    },
+  );
 
   it('stops the agent even when its onExpire throws', async () => {
     const agent = startAgent({ stop: 'throws' }, 20_000);
