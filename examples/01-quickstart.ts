@@ -24,7 +24,9 @@ import {
   type ScaleResult,
   type ScalerBackend,
   ScalerManager,
+  type SpawnRequest,
 } from 'scaler-primitives';
+import { type FenceLease, leaseEnv } from 'scaler-primitives/fence';
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
@@ -90,14 +92,24 @@ const jobs: Job[] = jobSpecs.map((spec) => ({ ...spec, state: 'queued', queuedAt
 const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
 const children = new Map<string, ChildProcess>();
 
+// The controller's lease as the manager hands it to the backend. Until the
+// manager passes `SpawnRequest.lease` this reads `undefined` and the agents run
+// unfenced; then this is `request.lease`.
+const leaseOf = (request: SpawnRequest): FenceLease | undefined =>
+  (request as SpawnRequest & { lease?: FenceLease }).lease;
+
 /** Starts each agent as a child process; the dispatcher hears from it over IPC. */
 const processBackend: ScalerBackend = {
   async spawn(request) {
     const child = fork(agentScript, [], {
       execPath: process.execPath,
-      execArgv: [],
+      // The agent imports scaler-primitives/fence: from a clone it needs the same
+      // loader as this program (tsx); from the installed package, none.
+      execArgv: process.execArgv,
       env: {
         ...process.env,
+        // The controller's lease, for the agent's fence (SCALER_LEASE).
+        ...leaseEnv(leaseOf(request)),
         AGENT_ID: request.agentId,
         AGENT_LABELS: JSON.stringify(request.labels),
       },

@@ -1,7 +1,18 @@
-// A pretend build agent for examples/01-quickstart.ts. Plain JavaScript, so it
-// starts in a few tens of milliseconds with no loader. It registers with the
+// A pretend build agent for examples/01-quickstart.ts. Plain JavaScript: with
+// the installed package it starts in a few tens of milliseconds with no loader
+// (from a clone the examples fork it under tsx, which maps the package name to
+// src/). It registers with the
 // dispatcher that forked it (over the IPC channel), runs the one job it is
 // given (a sleep), reports it done and exits: an ephemeral agent.
+//
+// It fences itself: when its backend passed the controller's lease
+// (SCALER_LEASE, from `leaseEnv(request.lease)`), it stops before that lease's
+// deadline, so an agent whose controller was killed or stalled is gone before
+// another controller may be given its capacity (docs/fence.md).
+import { watchLeaseFromEnv } from 'scaler-primitives/fence';
+
+watchLeaseFromEnv();
+
 const agentId = process.env.AGENT_ID;
 const labels = JSON.parse(process.env.AGENT_LABELS ?? '[]');
 
