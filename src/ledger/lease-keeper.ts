@@ -9,6 +9,7 @@
 import type { Clock, ClockTimer } from '../clock.js';
 import { isLedgerError, LedgerUnavailableError } from '../errors.js';
 import type { LedgerFs } from './fs.js';
+import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { leasePath, touchLeaseSync } from './lease.js';
 import type { LedgerTelemetry } from './telemetry.js';
 import type { LeaseEvent, LeaseHealth, LeaseInfo } from './types.js';
@@ -91,7 +92,8 @@ export class LeaseKeeper {
    * directory as it is now (one `lstat`), else it is renewed (the file made
    * again when missing).
    *
-   * @throws LedgerUnavailableError when it cannot be renewed: nothing may be written.
+   * @throws LedgerIoError (a system error: EROFS, ENOSPC...) or LedgerUnavailableError
+   *   when it cannot be renewed: nothing may be written.
    */
   confirm(dir: string, pool: string): void {
     this.dir = dir;
@@ -219,6 +221,10 @@ export class LeaseKeeper {
     } catch (error) {
       if (isLedgerError(error)) throw error;
       const file = this.file(dir);
+      // A system error (EROFS, ENOSPC...) is the ledger's typed I/O error, as everywhere.
+      if (systemErrorCode(error) !== undefined) {
+        throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
+      }
       const third = Math.floor(this.owner.leaseTtlMs / 3);
       throw new LedgerUnavailableError(
         pool,

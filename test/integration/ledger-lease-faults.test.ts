@@ -19,7 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isLedgerUnavailableError } from '../../src/errors.js';
+import { isLedgerIoError } from '../../src/errors.js';
 import { type LeaseEvent, MachineLedger } from '../../src/ledger/index.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
@@ -137,8 +137,8 @@ describe.runIf(canMount)(SUITE, () => {
     await sleep(3_000);
     // Renewals failing for two thirds of the lease: a call now fails typed, writes nothing.
     const during = await a.reserve('p', 'a-1', 0, 0).catch((error: unknown) => error);
-    expect(isLedgerUnavailableError(during), String(during)).toBe(true);
-    expect(((during as Error).cause as { code?: string }).code).toBe('EROFS');
+    expect(isLedgerIoError(during), String(during)).toBe(true);
+    expect(during).toMatchObject({ pool: 'p', errno: 'EROFS', mayHaveWritten: false });
     mount('-o', 'remount,rw', mnt);
     writeFileSync(goFile, '');
 
