@@ -21,6 +21,8 @@ import { createLedgerTelemetry } from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
@@ -39,6 +41,7 @@ import {
 import { poolKey } from './keys.js';
 import type { NatsPoolLedgerHooks } from './options.js';
 import { PoolStore } from './pool-store.js';
+import { checkServerVersion } from './server-version.js';
 import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
 /**
@@ -152,6 +155,7 @@ export class NatsPoolLedger implements PoolLedger {
     const checked = checkConnectOptions(options);
     const { nc, owns } = await openConnection(checked);
     try {
+      checkServerVersion(nc.info?.version, checked.serverVersionPolicy);
       const deadline = monotonicNow() + checked.timeoutMs;
       const { js, kv } = await openBucket(nc, checked, deadline);
       const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
@@ -176,6 +180,39 @@ export class NatsPoolLedger implements PoolLedger {
   /** This instance's current lease id, written into its rows (it changes after a lost lease). */
   get leaseId(): string {
     return this.#store.leaseId;
+  }
+
+  /**
+   * This instance's own lease as of now: its id, when the server last
+   * confirmed a heartbeat (`confirmedAt`, the ledger clock instant that
+   * heartbeat was sent), the deadline (`confirmedAt + leaseMs`), the health
+   * and where the heartbeat key is (`{ kind: 'nats', bucket, key }`).
+   *
+   * @example
+   * ```ts
+   * import type { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
+   * declare const ledger: NatsPoolLedger;
+   * const { health, deadline } = ledger.lease();
+   * if (health !== 'held') console.warn(`lease ${health}, deadline ${deadline}`);
+   * ```
+   */
+  lease(): LeaseInfo {
+    return this.#store.leaseInfo();
+  }
+
+  /**
+   * Call `listener` on every event of this instance's lease: `lease-at-risk`
+   * once no heartbeat was confirmed for two thirds of `leaseMs`, `lease-lost`
+   * at the deadline or at once when a peer fenced the lease (the agents under
+   * it must stop; the lease is replaced by a new one), `lease-renewed` at the
+   * next confirmation (with the new lease id after a fence). Fired from the
+   * ledger's own unref'd timers; a listener that throws is ignored.
+   *
+   * @returns A function that removes the listener.
+   * @throws TypeError when `listener` is not a function.
+   */
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.#store.onLeaseEvent(listener);
   }
 
   /**
