@@ -107,6 +107,10 @@ export async function openConnection(
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
       timeout: Math.min(options.timeoutMs, 5000),
+      // A server cut off from this client (or from its cluster) is noticed within
+      // about a lease, not after the default 4 minutes, and another server is tried.
+      pingInterval: Math.max(1000, Math.min(30_000, Math.floor(options.leaseMs / 3))),
+      maxPingOut: 2,
     });
     return { nc, owns: true };
   } catch (error) {
