@@ -322,6 +322,32 @@ describe.runIf(ok)('NatsPoolLedger leases', () => {
     expect(await rows(pool)).toEqual(['b-1', 'b-3']);
   });
 
+  it('says so when the server holds a pool key below a revision it acknowledged', async () => {
+    const bucket = 'lost-writes';
+    const l = await NatsPoolLedger.connect({ servers: server.url, instanceId: 'lw', bucket });
+    open.push(l);
+    l.registerPool('p', { maxCpu: 4 });
+    for (let i = 0; i < 3; i++) expect(await l.reserve('p', `a-${i}`, 1, 0)).toEqual({ ok: true });
+    // The server loses everything it acknowledged: the stream is gone and made again,
+    // the pool key back at revision 1 without the grants.
+    const jsm = await jetstream(nc).jetstreamManager();
+    await jsm.streams.delete(`KV_${bucket}`);
+    const again = await new Kvm(nc).create(bucket, { history: 1, allow_direct: false });
+    await again.put('pool.p', JSON.stringify({ version: 1, cap: { maxCpu: 4 }, reservations: [] }));
+    const before = warnings.length;
+    // Its lease key went too: the first call says the lease was lost, the next one reads.
+    await l.inspect('p').catch((e: unknown) => expect(isLedgerLeaseExpiredError(e)).toBe(true));
+    expect((await l.inspect('p')).live).toEqual([]);
+    await sleep(10);
+    const lost = warnings
+      .slice(before)
+      .filter((w) => (w as { code?: string }).code === 'SCALER_NATS_WRITE_LOST');
+    expect(lost).toHaveLength(1);
+    expect(lost[0]!.message).toMatch(
+      /acknowledged revision \d+ of pool\.p .* now holds revision 1/,
+    );
+  });
+
   it('warns about a server older than the minimum, or refuses it by option', async () => {
     const version = nc.info!.version;
     const l = await ledger('v');

@@ -358,6 +358,9 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
           .filter((c) => c[3] === 'ok' && c[2] > t)
           .map((c) => c[2]),
       ) - t;
+    console.log(
+      `partition resume (ms after heal): leader ${okAfter(calls, healedLeader)}, w0 cut ${okAfter(calls, healedW0)}, w1 stop ${okAfter(calls, contW1)}; w0 itself ${okAfter([calls[0]!], healedW0)}, w1 itself ${okAfter([calls[1]!], contW1)}`,
+    );
     expect(okAfter(calls, healedLeader)).toBeLessThan(15_000);
     expect(okAfter(calls, healedW0)).toBeLessThan(15_000);
     expect(okAfter(calls, contW1)).toBeLessThan(15_000);

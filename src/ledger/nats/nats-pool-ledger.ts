@@ -49,9 +49,10 @@ import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
  * JetStream KV bucket: one key per pool holding the same document as the file
  * ledger, every change a compare-and-set on the key's revision.
  *
- * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh.
- * A peer whose heartbeat is older than `leaseMs`, measured with the server's
- * timestamps, is fenced (an end marker is written to its heartbeat key at the
+ * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh and
+ * knows its own deadline ({@link NatsPoolLedger.lease}, {@link NatsPoolLedger.onLeaseEvent}).
+ * A peer whose heartbeat is older than `leaseMs` plus `leaseMarginMs`, measured
+ * with the server's timestamps while this instance's own heartbeats were confirmed, is fenced (an end marker is written to its heartbeat key at the
  * revision that was judged, so a late refresh and the fence cannot both win)
  * and its rows are reaped. An instance that finds its own heartbeat fenced fails its next
  * operation on each pool with `LedgerLeaseExpiredError`, then carries on under
@@ -150,6 +151,9 @@ export class NatsPoolLedger implements PoolLedger {
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
+   * @throws NatsServerVersionError when the server is older than
+   *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
+   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
     const checked = checkConnectOptions(options);
@@ -251,9 +255,11 @@ export class NatsPoolLedger implements PoolLedger {
    * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
    * @throws LedgerCorruptError, LedgerCapMismatchError when the stored document is bad (it is left as it is).
    * @throws LedgerBusyError when the compare-and-set kept losing until `timeoutMs`.
-   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`.
+   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`
+   *   (also when it did not confirm this instance's lease: then nothing was written).
    * @throws LedgerLeaseExpiredError when this instance's lease was lost since its
-   *   last operation on this pool (its rows may have been reaped); the next call works.
+   *   last operation on this pool (its rows may have been reaped; the next call works),
+   *   or could not be renewed before its deadline (nothing written).
    */
   async reserve(
     pool: string,

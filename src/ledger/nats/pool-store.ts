@@ -36,6 +36,7 @@ import { partitionByLease, ServerClock } from './liveness.js';
 import type { NatsPoolLedgerHooks } from './options.js';
 import { endBody, LeaseNotConfirmed, OwnLease } from './own-lease.js';
 import { PeerLeases } from './peer-leases.js';
+import { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 import type { NatsPoolSnapshot } from './types.js';
 
 /** What the pool store of a NatsPoolLedger is made from. */
@@ -74,6 +75,8 @@ export class PoolStore {
   readonly #monotonic: () => number;
   /** The last document this instance wrote or read in a commit, per pool, with its revision. */
   readonly #written = new Map<string, { revision: number; doc: LedgerDocument }>();
+  /** The last revision of each pool key the server acknowledged to this instance. */
+  readonly #acked = new Map<string, number>();
   /** Pools that have not yet been told that this instance's previous lease was lost. */
   readonly #unreported = new Set<string>();
   readonly #lease: OwnLease;
@@ -201,6 +204,7 @@ export class PoolStore {
       try {
         await this.#ensureLease(pool);
         const entry = await this.#kv.get(key);
+        this.#checkNotBehind(pool, entry?.revision ?? 0);
         const doc = this.#documentOf(entry, source) ?? emptyDocument(this.#caps.get(pool) ?? {});
         const { live, stale } = partitionByLease(
           doc.reservations,
@@ -224,6 +228,19 @@ export class PoolStore {
         await sleep(backoff(attempt, 50, 1000));
       }
     }
+  }
+
+  // A key read back below a revision the server acknowledged to this instance:
+  // the server lost that write (older servers, after a leader isolation), and
+  // the grants it held are gone from the books. Said once per lost revision.
+  #checkNotBehind(pool: string, revision: number): void {
+    const acked = this.#acked.get(pool);
+    if (acked === undefined || revision >= acked) return;
+    this.#acked.delete(pool);
+    process.emitWarning(
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: the server acknowledged revision ${acked} of ${poolKey(pool)} to instance ${JSON.stringify(this.#instanceId)} but now holds revision ${revision}: it lost an acknowledged write, and the reservations that write held are no longer counted. Run nats-server ${MIN_SAFE_NATS_SERVER_VERSION} or later (see docs/ledger.md).`,
+      { code: 'SCALER_NATS_WRITE_LOST', type: 'ScalerPrimitivesWarning' },
+    );
   }
 
   #source(pool: string): DocumentSource {
@@ -285,6 +302,7 @@ export class PoolStore {
           attempt === 0 && this.#combiner?.combines(pool) ? this.#written.get(pool) : undefined;
         this.#written.delete(pool);
         const entry = cached ? undefined : await this.#kv.get(key);
+        if (entry !== undefined) this.#checkNotBehind(pool, entry?.revision ?? 0);
         const base =
           cached?.doc ?? this.#documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
         const baseRevision = cached?.revision ?? entry?.revision ?? 0;
@@ -325,6 +343,7 @@ export class PoolStore {
           throw error;
         }
         this.#written.set(pool, { revision, doc: outcome.doc });
+        this.#acked.set(pool, revision);
         this.#telemetry?.committed(
           pool,
           outcome.doc.cap,

@@ -41,8 +41,9 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   instanceId: string;
   /**
    * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
-   * whose heartbeat is older than this (by the server's timestamps) is gone and
-   * its rows are reaped. Minimum 300.
+   * whose heartbeat is older than this plus `leaseMarginMs` (by the server's
+   * timestamps, while this instance's own heartbeats were confirmed) is fenced
+   * and its rows are reaped. Minimum 300.
    * @default 30000
    */
   leaseMs?: number;
