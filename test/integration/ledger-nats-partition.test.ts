@@ -232,6 +232,7 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
     expect(leader).toMatch(/^n[012]$/);
     const leaderNode = nodes.get(leader)!;
     cut(leaderNode);
+    const cutLeader = Date.now();
     await sleep(8000);
     heal(leaderNode);
     const healedLeader = Date.now();
@@ -358,6 +359,17 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
           .filter((c) => c[3] === 'ok' && c[2] > t)
           .map((c) => c[2]),
       ) - t;
+    // Answers per second around the leader isolation: 'ok'/'refused'/errors, for the log.
+    const perSecond: string[] = [];
+    for (let t = cutLeader - 2000; t < healedLeader + 8000; t += 1000) {
+      const inSecond = calls.flat().filter((c) => c[2] >= t && c[2] < t + 1000);
+      perSecond.push(
+        `${Math.round((t - cutLeader) / 1000)}s:${inSecond.filter((c) => c[3] === 'ok').length}/${inSecond.filter((c) => c[3] === 'refused').length}/${inSecond.length - inSecond.filter((c) => c[3] === 'ok' || c[3] === 'refused').length}`,
+      );
+    }
+    console.log(
+      `leader isolation (ok/refused/failed per second from the cut): ${perSecond.join(' ')}`,
+    );
     console.log(
       `partition resume (ms after heal): leader ${okAfter(calls, healedLeader)}, w0 cut ${okAfter(calls, healedW0)}, w1 stop ${okAfter(calls, contW1)}; w0 itself ${okAfter([calls[0]!], healedW0)}, w1 itself ${okAfter([calls[1]!], contW1)}`,
     );
