@@ -20,6 +20,7 @@ import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { MetricsHarness, pointValue } from '../helpers/otel.js';
 import { hasSystem } from '../helpers/system.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
@@ -261,6 +262,37 @@ describe.runIf(ok)('NatsPoolLedger leases', () => {
     expect(b.lease().health).toBe('held');
     off();
     expect(() => b.onLeaseEvent('nope' as never)).toThrow(TypeError);
+  });
+
+  it('counts each lease event in scaler.ledger.lease.events', async () => {
+    const p = await proxy();
+    const metrics = new MetricsHarness();
+    try {
+      const b = await NatsPoolLedger.connect({
+        servers: p.url,
+        instanceId: 'otel',
+        leaseMs: 900,
+        meterProvider: metrics.provider,
+      });
+      open.push(b);
+      const seen: string[] = [];
+      b.onLeaseEvent((e) => seen.push(e.type));
+      p.cut();
+      await until('lease-lost', () => seen.includes('lease-lost'), 5000);
+      p.heal();
+      await until('lease-renewed', () => seen.includes('lease-renewed'), 8000);
+      const m = await metrics.collect();
+      const count = (type: string) =>
+        pointValue(m, 'scaler.ledger.lease.events', {
+          'scaler.ledger.backend': 'nats',
+          'scaler.lease.event': type,
+        });
+      expect([count('lease-at-risk'), count('lease-lost'), count('lease-renewed')]).toEqual([
+        1, 1, 1,
+      ]);
+    } finally {
+      await metrics.shutdown();
+    }
   });
 
   it('an instance back from its own outage does not fence a peer that could not renew either', async () => {
