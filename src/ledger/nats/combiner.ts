@@ -53,6 +53,11 @@ export interface CombinerHost {
   leaseId(): string;
   /** True while the lease is live and was confirmed by the server within a third of its window. */
   leaseConfirmed(): boolean;
+  /**
+   * Throws when this instance's lease was not confirmed recently enough to send
+   * calls under it to another combiner (checked before every send).
+   */
+  assertSendable(): void;
   /** A peer lease's state (fences a lease found expired). */
   leaseState(leaseId: string): Promise<LeaseState>;
   /** The cap registered for a pool. */
@@ -167,6 +172,7 @@ export class Combiner {
     for (let attempt = 0; ; attempt++) {
       const target = await this.route(pool);
       if (target === 'here') return this.host.commitHere(pool, ops);
+      this.host.assertSendable();
       const outcome = await this.forward(pool, target, ops, deadline);
       if (outcome !== 'again') return outcome;
       if (monotonicNow() >= deadline) {

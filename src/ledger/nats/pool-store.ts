@@ -143,6 +143,9 @@ export class PoolStore {
         timeoutMs: this.#timeoutMs,
         leaseId: () => this.#lease.id,
         leaseConfirmed: () => this.#lease.confirmed,
+        assertSendable: () => {
+          if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
+        },
         leaseState: (id) => this.#peers.state(id),
         registeredCap: (pool) => this.#caps.get(pool),
         enqueue: (pool, op) => parts.enqueue(pool, op),
@@ -266,22 +269,36 @@ export class PoolStore {
     const report = ops.some((op) => !(op.kind === 'reap' && op.background));
     const deadline = this.#monotonic() + this.#timeoutMs;
     for (let attempt = 0; ; attempt++) {
+      let unconfirmed: unknown;
       try {
         await this.#ensureLease(pool, report);
-        break;
       } catch (error) {
         if (error instanceof ScalerError) throw error;
-        if (isConnectionClosed(error)) throw this.#unavailable(pool, error, false);
-        if (this.#monotonic() >= deadline) throw this.#unconfirmed(pool, error);
-        await sleep(backoff(attempt, 50, 1000));
+        unconfirmed = error;
       }
+      if (unconfirmed === undefined) {
+        // Rows carry the lease they were sent under: the combiner keeps it.
+        for (const op of ops) {
+          if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
+          else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
+        }
+        try {
+          return await combiner.commit(pool, ops);
+        } catch (error) {
+          // The combiner checks the lease again before every send (retries to a
+          // combiner that does not answer can outlast the confirmation).
+          if (!(error instanceof LeaseNotConfirmed)) throw error;
+          unconfirmed = error;
+        }
+      }
+      // An earlier send that got no answer may still be applied by its combiner.
+      const maybe = ops.some((op) => 'maybeApplied' in op && op.maybeApplied === true);
+      if (isConnectionClosed(unconfirmed)) throw this.#unavailable(pool, unconfirmed, maybe);
+      if (this.#monotonic() >= deadline) {
+        throw maybe ? this.#unavailable(pool, unconfirmed) : this.#unconfirmed(pool, unconfirmed);
+      }
+      await sleep(backoff(attempt, 50, 1000));
     }
-    // Rows carry the lease they were sent under: the combiner keeps it.
-    for (const op of ops) {
-      if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
-      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
-    }
-    return combiner.commit(pool, ops);
   }
 
   async #commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
