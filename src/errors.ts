@@ -60,7 +60,12 @@ export {
   LedgerIoError,
 } from './errors/ledger-fs.js';
 export { BackendError, isBackendError } from './errors/manager.js';
-export { isNatsRequestError, NatsRequestError } from './errors/nats.js';
+export {
+  isNatsRequestError,
+  isNatsServerVersionError,
+  NatsRequestError,
+  NatsServerVersionError,
+} from './errors/nats.js';
 export {
   isNftCommandError,
   isNftError,

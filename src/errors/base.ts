@@ -69,6 +69,8 @@ export const ErrorCode = {
   NATS_TIMEOUT: 'ERR_NATS_TIMEOUT',
   /** A NATS request failed for another reason. */
   NATS_REQUEST: 'ERR_NATS_REQUEST',
+  /** The nats-server is older than the version a NATS ledger is safe on (`serverVersionPolicy: 'refuse'`). */
+  NATS_SERVER_VERSION: 'ERR_NATS_SERVER_VERSION',
   /** A backend failed to spawn or destroy an agent. */
   BACKEND: 'ERR_BACKEND',
   /** A manager state store refused a file or value, lost a write race, or failed to write. */

@@ -51,3 +51,51 @@ export const isNatsRequestError = hasCode<NatsRequestError>([
   ErrorCode.NATS_TIMEOUT,
   ErrorCode.NATS_REQUEST,
 ]);
+
+/**
+ * The nats-server a NATS ledger connected to is older than the version it is
+ * safe on, and the ledger was told to refuse such servers.
+ *
+ * @example
+ * ```ts
+ * import { isNatsServerVersionError } from 'scaler-primitives';
+ * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
+ * try {
+ *   await NatsPoolLedger.connect({ servers: 'nats://nats:4222', instanceId: 'a', serverVersionPolicy: 'refuse' });
+ * } catch (error) {
+ *   if (isNatsServerVersionError(error)) console.error(error.version, error.minimum);
+ *   else throw error;
+ * }
+ * ```
+ */
+export class NatsServerVersionError extends ScalerError {
+  /** The version the server reported. */
+  readonly version: string;
+  /** The minimum version the ledger is safe on. */
+  readonly minimum: string;
+  /**
+   * @param version - The server's version.
+   * @param minimum - The minimum safe version.
+   * @param message - The full sentence.
+   */
+  constructor(version: string, minimum: string, message: string) {
+    super(ErrorCode.NATS_SERVER_VERSION, message);
+    this.name = 'NatsServerVersionError';
+    this.version = version;
+    this.minimum = minimum;
+  }
+}
+
+/**
+ * True for a {@link NatsServerVersionError}.
+ *
+ * @example
+ * ```ts
+ * import { isNatsServerVersionError } from 'scaler-primitives';
+ * declare const error: unknown;
+ * if (isNatsServerVersionError(error)) console.error(`nats-server ${error.version} < ${error.minimum}`);
+ * ```
+ */
+export const isNatsServerVersionError = hasCode<NatsServerVersionError>([
+  ErrorCode.NATS_SERVER_VERSION,
+]);

@@ -80,7 +80,14 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
         () => new Kvm(conns[0]!).create('cas-race', { replicas: 3, allow_direct: false }),
         20_000,
       );
-      const writers = conns.map((nc) => new CasWriter(jetstream(nc), 'cas-race'));
+      const writers = conns.map(
+        (nc) =>
+          new CasWriter(
+            jetstream(nc),
+            'cas-race',
+            async (key) => (await kv.get(key))?.revision ?? 0,
+          ),
+      );
       for (let round = 0; round < 20; round++) {
         const base = await kv.put(`k${round}`, 'base');
         const results = await Promise.allSettled(

@@ -52,3 +52,28 @@ describe('NatsPoolLedger options are strict', () => {
     expect(error.message.length).toBeLessThan(400);
   });
 });
+
+describe('NatsPoolLedger lease margin and server version options', () => {
+  it.each([
+    [
+      { leaseMarginMs: -1 },
+      /`leaseMarginMs` to be a finite number >= 0 and < `leaseMs` \(30000\), got `-1`/,
+    ],
+    [{ leaseMarginMs: 30_000 }, /got `30000`/],
+    [{ leaseMarginMs: Number.NaN }, /got `NaN`/],
+    [{ leaseMarginMs: '5' }, /got `5`/],
+    [{ leaseMs: 1000, leaseMarginMs: 1000 }, /< `leaseMs` \(1000\)/],
+    [
+      { serverVersionPolicy: 'ignore' },
+      /`serverVersionPolicy` to be 'warn' or 'refuse', got `ignore`/,
+    ],
+  ])('refuses %j before connecting', async (extra, message) => {
+    const error = await NatsPoolLedger.connect({
+      servers: 'nats://127.0.0.1:1',
+      instanceId: 'x',
+      ...extra,
+    } as never).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(message);
+  });
+});

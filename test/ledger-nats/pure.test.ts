@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
 import { emptyDocument, sumRows } from '../../src/ledger/index.js';
-import { DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
+import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {
   foreignLeases,
@@ -258,5 +258,30 @@ describe('applyBatch', () => {
         },
       ),
     );
+  });
+});
+
+describe('CasWriter input', () => {
+  // Refused before anything is sent: the client is never touched.
+  const writer = new CasWriter({} as never, 'b', async () => 0);
+  it.each([
+    ['', 1, /`key` to be a non-empty string, got ``/],
+    ['k', -1, /`revision` to be an integer >= 0, got `-1`/],
+    ['k', 1.5, /got `1.5`/],
+    ['k', Number.NaN, /got `NaN`/],
+  ])('refuses key %j at revision %j', async (key, revision, message) => {
+    await expect(writer.write(key, 'x', revision)).rejects.toThrow(message);
+  });
+});
+
+describe('ServerClock.at', () => {
+  it('is undefined before an anchor, then the server time at a local instant', () => {
+    let local = 100;
+    const clock = new ServerClock(() => local);
+    expect(clock.at(50)).toBeUndefined();
+    clock.anchor(10_000, 100);
+    local = 150;
+    expect(clock.at(120)).toBe(10_020);
+    expect(clock.now()).toBe(10_050);
   });
 });

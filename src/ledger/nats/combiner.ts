@@ -10,7 +10,7 @@
  * on without it), the one new way to go wrong:
  * - the combiner starts an attempt for a forwarded call only while it still
  *   combines the pool under its current lease, that lease was confirmed by the
- *   server within half its window, and its connection has not dropped since
+ *   server within a third of its window, the sender's lease is not judged ended, and its connection has not dropped since
  *   the call arrived (checked after the read, before the write);
  * - a sender whose request got no reply sends every later call on the pool to
  *   the same combiner (NATS keeps their order) until it has an answer, the
@@ -51,8 +51,13 @@ export interface CombinerHost {
   readonly timeoutMs: number;
   /** The current lease id. */
   leaseId(): string;
-  /** True while the lease is live and was confirmed by the server within half its window. */
+  /** True while the lease is live and was confirmed by the server within a third of its window. */
   leaseConfirmed(): boolean;
+  /**
+   * Throws when this instance's lease was not confirmed recently enough to send
+   * calls under it to another combiner (checked before every send).
+   */
+  assertSendable(): void;
   /** A peer lease's state (fences a lease found expired). */
   leaseState(leaseId: string): Promise<LeaseState>;
   /** The cap registered for a pool. */
@@ -118,10 +123,22 @@ export class Combiner {
 
   /**
    * Before an attempt writes: the forwarded calls among `ops` that may not be
-   * applied now (see the module comment), each with the reason.
+   * applied now (see the module comment), each with the reason. A forwarded
+   * row whose sender's lease this instance judges ended or expired is refused
+   * too: the sender answers its caller itself (with `LedgerLeaseExpiredError`
+   * once it learns its lease was lost).
    */
-  refused(pool: string, ops: readonly LedgerOp[]): Map<LedgerOp, NotCombining> {
+  async refused(pool: string, ops: readonly LedgerOp[]): Promise<Map<LedgerOp, NotCombining>> {
     const out = new Map<LedgerOp, NotCombining>();
+    const senders = new Map<string, Promise<LeaseState>>();
+    const senderState = (leaseId: string) => {
+      let state = senders.get(leaseId);
+      if (!state) {
+        state = this.host.leaseState(leaseId).catch(() => 'unknown' as const);
+        senders.set(leaseId, state);
+      }
+      return state;
+    };
     for (const op of ops) {
       const from = this.forwarded.get(op);
       if (!from) continue;
@@ -129,6 +146,16 @@ export class Combiner {
       if (from.epoch !== this.epoch) reason = 'the connection dropped since the call arrived';
       else if (!this.combines(pool)) reason = 'this instance no longer combines the pool';
       else if (!this.host.leaseConfirmed()) reason = 'the lease was not confirmed recently enough';
+      else {
+        const rows = op.kind === 'reserve' ? [op.row] : op.kind === 'adopt' ? op.rows : [];
+        for (const row of rows) {
+          if (typeof row.leaseId !== 'string' || row.leaseId === this.host.leaseId()) continue;
+          if ((await senderState(row.leaseId)) === 'expired') {
+            reason = "the sender's lease has ended";
+            break;
+          }
+        }
+      }
       if (reason) out.set(op, new NotCombining(reason));
     }
     return out;
@@ -145,6 +172,7 @@ export class Combiner {
     for (let attempt = 0; ; attempt++) {
       const target = await this.route(pool);
       if (target === 'here') return this.host.commitHere(pool, ops);
+      this.host.assertSendable();
       const outcome = await this.forward(pool, target, ops, deadline);
       if (outcome !== 'again') return outcome;
       if (monotonicNow() >= deadline) {

@@ -30,6 +30,8 @@ const BUCKET_NAME = /^[-\w]+$/;
 export type CheckedOptions = NatsPoolLedgerOptions & {
   bucket: string;
   leaseMs: number;
+  leaseMarginMs: number;
+  serverVersionPolicy: 'warn' | 'refuse';
   timeoutMs: number;
   replicas: number;
 };
@@ -62,6 +64,26 @@ export function checkConnectOptions(options: NatsPoolLedgerOptions): CheckedOpti
   if (leaseMs < 300) {
     throw new TypeError(`Expected \`leaseMs\` to be at least 300, got \`${leaseMs}\``);
   }
+  // The default is capped at half a short lease (a margin must stay below the lease).
+  const leaseMarginMs =
+    options.leaseMarginMs ??
+    Math.min(Math.max(1000, Math.ceil(leaseMs / 10)), Math.floor(leaseMs / 2));
+  if (
+    typeof leaseMarginMs !== 'number' ||
+    !Number.isFinite(leaseMarginMs) ||
+    leaseMarginMs < 0 ||
+    leaseMarginMs >= leaseMs
+  ) {
+    throw new TypeError(
+      `Expected \`leaseMarginMs\` to be a finite number >= 0 and < \`leaseMs\` (${leaseMs}), got \`${String(leaseMarginMs)}\``,
+    );
+  }
+  const serverVersionPolicy = options.serverVersionPolicy ?? 'warn';
+  if (serverVersionPolicy !== 'warn' && serverVersionPolicy !== 'refuse') {
+    throw new TypeError(
+      `Expected \`serverVersionPolicy\` to be 'warn' or 'refuse', got \`${String(serverVersionPolicy)}\``,
+    );
+  }
   const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);
   const replicas = options.replicas ?? 1;
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) {
@@ -69,7 +91,7 @@ export function checkConnectOptions(options: NatsPoolLedgerOptions): CheckedOpti
       `Expected \`replicas\` to be an integer from 1 to 5, got \`${String(replicas)}\``,
     );
   }
-  return { ...options, bucket, leaseMs, timeoutMs, replicas };
+  return { ...options, bucket, leaseMs, leaseMarginMs, serverVersionPolicy, timeoutMs, replicas };
 }
 
 /** The caller's connection, or a new one to `servers` that the ledger owns and closes. */
@@ -85,6 +107,10 @@ export async function openConnection(
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
       timeout: Math.min(options.timeoutMs, 5000),
+      // A server cut off from this client (or from its cluster) is noticed within
+      // about a lease, not after the default 4 minutes, and another server is tried.
+      pingInterval: Math.max(1000, Math.min(30_000, Math.floor(options.leaseMs / 3))),
+      maxPingOut: 2,
     });
     return { nc, owns: true };
   } catch (error) {

@@ -12,4 +12,5 @@
 
 export { LEASE_KEY_PREFIX, leaseKey, POOL_KEY_PREFIX, poolKey } from './keys.js';
 export { NatsPoolLedger } from './nats-pool-ledger.js';
+export { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 export type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';

@@ -72,6 +72,12 @@ export class ServerClock {
     }
   }
 
+  /** The server's time at local monotonic instant `localMs` (a lower bound), or undefined before the first anchor. */
+  at(localMs: number): number | undefined {
+    if (this.anchorServerMs === undefined) return undefined;
+    return this.anchorServerMs + (localMs - this.anchorLocalMs);
+  }
+
   /** The server's time now (a lower bound), or undefined before the first anchor. */
   now(): number | undefined {
     if (this.anchorServerMs === undefined) return undefined;

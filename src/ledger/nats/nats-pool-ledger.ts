@@ -21,6 +21,8 @@ import { createLedgerTelemetry } from '../telemetry.js';
 import type {
   AdoptRequest,
   AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
@@ -39,6 +41,7 @@ import {
 import { poolKey } from './keys.js';
 import type { NatsPoolLedgerHooks } from './options.js';
 import { PoolStore } from './pool-store.js';
+import { checkServerVersion } from './server-version.js';
 import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
 /**
@@ -46,9 +49,10 @@ import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
  * JetStream KV bucket: one key per pool holding the same document as the file
  * ledger, every change a compare-and-set on the key's revision.
  *
- * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh.
- * A peer whose heartbeat is older than `leaseMs`, measured with the server's
- * timestamps, is fenced (an end marker is written to its heartbeat key at the
+ * Liveness: each instance keeps a heartbeat key (`lease.<leaseId>`) fresh and
+ * knows its own deadline ({@link NatsPoolLedger.lease}, {@link NatsPoolLedger.onLeaseEvent}).
+ * A peer whose heartbeat is older than `leaseMs` plus `leaseMarginMs`, measured
+ * with the server's timestamps while this instance's own heartbeats were confirmed, is fenced (an end marker is written to its heartbeat key at the
  * revision that was judged, so a late refresh and the fence cannot both win)
  * and its rows are reaped. An instance that finds its own heartbeat fenced fails its next
  * operation on each pool with `LedgerLeaseExpiredError`, then carries on under
@@ -147,11 +151,15 @@ export class NatsPoolLedger implements PoolLedger {
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
+   * @throws NatsServerVersionError when the server is older than
+   *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
+   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
     const checked = checkConnectOptions(options);
     const { nc, owns } = await openConnection(checked);
     try {
+      checkServerVersion(nc.info?.version, checked.serverVersionPolicy);
       const deadline = monotonicNow() + checked.timeoutMs;
       const { js, kv } = await openBucket(nc, checked, deadline);
       const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
@@ -176,6 +184,39 @@ export class NatsPoolLedger implements PoolLedger {
   /** This instance's current lease id, written into its rows (it changes after a lost lease). */
   get leaseId(): string {
     return this.#store.leaseId;
+  }
+
+  /**
+   * This instance's own lease as of now: its id, when the server last
+   * confirmed a heartbeat (`confirmedAt`, the ledger clock instant that
+   * heartbeat was sent), the deadline (`confirmedAt + leaseMs`), the health
+   * and where the heartbeat key is (`{ kind: 'nats', bucket, key }`).
+   *
+   * @example
+   * ```ts
+   * import type { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
+   * declare const ledger: NatsPoolLedger;
+   * const { health, deadline } = ledger.lease();
+   * if (health !== 'held') console.warn(`lease ${health}, deadline ${deadline}`);
+   * ```
+   */
+  lease(): LeaseInfo {
+    return this.#store.leaseInfo();
+  }
+
+  /**
+   * Call `listener` on every event of this instance's lease: `lease-at-risk`
+   * once no heartbeat was confirmed for two thirds of `leaseMs`, `lease-lost`
+   * at the deadline or at once when a peer fenced the lease (the agents under
+   * it must stop; the lease is replaced by a new one), `lease-renewed` at the
+   * next confirmation (with the new lease id after a fence). Fired from the
+   * ledger's own unref'd timers; a listener that throws is ignored.
+   *
+   * @returns A function that removes the listener.
+   * @throws TypeError when `listener` is not a function.
+   */
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.#store.onLeaseEvent(listener);
   }
 
   /**
@@ -214,9 +255,11 @@ export class NatsPoolLedger implements PoolLedger {
    * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
    * @throws LedgerCorruptError, LedgerCapMismatchError when the stored document is bad (it is left as it is).
    * @throws LedgerBusyError when the compare-and-set kept losing until `timeoutMs`.
-   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`.
+   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`
+   *   (also when it did not confirm this instance's lease: then nothing was written).
    * @throws LedgerLeaseExpiredError when this instance's lease was lost since its
-   *   last operation on this pool (its rows may have been reaped); the next call works.
+   *   last operation on this pool (its rows may have been reaped; the next call works),
+   *   or could not be renewed before its deadline (nothing written).
    */
   async reserve(
     pool: string,

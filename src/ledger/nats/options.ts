@@ -17,11 +17,13 @@ export const NATS_POOL_LEDGER_OPTION_KEYS = [
   'bucket',
   'instanceId',
   'leaseMs',
+  'leaseMarginMs',
   'replicas',
   'timeoutMs',
   'bootId',
   'clock',
   'combine',
+  'serverVersionPolicy',
   ...LEDGER_TELEMETRY_KEYS,
 ] as const;
 

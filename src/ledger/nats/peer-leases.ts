@@ -41,6 +41,14 @@ export interface PeerLeasesOptions {
   cas: CasWriter;
   /** This instance's lease window: a peer is judged by the longer of it and its own. */
   leaseMs: number;
+  /** Added to a peer's window before it is judged expired (clock drift between the two sides). */
+  marginMs: number;
+  /**
+   * The server time since which this instance's own heartbeats have been
+   * confirmed without a break, or undefined while they are not: a peer is
+   * judged expired only by what was seen while this instance was itself healthy.
+   */
+  healthySince: () => number | undefined;
   /** The server's time, as learnt from this instance's own heartbeats. */
   clock: ServerClock;
   /** This instance's current lease id, which is never judged as a peer. */
@@ -105,8 +113,10 @@ export class PeerLeases {
   /**
    * A peer lease's state, by server timestamps only. A heartbeat seen fresh
    * stays fresh until the server clock passes its time plus the window, so a
-   * busy pool reads each peer's heartbeat about once per window. Anything
-   * uncertain is `unknown`, which keeps the rows.
+   * busy pool reads each peer's heartbeat about once per window. A lease is
+   * `expired` when its key ended, or when it was not renewed for its window
+   * plus the margin while this instance's own heartbeats were confirmed
+   * throughout (then it is fenced). Anything uncertain is `unknown`, which keeps the rows.
    */
   async state(id: string): Promise<LeaseState> {
     if (this.#ended.has(id)) return 'expired';
@@ -126,6 +136,15 @@ export class PeerLeases {
       if (now - created <= windowMs) {
         this.#noteFresh(id, created, windowMs);
         return 'fresh';
+      }
+      // Not renewed for a window: expired only if seen so while this instance
+      // was itself renewing (its own outage proves nothing about the peer).
+      const since = this.#options.healthySince();
+      if (
+        since === undefined ||
+        now - Math.max(created, since) <= windowMs + this.#options.marginMs
+      ) {
+        return 'unknown';
       }
       // Fence: end exactly the heartbeat judged expired. If its owner
       // refreshed it meanwhile, this fails and the lease stays.

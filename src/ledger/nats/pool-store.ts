@@ -27,15 +27,16 @@ import {
 import type { OpAnswer } from '../group-commit.js';
 import { applyBatch, type LedgerOp } from '../ops.js';
 import type { LedgerTelemetry } from '../telemetry.js';
-import type { LedgerDocument } from '../types.js';
+import type { LeaseEvent, LeaseInfo, LedgerDocument } from '../types.js';
 import { CasWriter, isRevisionConflict } from './cas.js';
 import { Combiner } from './combiner.js';
 import { backoff, type CheckedOptions, describeNatsError } from './connect.js';
 import { poolKey } from './keys.js';
 import { partitionByLease, ServerClock } from './liveness.js';
 import type { NatsPoolLedgerHooks } from './options.js';
-import { endBody, OwnLease } from './own-lease.js';
+import { endBody, LeaseNotConfirmed, OwnLease } from './own-lease.js';
 import { PeerLeases } from './peer-leases.js';
+import { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 import type { NatsPoolSnapshot } from './types.js';
 
 /** What the pool store of a NatsPoolLedger is made from. */
@@ -74,6 +75,8 @@ export class PoolStore {
   readonly #monotonic: () => number;
   /** The last document this instance wrote or read in a commit, per pool, with its revision. */
   readonly #written = new Map<string, { revision: number; doc: LedgerDocument }>();
+  /** The last revision of each pool key the server acknowledged to this instance. */
+  readonly #acked = new Map<string, number>();
   /** Pools that have not yet been told that this instance's previous lease was lost. */
   readonly #unreported = new Set<string>();
   readonly #lease: OwnLease;
@@ -84,7 +87,12 @@ export class PoolStore {
   constructor(parts: PoolStoreParts) {
     const { kv, nc, options } = parts;
     this.#kv = kv;
-    this.#cas = new CasWriter(parts.js, options.bucket);
+    this.#cas = new CasWriter(
+      parts.js,
+      options.bucket,
+      async (key) => (await kv.get(key))?.revision ?? 0,
+      parts.monotonic,
+    );
     this.#bucket = options.bucket;
     this.#instanceId = options.instanceId;
     this.#leaseMs = options.leaseMs;
@@ -97,12 +105,15 @@ export class PoolStore {
     this.#lease = new OwnLease({
       kv,
       cas: this.#cas,
+      bucket: this.#bucket,
       instanceId: this.#instanceId,
       bootId: parts.bootId,
       leaseMs: this.#leaseMs,
+      marginMs: options.leaseMarginMs,
       monotonic: this.#monotonic,
       serverClock,
       timers: parts.timers,
+      telemetry: this.#telemetry,
       onLapse: () => {
         for (const pool of this.#caps.keys()) this.#unreported.add(pool);
         for (const pool of parts.queuedPools()) this.#unreported.add(pool);
@@ -113,6 +124,11 @@ export class PoolStore {
       kv,
       cas: this.#cas,
       leaseMs: this.#leaseMs,
+      marginMs: options.leaseMarginMs,
+      healthySince: () => {
+        const since = this.#lease.healthySince();
+        return since === undefined ? undefined : serverClock.at(since);
+      },
       clock: serverClock,
       ownLeaseId: () => this.#lease.id,
       fencedBody: () => endBody(this.#instanceId, 'fenced'),
@@ -127,6 +143,9 @@ export class PoolStore {
         timeoutMs: this.#timeoutMs,
         leaseId: () => this.#lease.id,
         leaseConfirmed: () => this.#lease.confirmed,
+        assertSendable: () => {
+          if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
+        },
         leaseState: (id) => this.#peers.state(id),
         registeredCap: (pool) => this.#caps.get(pool),
         enqueue: (pool, op) => parts.enqueue(pool, op),
@@ -140,6 +159,16 @@ export class PoolStore {
   /** This instance's current lease id (it changes after a lost lease). */
   get leaseId(): string {
     return this.#lease.id;
+  }
+
+  /** This instance's own lease as of now. */
+  leaseInfo(): LeaseInfo {
+    return this.#lease.info();
+  }
+
+  /** Call `listener` on every event of this instance's lease; returns the function that removes it. */
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.#lease.onEvent(listener);
   }
 
   /** Write this instance's first heartbeat (once; the caller retries until its deadline). */
@@ -178,6 +207,7 @@ export class PoolStore {
       try {
         await this.#ensureLease(pool);
         const entry = await this.#kv.get(key);
+        this.#checkNotBehind(pool, entry?.revision ?? 0);
         const doc = this.#documentOf(entry, source) ?? emptyDocument(this.#caps.get(pool) ?? {});
         const { live, stale } = partitionByLease(
           doc.reservations,
@@ -203,6 +233,19 @@ export class PoolStore {
     }
   }
 
+  // A key read back below a revision the server acknowledged to this instance:
+  // the server lost that write (older servers, after a leader isolation), and
+  // the grants it held are gone from the books. Said once per lost revision.
+  #checkNotBehind(pool: string, revision: number): void {
+    const acked = this.#acked.get(pool);
+    if (acked === undefined || revision >= acked) return;
+    this.#acked.delete(pool);
+    process.emitWarning(
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: the server acknowledged revision ${acked} of ${poolKey(pool)} to instance ${JSON.stringify(this.#instanceId)} but now holds revision ${revision}: it lost an acknowledged write, and the reservations that write held are no longer counted. Run nats-server ${MIN_SAFE_NATS_SERVER_VERSION} or later (see docs/ledger.md).`,
+      { code: 'SCALER_NATS_WRITE_LOST', type: 'ScalerPrimitivesWarning' },
+    );
+  }
+
   #source(pool: string): DocumentSource {
     return { pool, location: `NATS KV ${this.#bucket}/${poolKey(pool)}` };
   }
@@ -220,22 +263,42 @@ export class PoolStore {
   async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
     const combiner = this.#combiner;
     if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.#commitHere(pool, ops);
-    try {
-      // A lost lease is reported to this instance's callers whoever commits.
-      await this.#ensureLease(
-        pool,
-        ops.some((op) => !(op.kind === 'reap' && op.background)),
-      );
-    } catch (error) {
-      if (error instanceof ScalerError) throw error;
-      // The server is unreachable: the commit below retries until its deadline.
+    // A lost lease is reported to this instance's callers whoever commits, and
+    // nothing is sent under a lease the server has not confirmed within a third
+    // of its window (the combiner would write the rows under it).
+    const report = ops.some((op) => !(op.kind === 'reap' && op.background));
+    const deadline = this.#monotonic() + this.#timeoutMs;
+    for (let attempt = 0; ; attempt++) {
+      let unconfirmed: unknown;
+      try {
+        await this.#ensureLease(pool, report);
+      } catch (error) {
+        if (error instanceof ScalerError) throw error;
+        unconfirmed = error;
+      }
+      if (unconfirmed === undefined) {
+        // Rows carry the lease they were sent under: the combiner keeps it.
+        for (const op of ops) {
+          if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
+          else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
+        }
+        try {
+          return await combiner.commit(pool, ops);
+        } catch (error) {
+          // The combiner checks the lease again before every send (retries to a
+          // combiner that does not answer can outlast the confirmation).
+          if (!(error instanceof LeaseNotConfirmed)) throw error;
+          unconfirmed = error;
+        }
+      }
+      // An earlier send that got no answer may still be applied by its combiner.
+      const maybe = ops.some((op) => 'maybeApplied' in op && op.maybeApplied === true);
+      if (isConnectionClosed(unconfirmed)) throw this.#unavailable(pool, unconfirmed, maybe);
+      if (this.#monotonic() >= deadline) {
+        throw maybe ? this.#unavailable(pool, unconfirmed) : this.#unconfirmed(pool, unconfirmed);
+      }
+      await sleep(backoff(attempt, 50, 1000));
     }
-    // Rows carry the lease they were sent under: the combiner keeps it.
-    for (const op of ops) {
-      if (op.kind === 'reserve') op.row.leaseId = this.#lease.id;
-      else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
-    }
-    return combiner.commit(pool, ops);
   }
 
   async #commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
@@ -256,6 +319,7 @@ export class PoolStore {
           attempt === 0 && this.#combiner?.combines(pool) ? this.#written.get(pool) : undefined;
         this.#written.delete(pool);
         const entry = cached ? undefined : await this.#kv.get(key);
+        if (entry !== undefined) this.#checkNotBehind(pool, entry?.revision ?? 0);
         const base =
           cached?.doc ?? this.#documentOf(entry ?? null, source) ?? emptyDocument(registered ?? {});
         const baseRevision = cached?.revision ?? entry?.revision ?? 0;
@@ -269,7 +333,7 @@ export class PoolStore {
             for (const row of op.rows) row.leaseId = this.#lease.id;
           }
         // Calls from other instances that may not be applied now are answered apart.
-        const refused = this.#combiner?.refused(pool, ops);
+        const refused = await this.#combiner?.refused(pool, ops);
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
         const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
         // Answers from a document no write confirmed must come from a fresh read.
@@ -280,6 +344,8 @@ export class PoolStore {
           return outcome.answers;
         }
         const data = serializeDocument(outcome.doc);
+        // The read and the lease judgements took time: the lease must still be confirmed.
+        if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
@@ -294,6 +360,7 @@ export class PoolStore {
           throw error;
         }
         this.#written.set(pool, { revision, doc: outcome.doc });
+        this.#acked.set(pool, revision);
         this.#telemetry?.committed(
           pool,
           outcome.doc.cap,
@@ -314,6 +381,12 @@ export class PoolStore {
       }
       if (isConnectionClosed(lastError)) throw this.#unavailable(pool, lastError);
       if (this.#monotonic() >= deadline) {
+        if (
+          lastError instanceof LeaseNotConfirmed &&
+          !ops.some((op) => 'maybeApplied' in op && op.maybeApplied === true)
+        ) {
+          throw this.#unconfirmed(pool, lastError);
+        }
         if (!conflict) throw this.#unavailable(pool, lastError);
         throw new LedgerBusyError(
           pool,
@@ -326,21 +399,43 @@ export class PoolStore {
     }
   }
 
-  #unavailable(pool: string, error: unknown): LedgerUnavailableError {
+  #unavailable(pool: string, error: unknown, maybe = true): LedgerUnavailableError {
     const why = isConnectionClosed(error)
       ? 'the connection to NATS is closed'
       : `NATS did not complete the operation within ${this.#timeoutMs} ms`;
+    const outcome = maybe
+      ? 'A change this call was making may or may not have been stored; a later read shows which.'
+      : 'Nothing was written.';
     return new LedgerUnavailableError(
       pool,
-      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: ${why} (last error: ${describeNatsError(error)}). A change this call was making may or may not have been stored; a later read shows which. Retry when the server is back.`,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: ${why} (last error: ${describeNatsError(error)}). ${outcome} Retry when the server is back.`,
+      { cause: error },
+    );
+  }
+
+  // The call's deadline passed before the server confirmed this instance's
+  // lease: nothing was written. Past the lease's deadline, the lease is lost.
+  #unconfirmed(pool: string, error: unknown): LedgerUnavailableError | LedgerLeaseExpiredError {
+    const lease = this.#lease.info();
+    if (lease.health === 'lost') {
+      return new LedgerLeaseExpiredError(
+        pool,
+        `Instance ${JSON.stringify(this.#instanceId)} could not renew its lease on NATS KV ${this.#bucket} before its deadline (last error: ${describeNatsError(error)}), so nothing was written to pool ${JSON.stringify(pool)}, and its reservations there made before may be reaped by peers once the deadline plus ${lease.marginMs} ms has passed. Treat them as lost: stop or re-reserve their agents once the server is reachable.`,
+      );
+    }
+    return new LedgerUnavailableError(
+      pool,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: the server did not confirm this instance's lease within ${this.#timeoutMs} ms (last error: ${describeNatsError(error)}), so nothing was written. Retry when the server is back.`,
       { cause: error },
     );
   }
 
   /**
-   * Before acting on a pool: make sure the lease is ours. A heartbeat older than
-   * half the window (a stall, a slow server) is refreshed first; a lost lease is
-   * replaced, and reported once to each pool.
+   * Before acting on a pool: make sure the lease is ours and confirmed. A
+   * heartbeat older than a third of the window (a stall, a slow server) is
+   * refreshed first; a lost lease is replaced, and reported once to each pool.
+   *
+   * @throws LeaseNotConfirmed (retried by the callers) when the server did not confirm it.
    */
   async #ensureLease(pool: string, report = true): Promise<void> {
     await this.#lease.refresh();

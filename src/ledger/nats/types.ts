@@ -7,6 +7,7 @@ import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import type { LedgerTelemetryOptions } from '../telemetry.js';
 import type { ReservationRow } from '../types.js';
 import type { NatsPoolLedger } from './nats-pool-ledger.js';
+import type { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 
 /**
  * Options of {@link NatsPoolLedger.connect}.
@@ -40,11 +41,28 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   instanceId: string;
   /**
    * The lease window. The heartbeat is refreshed every `leaseMs / 3`; a peer
-   * whose heartbeat is older than this (by the server's timestamps) is gone and
-   * its rows are reaped. Minimum 300.
+   * whose heartbeat is older than this plus `leaseMarginMs` (by the server's
+   * timestamps, while this instance's own heartbeats were confirmed) is fenced
+   * and its rows are reaped. Minimum 300.
    * @default 30000
    */
   leaseMs?: number;
+  /**
+   * What peers add to this instance's deadline before they take its rows, and
+   * what this instance adds to a peer's window before it judges the peer
+   * expired: it covers the drift between the clocks involved. At least 0 and
+   * less than `leaseMs`.
+   * @default Math.max(1000, Math.ceil(leaseMs / 10)), at most half of `leaseMs`
+   */
+  leaseMarginMs?: number;
+  /**
+   * What to do when the server connected to is older than
+   * {@link MIN_SAFE_NATS_SERVER_VERSION}: `'warn'` emits a process warning
+   * (code `SCALER_NATS_SERVER_VERSION`) and goes on; `'refuse'` fails
+   * `connect` with `NatsServerVersionError`.
+   * @default 'warn'
+   */
+  serverVersionPolicy?: 'warn' | 'refuse';
   /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
   replicas?: number;
   /**

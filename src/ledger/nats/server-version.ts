@@ -1,0 +1,70 @@
+/**
+ * The nats-server versions the NATS ledger is safe on, and the check made on
+ * connect (see docs/ledger.md, "Server version").
+ */
+import { NatsServerVersionError } from '../../errors.js';
+
+/**
+ * The oldest nats-server the NATS ledger is safe on: 2.11.0. Older servers
+ * can lose an acknowledged write when a stream leader is isolated or changes
+ * (the Raft fixes of nats-server#6485 and #6512, in 2.11), keep the message id
+ * of a dropped proposal so that every retry with it is answered `duplicate`
+ * until the duplicate window ends (#6415, #6486, in 2.11), and before 2.9.21
+ * accept two compare-and-set writes from one revision (#4320).
+ *
+ * @example
+ * ```ts
+ * import { MIN_SAFE_NATS_SERVER_VERSION } from 'scaler-primitives/ledger/nats';
+ * console.log(`run nats-server ${MIN_SAFE_NATS_SERVER_VERSION} or later`);
+ * ```
+ */
+export const MIN_SAFE_NATS_SERVER_VERSION = '2.11.0';
+
+/** The process warning code emitted for an older server. */
+export const SERVER_VERSION_WARNING_CODE = 'SCALER_NATS_SERVER_VERSION';
+
+const warned = new Set<string>();
+
+/** `major.minor.patch` of a version string (`2.9.10`, `v2.11.0-RC.1`), or undefined. */
+export function parseServerVersion(version: unknown): [number, number, number] | undefined {
+  if (typeof version !== 'string') return undefined;
+  const match = /^v?(\d+)\.(\d+)\.(\d+)/.exec(version.trim());
+  if (!match) return undefined;
+  return [Number(match[1]), Number(match[2]), Number(match[3])];
+}
+
+/** True when `version` is at least {@link MIN_SAFE_NATS_SERVER_VERSION}; false when older or unreadable. */
+export function isSafeServerVersion(version: unknown): boolean {
+  const have = parseServerVersion(version);
+  const min = parseServerVersion(MIN_SAFE_NATS_SERVER_VERSION)!;
+  if (!have) return false;
+  for (let i = 0; i < 3; i++) {
+    if (have[i]! !== min[i]!) return have[i]! > min[i]!;
+  }
+  return true;
+}
+
+/**
+ * Check the version a server reported on connect: nothing when it is safe;
+ * otherwise a process warning (once per version and process) or, with
+ * `policy: 'refuse'`, a `NatsServerVersionError`.
+ *
+ * @throws TypeError for a policy other than 'warn' or 'refuse'.
+ * @throws NatsServerVersionError for an older server under 'refuse'.
+ */
+export function checkServerVersion(version: unknown, policy: 'warn' | 'refuse'): void {
+  if (policy !== 'warn' && policy !== 'refuse') {
+    throw new TypeError(`Expected \`policy\` to be 'warn' or 'refuse', got \`${String(policy)}\``);
+  }
+  if (isSafeServerVersion(version)) return;
+  const shown = typeof version === 'string' ? version.slice(0, 64) : 'unknown';
+  const message = `nats-server ${shown} is older than ${MIN_SAFE_NATS_SERVER_VERSION}, the oldest version the NATS pool ledger is safe on: older servers can lose acknowledged writes when a stream leader is isolated or changes (a lost grant or lease fence) and can block a key for their duplicate window. Upgrade the servers to ${MIN_SAFE_NATS_SERVER_VERSION} or later (see docs/ledger.md).`;
+  if (policy === 'refuse')
+    throw new NatsServerVersionError(shown, MIN_SAFE_NATS_SERVER_VERSION, message);
+  if (warned.has(shown)) return;
+  warned.add(shown);
+  process.emitWarning(message, {
+    code: SERVER_VERSION_WARNING_CODE,
+    type: 'ScalerPrimitivesWarning',
+  });
+}
