@@ -101,6 +101,7 @@ export function shutdownManager(rooms: Rooms, options: ShutdownOptions): Promise
     await rooms.core.state?.flush();
     if (rooms.ledger && rooms.ledgerStarted) rooms.ledger.stop();
     rooms.ledgerStarted = false;
+    rooms.leases.close();
   })();
   return rooms.shutdown;
 }
