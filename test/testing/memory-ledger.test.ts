@@ -309,12 +309,16 @@ describe('MemoryPoolLedger lease', () => {
     for (const l of [a, b]) l.registerPool('host', { maxCpu: 4 });
     await a.reserve('host', 'x', 4, 0);
     a.abandon();
+    const seen: string[] = [];
+    b.onLeaseEvent((e) => seen.push(e.type));
     now += 100_000; // no timer ran meanwhile: b was stopped
     expect(b.lease().health).toBe('lost');
     // Its first act when it wakes: the renewal timer, 100 s late.
     const renewOfB = timers.filter((t) => t.every !== undefined)[1]!;
     renewOfB.fn();
     expect(b.lease()).toMatchObject({ health: 'held', confirmedAt: now });
+    // The late renewal first says what the stall did: the lease had lapsed.
+    expect(seen).toEqual(['lease-at-risk', 'lease-lost', 'lease-renewed']);
     // a's lease looks 100 s old, but b has been healthy for 0 ms: nothing expires yet.
     expect(await b.reapStale('host')).toBe(0);
     for (let i = 0; i < 3; i++) {

@@ -74,6 +74,9 @@ export class MemoryLease {
       return false;
     }
     const now = this.#clock.now();
+    // A renewal after a stall (no timer ran): say first what the stall did to the lease.
+    const before = this.health(now);
+    if (before !== 'held') this.#report(before);
     // A gap of more than half a lease (this process stalled) breaks the streak.
     if (this.#healthySince === undefined || now - this.#confirmedAt > this.leaseMs / 2) {
       this.#healthySince = now;
@@ -168,10 +171,12 @@ export class MemoryLease {
   // Fire each transition once, in order (a late timer may pass both at once).
   #check(): void {
     if (this.#stopped) return;
-    if (this.health() === 'held') return;
-    // A renewal due at the same instant (timer order) goes first.
-    if (!this.#failing && this.renew()) return;
     const health = this.health();
+    if (health !== 'held') this.#report(health);
+  }
+
+  // Fire each transition up to `health` once, in order.
+  #report(health: 'at-risk' | 'lost'): void {
     if (this.#reported === 'held') {
       this.#reported = 'at-risk';
       this.#emit('lease-at-risk');
