@@ -158,6 +158,8 @@ export class LeaseWatch {
     };
     if (event.error !== undefined) data.error = event.error;
     this.#core.emitGeneral('', type, this.#message(type, event.lease, targets.length), data);
+    // Rows whose release failed while the store was unreachable go now.
+    if (type === 'lease-renewed') void this.#core.gate.retryReleases();
     for (const record of targets) {
       if (record.state === 'destroying') {
         // A destroy that failed earlier is tried again now, not at the next maintenance pass.

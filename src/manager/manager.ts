@@ -170,8 +170,9 @@ export class ScalerManager {
    *
    * @param agentId - The agent.
    * @returns Resolves once the pool row (if any) is released; never rejects
-   *   (a ledger failure is reported as a `release-failed` event, and the ledger's
-   *   reaper removes the row later).
+   *   (a ledger failure is reported as a `release-failed` event, and the
+   *   release is tried again at the next `reconcile()` and when the ledger
+   *   lease is renewed).
    */
   onAgentDisconnected(agentId: string): Promise<void> {
     return this.#rooms.lifecycle.disconnected(agentId);

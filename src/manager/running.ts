@@ -70,6 +70,7 @@ export async function reconcileManager(
   sweeps: ReadonlyMap<string, ReconcileSweep> | undefined,
 ): Promise<ReconcileResult> {
   const result = await reconcileFleet(rooms.core);
+  await rooms.core.gate.retryReleases();
   await rooms.lost.detect();
   await rooms.lost.restore();
   if (sweeps) result.sweeps = await runSweeps(rooms.core, sweeps, result);

@@ -208,6 +208,33 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
   });
 });
 
+describe('a storage outage: releases fail too', () => {
+  it('stop-agents: rows whose release failed during the outage are released once the lease is renewed', async () => {
+    const h = setup();
+    const agents = await fill(h);
+    let down = false;
+    const release = h.ledger.release.bind(h.ledger);
+    h.ledger.release = async (...args) => {
+      if (down) throw new Error('EROFS: read-only file system');
+      return release(...args);
+    };
+    down = true;
+    h.ledger.failRenewals(true);
+    await h.clock.advance(20_000);
+    expect(h.vm.running()).toEqual([]);
+    expect(h.events.filter((e) => e.kind === 'release-failed').map((e) => e.agentId)).toEqual([
+      agents.busy,
+      agents.idle,
+    ]);
+    // Left there, once the lease is renewed these rows of a live instance would hold the pool for good.
+    expect(rowsOf(h.store)).toEqual([`host-a/${agents.busy}`, `host-a/${agents.idle}`]);
+    down = false;
+    h.ledger.failRenewals(false);
+    await h.clock.advance(0);
+    expect(rowsOf(h.store)).toEqual([]);
+  });
+});
+
 describe('leaseLostPolicy stop-spawning', () => {
   it('keeps the agents, refuses new spawns in the pool until renewed; past deadline + margin the peer may take their rows while they run', async () => {
     const h = setup('stop-spawning');
