@@ -410,6 +410,18 @@ describe('recovery after a restart longer than the lease', () => {
   });
 });
 
+describe('after shutdownAll', () => {
+  it('the manager no longer listens to the lease', async () => {
+    const h = setup();
+    await fill(h);
+    await h.manager.shutdownAll();
+    h.ledger.failRenewals(true);
+    await h.clock.advance(30_000);
+    expect(general(h.events, 'lease-at-risk')).toEqual([]);
+    expect(general(h.events, 'lease-lost')).toEqual([]);
+  });
+});
+
 describe('leaseLostPolicy option', () => {
   it('is validated, and unknown options are refused', () => {
     const backend = new FakeBackend({ name: 'vm' });
