@@ -42,7 +42,7 @@ describe.runIf(hasLease)(
       },
     );
     // The lease checks come last in the suite.
-  for (const check of checks.slice(-5)) {
+    for (const check of checks.slice(-5)) {
       it(check.name, check.run, 20_000);
     }
   },
