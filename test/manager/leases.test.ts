@@ -410,6 +410,58 @@ describe('recovery after a restart longer than the lease', () => {
   });
 });
 
+describe('a stall (no timer runs past the deadline)', () => {
+  it('stop-agents: on waking, the first renewal reports the lapse and the pool agents are destroyed then', async () => {
+    // A clock whose timers run only when the test says: the host is SIGSTOPped.
+    let now = T0;
+    const timers: Array<{ fn: () => void; every?: number }> = [];
+    const handle = { unref: () => handle, ref: () => handle, hasRef: () => false };
+    const clock = {
+      now: () => now,
+      setTimeout: (fn: () => void) => {
+        timers.push({ fn });
+        return handle;
+      },
+      clearTimeout: () => {},
+      setInterval: (fn: () => void, every: number) => {
+        timers.push({ fn, every });
+        return handle;
+      },
+      clearInterval: () => {},
+    };
+    const store = new MemoryPoolStore();
+    const ledger = new MemoryPoolLedger({ instanceId: 'host-a', store, clock });
+    const vm = new FakeBackend({ name: 'vm', clock });
+    const events: ScalerEvent[] = [];
+    const manager = new ScalerManager({
+      config,
+      backends: [
+        { name: 'vm', backend: vm },
+        { name: 'free', backend: new FakeBackend({ name: 'free', clock }) },
+      ],
+      ledger,
+      clock,
+      onEvent: (event) => events.push(event),
+    });
+    vm.attach(manager);
+    for (const job of ['j1', 'j2']) {
+      expect((await manager.requestScale(['linux'], job)).kind).toBe('spawned');
+    }
+    expect(vm.running()).toHaveLength(2);
+    now += 120_000; // stopped for four leases: nothing could act meanwhile
+    expect(general(events, 'lease-at-risk')).toEqual([]);
+    const renewal = timers.find((t) => t.every === 10_000)!;
+    renewal.fn(); // the first thing that runs on waking
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(
+      events.filter((e) => e.agentId === '' && e.kind.startsWith('lease-')).map((e) => e.kind),
+    ).toEqual(['lease-at-risk', 'lease-lost', 'lease-renewed']);
+    expect(vm.running()).toEqual([]);
+    expect(manager.getStatus().lease?.health).toBe('held');
+    expect((await manager.requestScale(['linux'], 'j3')).kind).toBe('spawned');
+  });
+});
+
 describe('after shutdownAll', () => {
   it('the manager no longer listens to the lease', async () => {
     const h = setup();
