@@ -331,6 +331,41 @@ describe('MemoryPoolLedger lease', () => {
     expect(await b.reapStale('host')).toBe(1);
   });
 
+  it('a timer that fires a moment early (by the wall clock) looks again at its instant', () => {
+    let now = T0;
+    const timeouts: Array<{ fn: () => void; ms: number }> = [];
+    const handle = { unref: () => handle, ref: () => handle, hasRef: () => false };
+    const clock = {
+      now: () => now,
+      setTimeout: (fn: () => void, ms: number) => {
+        timeouts.push({ fn, ms });
+        return handle;
+      },
+      clearTimeout: () => {},
+      setInterval: () => handle,
+      clearInterval: () => {},
+    };
+    const a = new MemoryPoolLedger({ instanceId: 'a', clock });
+    const seen: string[] = [];
+    a.onLeaseEvent((e) => seen.push(e.type));
+    a.failRenewals(true);
+    const [atRisk, lost] = timeouts.slice(-2);
+    expect([atRisk!.ms, lost!.ms]).toEqual([20_000, 30_000]);
+    now = T0 + 19_999; // one ms early
+    atRisk!.fn();
+    expect(seen).toEqual([]);
+    expect(timeouts.at(-1)!.ms).toBe(1);
+    now = T0 + 20_000;
+    timeouts.at(-1)!.fn();
+    expect(seen).toEqual(['lease-at-risk']);
+    now = T0 + 29_999;
+    lost!.fn();
+    expect(seen).toEqual(['lease-at-risk']);
+    now = T0 + 30_000;
+    timeouts.at(-1)!.fn();
+    expect(seen).toEqual(['lease-at-risk', 'lease-lost']);
+  });
+
   it('validates leaseMarginMs', () => {
     expect(() => new MemoryPoolLedger({ instanceId: 'a', leaseMarginMs: -1 })).toThrow(
       /leaseMarginMs/,

@@ -160,19 +160,27 @@ export class MemoryLease {
     const now = this.#clock.now();
     const at = (instant: number) => Math.max(1, instant - now);
     this.#atRisk = this.#clock.setTimeout(
-      () => this.#check(),
+      () => this.#check('at-risk'),
       at(confirmedAt + (2 * this.leaseMs) / 3),
     );
     this.#atRisk.unref();
-    this.#lost = this.#clock.setTimeout(() => this.#check(), at(confirmedAt + this.leaseMs));
+    this.#lost = this.#clock.setTimeout(() => this.#check('lost'), at(confirmedAt + this.leaseMs));
     this.#lost.unref();
   }
 
   // Fire each transition once, in order (a late timer may pass both at once).
-  #check(): void {
+  #check(due: 'at-risk' | 'lost'): void {
     if (this.#stopped) return;
-    const health = this.health();
+    const now = this.#clock.now();
+    const health = this.health(now);
     if (health !== 'held') this.#report(health);
+    // A timer may fire a moment before its instant by the wall clock: look again then.
+    if (health === 'lost' || (health === 'at-risk' && due === 'at-risk')) return;
+    const instant = this.#confirmedAt + (due === 'lost' ? this.leaseMs : (2 * this.leaseMs) / 3);
+    const again = this.#clock.setTimeout(() => this.#check(due), Math.max(1, instant - now));
+    again.unref();
+    if (due === 'lost') this.#lost = again;
+    else this.#atRisk = again;
   }
 
   // Fire each transition up to `health` once, in order.
