@@ -248,6 +248,8 @@ function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['lim
       return `${limit.limit}, retry in ${limit.retryAfterMs} ms`;
     case 'reservation-lost':
       return `${limit.limit} in pool ${limit.pool}`;
+    case 'lease-at-risk':
+      return `${limit.limit} in pool ${limit.pool} (lease ${limit.health})`;
     case 'scaler-limit-range':
     case 'global-limit-range':
       return `${limit.limit}: ${limit.message}`;

@@ -49,8 +49,10 @@ export interface ScalerEvent {
    * when the ledger could not say which rows it removed), `job-taken` (another agent took
    * the job this one was spawning for: `data: { jobId, by }`); and, with an
    * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`,
-   * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when) and
-   * `warm-pool-resumed` (`data: { reason }`: the hold that ended), and
+   * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when),
+   * `warm-pool-resumed` (`data: { reason }`: the hold that ended),
+   * `lease-at-risk`, `lease-lost` and `lease-renewed` (the ledger lease;
+   * `data: { lease, policy, agents }`, see `LeaseLostPolicy`), and
    * from `reconcile()`'s sweeps `swept`, `sweep-failed`, `sweeps-skipped`. For a backend: its own kind.
    */
   kind: string;

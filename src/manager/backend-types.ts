@@ -3,6 +3,7 @@
  * resolved resources), what the backend answers and reports, and the
  * `ScalerBackend` interface a host implements.
  */
+import type { LeaseLocation } from '../ledger/types.js';
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 
 /**
@@ -63,11 +64,49 @@ export interface SpawnRequest {
   /** The resolved requests and limits. */
   resources: AgentResources;
   /**
+   * The controller's ledger lease the agent's pool row is held under, for an
+   * agent-side fence: pass it to the agent so it stops itself before peers
+   * may take its capacity, even when this controller is SIGKILLed or stalled.
+   * Present when the agent is in a machine pool and the ledger has `lease()`
+   * (`MachineLedger`, `NatsPoolLedger`); absent otherwise.
+   */
+  lease?: SpawnLease;
+  /**
    * Report a backend event about this agent (image pulled, VM booted, log line...).
    * Events are relayed to `onScalerEvent` once the agent is correlated with a job,
    * and buffered until then.
    */
   emit(event: BackendEventInput): void;
+}
+
+/**
+ * What {@link SpawnRequest.lease} tells a backend about the controller's
+ * ledger lease: where it lives (a lease file, a NATS key), how long it is,
+ * and the margin peers add to its deadline before they take its rows. An
+ * agent-side fence watching `location` stops the agent when no renewal was
+ * seen for `leaseMs` (so before `deadline + marginMs`, when peers may reuse
+ * its capacity).
+ *
+ * @example
+ * ```ts
+ * import type { ScalerBackend, SpawnLease } from 'scaler-primitives/manager';
+ * declare function startContainer(agentId: string, env: Record<string, string>): Promise<void>;
+ * const backend: ScalerBackend = {
+ *   async spawn({ agentId, lease }) {
+ *     const fence: SpawnLease | undefined = lease;
+ *     await startContainer(agentId, fence ? { SCALER_LEASE: JSON.stringify(fence) } : {});
+ *   },
+ *   async destroy(agentId) {},
+ * };
+ * ```
+ */
+export interface SpawnLease {
+  /** Where the lease lives (`{ kind: 'file', path }`, `{ kind: 'nats', bucket, key }`, `{ kind: 'memory' }`). */
+  location: LeaseLocation;
+  /** The lease length in ms: no renewal seen for this long means the controller lost it. */
+  leaseMs: number;
+  /** What peers add to the deadline before they take the controller's rows. */
+  marginMs: number;
 }
 
 /**

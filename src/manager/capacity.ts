@@ -27,6 +27,8 @@ export class CapacityGate {
   readonly #book: AgentBook;
   readonly #ledger: PoolLedger | undefined;
   readonly #pending = new Set<Promise<void>>();
+  /** Rows whose release failed (the ledger could not write), by agent: released again later. */
+  readonly #unreleased = new Map<string, AgentRecord>();
   readonly #onReleaseFailed: (record: AgentRecord, pool: string, error: unknown) => void;
 
   constructor(
@@ -183,14 +185,35 @@ export class CapacityGate {
     const done = this.#ledger
       .release(pool, record.agentId)
       .then(
-        () => undefined,
-        (error: unknown) => this.#onReleaseFailed(record, pool, error),
+        () => {
+          this.#unreleased.delete(record.agentId);
+        },
+        (error: unknown) => {
+          this.#unreleased.set(record.agentId, record);
+          this.#onReleaseFailed(record, pool, error);
+        },
       )
       .finally(() => {
         this.#pending.delete(done);
       });
     this.#pending.add(done);
     return done;
+  }
+
+  /**
+   * Release again every row whose release failed (a storage outage, an
+   * unreachable server): this instance's own rows are never reaped by a peer
+   * while it lives, so they would hold the capacity for good. Agents tracked
+   * again under the same id are left alone. Never rejects.
+   */
+  retryReleases(): Promise<void> {
+    const retries: Promise<void>[] = [];
+    for (const [agentId, record] of [...this.#unreleased]) {
+      this.#unreleased.delete(agentId);
+      if (this.#book.get(agentId) !== undefined) continue;
+      retries.push(this.releasePool(record));
+    }
+    return Promise.all(retries).then(() => undefined);
   }
 
   /** Wait for every pool release in flight. */

@@ -65,6 +65,7 @@ export {
 export type { ClaimMismatch, ClaimRequest, ClaimResult } from './dispatch.js';
 export type { AgentFilter, AgentSnapshot } from './inventory.js';
 export { automaticLabels, labelSetMatches, passesMandatoryGate } from './labels.js';
+export type { LeaseLostPolicy } from './leases.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
 export type { ReservationLostPolicy } from './reservations.js';
@@ -96,6 +97,7 @@ export type {
   BackendStatus,
   BackoffStatus,
   CapacityLimit,
+  LeaseStatus,
   NoMatchReason,
   PoolStatus,
   ReconcileFailure,
@@ -105,6 +107,7 @@ export type {
   ScalerCounters,
   ScalerEvent,
   ScalerStatus,
+  SpawnLease,
   SpawnRequest,
   SpawnResult,
   UntrackedAgent,

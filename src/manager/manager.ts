@@ -170,8 +170,9 @@ export class ScalerManager {
    *
    * @param agentId - The agent.
    * @returns Resolves once the pool row (if any) is released; never rejects
-   *   (a ledger failure is reported as a `release-failed` event, and the ledger's
-   *   reaper removes the row later).
+   *   (a ledger failure is reported as a `release-failed` event, and the
+   *   release is tried again at the next `reconcile()` and when the ledger
+   *   lease is renewed).
    */
   onAgentDisconnected(agentId: string): Promise<void> {
     return this.#rooms.lifecycle.disconnected(agentId);
@@ -347,8 +348,11 @@ export class ScalerManager {
    * runs is tracked again in its stored state (a draining agent still
    * drains), with its job binding and its pool row taken over under the same
    * agent id (`PoolLedger.adopt`, never a second row); one that no longer runs
-   * is forgotten and its row released; an agent a backend runs that no record
-   * names is left or destroyed (`recovery.unrecordedAgents`). `requestScale`
+   * is forgotten and its row released; a running one whose row is gone (a
+   * restart longer than the lease) is reserved again where it fits, else
+   * destroyed under `leaseLostPolicy` `stop-agents` or handled by
+   * `reservationLostPolicy` under the others; an agent a backend runs that no
+   * record names is left or destroyed (`recovery.unrecordedAgents`). `requestScale`
    * calls made meanwhile wait for it. Runs once; later calls return the first
    * run's result.
    *

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerEvent } from './agent-types.js';
 import type { ScalerConfigInput } from './config.js';
+import type { LeaseLostPolicy } from './leases.js';
 import type { ReservationLostPolicy } from './reservations.js';
 import type { BackendEntry } from './scalers.js';
 import type { RecoveryOptions } from './state/recovery.js';
@@ -67,6 +68,15 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * @default 'report'
    */
   reservationLostPolicy?: ReservationLostPolicy;
+  /**
+   * What to do when the ledger says its lease is at risk (renewals failing,
+   * before peers may take this manager's pool rows): destroy the agents that
+   * hold rows (`stop-agents`), stop spawning in machine pools
+   * (`stop-spawning`), or only report (`report`). See {@link LeaseLostPolicy}
+   * and docs/manager.md, "Leases". Needs a ledger with `onLeaseEvent`.
+   * @default 'stop-agents'
+   */
+  leaseLostPolicy?: LeaseLostPolicy;
   /**
    * After a job was refused for capacity, the warm pool does not replenish the
    * scalers involved for this long, so capacity freed by finished agents goes to

@@ -11,11 +11,14 @@ import { FleetCore } from './core.js';
 import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
 import type { ValidationResult } from './fleet-types.js';
+import { checkLeaseLostPolicy, LeaseWatch } from './leases.js';
 import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
 import { LostReservations } from './reservations.js';
+import type { CapacityLimit } from './scale-types.js';
+import type { ScalerState } from './scalers.js';
 import { Spawner } from './spawner.js';
 import { StateWriter } from './state/batching.js';
 import {
@@ -43,6 +46,7 @@ export class Rooms {
   readonly maintenance: Maintenance;
   readonly timers: Timers;
   readonly lost: LostReservations;
+  readonly leases: LeaseWatch;
   readonly lifecycle: AgentLifecycle;
   readonly dispatch: Dispatch;
   readonly maintenanceIntervalMs: number;
@@ -61,6 +65,8 @@ export class Rooms {
     if (typeof options !== 'object' || options === null) {
       throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
     }
+    checkOptionKeys(options);
+    const leaseLostPolicy = checkLeaseLostPolicy(options.leaseLostPolicy);
     const clock = resolveClock(options.clock, options.now);
     const random = options.random ?? Math.random;
     if (typeof random !== 'function') {
@@ -108,13 +114,17 @@ export class Rooms {
     if (problems.length > 0) throw configError(problems);
     this.pacing = new Pacing(this.core);
     this.lost = new LostReservations(this.core, options.reservationLostPolicy ?? 'report');
-    this.spawner = new Spawner(this.core, options.generateAgentId, this.pacing, (pool, lost) =>
-      this.lost.handle(pool, lost),
+    this.spawner = new Spawner(
+      this.core,
+      options.generateAgentId,
+      this.pacing,
+      (pool, lost) => this.lost.handle(pool, lost),
+      () => this.leases.spawnLease(),
     );
     this.warm = new WarmPool(
       this.core,
       this.spawner,
-      (scaler) => this.pacing.check(scaler) ?? this.lost.refusal(scaler),
+      (scaler) => this.pacing.check(scaler) ?? this.refusal(scaler),
     );
     this.maintenance = new Maintenance(this.core, this.warm, (scaler) =>
       this.pacing.failed(scaler, new Error('The agent did not register in time')),
@@ -125,6 +135,13 @@ export class Rooms {
     this.#attachStore(options.stateStore);
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);
+    // Last: events may arrive from the ledger's timers from here on.
+    this.leases = new LeaseWatch(this.core, this.ledger, leaseLostPolicy);
+  }
+
+  /** Why the policies (lease at risk, lost rows) hold spawns at this scaler now, if they do. */
+  refusal(scaler: ScalerState): CapacityLimit | undefined {
+    return this.leases.refusal(scaler) ?? this.lost.refusal(scaler);
   }
 
   #attachStore(store: ScalerManagerOptions['stateStore']): void {
@@ -148,8 +165,11 @@ export class Rooms {
   recover(): Promise<RecoveryResult> {
     if (this.recovering === undefined) {
       this.recoveryPending = true;
-      this.recovering = recoverFleet(this.core, this.recovery, (pool, lost) =>
-        this.lost.handle(pool, lost),
+      this.recovering = recoverFleet(
+        this.core,
+        this.recovery,
+        (pool, lost) => this.lost.handle(pool, lost),
+        this.leases.policy === 'stop-agents',
       );
       const done = () => {
         this.recoveryPending = false;
@@ -183,11 +203,51 @@ export class Rooms {
   /** The status, with what the warm pool, pacing and reservation rooms know. */
   status(): ScalerStatus {
     const now = this.core.now();
-    return buildStatus(this.core, (scaler, entry) => {
+    const status = buildStatus(this.core, (scaler, entry) => {
       this.warm.describe(scaler, entry, now);
       const backoff = this.pacing.status(scaler);
       if (backoff !== undefined) entry.backoff = backoff;
-      if (this.lost.stopped(scaler)) entry.spawningStopped = true;
+      if (this.refusal(scaler) !== undefined) entry.spawningStopped = true;
     });
+    const lease = this.leases.status();
+    if (lease !== undefined) status.lease = lease;
+    return status;
+  }
+}
+
+// Every key of ScalerManagerOptions: anything else is a typo, refused.
+const OPTION_KEYS = new Set([
+  'config',
+  'backends',
+  'onScalerEvent',
+  'onEvent',
+  'ledger',
+  'registrationTimeoutMs',
+  'maintenanceIntervalMs',
+  'reconcileIntervalSeconds',
+  'reservationLostPolicy',
+  'leaseLostPolicy',
+  'demandHoldMs',
+  'maxBufferedEvents',
+  'clock',
+  'now',
+  'random',
+  'generateAgentId',
+  'stateStore',
+  'recovery',
+  'onConfigAck',
+  'sweeps',
+  'meterProvider',
+  'tracerProvider',
+  'spawnDurationHistogram',
+]);
+
+function checkOptionKeys(options: object): void {
+  for (const key of Object.keys(options)) {
+    if (!OPTION_KEYS.has(key)) {
+      throw new TypeError(
+        `Unknown ScalerManager option \`${key.slice(0, 64)}\`; the accepted options are ${[...OPTION_KEYS].join(', ')}`,
+      );
+    }
   }
 }

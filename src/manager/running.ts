@@ -70,6 +70,7 @@ export async function reconcileManager(
   sweeps: ReadonlyMap<string, ReconcileSweep> | undefined,
 ): Promise<ReconcileResult> {
   const result = await reconcileFleet(rooms.core);
+  await rooms.core.gate.retryReleases();
   await rooms.lost.detect();
   await rooms.lost.restore();
   if (sweeps) result.sweeps = await runSweeps(rooms.core, sweeps, result);
@@ -101,6 +102,7 @@ export function shutdownManager(rooms: Rooms, options: ShutdownOptions): Promise
     await rooms.core.state?.flush();
     if (rooms.ledger && rooms.ledgerStarted) rooms.ledger.stop();
     rooms.ledgerStarted = false;
+    rooms.leases.close();
   })();
   return rooms.shutdown;
 }

@@ -55,6 +55,25 @@ export type CapacityLimit =
     }
   | {
       /**
+       * The ledger lease this manager's pool rows are held under is at risk
+       * or lost (renewals fail): `leaseLostPolicy` `stop-agents` or
+       * `stop-spawning` refuses new spawns in machine pools until the lease
+       * is renewed.
+       */
+      limit: 'lease-at-risk';
+      /** The scaler. */
+      scaler: string;
+      /** The pool. */
+      pool: string;
+      /** The lease's health now. */
+      health: 'at-risk' | 'lost';
+      /** The lease's deadline (epoch ms on the ledger's clock), when known. */
+      deadline?: number;
+      /** Always false. */
+      neverFits: false;
+    }
+  | {
+      /**
        * The job is outside a LimitRange-like policy: the scaler's `limits`
        * (`scaler-limit-range`) or the orchestrator's (`global-limit-range`).
        */

@@ -53,7 +53,7 @@ export async function decideScale(
   const refusals: CapacityLimit[] = [];
   for (const { scaler, labelSet } of candidates) {
     const resolved = rooms.spawner.resolve(scaler, labelSet, resources);
-    const stopped = rooms.lost.refusal(scaler);
+    const stopped = rooms.refusal(scaler);
     const outcome = stopped ?? (await rooms.spawner.attempt(scaler, labelSet, resolved, jobId));
     if ('kind' in outcome) return outcome;
     refusals.push(outcome);

@@ -4,7 +4,7 @@ import type { ReserveResult } from '../ledger/types.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
-import type { AgentResources, ScalerBackend, SpawnRequest } from './backend-types.js';
+import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from './backend-types.js';
 import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
@@ -28,12 +28,15 @@ export class Spawner {
   readonly #layers = new WeakMap<LabelSetState, ResolvedLayers>();
   /** Called when the pool ledger reports rows of ours lost. */
   readonly #onLost: (pool: string, records: AgentRecord[]) => void;
+  /** The ledger lease an agent in a machine pool is told about. */
+  readonly #lease: () => SpawnLease | undefined;
 
   constructor(
     core: FleetCore,
     generateAgentId: ((scaler: string) => string) | undefined,
     pacing: Pacing,
     onLost: (pool: string, records: AgentRecord[]) => void,
+    lease: () => SpawnLease | undefined,
   ) {
     if (generateAgentId !== undefined && typeof generateAgentId !== 'function') {
       throw new TypeError(
@@ -44,6 +47,7 @@ export class Spawner {
     this.#generateAgentId = generateAgentId ?? defaultAgentId;
     this.#pacing = pacing;
     this.#onLost = onLost;
+    this.#lease = lease;
   }
 
   /**
@@ -255,6 +259,10 @@ export class Spawner {
       emit: (event) => core.backendEvent(agentId, scaler.name, event),
     };
     if (jobId !== undefined) request.jobId = jobId;
+    if (record.pool !== undefined) {
+      const lease = this.#lease();
+      if (lease !== undefined) request.lease = lease;
+    }
     let result: Awaited<ReturnType<ScalerBackend['spawn']>>;
     try {
       result = await (core.telemetry?.spawn(record, () => scaler.backend.spawn(request)) ??

@@ -88,6 +88,37 @@ export interface ScalerStatus {
   backends: BackendStatus[];
   /** True once `shutdownAll()` was called. */
   shuttingDown: boolean;
+  /** The ledger lease this manager's pool rows are held under, when the ledger has `lease()`. */
+  lease?: LeaseStatus;
+}
+
+/**
+ * The ledger lease in {@link ScalerStatus}: its health now and what
+ * `leaseLostPolicy` does about it.
+ *
+ * @example
+ * ```ts
+ * import type { LeaseStatus, ScalerManager } from 'scaler-primitives/manager';
+ * declare const manager: ScalerManager;
+ * const lease: LeaseStatus | undefined = manager.getStatus().lease;
+ * if (lease && lease.health !== 'held') console.warn(`lease ${lease.health}, deadline ${lease.deadline}`);
+ * ```
+ */
+export interface LeaseStatus {
+  /** `none`, `held`, `at-risk` or `lost` (see `LeaseHealth` in `scaler-primitives/ledger`). */
+  health: 'none' | 'held' | 'at-risk' | 'lost';
+  /** The last renewal the store confirmed (epoch ms, ledger clock), once there was one. */
+  confirmedAt?: number;
+  /** `confirmedAt + leaseMs`: rows are not safe past it. */
+  deadline?: number;
+  /** The lease length in ms. */
+  leaseMs: number;
+  /** What peers add to the deadline before they take rows. */
+  marginMs: number;
+  /** The manager's `leaseLostPolicy`. */
+  policy: 'stop-agents' | 'stop-spawning' | 'report';
+  /** True while the policy refuses new spawns in machine pools. */
+  spawningStopped: boolean;
 }
 
 /**
@@ -160,7 +191,11 @@ export interface BackendStatus {
   warmPool?: WarmPoolStatus;
   /** The spawn-failure backoff, when failures were counted. */
   backoff?: BackoffStatus;
-  /** True while the `stop-spawning` policy holds spawns after a lost pool reservation. */
+  /**
+   * True while spawns in its machine pool are held: by `reservationLostPolicy`
+   * `stop-spawning` after a lost pool reservation, or by `leaseLostPolicy`
+   * while the ledger lease is at risk or lost.
+   */
   spawningStopped?: boolean;
   /** True once `reload` removed it; it goes when its last agent goes. */
   retiring: boolean;

@@ -8,6 +8,7 @@ export type {
   AgentResources,
   BackendEventInput,
   ScalerBackend,
+  SpawnLease,
   SpawnRequest,
   SpawnResult,
 } from './backend-types.js';
@@ -21,6 +22,7 @@ export type { CapacityLimit, NoMatchReason, ScaleResult } from './scale-types.js
 export type {
   BackendStatus,
   BackoffStatus,
+  LeaseStatus,
   PoolStatus,
   ScalerCounters,
   ScalerStatus,

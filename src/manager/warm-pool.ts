@@ -196,6 +196,8 @@ function describeLimit(limit: CapacityLimit): string {
       return `spawn failure backoff (${limit.failures} consecutive failures)`;
     case 'reservation-lost':
       return `spawning is stopped in pool "${limit.pool}" after a lost reservation`;
+    case 'lease-at-risk':
+      return `spawning is stopped in pool "${limit.pool}" while the ledger lease is ${limit.health}`;
     default:
       return limit.message;
   }

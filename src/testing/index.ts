@@ -19,7 +19,12 @@ export {
   type ScalerBackendConformanceOptions,
   scalerBackendConformance,
 } from './conformance/backend.js';
-export { type ConformanceCheck, ConformanceError } from './conformance/check.js';
+export {
+  type ConformanceCheck,
+  ConformanceError,
+  type ConformanceRunContext,
+  ConformanceSkipped,
+} from './conformance/check.js';
 export {
   type LedgerFactoryArgs,
   type MakeLedger,

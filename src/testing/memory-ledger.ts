@@ -17,6 +17,8 @@ import {
   checkReserve,
   checkReserveOptions,
   emptyDocument,
+  type LeaseEvent,
+  type LeaseInfo,
   type LedgerDocument,
   type LedgerOp,
   type PoolLedger,
@@ -32,6 +34,7 @@ import {
   validatePoolName,
 } from '../ledger/index.js';
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
+import { MemoryLease } from './memory-ledger/lease.js';
 import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';
 
 import type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledger/types.js';
@@ -45,9 +48,18 @@ export type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledge
  * this instance's own rows only (operator paths `anyInstance`, `instanceId`),
  * `releaseAllForInstance`, and stale rows by lease on the clock: after
  * `close()` a replica's rows are stale for its peers at once; after
- * {@link MemoryPoolLedger.abandon} (a simulated crash) once its lease is older
- * than `leaseTtlMs`. Rows of another boot id are stale; rows without a lease
- * are kept until released.
+ * {@link MemoryPoolLedger.abandon} (a simulated crash) once its last renewal is
+ * older than `leaseTtlMs + leaseMarginMs`. Rows of another boot id are stale;
+ * rows without a lease are kept until released.
+ *
+ * Its lease keeps the rules of every ledger: renewed on the clock every
+ * `leaseTtlMs / 3`; {@link MemoryPoolLedger.lease} and
+ * {@link MemoryPoolLedger.onLeaseEvent} say when it is at risk (two thirds of
+ * the lease without a confirmed renewal) and lost (the deadline); a peer is
+ * judged expired only while this replica itself renews without a break; a
+ * reserve is never written under an unconfirmed lease.
+ * {@link MemoryPoolLedger.failRenewals} makes renewals fail, to test what a
+ * host does when its lease is at risk.
  *
  * It is a fair embedded ledger for a single-process host too (one manager, no
  * other process sharing the machine). Its limits: nothing survives the
@@ -64,7 +76,7 @@ export type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledge
  * for (const l of [a, b]) l.registerPool('host', { maxCpu: 8, maxMemoryBytes: 16 * 2 ** 30 });
  * await a.reserve('host', 'agent-1', 4, 2 ** 30);
  * a.abandon(); // a crashes
- * await clock.advance(31_000);
+ * await clock.advance(34_000); // leaseTtlMs (30 s) + leaseMarginMs (3 s) since its last renewal
  * console.log(await b.reapStale('host')); // 1
  * ```
  */
@@ -82,6 +94,7 @@ export class MemoryPoolLedger implements PoolLedger {
   readonly #caps = new Map<string, ResourceCap>();
   // Per pool, the agents this instance reserved and has not released.
   readonly #held = new Map<string, Set<string>>();
+  readonly #lease: MemoryLease;
   #reaper: ClockTimer | undefined;
   #closed = false;
 
@@ -90,7 +103,7 @@ export class MemoryPoolLedger implements PoolLedger {
    * @throws TypeError for a missing `instanceId`, an unknown option or a bad value.
    */
   constructor(options: MemoryPoolLedgerOptions) {
-    const known = ['instanceId', 'store', 'clock', 'leaseTtlMs'];
+    const known = ['instanceId', 'store', 'clock', 'leaseTtlMs', 'leaseMarginMs'];
     for (const key of Object.keys(options ?? {})) {
       if (!known.includes(key)) {
         throw new TypeError(
@@ -112,12 +125,85 @@ export class MemoryPoolLedger implements PoolLedger {
         `Expected \`leaseTtlMs\` to be a finite number > 0, got \`${String(ttl)}\``,
       );
     }
+    const margin = options.leaseMarginMs ?? Math.max(1000, Math.ceil(ttl / 10));
+    if (
+      typeof margin !== 'number' ||
+      !Number.isFinite(margin) ||
+      margin < 0 ||
+      (options.leaseMarginMs !== undefined && margin >= ttl)
+    ) {
+      throw new TypeError(
+        `Expected \`leaseMarginMs\` to be a finite number >= 0 and < \`leaseTtlMs\` (${ttl}), got \`${String(margin)}\``,
+      );
+    }
     this.instanceId = options.instanceId;
     this.leaseId = randomUUID();
     this.store = options.store ?? new MemoryPoolStore();
     this.#internals = storeInternals(this.store);
     this.#clock = options.clock ?? systemClock;
     this.#ttl = ttl;
+    this.#internals.openLease(this.leaseId, this.instanceId, this.#clock.now());
+    this.#lease = new MemoryLease(this.leaseId, ttl, margin, this.#clock, (now) =>
+      this.#internals.renewLease(this.leaseId, now),
+    );
+  }
+
+  /**
+   * This replica's own lease as of now (health, last confirmed renewal,
+   * deadline, `leaseMs`, `marginMs`, location `{ kind: 'memory' }`). The lease
+   * starts when the ledger is made, so its health is never `none`; after
+   * `close()` or `abandon()` it is `lost`.
+   */
+  lease(): LeaseInfo {
+    return this.#lease.info();
+  }
+
+  /**
+   * Call `listener` on each change of this replica's lease: `lease-at-risk`
+   * (two thirds of the lease without a confirmed renewal), `lease-lost` (the
+   * deadline passed), `lease-renewed` (confirmed again). The events fire from
+   * timers on the ledger's clock. Listener errors are caught.
+   *
+   * @returns The function that removes the listener.
+   * @throws TypeError when `listener` is not a function.
+   */
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.#lease.listen(listener);
+  }
+
+  /**
+   * Make this replica's lease renewals fail (`true`) or work again (`false`),
+   * as a storage outage or a cut-off network would: while on, the lease goes
+   * `lease-at-risk` two thirds of a lease after the last confirmed renewal and
+   * `lease-lost` at its deadline; peers take its rows once the deadline plus
+   * the margin has passed (and only peers whose own renewals work); `reserve`
+   * and `adopt` are refused with `LedgerUnavailableError` once the last
+   * renewal is older than a third of the lease; this replica judges no peer
+   * expired. Turned off, the lease is renewed at once (`lease-renewed` when it
+   * was at risk or lost). Other calls (`release`, `list`) keep working.
+   *
+   * @param on - Whether renewals fail from now on.
+   * @throws TypeError when `on` is not a boolean, or the ledger is closed.
+   *
+   * @example
+   * ```ts
+   * import { MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
+   *
+   * const clock = new TestClock('2026-01-05T09:00:00Z');
+   * const ledger = new MemoryPoolLedger({ instanceId: 'a', clock, leaseTtlMs: 30_000 });
+   * ledger.onLeaseEvent((event) => console.log(event.type, clock.date().toISOString()));
+   * ledger.failRenewals(true); // the store goes away
+   * await clock.advance(20_000); // lease-at-risk 09:00:20
+   * await clock.advance(10_000); // lease-lost 09:00:30
+   * ledger.failRenewals(false); // lease-renewed 09:00:30
+   * ```
+   */
+  failRenewals(on: boolean): void {
+    if (typeof on !== 'boolean') {
+      throw new TypeError(`Expected \`on\` to be a boolean, got \`${String(on)}\``);
+    }
+    this.#assertOpen();
+    this.#lease.setFailing(on);
   }
 
   /** Declare a pool's cap (a stored document with another cap is refused on use). */
@@ -158,6 +244,7 @@ export class MemoryPoolLedger implements PoolLedger {
     const extended = checkReserveOptions(options);
     this.#assertOpen();
     this.#checkHeld(pool);
+    this.#lease.ensureConfirmed(pool);
     const row = this.#ownRow(agentId, cpus, memBytes, extended);
     const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
     if (result.ok) this.#heldOf(pool).add(agentId);
@@ -197,6 +284,7 @@ export class MemoryPoolLedger implements PoolLedger {
     validatePoolName(pool);
     const requests = checkAdopt(this.#caps, pool, agents);
     this.#assertOpen();
+    this.#lease.ensureConfirmed(pool);
     const rows = requests.map(({ agentId, cpus, memBytes, extended }) =>
       this.#ownRow(agentId, cpus, memBytes, extended),
     );
@@ -282,22 +370,24 @@ export class MemoryPoolLedger implements PoolLedger {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#shut();
-    this.#internals.endLease(this.leaseId, 'ended', this.#clock.now());
+    this.#internals.endLease(this.leaseId, 'ended');
   }
 
   /**
-   * Simulate a crash: stop everything without ending the lease, so peers judge
-   * the rows left behind stale only once the lease is older than `leaseTtlMs`.
+   * Simulate a crash: stop everything (renewals too) without ending the
+   * lease, so peers judge the rows left behind stale only once its last
+   * renewal is older than `leaseTtlMs + leaseMarginMs`.
    */
   abandon(): void {
     if (this.#closed) return;
     this.#shut();
-    this.#internals.endLease(this.leaseId, 'abandoned', this.#clock.now());
+    this.#internals.endLease(this.leaseId, 'abandoned');
   }
 
   #shut(): void {
     this.#closed = true;
     this.stop();
+    this.#lease.stop();
   }
 
   #assertOpen(): void {
@@ -306,7 +396,6 @@ export class MemoryPoolLedger implements PoolLedger {
 
   // One read-decide-write, synchronously: nothing else runs in between.
   #apply(pool: string, op: LedgerOp): unknown {
-    this.#internals.openLease(this.leaseId, this.instanceId);
     const stored = this.#internals.get(pool);
     const registered = this.#caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
@@ -325,7 +414,13 @@ export class MemoryPoolLedger implements PoolLedger {
       instanceId: this.instanceId,
       // One process: a row of this instance id is this replica's, or one it adopts.
       processState: () => 'alive',
-      leaseState: (leaseId) => this.#internals.leaseState(leaseId, now, this.#ttl),
+      leaseState: (leaseId) =>
+        this.#internals.leaseState(
+          leaseId,
+          now,
+          this.#ttl + this.#lease.marginMs,
+          this.#lease.healthySince,
+        ),
     });
   }
 

@@ -12,6 +12,8 @@ import type { ResourceAmount, ResourceCap } from '../../src/index.js';
 import {
   type AdoptRequest,
   type AdoptResult,
+  type LeaseEvent,
+  type LeaseInfo,
   MachineLedger,
   type PoolLedger,
   type RegisterPoolOptions,
@@ -23,6 +25,7 @@ import {
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 import {
   type ConformanceCheck,
+  ConformanceSkipped,
   MemoryPoolLedger,
   MemoryPoolStore,
   poolLedgerConformance,
@@ -45,7 +48,9 @@ describe('poolLedgerConformance: MachineLedger (temp dir)', () => {
 describe('poolLedgerConformance: MemoryPoolLedger (one shared store)', () => {
   const store = new MemoryPoolStore();
   for (const check of poolLedgerConformance(
-    ({ instanceId }) => new MemoryPoolLedger({ instanceId, store }),
+    ({ instanceId }) =>
+      new MemoryPoolLedger({ instanceId, store, leaseTtlMs: 1500, leaseMarginMs: 300 }),
+    { failRenewals: (ledger, on) => (ledger as MemoryPoolLedger).failRenewals(on) },
   )) {
     it(check.name, check.run);
   }
@@ -126,6 +131,31 @@ class Delegate implements PoolLedger {
   }
 }
 
+/** The honest delegate, with the lease methods too. */
+class LeaseDelegate extends Delegate {
+  lease(): LeaseInfo {
+    return this.inner.lease();
+  }
+  onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
+    return this.inner.onLeaseEvent(listener);
+  }
+}
+
+/** Says what its lease is, but never tells a listener anything. */
+class SilentLease extends LeaseDelegate {
+  override onLeaseEvent(): () => void {
+    return () => {};
+  }
+}
+
+/** Reports a deadline a lease later than the truth. */
+class LateDeadline extends LeaseDelegate {
+  override lease(): LeaseInfo {
+    const info = this.inner.lease();
+    return { ...info, deadline: info.deadline! + info.leaseMs };
+  }
+}
+
 /** Grants one unit over the cap in each dimension. */
 class OverCap extends Delegate {
   override registerPool(name: string, cap: ResourceCap): void {
@@ -162,17 +192,31 @@ class ReleasesOthers extends Delegate {
   }
 }
 
+const skipped = new Map<ConformanceCheck[], string[]>();
+
 async function failures(checks: ConformanceCheck[]): Promise<Map<string, string>> {
   const failed = new Map<string, string>();
+  const skips: string[] = [];
+  skipped.set(checks, skips);
   for (const check of checks) {
     try {
       await check.run();
     } catch (error) {
-      failed.set(check.name, error instanceof Error ? error.message : String(error));
+      if (error instanceof ConformanceSkipped) skips.push(check.name);
+      else failed.set(check.name, error instanceof Error ? error.message : String(error));
     }
   }
   return failed;
 }
+
+// Real time: a lease long enough that a busy machine's timer delays stay well within its last third.
+const steady = { leaseTtlMs: 1500, leaseMarginMs: 300 };
+// For the broken ledgers, which fail their check whatever the timing.
+const short = { leaseTtlMs: 600, leaseMarginMs: 150 };
+const faults = {
+  failRenewals: (ledger: PoolLedger, on: boolean) =>
+    (ledger as unknown as { inner: MemoryPoolLedger }).inner.failRenewals(on),
+};
 
 describe('poolLedgerConformance can fail: each broken ledger fails a check', () => {
   const broken: Array<[string, new (inner: MemoryPoolLedger) => Delegate, RegExp[]]> = [
@@ -186,14 +230,61 @@ describe('poolLedgerConformance can fail: each broken ledger fails a check', () 
     ["releases another instance's row", ReleasesOthers, [/cannot release the first one's row/]],
   ];
 
-  it('the honest delegate passes every check (so failures below come from the breakage)', async () => {
+  it('the honest delegate passes every check (so failures below come from the breakage); without lease() the lease checks are skipped, not passed', async () => {
+    const store = new MemoryPoolStore();
+    const checks = poolLedgerConformance(
+      ({ instanceId }) => new Delegate(new MemoryPoolLedger({ instanceId, store })),
+    );
+    const failed = await failures(checks);
+    expect([...failed]).toEqual([]);
+    const skips = skipped.get(checks)!;
+    expect(skips.length).toBe(5);
+    expect(skips.every((name) => checks.find((c) => c.name === name))).toBe(true);
+    // The lease checks come last in the suite.
+    expect(skips).toEqual(checks.slice(-5).map((c) => c.name));
+  });
+
+  it('the honest delegate with lease() and onLeaseEvent passes the lease checks too', async () => {
+    const store = new MemoryPoolStore();
+    const checks = poolLedgerConformance(
+      ({ instanceId }) => new LeaseDelegate(new MemoryPoolLedger({ instanceId, store, ...steady })),
+      faults,
+    );
+    const failed = await failures(checks);
+    expect([...failed]).toEqual([]);
+    expect(skipped.get(checks)).toEqual([]);
+  });
+
+  it("a skipped check goes through the runner's skip when it has one, and never resolves as a pass without", async () => {
+    const store = new MemoryPoolStore();
+    const checks = poolLedgerConformance(
+      ({ instanceId }) => new LeaseDelegate(new MemoryPoolLedger({ instanceId, store, ...short })),
+    ); // no failRenewals: the fault checks do not apply
+    const events = checks.find((c) => c.name.startsWith('renewals that fail'))!;
+    const notes: unknown[] = [];
+    await events.run({ skip: (note) => notes.push(note) }); // node:test style: skip() returns
+    expect(notes).toEqual(['the suite was given no `failRenewals` option to make renewals fail']);
+    const error = await events.run().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConformanceSkipped);
+    expect((error as Error).message).toMatch(/^Skipped \(not passed\): renewals that fail/);
+    expect(events.run.length).toBe(0); // jest would take a parameter for a done callback
+  });
+
+  it.each([
+    ['never fires a lease event', SilentLease, /renewals that fail/],
+    ['reports a wrong deadline', LateDeadline, /lease\(\) describes/],
+  ] as const)('a ledger whose lease %s fails', async (_what, Broken, expected) => {
     const store = new MemoryPoolStore();
     const failed = await failures(
       poolLedgerConformance(
-        ({ instanceId }) => new Delegate(new MemoryPoolLedger({ instanceId, store })),
+        ({ instanceId }) => new Broken(new MemoryPoolLedger({ instanceId, store, ...short })),
+        faults,
       ),
     );
-    expect([...failed]).toEqual([]);
+    expect(
+      [...failed.keys()].some((name) => expected.test(name)),
+      [...failed.keys()].join('; '),
+    ).toBe(true);
   });
 
   it.each(broken)('a ledger that %s fails', async (_what, Broken, expected) => {
@@ -244,7 +335,11 @@ describe('poolLedgerConformance options', () => {
       },
       { prefix: 'mine' },
     );
-    for (const check of checks) await check.run();
+    for (const check of checks) {
+      await check.run().catch((error: unknown) => {
+        if (!(error instanceof ConformanceSkipped)) throw error;
+      });
+    }
     // The adopt check opens one instance id twice on purpose: the host after a restart.
     const adopt = checks.find((c) => c.name.startsWith('adopt '))!.name;
     const once = seen.filter((s) => !s.startsWith(`${adopt}|`));

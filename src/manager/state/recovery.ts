@@ -96,11 +96,15 @@ export interface RecoveredPoolRow {
   /** Its pool. */
   pool: string;
   /**
-   * `adopted`: its old row was taken over in place; `reserved`: it was gone and
-   * was reserved again; `lost`: it was gone and did not fit (or the ledger
-   * failed): `reservation-lost` handling applies.
+   * `adopted`: its old row was taken over in place; `reserved`: it was gone
+   * (the restart outlasted the lease and a peer reaped it) and was reserved
+   * again; `destroyed`: it was gone and did not fit (or the ledger failed),
+   * and `leaseLostPolicy` is `stop-agents`, so the agent was destroyed (a
+   * recovered agent never runs without a row); `lost`: the same under the
+   * other lease policies: `reservation-lost` handling applies
+   * (`reservationLostPolicy`).
    */
-  how: 'adopted' | 'reserved' | 'lost';
+  how: 'adopted' | 'reserved' | 'destroyed' | 'lost';
 }
 
 /**
@@ -160,6 +164,7 @@ export async function recoverFleet(
   core: FleetCore,
   options: Required<RecoveryOptions>,
   onLost: (pool: string, records: AgentRecord[]) => void,
+  destroyUnreserved = false,
 ): Promise<RecoveryResult> {
   const writer = core.state;
   const result: RecoveryResult = {
@@ -224,7 +229,9 @@ export async function recoverFleet(
     if (record.state === 'destroying') destroys.push(core.runDestroy(record));
   }
   await Promise.all(
-    [...byPool].map(([pool, records]) => reclaimRows(core, pool, records, result, onLost)),
+    [...byPool].map(([pool, records]) =>
+      reclaimRows(core, pool, records, result, onLost, destroyUnreserved, destroys),
+    ),
   );
   // Only after the takeovers: a release writes the pool, and a write drops the
   // rows the dead process left that were not taken over yet.
@@ -314,6 +321,8 @@ async function reclaimRows(
   records: AgentRecord[],
   result: RecoveryResult,
   onLost: (pool: string, records: AgentRecord[]) => void,
+  destroyUnreserved: boolean,
+  destroys: Promise<void>[],
 ): Promise<void> {
   const ledger = core.gate.ledger!;
   const agents: AdoptRequest[] = records.map((record) => {
@@ -361,14 +370,20 @@ async function reclaimRows(
       });
       return;
     }
-    result.poolRows.push({ agentId: record.agentId, pool, how: 'lost' });
+    result.poolRows.push({
+      agentId: record.agentId,
+      pool,
+      how: destroyUnreserved ? 'destroyed' : 'lost',
+    });
     core.emitFor(
       record,
       'reservation-lost',
-      `The pool row of recovered ${record.agentId} in "${pool}" could not be taken over or reserved again; its capacity may be in use by others`,
+      `The pool row of recovered ${record.agentId} in "${pool}" could not be taken over or reserved again; its capacity may be in use by others${destroyUnreserved ? ' (destroying it: leaseLostPolicy "stop-agents")' : ''}`,
       { pool, certain: true, error: error ?? answer },
     );
-    lost.push(record);
+    if (destroyUnreserved) {
+      destroys.push(core.destroy(record, 'no-pool-row', true));
+    } else lost.push(record);
   });
   if (lost.length > 0) onLost(pool, lost);
 }

@@ -25,8 +25,100 @@ import { sleep } from '../../clock.js';
 export interface ConformanceCheck {
   /** What the check proves, as a sentence (a test name). */
   name: string;
-  /** Run it: resolves when the implementation keeps the promise, rejects with why not. */
-  run: () => Promise<void>;
+  /**
+   * Run it: resolves when the implementation keeps the promise, rejects with
+   * why not. A check that does not apply (an optional method the
+   * implementation lacks) calls the runner's `context.skip(reason)` when the
+   * runner passes a context with one (vitest and `node:test` do, when `run`
+   * is given to them as the test function); without one it rejects with
+   * {@link ConformanceSkipped}, so a skip is never counted as a pass.
+   */
+  run: (...context: [ConformanceRunContext?]) => Promise<void>;
+}
+
+/**
+ * What a test runner passes to a test function, as far as the conformance
+ * suites use it: vitest's `TestContext` and `node:test`'s `TestContext` both
+ * have `skip`.
+ *
+ * @example
+ * ```ts
+ * import { test } from 'node:test';
+ * import { type ConformanceRunContext, poolLedgerConformance } from 'scaler-primitives/testing';
+ * import type { PoolLedger } from 'scaler-primitives/ledger';
+ *
+ * declare const make: () => PoolLedger;
+ * for (const check of poolLedgerConformance(make)) {
+ *   test(check.name, (t) => check.run(t satisfies ConformanceRunContext)); // skips are reported as skips
+ * }
+ * ```
+ */
+export interface ConformanceRunContext {
+  /** Mark the running test skipped (vitest also aborts it by throwing). */
+  skip?: (note?: string) => unknown;
+}
+
+/**
+ * A conformance check that does not apply to this implementation (it lacks an
+ * optional method, or the suite was given no way to cause the fault the check
+ * needs), run where the runner offers no `skip`: the check rejects with this,
+ * so a skip never passes for a pass. Catch it to count skips yourself.
+ *
+ * @example
+ * ```ts
+ * import { ConformanceSkipped, poolLedgerConformance } from 'scaler-primitives/testing';
+ * import type { PoolLedger } from 'scaler-primitives/ledger';
+ *
+ * declare const make: () => PoolLedger;
+ * for (const check of poolLedgerConformance(make)) {
+ *   await check.run().catch((error) => {
+ *     if (error instanceof ConformanceSkipped) console.log(`skipped: ${check.name} (${error.reason})`);
+ *     else throw error;
+ *   });
+ * }
+ * ```
+ */
+export class ConformanceSkipped extends Error {
+  /** Why the check does not apply. */
+  readonly reason: string;
+  /**
+   * @param check - The check's name.
+   * @param reason - Why it does not apply.
+   */
+  constructor(check: string, reason: string) {
+    super(`Skipped (not passed): ${check}: ${reason}`);
+    this.name = 'ConformanceSkipped';
+    this.reason = reason;
+  }
+}
+
+// Thrown after a runner's `skip` that does not throw itself (node:test): ends the check.
+export class SkipSignal extends Error {}
+
+/**
+ * Skip a check: through the runner's `skip` when it has one, else by
+ * rejecting with {@link ConformanceSkipped}. Never returns.
+ */
+export function skipCheck(
+  context: ConformanceRunContext | undefined,
+  check: string,
+  reason: string,
+): never {
+  if (typeof context?.skip === 'function') {
+    context.skip(reason);
+    throw new SkipSignal(reason);
+  }
+  throw new ConformanceSkipped(check, reason);
+}
+
+/** Run a check body, ending quietly after a runner-handled skip. */
+export async function runSkippable(body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+  } catch (error) {
+    if (error instanceof SkipSignal) return;
+    throw error;
+  }
 }
 
 /**

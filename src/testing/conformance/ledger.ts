@@ -7,6 +7,7 @@ import type { PoolLedger } from '../../ledger/index.js';
 import { type ConformanceCheck, sample } from './check.js';
 import { capacityChecks } from './ledger/capacity.js';
 import { checkMaker, instanceOf, type LedgerSuite, rows } from './ledger/harness.js';
+import { leaseChecks } from './ledger/lease.js';
 import { lifecycleChecks } from './ledger/lifecycle.js';
 import { ownershipChecks } from './ledger/ownership.js';
 
@@ -74,6 +75,24 @@ export interface PoolLedgerConformanceOptions {
    * rows as stale (the ledger's documented rule after `close()`). @default 10000
    */
   staleAfterCloseMs?: number;
+  /**
+   * Make one instance's lease renewals fail (`on` true) or work again, as a
+   * storage outage would, for the lease checks (at risk, lost, renewed, peers
+   * and the margin, no judging from one's own outage). They run on real time:
+   * give the ledgers a short lease. Without it those checks are skipped.
+   *
+   * @example
+   * ```ts
+   * import { MemoryPoolLedger, MemoryPoolStore, poolLedgerConformance } from 'scaler-primitives/testing';
+   *
+   * const store = new MemoryPoolStore();
+   * const suite = poolLedgerConformance(
+   *   ({ instanceId }) => new MemoryPoolLedger({ instanceId, store, leaseTtlMs: 600, leaseMarginMs: 150 }),
+   *   { failRenewals: (ledger, on) => (ledger as MemoryPoolLedger).failRenewals(on) },
+   * );
+   * ```
+   */
+  failRenewals?: (ledger: PoolLedger, on: boolean) => void | Promise<void>;
 }
 
 /**
@@ -86,7 +105,12 @@ export interface PoolLedgerConformanceOptions {
  * rows; a closed instance's rows are reaped by a peer; `list` and `getUsage`
  * agree with what was granted; a closed ledger refuses work; extended resources
  * and `maxAgents` are held across instances; `adopt` takes a restarted
- * instance's row over without counting it twice; bad input is refused.
+ * instance's row over without counting it twice; bad input is refused; and,
+ * for a ledger with the optional `lease()` and `onLeaseEvent()`, the lease
+ * rules (checks named `lease-*`; those needing faults run only with the
+ * `failRenewals` option). A check that does not apply is skipped through the
+ * runner's test context, or rejects with {@link ConformanceSkipped} when there
+ * is none: never a silent pass.
  *
  * `makeLedger({ instanceId })` is called once for each instance a check needs
  * (the `adopt` check asks twice for one instance id: the host after a restart);
@@ -116,7 +140,7 @@ export function poolLedgerConformance(
   if (typeof makeLedger !== 'function') {
     throw new TypeError(`Expected \`makeLedger\` to be a function, got \`${typeof makeLedger}\``);
   }
-  const known = ['prefix', 'instances', 'reservesPerInstance', 'staleAfterCloseMs'];
+  const known = ['prefix', 'instances', 'reservesPerInstance', 'staleAfterCloseMs', 'failRenewals'];
   for (const key of Object.keys(options ?? {})) {
     if (!known.includes(key)) {
       throw new TypeError(
@@ -133,6 +157,12 @@ export function poolLedgerConformance(
   const instances = count('instances', options.instances, 3, 2);
   const perInstance = count('reservesPerInstance', options.reservesPerInstance, 8, 1);
   const staleMs = count('staleAfterCloseMs', options.staleAfterCloseMs, 10_000, 0);
+  const failRenewals = options.failRenewals;
+  if (failRenewals !== undefined && typeof failRenewals !== 'function') {
+    throw new TypeError(
+      `Expected \`failRenewals\` to be a function, got \`${typeof failRenewals}\``,
+    );
+  }
 
   const suite: LedgerSuite = {
     check: checkMaker(makeLedger, prefix),
@@ -141,8 +171,14 @@ export function poolLedgerConformance(
     instances,
     perInstance,
     staleMs,
+    failRenewals,
   };
-  return [...capacityChecks(suite), ...ownershipChecks(suite), ...lifecycleChecks(suite)];
+  return [
+    ...capacityChecks(suite),
+    ...ownershipChecks(suite),
+    ...lifecycleChecks(suite),
+    ...leaseChecks(suite),
+  ];
 }
 
 function count(name: string, value: number | undefined, fallback: number, min: number): number {

@@ -5,10 +5,11 @@
 import { randomUUID } from 'node:crypto';
 import { type LedgerDocument, validatePoolName } from '../../ledger/index.js';
 
-// A live ledger object refreshes its lease by existing: the process it lives
-// in is the one judging. `abandon()` stops the refreshes at that instant.
+// A ledger renews its lease on its clock (every leaseMs/3) while it lives and
+// its renewals work; `abandon()` stops the renewals, `close()` ends the lease.
 interface LeaseRecord {
   instanceId: string;
+  /** The last confirmed renewal, on the ledger's clock. */
   refreshedAt: number;
   state: 'live' | 'ended' | 'abandoned';
 }
@@ -37,28 +38,45 @@ export class StoreInternals {
     this.#docs.set(pool, doc);
   }
 
-  /** Start a ledger instance's lease, once. */
-  openLease(leaseId: string, instanceId: string): void {
+  /** Start a ledger instance's lease, once, confirmed at `now`. */
+  openLease(leaseId: string, instanceId: string, now: number): void {
     if (!this.#leases.has(leaseId)) {
-      this.#leases.set(leaseId, { instanceId, refreshedAt: 0, state: 'live' });
+      this.#leases.set(leaseId, { instanceId, refreshedAt: now, state: 'live' });
     }
   }
 
-  /** End a live lease: closed (`ended`) or left behind (`abandoned`) at `now`. */
-  endLease(leaseId: string, state: 'ended' | 'abandoned', now: number): void {
+  /** A confirmed renewal of a live lease at `now`. */
+  renewLease(leaseId: string, now: number): void {
     const lease = this.#leases.get(leaseId);
-    if (lease && lease.state === 'live') {
-      lease.state = state;
-      lease.refreshedAt = now;
-    }
+    if (lease?.state === 'live') lease.refreshedAt = now;
   }
 
-  /** Whether a lease still counts at `now`: live, or abandoned less than `ttlMs` ago. */
-  leaseState(leaseId: string, now: number, ttlMs: number): 'fresh' | 'expired' {
+  /**
+   * End a live lease: closed (`ended`: its rows are stale at once) or left
+   * behind (`abandoned`: a crash; it expires from its last renewal on).
+   */
+  endLease(leaseId: string, state: 'ended' | 'abandoned'): void {
+    const lease = this.#leases.get(leaseId);
+    if (lease && lease.state === 'live') lease.state = state;
+  }
+
+  /**
+   * A peer's lease as a judge sees it at `now`: ended (or unknown to the
+   * store) is expired; otherwise it is expired only when it was not renewed
+   * for `windowMs` (lease + margin) while the judge itself renewed without a
+   * break since `healthySince`. A judge whose own renewals fail
+   * (`healthySince` undefined) judges nobody: `unknown`, rows kept.
+   */
+  leaseState(
+    leaseId: string,
+    now: number,
+    windowMs: number,
+    healthySince: number | undefined,
+  ): 'fresh' | 'expired' | 'unknown' {
     const lease = this.#leases.get(leaseId);
     if (lease === undefined || lease.state === 'ended') return 'expired';
-    if (lease.state === 'live') return 'fresh';
-    return now - lease.refreshedAt > ttlMs ? 'expired' : 'fresh';
+    if (healthySince === undefined) return 'unknown';
+    return now - Math.max(lease.refreshedAt, healthySince) > windowMs ? 'expired' : 'fresh';
   }
 }
 

@@ -45,10 +45,19 @@ export interface MemoryPoolLedgerOptions {
   /** The clock leases and the reaper run on. @default systemClock */
   clock?: Clock;
   /**
-   * A replica that crashed ({@link MemoryPoolLedger.abandon}) is judged gone this
-   * long after the crash, and its rows are stale. A live replica's lease is
-   * always fresh (it lives in this process); `close()` ends it at once.
+   * The lease length: renewed every third of it on the clock. A replica that
+   * crashed ({@link MemoryPoolLedger.abandon}) or whose renewals fail
+   * ({@link MemoryPoolLedger.failRenewals}) is judged gone by its peers this
+   * long (plus `leaseMarginMs`) after its last renewal, and its rows are
+   * stale. `close()` ends the lease at once.
    * @default 30000
    */
   leaseTtlMs?: number;
+  /**
+   * What peers add to a lease's deadline before they take its rows (the
+   * clock drift the real ledgers allow for). A finite number >= 0 and below
+   * `leaseTtlMs`.
+   * @default Math.max(1000, Math.ceil(leaseTtlMs / 10))
+   */
+  leaseMarginMs?: number;
 }

@@ -5,7 +5,13 @@
  */
 import type { PoolLedger } from '../../../ledger/index.js';
 import type { ResourceCap } from '../../../resources/index.js';
-import { type ConformanceCheck, sample } from '../check.js';
+import {
+  type ConformanceCheck,
+  type ConformanceRunContext,
+  runSkippable,
+  sample,
+  skipCheck,
+} from '../check.js';
 
 export const GiB = 2 ** 30;
 
@@ -17,6 +23,8 @@ export interface CheckHarness {
   open: (n: string) => Promise<PoolLedger>;
   /** Two new instances, `a` and `b`, each with `pool` registered with `cap`. */
   pair: (pool: string, cap: ResourceCap) => Promise<[PoolLedger, PoolLedger]>;
+  /** Skip this check (it does not apply): see `ConformanceCheck.run`. Never returns. */
+  skip: (reason: string) => never;
 }
 
 /** Makes one named check; `key` keeps its pools and instance ids apart from the others'. */
@@ -39,6 +47,8 @@ export interface LedgerSuite {
   perInstance: number;
   /** How long a peer may take to see a closed instance's rows as stale. */
   staleMs: number;
+  /** Make one instance's lease renewals fail or work again, when the suite was given a way. */
+  failRenewals: ((ledger: PoolLedger, on: boolean) => void | Promise<void>) | undefined;
 }
 
 // The instance id each ledger was made with.
@@ -66,33 +76,44 @@ export function checkMaker(
 ): DefineCheck {
   return (key, name, body) => ({
     name,
-    run: async () => {
-      const run = sample();
-      const opened: PoolLedger[] = [];
-      const pool = (n = 'p') => `${prefix}-${key}-${n}-${run}`;
-      const open = async (n: string) => {
-        const ledger = await makeLedger({
-          instanceId: `${prefix}-${key}-${n}-${run}`,
-          check: name,
-        });
-        opened.push(ledger);
-        ids.set(ledger, `${prefix}-${key}-${n}-${run}`);
-        return ledger;
-      };
-      const pair = async (p: string, cap: ResourceCap): Promise<[PoolLedger, PoolLedger]> => {
-        const a = await open('a');
-        const b = await open('b');
-        for (const ledger of [a, b]) ledger.registerPool(p, cap);
-        return [a, b];
-      };
-      try {
-        await body({ pool, open, pair });
-      } finally {
-        for (const ledger of opened) {
-          await ledger.releaseAllForInstance().catch(() => {});
-          await ledger.close().catch(() => {});
-        }
-      }
-    },
+    run: (...[context]: [ConformanceRunContext?]) =>
+      runSkippable(() => runCheck(makeLedger, prefix, key, name, body, context)),
   });
+}
+
+async function runCheck(
+  makeLedger: (args: { instanceId: string; check: string }) => PoolLedger | Promise<PoolLedger>,
+  prefix: string,
+  key: string,
+  name: string,
+  body: (h: CheckHarness) => Promise<void>,
+  context: ConformanceRunContext | undefined,
+): Promise<void> {
+  const run = sample();
+  const opened: PoolLedger[] = [];
+  const pool = (n = 'p') => `${prefix}-${key}-${n}-${run}`;
+  const open = async (n: string) => {
+    const ledger = await makeLedger({
+      instanceId: `${prefix}-${key}-${n}-${run}`,
+      check: name,
+    });
+    opened.push(ledger);
+    ids.set(ledger, `${prefix}-${key}-${n}-${run}`);
+    return ledger;
+  };
+  const pair = async (p: string, cap: ResourceCap): Promise<[PoolLedger, PoolLedger]> => {
+    const a = await open('a');
+    const b = await open('b');
+    for (const ledger of [a, b]) ledger.registerPool(p, cap);
+    return [a, b];
+  };
+  const skip = (reason: string): never => skipCheck(context, name, reason);
+  try {
+    await body({ pool, open, pair, skip });
+  } finally {
+    for (const ledger of opened) {
+      await ledger.releaseAllForInstance().catch(() => {});
+      await ledger.close().catch(() => {});
+    }
+  }
 }

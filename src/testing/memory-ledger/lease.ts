@@ -1,0 +1,209 @@
+/**
+ * The lease of one MemoryPoolLedger: renewed on its clock every leaseMs/3,
+ * with the health, events and "healthy since" every ledger keeps (the design
+ * of issue 31), and a switch that makes renewals fail (`failRenewals`).
+ */
+import type { Clock, ClockTimer } from '../../clock.js';
+import { LedgerUnavailableError } from '../../errors.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/index.js';
+
+type Listener = (event: LeaseEvent) => void;
+
+/** A renewal made to fail by `failRenewals(true)`. @internal */
+export class RenewalsFailing extends Error {
+  constructor() {
+    super('Lease renewals are failing (MemoryPoolLedger.failRenewals(true))');
+    this.name = 'RenewalsFailing';
+  }
+}
+
+/** One instance's own lease, renewed on the clock. @internal */
+export class MemoryLease {
+  readonly leaseId: string;
+  readonly leaseMs: number;
+  readonly marginMs: number;
+  readonly #clock: Clock;
+  // Records a confirmed renewal in the shared store (what peers see).
+  readonly #record: (now: number) => void;
+  readonly #listeners = new Set<Listener>();
+  #confirmedAt: number;
+  #healthySince: number | undefined;
+  #failing = false;
+  #lastError: unknown;
+  #reported: Exclude<LeaseHealth, 'none'> = 'held';
+  #renewer: ClockTimer | undefined;
+  #atRisk: ClockTimer | undefined;
+  #lost: ClockTimer | undefined;
+  #stopped = false;
+
+  constructor(
+    leaseId: string,
+    leaseMs: number,
+    marginMs: number,
+    clock: Clock,
+    record: (now: number) => void,
+  ) {
+    this.leaseId = leaseId;
+    this.leaseMs = leaseMs;
+    this.marginMs = marginMs;
+    this.#clock = clock;
+    this.#record = record;
+    const now = clock.now();
+    this.#confirmedAt = now;
+    this.#healthySince = now;
+    record(now);
+    this.#renewer = clock.setInterval(() => this.renew(), leaseMs / 3);
+    this.#renewer.unref();
+    this.#arm(now);
+  }
+
+  /**
+   * The start of the current unbroken streak of confirmed renewals, or
+   * `undefined` while renewals fail: this instance judges peers only then.
+   */
+  get healthySince(): number | undefined {
+    return this.#healthySince;
+  }
+
+  /** Renew now; true when the renewal was confirmed. */
+  renew(): boolean {
+    if (this.#stopped) return false;
+    if (this.#failing) {
+      this.#healthySince = undefined;
+      this.#lastError = new RenewalsFailing();
+      return false;
+    }
+    const now = this.#clock.now();
+    // A renewal after a stall (no timer ran): say first what the stall did to the lease.
+    const before = this.health(now);
+    if (before !== 'held') this.#report(before);
+    // A gap of more than half a lease (this process stalled) breaks the streak.
+    if (this.#healthySince === undefined || now - this.#confirmedAt > this.leaseMs / 2) {
+      this.#healthySince = now;
+    }
+    this.#confirmedAt = now;
+    this.#record(now);
+    this.#arm(now);
+    if (this.#reported !== 'held') {
+      this.#reported = 'held';
+      this.#emit('lease-renewed');
+    }
+    return true;
+  }
+
+  /** Make renewals fail (`true`) or work again (`false`, renewing at once). */
+  setFailing(on: boolean): void {
+    this.#failing = on;
+    if (on) this.#healthySince = undefined;
+    else this.renew();
+  }
+
+  /**
+   * Before a call writes rows: the lease must have been confirmed within the
+   * last third of the lease; renew first, and refuse when that fails.
+   *
+   * @throws LedgerUnavailableError when the renewal fails (nothing is written).
+   */
+  ensureConfirmed(pool: string): void {
+    if (this.#clock.now() - this.#confirmedAt <= this.leaseMs / 3) return;
+    if (this.renew()) return;
+    throw new LedgerUnavailableError(
+      pool,
+      `Lease ${this.leaseId} could not be renewed (the last confirmed renewal was ${this.#clock.now() - this.#confirmedAt} ms ago): nothing was written to memory pool ${JSON.stringify(pool)}. Retry once renewals work again.`,
+      { cause: this.#lastError },
+    );
+  }
+
+  health(now = this.#clock.now()): Exclude<LeaseHealth, 'none'> {
+    if (now < this.#confirmedAt + (2 * this.leaseMs) / 3) return 'held';
+    if (now < this.#confirmedAt + this.leaseMs) return 'at-risk';
+    return 'lost';
+  }
+
+  info(): LeaseInfo {
+    return {
+      health: this.#stopped ? 'lost' : this.health(),
+      leaseId: this.leaseId,
+      confirmedAt: this.#confirmedAt,
+      deadline: this.#confirmedAt + this.leaseMs,
+      leaseMs: this.leaseMs,
+      marginMs: this.marginMs,
+      location: { kind: 'memory' },
+    };
+  }
+
+  listen(listener: Listener): () => void {
+    if (typeof listener !== 'function') {
+      throw new TypeError(`Expected \`listener\` to be a function, got \`${typeof listener}\``);
+    }
+    // A wrapper, so one listener added twice is two subscriptions.
+    const entry: Listener = (event) => listener(event);
+    this.#listeners.add(entry);
+    return () => {
+      this.#listeners.delete(entry);
+    };
+  }
+
+  /** Stop renewing and firing events (close, abandon). */
+  stop(): void {
+    this.#stopped = true;
+    this.#clock.clearInterval(this.#renewer);
+    this.#clock.clearTimeout(this.#atRisk);
+    this.#clock.clearTimeout(this.#lost);
+    this.#listeners.clear();
+  }
+
+  // The two instants of the current lease: at risk at 2/3, lost at the deadline.
+  #arm(confirmedAt: number): void {
+    this.#clock.clearTimeout(this.#atRisk);
+    this.#clock.clearTimeout(this.#lost);
+    const now = this.#clock.now();
+    const at = (instant: number) => Math.max(1, instant - now);
+    this.#atRisk = this.#clock.setTimeout(
+      () => this.#check('at-risk'),
+      at(confirmedAt + (2 * this.leaseMs) / 3),
+    );
+    this.#atRisk.unref();
+    this.#lost = this.#clock.setTimeout(() => this.#check('lost'), at(confirmedAt + this.leaseMs));
+    this.#lost.unref();
+  }
+
+  // Fire each transition once, in order (a late timer may pass both at once).
+  #check(due: 'at-risk' | 'lost'): void {
+    if (this.#stopped) return;
+    const now = this.#clock.now();
+    const health = this.health(now);
+    if (health !== 'held') this.#report(health);
+    // A timer may fire a moment before its instant by the wall clock: look again then.
+    if (health === 'lost' || (health === 'at-risk' && due === 'at-risk')) return;
+    const instant = this.#confirmedAt + (due === 'lost' ? this.leaseMs : (2 * this.leaseMs) / 3);
+    const again = this.#clock.setTimeout(() => this.#check(due), Math.max(1, instant - now));
+    again.unref();
+    if (due === 'lost') this.#lost = again;
+    else this.#atRisk = again;
+  }
+
+  // Fire each transition up to `health` once, in order.
+  #report(health: 'at-risk' | 'lost'): void {
+    if (this.#reported === 'held') {
+      this.#reported = 'at-risk';
+      this.#emit('lease-at-risk');
+    }
+    if (health === 'lost' && this.#reported === 'at-risk') {
+      this.#reported = 'lost';
+      this.#emit('lease-lost');
+    }
+  }
+
+  #emit(type: LeaseEvent['type']): void {
+    const event: LeaseEvent = { type, lease: this.info() };
+    if (type !== 'lease-renewed' && this.#lastError !== undefined) event.error = this.#lastError;
+    for (const listener of [...this.#listeners]) {
+      try {
+        listener(event);
+      } catch {
+        // A listener's error never reaches the clock's timer.
+      }
+    }
+  }
+}
