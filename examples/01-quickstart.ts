@@ -24,9 +24,8 @@ import {
   type ScaleResult,
   type ScalerBackend,
   ScalerManager,
-  type SpawnRequest,
 } from 'scaler-primitives';
-import { type FenceLease, leaseEnv } from 'scaler-primitives/fence';
+import { leaseEnv } from 'scaler-primitives/fence';
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
@@ -92,12 +91,6 @@ const jobs: Job[] = jobSpecs.map((spec) => ({ ...spec, state: 'queued', queuedAt
 const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
 const children = new Map<string, ChildProcess>();
 
-// The controller's lease as the manager hands it to the backend. Until the
-// manager passes `SpawnRequest.lease` this reads `undefined` and the agents run
-// unfenced; then this is `request.lease`.
-const leaseOf = (request: SpawnRequest): FenceLease | undefined =>
-  (request as SpawnRequest & { lease?: FenceLease }).lease;
-
 /** Starts each agent as a child process; the dispatcher hears from it over IPC. */
 const processBackend: ScalerBackend = {
   async spawn(request) {
@@ -109,7 +102,7 @@ const processBackend: ScalerBackend = {
       env: {
         ...process.env,
         // The controller's lease, for the agent's fence (SCALER_LEASE).
-        ...leaseEnv(leaseOf(request)),
+        ...leaseEnv(request.lease),
         AGENT_ID: request.agentId,
         AGENT_LABELS: JSON.stringify(request.labels),
       },

@@ -22,7 +22,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type FenceLease, leaseEnv } from 'scaler-primitives/fence';
+import { leaseEnv } from 'scaler-primitives/fence';
 import { MachineLedger } from 'scaler-primitives/ledger';
 import {
   type ScaleResult,
@@ -30,7 +30,6 @@ import {
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
-  type SpawnRequest,
 } from 'scaler-primitives/manager';
 
 const started = Date.now();
@@ -102,12 +101,6 @@ const jobById = (id: string | undefined) => jobs.find((j) => j.id === id);
 const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
 const children = new Map<string, ChildProcess>();
 
-// The controller's lease as the manager hands it to the backend. Until the
-// manager passes `SpawnRequest.lease` this reads `undefined` and the agents run
-// unfenced; then this is `request.lease`.
-const leaseOf = (request: SpawnRequest): FenceLease | undefined =>
-  (request as SpawnRequest & { lease?: FenceLease }).lease;
-
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => child.once('exit', () => resolve()));
@@ -131,7 +124,7 @@ const processes: ScalerBackend = {
       env: {
         ...process.env,
         // The controller's lease, for the agent's fence (SCALER_LEASE).
-        ...leaseEnv(leaseOf(request)),
+        ...leaseEnv(request.lease),
         AGENT_ID: request.agentId,
         AGENT_LABELS: JSON.stringify(request.labels),
       },
