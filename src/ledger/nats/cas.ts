@@ -14,6 +14,7 @@
  * id changes nothing.
  */
 import type { JetStreamClient } from '@nats-io/jetstream';
+import { monotonicNow } from '../../clock.js';
 import { isJetStreamRevisionConflict } from '../../internal/nats-errors.js';
 
 /**
@@ -55,7 +56,7 @@ export class CasWriter {
     private readonly js: JetStreamClient,
     private readonly bucket: string,
     private readonly lastRevision: (key: string) => Promise<number>,
-    private readonly monotonic: () => number = () => performance.now(),
+    private readonly monotonic: () => number = monotonicNow,
   ) {}
 
   /**

@@ -7,6 +7,7 @@
  * outage. The fault checks need the suite's `failRenewals` option; they run on
  * real time, so give the ledgers a short lease (a second or two).
  */
+import { systemClock } from '../../../clock.js';
 import type { LeaseEvent, LeaseInfo, PoolLedger } from '../../../ledger/index.js';
 import { type ConformanceCheck, eventually, expectEqual, expectTrue, show } from '../check.js';
 import type { CheckHarness, LedgerSuite } from './harness.js';
@@ -26,7 +27,7 @@ export function leaseChecks({ check, failRenewals }: LedgerSuite): ConformanceCh
       h.skip('the ledger has no onLeaseEvent() (optional in PoolLedger)');
     }
     const seen: Array<{ event: LeaseEvent; at: number }> = [];
-    ledger.onLeaseEvent!((event) => seen.push({ event, at: Date.now() }));
+    ledger.onLeaseEvent!((event) => seen.push({ event, at: systemClock.now() }));
     return seen;
   };
   const needFaults = (h: CheckHarness) => {
@@ -195,7 +196,7 @@ export function leaseChecks({ check, failRenewals }: LedgerSuite): ConformanceCh
         let reapedAt = 0;
         await eventually(
           async () => {
-            if ((await b.reapStale(p)) > 0) reapedAt = Date.now();
+            if ((await b.reapStale(p)) > 0) reapedAt = systemClock.now();
             return reapedAt > 0;
           },
           2 * leaseMs + marginMs + 2000,
@@ -226,7 +227,7 @@ export function leaseChecks({ check, failRenewals }: LedgerSuite): ConformanceCh
         await waitFor(seen, 'lease-lost', leaseMs + 2000);
         // Past a's deadline plus the margin, with both still cut off.
         await eventually(
-          async () => Date.now() > deadline! + marginMs + 50,
+          async () => systemClock.now() > deadline! + marginMs + 50,
           marginMs + 1000,
           'the wait past the margin did not end',
         );
