@@ -10,6 +10,7 @@
 //
 //   node scripts/api-report.mjs           print which reports differ, exit 1 if any
 //   node scripts/api-report.mjs --write   rewrite api/
+//   node scripts/api-report.mjs --count   print the number of public names per subpath, exit 1 over the limits
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve, sep } from 'node:path';
 import ts from 'typescript';
@@ -174,7 +175,70 @@ export function buildReports(pkgRoot = root) {
     reports.set(entry.report, text);
   });
   reports.unnameable = unnameable;
+  reports.counts = countNames(list, exportsOf, checker);
   return reports;
+}
+
+/**
+ * How many names each subpath exports, how many distinct names all of them
+ * export together, and every declaration exported under two spellings outside
+ * `./kici` (the one subpath that keeps kici's names beside ours).
+ */
+function countNames(list, exportsOf, checker) {
+  const perSubpath = {};
+  const all = new Set();
+  const spellings = new Map();
+  list.forEach((entry, index) => {
+    perSubpath[entry.specifier] = exportsOf[index].length;
+    for (const symbol of exportsOf[index]) {
+      all.add(symbol.getName());
+      if (entry.specifier.endsWith('/kici')) continue;
+      const target = resolveAlias(checker, symbol);
+      const names = spellings.get(target) ?? new Set();
+      names.add(symbol.getName());
+      spellings.set(target, names);
+    }
+  });
+  const aliases = [...spellings.values()]
+    .filter((names) => names.size > 1)
+    .map((names) => [...names].sort().join(' = '))
+    .sort();
+  return { perSubpath, total: all.size, aliases };
+}
+
+/** The targets the surface is held to (issue 32): distinct names in all, and per subpath. */
+export const NAME_LIMITS = {
+  total: 250,
+  'scaler-primitives/ledger': 30,
+  'scaler-primitives/manager': 60,
+};
+
+/** Lines describing where the counts exceed {@link NAME_LIMITS}, or two spellings of one name. */
+export function countProblems(counts) {
+  const problems = [];
+  if (counts.total > NAME_LIMITS.total)
+    problems.push(`${counts.total} distinct public names, at most ${NAME_LIMITS.total}`);
+  for (const [specifier, count] of Object.entries(counts.perSubpath)) {
+    const limit = NAME_LIMITS[specifier];
+    if (limit !== undefined && count > limit)
+      problems.push(`${specifier} exports ${count} names, at most ${limit}`);
+  }
+  for (const alias of counts.aliases) problems.push(`one declaration, two names: ${alias}`);
+  return problems;
+}
+
+/** The counts as a table, as `npm run api:count` prints them. */
+export function formatCounts(counts) {
+  const rows = Object.entries(counts.perSubpath).map(([specifier, count]) => {
+    const limit = NAME_LIMITS[specifier];
+    return `| \`${specifier}\` | ${count} | ${limit ?? ''} |`;
+  });
+  return [
+    '| subpath | names | at most |',
+    '|---|---|---|',
+    ...rows,
+    `| distinct names, all subpaths | ${counts.total} | ${NAME_LIMITS.total} |`,
+  ].join('\n');
 }
 
 /**
@@ -243,6 +307,12 @@ export function staleReports(reports, apiDir = join(root, 'api')) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const reports = buildReports();
   const apiDir = join(root, 'api');
+  if (process.argv.includes('--count')) {
+    console.log(formatCounts(reports.counts));
+    const problems = countProblems(reports.counts);
+    for (const line of problems) console.error(`api-count: ${line}`);
+    process.exit(problems.length > 0 ? 1 : 0);
+  }
   if (process.argv.includes('--write')) {
     rmSync(apiDir, { recursive: true, force: true });
     mkdirSync(apiDir, { recursive: true });
