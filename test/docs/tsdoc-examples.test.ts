@@ -2,9 +2,10 @@
  * The TSDoc examples are part of the API docs, so they are held to what the
  * README's blocks are held to (test/docs/ts-blocks.test.ts):
  *
- * 1. Every export of every subpath of package.json `exports` has an `@example`
- *    in its TSDoc, except the names in NOT_YET below (a list that only shrinks:
- *    a listed name that has an example fails the test).
+ * 1. Every class and function a subpath of package.json `exports` exports has
+ *    an `@example` in its TSDoc, except the names in NOT_YET below (a list that
+ *    only shrinks: a listed name that has an example fails the test). Plain data
+ *    interfaces, types and constants need none.
  * 2. Every ```ts block inside an `@example` of a public declaration (an export
  *    or a member of one) type-checks against the BUILT package, strict, as its
  *    own module in a temp project where `scaler-primitives/...` resolves
@@ -148,7 +149,8 @@ function survey(): {
         ts.isVariableDeclaration(d) ? d.parent.parent : d,
       );
       for (const d of decls) publicNodes.add(d);
-      if (!decls.some((d) => exampleTags(d).length > 0)) missing.push(symbol.getName());
+      const callable = decls.some((d) => ts.isClassDeclaration(d) || ts.isFunctionDeclaration(d));
+      if (callable && !decls.some((d) => exampleTags(d).length > 0)) missing.push(symbol.getName());
     }
   }
   const blocks: ExampleBlock[] = [];
@@ -196,8 +198,8 @@ afterAll(() => {
 });
 
 describe('the TSDoc examples', () => {
-  it('every public export has an @example, except the NOT_YET names (which really lack one)', () => {
-    expect(total).toBeGreaterThan(400);
+  it('every public class and function has an @example, except the NOT_YET names', () => {
+    expect(total).toBeGreaterThan(100);
     const unlisted = missing.filter((name) => !NOT_YET.includes(name));
     const listedButPresent = NOT_YET.filter((name) => !missing.includes(name));
     expect({ unlisted, listedButPresent }).toEqual({ unlisted: [], listedButPresent: [] });
@@ -205,7 +207,6 @@ describe('the TSDoc examples', () => {
 
   it('finds a ```ts block in every public example, and only the listed ones are fenced nocheck', () => {
     expect(unfenced).toEqual([]);
-    expect(blocks.filter((b) => b.isPublic).length).toBeGreaterThanOrEqual(total - NOT_YET.length);
     const skipped = blocks.filter((b) => b.isPublic && b.nocheck).map(key);
     expect(skipped.sort()).toEqual(Object.keys(NOT_CHECKED).sort());
   });
