@@ -2,13 +2,8 @@
  * kici's resource quantities, read with kici's grammar and rounding.
  */
 import { InvalidInputError, ResourceParseError } from '../errors.js';
-import {
-  type ParsedResourceRequest,
-  type ParsedResourceSpec,
-  parseCpu,
-  parseMemory,
-  type ResourceCap,
-} from '../resources/index.js';
+import { parseCpu, parseMemory, type ResourceCap } from '../resources/index.js';
+import type { ParsedResourceRequest, ParsedResourceSpec } from '../resources/schema.js';
 
 /**
  * A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes).

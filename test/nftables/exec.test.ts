@@ -6,7 +6,7 @@ import {
   isNftNotInstalledError,
   isNftPermissionError,
   type NftPermissionError,
-} from '../../src/errors.js';
+} from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureTable,

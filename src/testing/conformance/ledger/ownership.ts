@@ -3,7 +3,9 @@
  * releases only its own rows unless an operator path names another, duplicates are
  * refused, `releaseAllForInstance` takes only this instance's rows.
  */
-import { isInvalidInputError, isScalerError } from '../../../errors.js';
+
+import { isInvalidInputError } from '../../../errors/input.js';
+import { isScalerError } from '../../../errors.js';
 import { type ConformanceCheck, expectEqual, expectReject } from '../check.js';
 import type { LedgerSuite } from './harness.js';
 
