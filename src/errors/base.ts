@@ -173,11 +173,10 @@ interface ErrorOfCode {
 /**
  * True for an error raised by scaler-primitives, by any copy of it (the ESM and the CJS
  * build loaded side by side, or two versions in one tree): it checks a brand and the
- * code, never `instanceof`. With `code` (one of {@link ErrorCode}, or a list of them),
+ * code, never `instanceof`. With a `code` (one of {@link ErrorCode}, or a list of them),
  * true only for an error with that code, narrowed to the class raised with it.
  *
  * @param error - Anything caught.
- * @param code - The code, or codes, to accept; any code when absent.
  *
  * @example
  * ```ts
@@ -188,6 +187,13 @@ interface ErrorOfCode {
  * ```
  */
 export function isScalerError(error: unknown): error is ScalerError;
+/**
+ * True for an error raised by scaler-primitives (any copy of it) whose code is `code`,
+ * or one of `code` when it is a list; narrowed to the class raised with that code.
+ *
+ * @param error - Anything caught.
+ * @param code - The code, or codes, to accept: values of {@link ErrorCode}.
+ */
 export function isScalerError<C extends ErrorCodeName>(
   error: unknown,
   code: C | readonly C[],

@@ -46,10 +46,13 @@ export const LedgerFileProblem = {
   MODE: 'mode',
   /** The file is larger than the ledger's `maxFileBytes`. */
   TOO_LARGE: 'too-large',
-} as const;
+} as const satisfies Record<string, LedgerFileProblemName>;
 
-/** Why a ledger file was refused: `symlink`, `not-regular`, `owner`, `mode` or `too-large`. */
-export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof LedgerFileProblem];
+/**
+ * Why a ledger file was refused: a symbolic link (never followed), not a regular file,
+ * owned by another user, writable by its group or others, or larger than `maxFileBytes`.
+ */
+export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
 
 /**
  * A file in the ledger directory (pool file, lease file, temp file) was refused
