@@ -2,8 +2,16 @@
  * kici's resource quantities, read with kici's grammar and rounding.
  */
 import { InvalidInputError, ResourceParseError } from '../errors.js';
-import { parseCpu, parseMemory, type ResourceCap } from '../resources/index.js';
-import type { ParsedResourceRequest, ParsedResourceSpec } from '../resources/schema.js';
+import {
+  parseCpu,
+  parseMemory,
+  type ResourceCap,
+  type resourceRequestSchema,
+} from '../resources/index.js';
+
+// The core's parsed form (cores, whole bytes), as `resourceRequestSchema` outputs it.
+type ParsedResourceRequest = ReturnType<(typeof resourceRequestSchema)['parse']>;
+type ParsedResourceSpec = NonNullable<ParsedResourceRequest['requests']>;
 
 /**
  * A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes).
