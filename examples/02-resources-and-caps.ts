@@ -11,9 +11,10 @@
  */
 import {
   CapTracker,
+  ErrorCode,
   formatCpu,
   formatMemory,
-  isResourceConflictError,
+  isScalerError,
   parseMemory,
   type ResourceRequest,
   resolveResources,
@@ -68,7 +69,7 @@ for (const job of jobs) {
   try {
     resolved = resolveResources([job.resources, job.labelSet, scaler.defaults, globalDefaults]);
   } catch (error) {
-    if (!isResourceConflictError(error)) throw error;
+    if (!isScalerError(error, ErrorCode.RESOURCE_CONFLICT)) throw error;
     rows.push([
       job.id,
       job.scaler,

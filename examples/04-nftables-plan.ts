@@ -7,7 +7,7 @@
  * text in one `nft -f -` transaction, and `removeIsolationRules('ci-42', { policy })`
  * takes it away again.
  */
-import { isInvalidInputError } from 'scaler-primitives';
+import { ErrorCode, isScalerError } from 'scaler-primitives';
 import { type IsolationPolicy, renderIsolationPlan } from 'scaler-primitives/nftables';
 
 // A Firecracker VM behind tap-ci-42: it may reach a package mirror on the private
@@ -36,13 +36,13 @@ for (const bad of ['eth0" ; flush ruleset ; "', 'veth*']) {
   try {
     renderIsolationPlan('ci-43', { iifname: bad });
   } catch (error) {
-    if (isInvalidInputError(error)) console.log(`refused: ${error.message}`);
+    if (isScalerError(error, ErrorCode.INVALID_INPUT)) console.log(`refused: ${error.message}`);
     else throw error;
   }
 }
 try {
   renderIsolationPlan('ci-44', { saddr: '172.30.0.5', allowlist: ['1.2.3.4/8'] });
 } catch (error) {
-  if (isInvalidInputError(error)) console.log(`refused: ${error.message}`);
+  if (isScalerError(error, ErrorCode.INVALID_INPUT)) console.log(`refused: ${error.message}`);
   else throw error;
 }

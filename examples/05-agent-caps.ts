@@ -11,7 +11,7 @@
  * Run: npx tsx examples/05-agent-caps.ts
  *      NATS_URL=nats://127.0.0.1:4222 npx tsx examples/05-agent-caps.ts
  */
-import { isCapsValueError } from 'scaler-primitives';
+import { ErrorCode, isScalerError } from 'scaler-primitives';
 import {
   capsFromResources,
   decodeAgentCaps,
@@ -35,7 +35,7 @@ console.log('decoded by a host:', decodeAgentCaps(wire));
 try {
   encodeAgentCaps({ memoryMax: '8GB' });
 } catch (error) {
-  if (!isCapsValueError(error)) throw error;
+  if (!isScalerError(error, ErrorCode.CAPS_VALUE)) throw error;
   console.log(`\nrefused: ${error.message}`);
 }
 

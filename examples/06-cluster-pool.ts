@@ -12,7 +12,7 @@
  *   NATS_URL=nats://127.0.0.1:4222 npx tsx examples/06-cluster-pool.ts
  * For a cluster, give every server: NATS_URL=nats://a:4222,nats://b:4222,nats://c:4222
  */
-import { isLedgerError } from 'scaler-primitives';
+import { isScalerError } from 'scaler-primitives';
 import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
 
 const url = process.env.NATS_URL;
@@ -89,7 +89,7 @@ try {
     );
   }
 } catch (error) {
-  if (isLedgerError(error)) console.error(`ledger error ${error.code}: ${error.message}`);
+  if (isScalerError(error)) console.error(`ledger error ${error.code}: ${error.message}`);
   throw error;
 } finally {
   await hostB.releaseAllForInstance();

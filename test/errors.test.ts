@@ -1,9 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { isLedgerBusyError, isLedgerError } from '../src/errors/ledger.js';
+import { isResourceParseError } from '../src/errors/resources.js';
 import {
   ErrorCode,
-  isLedgerBusyError,
-  isLedgerError,
-  isResourceParseError,
   isScalerError,
   LedgerBusyError,
   ResourceParseError,
@@ -44,6 +43,37 @@ describe('ScalerError', () => {
     for (const value of [null, undefined, 'ERR_LEDGER_BUSY', 42, {}]) {
       expect(isScalerError(value)).toBe(false);
     }
+  });
+
+  it('isScalerError(error, code) accepts only that code, or one of a list', () => {
+    const busy = new LedgerBusyError('p', 5, 'busy');
+    expect(isScalerError(busy, ErrorCode.LEDGER_BUSY)).toBe(true);
+    expect(isScalerError(busy, ErrorCode.LEDGER_CORRUPT)).toBe(false);
+    expect(isScalerError(busy, [ErrorCode.LEDGER_CORRUPT, ErrorCode.LEDGER_BUSY])).toBe(true);
+    expect(isScalerError(busy, [])).toBe(false);
+    const lookalike = Object.assign(new Error('x'), { code: 'ERR_LEDGER_BUSY' });
+    expect(isScalerError(lookalike, ErrorCode.LEDGER_BUSY)).toBe(false);
+    const error: unknown = busy;
+    // Narrowed to the class raised with the code: its fields type-check.
+    if (isScalerError(error, ErrorCode.LEDGER_BUSY)) expect(error.lockAgeMs).toBe(5);
+    else expect.unreachable();
+  });
+
+  it('recognises an error of another copy of the library (same brand, other class)', () => {
+    // What the CJS build's class looks like from the ESM build: another constructor,
+    // the same registered symbol.
+    class OtherCopyError extends Error {
+      readonly code = 'ERR_NFT_PERMISSION';
+      constructor() {
+        super('nft: Operation not permitted');
+        Object.defineProperty(this, Symbol.for('scaler-primitives.ScalerError'), { value: true });
+      }
+    }
+    const error = new OtherCopyError();
+    expect(error).not.toBeInstanceOf(ScalerError);
+    expect(isScalerError(error)).toBe(true);
+    expect(isScalerError(error, ErrorCode.NFT_PERMISSION)).toBe(true);
+    expect(isScalerError(error, ErrorCode.NFT_COMMAND)).toBe(false);
   });
 
   it('every code is a distinct ERR_ string', () => {

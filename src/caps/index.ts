@@ -8,16 +8,12 @@
  *
  * @packageDocumentation
  */
-export { DuplicateReservationError, isDuplicateReservationError } from '../errors.js';
 export { CapTracker } from './cap-tracker.js';
 export type {
-  CapDimension,
-  CapGranted,
   CapRefusal,
   CapReservation,
   CapReserveResult,
   CapSnapshot,
   CapTrackerOptions,
-  ScopeSnapshot,
   ScopeUsage,
 } from './types.js';

@@ -1,5 +1,5 @@
 /**
- * The cap tracker's rooms: per-scope state, the fit check in every dimension,
+ * The cap tracker's internals: per-scope state, the fit check in every dimension,
  * and input validation. Internal to `scaler-primitives/caps`.
  */
 import { InvalidInputError } from '../errors.js';

@@ -1,5 +1,4 @@
 // Errors of per-agent caps (src/agent-caps): an invalid systemd value, a lost KV write race.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
@@ -8,11 +7,14 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
- * import { isCapsValueError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { decodeAgentCaps } from 'scaler-primitives/agent-caps';
  * declare const value: string;
  * try { decodeAgentCaps(value); }
- * catch (error) { if (isCapsValueError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.CAPS_VALUE)) console.error(error.field, error.value);
+ *   else throw error;
+ * }
  * ```
  */
 export class CapsValueError extends ScalerError {
@@ -40,13 +42,16 @@ export class CapsValueError extends ScalerError {
  * @example
  * ```ts
  * import type { KV } from '@nats-io/kv';
- * import { isRevisionConflictError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { AgentCaps } from 'scaler-primitives/agent-caps';
  * import { writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const kv: KV;
  * declare const caps: AgentCaps;
  * try { await writeAgentCaps(kv, 'iris', caps); }
- * catch (error) { if (isRevisionConflictError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.REVISION_CONFLICT)) console.error(error.key);
+ *   else throw error;
+ * }
  * ```
  */
 export class RevisionConflictError extends ScalerError {
@@ -64,28 +69,9 @@ export class RevisionConflictError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link CapsValueError}.
- *
- * @example
- * ```ts
- * import { isCapsValueError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isCapsValueError(error)) console.error(error.code, error.field, error.value);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isCapsValueError = hasCode<CapsValueError>([ErrorCode.CAPS_VALUE]);
 
-/**
- * True for a {@link RevisionConflictError}.
- *
- * @example
- * ```ts
- * import { isRevisionConflictError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isRevisionConflictError(error)) console.error(error.code, error.key);
- * ```
- */
 export const isRevisionConflictError = hasCode<RevisionConflictError>([
   ErrorCode.REVISION_CONFLICT,
 ]);

@@ -1,17 +1,38 @@
 // The base of every error: the codes, `ScalerError`, `isScalerError`, and the
-// `hasCode` helper every room builds its `is*` predicates with. Imports nothing.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+// `hasCode` helper the other files of src/errors/ build their internal `is*` guards with.
+
+import type { CapsValueError, RevisionConflictError } from './agent-caps.js';
+import type { ConfigError, InvalidInputError } from './input.js';
+import type {
+  LedgerBusyError,
+  LedgerCapMismatchError,
+  LedgerCorruptError,
+  LedgerLeaseExpiredError,
+  LedgerLockCompromisedError,
+  LedgerOutcomeUnknownError,
+  LedgerUnavailableError,
+} from './ledger.js';
+import type { LedgerDirError, LedgerFileError, LedgerIoError } from './ledger-fs.js';
+import type { BackendError } from './manager.js';
+import type { NatsRequestError, NatsServerVersionError } from './nats.js';
+import type { NftError } from './nftables.js';
+import type {
+  DuplicateReservationError,
+  ResourceConflictError,
+  ResourceParseError,
+} from './resources.js';
+import type { StateStoreError } from './state-store.js';
 
 /**
- * Every error code the library uses, as a constant object (see {@link ErrorCodeName}
- * for the union of its values).
+ * Every error code the library uses, as a constant object: compare `error.code` with
+ * it, or pass one to {@link isScalerError}.
  *
  * @example
  * ```ts
  * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * declare const error: unknown;
  * declare function retryLater(): void;
- * if (isScalerError(error) && error.code === ErrorCode.LEDGER_BUSY) retryLater();
+ * if (isScalerError(error, ErrorCode.LEDGER_BUSY)) retryLater();
  * ```
  */
 export const ErrorCode = {
@@ -77,31 +98,13 @@ export const ErrorCode = {
   STATE_STORE: 'ERR_STATE_STORE',
 } as const;
 
-/**
- * The union of every value of {@link ErrorCode}.
- *
- * @example
- * ```ts
- * import type { ErrorCodeName } from 'scaler-primitives';
- * const code: ErrorCodeName = 'ERR_LEDGER_BUSY';
- * ```
- */
+/** The union of every value of {@link ErrorCode}. */
 export type ErrorCodeName = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 // A registered symbol survives two copies of the library in one process.
 const brand = Symbol.for('scaler-primitives.ScalerError');
 
-/**
- * Options accepted by every {@link ScalerError} constructor.
- *
- * @example
- * ```ts
- * import { BackendError, type ScalerErrorOptions } from 'scaler-primitives';
- * declare const error: unknown;
- * const options: ScalerErrorOptions = { cause: error };
- * throw new BackendError('linux', 'spawn failed: quota exceeded', options);
- * ```
- */
+/** Options accepted by every {@link ScalerError} constructor. */
 export interface ScalerErrorOptions {
   /** The error this one was built from. */
   cause?: unknown;
@@ -138,28 +141,81 @@ export class ScalerError extends Error {
   }
 }
 
+/** The error class each code is raised with, for {@link isScalerError}'s narrowing. */
+interface ErrorOfCode {
+  ERR_RESOURCE_PARSE: ResourceParseError;
+  ERR_RESOURCE_CONFLICT: ResourceConflictError;
+  ERR_DUPLICATE_RESERVATION: DuplicateReservationError;
+  ERR_CONFIG_INVALID: ConfigError;
+  ERR_LEDGER_CORRUPT: LedgerCorruptError;
+  ERR_LEDGER_CAP_MISMATCH: LedgerCapMismatchError;
+  ERR_LEDGER_BUSY: LedgerBusyError;
+  ERR_LEDGER_LOCK_COMPROMISED: LedgerLockCompromisedError;
+  ERR_LEDGER_DIR_UNSAFE: LedgerDirError;
+  ERR_LEDGER_FILE_UNSAFE: LedgerFileError;
+  ERR_LEDGER_LEASE_EXPIRED: LedgerLeaseExpiredError;
+  ERR_LEDGER_UNAVAILABLE: LedgerUnavailableError;
+  ERR_LEDGER_IO: LedgerIoError;
+  ERR_LEDGER_OUTCOME_UNKNOWN: LedgerOutcomeUnknownError;
+  ERR_INVALID_INPUT: InvalidInputError;
+  ERR_NFT_NOT_INSTALLED: NftError;
+  ERR_NFT_PERMISSION: NftError;
+  ERR_NFT_COMMAND: NftError;
+  ERR_CAPS_VALUE: CapsValueError;
+  ERR_REVISION_CONFLICT: RevisionConflictError;
+  ERR_NATS_TIMEOUT: NatsRequestError;
+  ERR_NATS_REQUEST: NatsRequestError;
+  ERR_NATS_SERVER_VERSION: NatsServerVersionError;
+  ERR_BACKEND: BackendError;
+  ERR_STATE_STORE: StateStoreError;
+}
+
 /**
- * True for any error raised by scaler-primitives (any copy of it).
+ * True for an error raised by scaler-primitives, by any copy of it (the ESM and the CJS
+ * build loaded side by side, or two versions in one tree): it checks a brand and the
+ * code, never `instanceof`. With a `code` (one of {@link ErrorCode}, or a list of them),
+ * true only for an error with that code, narrowed to the class raised with it.
  *
  * @param error - Anything caught.
  *
  * @example
  * ```ts
- * import { isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * declare const error: unknown;
- * if (isScalerError(error)) console.error(error.code, error.message);
+ * if (isScalerError(error, ErrorCode.LEDGER_BUSY)) console.error(error.pool, error.lockAgeMs);
+ * else if (isScalerError(error)) console.error(error.code, error.message);
  * ```
  */
-export function isScalerError(error: unknown): error is ScalerError {
-  return (
-    typeof error === 'object' &&
-    error !== null &&
-    (error as Record<symbol, unknown>)[brand] === true &&
-    typeof (error as { code?: unknown }).code === 'string'
-  );
+export function isScalerError(error: unknown): error is ScalerError;
+/**
+ * True for an error raised by scaler-primitives (any copy of it) whose code is `code`,
+ * or one of `code` when it is a list; narrowed to the class raised with that code.
+ *
+ * @param error - Anything caught.
+ * @param code - The code, or codes, to accept: values of {@link ErrorCode}.
+ */
+export function isScalerError<C extends ErrorCodeName>(
+  error: unknown,
+  code: C | readonly C[],
+): error is ErrorOfCode[C];
+export function isScalerError(
+  error: unknown,
+  code?: ErrorCodeName | readonly ErrorCodeName[],
+): boolean {
+  if (
+    typeof error !== 'object' ||
+    error === null ||
+    (error as Record<symbol, unknown>)[brand] !== true
+  ) {
+    return false;
+  }
+  const actual = (error as { code?: unknown }).code;
+  if (typeof actual !== 'string') return false;
+  if (code === undefined) return true;
+  return typeof code === 'string' ? actual === code : (code as readonly string[]).includes(actual);
 }
 
-// Builds an `is*` predicate: true for a ScalerError (any copy) with one of `codes`.
+// Builds an internal `is*` guard: true for a ScalerError (any copy) with one of `codes`.
 export function hasCode<T extends ScalerError>(codes: readonly ErrorCodeName[]) {
-  return (error: unknown): error is T => isScalerError(error) && codes.includes(error.code);
+  return (error: unknown): error is T => isScalerError(error, codes);
 }

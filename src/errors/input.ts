@@ -1,20 +1,8 @@
 // Errors of refused input: configuration documents and single values.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
-/**
- * One problem found in a configuration document.
- *
- * @example
- * ```ts
- * import { isConfigError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isConfigError(error)) {
- *   for (const issue of error.issues) console.error(issue.path.join('.'), issue.message);
- * }
- * ```
- */
+/** One problem found in a configuration document. */
 export interface ConfigIssue {
   /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
   path: ReadonlyArray<string | number>;
@@ -27,11 +15,14 @@ export interface ConfigIssue {
  *
  * @example
  * ```ts
- * import { isConfigError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { parseScalerConfig } from 'scaler-primitives/manager';
  * declare const text: string;
  * try { parseScalerConfig(JSON.parse(text)); }
- * catch (error) { if (isConfigError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.CONFIG_INVALID)) console.error(error.issues);
+ *   else throw error;
+ * }
  * ```
  */
 export class ConfigError extends ScalerError {
@@ -54,11 +45,14 @@ export class ConfigError extends ScalerError {
  *
  * @example
  * ```ts
- * import { isInvalidInputError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { parseCidr } from 'scaler-primitives/nftables';
  * declare const input: string;
  * try { parseCidr(input); }
- * catch (error) { if (isInvalidInputError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.INVALID_INPUT)) console.error(error.what, error.value);
+ *   else throw error;
+ * }
  * ```
  */
 export class InvalidInputError extends ScalerError {
@@ -79,26 +73,7 @@ export class InvalidInputError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link ConfigError}.
- *
- * @example
- * ```ts
- * import { isConfigError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isConfigError(error)) console.error(error.code, error.issues);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
 
-/**
- * True for an {@link InvalidInputError}.
- *
- * @example
- * ```ts
- * import { isInvalidInputError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isInvalidInputError(error)) console.error(error.code, error.what, error.value);
- * ```
- */
 export const isInvalidInputError = hasCode<InvalidInputError>([ErrorCode.INVALID_INPUT]);

@@ -1,6 +1,5 @@
 // The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
 // src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
 import { LedgerError } from './ledger.js';
@@ -10,11 +9,14 @@ import { LedgerError } from './ledger.js';
  *
  * @example
  * ```ts
- * import { isLedgerDirError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerDirError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_DIR_UNSAFE)) console.error(error.dir);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerDirError extends LedgerError {
@@ -32,18 +34,7 @@ export class LedgerDirError extends LedgerError {
   }
 }
 
-/**
- * Why a ledger file was refused (see {@link LedgerFileError}): a constant object,
- * {@link LedgerFileProblemName} is the union of its values.
- *
- * @example
- * ```ts
- * import { isLedgerFileError, LedgerFileProblem } from 'scaler-primitives';
- * declare const error: unknown;
- * declare function alertOperator(path: string): void;
- * if (isLedgerFileError(error) && error.problem === LedgerFileProblem.SYMLINK) alertOperator(error.path);
- * ```
- */
+// Why a ledger file was refused: the values of `LedgerFileError.problem`.
 export const LedgerFileProblem = {
   /** The path is a symbolic link (it is never followed). */
   SYMLINK: 'symlink',
@@ -55,18 +46,13 @@ export const LedgerFileProblem = {
   MODE: 'mode',
   /** The file is larger than the ledger's `maxFileBytes`. */
   TOO_LARGE: 'too-large',
-} as const;
+} as const satisfies Record<string, LedgerFileProblemName>;
 
 /**
- * The union of every value of {@link LedgerFileProblem}.
- *
- * @example
- * ```ts
- * import type { LedgerFileProblemName } from 'scaler-primitives';
- * const problem: LedgerFileProblemName = 'symlink';
- * ```
+ * Why a ledger file was refused: a symbolic link (never followed), not a regular file,
+ * owned by another user, writable by its group or others, or larger than `maxFileBytes`.
  */
-export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof LedgerFileProblem];
+export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
 
 /**
  * A file in the ledger directory (pool file, lease file, temp file) was refused
@@ -75,11 +61,14 @@ export type LedgerFileProblemName = (typeof LedgerFileProblem)[keyof typeof Ledg
  *
  * @example
  * ```ts
- * import { isLedgerFileError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerFileError(error)) console.error(error.path, error.problem); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_FILE_UNSAFE)) console.error(error.path, error.problem);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerFileError extends LedgerError {
@@ -108,28 +97,9 @@ export class LedgerFileError extends LedgerError {
   }
 }
 
-/**
- * True for a {@link LedgerDirError}.
- *
- * @example
- * ```ts
- * import { isLedgerDirError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerDirError(error)) console.error(error.code, error.dir);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isLedgerDirError = hasCode<LedgerDirError>([ErrorCode.LEDGER_DIR_UNSAFE]);
 
-/**
- * True for a {@link LedgerFileError}.
- *
- * @example
- * ```ts
- * import { isLedgerFileError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerFileError(error)) console.error(error.code, error.path, error.problem);
- * ```
- */
 export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE_UNSAFE]);
 
 /**
@@ -142,12 +112,15 @@ export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE
  *
  * @example
  * ```ts
- * import { isLedgerIoError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function alertOperator(path: string, errno: string): void;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerIoError(error)) alertOperator(error.path, error.errno); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_IO)) alertOperator(error.path, error.errno);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerIoError extends LedgerError {
@@ -184,14 +157,4 @@ export class LedgerIoError extends LedgerError {
   }
 }
 
-/**
- * True for a {@link LedgerIoError}.
- *
- * @example
- * ```ts
- * import { isLedgerIoError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerIoError(error)) console.error(error.code, error.errno, error.path, error.mayHaveWritten);
- * ```
- */
 export const isLedgerIoError = hasCode<LedgerIoError>([ErrorCode.LEDGER_IO]);

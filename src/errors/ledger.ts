@@ -1,6 +1,5 @@
 // The ledger's errors (src/ledger, src/ledger/nats): the `LedgerError` base and its
 // document, cap, lock, lease and availability failures. File-system refusals: ./ledger-fs.ts.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import {
   ErrorCode,
@@ -15,11 +14,14 @@ import {
  *
  * @example
  * ```ts
- * import { isLedgerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, [ErrorCode.LEDGER_BUSY, ErrorCode.LEDGER_UNAVAILABLE])) console.error(error.pool);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerError extends ScalerError {
@@ -43,11 +45,14 @@ export class LedgerError extends ScalerError {
  *
  * @example
  * ```ts
- * import { isLedgerCorruptError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerCorruptError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_CORRUPT)) console.error(error.location);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerCorruptError extends LedgerError {
@@ -71,11 +76,14 @@ export class LedgerCorruptError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerCapMismatchError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerCapMismatchError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_CAP_MISMATCH)) console.error(error.stored, error.registered);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerCapMismatchError extends LedgerError {
@@ -102,11 +110,14 @@ export class LedgerCapMismatchError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerBusyError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerBusyError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_BUSY)) console.error(error.lockAgeMs);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerBusyError extends LedgerError {
@@ -138,11 +149,14 @@ export class LedgerBusyError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerLockCompromisedError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerLockCompromisedError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_LOCK_COMPROMISED)) console.error(error.pool);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerLockCompromisedError extends LedgerError {
@@ -165,12 +179,15 @@ export class LedgerLockCompromisedError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerLeaseExpiredError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function reconcileAgents(): Promise<void>;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerLeaseExpiredError(error)) await reconcileAgents(); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_LEASE_EXPIRED)) await reconcileAgents();
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerLeaseExpiredError extends LedgerError {
@@ -197,11 +214,14 @@ export class LedgerLeaseExpiredError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerUnavailableError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerUnavailableError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_UNAVAILABLE)) console.error(error.pool);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerUnavailableError extends LedgerError {
@@ -228,11 +248,14 @@ export class LedgerUnavailableError extends LedgerError {
  *
  * @example
  * ```ts
- * import { isLedgerOutcomeUnknownError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
- * catch (error) { if (isLedgerOutcomeUnknownError(error)) console.error(error.agentIds); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_OUTCOME_UNKNOWN)) console.error(error.agentIds);
+ *   else throw error;
+ * }
  * ```
  */
 export class LedgerOutcomeUnknownError extends LedgerError {
@@ -256,16 +279,7 @@ export class LedgerOutcomeUnknownError extends LedgerError {
   }
 }
 
-/**
- * True for any {@link LedgerError}.
- *
- * @example
- * ```ts
- * import { isLedgerError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerError(error)) console.error(error.code, error.pool);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_CORRUPT,
   ErrorCode.LEDGER_CAP_MISMATCH,
@@ -279,96 +293,26 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);
 
-/**
- * True for a {@link LedgerCorruptError}.
- *
- * @example
- * ```ts
- * import { isLedgerCorruptError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerCorruptError(error)) console.error(error.code, error.location);
- * ```
- */
 export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGER_CORRUPT]);
 
-/**
- * True for a {@link LedgerCapMismatchError}.
- *
- * @example
- * ```ts
- * import { isLedgerCapMismatchError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerCapMismatchError(error)) console.error(error.code, error.stored, error.registered);
- * ```
- */
 export const isLedgerCapMismatchError = hasCode<LedgerCapMismatchError>([
   ErrorCode.LEDGER_CAP_MISMATCH,
 ]);
 
-/**
- * True for a {@link LedgerBusyError}.
- *
- * @example
- * ```ts
- * import { isLedgerBusyError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerBusyError(error)) console.error(error.code, error.lockAgeMs);
- * ```
- */
 export const isLedgerBusyError = hasCode<LedgerBusyError>([ErrorCode.LEDGER_BUSY]);
 
-/**
- * True for a {@link LedgerLockCompromisedError}.
- *
- * @example
- * ```ts
- * import { isLedgerLockCompromisedError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerLockCompromisedError(error)) console.error(error.code);
- * ```
- */
 export const isLedgerLockCompromisedError = hasCode<LedgerLockCompromisedError>([
   ErrorCode.LEDGER_LOCK_COMPROMISED,
 ]);
 
-/**
- * True for a {@link LedgerLeaseExpiredError}.
- *
- * @example
- * ```ts
- * import { isLedgerLeaseExpiredError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerLeaseExpiredError(error)) console.error(error.code, error.agentIds);
- * ```
- */
 export const isLedgerLeaseExpiredError = hasCode<LedgerLeaseExpiredError>([
   ErrorCode.LEDGER_LEASE_EXPIRED,
 ]);
 
-/**
- * True for a {@link LedgerUnavailableError}.
- *
- * @example
- * ```ts
- * import { isLedgerUnavailableError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerUnavailableError(error)) console.error(error.code);
- * ```
- */
 export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
 
-/**
- * True for a {@link LedgerOutcomeUnknownError}.
- *
- * @example
- * ```ts
- * import { isLedgerOutcomeUnknownError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isLedgerOutcomeUnknownError(error)) console.error(error.code, error.pool, error.agentIds);
- * ```
- */
 export const isLedgerOutcomeUnknownError = hasCode<LedgerOutcomeUnknownError>([
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);

@@ -1,5 +1,4 @@
 // Errors of the manager's host backends (src/manager/spawner.ts).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
@@ -8,11 +7,14 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
- * import { isBackendError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try { await manager.shutdownAll(); }
- * catch (error) { if (isBackendError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.BACKEND)) console.error(error.backend);
+ *   else throw error;
+ * }
  * ```
  */
 export class BackendError extends ScalerError {
@@ -30,14 +32,5 @@ export class BackendError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link BackendError}.
- *
- * @example
- * ```ts
- * import { isBackendError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isBackendError(error)) console.error(error.code, error.backend);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isBackendError = hasCode<BackendError>([ErrorCode.BACKEND]);

@@ -1,5 +1,4 @@
 // A failed or timed-out NATS request (src/agent-caps/nats, src/internal/nats-errors.ts).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
@@ -9,11 +8,14 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  * @example
  * ```ts
  * import type { NatsConnection } from '@nats-io/transport-node';
- * import { isNatsRequestError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const nc: NatsConnection;
  * try { await readAgentCaps(nc, 'iris'); }
- * catch (error) { if (isNatsRequestError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.NATS_TIMEOUT)) console.error(error.subject);
+ *   else throw error;
+ * }
  * ```
  */
 export class NatsRequestError extends ScalerError {
@@ -37,16 +39,7 @@ export class NatsRequestError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link NatsRequestError} (timeout or other failure).
- *
- * @example
- * ```ts
- * import { isNatsRequestError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNatsRequestError(error)) console.error(error.code, error.subject);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isNatsRequestError = hasCode<NatsRequestError>([
   ErrorCode.NATS_TIMEOUT,
   ErrorCode.NATS_REQUEST,
@@ -58,12 +51,12 @@ export const isNatsRequestError = hasCode<NatsRequestError>([
  *
  * @example
  * ```ts
- * import { isNatsServerVersionError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
  * try {
  *   await NatsPoolLedger.connect({ servers: 'nats://nats:4222', instanceId: 'a', serverVersionPolicy: 'refuse' });
  * } catch (error) {
- *   if (isNatsServerVersionError(error)) console.error(error.version, error.minimum);
+ *   if (isScalerError(error, ErrorCode.NATS_SERVER_VERSION)) console.error(error.version, error.minimum);
  *   else throw error;
  * }
  * ```
@@ -86,16 +79,6 @@ export class NatsServerVersionError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link NatsServerVersionError}.
- *
- * @example
- * ```ts
- * import { isNatsServerVersionError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNatsServerVersionError(error)) console.error(`nats-server ${error.version} < ${error.minimum}`);
- * ```
- */
 export const isNatsServerVersionError = hasCode<NatsServerVersionError>([
   ErrorCode.NATS_SERVER_VERSION,
 ]);

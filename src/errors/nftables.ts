@@ -1,5 +1,4 @@
 // Errors raised while running `nft` (src/nftables).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import {
   ErrorCode,
@@ -10,16 +9,21 @@ import {
 } from './base.js';
 
 /**
- * Base class of the errors raised while running `nft`.
+ * Running `nft` failed. `code` says how: `ERR_NFT_NOT_INSTALLED` (`nft`, `sudo` or `ip`
+ * is missing), `ERR_NFT_PERMISSION` (no CAP_NET_ADMIN: run as root, grant the
+ * capability, or use `requireSudo`), `ERR_NFT_COMMAND` (`nft` ran and exited with an error).
  *
  * @example
  * ```ts
- * import { isNftError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
  * declare const agent: string;
  * declare const policy: IsolationPolicy;
  * try { await addIsolationRules(agent, policy); }
- * catch (error) { if (isNftError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.NFT_PERMISSION)) console.error(error.command, error.message);
+ *   else throw error;
+ * }
  * ```
  */
 export class NftError extends ScalerError {
@@ -46,19 +50,9 @@ export class NftError extends ScalerError {
   }
 }
 
-/**
- * The `nft` binary is not installed (or not on `PATH`).
- *
- * @example
- * ```ts
- * import { isNftNotInstalledError } from 'scaler-primitives';
- * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
- * declare const agent: string;
- * declare const policy: IsolationPolicy;
- * try { await addIsolationRules(agent, policy); }
- * catch (error) { if (isNftNotInstalledError(error)) console.error(error.message); else throw error; }
- * ```
- */
+// The subclasses below are internal shorthands, one per code (the package exports NftError).
+
+// `nft` (or `sudo`, or `ip` for `netns`) is not installed or not on `PATH`.
 export class NftNotInstalledError extends NftError {
   /**
    * @param message - The full sentence.
@@ -71,19 +65,7 @@ export class NftNotInstalledError extends NftError {
   }
 }
 
-/**
- * `nft` lacked CAP_NET_ADMIN (run as root, grant the capability, or use `requireSudo`).
- *
- * @example
- * ```ts
- * import { isNftPermissionError } from 'scaler-primitives';
- * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
- * declare const agent: string;
- * declare const policy: IsolationPolicy;
- * try { await addIsolationRules(agent, policy); }
- * catch (error) { if (isNftPermissionError(error)) console.error(error.message); else throw error; }
- * ```
- */
+// `nft` lacked CAP_NET_ADMIN.
 export class NftPermissionError extends NftError {
   /**
    * @param message - The full sentence.
@@ -100,19 +82,7 @@ export class NftPermissionError extends NftError {
   }
 }
 
-/**
- * `nft` ran and exited with an error.
- *
- * @example
- * ```ts
- * import { isNftCommandError } from 'scaler-primitives';
- * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
- * declare const agent: string;
- * declare const policy: IsolationPolicy;
- * try { await addIsolationRules(agent, policy); }
- * catch (error) { if (isNftCommandError(error)) console.error(error.message); else throw error; }
- * ```
- */
+// `nft` ran and exited with an error.
 export class NftCommandError extends NftError {
   /**
    * @param message - The full sentence.
@@ -129,54 +99,15 @@ export class NftCommandError extends NftError {
   }
 }
 
-/**
- * True for any {@link NftError}.
- *
- * @example
- * ```ts
- * import { isNftError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNftError(error)) console.error(error.code, error.command, error.stderr);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isNftError = hasCode<NftError>([
   ErrorCode.NFT_NOT_INSTALLED,
   ErrorCode.NFT_PERMISSION,
   ErrorCode.NFT_COMMAND,
 ]);
 
-/**
- * True for an {@link NftNotInstalledError}.
- *
- * @example
- * ```ts
- * import { isNftNotInstalledError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNftNotInstalledError(error)) console.error(error.code);
- * ```
- */
 export const isNftNotInstalledError = hasCode<NftNotInstalledError>([ErrorCode.NFT_NOT_INSTALLED]);
 
-/**
- * True for an {@link NftPermissionError}.
- *
- * @example
- * ```ts
- * import { isNftPermissionError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNftPermissionError(error)) console.error(error.code);
- * ```
- */
 export const isNftPermissionError = hasCode<NftPermissionError>([ErrorCode.NFT_PERMISSION]);
 
-/**
- * True for an {@link NftCommandError}.
- *
- * @example
- * ```ts
- * import { isNftCommandError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isNftCommandError(error)) console.error(error.code);
- * ```
- */
 export const isNftCommandError = hasCode<NftCommandError>([ErrorCode.NFT_COMMAND]);

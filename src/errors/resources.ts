@@ -1,20 +1,8 @@
 // Errors of resource quantities and reservations (src/resources, src/caps, the ledger ops).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError } from './base.js';
 
-/**
- * Which resource dimension a quantity or a refusal is about (`extended`: a named countable resource such as `nvidia.com/gpu`).
- *
- * @example
- * ```ts
- * import { isResourceParseError, type ResourceKind } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isResourceParseError(error)) {
- *   const kind: ResourceKind = error.kind; // 'cpu' | 'memory' | 'extended'
- * }
- * ```
- */
+/** Which kind of quantity was refused (`extended`: a countable resource such as `nvidia.com/gpu`). */
 export type ResourceKind = 'cpu' | 'memory' | 'extended';
 
 /**
@@ -22,11 +10,14 @@ export type ResourceKind = 'cpu' | 'memory' | 'extended';
  *
  * @example
  * ```ts
- * import { isResourceParseError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { parseCpu } from 'scaler-primitives/resources';
  * declare const input: string;
  * try { parseCpu(input); }
- * catch (error) { if (isResourceParseError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.RESOURCE_PARSE)) console.error(error.kind, error.value);
+ *   else throw error;
+ * }
  * ```
  */
 export class ResourceParseError extends ScalerError {
@@ -52,11 +43,14 @@ export class ResourceParseError extends ScalerError {
  *
  * @example
  * ```ts
- * import { isResourceConflictError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  * declare const layers: ResourceRequest[];
  * try { resolveResources(layers); }
- * catch (error) { if (isResourceConflictError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.RESOURCE_CONFLICT)) console.error(error.dimension, error.request, error.limit);
+ *   else throw error;
+ * }
  * ```
  */
 export class ResourceConflictError extends ScalerError {
@@ -99,13 +93,16 @@ export class ResourceConflictError extends ScalerError {
  *
  * @example
  * ```ts
- * import { isDuplicateReservationError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { CapTracker } from 'scaler-primitives/caps';
  * import type { ResourceAmount } from 'scaler-primitives/resources';
  * declare const caps: CapTracker;
  * declare const amount: ResourceAmount;
  * try { caps.tryReserve('agent-1', ['global'], amount); }
- * catch (error) { if (isDuplicateReservationError(error)) console.error(error.message); else throw error; }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.DUPLICATE_RESERVATION)) console.error(error.id);
+ *   else throw error;
+ * }
  * ```
  */
 export class DuplicateReservationError extends ScalerError {
@@ -122,42 +119,13 @@ export class DuplicateReservationError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link ResourceParseError}.
- *
- * @example
- * ```ts
- * import { isResourceParseError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isResourceParseError(error)) console.error(error.code, error.value, error.kind);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isResourceParseError = hasCode<ResourceParseError>([ErrorCode.RESOURCE_PARSE]);
 
-/**
- * True for a {@link ResourceConflictError}.
- *
- * @example
- * ```ts
- * import { isResourceConflictError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isResourceConflictError(error)) console.error(error.code, error.dimension, error.request);
- * ```
- */
 export const isResourceConflictError = hasCode<ResourceConflictError>([
   ErrorCode.RESOURCE_CONFLICT,
 ]);
 
-/**
- * True for a {@link DuplicateReservationError}.
- *
- * @example
- * ```ts
- * import { isDuplicateReservationError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isDuplicateReservationError(error)) console.error(error.code, error.id);
- * ```
- */
 export const isDuplicateReservationError = hasCode<DuplicateReservationError>([
   ErrorCode.DUPLICATE_RESERVATION,
 ]);

@@ -1,25 +1,8 @@
 // Errors of the manager's state stores (src/manager/state, src/manager/nats).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
-/**
- * What a {@link StateStoreError} is about.
- *
- * @example
- * ```ts
- * import { isStateStoreError, StateStoreProblem } from 'scaler-primitives';
- * import type { ScalerManager } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * declare function alertOperator(path: string): void;
- * try {
- *   await manager.recoverState();
- * } catch (error) {
- *   if (isStateStoreError(error) && error.problem === StateStoreProblem.CORRUPT) alertOperator(error.location);
- *   else throw error;
- * }
- * ```
- */
+/** What a {@link StateStoreError} is about: the values of its `problem`. */
 export const StateStoreProblem = {
   /** The stored state is unreadable, of the wrong shape or of an unknown version (left as it is). */
   CORRUPT: 'corrupt',
@@ -33,15 +16,7 @@ export const StateStoreProblem = {
   UNAVAILABLE: 'unavailable',
 } as const;
 
-/**
- * The union of the values of {@link StateStoreProblem}.
- *
- * @example
- * ```ts
- * import type { StateStoreProblemName } from 'scaler-primitives';
- * const problem: StateStoreProblemName = 'conflict'; // another manager with the same name wrote
- * ```
- */
+/** The union of the values of {@link StateStoreProblem}. */
 export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
 
 /**
@@ -49,13 +24,13 @@ export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof Stat
  *
  * @example
  * ```ts
- * import { isStateStoreError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try {
  *   await manager.recoverState();
  * } catch (error) {
- *   if (isStateStoreError(error)) console.error(error.location, error.problem, error.message);
+ *   if (isScalerError(error, ErrorCode.STATE_STORE)) console.error(error.location, error.problem, error.message);
  *   else throw error;
  * }
  * ```
@@ -84,14 +59,5 @@ export class StateStoreError extends ScalerError {
   }
 }
 
-/**
- * True for a {@link StateStoreError}.
- *
- * @example
- * ```ts
- * import { isStateStoreError } from 'scaler-primitives';
- * declare const error: unknown;
- * if (isStateStoreError(error)) console.error(error.code, error.location, error.problem);
- * ```
- */
+// Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isStateStoreError = hasCode<StateStoreError>([ErrorCode.STATE_STORE]);

@@ -3,12 +3,15 @@
  */
 import { InvalidInputError, ResourceParseError } from '../errors.js';
 import {
-  type ParsedResourceRequest,
-  type ParsedResourceSpec,
   parseCpu,
   parseMemory,
   type ResourceCap,
+  type resourceRequestSchema,
 } from '../resources/index.js';
+
+// The core's parsed form (cores, whole bytes), as `resourceRequestSchema` outputs it.
+type ParsedResourceRequest = ReturnType<(typeof resourceRequestSchema)['parse']>;
+type ParsedResourceSpec = NonNullable<ParsedResourceRequest['requests']>;
 
 /**
  * A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes).

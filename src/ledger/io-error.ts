@@ -4,7 +4,9 @@
  * file may have been changed. Errors the ledger raises itself (every
  * `ScalerError`) and anything that is not a system error pass through as they are.
  */
-import { isLedgerIoError, isScalerError, LedgerIoError } from '../errors.js';
+
+import { isLedgerIoError } from '../errors/ledger-fs.js';
+import { isScalerError, LedgerIoError } from '../errors.js';
 
 /** The system error code (`ENOSPC`, `EROFS`...) of `error`, or `undefined` for anything else. */
 export function systemErrorCode(error: unknown): string | undefined {

@@ -9,7 +9,9 @@
  *
  * The queue file and the lock directory have their own guards in `lock.ts`.
  */
-import { LedgerFileError, LedgerFileProblem } from '../errors.js';
+
+import { LedgerFileProblem } from '../errors/ledger-fs.js';
+import { LedgerFileError } from '../errors.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
 
 /**

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ConfigError, type ConfigIssue } from '../errors.js';
+import type { ConfigIssue } from '../errors/input.js';
+import { ConfigError } from '../errors.js';
 import {
   type LimitRangePolicy,
   limitRangeDefaults,

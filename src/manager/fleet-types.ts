@@ -2,7 +2,7 @@
  * The answers of the fleet-wide calls: `reload` (the config's validation) and
  * `reconcile` (what was released, what runs untracked, which backends failed).
  */
-import type { ConfigIssue } from '../errors.js';
+import type { ConfigIssue } from '../errors/input.js';
 import type { SweepOutcome } from './sweeps.js';
 
 /**

@@ -12,15 +12,9 @@
  * @packageDocumentation
  */
 export { type Clock, type ClockTimer, systemClock } from '../clock.js';
-export {
-  ConfigError,
-  type ConfigIssue,
-  isConfigError,
-  isStateStoreError,
-  StateStoreError,
-  StateStoreProblem,
-  type StateStoreProblemName,
-} from '../errors.js';
+export type { ConfigIssue } from '../errors/input.js';
+export { StateStoreProblem, type StateStoreProblemName } from '../errors/state-store.js';
+export { ConfigError, StateStoreError } from '../errors.js';
 export type {
   OtelAttributes,
   OtelContext,

@@ -1,4 +1,4 @@
-import type { ConfigIssue } from '../errors.js';
+import type { ConfigIssue } from '../errors/input.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ResourceRequest } from '../resources/types.js';
 import type { ScalerBackend } from './backend-types.js';

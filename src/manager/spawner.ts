@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { BackendError, isLedgerLeaseExpiredError } from '../errors.js';
+import { isLedgerLeaseExpiredError } from '../errors/ledger.js';
+import { BackendError } from '../errors.js';
 import type { ReserveResult } from '../ledger/types.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';

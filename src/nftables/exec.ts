@@ -1,5 +1,5 @@
 // The calls that write an agent's rules: validate, ensure the table, add, remove.
-import { isNftCommandError } from '../errors.js';
+import { isNftCommandError } from '../errors/nftables.js';
 import { agentRules } from './agent-rules.js';
 import { agentAddCommands, dispatchFor } from './build.js';
 import { agentChainName } from './names.js';

@@ -1,5 +1,5 @@
 // The calls that read a table: list the agents in it, sweep the dead ones, verify one.
-import { isNftCommandError } from '../errors.js';
+import { isNftCommandError } from '../errors/nftables.js';
 import { liveAgentView } from '../internal/live-ids.js';
 import { agentRules, checkPolicyFamily } from './agent-rules.js';
 import { dispatchFor, expectedVerdicts } from './build.js';

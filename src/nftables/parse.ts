@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { NftCommandError } from '../errors.js';
+import { NftCommandError } from '../errors/nftables.js';
 import { type AgentPart, DISPATCH_MAPS } from './layout.js';
 import { parseAgentChainName, parseAgentComment } from './names.js';
 import type { NftElementKey, TableFamily } from './plan.js';

@@ -5,7 +5,7 @@ import {
   NftCommandError,
   NftNotInstalledError,
   NftPermissionError,
-} from '../errors.js';
+} from '../errors/nftables.js';
 import { strictOptions } from '../internal/strict-keys.js';
 import {
   BASE_CHAINS,

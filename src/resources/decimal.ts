@@ -16,14 +16,6 @@ export interface Decimal {
  * The longest quantity string any parser reads. Longer strings are refused
  * before any pattern is applied, so a hostile input costs O(1): a valid quantity
  * is never longer than a few dozen characters.
- *
- * @example
- * ```ts
- * import { MAX_QUANTITY_LENGTH } from 'scaler-primitives/resources';
- *
- * declare const input: string; // a quantity from a user's config
- * if (input.length > MAX_QUANTITY_LENGTH) console.error('refused before parsing');
- * ```
  */
 export const MAX_QUANTITY_LENGTH = 64;
 
@@ -32,13 +24,6 @@ export const MAX_QUANTITY_LENGTH = 64;
  * 10^12 cores). CPU crosses the API as a number of cores, and a double holds
  * every decimal of at most 15 significant digits exactly, so up to this bound
  * `cores * 1000` always reads back as the same whole millicores.
- *
- * @example
- * ```ts
- * import { MAX_MILLICORES, parseMillicores } from 'scaler-primitives/resources';
- *
- * parseMillicores(String(MAX_MILLICORES + 1) + 'm'); // throws ResourceParseError
- * ```
  */
 export const MAX_MILLICORES = 999_999_999_999_999;
 

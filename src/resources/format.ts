@@ -14,7 +14,7 @@ import { coresToMillicores, MAX_CPU_CORES } from './quantity.js';
  * - `kubernetes`: `Quantity.String()` of `resource.NewMilliQuantity(m, DecimalSI)`,
  *   what `kubectl` prints: `"500m"`, `"1500m"`, `"2"`, `"1k"`.
  *
- * @param cores - A finite number of cores >= 0 and <= {@link MAX_CPU_CORES}
+ * @param cores - A finite number of cores >= 0 and at most {@link parseCpu}'s maximum (10^15 - 1 millicores)
  *   (rounded up to millicores as {@link parseCpu} does).
  * @param opts - The convention.
  * @throws TypeError for anything else.

@@ -15,17 +15,7 @@ import { coresToMillicores } from './quantity.js';
 import type { ResolvedResources } from './resolve.js';
 import type { ResourceRequest } from './types.js';
 
-/**
- * One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise.
- *
- * @example
- * ```ts
- * import { type LimitRangeItem, limitRangeSchema } from 'scaler-primitives/resources';
- *
- * const policy = limitRangeSchema().parse({ cpus: { min: '250m', max: 4, defaultRequest: '500m' } });
- * const cpus: LimitRangeItem | undefined = policy.cpus; // { min: 0.25, max: 4, defaultRequest: 0.5 }
- * ```
- */
+/** One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise. */
 export interface LimitRangeItem {
   /** Request and limit must be at least this. */
   min?: number;
@@ -39,47 +29,13 @@ export interface LimitRangeItem {
   default?: number;
 }
 
-/**
- * A parsed policy: rules by resource (`cpus`, `memory`, or an extended resource name).
- *
- * @example
- * ```ts
- * import { type LimitRangePolicy, limitRangeSchema } from 'scaler-primitives/resources';
- *
- * const policy: LimitRangePolicy = limitRangeSchema().parse({ memory: { max: '16Gi' } });
- * ```
- */
+/** A parsed policy: rules by resource (`cpus`, `memory`, or an extended resource name). */
 export type LimitRangePolicy = Readonly<Record<string, LimitRangeItem>>;
 
-/**
- * The rule that refused a job.
- *
- * @example
- * ```ts
- * import { checkLimitRange, type LimitRangePolicy, type LimitRangeRule, type ResolvedResources } from 'scaler-primitives/resources';
- *
- * declare const policy: LimitRangePolicy;
- * declare const resolved: ResolvedResources;
- * const result = checkLimitRange(policy, resolved);
- * if (!result.ok && result.rule === ('max' satisfies LimitRangeRule)) console.log(`${result.resource} above ${result.bound}`);
- * ```
- */
+/** The rule that refused a job. */
 export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
 
-/**
- * The outcome of {@link checkLimitRange}.
- *
- * @example
- * ```ts
- * import { checkLimitRange, type LimitRangePolicy, type LimitRangeResult, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
- *
- * declare const policy: LimitRangePolicy;
- * declare const job: ResourceRequest; // what the job asks for
- * declare const scalerDefaults: ResourceRequest;
- * const result: LimitRangeResult = checkLimitRange(policy, resolveResources([job, scalerDefaults]));
- * if (!result.ok) console.error(result.message);
- * ```
- */
+/** The outcome of {@link checkLimitRange}. */
 export type LimitRangeResult =
   | {
       /** Inside the range. */
@@ -128,15 +84,6 @@ function amount(resource: string, opts: QuantityOptions) {
 /**
  * The consistency problems of a policy: defaults outside the range, `min` above
  * `max`, a ratio below 1, defaults whose ratio exceeds `maxLimitRequestRatio`.
- *
- * @example
- * ```ts
- * import { type LimitRangePolicy, limitRangeProblems } from 'scaler-primitives/resources';
- *
- * declare const policy: LimitRangePolicy;
- * const problems = limitRangeProblems(policy); // [] when min <= default <= max for every resource
- * for (const p of problems) console.error(p);
- * ```
  */
 export function limitRangeProblems(policy: LimitRangePolicy): string[] {
   const problems: string[] = [];
@@ -177,7 +124,8 @@ export function limitRangeProblems(policy: LimitRangePolicy): string[] {
  * zod schema of a policy as written in configuration:
  * `{ cpus?: { min?, max?, maxLimitRequestRatio?, defaultRequest?, default? }, memory?, "<domain>/<name>"? }`.
  * Quantities follow `opts.convention`; unknown keys are refused; an inconsistent
- * policy (see {@link limitRangeProblems}) is an issue, so a bad default is a
+ * policy (a default outside the range, `min` above `max`, a ratio below 1, defaults
+ * beyond the ratio) is an issue, so a bad default is a
  * config error at load time.
  *
  * @example

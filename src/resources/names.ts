@@ -1,28 +1,10 @@
 import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
 
-/**
- * A domain-prefixed resource name such as `nvidia.com/gpu`.
- *
- * @example
- * ```ts
- * import type { ExtendedResourceName } from 'scaler-primitives/resources';
- *
- * const gpu: ExtendedResourceName = 'nvidia.com/gpu';
- * ```
- */
+/** A domain-prefixed resource name such as `nvidia.com/gpu`. */
 export type ExtendedResourceName = `${string}/${string}`;
 
-/**
- * The longest extended resource name: a 253-character DNS prefix, `/`, a 63-character name.
- *
- * @example
- * ```ts
- * import { MAX_EXTENDED_NAME_LENGTH, validateExtendedResourceName } from 'scaler-primitives/resources';
- *
- * validateExtendedResourceName('x'.repeat(MAX_EXTENDED_NAME_LENGTH + 1)); // throws
- * ```
- */
+/** The longest extended resource name: a 253-character DNS prefix, `/`, a 63-character name. */
 export const MAX_EXTENDED_NAME_LENGTH = 317;
 
 // Kubernetes qualified names: a DNS-1123 subdomain prefix, then a name part.
@@ -60,7 +42,9 @@ export function extendedNameProblem(name: string): string | undefined {
 }
 
 /**
- * True when `name` is a valid extended resource name (see {@link validateExtendedResourceName}).
+ * True when `name` is a valid extended resource name, as Kubernetes names them:
+ * `<prefix>/<name>`, the prefix a lower-case DNS subdomain outside `kubernetes.io`,
+ * the name 1-63 characters of `A-Z a-z 0-9 . _ -` (`nvidia.com/gpu`, `example.com/fpga`).
  *
  * @example
  * ```ts
@@ -81,14 +65,6 @@ export function isExtendedResourceName(name: unknown): name is ExtendedResourceN
  * @returns The name, unchanged.
  * @throws {@link InvalidInputError} naming the value and what is wrong with it.
  * @throws TypeError when `name` is not a string.
- *
- * @example
- * ```ts
- * import { validateExtendedResourceName } from 'scaler-primitives/resources';
- *
- * validateExtendedResourceName('nvidia.com/gpu'); // 'nvidia.com/gpu'
- * validateExtendedResourceName('gpu');            // throws: no domain prefix
- * ```
  */
 export function validateExtendedResourceName(name: unknown): ExtendedResourceName {
   if (typeof name !== 'string') {

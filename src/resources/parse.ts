@@ -4,12 +4,7 @@
  * value rounded **up**, every bad value a `ResourceParseError`.
  */
 import { ResourceParseError } from '../errors.js';
-import {
-  checkConvention,
-  type ParseMemoryOptions,
-  type QuantityConvention,
-  type QuantityOptions,
-} from './convention.js';
+import { checkConvention, type QuantityConvention, type QuantityOptions } from './convention.js';
 import {
   bytesOf,
   type Decimal,
@@ -33,11 +28,11 @@ const MILLICORES = /^(\d+)m$/;
  * through a binary float.
  *
  * @param value - A number of cores, or a string in the convention's grammar.
- * @param opts - The convention (see {@link QuantityConvention}).
- * @returns Whole millicores, at most {@link MAX_MILLICORES}.
+ * @param opts - The convention: `binary` (the default) or `kubernetes`.
+ * @returns Whole millicores, at most 10^15 - 1 (about 10^12 cores).
  * @throws {@link ResourceParseError} naming the value, the reason and the accepted forms:
- *   malformed strings, strings longer than {@link MAX_QUANTITY_LENGTH}, negatives,
- *   NaN, Infinity, values beyond {@link MAX_CPU_CORES}.
+ *   malformed strings, strings longer than 64 characters, negatives, NaN, Infinity,
+ *   values beyond 10^15 - 1 millicores.
  * @throws TypeError when `value` is neither a number nor a string, or for a bad convention.
  *
  * @example
@@ -171,14 +166,14 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  * (Kubernetes' `Value()`). Exact: digits are counted as integers.
  *
  * Plain numbers and digit strings are bytes; `Ki Mi Gi Ti Pi Ei` are 1024-based;
- * the rest follows `opts.convention` (see {@link QuantityConvention}).
+ * the rest follows `opts.convention` (`binary`, the default, or `kubernetes`).
  *
  * @param value - The quantity.
  * @param opts - The convention.
  * @returns Whole bytes (a safe integer).
  * @throws {@link ResourceParseError} for negatives, malformed strings (`"1.5.5"`),
  *   SI-looking suffixes (`"8GB"`, `"8Gb"`: the message suggests `"8Gi"`), strings
- *   longer than {@link MAX_QUANTITY_LENGTH}, and results beyond `Number.MAX_SAFE_INTEGER`.
+ *   longer than 64 characters, and results beyond `Number.MAX_SAFE_INTEGER`.
  * @throws TypeError when `value` is neither a number nor a string, or for a bad convention.
  *
  * @example
@@ -190,7 +185,7 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  * parseMemory('500M', { convention: 'kubernetes' }); // 500000000
  * ```
  */
-export function parseMemory(value: number | string, opts: ParseMemoryOptions = {}): number {
+export function parseMemory(value: number | string, opts: QuantityOptions = {}): number {
   const convention = checkConvention(opts);
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return value;
   const bytes = bytesOf(memoryDecimal(value, convention));

@@ -15,14 +15,6 @@ import {
 /**
  * Largest CPU value, in cores, the library counts: {@link MAX_MILLICORES} / 1000
  * (999999999999.999). Up to it, a number of cores holds its millicores exactly.
- *
- * @example
- * ```ts
- * import { MAX_CPU_CORES } from 'scaler-primitives/resources';
- *
- * declare const cores: number;
- * if (cores > MAX_CPU_CORES) throw new TypeError('too many cores');
- * ```
  */
 export const MAX_CPU_CORES = MAX_MILLICORES / 1000;
 
@@ -38,13 +30,6 @@ export { MAX_MILLICORES, MAX_QUANTITY_LENGTH };
  * @param cores - A finite number of cores, >= 0 and <= {@link MAX_CPU_CORES}.
  * @returns Whole millicores (a safe integer).
  * @throws TypeError for anything else.
- *
- * @example
- * ```ts
- * import { coresToMillicores } from 'scaler-primitives/resources';
- *
- * coresToMillicores(1.5); // 1500
- * ```
  */
 export function coresToMillicores(cores: number): number {
   if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0) {
@@ -66,13 +51,6 @@ export function coresToMillicores(cores: number): number {
  *   is {@link MAX_MILLICORES}: nothing the library counts can exceed it.
  * @returns Whole millicores (a safe integer).
  * @throws TypeError for a negative, non-finite or non-number value.
- *
- * @example
- * ```ts
- * import { capToMillicores } from 'scaler-primitives/resources';
- *
- * capToMillicores(0.0015); // 1: a cap rounds down to whole millicores, never up
- * ```
  */
 export function capToMillicores(cores: number): number {
   if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0) {

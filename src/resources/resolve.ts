@@ -1,5 +1,5 @@
 import { ResourceConflictError, ResourceParseError } from '../errors.js';
-import type { ParseMemoryOptions } from './convention.js';
+import type { QuantityOptions } from './convention.js';
 import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
 import {
   MAX_CPU_LIMIT_CORES,
@@ -9,22 +9,7 @@ import {
   type ResourceSpec,
 } from './types.js';
 
-/**
- * The layer names {@link resolveResources} uses when none are given, in priority order.
- *
- * @example
- * ```ts
- * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
- *
- * // The layers, most specific first; a layer may be undefined.
- * declare const job: ResourceRequest;
- * declare const labelSet: ResourceRequest | undefined;
- * declare const scalerDefaults: ResourceRequest;
- * declare const globalDefaults: ResourceRequest;
- * const r = resolveResources([job, labelSet, scalerDefaults, globalDefaults]); // named as DEFAULT_LAYER_NAMES
- * r.provenance.requests.cpus; // 'job' | 'labelSet' | 'scaler' | 'global' | 'zero'
- * ```
- */
+/** The layer names {@link resolveResources} uses when none are given, in priority order. */
 export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as const;
 
 /**
@@ -32,16 +17,6 @@ export const DEFAULT_LAYER_NAMES = ['job', 'labelSet', 'scaler', 'global'] as co
  * layer declared (a request of nothing), `unset` for a limit no layer declared.
  * A limit declared as 0 is absent from the limits (unset) and keeps the name of
  * the layer that declared it here.
- *
- * @example
- * ```ts
- * import { resolveResources, type ResourceProvenance, type ResourceRequest } from 'scaler-primitives/resources';
- *
- * declare const job: ResourceRequest;
- * declare const scalerDefaults: ResourceRequest;
- * const { provenance }: { provenance: ResourceProvenance } = resolveResources([job, scalerDefaults]);
- * console.log(`cpu request from ${provenance.requests.cpus}, memory limit from ${provenance.limits.memBytes}`);
- * ```
  */
 export interface ResourceProvenance {
   /** Layers of `requests.cpus` and `requests.memBytes` (`zero` when undeclared). */
@@ -50,18 +25,7 @@ export interface ResourceProvenance {
   limits: ProvenanceOf;
 }
 
-/**
- * The layer names behind one side of a {@link ResolvedResources}.
- *
- * @example
- * ```ts
- * import { type ProvenanceOf, resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
- *
- * declare const job: ResourceRequest;
- * declare const scalerDefaults: ResourceRequest;
- * const requests: ProvenanceOf = resolveResources([job, scalerDefaults]).provenance.requests;
- * ```
- */
+/** The layer names behind one side of a {@link ResolvedResources}. */
 export interface ProvenanceOf {
   /** The layer the CPU value came from, or `zero` (a request) / `unset` (a limit). */
   cpus: string;
@@ -74,14 +38,6 @@ export interface ProvenanceOf {
 /**
  * The outcome of {@link resolveResources}: requests (0 when undeclared), limits
  * (absent when unset) and their provenance.
- *
- * @example
- * ```ts
- * import { type ResolvedResources, resolveResources } from 'scaler-primitives/resources';
- *
- * const r: ResolvedResources = resolveResources([{ limits: { cpus: '1500m' } }, { requests: { memory: '3Gi' } }]);
- * r.requests; // { cpus: 1.5, memBytes: 3221225472 }: the request mirrors the limit
- * ```
  */
 export interface ResolvedResources {
   /** What the job needs: what caps add up. An undeclared request is 0. */
@@ -96,34 +52,12 @@ export interface ResolvedResources {
 }
 
 /**
- * Options of {@link resolveResources}: the quantity convention.
- *
- * @example
- * ```ts
- * import { resolveResources, type ResolveResourcesOptions, type ResourceRequest } from 'scaler-primitives/resources';
- *
- * declare const job: ResourceRequest;
- * const options: ResolveResourcesOptions = { convention: 'kubernetes' }; // '500M' is 500000000 bytes
- * resolveResources([job], undefined, options);
- * ```
- */
-export interface ResolveResourcesOptions extends ParseMemoryOptions {}
-
-/**
  * Apply the request/limit mirroring rule: per dimension (`cpus`, `memory`, each
  * extended resource), a value
  * declared on one side only is copied to the other side. Values are kept as given.
  *
  * @param request - A declaration; `undefined` reads as an empty one.
  * @returns A new declaration; the input is not modified.
- *
- * @example
- * ```ts
- * import { mirrorRequestsLimits } from 'scaler-primitives/resources';
- *
- * mirrorRequestsLimits({ requests: { cpus: 2 }, limits: { memory: '4Gi' } });
- * // { requests: { cpus: 2, memory: '4Gi' }, limits: { cpus: 2, memory: '4Gi' } }
- * ```
  */
 export function mirrorRequestsLimits(request: ResourceRequest | undefined): ResourceRequest {
   if (request === undefined) return {};
@@ -155,7 +89,7 @@ const UNSET = 'unset';
  *
  * `layers` are in priority order (by default: job, label set, scaler, global).
  * Each layer is read strictly (unknown keys are refused) and mirrored first
- * ({@link mirrorRequestsLimits}); then, per dimension, the first layer that
+ * (a value declared on one side only is copied to the other); then, per dimension, the first layer that
  * declares it decides both sides. A layer may be nested (`{ requests?, limits? }`)
  * or flat (`{ cpus?, memory?, "nvidia.com/gpu"? }`, which declares both sides at once).
  *
@@ -179,7 +113,7 @@ const UNSET = 'unset';
  *   (absent when unset) with the provenance of each.
  * @throws {@link ResourceParseError} naming the layer and field of an invalid quantity,
  *   an extended resource whose request and limit differ, or a CPU limit above
- *   {@link MAX_CPU_LIMIT_CORES}.
+ *   214748.36 cores (the largest `CPUQuota=` systemd reads).
  * @throws {@link InvalidInputError} for an unknown key (naming it, the accepted keys
  *   and the nearest one, e.g. `reqeusts` -> `requests`) or an invalid resource name.
  * @throws {@link ResourceConflictError} when a resolved request exceeds its limit,
@@ -203,7 +137,7 @@ const UNSET = 'unset';
 export function resolveResources(
   layers: ReadonlyArray<ResourceRequest | undefined>,
   names: readonly string[] = DEFAULT_LAYER_NAMES,
-  opts: ResolveResourcesOptions = {},
+  opts: QuantityOptions = {},
 ): ResolvedResources {
   if (!Array.isArray(layers)) {
     throw new TypeError(`Expected \`layers\` to be an array, got \`${typeof layers}\``);
@@ -242,7 +176,7 @@ export function readResourceLayer(
   layer: ResourceRequest,
   index: number,
   name: string,
-  opts: ResolveResourcesOptions = {},
+  opts: QuantityOptions = {},
 ): ReadLayer {
   if (typeof layer !== 'object' || layer === null || Array.isArray(layer)) {
     return {

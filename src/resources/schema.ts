@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { ParseMemoryOptions } from './convention.js';
+import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { extendedNameProblem } from './names.js';
 import { parseCpu, parseMemory } from './parse.js';
@@ -17,17 +17,7 @@ function quantity(parse: (value: number | string) => number) {
   });
 }
 
-/**
- * A {@link ResourceSpec} after parsing: canonical numbers.
- *
- * @example
- * ```ts
- * import { type ParsedResourceSpec, resourceSpecSchema } from 'scaler-primitives/resources';
- *
- * const spec: ParsedResourceSpec = resourceSpecSchema.parse({ cpus: '500m', memory: '1Gi' });
- * // { cpus: 0.5, memory: 1073741824 }
- * ```
- */
+/** A {@link ResourceSpec} after parsing: canonical numbers. */
 export interface ParsedResourceSpec {
   /** Cores, at millicore precision. */
   cpus?: number;
@@ -37,17 +27,7 @@ export interface ParsedResourceSpec {
   [extended: `${string}/${string}`]: number | undefined;
 }
 
-/**
- * A {@link ResourceRequest} after parsing: always the nested form, canonical numbers.
- *
- * @example
- * ```ts
- * import { type ParsedResourceRequest, resourceRequestSchema } from 'scaler-primitives/resources';
- *
- * const parsed: ParsedResourceRequest = resourceRequestSchema.parse({ cpus: 1, memory: '2g' });
- * // legacy flat form: { requests: { cpus: 1, memory: 2147483648 }, limits: { cpus: 1, memory: 2147483648 } }
- * ```
- */
+/** A {@link ResourceRequest} after parsing: always the nested form, canonical numbers. */
 export interface ParsedResourceRequest {
   /** What the job needs. */
   requests?: ParsedResourceSpec;
@@ -55,17 +35,7 @@ export interface ParsedResourceRequest {
   limits?: ParsedResourceSpec;
 }
 
-/**
- * A cap as written in configuration.
- *
- * @example
- * ```ts
- * import { type ResourceCapInput, resourceCapSchema } from 'scaler-primitives/resources';
- *
- * const input: ResourceCapInput = { maxCpu: '8', maxMemory: '32Gi', maxAgents: 10 };
- * const cap = resourceCapSchema.parse(input); // { maxCpu: 8, maxMemoryBytes: 34359738368, maxAgents: 10 }
- * ```
- */
+/** A cap as written in configuration. */
 export interface ResourceCapInput {
   /** Maximum summed CPU: cores or a CPU quantity string. */
   maxCpu?: number | string;
@@ -81,21 +51,11 @@ export interface ResourceCapInput {
   maxAgents?: number;
 }
 
-/**
- * The zod schemas of {@link resourceSchemas}, built for one memory convention.
- *
- * @example
- * ```ts
- * import { resourceSchemas, type ResourceSchemas } from 'scaler-primitives/resources';
- *
- * const k8s: ResourceSchemas = resourceSchemas({ convention: 'kubernetes' });
- * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
- * ```
- */
+/** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
 export interface ResourceSchemas {
   /** `{ cpus?, memory? }` -> `{ cpus?: cores, memory?: bytes }`. */
   spec: z.ZodType<ParsedResourceSpec, ResourceSpec>;
-  /** Nested `{ requests?, limits? }` or legacy flat `{ cpus?, memory? }` (both sides). */
+  /** Nested `{ requests?, limits? }` or the flat `{ cpus?, memory? }` (both sides). */
   request: z.ZodType<ParsedResourceRequest, ResourceRequest | ResourceSpec>;
   /** `{ maxCpu?, maxMemory? }` -> `{ maxCpu?, maxMemoryBytes? }`. */
   cap: z.ZodType<ResourceCap, ResourceCapInput>;
@@ -105,7 +65,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function buildSpec(opts: ParseMemoryOptions): ResourceSchemas['spec'] {
+function buildSpec(opts: QuantityOptions): ResourceSchemas['spec'] {
   return z
     .custom<Record<string, unknown>>(isObject, {
       message: 'Expected an object { cpus?, memory?, <extended>? }',
@@ -118,7 +78,7 @@ function buildSpec(opts: ParseMemoryOptions): ResourceSchemas['spec'] {
     }) as unknown as ResourceSchemas['spec'];
 }
 
-function buildRequest(opts: ParseMemoryOptions): ResourceSchemas['request'] {
+function buildRequest(opts: QuantityOptions): ResourceSchemas['request'] {
   return z
     .custom<Record<string, unknown>>(isObject, {
       message: 'Expected an object: { requests?, limits? } or the flat form { cpus?, memory? }',
@@ -157,7 +117,7 @@ const count = z.union([z.number(), z.string()]).transform((value, ctx) => {
   }
 });
 
-function buildCap(opts: ParseMemoryOptions) {
+function buildCap(opts: QuantityOptions) {
   return z
     .strictObject({
       maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
@@ -198,7 +158,7 @@ function buildCap(opts: ParseMemoryOptions) {
 }
 
 /**
- * Build the resource schemas for a memory convention (see {@link ParseMemoryOptions}).
+ * Build the resource schemas for a convention (`binary`, the default, or `kubernetes`).
  * The exported {@link resourceSpecSchema}, {@link resourceRequestSchema} and
  * {@link resourceCapSchema} are the `binary` ones.
  *
@@ -210,7 +170,7 @@ function buildCap(opts: ParseMemoryOptions) {
  * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
  * ```
  */
-export function resourceSchemas(opts: ParseMemoryOptions = {}): ResourceSchemas {
+export function resourceSchemas(opts: QuantityOptions = {}): ResourceSchemas {
   return { spec: buildSpec(opts), request: buildRequest(opts), cap: buildCap(opts) };
 }
 
@@ -232,7 +192,7 @@ export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
 
 /**
  * zod schema of a {@link ResourceRequest}. Accepts the nested form
- * `{ requests?, limits? }` and the legacy flat form `{ cpus?, memory? }`, which
+ * `{ requests?, limits? }` and the flat form `{ cpus?, memory? }`, which
  * declares both sides; always parses to the nested form with canonical numbers.
  *
  * @example

@@ -8,12 +8,6 @@ import type { ExtendedResourceName } from './names.js';
  * `memory` is bytes (a number, or a string such as `"8Gi"` or `"2g"`); any
  * domain-prefixed key (`"nvidia.com/gpu"`) is an extended resource, a whole
  * count. An absent field means "not declared here"; any other key is refused.
- *
- * @example
- * ```ts
- * import type { ResourceSpec } from 'scaler-primitives/resources';
- * const spec: ResourceSpec = { cpus: '500m', memory: '2Gi', 'nvidia.com/gpu': 1 };
- * ```
  */
 export interface ResourceSpec {
   /** CPU in cores: `1.5`, `"1.5"`, `"500m"`. */
@@ -31,13 +25,6 @@ export interface ResourceSpec {
 /**
  * A job's (or a layer's) resource declaration: what it needs (`requests`, what
  * caps add up) and what it may use at most (`limits`, what backends enforce).
- *
- * @example
- * ```ts
- * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
- * const job: ResourceRequest = { requests: { cpus: 1, memory: '2Gi' }, limits: { cpus: 2 } };
- * const { requests, limits } = resolveResources([job]);
- * ```
  */
 export interface ResourceRequest {
   /** What the job needs; summed by caps. */
@@ -46,18 +33,7 @@ export interface ResourceRequest {
   limits?: ResourceSpec;
 }
 
-/**
- * A resolved amount: cores, whole bytes, and whole counts of extended resources.
- *
- * @example
- * ```ts
- * import type { CapTracker } from 'scaler-primitives/caps';
- * import type { ResourceAmount } from 'scaler-primitives/resources';
- * declare const caps: CapTracker;
- * const amount: ResourceAmount = { cpus: 1.5, memBytes: 4 * 2 ** 30, extended: { 'nvidia.com/gpu': 1 } };
- * caps.tryReserve('agent-1', ['global'], amount);
- * ```
- */
+/** A resolved amount: cores, whole bytes, and whole counts of extended resources. */
 export interface ResourceAmount {
   /** CPU in cores, at millicore precision. */
   cpus: number;
@@ -76,13 +52,6 @@ export interface ResourceAmount {
  * A limit is what a backend enforces on one agent, so every resolved limit can be
  * written as a cap (`capsFromResources` never refuses one); no machine has more
  * cores. Requests and pool caps keep the whole `MAX_CPU_CORES` range.
- *
- * @example
- * ```ts
- * import { MAX_CPU_LIMIT_CORES } from 'scaler-primitives/resources';
- * declare const requested: number;
- * const cpuLimit = Math.min(requested, MAX_CPU_LIMIT_CORES); // a limit systemd's CPUQuota= can hold
- * ```
  */
 export const MAX_CPU_LIMIT_CORES = Math.floor(2_147_483_647 / 100) / 100;
 
@@ -93,14 +62,6 @@ export const MAX_CPU_LIMIT_CORES = Math.floor(2_147_483_647 / 100) / 100;
  * same way: no cap is written for it (`capsFromResources` leaves the systemd
  * field out, so the host's own setting applies), a backend enforces none, and
  * a limit range's `max` refuses it. A limit, when present, is positive.
- *
- * @example
- * ```ts
- * import { capsFromResources } from 'scaler-primitives/agent-caps';
- * import type { ResourceLimits } from 'scaler-primitives/resources';
- * const limits: ResourceLimits = { cpus: 2, memBytes: 4 * 2 ** 30 }; // no extended resources
- * const caps = capsFromResources(limits); // { CPUQuota: '200%', MemoryMax: '4294967296' }
- * ```
  */
 export interface ResourceLimits {
   /** CPU in cores, at millicore precision; absent when unset. */
@@ -121,15 +82,6 @@ export interface ResourceLimits {
  * Extended resources fail closed: a cap that neither caps a resource in
  * `maxExtended` nor lists it in `provides` allows none of it (a machine that
  * does not declare GPUs has none). A scope with no cap at all limits nothing.
- *
- * @example
- * ```ts
- * import type { MachineLedger } from 'scaler-primitives/ledger';
- * import type { ResourceCap } from 'scaler-primitives/resources';
- * declare const ledger: MachineLedger;
- * const cap: ResourceCap = { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30, maxExtended: { 'nvidia.com/gpu': 2 } };
- * ledger.registerPool('gpu-box', cap);
- * ```
  */
 export interface ResourceCap {
   /** Maximum summed CPU, in cores. */

@@ -6,7 +6,7 @@ import {
   encodeAgentCaps,
   resourcesFromCaps,
 } from '../../src/agent-caps/index.js';
-import { isCapsValueError } from '../../src/errors.js';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 describe('conversion limits', () => {
   it('accepts the largest CPUQuota= systemd reads, and the encoder agrees', () => {

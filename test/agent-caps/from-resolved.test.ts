@@ -9,13 +9,9 @@ import {
   encodeAgentCaps,
   resourcesFromCaps,
 } from '../../src/agent-caps/index.js';
-import {
-  isResourceConflictError,
-  isResourceParseError,
-  MAX_CPU_LIMIT_CORES,
-  type ResourceRequest,
-  resolveResources,
-} from '../../src/resources/index.js';
+import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
+import { type ResourceRequest, resolveResources } from '../../src/resources/index.js';
+import { MAX_CPU_LIMIT_CORES } from '../../src/resources/types.js';
 
 const gpu = 'nvidia.com/gpu';
 

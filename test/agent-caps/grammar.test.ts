@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import {
   decodeAgentCaps,
   encodeAgentCaps,
-  isCapsValueError,
   isValidCpuQuota,
   isValidMemoryMax,
 } from '../../src/index.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { assertAgentName, directGetSubject, keySubject } from '../../src/agent-caps/index.js';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 
 describe('agent names', () => {
   it.each(['iris', 'agent-7', 'pool_a', 'A1', 'team/iris', 'x=y', '0'])('accepts %j', (name) => {

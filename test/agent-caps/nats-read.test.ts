@@ -11,7 +11,8 @@ import {
 } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
-import { isCapsValueError, isNatsRequestError } from '../../src/errors.js';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
+import { isNatsRequestError } from '../../src/errors/nats.js';
 
 function scripted(reply: () => Partial<Msg> | Error) {
   const requests: Array<{ subject: string; timeout: number | undefined }> = [];

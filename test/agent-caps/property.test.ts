@@ -1,11 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import {
   type AgentCaps,
   capsFromResources,
   decodeAgentCaps,
   encodeAgentCaps,
-  isCapsValueError,
   isValidCpuQuota,
   isValidMemoryMax,
   resourcesFromCaps,

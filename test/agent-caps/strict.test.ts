@@ -15,7 +15,9 @@ import {
   validateAgentCaps,
 } from '../../src/agent-caps/index.js';
 import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
-import { type InvalidInputError, isCapsValueError, isInvalidInputError } from '../../src/errors.js';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import type { InvalidInputError } from '../../src/errors.js';
 
 function refused(fn: () => unknown): InvalidInputError {
   try {

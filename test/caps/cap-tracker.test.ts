@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CapTracker } from '../../src/caps/index.js';
-import { isDuplicateReservationError } from '../../src/errors.js';
+import { isDuplicateReservationError } from '../../src/errors/resources.js';
 
 describe('CapTracker', () => {
   it('reserves in every scope and reports usage per scope', () => {

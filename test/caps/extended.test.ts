@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CapTracker } from '../../src/caps/index.js';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 
 const gpu = 'nvidia.com/gpu';
 const fpga = 'example.com/fpga';

@@ -12,12 +12,9 @@ import {
   watchAgentCaps,
   writeAgentCaps,
 } from '../../src/agent-caps/nats/index.js';
-import {
-  isCapsValueError,
-  isInvalidInputError,
-  isNatsRequestError,
-  isRevisionConflictError,
-} from '../../src/errors.js';
+import { isCapsValueError, isRevisionConflictError } from '../../src/errors/agent-caps.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isNatsRequestError } from '../../src/errors/nats.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 

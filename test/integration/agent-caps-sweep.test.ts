@@ -11,7 +11,8 @@ import {
   sweepAgentCaps,
   writeAgentCaps,
 } from '../../src/agent-caps/nats/index.js';
-import { isInvalidInputError, isNatsRequestError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isNatsRequestError } from '../../src/errors/nats.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 

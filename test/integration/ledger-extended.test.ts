@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import { decodeRequest, encodeRequest } from '../../src/ledger/combine-wire.js';
 import { MachineLedger, type PoolLedger } from '../../src/ledger/index.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';

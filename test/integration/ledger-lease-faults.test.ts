@@ -19,7 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { isLedgerIoError } from '../../src/errors.js';
+import { isLedgerIoError } from '../../src/errors/ledger-fs.js';
 import { type LeaseEvent, MachineLedger } from '../../src/ledger/index.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';

@@ -9,11 +9,8 @@ import { jetstream } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  isLedgerLeaseExpiredError,
-  isLedgerUnavailableError,
-  isNatsServerVersionError,
-} from '../../src/errors.js';
+import { isLedgerLeaseExpiredError, isLedgerUnavailableError } from '../../src/errors/ledger.js';
+import { isNatsServerVersionError } from '../../src/errors/nats.js';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';

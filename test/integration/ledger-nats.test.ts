@@ -8,12 +8,12 @@ import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  isDuplicateReservationError,
   isLedgerCapMismatchError,
   isLedgerCorruptError,
   isLedgerLeaseExpiredError,
   isLedgerUnavailableError,
-} from '../../src/errors.js';
+} from '../../src/errors/ledger.js';
+import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';

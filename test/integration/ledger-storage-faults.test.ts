@@ -23,7 +23,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isStateStoreError } from '../../src/errors.js';
+import { isStateStoreError } from '../../src/errors/state-store.js';
 import { type AgentStateRecord, FileStateStore } from '../../src/manager/index.js';
 import {
   type FixtureEvent,

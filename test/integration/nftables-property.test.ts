@@ -4,7 +4,7 @@
 // touched).
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   DISPATCH_MAPS,
   type IsolationPolicy,

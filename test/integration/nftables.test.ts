@@ -6,7 +6,7 @@ import {
   isNftCommandError,
   isNftNotInstalledError,
   isNftPermissionError,
-} from '../../src/errors.js';
+} from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   DEFAULT_TABLE,

@@ -6,7 +6,7 @@ import {
   TimeoutError,
 } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { isNatsRequestError } from '../../src/errors.js';
+import { isNatsRequestError } from '../../src/errors/nats.js';
 import {
   isJetStreamRevisionConflict,
   isNatsTimeout,

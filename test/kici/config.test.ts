@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { isConfigError } from '../../src/errors.js';
+import { isConfigError } from '../../src/errors/input.js';
 import {
   type KiciScalerConfig,
   parseKiciScalerConfig,

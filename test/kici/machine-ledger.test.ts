@@ -10,12 +10,9 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  isInvalidInputError,
-  isLedgerCapMismatchError,
-  isLedgerCorruptError,
-  isLedgerDirError,
-} from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isLedgerCapMismatchError, isLedgerCorruptError } from '../../src/errors/ledger.js';
+import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
 import {
   kiciLedgerDirCandidates,
   kiciLedgerDirFromEnv,

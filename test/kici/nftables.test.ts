@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidInputError, isNftNotInstalledError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isNftNotInstalledError } from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureKiciTable,

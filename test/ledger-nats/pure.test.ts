@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
 import { emptyDocument, sumRows } from '../../src/ledger/index.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';

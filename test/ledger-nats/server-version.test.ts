@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isNatsServerVersionError } from '../../src/errors.js';
+import { isNatsServerVersionError } from '../../src/errors/nats.js';
 import { MIN_SAFE_NATS_SERVER_VERSION } from '../../src/ledger/nats/index.js';
 import {
   checkServerVersion,

@@ -21,7 +21,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLedgerOutcomeUnknownError } from '../../src/errors.js';
+import { isLedgerOutcomeUnknownError } from '../../src/errors/ledger.js';
 import { combineDirPath } from '../../src/ledger/combine.js';
 import { serializeDocument } from '../../src/ledger/document-codec.js';
 import { MachineLedger, parseDocument } from '../../src/ledger/index.js';

@@ -1,11 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  isInvalidInputError,
-  isLedgerCapMismatchError,
-  isLedgerCorruptError,
-  type LedgerCorruptError,
-} from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isLedgerCapMismatchError, isLedgerCorruptError } from '../../src/errors/ledger.js';
+import type { LedgerCorruptError } from '../../src/errors.js';
 import {
   addRow,
   assertCap,

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError, isLedgerCorruptError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isLedgerCorruptError } from '../../src/errors/ledger.js';
 import {
   assertKiciCompatibleCap,
   capsEqual,

@@ -26,13 +26,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  isInvalidInputError,
-  isLedgerCorruptError,
-  isLedgerDirError,
-  isLedgerFileError,
-  type LedgerFileError,
-} from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isLedgerCorruptError } from '../../src/errors/ledger.js';
+import { isLedgerDirError, isLedgerFileError } from '../../src/errors/ledger-fs.js';
+import type { LedgerFileError } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';

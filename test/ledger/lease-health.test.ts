@@ -9,11 +9,9 @@ import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  isInvalidInputError,
-  isLedgerIoError,
-  isLedgerLeaseExpiredError,
-} from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
+import { isLedgerIoError } from '../../src/errors/ledger-fs.js';
 import type { LeaseEvent, LedgerFs, MachineLedger } from '../../src/ledger/index.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory, type MakeLedgerOptions } from '../helpers/machine-ledger.js';

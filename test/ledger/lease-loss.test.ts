@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLedgerLeaseExpiredError, type LedgerLeaseExpiredError } from '../../src/errors.js';
+import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
+import type { LedgerLeaseExpiredError } from '../../src/errors.js';
 import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 import {
   type MachineLedgerHooks,

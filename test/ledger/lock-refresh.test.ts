@@ -18,7 +18,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { isLedgerDirError, isLedgerLockCompromisedError } from '../../src/errors.js';
+import { isLedgerLockCompromisedError } from '../../src/errors/ledger.js';
+import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
 import { heldByCombiningHolder, PoolLocker } from '../../src/ledger/lock.js';
 
 const dirs: string[] = [];

@@ -14,14 +14,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
-  isDuplicateReservationError,
   isLedgerBusyError,
   isLedgerCapMismatchError,
   isLedgerCorruptError,
-  isLedgerDirError,
   isLedgerLockCompromisedError,
-  type LedgerBusyError,
-} from '../../src/errors.js';
+} from '../../src/errors/ledger.js';
+import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
+import { isDuplicateReservationError } from '../../src/errors/resources.js';
+import type { LedgerBusyError } from '../../src/errors.js';
 import { type LedgerFs, MachineLedger } from '../../src/ledger/index.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';

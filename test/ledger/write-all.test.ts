@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isStateStoreError } from '../../src/errors.js';
+import { isStateStoreError } from '../../src/errors/state-store.js';
 import { type LedgerFs, writeAll } from '../../src/ledger/fs.js';
 import { MachineLedger } from '../../src/ledger/index.js';
 import { type AgentStateRecord, FileStateStore } from '../../src/manager/index.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isConfigError } from '../../src/errors.js';
+import { isConfigError } from '../../src/errors/input.js';
 import {
   formatConfigPath,
   parseScalerConfig,

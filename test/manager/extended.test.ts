@@ -6,7 +6,7 @@
  * shows usage per resource.
  */
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   type ScalerConfigInput,
   ScalerManager,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isBackendError } from '../../src/errors.js';
+import { isBackendError } from '../../src/errors/manager.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,

@@ -3,7 +3,7 @@
  * strict input at the manager's edge. Time is a fake clock.
  */
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import type { ScalerConfigInput, ScalerEntryInput } from '../../src/manager/index.js';
 import { settle } from './fake-clock.js';
 import { fleet } from './fleet.js';

@@ -6,7 +6,7 @@ import {
   isNftNotInstalledError,
   isNftPermissionError,
   type NftPermissionError,
-} from '../../src/errors.js';
+} from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureTable,
@@ -404,7 +404,7 @@ describe('imports', () => {
       for (const [, spec] of source.matchAll(/from '([^']+)'/g)) {
         // errors, and the pure internal helpers that import only errors (or nothing).
         expect(spec).toMatch(
-          /^(node:|\.\/|\.\.\/errors\.js$|\.\.\/internal\/(strict-keys|live-ids)\.js$)/,
+          /^(node:|\.\/|\.\.\/errors(\/[a-z-]+)?\.js$|\.\.\/internal\/(strict-keys|live-ids)\.js$)/,
         );
       }
     }

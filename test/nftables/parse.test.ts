@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isNftCommandError } from '../../src/errors.js';
+import { isNftCommandError } from '../../src/errors/nftables.js';
 import { parseRuleHandles, parseRuleHandlesJson } from '../../src/nftables/index.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
 

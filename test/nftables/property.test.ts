@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import { parseCidr, renderIsolationPlan, validateInterfaceName } from '../../src/nftables/index.js';
 
 const LINE =

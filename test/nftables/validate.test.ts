@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   addIsolationRules,
   type IsolationPolicy,

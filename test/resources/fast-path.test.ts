@@ -2,7 +2,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { decimalOfDigits, decimalOfNumber, millicoresOf } from '../../src/resources/decimal.js';
-import { coresToMillicores, parseMillicores } from '../../src/resources/index.js';
+import { parseMillicores } from '../../src/resources/index.js';
+import { coresToMillicores } from '../../src/resources/quantity.js';
 
 describe('fast paths agree with the exact path', () => {
   it('coresToMillicores for random doubles and exact millicore values', () => {

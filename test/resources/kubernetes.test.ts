@@ -1,11 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isResourceParseError } from '../../src/errors.js';
+import { isResourceParseError } from '../../src/errors/resources.js';
+import { MAX_MILLICORES, MAX_QUANTITY_LENGTH } from '../../src/resources/decimal.js';
 import {
   formatCpu,
   formatMemory,
-  MAX_MILLICORES,
-  MAX_QUANTITY_LENGTH,
   parseCpu,
   parseMemory,
   parseMillicores,

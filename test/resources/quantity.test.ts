@@ -1,13 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isResourceParseError, ResourceParseError } from '../../src/errors.js';
-import {
-  formatCpu,
-  formatMemory,
-  MAX_CPU_CORES,
-  parseCpu,
-  parseMemory,
-} from '../../src/resources/index.js';
+import { isResourceParseError } from '../../src/errors/resources.js';
+import { ResourceParseError } from '../../src/errors.js';
+import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../src/resources/index.js';
+import { MAX_CPU_CORES } from '../../src/resources/quantity.js';
 
 const Gi = 1024 ** 3;
 const Mi = 1024 ** 2;

@@ -1,15 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import {
-  isResourceConflictError,
-  isResourceParseError,
-  type ResourceConflictError,
-} from '../../src/errors.js';
-import {
-  mirrorRequestsLimits,
-  type ResourceRequest,
-  resolveResources,
-} from '../../src/resources/index.js';
+import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
+import type { ResourceConflictError } from '../../src/errors.js';
+import { type ResourceRequest, resolveResources } from '../../src/resources/index.js';
+import { mirrorRequestsLimits } from '../../src/resources/resolve.js';
 
 const Gi = 1024 ** 3;
 

@@ -1,16 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { isInvalidInputError, isResourceParseError } from '../../src/errors.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isResourceParseError } from '../../src/errors/resources.js';
 import {
   isExtendedResourceName,
-  MAX_EXTENDED_NAME_LENGTH,
-  mirrorRequestsLimits,
   parseExtendedCount,
   resolveResources,
   resourceCapSchema,
   resourceRequestSchema,
   resourceSpecSchema,
-  validateExtendedResourceName,
 } from '../../src/resources/index.js';
+import {
+  MAX_EXTENDED_NAME_LENGTH,
+  validateExtendedResourceName,
+} from '../../src/resources/names.js';
+import { mirrorRequestsLimits } from '../../src/resources/resolve.js';
 
 function caught(fn: () => unknown): Error {
   try {

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Histogram } from '@opentelemetry/sdk-metrics';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLedgerLeaseExpiredError } from '../../src/errors.js';
+import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
 import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 import { MetricsHarness, points, pointValue, TracesHarness } from '../helpers/otel.js';
 

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
-  isDuplicateReservationError,
   isLedgerCapMismatchError,
   isLedgerLeaseExpiredError,
   isLedgerUnavailableError,
-} from '../../src/errors.js';
+} from '../../src/errors/ledger.js';
+import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import type { LeaseEvent } from '../../src/ledger/index.js';
 import { MemoryPoolLedger, MemoryPoolStore, TestClock } from '../../src/testing/index.js';
 

@@ -12,9 +12,9 @@ import {
   isLedgerFileError,
   isLedgerIoError,
   LedgerFileProblem,
-  StateStoreError,
-  StateStoreProblem,
-} from '../../errors.js';
+} from '../../errors/ledger-fs.js';
+import { StateStoreProblem } from '../../errors/state-store.js';
+import { StateStoreError } from '../../errors.js';
 import { ensureSafeDir } from '../../ledger/dir.js';
 import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
 import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';

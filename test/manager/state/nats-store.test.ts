@@ -7,7 +7,7 @@
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isStateStoreError } from '../../../src/errors.js';
+import { isStateStoreError } from '../../../src/errors/state-store.js';
 import type { AgentStateRecord } from '../../../src/manager/index.js';
 import { keyOf, NatsStateStore } from '../../../src/manager/nats/index.js';
 import { stateStoreConformance } from '../../../src/testing/index.js';

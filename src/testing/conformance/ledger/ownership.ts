@@ -3,7 +3,8 @@
  * releases only its own rows unless an operator path names another, duplicates are
  * refused, `releaseAllForInstance` takes only this instance's rows.
  */
-import { isInvalidInputError, isScalerError } from '../../../errors.js';
+
+import { ErrorCode, isScalerError } from '../../../errors.js';
 import { type ConformanceCheck, expectEqual, expectReject } from '../check.js';
 import type { LedgerSuite } from './harness.js';
 
@@ -81,7 +82,7 @@ export function ownershipChecks({ check, rows, instanceOf }: LedgerSuite): Confo
         );
         await expectReject(
           () => b.release(p, 'x', { everyone: true } as never),
-          (e) => e instanceof TypeError || isInvalidInputError(e),
+          (e) => e instanceof TypeError || isScalerError(e, ErrorCode.INVALID_INPUT),
           'release with an unknown option',
         );
       },
