@@ -20,7 +20,7 @@ export type {
   KiciScalerEntry,
   KiciWarmPool,
   ToScalerConfigOptions,
-} from './config-types.js';
+} from './config.js';
 export {
   KICI_LEDGER_DIR,
   KICI_LEDGER_DIR_ENV,

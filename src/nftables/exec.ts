@@ -1,7 +1,6 @@
 // The calls that write an agent's rules: validate, ensure the table, add, remove.
 import { isNftCommandError } from '../errors.js';
-import { agentRules } from './agent-rules.js';
-import { agentAddCommands, dispatchFor } from './build.js';
+import { agentAddCommands, agentRules, dispatchFor } from './build.js';
 import { agentChainName } from './names.js';
 import { type AgentFootprint, agentFootprints } from './parse.js';
 import type { NftCommand, TableFamily } from './plan.js';

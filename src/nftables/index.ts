@@ -34,7 +34,7 @@ export {
   buildIsolationPlan,
   type PlanOptions,
   renderIsolationPlan,
-} from './isolation-plan.js';
+} from './build.js';
 export {
   type AgentPart,
   DISPATCH_MAPS,

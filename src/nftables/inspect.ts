@@ -1,8 +1,7 @@
 // The calls that read a table: list the agents in it, sweep the dead ones, verify one.
 import { isNftCommandError } from '../errors.js';
 import { liveAgentView } from '../internal/live-ids.js';
-import { agentRules, checkPolicyFamily } from './agent-rules.js';
-import { dispatchFor, expectedVerdicts } from './build.js';
+import { agentRules, checkPolicyFamily, dispatchFor, expectedVerdicts } from './build.js';
 import { removal, replaceAgent } from './exec.js';
 import type { NftLayoutName } from './layout.js';
 import { agentChainName, policyDigest } from './names.js';
