@@ -55,9 +55,9 @@ export class ConfigError extends ScalerError {
  * @example
  * ```ts
  * import { isInvalidInputError } from 'scaler-primitives';
- * import { parseCidr } from 'scaler-primitives/nftables';
+ * import { validateInterfaceName } from 'scaler-primitives/nftables';
  * declare const input: string;
- * try { parseCidr(input); }
+ * try { validateInterfaceName(input); }
  * catch (error) { if (isInvalidInputError(error)) console.error(error.message); else throw error; }
  * ```
  */

@@ -3,19 +3,9 @@
  * writing the seed's table: `ip kici`, the agents' rules appended to its shared chains.
  */
 import { InvalidInputError } from '../errors.js';
-import {
-  addIsolationRules as coreAdd,
-  parseRuleHandles as coreParseRuleHandles,
-  removeIsolationRules as coreRemove,
-  validateNftablesAvailability as coreValidate,
-  ensureTable,
-  type HostPort,
-  type IsolationPolicy,
-  type NftOptions,
-  parseAddress,
-  validateAgentId,
-  validateInterfaceName,
-} from '../nftables/index.js';
+import { addIsolationRules as coreAdd, parseRuleHandles as coreParseRuleHandles, removeIsolationRules as coreRemove, validateNftablesAvailability as coreValidate, ensureTable, type IsolationPolicy, type NftOptions, validateAgentId, validateInterfaceName } from '../nftables/index.js';
+import type { HostPort } from '../nftables/policy.js';
+import { parseAddress } from '../nftables/validate.js';
 
 /**
  * How rules recognise an agent's traffic: `iifname` (the interface packets arrive on:

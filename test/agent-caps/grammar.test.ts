@@ -3,9 +3,8 @@ import {
   decodeAgentCaps,
   encodeAgentCaps,
   isCapsValueError,
-  isValidCpuQuota,
-  isValidMemoryMax,
 } from '../../src/index.js';
+import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 
 // Each row was checked against systemd 252's parsers (see docs/agent-caps.md).
 const validCpu = [

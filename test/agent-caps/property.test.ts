@@ -6,10 +6,9 @@ import {
   decodeAgentCaps,
   encodeAgentCaps,
   isCapsValueError,
-  isValidCpuQuota,
-  isValidMemoryMax,
   resourcesFromCaps,
 } from '../../src/index.js';
+import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 
 const decimals = fc.oneof(
   fc.constant(''),

@@ -16,12 +16,8 @@ import {
   isLedgerCorruptError,
   isLedgerDirError,
 } from '../../src/errors.js';
-import {
-  kiciLedgerDirCandidates,
-  kiciLedgerDirFromEnv,
-  MachineLedger,
-  resolveKiciLedgerDir,
-} from '../../src/kici/index.js';
+import { kiciLedgerDirFromEnv, MachineLedger, resolveKiciLedgerDir } from '../../src/kici/index.js';
+import { kiciLedgerDirCandidates } from '../../src/kici/ledger-dir.js';
 
 const CAP = { maxCpu: 4, maxMemoryBytes: 8 * 2 ** 30 };
 let root: string;

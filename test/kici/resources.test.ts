@@ -3,7 +3,8 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError, isResourceParseError } from '../../src/errors.js';
-import { fromKiciCap, fromKiciResources, parseKiciMemory } from '../../src/kici/index.js';
+import { parseKiciMemory } from '../../src/kici/index.js';
+import { fromKiciCap, fromKiciResources } from '../../src/kici/resources.js';
 import { parseMemory } from '../../src/resources/index.js';
 import { kiciPackageDir } from '../helpers/kici-ledger.js';
 

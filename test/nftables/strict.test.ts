@@ -2,23 +2,7 @@
 // oversized input itself, before any nft text exists or any process runs.
 import { describe, expect, it } from 'vitest';
 import { type InvalidInputError, isInvalidInputError } from '../../src/errors.js';
-import {
-  addIsolationRules,
-  buildIsolationPlan,
-  ensureTable,
-  type IsolationPolicy,
-  listIsolatedAgents,
-  type NftPlan,
-  type NftRunner,
-  parseRuleHandles,
-  parseRuleHandlesJson,
-  removeIsolationRules,
-  renderIsolationPlan,
-  renderPlan,
-  sweepIsolation,
-  validateNftablesAvailability,
-  verifyIsolation,
-} from '../../src/nftables/index.js';
+import { addIsolationRules, buildIsolationPlan, ensureTable, type IsolationPolicy, listIsolatedAgents, type NftPlan, type NftRunner, parseRuleHandles, parseRuleHandlesJson, removeIsolationRules, renderIsolationPlan, renderPlan, sweepIsolation, validateNftablesAvailability, verifyIsolation } from '../../src/nftables/index.js';
 
 function refused(fn: () => unknown): InvalidInputError {
   try {
@@ -395,7 +379,7 @@ describe('functions that run nft refuse bad input before running anything', () =
 
 describe('helpers check their input', () => {
   it('agentChainName refuses an invalid agent id or part', async () => {
-    const { agentChainName } = await import('../../src/nftables/index.js');
+    const { agentChainName } = await import('../../src/nftables/names.js');
     expect(agentChainName('ci-7', 'fwd')).toBe('agent-ci-7-fwd');
     refused(() => agentChainName('a b', 'fwd'));
     refused(() => agentChainName('a', 'fwd accept' as never));
