@@ -7,7 +7,13 @@
  */
 import { execFileSync } from 'node:child_process';
 import { execa } from 'execa';
-import { addIsolationRules, ensureTable, type NftRunner, parseRuleHandles, removeIsolationRules } from '../src/nftables/index.js';
+import {
+  addIsolationRules,
+  ensureTable,
+  type NftRunner,
+  parseRuleHandles,
+  removeIsolationRules,
+} from '../src/nftables/index.js';
 import type { NftLayoutName } from '../src/nftables/layout.js';
 import { type BenchTable, fmt } from './lib.js';
 

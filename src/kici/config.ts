@@ -21,13 +21,6 @@ import {
 
 /**
  * A kici label set (`scalers[].labelSets[]`).
- *
- * @example
- * ```ts
- * import type { KiciLabelSet } from 'scaler-primitives/kici';
- *
- * const set: KiciLabelSet = { labels: ['linux', 'x64'], resources: { cpus: 2, memory: '4g' }, image: 'ci-agent:1' };
- * ```
  */
 export interface KiciLabelSet {
   /** The labels agents of this set have. */
@@ -64,13 +57,6 @@ export interface KiciLabelSet {
 
 /**
  * A kici warm pool (`scalers[].warmPool`).
- *
- * @example
- * ```ts
- * import type { KiciWarmPool } from 'scaler-primitives/kici';
- *
- * const warmPool: KiciWarmPool = { enabled: true, size: 1, idleTimeoutSeconds: 600 };
- * ```
  */
 export interface KiciWarmPool {
   /** Whether the warm pool runs. @default false */
@@ -83,18 +69,6 @@ export interface KiciWarmPool {
 
 /**
  * A kici scaler entry (`scalers[]`).
- *
- * @example
- * ```ts
- * import type { KiciScalerEntry } from 'scaler-primitives/kici';
- *
- * const entry: KiciScalerEntry = {
- *   name: 'linux-small',
- *   type: 'container',
- *   maxAgents: 4,
- *   labelSets: [{ labels: ['linux'], resources: { cpus: 1, memory: '2g' } }],
- * };
- * ```
  */
 export interface KiciScalerEntry {
   /** Unique name. */
@@ -168,16 +142,6 @@ export interface KiciScalerEntry {
  * A kici scaler config file (`version: 1`), in the 0.1.1 or 0.9.1 shape: `machinePools` as an
  * array of `{ name, cap }`, `globalResourceCap`, `warmPool.enabled`, label-set backend
  * settings such as `image`. kici's own parsed `ScalerConfig` type fits it as well.
- *
- * @example
- * ```ts
- * import { readFileSync } from 'node:fs';
- * import { type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
- *
- * declare const YAML: { parse(text: string): any }; // the yaml package
- * const kici: KiciScalerConfig = YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8'));
- * const { ok, input, issues } = toScalerConfig(kici);
- * ```
  */
 export interface KiciScalerConfig {
   /** Always 1. */
@@ -219,29 +183,11 @@ export interface KiciScalerConfig {
 
 /**
  * How much a kici setting without an equivalent matters.
- *
- * @example
- * ```ts
- * import type { KiciConfigTranslation, KiciIssueSeverity } from 'scaler-primitives/kici';
- *
- * declare const result: KiciConfigTranslation; // from toScalerConfig
- * const errors = result.issues.filter((i) => i.severity === ('error' satisfies KiciIssueSeverity));
- * ```
  */
 export type KiciIssueSeverity = 'error' | 'warning';
 
 /**
  * One kici setting that has no equivalent in a `ScalerManager` config, or a schema problem.
- *
- * @example
- * ```ts
- * import { type KiciConfigIssue, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
- *
- * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
- * for (const issue of toScalerConfig(kici).issues as KiciConfigIssue[]) {
- *   console.warn(issue.severity, issue.path.join('.'), issue.message);
- * }
- * ```
  */
 export interface KiciConfigIssue {
   /** Path in the kici config, e.g. `['scalers', 0, 'roles']`. */
@@ -258,15 +204,6 @@ export interface KiciConfigIssue {
 
 /**
  * Options of {@link toScalerConfig}.
- *
- * @example
- * ```ts
- * import { type KiciScalerConfig, toScalerConfig, type ToScalerConfigOptions } from 'scaler-primitives/kici';
- *
- * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
- * const options: ToScalerConfigOptions = { acknowledge: ['roles'] }; // routed by mandatoryLabels instead
- * const result = toScalerConfig(kici, options);
- * ```
  */
 export interface ToScalerConfigOptions {
   /**
@@ -279,20 +216,6 @@ export interface ToScalerConfigOptions {
 
 /**
  * The result of {@link toScalerConfig}.
- *
- * @example
- * ```ts
- * import { type BackendEntry, ScalerManager } from 'scaler-primitives/manager';
- * import { type KiciConfigTranslation, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
- * import type { PoolLedger } from 'scaler-primitives/ledger';
- *
- * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
- * declare const backends: BackendEntry[];
- * declare const ledger: PoolLedger;
- * const result: KiciConfigTranslation = toScalerConfig(kici);
- * if (!result.ok) process.exit(1);
- * const manager = new ScalerManager({ config: result.input, backends, ledger });
- * ```
  */
 export interface KiciConfigTranslation {
   /** True when there is no error: `config` is set. */
@@ -307,15 +230,6 @@ export interface KiciConfigTranslation {
 
 /**
  * The result of {@link parseKiciScalerConfig}.
- *
- * @example
- * ```ts
- * import { type KiciParsedConfig, type KiciScalerConfig, parseKiciScalerConfig } from 'scaler-primitives/kici';
- *
- * declare const kici: KiciScalerConfig; // kici's scaler config, as parsed from its YAML
- * const { config, warnings }: KiciParsedConfig = parseKiciScalerConfig(kici); // throws on an error
- * for (const w of warnings) console.warn(w.path.join('.'), w.message);
- * ```
  */
 export interface KiciParsedConfig {
   /** The validated `ScalerManager` config. */
@@ -326,14 +240,6 @@ export interface KiciParsedConfig {
 
 /**
  * kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`).
- *
- * @example
- * ```ts
- * import { KICI_AUTO_LABEL_PREFIX, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
- * declare const kiciConfig: KiciScalerConfig;
- * const { input } = toScalerConfig(kiciConfig);
- * input.autoLabelPrefix === KICI_AUTO_LABEL_PREFIX; // true: agents carry 'kici:scaler:<name>'
- * ```
  */
 export const KICI_AUTO_LABEL_PREFIX = 'kici:';
 

@@ -248,14 +248,6 @@ export function expectedVerdicts(
 /**
  * Options of {@link renderIsolationPlan} and {@link buildIsolationPlan}. Strict: an unknown
  * key is an `InvalidInputError`.
- *
- * @example
- * ```ts
- * import { type PlanOptions, renderIsolationPlan } from 'scaler-primitives/nftables';
- *
- * const opts: PlanOptions = { family: 'ip', table: 'kici', layout: 'rules', includeTable: true };
- * renderIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, opts);
- * ```
  */
 export interface PlanOptions {
   /** Table name. @default 'scaler_primitives' */

@@ -105,14 +105,6 @@ export async function ensureTable(opts?: NftOptions): Promise<boolean> {
 
 /**
  * What {@link addIsolationRules} did.
- *
- * @example
- * ```ts
- * import { type AddResult, addIsolationRules } from 'scaler-primitives/nftables';
- *
- * const result: AddResult = await addIsolationRules('ci-42', { iifname: 'tap-ci-42', hostAccess: [8080] });
- * if (result.replaced) console.log(`re-isolated ci-42: ${result.rules} rules, ${result.nftCalls} nft calls`);
- * ```
  */
 export interface AddResult {
   /** Rules the agent now owns. */
@@ -201,15 +193,6 @@ export async function addIsolationRules(
 
 /**
  * Options of {@link removeIsolationRules}.
- *
- * @example
- * ```ts
- * import { type IsolationPolicy, type RemoveOptions, removeIsolationRules } from 'scaler-primitives/nftables';
- *
- * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
- * const opts: RemoveOptions = { policy, bestEffort: true, onError: (e) => console.warn('teardown', e) };
- * await removeIsolationRules('ci-42', opts); // one nft process, never throws
- * ```
  */
 export interface RemoveOptions extends NftOptions {
   /**

@@ -13,6 +13,7 @@
  * @packageDocumentation
  */
 
+export { buildIsolationPlan, type PlanOptions, renderIsolationPlan } from './build.js';
 export {
   addIsolationRules,
   ensureTable,
@@ -20,7 +21,6 @@ export {
   validateNftablesAvailability,
 } from './exec.js';
 export { listIsolatedAgents, sweepIsolation, verifyIsolation } from './inspect.js';
-export { buildIsolationPlan, type PlanOptions, renderIsolationPlan } from './build.js';
 export { parseRuleHandles, parseRuleHandlesJson } from './parse.js';
 export type { NftPlan } from './plan.js';
 export {

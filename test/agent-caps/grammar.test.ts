@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  decodeAgentCaps,
-  encodeAgentCaps,
-  isCapsValueError,
-} from '../../src/index.js';
 import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
+import { decodeAgentCaps, encodeAgentCaps, isCapsValueError } from '../../src/index.js';
 
 // Each row was checked against systemd 252's parsers (see docs/agent-caps.md).
 const validCpu = [

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 import {
   type AgentCaps,
   capsFromResources,
@@ -8,7 +9,6 @@ import {
   isCapsValueError,
   resourcesFromCaps,
 } from '../../src/index.js';
-import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 
 const decimals = fc.oneof(
   fc.constant(''),

@@ -1,8 +1,17 @@
 // Fail closed: every exported agent-caps function refuses unknown keys and oversized
 // input itself. Decoding stays tolerant of unknown wire fields (as the Rust crate is).
 import { describe, expect, it } from 'vitest';
-import { assertAgentName, capsFromResources, decodeAgentCaps, directGetSubject, encodeAgentCaps, renderDropIn, resourcesFromCaps, validateAgentCaps } from '../../src/agent-caps/index.js';
 import { isEmpty, MAX_CAPS_VALUE_BYTES } from '../../src/agent-caps/codec.js';
+import {
+  assertAgentName,
+  capsFromResources,
+  decodeAgentCaps,
+  directGetSubject,
+  encodeAgentCaps,
+  renderDropIn,
+  resourcesFromCaps,
+  validateAgentCaps,
+} from '../../src/agent-caps/index.js';
 import { MAX_AGENT_NAME_LENGTH } from '../../src/agent-caps/names.js';
 import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
 import { type InvalidInputError, isCapsValueError, isInvalidInputError } from '../../src/errors.js';

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { isScalerError } from '../../src/errors.js';
-import { type FenceLease, leaseEnv, readLeaseEnv, watchLeaseFromEnv } from '../../src/fence/index.js';
+import {
+  type FenceLease,
+  leaseEnv,
+  readLeaseEnv,
+  watchLeaseFromEnv,
+} from '../../src/fence/index.js';
 import { LEASE_ENV } from '../../src/fence/lease.js';
 
 const fileLease: FenceLease = {

@@ -7,11 +7,26 @@ import {
   isNftNotInstalledError,
   isNftPermissionError,
 } from '../../src/errors.js';
-import { addIsolationRules, ensureTable, type IsolationPolicy, listIsolatedAgents, type NftOptions, type NftRunner, parseRuleHandles, parseRuleHandlesJson, removeIsolationRules, renderIsolationPlan, renderPlan, sweepIsolation, validateNftablesAvailability, verifyIsolation } from '../../src/nftables/index.js';
+import {
+  addIsolationRules,
+  ensureTable,
+  type IsolationPolicy,
+  listIsolatedAgents,
+  type NftOptions,
+  type NftRunner,
+  parseRuleHandles,
+  parseRuleHandlesJson,
+  removeIsolationRules,
+  renderIsolationPlan,
+  renderPlan,
+  sweepIsolation,
+  validateNftablesAvailability,
+  verifyIsolation,
+} from '../../src/nftables/index.js';
 import type { NftLayoutName } from '../../src/nftables/layout.js';
-import { DEFAULT_TABLE } from '../../src/nftables/validate.js';
 import { skeletonCommands } from '../../src/nftables/layout.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
+import { DEFAULT_TABLE } from '../../src/nftables/validate.js';
 import { GOLDEN_CASES } from '../fixtures/nftables/golden-cases.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';

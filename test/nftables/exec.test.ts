@@ -7,7 +7,17 @@ import {
   isNftPermissionError,
   type NftPermissionError,
 } from '../../src/errors.js';
-import { addIsolationRules, ensureTable, listIsolatedAgents, type NftRunner, removeIsolationRules, renderIsolationPlan, sweepIsolation, validateNftablesAvailability, verifyIsolation } from '../../src/nftables/index.js';
+import {
+  addIsolationRules,
+  ensureTable,
+  listIsolatedAgents,
+  type NftRunner,
+  removeIsolationRules,
+  renderIsolationPlan,
+  sweepIsolation,
+  validateNftablesAvailability,
+  verifyIsolation,
+} from '../../src/nftables/index.js';
 import type { NftRunResult } from '../../src/nftables/session.js';
 import { codeOf } from '../helpers/source.js';
 

@@ -2,7 +2,23 @@
 // oversized input itself, before any nft text exists or any process runs.
 import { describe, expect, it } from 'vitest';
 import { type InvalidInputError, isInvalidInputError } from '../../src/errors.js';
-import { addIsolationRules, buildIsolationPlan, ensureTable, type IsolationPolicy, listIsolatedAgents, type NftPlan, type NftRunner, parseRuleHandles, parseRuleHandlesJson, removeIsolationRules, renderIsolationPlan, renderPlan, sweepIsolation, validateNftablesAvailability, verifyIsolation } from '../../src/nftables/index.js';
+import {
+  addIsolationRules,
+  buildIsolationPlan,
+  ensureTable,
+  type IsolationPolicy,
+  listIsolatedAgents,
+  type NftPlan,
+  type NftRunner,
+  parseRuleHandles,
+  parseRuleHandlesJson,
+  removeIsolationRules,
+  renderIsolationPlan,
+  renderPlan,
+  sweepIsolation,
+  validateNftablesAvailability,
+  verifyIsolation,
+} from '../../src/nftables/index.js';
 
 function refused(fn: () => unknown): InvalidInputError {
   try {

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors.js';
-import { addIsolationRules, type IsolationPolicy, renderIsolationPlan, validateAgentId, validateInterfaceName } from '../../src/nftables/index.js';
+import {
+  addIsolationRules,
+  type IsolationPolicy,
+  renderIsolationPlan,
+  validateAgentId,
+  validateInterfaceName,
+} from '../../src/nftables/index.js';
 import { parseAddress, parseCidr } from '../../src/nftables/validate.js';
 
 function refusal(fn: () => unknown): Error {

@@ -2,8 +2,16 @@
  * `scaler-primitives caps encode|decode|dropin`: the per-agent caps codec from the
  * command line.
  */
-import { type AgentCaps, capsFromResources, decodeAgentCaps, encodeAgentCaps, renderDropIn, resourcesFromCaps } from '../../agent-caps/index.js';
+
 import { DropInSection, type DropInSectionName } from '../../agent-caps/drop-in.js';
+import {
+  type AgentCaps,
+  capsFromResources,
+  decodeAgentCaps,
+  encodeAgentCaps,
+  renderDropIn,
+  resourcesFromCaps,
+} from '../../agent-caps/index.js';
 import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../resources/index.js';
 import {
   type ParsedCommandArgs,
