@@ -246,7 +246,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @param options - `raw` to skip the systemd grammar check; `allowMemoryPercent`.
  * @returns The caps, with unset fields absent.
  * @throws {@link errors!CapsValueError} (`field` is `value`) when the data is larger than
- * {@link MAX_CAPS_VALUE_BYTES} or not UTF-8 JSON
+ * 64 KiB or not UTF-8 JSON
  * of an object with string fields, or (`field` is `cpuQuota`/`memoryMax`) when a
  * value is not valid systemd syntax and `raw` is not set.
  *

@@ -33,7 +33,7 @@ export const MAX_AGENT_NAME_LENGTH = 256;
  * @param agent - The agent name.
  * @returns The same name.
  * @throws {@link errors!InvalidInputError} when the name is empty, longer than
- * {@link MAX_AGENT_NAME_LENGTH} characters, or contains a character outside
+ * 256 characters, or contains a character outside
  * `A-Z a-z 0-9 _ - / =` (this excludes `.`, `*`, `>` and whitespace).
  *
  * @example

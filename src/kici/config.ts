@@ -263,7 +263,7 @@ const KICI_GLOBAL_MAX_AGENTS = 50;
  *   errors until acknowledged; unknown settings (which kici drops silently) are errors.
  *
  * @param kici - The kici config (e.g. `YAML.parse` of its scaler file).
- * @param options - See {@link ToScalerConfigOptions}.
+ * @param options - `acknowledge`: kici settings whose error you accept (`roles`, `platform`).
  * @returns The translation, the validated config when there is no error, and every issue.
  *
  * @example
@@ -389,7 +389,7 @@ function translatePools(report: Report, value: unknown): ScalerConfigInput['mach
  * {@link toScalerConfig}, throwing when there is an error.
  *
  * @param kici - The kici config.
- * @param options - See {@link ToScalerConfigOptions}.
+ * @param options - `acknowledge`: kici settings whose error you accept (`roles`, `platform`).
  * @returns The validated config and the warnings.
  * @throws `ConfigError` listing every error with its path in the kici config.
  *

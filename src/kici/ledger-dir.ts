@@ -77,8 +77,9 @@ function codeOf(error: unknown): string | undefined {
  * Resolve the ledger directory as kici 0.9.1 does, with this library's checks on the result.
  *
  * - `explicitDir` given (non-empty): that directory, created if needed.
- * - Otherwise each of {@link kiciLedgerDirCandidates} in turn. Like kici, a candidate this
- *   user cannot create or write is skipped. Unlike kici, a candidate that is a symbolic link,
+ * - Otherwise each of kici's candidates in turn (`/var/lib/kici/scaler-ledger`,
+ *   `${XDG_STATE_HOME:-$HOME/.local/state}/kici/scaler-ledger`, `<tmpdir>/kici-scaler-ledger`).
+ *   Like kici, a candidate this user cannot create or write is skipped. Unlike kici, a candidate that is a symbolic link,
  *   is world-writable or is owned by another user (not root) is refused with an error instead
  *   of being used or skipped: using it would let that user tamper with the pool files, and
  *   skipping it silently would put this process in another directory than its kici peers

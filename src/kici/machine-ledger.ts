@@ -87,7 +87,7 @@ export class MachineLedger {
   #reapIntervalMs: number | undefined;
 
   /**
-   * @param opts - kici's `{ explicitDir?, instanceId }`, see {@link KiciMachineLedgerOptions}.
+   * @param opts - kici's `{ explicitDir?, instanceId }`, plus optional `env` and `core` (options of the core ledger).
    * @throws TypeError when `instanceId` is not a non-empty string or `explicitDir` not a string.
    */
   constructor(opts: KiciMachineLedgerOptions) {
