@@ -10,11 +10,11 @@ import { execa } from 'execa';
 import {
   addIsolationRules,
   ensureTable,
-  type NftLayoutName,
   type NftRunner,
   parseRuleHandles,
   removeIsolationRules,
 } from '../src/nftables/index.js';
+import type { NftLayoutName } from '../src/nftables/layout.js';
 import { type BenchTable, fmt } from './lib.js';
 
 const SIZES = [50, 200] as const;

@@ -6,14 +6,6 @@ import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 /**
  * One agent's caps: systemd values carried verbatim. An absent field means
  * "not capped by the swarm" (the host's own setting applies), never "uncapped".
- *
- * @example
- * ```ts
- * import { type AgentCaps, encodeAgentCaps } from 'scaler-primitives/agent-caps';
- *
- * const caps: AgentCaps = { cpuQuota: '400%', memoryMax: '8G' }; // four CPUs, 8 GiB
- * const wire = encodeAgentCaps(caps); // {"cpu_quota":"400%","memory_max":"8G"}
- * ```
  */
 export interface AgentCaps {
   /** systemd `CPUQuota=`, e.g. `"400%"` (four CPUs). */
@@ -24,14 +16,6 @@ export interface AgentCaps {
 
 /**
  * Options for the checks of caps values.
- *
- * @example
- * ```ts
- * import { type CapsValueOptions, validateAgentCaps } from 'scaler-primitives/agent-caps';
- *
- * const options: CapsValueOptions = { allowMemoryPercent: true };
- * validateAgentCaps({ memoryMax: '50%' }, options); // accepted only with the option
- * ```
  */
 export interface CapsValueOptions {
   /**
@@ -45,15 +29,6 @@ export interface CapsValueOptions {
 
 /**
  * Options of {@link decodeAgentCaps}.
- *
- * @example
- * ```ts
- * import { decodeAgentCaps, type DecodeAgentCapsOptions } from 'scaler-primitives/agent-caps';
- *
- * declare const bytes: Uint8Array; // the value of the agent's KV entry
- * const options: DecodeAgentCapsOptions = { raw: true }; // inspect a value systemd would ignore
- * const caps = decodeAgentCaps(bytes, options);
- * ```
  */
 export interface DecodeAgentCapsOptions extends CapsValueOptions {
   /**
@@ -68,29 +43,13 @@ export interface DecodeAgentCapsOptions extends CapsValueOptions {
 /**
  * The longest caps field accepted (`"18446744073709551614"` is 20 characters): a
  * longer value is refused before any parsing.
- *
- * @example
- * ```ts
- * import { MAX_CAPS_FIELD_LENGTH } from 'scaler-primitives/agent-caps';
- *
- * declare const value: string; // a field about to be written
- * if (value.length > MAX_CAPS_FIELD_LENGTH) throw new TypeError('caps field too long');
- * ```
  */
 export const MAX_CAPS_FIELD_LENGTH = 64;
 
 /**
  * The largest stored caps value {@link decodeAgentCaps} reads (64 KiB), checked before
- * parsing. A value is a few dozen bytes; the margin leaves room for fields a newer
+ * parsing. A value is a few dozen bytes; the margin leaves space for fields a newer
  * writer may add, which are tolerated.
- *
- * @example
- * ```ts
- * import { MAX_CAPS_VALUE_BYTES } from 'scaler-primitives/agent-caps';
- *
- * declare const entry: { value: Uint8Array }; // a KV entry read from the bucket
- * if (entry.value.length > MAX_CAPS_VALUE_BYTES) console.warn('caps value too large: refused');
- * ```
  */
 export const MAX_CAPS_VALUE_BYTES = 65_536;
 
@@ -219,14 +178,6 @@ export function checkCaps(caps: AgentCaps, options: CapsValueOptions): void {
  * True when no field is set: the same as no key at all for a host applying caps.
  *
  * @param caps - The caps.
- *
- * @example
- * ```ts
- * import { isEmpty } from 'scaler-primitives/agent-caps';
- *
- * isEmpty({}); // true
- * isEmpty({ memoryMax: '8G' }); // false
- * ```
  */
 export function isEmpty(caps: AgentCaps): boolean {
   // Shape only (no grammar check): raw decoded caps may be asked too.
@@ -295,7 +246,7 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  * @param options - `raw` to skip the systemd grammar check; `allowMemoryPercent`.
  * @returns The caps, with unset fields absent.
  * @throws {@link errors!CapsValueError} (`field` is `value`) when the data is larger than
- * {@link MAX_CAPS_VALUE_BYTES} or not UTF-8 JSON
+ * 64 KiB or not UTF-8 JSON
  * of an object with string fields, or (`field` is `cpuQuota`/`memoryMax`) when a
  * value is not valid systemd syntax and `raw` is not set.
  *

@@ -8,15 +8,6 @@ import {
 
 /**
  * The unit sections a resource-control drop-in can target.
- *
- * @example
- * ```ts
- * import { DropInSection, renderDropIn } from 'scaler-primitives/agent-caps';
- *
- * const text = renderDropIn({ cpuQuota: '200%' }, { section: DropInSection.Scope });
- * // [Scope]
- * // CPUQuota=200%
- * ```
  */
 export const DropInSection = {
   /** A `.service` unit. */
@@ -29,27 +20,11 @@ export const DropInSection = {
 
 /**
  * One of the values of {@link DropInSection}.
- *
- * @example
- * ```ts
- * import type { DropInSectionName } from 'scaler-primitives/agent-caps';
- *
- * const section: DropInSectionName = 'Slice';
- * ```
  */
 export type DropInSectionName = (typeof DropInSection)[keyof typeof DropInSection];
 
 /**
  * Options of {@link renderDropIn}.
- *
- * @example
- * ```ts
- * import { type AgentCaps, renderDropIn, type RenderDropInOptions } from 'scaler-primitives/agent-caps';
- *
- * declare const caps: AgentCaps;
- * const options: RenderDropInOptions = { section: 'Scope', allowMemoryPercent: false };
- * const text = renderDropIn(caps, options);
- * ```
  */
 export interface RenderDropInOptions extends CapsValueOptions {
   /**

@@ -91,14 +91,6 @@ export function parseMemoryMax(value: string, allowPercent: boolean): MemoryMaxV
  * allowed (`"50%"`, `"400%"`, `"12.5%"`).
  *
  * @param value - The candidate value.
- *
- * @example
- * ```ts
- * import { isValidCpuQuota } from 'scaler-primitives/agent-caps';
- *
- * isValidCpuQuota('400%'); // true
- * isValidCpuQuota('50 %'); // false
- * ```
  */
 export function isValidCpuQuota(value: unknown): boolean {
   return typeof value === 'string' && value.length <= 64 && parseCpuQuota(value) !== undefined;
@@ -112,16 +104,6 @@ export function isValidCpuQuota(value: unknown): boolean {
  *
  * @param value - The candidate value.
  * @param options - `allowPercent` (default `false`).
- *
- * @example
- * ```ts
- * import { isValidMemoryMax } from 'scaler-primitives/agent-caps';
- *
- * isValidMemoryMax('8G');   // true
- * isValidMemoryMax('8GB');  // false
- * isValidMemoryMax('50%');  // false
- * isValidMemoryMax('50%', { allowPercent: true }); // true
- * ```
  */
 export function isValidMemoryMax(
   value: unknown,

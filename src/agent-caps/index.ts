@@ -10,28 +10,10 @@
  */
 export {
   type AgentCaps,
-  type CapsValueOptions,
-  type DecodeAgentCapsOptions,
   decodeAgentCaps,
   encodeAgentCaps,
-  isEmpty,
-  MAX_CAPS_FIELD_LENGTH,
-  MAX_CAPS_VALUE_BYTES,
   validateAgentCaps,
 } from './codec.js';
 export { capsFromResources, resourcesFromCaps } from './convert.js';
-export {
-  DropInSection,
-  type DropInSectionName,
-  type RenderDropInOptions,
-  renderDropIn,
-} from './drop-in.js';
-export { isValidCpuQuota, isValidMemoryMax } from './grammar.js';
-export {
-  assertAgentName,
-  BUCKET,
-  directGetSubject,
-  keySubject,
-  MAX_AGENT_NAME_LENGTH,
-  STREAM,
-} from './names.js';
+export { renderDropIn } from './drop-in.js';
+export { assertAgentName, BUCKET, directGetSubject, keySubject, STREAM } from './names.js';

@@ -3,30 +3,11 @@ import { showValue } from '../internal/strict-keys.js';
 
 /**
  * The JetStream KV bucket that holds one caps value per agent, keyed by agent name.
- *
- * @example
- * ```ts
- * import { BUCKET } from 'scaler-primitives/agent-caps';
- * import type { NatsConnection } from '@nats-io/nats-core';
- * import { Kvm } from '@nats-io/kv';
- *
- * declare const nc: NatsConnection;
- * const kv = await new Kvm(nc).open(BUCKET); // 'agent-limits', the bucket the Rust crate uses
- * ```
  */
 export const BUCKET = 'agent-limits';
 
 /**
  * The stream backing {@link BUCKET} (KV buckets are streams named `KV_<bucket>`).
- *
- * @example
- * ```ts
- * import { STREAM } from 'scaler-primitives/agent-caps';
- * import type { JetStreamManager } from '@nats-io/jetstream';
- *
- * declare const jsm: JetStreamManager;
- * const info = await jsm.streams.info(STREAM); // 'KV_agent-limits'
- * ```
  */
 export const STREAM = `KV_${BUCKET}`;
 
@@ -40,14 +21,6 @@ const AGENT_NAME = /^[-/=\w]+$/;
  * 256 bytes). Checked before anything is sent: a subject longer than the server's
  * control line (4096 bytes by default) makes nats-server close the whole
  * connection, for every other user of it.
- *
- * @example
- * ```ts
- * import { MAX_AGENT_NAME_LENGTH } from 'scaler-primitives/agent-caps';
- *
- * declare const agent: string;
- * if (agent.length > MAX_AGENT_NAME_LENGTH) throw new TypeError('agent name too long');
- * ```
  */
 export const MAX_AGENT_NAME_LENGTH = 256;
 
@@ -60,7 +33,7 @@ export const MAX_AGENT_NAME_LENGTH = 256;
  * @param agent - The agent name.
  * @returns The same name.
  * @throws {@link errors!InvalidInputError} when the name is empty, longer than
- * {@link MAX_AGENT_NAME_LENGTH} characters, or contains a character outside
+ * 256 characters, or contains a character outside
  * `A-Z a-z 0-9 _ - / =` (this excludes `.`, `*`, `>` and whitespace).
  *
  * @example

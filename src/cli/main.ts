@@ -1,11 +1,17 @@
 import pkg from '../../package.json' with { type: 'json' };
 import { isScalerError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
-import { commands } from './commands/index.js';
+import { capsCommand } from './commands/caps.js';
+import { configCommand } from './commands/config.js';
+import { ledgerCommand } from './commands/ledger.js';
+import { nftCommand } from './commands/nft.js';
 import { guardText, messageLine } from './escape.js';
 import { type CliCommand, type CliIO, UsageError } from './registry.js';
 
 const NAME = 'scaler-primitives';
+
+/** Every command of the CLI, in help order. */
+const commands: CliCommand[] = [ledgerCommand, configCommand, nftCommand, capsCommand];
 
 /** The version printed by `--version`. */
 export const VERSION: string = pkg.version;

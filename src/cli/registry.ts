@@ -2,7 +2,7 @@ import { escapeText } from './escape.js';
 
 /**
  * The operator CLI's command registry. Each command lives in `commands/<name>.ts`
- * and is listed in `commands/index.ts`; `main` dispatches on the first argument.
+ * and is listed in `main.ts`; `main` dispatches on the first argument.
  */
 
 /** Where a command writes, so tests and embedders can capture it. */

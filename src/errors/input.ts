@@ -46,9 +46,9 @@ export class ConfigError extends ScalerError {
  * @example
  * ```ts
  * import { ErrorCode, isScalerError } from 'scaler-primitives';
- * import { parseCidr } from 'scaler-primitives/nftables';
+ * import { validateInterfaceName } from 'scaler-primitives/nftables';
  * declare const input: string;
- * try { parseCidr(input); }
+ * try { validateInterfaceName(input); }
  * catch (error) {
  *   if (isScalerError(error, ErrorCode.INVALID_INPUT)) console.error(error.what, error.value);
  *   else throw error;

@@ -5,14 +5,6 @@
 
 /**
  * What {@link natsHeartbeatReader} needs of a KV entry: `@nats-io/kv`'s `KvEntry` has it.
- *
- * @example
- * ```ts
- * import type { KvEntry } from '@nats-io/kv';
- * import type { HeartbeatEntry } from 'scaler-primitives/fence';
- * declare const entry: KvEntry;
- * const heartbeat: HeartbeatEntry = entry;
- * ```
  */
 export interface HeartbeatEntry {
   /** The entry's revision (its stream sequence). */
@@ -25,14 +17,6 @@ export interface HeartbeatEntry {
 
 /**
  * What {@link natsHeartbeatReader} needs of a KV bucket: `@nats-io/kv`'s `KV` has it.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import type { HeartbeatBucket } from 'scaler-primitives/fence';
- * declare const kv: KV;
- * const bucket: HeartbeatBucket = kv;
- * ```
  */
 export interface HeartbeatBucket {
   /** The key's current entry, or `null` when it has none. */

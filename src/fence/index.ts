@@ -8,14 +8,12 @@
  * @packageDocumentation
  */
 
-export { type HeartbeatBucket, type HeartbeatEntry, natsHeartbeatReader } from './heartbeat.js';
-export { type FenceLease, LEASE_ENV, leaseEnv, readLeaseEnv } from './lease.js';
+export { type HeartbeatBucket, natsHeartbeatReader } from './heartbeat.js';
+export { type FenceLease, leaseEnv, readLeaseEnv } from './lease.js';
 export {
   type FenceExpiry,
-  type FenceStopReason,
   type LeaseFence,
   stopAgentProcess,
-  type WatchLeaseFromEnvOptions,
   type WatchLeaseOptions,
   watchLease,
   watchLeaseFromEnv,

@@ -9,28 +9,12 @@ import type { LeaseLocation } from '../ledger/types.js';
 
 /**
  * The environment variable that carries a {@link FenceLease} to an agent process.
- *
- * @example
- * ```ts
- * import { LEASE_ENV } from 'scaler-primitives/fence';
- * console.log(process.env[LEASE_ENV] ?? 'started without a lease');
- * ```
  */
 export const LEASE_ENV = 'SCALER_LEASE';
 
 /**
  * The controller's lease as its ledger hands it to a backend (`SpawnRequest.lease`):
  * where it lives, its length and the margin peers add before they take its rows.
- *
- * @example
- * ```ts
- * import type { FenceLease } from 'scaler-primitives/fence';
- * const lease: FenceLease = {
- *   location: { kind: 'file', path: '/var/lib/ci/ledger/4f0c9e1a.lease' },
- *   leaseMs: 30_000,
- *   marginMs: 3_000,
- * };
- * ```
  */
 export interface FenceLease {
   /** Where the lease lives (a lease file, or a NATS heartbeat key). */

@@ -19,23 +19,11 @@ import { checkLease, type FenceLease, LEASE_ENV, readLeaseEnv } from './lease.js
  * Why a fence fired: `deadline` (no renewal seen in time), `gone` (the lease
  * file is missing), `not-a-file` (something other than a regular file is at
  * the lease path), `ended` (the NATS heartbeat key is gone).
- *
- * @example
- * ```ts
- * import type { FenceStopReason } from 'scaler-primitives/fence';
- * const reason: FenceStopReason = 'deadline';
- * ```
  */
 export type FenceStopReason = 'deadline' | 'gone' | 'not-a-file' | 'ended';
 
 /**
  * What {@link WatchLeaseOptions.onExpire} is called with.
- *
- * @example
- * ```ts
- * import type { FenceExpiry } from 'scaler-primitives/fence';
- * const onExpire = (expiry: FenceExpiry) => console.error(`lease ${expiry.reason}: stopping`);
- * ```
  */
 export interface FenceExpiry {
   /** Why the fence fired. */
@@ -48,17 +36,6 @@ export interface FenceExpiry {
 
 /**
  * Options of {@link watchLease}: the lease (as {@link FenceLease}) and how to watch it.
- *
- * @example
- * ```ts
- * import type { WatchLeaseOptions } from 'scaler-primitives/fence';
- * const options: WatchLeaseOptions = {
- *   location: { kind: 'file', path: '/var/lib/ci/ledger/4f0c9e1a.lease' },
- *   leaseMs: 30_000,
- *   marginMs: 3_000,
- *   stopBeforeMs: 10_000,
- * };
- * ```
  */
 export interface WatchLeaseOptions extends FenceLease {
   /**
@@ -97,14 +74,6 @@ export interface WatchLeaseOptions extends FenceLease {
 
 /**
  * A running fence, from {@link watchLease}.
- *
- * @example
- * ```ts
- * import { watchLease } from 'scaler-primitives/fence';
- * const fence = watchLease({ location: { kind: 'file', path: '/run/ci/ledger/a.lease' }, leaseMs: 30_000, marginMs: 3_000 });
- * console.log(`covered until ${new Date(fence.deadline()!).toISOString()}`);
- * fence.close(); // the agent's work is done
- * ```
  */
 export interface LeaseFence {
   /**
@@ -537,12 +506,6 @@ export function watchLease(options: WatchLeaseOptions): LeaseFence {
 /**
  * Options of {@link watchLeaseFromEnv}: those of {@link WatchLeaseOptions} but
  * the lease, plus where to read it and whether it must be there.
- *
- * @example
- * ```ts
- * import type { WatchLeaseFromEnvOptions } from 'scaler-primitives/fence';
- * const options: WatchLeaseFromEnvOptions = { required: true, stopBeforeMs: 5_000 };
- * ```
  */
 export interface WatchLeaseFromEnvOptions
   extends Omit<WatchLeaseOptions, 'location' | 'leaseMs' | 'marginMs'> {

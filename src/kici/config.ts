@@ -1,29 +1,245 @@
 /**
- * kici's scaler config -> a `ScalerManager` config, with a report of what has no equivalent.
+ * kici's scaler config (0.1.1 and 0.9.1 shapes, as its YAML parses or as its loader returns
+ * it) -> a `ScalerManager` config, with a report of every setting that has no equivalent.
  */
 import { ConfigError } from '../errors.js';
-import { formatConfigPath, type ScalerConfigInput } from '../manager/index.js';
-import { finish, isObject, Report, unknownKey } from './config-report.js';
-import { translateScaler } from './config-scaler.js';
-import type {
-  KiciConfigTranslation,
-  KiciParsedConfig,
-  KiciScalerConfig,
-  KiciScalerEntry,
-  ToScalerConfigOptions,
-} from './config-types.js';
-import { fromKiciCap, fromKiciResources } from './resources.js';
+import {
+  formatConfigPath,
+  type LabelSetInput,
+  type ScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEntryInput,
+  validateScalerConfig,
+} from '../manager/index.js';
+import {
+  fromKiciCap,
+  fromKiciResources,
+  type KiciResourceCap,
+  type KiciResourceRequest,
+  type KiciResourceSpec,
+} from './resources.js';
+
+/**
+ * A kici label set (`scalers[].labelSets[]`).
+ */
+export interface KiciLabelSet {
+  /** The labels agents of this set have. */
+  labels: string[];
+  /** Resources (nested or flat). */
+  resources?: KiciResourceRequest | KiciResourceSpec;
+  /** Backend setting, kept in `options.labelSets[j]`: the container image. */
+  image?: string;
+  /** Backend setting: `Always`, `IfNotPresent`, `Never`. */
+  imagePullPolicy?: unknown;
+  /** Backend setting: the agent binary (bare metal). */
+  binaryPath?: string;
+  /** Backend setting: volumes to mount. */
+  volumes?: string[];
+  /** Backend setting: mount the container socket into the agent. */
+  containerSocket?: boolean;
+  /** Backend setting: environment of the agent. */
+  env?: Record<string, string>;
+  /** Backend setting: `pause` or `drop`. */
+  backpressureMode?: unknown;
+  /** Backend setting: `{ allowlist?, denyAll?, hostAccess? }` (see `addIsolationRules`). */
+  networkPolicy?: unknown;
+  /** Backend setting (Firecracker): root filesystem image. */
+  rootfsPath?: string;
+  /** Backend setting (Firecracker): kernel image. */
+  kernelPath?: string;
+  /** Backend setting (Firecracker): vCPUs. */
+  vcpuCount?: number;
+  /** Backend setting (Firecracker): memory in MiB. */
+  memSizeMib?: number;
+  /** Backend setting (Firecracker): overlay drive size in MiB. */
+  overlayDriveSizeMib?: number;
+}
+
+/**
+ * A kici warm pool (`scalers[].warmPool`).
+ */
+export interface KiciWarmPool {
+  /** Whether the warm pool runs. @default false */
+  enabled?: boolean;
+  /** Idle agents to keep, per label set in kici. @default 0 */
+  size?: number;
+  /** Idle timeout. @default 300 */
+  idleTimeoutSeconds?: number;
+}
+
+/**
+ * A kici scaler entry (`scalers[]`).
+ */
+export interface KiciScalerEntry {
+  /** Unique name. */
+  name: string;
+  /** `container`, `firecracker`, `bare-metal`, `event`. */
+  type: string;
+  /** The most agents at once. */
+  maxAgents: number;
+  /** The label sets. */
+  labelSets: KiciLabelSet[];
+  /** Labels a job must name to run here. */
+  mandatoryLabels?: string[];
+  /** The machine pool. */
+  machinePool?: string;
+  /** The scaler's cap. */
+  resourceCap?: KiciResourceCap;
+  /** The warm pool. */
+  warmPool?: KiciWarmPool;
+  /** Concurrent `backend.spawn` calls (kici default 8); kept in `options`, reported. */
+  maxConcurrentSpawns?: number;
+  /** Job roles served (`builder`, `init-runner`, `all`); kept in `options`, an error unless acknowledged. */
+  roles?: string[];
+  /** `{ os, arch }`; kept in `options`; a non-linux/x64 platform is an error unless acknowledged. */
+  platform?: {
+    /** `linux`, `macos`, `windows`. */
+    os?: string;
+    /** `x64`, `arm64`. */
+    arch?: string;
+  };
+  /** Isolate agents with nftables (kici default true); kept in `options`. */
+  networkIsolation?: boolean;
+  /** Backend setting: container engine host. */
+  host?: string;
+  /** Backend setting: container engine socket. */
+  socketPath?: string;
+  /** Backend setting: `docker`, `podman`, `auto`. */
+  runtime?: string;
+  /** Backend setting: the URL agents connect to. */
+  orchestratorUrl?: string;
+  /** Backend setting: extra `/etc/hosts` entries. */
+  extraHosts?: string[];
+  /** Backend setting: enforce limits with cgroups. */
+  enforceCgroups?: boolean;
+  /** Backend setting (Firecracker): firecracker binary. */
+  firecrackerPath?: string;
+  /** Backend setting (Firecracker): jailer binary. */
+  jailerPath?: string;
+  /** Backend setting (Firecracker): kernel image. */
+  kernelPath?: string;
+  /** Backend setting (Firecracker): jailer chroot base. */
+  chrootBaseDir?: string;
+  /** Backend setting: uid agents run as. */
+  uid?: number;
+  /** Backend setting: gid agents run as. */
+  gid?: number;
+  /** Backend setting (Firecracker): vCPUs. */
+  vcpuCount?: number;
+  /** Backend setting (Firecracker): memory in MiB. */
+  memSizeMib?: number;
+  /** Backend setting: wrap privileged commands in `sudo -n`. */
+  requireSudo?: boolean;
+  /** Backend setting (event scalers): workflow refs. */
+  provisioningTargets?: string[];
+  /** Backend setting (event scalers): claim code lifetime. */
+  claimTtlSeconds?: number;
+  /** Backend setting (event scalers): agent token lifetime. */
+  agentTokenTtlSeconds?: number;
+}
+
+/**
+ * A kici scaler config file (`version: 1`), in the 0.1.1 or 0.9.1 shape: `machinePools` as an
+ * array of `{ name, cap }`, `globalResourceCap`, `warmPool.enabled`, label-set backend
+ * settings such as `image`. kici's own parsed `ScalerConfig` type fits it as well.
+ */
+export interface KiciScalerConfig {
+  /** Always 1. */
+  version?: number;
+  /** The most agents the orchestrator runs at once. @default 50 (kici's default) */
+  globalMaxAgents?: number;
+  /** Default resources. */
+  defaults?: {
+    /** Resources for label sets that declare none. */
+    resources?: KiciResourceRequest | KiciResourceSpec;
+  };
+  /** The orchestrator-wide cap. */
+  globalResourceCap?: KiciResourceCap;
+  /** Named machine pools shared across orchestrators on one host. */
+  machinePools?: Array<{
+    /** The pool name. */
+    name: string;
+    /** The pool's cap. */
+    cap: KiciResourceCap;
+  }>;
+  /** The scalers. */
+  scalers: KiciScalerEntry[];
+  /** kici's Firecracker network settings: reported, not translated (they belong to the backend). */
+  firecracker?: {
+    /** Guest network. */
+    cidr?: string;
+    /** Bridge device. */
+    bridgeName?: string;
+    /** Gateway address. */
+    gateway?: string;
+    /** Netmask. */
+    netmask?: string;
+    /** nftables table. */
+    table?: string;
+    /** Provision the host network on start. */
+    autoProvisionHost?: boolean;
+  };
+}
+
+/**
+ * How much a kici setting without an equivalent matters.
+ */
+export type KiciIssueSeverity = 'error' | 'warning';
+
+/**
+ * One kici setting that has no equivalent in a `ScalerManager` config, or a schema problem.
+ */
+export interface KiciConfigIssue {
+  /** Path in the kici config, e.g. `['scalers', 0, 'roles']`. */
+  path: ReadonlyArray<string | number>;
+  /**
+   * `error`: dropping or moving it changes what is allowed to run (routing, isolation,
+   * caps), or the config is invalid. `warning`: behaviour differs in a way that does not
+   * loosen a guarantee (pacing, warm-pool size, settings kept for the backend).
+   */
+  severity: KiciIssueSeverity;
+  /** What differs and what to do. */
+  message: string;
+}
+
+/**
+ * Options of {@link toScalerConfig}.
+ */
+export interface ToScalerConfigOptions {
+  /**
+   * kici setting names (`'roles'`, `'platform'`, ...) whose errors you have read and
+   * handled (e.g. with `mandatoryLabels` or in your backend): they are reported as warnings.
+   * @default []
+   */
+  acknowledge?: readonly string[];
+}
+
+/**
+ * The result of {@link toScalerConfig}.
+ */
+export interface KiciConfigTranslation {
+  /** True when there is no error: `config` is set. */
+  ok: boolean;
+  /** The validated config (set when `ok`). */
+  config?: ScalerConfig;
+  /** The translated config as written, before validation (always set; inspect or edit it). */
+  input: ScalerConfigInput;
+  /** Every setting without an equivalent and every schema problem, errors first. */
+  issues: KiciConfigIssue[];
+}
+
+/**
+ * The result of {@link parseKiciScalerConfig}.
+ */
+export interface KiciParsedConfig {
+  /** The validated `ScalerManager` config. */
+  config: ScalerConfig;
+  /** The warnings of the translation (settings kept for the backend, behaviour that differs). */
+  warnings: KiciConfigIssue[];
+}
 
 /**
  * kici's automatic-label prefix, which `toScalerConfig` sets (the core's default is `scaler-primitives:`).
- *
- * @example
- * ```ts
- * import { KICI_AUTO_LABEL_PREFIX, type KiciScalerConfig, toScalerConfig } from 'scaler-primitives/kici';
- * declare const kiciConfig: KiciScalerConfig;
- * const { input } = toScalerConfig(kiciConfig);
- * input.autoLabelPrefix === KICI_AUTO_LABEL_PREFIX; // true: agents carry 'kici:scaler:<name>'
- * ```
  */
 export const KICI_AUTO_LABEL_PREFIX = 'kici:';
 
@@ -47,7 +263,7 @@ const KICI_GLOBAL_MAX_AGENTS = 50;
  *   errors until acknowledged; unknown settings (which kici drops silently) are errors.
  *
  * @param kici - The kici config (e.g. `YAML.parse` of its scaler file).
- * @param options - See {@link ToScalerConfigOptions}.
+ * @param options - `acknowledge`: kici settings whose error you accept (`roles`, `platform`).
  * @returns The translation, the validated config when there is no error, and every issue.
  *
  * @example
@@ -173,7 +389,7 @@ function translatePools(report: Report, value: unknown): ScalerConfigInput['mach
  * {@link toScalerConfig}, throwing when there is an error.
  *
  * @param kici - The kici config.
- * @param options - See {@link ToScalerConfigOptions}.
+ * @param options - `acknowledge`: kici settings whose error you accept (`roles`, `platform`).
  * @returns The validated config and the warnings.
  * @throws `ConfigError` listing every error with its path in the kici config.
  *
@@ -198,4 +414,290 @@ export function parseKiciScalerConfig(
     errors.map((e) => ({ path: e.path, message: e.message })),
     `The kici scaler config cannot be used as it is (${errors.length} problem${errors.length === 1 ? '' : 's'}):\n${lines.join('\n')}`,
   );
+}
+
+// One kici scaler entry (its label sets and warm pool) -> a `ScalerManager` scaler entry:
+// backend-only settings kept in `options`, settings without an equivalent reported.
+
+// Settings of a kici scaler entry that only its backend reads: kept in `options`.
+const BACKEND_SETTINGS = new Set([
+  'host',
+  'socketPath',
+  'runtime',
+  'orchestratorUrl',
+  'extraHosts',
+  'enforceCgroups',
+  'firecrackerPath',
+  'jailerPath',
+  'kernelPath',
+  'chrootBaseDir',
+  'uid',
+  'gid',
+  'vcpuCount',
+  'memSizeMib',
+  'requireSudo',
+  'provisioningTargets',
+  'claimTtlSeconds',
+  'agentTokenTtlSeconds',
+]);
+
+// Settings of a kici label set that only its backend reads: kept in `options.labelSets[j]`.
+const LABEL_SET_BACKEND_SETTINGS = new Set([
+  'image',
+  'imagePullPolicy',
+  'binaryPath',
+  'volumes',
+  'containerSocket',
+  'env',
+  'backpressureMode',
+  'networkPolicy',
+  'rootfsPath',
+  'kernelPath',
+  'vcpuCount',
+  'memSizeMib',
+  'overlayDriveSizeMib',
+]);
+
+function translateLabelSet(
+  report: Report,
+  set: unknown,
+  path: Path,
+): { set: LabelSetInput; backend: Record<string, unknown> } | undefined {
+  if (!isObject(set)) {
+    report.error(path, 'Expected a label set object { labels, resources?, ... }');
+    return undefined;
+  }
+  const out: LabelSetInput = { labels: set.labels as string[] };
+  const backend: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(set)) {
+    if (key === 'labels' || value === undefined) continue;
+    if (key === 'resources') {
+      const resources = report.attempt([...path, key], () => fromKiciResources(value as never));
+      if (resources) out.resources = resources;
+    } else if (LABEL_SET_BACKEND_SETTINGS.has(key)) {
+      backend[key] = value;
+    } else {
+      unknownKey(report, path, key);
+    }
+  }
+  if (backend.networkPolicy !== undefined) {
+    report.warning(
+      [...path, 'networkPolicy'],
+      'Kept in options.labelSets[].networkPolicy: ScalerManager does not isolate agents. Your backend must apply it, e.g. with addIsolationRules from scaler-primitives/kici (seed call shape) or scaler-primitives/nftables.',
+    );
+  }
+  return { set: out, backend };
+}
+
+/** Translate `scalers[i]`; `undefined` (with an error reported) when it is not an object. */
+function translateScaler(
+  report: Report,
+  entry: KiciScalerEntry,
+  i: number,
+): ScalerEntryInput | undefined {
+  const path = ['scalers', i];
+  if (!isObject(entry)) {
+    report.error(path, 'Expected a scaler object { name, type, maxAgents, labelSets, ... }');
+    return undefined;
+  }
+  const out: ScalerEntryInput = {
+    name: entry.name,
+    type: entry.type,
+    maxAgents: entry.maxAgents,
+    labelSets: [],
+  };
+  const options: Record<string, unknown> = {};
+  const labelSetOptions: Record<string, unknown>[] = [];
+  for (const [key, value] of Object.entries(entry)) {
+    if (value === undefined || ['name', 'type', 'maxAgents'].includes(key)) continue;
+    const at = [...path, key];
+    switch (key) {
+      case 'labelSets': {
+        if (!Array.isArray(value)) {
+          report.error(at, 'Expected an array of label sets');
+          break;
+        }
+        value.forEach((set, j) => {
+          const translated = translateLabelSet(report, set, [...at, j]);
+          if (!translated) return;
+          out.labelSets.push(translated.set);
+          labelSetOptions.push(translated.backend);
+        });
+        break;
+      }
+      case 'mandatoryLabels':
+        out.mandatoryLabels = value as string[];
+        break;
+      case 'machinePool':
+        out.machinePool = value as string;
+        break;
+      case 'resourceCap': {
+        const cap = report.attempt(at, () => fromKiciCap(value as never));
+        if (cap) out.resourceCap = cap;
+        break;
+      }
+      case 'warmPool':
+        translateWarmPool(report, entry, value, at, out);
+        break;
+      case 'maxConcurrentSpawns':
+        options[key] = value;
+        report.warning(
+          at,
+          'No ScalerManager equivalent: kici bounds concurrent backend.spawn calls per scaler (default 8); ScalerManager calls spawn as capacity allows. Kept in options.maxConcurrentSpawns for your backend to bound its own spawns. Caps and the machine pool still hold.',
+        );
+        break;
+      case 'networkIsolation':
+        options[key] = value;
+        break;
+      case 'roles':
+        options[key] = value;
+        if (Array.isArray(value) && !value.includes('all')) {
+          report.error(
+            at,
+            `No ScalerManager equivalent: kici sends only jobs of roles ${JSON.stringify(value)} to this scaler; ScalerManager would send jobs of every role. Express the restriction with mandatoryLabels (a label the jobs of those roles carry), then acknowledge 'roles'.`,
+            'roles',
+          );
+        }
+        break;
+      case 'platform': {
+        options[key] = value;
+        const platform = value as { os?: string; arch?: string };
+        const tainted =
+          (platform.os !== undefined && platform.os !== 'linux') ||
+          (platform.arch !== undefined && platform.arch !== 'x64');
+        report[tainted ? 'error' : 'warning'](
+          at,
+          tainted
+            ? `No ScalerManager equivalent: kici labels agents kici:os:${platform.os}/kici:arch:${platform.arch} and taints the scaler so only jobs asking for that platform run here; ScalerManager would send any job whose labels match. Add a mandatory label (e.g. "${platform.os}-${platform.arch}") to the scaler and its label sets, then acknowledge 'platform'.`
+            : 'Kept in options.platform: ScalerManager adds no kici:os/kici:arch labels (linux/x64 adds no taint in kici, so routing is unchanged).',
+          'platform',
+        );
+        break;
+      }
+      default:
+        if (BACKEND_SETTINGS.has(key)) options[key] = value;
+        else unknownKey(report, path, key);
+    }
+  }
+  // kici isolates agents unless told not to: keep that default visible to the backend.
+  options.networkIsolation ??= true;
+  if (options.networkIsolation === true) {
+    report.warning(
+      [...path, 'networkIsolation'],
+      'Kept in options.networkIsolation (kici default true): ScalerManager does not isolate agents; your backend must, e.g. with addIsolationRules from scaler-primitives/kici.',
+    );
+  }
+  if (labelSetOptions.some((o) => Object.keys(o).length > 0)) options.labelSets = labelSetOptions;
+  out.options = options;
+  return out;
+}
+
+function translateWarmPool(
+  report: Report,
+  entry: KiciScalerEntry,
+  value: unknown,
+  at: Path,
+  out: ScalerEntryInput,
+): void {
+  if (!isObject(value)) {
+    report.error(at, 'Expected a warm pool object { enabled, size, idleTimeoutSeconds }');
+    return;
+  }
+  for (const key of Object.keys(value)) {
+    if (!['enabled', 'size', 'idleTimeoutSeconds'].includes(key)) unknownKey(report, at, key);
+  }
+  if (value.enabled !== true) return;
+  out.warmPool = { size: (value.size as number | undefined) ?? 0 };
+  if (value.idleTimeoutSeconds !== undefined) {
+    out.warmPool.idleTimeoutSeconds = value.idleTimeoutSeconds as number;
+  }
+  const sets = Array.isArray(entry.labelSets) ? entry.labelSets.length : 0;
+  if (sets > 1) {
+    report.warning(
+      [...at, 'size'],
+      `kici keeps ${out.warmPool.size} warm agent(s) for each of the ${sets} label sets; ScalerManager keeps them for one label set (warmPool.labelSet, here 0). Add scalers or change warmPool.labelSet to warm another set.`,
+    );
+  }
+}
+
+// The report a translation gathers (errors, acknowledged settings, warnings) and its
+// verdict: the translated config validated as a `ScalerManager` config, with our paths
+// mapped back to kici's.
+
+/** A path in the kici config, as an issue reports it. */
+type Path = ReadonlyArray<string | number>;
+
+/** The issues of one translation; a setting the caller acknowledged turns its error into a warning. */
+class Report {
+  readonly issues: KiciConfigIssue[] = [];
+  // Pool name -> its index in kici's machinePools array, to report our paths as kici's.
+  readonly poolIndex = new Map<string, number>();
+  constructor(private readonly acknowledged: ReadonlySet<string>) {}
+
+  error(path: Path, message: string, setting?: string): void {
+    const severity = setting !== undefined && this.acknowledged.has(setting) ? 'warning' : 'error';
+    this.issues.push({ path, severity, message });
+  }
+
+  warning(path: Path, message: string): void {
+    this.issues.push({ path, severity: 'warning', message });
+  }
+
+  // Run a translation step; a thrown error becomes an error issue at `path`.
+  attempt<T>(path: Path, step: () => T): T | undefined {
+    try {
+      return step();
+    } catch (error) {
+      this.error(path, (error as Error).message);
+      return undefined;
+    }
+  }
+}
+
+/** A plain object (not null, not an array). */
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Report a setting this translation does not know (kici's loader would drop it silently). */
+function unknownKey(report: Report, path: Path, key: string): void {
+  report.error(
+    [...path, key],
+    `Unknown setting "${key}": kici's loader would drop it silently; this translation refuses settings it does not know. Remove it or move it where it belongs.`,
+  );
+}
+
+/** Validate the translated config and turn the report into the answer (errors first, then warnings). */
+function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation {
+  const validation = validateScalerConfig(input);
+  if (!validation.ok) {
+    for (const error of validation.errors) {
+      report.error(
+        mapPath(error.path, report.poolIndex),
+        `${error.message} (ScalerManager config at ${formatConfigPath(error.path)})`,
+      );
+    }
+  }
+  const issues = [
+    ...report.issues.filter((i) => i.severity === 'error'),
+    ...report.issues.filter((i) => i.severity === 'warning'),
+  ];
+  const ok = validation.ok && !issues.some((i) => i.severity === 'error');
+  return ok && validation.ok
+    ? { ok, config: validation.config, input, issues }
+    : { ok: false, input, issues };
+}
+
+// Our config's paths back to kici's names where they differ.
+function mapPath(
+  path: ReadonlyArray<string | number>,
+  poolIndex: ReadonlyMap<string, number>,
+): ReadonlyArray<string | number> {
+  if (path[0] === 'resourceCap') return ['globalResourceCap', ...path.slice(1)];
+  if (path[0] === 'machinePools' && typeof path[1] === 'string') {
+    const index = poolIndex.get(path[1]);
+    if (index !== undefined)
+      return ['machinePools', index, ...(path.length > 2 ? ['cap', ...path.slice(2)] : ['name'])];
+  }
+  return path;
 }

@@ -9,27 +9,9 @@
  * @packageDocumentation
  */
 
-export { KICI_AUTO_LABEL_PREFIX, parseKiciScalerConfig, toScalerConfig } from './config.js';
-export type {
-  KiciConfigIssue,
-  KiciConfigTranslation,
-  KiciIssueSeverity,
-  KiciLabelSet,
-  KiciParsedConfig,
-  KiciScalerConfig,
-  KiciScalerEntry,
-  KiciWarmPool,
-  ToScalerConfigOptions,
-} from './config-types.js';
-export {
-  KICI_LEDGER_DIR,
-  KICI_LEDGER_DIR_ENV,
-  type KiciEnv,
-  kiciLedgerDirCandidates,
-  kiciLedgerDirFromEnv,
-  resolveKiciLedgerDir,
-} from './ledger-dir.js';
-export { type KiciMachineLedgerOptions, type KiciUsage, MachineLedger } from './machine-ledger.js';
+export { type KiciScalerConfig, parseKiciScalerConfig, toScalerConfig } from './config.js';
+export { KICI_LEDGER_DIR, kiciLedgerDirFromEnv, resolveKiciLedgerDir } from './ledger-dir.js';
+export { MachineLedger } from './machine-ledger.js';
 export {
   addIsolationRules,
   ensureKiciTable,
@@ -42,11 +24,4 @@ export {
   removeIsolationRules,
   validateNftablesAvailability,
 } from './nftables.js';
-export {
-  fromKiciCap,
-  fromKiciResources,
-  type KiciResourceCap,
-  type KiciResourceRequest,
-  type KiciResourceSpec,
-  parseKiciMemory,
-} from './resources.js';
+export { parseKiciMemory } from './resources.js';

@@ -10,36 +10,16 @@ import { resolveLedgerDir } from '../ledger/index.js';
 
 /**
  * kici's default ledger directory (the core's default is `/var/lib/scaler-primitives/ledger`).
- *
- * @example
- * ```ts
- * import { KICI_LEDGER_DIR } from 'scaler-primitives/kici';
- * import { MachineLedger } from 'scaler-primitives/ledger';
- * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', dir: KICI_LEDGER_DIR }); // kici's pools
- * ```
  */
 export const KICI_LEDGER_DIR = '/var/lib/kici/scaler-ledger';
 
 /**
  * The environment variable kici's config loader reads the ledger directory from.
- *
- * @example
- * ```ts
- * import { KICI_LEDGER_DIR, KICI_LEDGER_DIR_ENV } from 'scaler-primitives/kici';
- * const dir = process.env[KICI_LEDGER_DIR_ENV] || KICI_LEDGER_DIR; // what kici's config loader reads
- * ```
  */
 export const KICI_LEDGER_DIR_ENV = 'KICI_MACHINE_LEDGER_DIR';
 
 /**
  * Where to look up `$XDG_STATE_HOME` and `$HOME` (kici reads `process.env` and `os.homedir()`).
- *
- * @example
- * ```ts
- * import { type KiciEnv, kiciLedgerDirCandidates } from 'scaler-primitives/kici';
- * const env: KiciEnv = { XDG_STATE_HOME: '/var/lib/kici-state', HOME: '/root' };
- * const dirs = kiciLedgerDirCandidates(env);
- * ```
  */
 export type KiciEnv = Readonly<Record<string, string | undefined>>;
 
@@ -51,13 +31,6 @@ export type KiciEnv = Readonly<Record<string, string | undefined>>;
  *
  * @param env - The environment. @default `process.env`
  * @returns The three candidate directories, in the order they are tried.
- *
- * @example
- * ```ts
- * import { kiciLedgerDirCandidates } from 'scaler-primitives/kici';
- * kiciLedgerDirCandidates({ HOME: '/home/ci' });
- * // ['/var/lib/kici/scaler-ledger', '/home/ci/.local/state/kici/scaler-ledger', '/tmp/kici-scaler-ledger']
- * ```
  */
 export function kiciLedgerDirCandidates(env: KiciEnv = process.env): string[] {
   const home = env.HOME || homedir();
@@ -104,8 +77,9 @@ function codeOf(error: unknown): string | undefined {
  * Resolve the ledger directory as kici 0.9.1 does, with this library's checks on the result.
  *
  * - `explicitDir` given (non-empty): that directory, created if needed.
- * - Otherwise each of {@link kiciLedgerDirCandidates} in turn. Like kici, a candidate this
- *   user cannot create or write is skipped. Unlike kici, a candidate that is a symbolic link,
+ * - Otherwise each of kici's candidates in turn (`/var/lib/kici/scaler-ledger`,
+ *   `${XDG_STATE_HOME:-$HOME/.local/state}/kici/scaler-ledger`, `<tmpdir>/kici-scaler-ledger`).
+ *   Like kici, a candidate this user cannot create or write is skipped. Unlike kici, a candidate that is a symbolic link,
  *   is world-writable or is owned by another user (not root) is refused with an error instead
  *   of being used or skipped: using it would let that user tamper with the pool files, and
  *   skipping it silently would put this process in another directory than its kici peers

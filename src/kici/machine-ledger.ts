@@ -12,14 +12,6 @@ import { type KiciEnv, resolveKiciLedgerDir } from './ledger-dir.js';
 
 /**
  * Options of the adapter's {@link MachineLedger}: kici's two, plus optional extras.
- *
- * @example
- * ```ts
- * import { kiciLedgerDirFromEnv, type KiciMachineLedgerOptions, MachineLedger } from 'scaler-primitives/kici';
- *
- * const options: KiciMachineLedgerOptions = { instanceId: 'orchestrator-a', explicitDir: kiciLedgerDirFromEnv() };
- * const ledger = new MachineLedger(options);
- * ```
  */
 export interface KiciMachineLedgerOptions {
   /**
@@ -41,15 +33,6 @@ export interface KiciMachineLedgerOptions {
 
 /**
  * What {@link MachineLedger.getUsage} returns (kici's shape).
- *
- * @example
- * ```ts
- * import type { KiciUsage, MachineLedger } from 'scaler-primitives/kici';
- *
- * declare const ledger: MachineLedger; // the kici MachineLedger
- * const usage: KiciUsage = await ledger.getUsage('build-host');
- * console.log(`${usage.cpus} cores, ${usage.memBytes} bytes in use`);
- * ```
  */
 export interface KiciUsage {
   /** Summed cores of the live rows. */
@@ -104,7 +87,7 @@ export class MachineLedger {
   #reapIntervalMs: number | undefined;
 
   /**
-   * @param opts - kici's `{ explicitDir?, instanceId }`, see {@link KiciMachineLedgerOptions}.
+   * @param opts - kici's `{ explicitDir?, instanceId }`, plus optional `env` and `core` (options of the core ledger).
    * @throws TypeError when `instanceId` is not a non-empty string or `explicitDir` not a string.
    */
   constructor(opts: KiciMachineLedgerOptions) {

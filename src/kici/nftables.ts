@@ -9,37 +9,22 @@ import {
   removeIsolationRules as coreRemove,
   validateNftablesAvailability as coreValidate,
   ensureTable,
-  type HostPort,
   type IsolationPolicy,
   type NftOptions,
-  parseAddress,
   validateAgentId,
   validateInterfaceName,
 } from '../nftables/index.js';
+import type { HostPort } from '../nftables/policy.js';
+import { parseAddress } from '../nftables/validate.js';
 
 /**
  * How rules recognise an agent's traffic: `iifname` (the interface packets arrive on:
  * Firecracker TAP, veth) or `saddr` (the agent's source address: containers on a bridge).
- *
- * @example
- * ```ts
- * import { addIsolationRules, type NftMatchMode } from 'scaler-primitives/kici';
- *
- * await addIsolationRules('172.30.0.5', '172.30.0.1', undefined, 'saddr' satisfies NftMatchMode);
- * ```
  */
 export type NftMatchMode = 'iifname' | 'saddr';
 
 /**
  * kici's per-label-set network policy.
- *
- * @example
- * ```ts
- * import { addIsolationRules, type KiciNetworkPolicy } from 'scaler-primitives/kici';
- *
- * const policy: KiciNetworkPolicy = { allowlist: ['10.20.30.0/24'], denyAll: true };
- * await addIsolationRules('tap-ci-42', '172.30.0.1', policy);
- * ```
  */
 export interface KiciNetworkPolicy {
   /** Networks the agent may reach although they are in a blocked range. */
@@ -57,14 +42,6 @@ export interface KiciNetworkPolicy {
  * The seed's `NftOptions` (`requireSudo`) plus this library's (`netns`, `table`, `family`,
  * `layout`, `nftPath`, `runner`) and the host ports the agent may reach. The adapter's
  * defaults are kici's: `table: 'kici'`, `family: 'ip'`, `layout: 'rules'`.
- *
- * @example
- * ```ts
- * import { addIsolationRules, type KiciNftOptions } from 'scaler-primitives/kici';
- *
- * const opts: KiciNftOptions = { hostAccess: [8080, { port: 53, protocol: 'udp' }], onError: console.warn };
- * await addIsolationRules('tap-ci-42', '172.30.0.1', undefined, 'iifname', opts);
- * ```
  */
 export interface KiciNftOptions extends NftOptions {
   /**
@@ -80,15 +57,6 @@ export interface KiciNftOptions extends NftOptions {
 /**
  * The table the adapter writes unless told otherwise: kici's own `ip kici`, with the seed's
  * layout (each agent's rules appended to the shared base chains).
- *
- * @example
- * ```ts
- * import { KICI_NFT_TABLE } from 'scaler-primitives/kici';
- * import { listIsolatedAgents } from 'scaler-primitives/nftables';
- *
- * KICI_NFT_TABLE; // { table: 'kici', family: 'ip', layout: 'rules' }
- * await listIsolatedAgents(KICI_NFT_TABLE); // the agents in `ip kici`
- * ```
  */
 export const KICI_NFT_TABLE = Object.freeze({
   /** kici's table name. */

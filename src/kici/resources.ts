@@ -15,13 +15,6 @@ type ParsedResourceSpec = NonNullable<ParsedResourceRequest['requests']>;
 
 /**
  * A kici `{ cpus?, memory? }`: cores, and memory as `"512m"`, `"2g"`, `"1024k"` (or bytes).
- *
- * @example
- * ```ts
- * import type { KiciResourceSpec } from 'scaler-primitives/kici';
- *
- * const spec: KiciResourceSpec = { cpus: 2, memory: '4g' }; // 4 GiB, as kici reads it
- * ```
  */
 export interface KiciResourceSpec {
   /** Cores. */
@@ -32,14 +25,6 @@ export interface KiciResourceSpec {
 
 /**
  * A kici resource declaration: nested `{ requests?, limits? }`.
- *
- * @example
- * ```ts
- * import { fromKiciResources, type KiciResourceRequest } from 'scaler-primitives/kici';
- *
- * const request: KiciResourceRequest = { requests: { cpus: 1, memory: '2g' }, limits: { cpus: 2 } };
- * const resources = fromKiciResources(request);
- * ```
  */
 export interface KiciResourceRequest {
   /** What the job needs; summed by caps. */
@@ -50,13 +35,6 @@ export interface KiciResourceRequest {
 
 /**
  * A kici cap: as written in its YAML (`maxMemory: "64g"`) or as its loader returns it (`maxMemoryBytes`).
- *
- * @example
- * ```ts
- * import { fromKiciCap, type KiciResourceCap } from 'scaler-primitives/kici';
- *
- * const cap = fromKiciCap({ maxCpu: 16, maxMemory: '64g' } satisfies KiciResourceCap);
- * ```
  */
 export interface KiciResourceCap {
   /** Maximum summed cores. */
@@ -108,7 +86,7 @@ export function parseKiciMemory(value: string | number): number {
     );
   }
   const factor = FACTOR[match[2]!.toLowerCase()]!;
-  // kici's arithmetic, step by step (1024 at a time), then floor.
+  // kici's arithmetic, step by step (1024 at a time), then round down.
   let product = Number.parseFloat(match[1]!);
   for (let f = factor; f > 1; f /= 1024) product *= 1024;
   const bytes = Math.floor(product);
@@ -173,14 +151,6 @@ function spec(value: unknown, what: string): ParsedResourceSpec {
  *   `resolveResources`.
  * @throws `ResourceParseError` for a bad quantity; `InvalidInputError` for an
  *   unknown key (kici refuses those too) or a value that is not an object.
- *
- * @example
- * ```ts
- * import { fromKiciResources } from 'scaler-primitives/kici';
- *
- * fromKiciResources({ cpus: 2, memory: '512 m' });
- * // { requests: { cpus: 2, memory: 536870912 }, limits: { cpus: 2, memory: 536870912 } }
- * ```
  */
 export function fromKiciResources(
   resources: KiciResourceRequest | KiciResourceSpec,
@@ -206,13 +176,6 @@ export function fromKiciResources(
  * @returns `{ maxCpu?, maxMemoryBytes? }`.
  * @throws `ResourceParseError` for a bad quantity; `InvalidInputError` for an
  *   unknown key, both `maxMemory` and `maxMemoryBytes`, or a value that is not an object.
- *
- * @example
- * ```ts
- * import { fromKiciCap } from 'scaler-primitives/kici';
- *
- * fromKiciCap({ maxCpu: 16, maxMemory: '64g' }); // { maxCpu: 16, maxMemoryBytes: 68719476736 }
- * ```
  */
 export function fromKiciCap(cap: KiciResourceCap): ResourceCap {
   const input = plainObject(cap, 'cap');

@@ -1,7 +1,6 @@
 // The calls that write an agent's rules: validate, ensure the table, add, remove.
 import { isNftCommandError } from '../errors/nftables.js';
-import { agentRules } from './agent-rules.js';
-import { agentAddCommands, dispatchFor } from './build.js';
+import { agentAddCommands, agentRules, dispatchFor } from './build.js';
 import { agentChainName } from './names.js';
 import { type AgentFootprint, agentFootprints } from './parse.js';
 import type { NftCommand, TableFamily } from './plan.js';
@@ -106,14 +105,6 @@ export async function ensureTable(opts?: NftOptions): Promise<boolean> {
 
 /**
  * What {@link addIsolationRules} did.
- *
- * @example
- * ```ts
- * import { type AddResult, addIsolationRules } from 'scaler-primitives/nftables';
- *
- * const result: AddResult = await addIsolationRules('ci-42', { iifname: 'tap-ci-42', hostAccess: [8080] });
- * if (result.replaced) console.log(`re-isolated ci-42: ${result.rules} rules, ${result.nftCalls} nft calls`);
- * ```
  */
 export interface AddResult {
   /** Rules the agent now owns. */
@@ -202,15 +193,6 @@ export async function addIsolationRules(
 
 /**
  * Options of {@link removeIsolationRules}.
- *
- * @example
- * ```ts
- * import { type IsolationPolicy, type RemoveOptions, removeIsolationRules } from 'scaler-primitives/nftables';
- *
- * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
- * const opts: RemoveOptions = { policy, bestEffort: true, onError: (e) => console.warn('teardown', e) };
- * await removeIsolationRules('ci-42', opts); // one nft process, never throws
- * ```
  */
 export interface RemoveOptions extends NftOptions {
   /**

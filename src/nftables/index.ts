@@ -13,67 +13,21 @@
  * @packageDocumentation
  */
 
+export { buildIsolationPlan, type PlanOptions, renderIsolationPlan } from './build.js';
 export {
-  type AddResult,
   addIsolationRules,
   ensureTable,
-  type RemoveOptions,
   removeIsolationRules,
   validateNftablesAvailability,
 } from './exec.js';
-export {
-  type IsolatedAgent,
-  listIsolatedAgents,
-  type SweepResult,
-  sweepIsolation,
-  type VerifyOptions,
-  type VerifyResult,
-  verifyIsolation,
-} from './inspect.js';
-export {
-  buildIsolationPlan,
-  type PlanOptions,
-  renderIsolationPlan,
-} from './isolation-plan.js';
-export {
-  type AgentPart,
-  DISPATCH_MAPS,
-  type DispatchMap,
-  NftLayout,
-  type NftLayoutName,
-} from './layout.js';
-export { agentChainName } from './names.js';
+export { listIsolatedAgents, sweepIsolation, verifyIsolation } from './inspect.js';
 export { parseRuleHandles, parseRuleHandlesJson } from './parse.js';
-export type {
-  AddrFamily,
-  DispatchKey,
-  Icmpv6Type,
-  NftCommand,
-  NftElementKey,
-  NftExpr,
-  NftHook,
-  NftPlan,
-  NftRule,
-  TableFamily,
-} from './plan.js';
+export type { NftPlan } from './plan.js';
 export {
-  type AgentIdentity,
   DEFAULT_BLOCKED_RANGES,
   DEFAULT_METADATA_ADDRESSES,
-  type HostPort,
-  type IfnameIdentity,
   type IsolationPolicy,
-  type IsolationRules,
-  type SaddrIdentity,
-  type SkuidIdentity,
 } from './policy.js';
 export { renderPlan } from './render.js';
-export type { NftOptions, NftRunner, NftRunResult } from './session.js';
-export {
-  type Cidr,
-  DEFAULT_TABLE,
-  parseAddress,
-  parseCidr,
-  validateAgentId,
-  validateInterfaceName,
-} from './validate.js';
+export type { NftOptions, NftRunner } from './session.js';
+export { validateAgentId, validateInterfaceName } from './validate.js';

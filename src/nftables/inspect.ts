@@ -1,8 +1,7 @@
 // The calls that read a table: list the agents in it, sweep the dead ones, verify one.
 import { isNftCommandError } from '../errors/nftables.js';
 import { liveAgentView } from '../internal/live-ids.js';
-import { agentRules, checkPolicyFamily } from './agent-rules.js';
-import { dispatchFor, expectedVerdicts } from './build.js';
+import { agentRules, checkPolicyFamily, dispatchFor, expectedVerdicts } from './build.js';
 import { removal, replaceAgent } from './exec.js';
 import type { NftLayoutName } from './layout.js';
 import { agentChainName, policyDigest } from './names.js';
@@ -21,14 +20,6 @@ import { validateAgentId } from './validate.js';
 
 /**
  * One agent found in the table.
- *
- * @example
- * ```ts
- * import { type IsolatedAgent, listIsolatedAgents } from 'scaler-primitives/nftables';
- *
- * const agents: IsolatedAgent[] = await listIsolatedAgents();
- * const stale = agents.filter((a) => a.digests.length > 1); // an update was interrupted
- * ```
  */
 export interface IsolatedAgent {
   /** The agent id (from rule comments and chain names). */
@@ -83,15 +74,6 @@ export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAge
 
 /**
  * What {@link sweepIsolation} removed.
- *
- * @example
- * ```ts
- * import { type SweepResult, sweepIsolation } from 'scaler-primitives/nftables';
- *
- * declare const running: Set<string>; // ids of the agents still alive
- * const { removedAgents, removedRules }: SweepResult = await sweepIsolation(running);
- * console.log(`swept ${removedRules} rules of ${removedAgents.join(', ') || 'no agent'}`);
- * ```
  */
 export interface SweepResult {
   /** Agents whose rules were removed. */
@@ -140,15 +122,6 @@ export async function sweepIsolation(
 
 /**
  * Options of {@link verifyIsolation}.
- *
- * @example
- * ```ts
- * import { type IsolationPolicy, type VerifyOptions, verifyIsolation } from 'scaler-primitives/nftables';
- *
- * declare const policy: IsolationPolicy; // the policy ci-42 was isolated with
- * const opts: VerifyOptions = { family: 'ip', table: 'kici', layout: 'rules', repair: true };
- * await verifyIsolation('ci-42', policy, opts);
- * ```
  */
 export interface VerifyOptions extends NftOptions {
   /** Re-apply the policy when something is missing or different. @default false */
@@ -157,15 +130,6 @@ export interface VerifyOptions extends NftOptions {
 
 /**
  * What {@link verifyIsolation} found.
- *
- * @example
- * ```ts
- * import { type IsolationPolicy, type VerifyResult, verifyIsolation } from 'scaler-primitives/nftables';
- *
- * declare const policy: IsolationPolicy;
- * const result: VerifyResult = await verifyIsolation('ci-42', policy, { repair: true });
- * if (result.repaired) console.warn(`ci-42 rules were re-applied: ${result.problems.join('; ')}`);
- * ```
  */
 export interface VerifyResult {
   /** True when the agent's rules were in place as the policy says (before any repair). */

@@ -6,32 +6,16 @@ import type { DispatchKey, NftCommand, NftHook, TableFamily } from './plan.js';
 
 /**
  * Where an agent's rules live: see docs/nftables.md for both layouts.
- *
- * @example
- * ```ts
- * import { addIsolationRules, NftLayout } from 'scaler-primitives/nftables';
- *
- * // kici's layout: the agent's rules go into the shared base chains.
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }, { layout: NftLayout.rules });
- * ```
  */
 export const NftLayout = {
   /** One chain per agent, reached through verdict maps keyed by the agent's identity. */
   vmap: 'vmap',
-  /** The seed's layout: the agent's rules appended to the shared base chains. */
+  /** The agent's rules appended to the shared base chains (the kici orchestrator's layout). */
   rules: 'rules',
 } as const;
 
 /**
  * `'vmap' | 'rules'`.
- *
- * @example
- * ```ts
- * import { listIsolatedAgents, type NftLayoutName } from 'scaler-primitives/nftables';
- *
- * const layout: NftLayoutName = 'rules';
- * const agents = await listIsolatedAgents({ family: 'ip', table: 'kici', layout });
- * ```
  */
 export type NftLayoutName = (typeof NftLayout)[keyof typeof NftLayout];
 
@@ -44,14 +28,6 @@ export const BASE_CHAINS: Readonly<Record<NftHook, NftHook>> = {
 
 /**
  * Which part of the path a set of agent rules guards.
- *
- * @example
- * ```ts
- * import { type AgentPart, agentChainName } from 'scaler-primitives/nftables';
- *
- * const parts: AgentPart[] = ['fwd', 'in', 'out'];
- * parts.map((part) => agentChainName('ci-42', part)); // ['agent-ci-42-fwd', 'agent-ci-42-in', ...]
- * ```
  */
 export type AgentPart = 'fwd' | 'in' | 'out';
 
@@ -63,14 +39,6 @@ const PART_HOOK: Readonly<Record<AgentPart, NftHook>> = {
 
 /**
  * One verdict map of the `vmap` layout.
- *
- * @example
- * ```ts
- * import { DISPATCH_MAPS, type DispatchMap } from 'scaler-primitives/nftables';
- *
- * const byInterface: DispatchMap[] = DISPATCH_MAPS.filter((m) => m.key === 'iifname');
- * byInterface.map((m) => m.map); // ['fwd_iif', 'in_iif']
- * ```
  */
 export interface DispatchMap {
   /** The map's name. */
@@ -83,14 +51,6 @@ export interface DispatchMap {
 
 /**
  * Verdict maps of the `vmap` layout, with their key and the base chain that consults them.
- *
- * @example
- * ```ts
- * import { DISPATCH_MAPS } from 'scaler-primitives/nftables';
- *
- * for (const { map, key, part } of DISPATCH_MAPS) console.log(`${map}: ${key} -> agent chain ${part}`);
- * // fwd_iif: iifname -> agent chain fwd ... out_uid: meta skuid -> agent chain out
- * ```
  */
 export const DISPATCH_MAPS: ReadonlyArray<DispatchMap> = [
   { map: 'fwd_iif', key: 'iifname', part: 'fwd' },
@@ -121,7 +81,7 @@ export const DISPATCH_COMMENT = 'dispatch';
 /**
  * The commands that create the table and its base chains and, for the `vmap` layout, the
  * verdict maps of the table's family and the dispatch rules. The `rules` layout needs no
- * map: its skeleton is the table and the base chains, as the seed's.
+ * map: its skeleton is the table and the base chains, as kici's.
  */
 export function skeletonCommands(
   tableFamily: TableFamily = 'inet',

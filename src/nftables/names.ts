@@ -14,13 +14,6 @@ import { validateAgentId } from './validate.js';
  * Name of the per-agent chain for one part (vmap layout), e.g. `agent-ci-7-fwd`.
  *
  * @throws {InvalidInputError} for an invalid agent id or a part other than `fwd`, `in`, `out`.
- *
- * @example
- * ```ts
- * import { agentChainName } from 'scaler-primitives/nftables';
- *
- * agentChainName('ci-42', 'fwd'); // 'agent-ci-42-fwd', the chain `nft list chain inet scaler_primitives ...` shows
- * ```
  */
 export function agentChainName(agentId: string, part: AgentPart): string {
   if (part !== 'fwd' && part !== 'in' && part !== 'out') {

@@ -5,67 +5,26 @@
  * Family of the table a plan writes: `inet` (one table for IPv4 and IPv6: the default) or
  * `ip` (IPv4 only, as the kici orchestrator's `ip kici` table). An `ip` table never sees
  * IPv6 packets, so it holds no IPv6 match and does not filter IPv6 at all.
- *
- * @example
- * ```ts
- * import { buildIsolationPlan, type TableFamily } from 'scaler-primitives/nftables';
- *
- * const family: TableFamily = 'ip';
- * buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { family }); // IPv4 rules only
- * ```
  */
 export type TableFamily = 'inet' | 'ip';
 
 /**
  * Address family of an address match (`ip6` only in an `inet` table).
- *
- * @example
- * ```ts
- * import type { AddrFamily, NftExpr } from 'scaler-primitives/nftables';
- *
- * const family: AddrFamily = 'ip6';
- * const toMetadata: NftExpr = { type: 'daddr', family, addrs: ['fd00:ec2::254'] };
- * ```
  */
 export type AddrFamily = 'ip' | 'ip6';
 
 /**
  * A key a verdict map dispatches on.
- *
- * @example
- * ```ts
- * import { buildIsolationPlan, type DispatchKey } from 'scaler-primitives/nftables';
- *
- * const plan = buildIsolationPlan('ci-42', { skuid: 1042 }, { includeTable: true });
- * const keys: DispatchKey[] = plan.commands.flatMap((c) => (c.op === 'add map' ? [c.key] : []));
- * ```
  */
 export type DispatchKey = 'iifname' | 'ip saddr' | 'ip6 saddr' | 'meta skuid';
 
 /**
  * ICMPv6 types the host input chain lets through (neighbour discovery).
- *
- * @example
- * ```ts
- * import type { Icmpv6Type, NftExpr } from 'scaler-primitives/nftables';
- *
- * const nd: Icmpv6Type[] = ['nd-neighbor-solicit', 'nd-neighbor-advert'];
- * const neighbourDiscovery: NftExpr = { type: 'icmpv6Type', types: nd };
- * ```
  */
 export type Icmpv6Type = 'nd-neighbor-solicit' | 'nd-neighbor-advert' | 'nd-router-solicit';
 
 /**
  * One match expression of a rule.
- *
- * @example
- * ```ts
- * import type { NftExpr, NftRule } from 'scaler-primitives/nftables';
- *
- * const fromAgent: NftExpr = { type: 'iifname', name: 'tap-ci-42' };
- * const toDns: NftExpr = { type: 'dport', protocol: 'udp', ports: [53] };
- * const rule: NftRule = { exprs: [fromAgent, toDns], verdict: 'accept', comment: 'agent ci-42' };
- * ```
  */
 export type NftExpr =
   | {
@@ -133,18 +92,6 @@ export type NftExpr =
 
 /**
  * A rule: matches, then an optional verdict, then an optional comment.
- *
- * @example
- * ```ts
- * import { type NftRule, renderPlan } from 'scaler-primitives/nftables';
- *
- * const rule: NftRule = {
- *   exprs: [{ type: 'iifname', name: 'tap-ci-42' }, { type: 'daddr', family: 'ip', addrs: ['10.0.0.0/8'] }],
- *   verdict: 'drop',
- *   comment: 'agent ci-42',
- * };
- * renderPlan({ family: 'ip', table: 'kici', commands: [{ op: 'add rule', chain: 'forward', rule }] });
- * ```
  */
 export interface NftRule {
   /** Every expression must match for the verdict to apply. */
@@ -157,15 +104,6 @@ export interface NftRule {
 
 /**
  * A key of a verdict-map element.
- *
- * @example
- * ```ts
- * import { buildIsolationPlan, type NftElementKey } from 'scaler-primitives/nftables';
- *
- * const plan = buildIsolationPlan('ci-42', { saddr: '172.30.0.5' });
- * const keys: NftElementKey[] = plan.commands.flatMap((c) => (c.op === 'add element' ? [c.key] : []));
- * // [{ kind: 'addr', value: '172.30.0.5' }, ...]
- * ```
  */
 export type NftElementKey =
   | {
@@ -189,28 +127,11 @@ export type NftElementKey =
 
 /**
  * Hooks of the base chains.
- *
- * @example
- * ```ts
- * import { buildIsolationPlan, type NftHook } from 'scaler-primitives/nftables';
- *
- * const plan = buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }, { includeTable: true });
- * const hooks: NftHook[] = plan.commands.flatMap((c) => (c.op === 'add chain' && c.hook ? [c.hook] : []));
- * // ['forward', 'input', 'output']
- * ```
  */
 export type NftHook = 'forward' | 'input' | 'output';
 
 /**
  * One line of an `nft -f` script.
- *
- * @example
- * ```ts
- * import { buildIsolationPlan, type NftCommand } from 'scaler-primitives/nftables';
- *
- * const commands: readonly NftCommand[] = buildIsolationPlan('ci-42', { iifname: 'tap-ci-42' }).commands;
- * console.log(commands.map((c) => c.op)); // ['create chain', 'add rule', ..., 'add element', ...]
- * ```
  */
 export type NftCommand =
   | {
@@ -276,14 +197,6 @@ export type NftCommand =
 
 /**
  * A transaction: commands against one table, applied together or not at all.
- *
- * @example
- * ```ts
- * import { type NftPlan, renderPlan } from 'scaler-primitives/nftables';
- *
- * const plan: NftPlan = { family: 'ip', table: 'kici', commands: [{ op: 'add table' }] };
- * renderPlan(plan); // 'add table ip kici\n'
- * ```
  */
 export interface NftPlan {
   /** `inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only: no `ip6` match, map or key). */

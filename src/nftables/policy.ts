@@ -11,14 +11,6 @@ import {
 
 /**
  * Match the agent by the interface its packets arrive on (TAP or veth: Firecracker, VMs).
- *
- * @example
- * ```ts
- * import { addIsolationRules, type IfnameIdentity } from 'scaler-primitives/nftables';
- *
- * const vm: IfnameIdentity = { iifname: 'tap-ci-42' }; // a Firecracker VM's TAP device
- * await addIsolationRules('ci-42', { ...vm, hostAccess: [8080] });
- * ```
  */
 export interface IfnameIdentity {
   /** Interface name, e.g. `tap-ab12`. Matched exactly, never as a prefix. */
@@ -31,14 +23,6 @@ export interface IfnameIdentity {
 
 /**
  * Match the agent by its source address (containers on a bridge).
- *
- * @example
- * ```ts
- * import { addIsolationRules, type SaddrIdentity } from 'scaler-primitives/nftables';
- *
- * const container: SaddrIdentity = { saddr: '172.30.0.5' }; // a container on a bridge
- * await addIsolationRules('ci-43', { ...container, gateway: '172.30.0.1' });
- * ```
  */
 export interface SaddrIdentity {
   /** The agent's own IPv4 or IPv6 address (a single address, not a network). */
@@ -51,14 +35,6 @@ export interface SaddrIdentity {
 
 /**
  * Match the agent by the uid of the local process that sends (bare-metal agents, output hook).
- *
- * @example
- * ```ts
- * import { addIsolationRules, type SkuidIdentity } from 'scaler-primitives/nftables';
- *
- * const hostProcess: SkuidIdentity = { skuid: 1042 }; // an agent running on the host as uid 1042
- * await addIsolationRules('ci-44', { ...hostProcess, denyAll: true, allowlist: ['203.0.113.0/24'] });
- * ```
  */
 export interface SkuidIdentity {
   /** Numeric uid the agent's processes run as. */
@@ -71,31 +47,11 @@ export interface SkuidIdentity {
 
 /**
  * How the rules recognise an agent's packets: exactly one of `iifname`, `saddr`, `skuid`.
- *
- * @example
- * ```ts
- * import type { AgentIdentity } from 'scaler-primitives/nftables';
- *
- * declare const agent: { tap?: string; ip?: string; uid: number };
- * const identity: AgentIdentity = agent.tap
- *   ? { iifname: agent.tap }
- *   : agent.ip
- *     ? { saddr: agent.ip }
- *     : { skuid: agent.uid };
- * ```
  */
 export type AgentIdentity = IfnameIdentity | SaddrIdentity | SkuidIdentity;
 
 /**
  * A port on the host's own addresses the agent may reach; a bare number means TCP.
- *
- * @example
- * ```ts
- * import type { HostPort } from 'scaler-primitives/nftables';
- *
- * // The orchestrator's port (TCP) and the host's DNS resolver.
- * const hostAccess: HostPort[] = [8080, { port: 53, protocol: 'udp' }];
- * ```
  */
 export type HostPort =
   | number
@@ -108,18 +64,6 @@ export type HostPort =
 
 /**
  * What an agent may and may not reach.
- *
- * @example
- * ```ts
- * import { addIsolationRules, type IsolationRules } from 'scaler-primitives/nftables';
- *
- * const rules: IsolationRules = {
- *   gateway: '10.0.0.1', // the upstream proxy, inside a blocked range
- *   hostAccess: [8080, { port: 53, protocol: 'udp' }],
- *   allowlist: ['10.20.0.0/16'], // the artifact cache
- * };
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42', ...rules });
- * ```
  */
 export interface IsolationRules {
   /**
@@ -154,28 +98,11 @@ export interface IsolationRules {
 
 /**
  * An agent's identity plus its rules.
- *
- * @example
- * ```ts
- * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
- *
- * const policy: IsolationPolicy = { iifname: 'tap-ci-42', hostAccess: [8080], denyAll: false };
- * await addIsolationRules('ci-42', policy);
- * ```
  */
 export type IsolationPolicy = AgentIdentity & IsolationRules;
 
 /**
  * Private, shared, link-local and unique-local ranges an agent may not reach by default.
- *
- * @example
- * ```ts
- * import { addIsolationRules, DEFAULT_BLOCKED_RANGES } from 'scaler-primitives/nftables';
- *
- * // Also block the office network.
- * const blocked = [...DEFAULT_BLOCKED_RANGES, '198.51.100.0/24'];
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42', blocked });
- * ```
  */
 export const DEFAULT_BLOCKED_RANGES: readonly string[] = Object.freeze([
   '10.0.0.0/8',
@@ -189,15 +116,6 @@ export const DEFAULT_BLOCKED_RANGES: readonly string[] = Object.freeze([
 
 /**
  * Cloud metadata endpoints (AWS/GCP/Azure IPv4, AWS IPv6). Add e.g. `100.100.100.200` for Alibaba.
- *
- * @example
- * ```ts
- * import { addIsolationRules, DEFAULT_METADATA_ADDRESSES } from 'scaler-primitives/nftables';
- *
- * // On Alibaba Cloud, also drop its metadata service.
- * const metadata = [...DEFAULT_METADATA_ADDRESSES, '100.100.100.200'];
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42', metadata });
- * ```
  */
 export const DEFAULT_METADATA_ADDRESSES: readonly string[] = Object.freeze([
   '169.254.169.254',

@@ -29,19 +29,6 @@ import {
 
 /**
  * What a command runner reports for a process that ran (whatever its exit code).
- *
- * @example
- * ```ts
- * import { ensureTable, type NftRunResult } from 'scaler-primitives/nftables';
- *
- * // A dry-run runner: records each nft call and answers as an empty ruleset would.
- * const calls: string[] = [];
- * const runner = async (file: string, args: readonly string[]): Promise<NftRunResult> => {
- *   calls.push([file, ...args].join(' '));
- *   return { stdout: '{"nftables": []}', stderr: '', exitCode: 0 };
- * };
- * await ensureTable({ runner });
- * ```
  */
 export interface NftRunResult {
   /** Standard output. */
@@ -55,20 +42,6 @@ export interface NftRunResult {
 /**
  * Runs one process. Resolves for any exit code; rejects (with `code: 'ENOENT'` when the
  * binary is missing) only when the process could not be started.
- *
- * @example
- * ```ts
- * import { spawnSync } from 'node:child_process';
- * import { type NftRunner, validateNftablesAvailability } from 'scaler-primitives/nftables';
- *
- * // Run nft through node:child_process instead of execa (any exit code resolves).
- * const runner: NftRunner = async (file, args, { input }) => {
- *   const done = spawnSync(file, args, { input, encoding: 'utf8' });
- *   if (done.error) throw done.error; // not started: ENOENT
- *   return { stdout: done.stdout, stderr: done.stderr, exitCode: done.status ?? 1 };
- * };
- * await validateNftablesAvailability({ runner });
- * ```
  */
 export type NftRunner = (
   file: string,
@@ -79,14 +52,6 @@ export type NftRunner = (
 /**
  * Options shared by every function that runs `nft`. Strict: an unknown key is an
  * `InvalidInputError`, even with `bestEffort`.
- *
- * @example
- * ```ts
- * import { ensureTable, type NftOptions } from 'scaler-primitives/nftables';
- *
- * const opts: NftOptions = { table: 'agents', family: 'ip', netns: 'ci', requireSudo: true };
- * await ensureTable(opts); // sudo -n ip netns exec ci nft ... on table `ip agents`
- * ```
  */
 export interface NftOptions {
   /** Run `sudo -n nft ...` (needs a NOPASSWD sudoers entry for nft). @default false */

@@ -110,15 +110,6 @@ export function validateUid(value: unknown): number {
 
 /**
  * A parsed, normalized address or network.
- *
- * @example
- * ```ts
- * import { type Cidr, parseCidr } from 'scaler-primitives/nftables';
- *
- * const net: Cidr = parseCidr('2001:DB8::/32');
- * net.family; // 6
- * net.text; // '2001:db8::/32'
- * ```
  */
 export interface Cidr {
   /** 4 or 6. */
@@ -215,14 +206,6 @@ function parse(value: unknown, what: string, allowPrefix: boolean): Cidr {
 
 /**
  * A single IPv4 or IPv6 address, normalized.
- *
- * @example
- * ```ts
- * import { parseAddress } from 'scaler-primitives/nftables';
- *
- * parseAddress('2001:0db8:0000::0001').text; // '2001:db8::1'
- * parseAddress('10.0.0.0/8'); // throws InvalidInputError: a single address is expected
- * ```
  */
 export function parseAddress(value: unknown, what = 'address'): Cidr {
   return parse(value, what, false);
@@ -230,14 +213,6 @@ export function parseAddress(value: unknown, what = 'address'): Cidr {
 
 /**
  * An IPv4 or IPv6 address or network (CIDR), normalized; host bits must be zero.
- *
- * @example
- * ```ts
- * import { parseCidr } from 'scaler-primitives/nftables';
- *
- * parseCidr('10.20.0.0/16').prefix; // 16
- * parseCidr('10.20.0.1/16'); // throws InvalidInputError: host bits set
- * ```
  */
 export function parseCidr(value: unknown, what = 'CIDR'): Cidr {
   return parse(value, what, true);
@@ -283,20 +258,7 @@ export function validateChainName(value: unknown): string {
   return value as string;
 }
 
-/**
- * The default table name: the library's own, `scaler_primitives` (a letter then letters and
- * `_`, which nft reads as one identifier). Until 0.1.0 it was `kici`; a kici codebase gets
- * `kici` from `scaler-primitives/kici`, or passes `table: 'kici'`.
- *
- * @example
- * ```ts
- * import { addIsolationRules, DEFAULT_TABLE } from 'scaler-primitives/nftables';
- *
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }); // table inet scaler_primitives
- * await addIsolationRules('ci-42', { iifname: 'tap-ci-42' }, { table: 'kici' }); // the old name
- * DEFAULT_TABLE; // 'scaler_primitives'
- * ```
- */
+/** The default table name (a letter then letters and `_`, which nft reads as one identifier). */
 export const DEFAULT_TABLE = 'scaler_primitives';
 
 /** The table family used when none is given. */

@@ -1,10 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  capsFromResources,
-  isEmpty,
-  renderDropIn,
-  resourcesFromCaps,
-} from '../../src/agent-caps/index.js';
+import { isEmpty } from '../../src/agent-caps/codec.js';
+import { capsFromResources, renderDropIn, resourcesFromCaps } from '../../src/agent-caps/index.js';
 
 const GiB = 1024 ** 3;
 

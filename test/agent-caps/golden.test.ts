@@ -1,12 +1,12 @@
 // The three tests of the Rust swarm-queue-client crate (module agent_limits),
 // reproduced as golden vectors: our bytes and names must match the crate's.
 import { describe, expect, it } from 'vitest';
+import { isEmpty } from '../../src/agent-caps/codec.js';
 import {
   BUCKET,
   decodeAgentCaps,
   directGetSubject,
   encodeAgentCaps,
-  isEmpty,
   keySubject,
   STREAM,
 } from '../../src/agent-caps/index.js';

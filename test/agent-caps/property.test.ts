@@ -1,13 +1,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import {
   type AgentCaps,
   capsFromResources,
   decodeAgentCaps,
   encodeAgentCaps,
-  isValidCpuQuota,
-  isValidMemoryMax,
   resourcesFromCaps,
 } from '../../src/index.js';
 

@@ -1,19 +1,18 @@
 // Fail closed: every exported agent-caps function refuses unknown keys and oversized
 // input itself. Decoding stays tolerant of unknown wire fields (as the Rust crate is).
 import { describe, expect, it } from 'vitest';
+import { isEmpty, MAX_CAPS_VALUE_BYTES } from '../../src/agent-caps/codec.js';
 import {
   assertAgentName,
   capsFromResources,
   decodeAgentCaps,
   directGetSubject,
   encodeAgentCaps,
-  isEmpty,
-  MAX_AGENT_NAME_LENGTH,
-  MAX_CAPS_VALUE_BYTES,
   renderDropIn,
   resourcesFromCaps,
   validateAgentCaps,
 } from '../../src/agent-caps/index.js';
+import { MAX_AGENT_NAME_LENGTH } from '../../src/agent-caps/names.js';
 import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
@@ -110,7 +109,7 @@ describe('caps inputs are strict', () => {
 
 describe('the grammar predicates', () => {
   it('answer false for over-long values and refuse unknown options', async () => {
-    const { isValidCpuQuota, isValidMemoryMax } = await import('../../src/agent-caps/index.js');
+    const { isValidCpuQuota, isValidMemoryMax } = await import('../../src/agent-caps/grammar.js');
     expect(isValidCpuQuota(`${'1'.repeat(100)}%`)).toBe(false);
     expect(isValidMemoryMax(`1${'0'.repeat(100)}`)).toBe(false);
     expect(isValidMemoryMax('50%', { allowPercent: true })).toBe(true);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { type HeartbeatEntry, natsHeartbeatReader } from '../../src/fence/index.js';
+import type { HeartbeatEntry } from '../../src/fence/heartbeat.js';
+import { natsHeartbeatReader } from '../../src/fence/index.js';
 
 const entry = (revision: number, value: string, operation = 'PUT'): HeartbeatEntry => ({
   revision,

@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { isScalerError } from '../../src/errors.js';
 import {
   type FenceLease,
-  LEASE_ENV,
   leaseEnv,
   readLeaseEnv,
   watchLeaseFromEnv,
 } from '../../src/fence/index.js';
+import { LEASE_ENV } from '../../src/fence/lease.js';
 
 const fileLease: FenceLease = {
   location: { kind: 'file', path: '/var/lib/ci/ledger/4f0c9e1a.lease' },

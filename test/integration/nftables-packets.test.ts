@@ -5,10 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   addIsolationRules,
   type IsolationPolicy,
-  type IsolationRules,
-  type NftLayoutName,
   removeIsolationRules,
 } from '../../src/nftables/index.js';
+import type { NftLayoutName } from '../../src/nftables/layout.js';
+import type { IsolationRules } from '../../src/nftables/policy.js';
 import { Namespaces, run } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';
 

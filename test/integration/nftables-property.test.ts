@@ -6,13 +6,12 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import {
-  DISPATCH_MAPS,
   type IsolationPolicy,
   type NftPlan,
   renderIsolationPlan,
   renderPlan,
 } from '../../src/nftables/index.js';
-import { skeletonCommands } from '../../src/nftables/layout.js';
+import { DISPATCH_MAPS, skeletonCommands } from '../../src/nftables/layout.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';
 

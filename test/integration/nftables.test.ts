@@ -9,11 +9,9 @@ import {
 } from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
-  DEFAULT_TABLE,
   ensureTable,
   type IsolationPolicy,
   listIsolatedAgents,
-  type NftLayoutName,
   type NftOptions,
   type NftRunner,
   parseRuleHandles,
@@ -25,8 +23,10 @@ import {
   validateNftablesAvailability,
   verifyIsolation,
 } from '../../src/nftables/index.js';
+import type { NftLayoutName } from '../../src/nftables/layout.js';
 import { skeletonCommands } from '../../src/nftables/layout.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
+import { DEFAULT_TABLE } from '../../src/nftables/validate.js';
 import { GOLDEN_CASES } from '../fixtures/nftables/golden-cases.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';

@@ -13,12 +13,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isLedgerCapMismatchError, isLedgerCorruptError } from '../../src/errors/ledger.js';
 import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
-import {
-  kiciLedgerDirCandidates,
-  kiciLedgerDirFromEnv,
-  MachineLedger,
-  resolveKiciLedgerDir,
-} from '../../src/kici/index.js';
+import { kiciLedgerDirFromEnv, MachineLedger, resolveKiciLedgerDir } from '../../src/kici/index.js';
+import { kiciLedgerDirCandidates } from '../../src/kici/ledger-dir.js';
 
 const CAP = { maxCpu: 4, maxMemoryBytes: 8 * 2 ** 30 };
 let root: string;

@@ -4,7 +4,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isResourceParseError } from '../../src/errors/resources.js';
-import { fromKiciCap, fromKiciResources, parseKiciMemory } from '../../src/kici/index.js';
+import { parseKiciMemory } from '../../src/kici/index.js';
+import { fromKiciCap, fromKiciResources } from '../../src/kici/resources.js';
 import { parseMemory } from '../../src/resources/index.js';
 import { kiciPackageDir } from '../helpers/kici-ledger.js';
 

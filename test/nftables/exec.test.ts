@@ -12,13 +12,13 @@ import {
   ensureTable,
   listIsolatedAgents,
   type NftRunner,
-  type NftRunResult,
   removeIsolationRules,
   renderIsolationPlan,
   sweepIsolation,
   validateNftablesAvailability,
   verifyIsolation,
 } from '../../src/nftables/index.js';
+import type { NftRunResult } from '../../src/nftables/session.js';
 import { codeOf } from '../helpers/source.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));

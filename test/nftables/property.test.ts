@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import { parseCidr, renderIsolationPlan, validateInterfaceName } from '../../src/nftables/index.js';
+import { renderIsolationPlan, validateInterfaceName } from '../../src/nftables/index.js';
+import { parseCidr } from '../../src/nftables/validate.js';
 
 const LINE =
   /^(create chain|add rule|add element) inet scaler_primitives [A-Za-z0-9_.-]+( [A-Za-z0-9_.,:/{}@"=+ -]+)?$/;

@@ -396,7 +396,7 @@ describe('functions that run nft refuse bad input before running anything', () =
 
 describe('helpers check their input', () => {
   it('agentChainName refuses an invalid agent id or part', async () => {
-    const { agentChainName } = await import('../../src/nftables/index.js');
+    const { agentChainName } = await import('../../src/nftables/names.js');
     expect(agentChainName('ci-7', 'fwd')).toBe('agent-ci-7-fwd');
     refused(() => agentChainName('a b', 'fwd'));
     refused(() => agentChainName('a', 'fwd accept' as never));

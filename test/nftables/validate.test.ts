@@ -3,12 +3,11 @@ import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   addIsolationRules,
   type IsolationPolicy,
-  parseAddress,
-  parseCidr,
   renderIsolationPlan,
   validateAgentId,
   validateInterfaceName,
 } from '../../src/nftables/index.js';
+import { parseAddress, parseCidr } from '../../src/nftables/validate.js';
 
 function refusal(fn: () => unknown): Error {
   try {

@@ -7,15 +7,6 @@ import { checkHandle, checkNatsOptions } from './check.js';
 
 /**
  * Options of {@link openOrCreateCapsBucket} and {@link openCapsBucket}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { type CapsBucketOptions, openOrCreateCapsBucket } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * const options: CapsBucketOptions = { timeout: 10_000 }; // a slow cluster
- * const kv = await openOrCreateCapsBucket(nc, options);
- * ```
  */
 export interface CapsBucketOptions {
   /**

@@ -9,22 +9,8 @@
  *
  * @packageDocumentation
  */
-export { type CapsBucketOptions, openCapsBucket, openOrCreateCapsBucket } from './bucket.js';
-export { type AgentCapsRead, type ReadAgentCapsOptions, readAgentCaps } from './read.js';
-export {
-  type AgentCapsSweepResult,
-  type SweepAgentCapsOptions,
-  sweepAgentCaps,
-} from './sweep.js';
-export {
-  type AgentCapsChange,
-  type AgentCapsWatch,
-  type WatchAgentCapsOptions,
-  watchAgentCaps,
-} from './watch.js';
-export {
-  type DeleteAgentCapsOptions,
-  deleteAgentCaps,
-  type WriteAgentCapsOptions,
-  writeAgentCaps,
-} from './write.js';
+export { openCapsBucket, openOrCreateCapsBucket } from './bucket.js';
+export { type AgentCapsRead, readAgentCaps } from './read.js';
+export { sweepAgentCaps } from './sweep.js';
+export { type AgentCapsChange, type AgentCapsWatch, watchAgentCaps } from './watch.js';
+export { deleteAgentCaps, writeAgentCaps } from './write.js';

@@ -7,16 +7,6 @@ import { checkHandle, checkNatsOptions } from './check.js';
 
 /**
  * What reading one agent's caps found.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { type AgentCapsRead, readAgentCaps } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * const read: AgentCapsRead = await readAgentCaps(nc, 'iris');
- * if (read.kind === 'current') console.log(read.caps.cpuQuota ?? 'no CPU cap');
- * else console.warn('no caps bucket: nothing applies yet');
- * ```
  */
 export type AgentCapsRead =
   | {
@@ -42,15 +32,6 @@ export type AgentCapsRead =
 
 /**
  * Options of {@link readAgentCaps}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { readAgentCaps, type ReadAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * const options: ReadAgentCapsOptions = { timeout: 500 };
- * const read = await readAgentCaps(nc, 'iris', options);
- * ```
  */
 export interface ReadAgentCapsOptions extends DecodeAgentCapsOptions {
   /**

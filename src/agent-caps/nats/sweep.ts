@@ -6,15 +6,6 @@ import { checkHandle, checkNatsOptions } from './check.js';
 
 /**
  * Options of {@link sweepAgentCaps}.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { sweepAgentCaps, type SweepAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
- * declare const kv: KV;
- * const options: SweepAgentCapsOptions = { owns: (agent) => agent.startsWith('ci-'), purge: true };
- * const { removedAgents } = await sweepAgentCaps(kv, ['ci-7f3a', 'ci-91bc'], options);
- * ```
  */
 export interface SweepAgentCapsOptions {
   /**
@@ -35,16 +26,6 @@ export interface SweepAgentCapsOptions {
 
 /**
  * What {@link sweepAgentCaps} did.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { type AgentCapsSweepResult, sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
- * declare const kv: KV;
- * declare const runningAgentIds: string[];
- * const result: AgentCapsSweepResult = await sweepAgentCaps(kv, runningAgentIds);
- * console.log(`removed ${result.removedAgents.length}, ${result.changedAgents.length} left for the next sweep`);
- * ```
  */
 export interface AgentCapsSweepResult {
   /** Agents whose caps key was removed, sorted. */

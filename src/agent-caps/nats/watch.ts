@@ -9,20 +9,6 @@ import { checkHandle, checkNatsOptions } from './check.js';
 
 /**
  * One change seen by {@link watchAgentCaps}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import type { AgentCaps } from 'scaler-primitives/agent-caps';
- * import { type AgentCapsChange, watchAgentCaps } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * declare function applyCaps(caps: AgentCaps): void;
- * for await (const change of await watchAgentCaps(nc, 'iris')) {
- *   const c: AgentCapsChange = change;
- *   if (c.kind === 'current') applyCaps(c.caps);
- *   else console.error(`ignored invalid caps for ${c.agent}: ${c.error.message}`);
- * }
- * ```
  */
 export type AgentCapsChange =
   | {
@@ -60,16 +46,6 @@ export type AgentCapsChange =
 
 /**
  * An async iterator of caps changes; `stop()` ends it.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { type AgentCapsWatch, watchAgentCaps } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * const watch: AgentCapsWatch = await watchAgentCaps(nc); // every agent
- * process.once('SIGTERM', () => watch.stop());
- * for await (const change of watch) console.log(change.agent, change.kind);
- * ```
  */
 export interface AgentCapsWatch extends AsyncIterable<AgentCapsChange> {
   /** Stop watching: the iteration ends after the changes already received. */
@@ -78,15 +54,6 @@ export interface AgentCapsWatch extends AsyncIterable<AgentCapsChange> {
 
 /**
  * Options of {@link watchAgentCaps}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { watchAgentCaps, type WatchAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
- * declare const nc: NatsConnection;
- * const options: WatchAgentCapsOptions = {};
- * const watch = await watchAgentCaps(nc, 'iris', options);
- * ```
  */
 export type WatchAgentCapsOptions = CapsValueOptions;
 

@@ -7,15 +7,6 @@ import { checkHandle, checkNatsOptions } from './check.js';
 
 /**
  * Options of {@link writeAgentCaps}.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { writeAgentCaps, type WriteAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
- * declare const kv: KV;
- * const options: WriteAgentCapsOptions = { expectRevision: 0 }; // only if no caps are set yet
- * await writeAgentCaps(kv, 'iris', { cpuQuota: '200%', memoryMax: '4G' }, options);
- * ```
  */
 export interface WriteAgentCapsOptions extends CapsValueOptions {
   /**
@@ -28,15 +19,6 @@ export interface WriteAgentCapsOptions extends CapsValueOptions {
 
 /**
  * Options of {@link deleteAgentCaps}.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { deleteAgentCaps, type DeleteAgentCapsOptions } from 'scaler-primitives/agent-caps/nats';
- * declare const kv: KV;
- * const options: DeleteAgentCapsOptions = { purge: true };
- * await deleteAgentCaps(kv, 'iris', options); // the host reads unset caps
- * ```
  */
 export interface DeleteAgentCapsOptions {
   /**

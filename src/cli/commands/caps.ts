@@ -2,11 +2,11 @@
  * `scaler-primitives caps encode|decode|dropin`: the per-agent caps codec from the
  * command line.
  */
+
+import { DropInSection, type DropInSectionName } from '../../agent-caps/drop-in.js';
 import {
   type AgentCaps,
   capsFromResources,
-  DropInSection,
-  type DropInSectionName,
   decodeAgentCaps,
   encodeAgentCaps,
   renderDropIn,

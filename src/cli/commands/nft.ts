@@ -2,13 +2,9 @@
  * `scaler-primitives nft plan`: print the nftables transaction that isolates an agent,
  * without running nft and without root.
  */
-import {
-  buildIsolationPlan,
-  type HostPort,
-  type IsolationPolicy,
-  type NftLayoutName,
-  renderPlan,
-} from '../../nftables/index.js';
+import { buildIsolationPlan, type IsolationPolicy, renderPlan } from '../../nftables/index.js';
+import type { NftLayoutName } from '../../nftables/layout.js';
+import type { HostPort } from '../../nftables/policy.js';
 import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
 import { jsonText } from '../escape.js';
 import { type CliCommand, UsageError } from '../registry.js';
