@@ -1,25 +1,9 @@
 // Errors of the manager's state stores (src/manager/state, src/manager/nats).
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+// Re-exported by src/errors.ts, the entry file of the errors: code outside src/errors/ imports from it.
 
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
-/**
- * What a {@link StateStoreError} is about.
- *
- * @example
- * ```ts
- * import { isStateStoreError, StateStoreProblem } from 'scaler-primitives';
- * import type { ScalerManager } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * declare function alertOperator(path: string): void;
- * try {
- *   await manager.recoverState();
- * } catch (error) {
- *   if (isStateStoreError(error) && error.problem === StateStoreProblem.CORRUPT) alertOperator(error.location);
- *   else throw error;
- * }
- * ```
- */
+/** What a {@link StateStoreError} is about. */
 export const StateStoreProblem = {
   /** The stored state is unreadable, of the wrong shape or of an unknown version (left as it is). */
   CORRUPT: 'corrupt',
@@ -33,15 +17,7 @@ export const StateStoreProblem = {
   UNAVAILABLE: 'unavailable',
 } as const;
 
-/**
- * The union of the values of {@link StateStoreProblem}.
- *
- * @example
- * ```ts
- * import type { StateStoreProblemName } from 'scaler-primitives';
- * const problem: StateStoreProblemName = 'conflict'; // another manager with the same name wrote
- * ```
- */
+/** The union of the values of {@link StateStoreProblem}. */
 export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
 
 /**
@@ -49,13 +25,12 @@ export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof Stat
  *
  * @example
  * ```ts
- * import { isStateStoreError } from 'scaler-primitives';
- * import type { ScalerManager } from 'scaler-primitives/manager';
+ * import { type ScalerManager, StateStoreError } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try {
  *   await manager.recoverState();
  * } catch (error) {
- *   if (isStateStoreError(error)) console.error(error.location, error.problem, error.message);
+ *   if (error instanceof StateStoreError) console.error(error.location, error.problem, error.message);
  *   else throw error;
  * }
  * ```

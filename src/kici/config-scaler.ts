@@ -3,7 +3,7 @@
  * scaler entry: backend-only settings kept in `options`, settings without an
  * equivalent reported.
  */
-import type { LabelSetInput, ScalerEntryInput } from '../manager/index.js';
+import type { LabelSetInput, ScalerEntryInput } from '../manager/config.js';
 import { isObject, type Path, type Report, unknownKey } from './config-report.js';
 import type { KiciScalerEntry } from './config-types.js';
 import { fromKiciCap, fromKiciResources } from './resources.js';

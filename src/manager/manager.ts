@@ -1,9 +1,7 @@
 import type { ResourceRequest } from '../resources/types.js';
-import type { AgentRegistration } from './agent-types.js';
 import { checkId } from './checks.js';
-import type { ScalerConfigInput } from './config.js';
+import type { ConfigValidation, ScalerConfigInput } from './config.js';
 import type { ClaimRequest, ClaimResult } from './dispatch.js';
-import type { ReconcileResult, ValidationResult } from './fleet-types.js';
 import {
   type AgentFilter,
   type AgentSnapshot,
@@ -11,15 +9,16 @@ import {
   scalerContextOf,
   snapshotOf,
 } from './inventory.js';
+import type { AgentRegistration } from './lifecycle.js';
 import type { ScalerManagerOptions } from './options.js';
-import { Rooms } from './rooms.js';
+import { ManagerParts } from './parts.js';
 import { reconcileManager, shutdownManager, startManager } from './running.js';
+import type { ScaleResult } from './scale.js';
 import { requestScale } from './scale.js';
-import type { ScaleResult } from './scale-types.js';
 import type { RecoveryResult } from './state/recovery.js';
-import type { ScalerStatus } from './status-types.js';
+import type { ScalerStatus } from './status.js';
 import { checkSweeps, type ReconcileSweep } from './sweeps.js';
-import type { ShutdownOptions } from './teardown.js';
+import type { ReconcileResult, ShutdownOptions } from './teardown.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what
@@ -50,7 +49,7 @@ import type { ShutdownOptions } from './teardown.js';
  * });
  * manager.start();
  * const result = await manager.requestScale(['linux'], 'job-1');
- * if (result.kind === 'spawned') console.log(`starting ${result.agentId} on ${result.backend}`);
+ * if (result.kind === 'spawned') console.log(`starting ${result.agentId} on ${result.scaler}`);
  * // later, from the dispatcher:
  * manager.onAgentRegistered(agentId, labels); // -> { boundJobId: 'job-1', mandatoryLabels: [] }
  * manager.onAgentDisconnected(agentId); // releases everything it held
@@ -58,7 +57,7 @@ import type { ShutdownOptions } from './teardown.js';
  * ```
  */
 export class ScalerManager {
-  readonly #rooms: Rooms;
+  readonly #parts: ManagerParts;
   readonly #sweeps: ReadonlyMap<string, ReconcileSweep> | undefined;
 
   /**
@@ -68,7 +67,7 @@ export class ScalerManager {
    * @throws TypeError for malformed options (duplicate backend names, bad timings).
    */
   constructor(options: ScalerManagerOptions) {
-    this.#rooms = new Rooms(options);
+    this.#parts = new ManagerParts(options);
     this.#sweeps = checkSweeps(options.sweeps);
   }
 
@@ -102,7 +101,7 @@ export class ScalerManager {
     excludeLabels: readonly string[] = [],
     resources?: ResourceRequest,
   ): Promise<ScaleResult> {
-    return requestScale(this.#rooms, labels, jobId, excludeLabels, resources);
+    return requestScale(this.#parts, labels, jobId, excludeLabels, resources);
   }
 
   /**
@@ -122,7 +121,7 @@ export class ScalerManager {
    *   manager did not spawn (a static agent).
    */
   onAgentRegistered(agentId: string, labels: readonly string[] = []): AgentRegistration | null {
-    return this.#rooms.lifecycle.registered(agentId, labels);
+    return this.#parts.lifecycle.registered(agentId, labels);
   }
 
   /**
@@ -135,7 +134,7 @@ export class ScalerManager {
    * @param jobLabels - The job's labels.
    */
   canRunJob(agentId: string, jobLabels: readonly string[]): boolean {
-    return this.#rooms.lifecycle.canRunJob(agentId, jobLabels);
+    return this.#parts.lifecycle.canRunJob(agentId, jobLabels);
   }
 
   /**
@@ -150,7 +149,7 @@ export class ScalerManager {
    * @param jobId - The job.
    */
   correlateAgentToJob(agentId: string, runId: string, jobId: string): void {
-    this.#rooms.lifecycle.correlate(agentId, runId, jobId);
+    this.#parts.lifecycle.correlate(agentId, runId, jobId);
   }
 
   /**
@@ -161,7 +160,7 @@ export class ScalerManager {
    * @param agentId - The agent.
    */
   onJobComplete(agentId: string): void {
-    this.#rooms.lifecycle.jobComplete(agentId);
+    this.#parts.lifecycle.jobComplete(agentId);
   }
 
   /**
@@ -175,7 +174,7 @@ export class ScalerManager {
    *   lease is renewed).
    */
   onAgentDisconnected(agentId: string): Promise<void> {
-    return this.#rooms.lifecycle.disconnected(agentId);
+    return this.#parts.lifecycle.disconnected(agentId);
   }
 
   /**
@@ -186,7 +185,7 @@ export class ScalerManager {
    * @param agentId - The agent.
    */
   onConfigAck(agentId: string): void {
-    this.#rooms.lifecycle.configAcked(agentId);
+    this.#parts.lifecycle.configAcked(agentId);
   }
 
   /**
@@ -198,7 +197,7 @@ export class ScalerManager {
    * @returns Resolves when the agent is gone (at once for an agent not tracked).
    */
   drain(agentId: string): Promise<void> {
-    return this.#rooms.lifecycle.drain(agentId);
+    return this.#parts.lifecycle.drain(agentId);
   }
 
   /**
@@ -211,25 +210,16 @@ export class ScalerManager {
    * @throws TypeError for an unknown scaler.
    */
   drainScaler(name: string): Promise<void> {
-    return this.#rooms.lifecycle.drainScaler(name);
+    return this.#parts.lifecycle.drainScaler(name);
   }
 
   /**
-   * The scaler name that spawned `agentId`, or `null` for an agent not spawned here.
+   * The scaler that spawned `agentId`, or `null` for an agent not spawned here.
    *
    * @param agentId - The agent.
    */
-  getBackendName(agentId: string): string | null {
-    return this.#rooms.core.book.get(agentId)?.scaler.name ?? null;
-  }
-
-  /**
-   * Alias of {@link ScalerManager.getBackendName} (the seed's second name).
-   *
-   * @param agentId - The agent.
-   */
-  getBackendForAgent(agentId: string): string | null {
-    return this.getBackendName(agentId);
+  getScalerName(agentId: string): string | null {
+    return this.#parts.core.book.get(agentId)?.scaler.name ?? null;
   }
 
   /**
@@ -241,7 +231,7 @@ export class ScalerManager {
    * @returns The context, or `undefined` for an agent not spawned here.
    */
   getScalerContextForAgent(agentId: string): Record<string, unknown> | undefined {
-    const record = this.#rooms.core.book.get(agentId);
+    const record = this.#parts.core.book.get(agentId);
     return record === undefined ? undefined : scalerContextOf(record);
   }
 
@@ -252,19 +242,9 @@ export class ScalerManager {
    *
    * @param filter - `{ scaler?, state?, labels? }`; each narrows (see {@link AgentFilter}).
    * @throws TypeError for an unknown filter key or a bad value.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * const idle = manager.listAgents({ state: 'idle', labels: ['linux'] });
-   * const busyOnLarge = manager.listAgents({ scaler: 'large', state: ['busy', 'draining'] });
-   * console.log(idle.map((a) => `${a.agentId} idle since ${new Date(a.idleSince!).toISOString()}`));
-   * ```
    */
   listAgents(filter?: AgentFilter): AgentSnapshot[] {
-    return listSnapshots(this.#rooms.core.book, filter);
+    return listSnapshots(this.#parts.core.book, filter);
   }
 
   /**
@@ -272,20 +252,10 @@ export class ScalerManager {
    * does not track (never spawned here, or gone).
    *
    * @param agentId - The agent.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * declare const agentId: string;
-   * const agent = manager.getAgent(agentId);
-   * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId}`);
-   * ```
    */
   getAgent(agentId: string): AgentSnapshot | undefined {
     checkId('agentId', agentId);
-    const record = this.#rooms.core.book.get(agentId);
+    const record = this.#parts.core.book.get(agentId);
     return record === undefined ? undefined : snapshotOf(record);
   }
 
@@ -306,30 +276,14 @@ export class ScalerManager {
    * @throws TypeError for an unknown field or malformed values; `InvalidInputError`
    *   for an id or label over its length limit; `ResourceParseError` or
    *   `ResourceConflictError` for invalid job resources.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * declare const queue: { waiting(): { id: string; labels: string[] }[] }; // your job queue
-   * declare function send(agentId: string, job: { id: string }): void; // your dispatcher
-   * for (const job of queue.waiting()) {
-   *   const claim = manager.claimIdleAgent({ jobId: job.id, labels: job.labels });
-   *   if (claim.kind === 'claimed') send(claim.agent.agentId, job);
-   *   else if (claim.kind === 'no-idle-agent' || claim.kind === 'no-fit') {
-   *     if (claim.spawning === undefined) await manager.requestScale(job.labels, job.id);
-   *   }
-   * }
-   * ```
    */
   claimIdleAgent(job: ClaimRequest): ClaimResult {
-    return this.#rooms.dispatch.claim(job);
+    return this.#parts.dispatch.claim(job);
   }
 
   /** Agents tracked now: spawning, idle, busy, draining and being destroyed. */
   getGlobalActiveCount(): number {
-    return this.#rooms.core.book.size;
+    return this.#parts.core.book.size;
   }
 
   /**
@@ -339,7 +293,7 @@ export class ScalerManager {
    * 10% jitter, unref'd. Also starts the ledger's reaper. Idempotent.
    */
   start(): void {
-    startManager(this.#rooms, this);
+    startManager(this.#parts, this);
   }
 
   /**
@@ -360,12 +314,12 @@ export class ScalerManager {
    * @throws StateStoreError when the store cannot be read (it is left as it is).
    */
   recoverState(): Promise<RecoveryResult> {
-    return this.#rooms.recover();
+    return this.#parts.recover();
   }
 
   /** Stop the timers `start()` armed (a pass in flight finishes). The ledger's reaper keeps running. */
   stop(): void {
-    this.#rooms.timers.stop();
+    this.#parts.timers.stop();
   }
 
   /**
@@ -384,7 +338,7 @@ export class ScalerManager {
    * Never rejects: failures become events. Concurrent calls share one pass.
    */
   maintain(): Promise<void> {
-    return this.#rooms.maintenance.run();
+    return this.#parts.maintenance.run();
   }
 
   /**
@@ -400,7 +354,7 @@ export class ScalerManager {
    *   to list, and what each sweep removed.
    */
   async reconcile(): Promise<ReconcileResult> {
-    return reconcileManager(this.#rooms, this.#sweeps);
+    return reconcileManager(this.#parts, this.#sweeps);
   }
 
   /**
@@ -415,7 +369,7 @@ export class ScalerManager {
    * @param options - `{ drain?, timeoutMs? }`; see {@link ShutdownOptions}.
    */
   shutdownAll(options: ShutdownOptions = {}): Promise<void> {
-    return shutdownManager(this.#rooms, options);
+    return shutdownManager(this.#parts, options);
   }
 
   /**
@@ -427,14 +381,15 @@ export class ScalerManager {
    * anything is wrong nothing changes.
    *
    * @param config - The new configuration.
-   * @returns `{ ok, errors }`, with every problem's path.
+   * @returns `{ ok: true, config, errors: [] }` with the config now applied (read
+   *   it, do not change it), or `{ ok: false, errors }` with every problem's path.
    */
-  async reload(config: ScalerConfigInput): Promise<ValidationResult> {
-    return this.#rooms.reload(config);
+  async reload(config: ScalerConfigInput): Promise<ConfigValidation> {
+    return this.#parts.reload(config);
   }
 
   /** A point-in-time summary: counts, usage and caps per scaler and overall, pools, counters. */
   getStatus(): ScalerStatus {
-    return this.#rooms.status();
+    return this.#parts.status();
   }
 }

@@ -3,7 +3,8 @@
  * every problem with its path.
  */
 import { extname } from 'node:path';
-import { formatConfigPath, validateScalerConfig } from '../../manager/index.js';
+import { formatConfigPath } from '../../manager/config.js';
+import { validateScalerConfig } from '../../manager/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
 import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
