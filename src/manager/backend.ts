@@ -21,7 +21,7 @@ export interface AgentResources {
 export interface SpawnRequest {
   /** The agent id the manager generated; the agent must register under this id. */
   agentId: string;
-  /** The scaler (backend entry) name. */
+  /** The scaler (its `BackendEntry` has the same name). */
   scaler: string;
   /** The job the agent is started for; absent for a warm-pool spawn. */
   jobId?: string;

@@ -55,8 +55,8 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * What to do when the ledger says its lease is at risk (renewals failing,
    * before peers may take this manager's pool rows): destroy the agents that
    * hold rows (`stop-agents`), stop spawning in machine pools
-   * (`stop-spawning`), or only report (`report`). See {@link LeaseLostPolicy}
-   * and docs/manager.md, "Leases". Needs a ledger with `onLeaseEvent`.
+   * (`stop-spawning`), or only report (`report`). See docs/manager.md,
+   * "Leases". Needs a ledger with `onLeaseEvent`.
    * @default 'stop-agents'
    */
   leaseLostPolicy?: LeaseLostPolicy;
@@ -95,7 +95,7 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * @default none: the books live in memory only, as with a `MemoryStateStore` no one reads
    */
   stateStore?: StateStore;
-  /** How `recoverState()` treats what it finds; see {@link RecoveryOptions}. */
+  /** How `recoverState()` treats what it finds (`unrecordedAgents`: `leave` or `destroy`). */
   recovery?: RecoveryOptions;
   /**
    * Called by `onConfigAck(agentId)` once an agent confirmed it received its

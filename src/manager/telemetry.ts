@@ -29,8 +29,6 @@ import type { ScaleResult } from './scale.js';
 import { type ManagerView, observeManager } from './telemetry-gauges.js';
 import { createManagerInstruments, type ManagerInstruments } from './telemetry-instruments.js';
 
-export type { ManagerView } from './telemetry-gauges.js';
-
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
 
@@ -38,13 +36,11 @@ const MAX_WAITING_JOBS = 10_000;
 export interface ManagerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
-   * (how long each backend `spawn` call took). Off by default because it is
-   * the one instrument that costs an SDK `record` on every spawn (the SDK
-   * sorts and serializes the attributes each time): over a microsecond of CPU,
-   * nothing beside a real spawn but a quarter or more of the 5% overhead
-   * budget of an in-memory `requestScale`. `scaler.spawns` counts every spawn
-   * by outcome either way, and `scaler.agent.registration.duration` covers
-   * spawn to registration. See docs/observability.md, Overhead.
+   * (how long each backend `spawn` call took). Off by default: it is the one
+   * instrument that costs an SDK `record` on every spawn (see
+   * docs/observability.md, Overhead). `scaler.spawns` counts every spawn by
+   * outcome either way, and `scaler.agent.registration.duration` covers spawn
+   * to registration.
    * @default false
    */
   spawnDurationHistogram?: boolean;

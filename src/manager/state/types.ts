@@ -19,7 +19,7 @@ export type StoredAgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'dest
  * it registers, is bound to the job as before.
  */
 export interface AgentStateRecord {
-  /** Always {@link STATE_RECORD_VERSION}. */
+  /** The record format version: always 1. */
   v: 1;
   /** The agent (at most 253 characters). */
   agentId: string;
