@@ -3,8 +3,11 @@
  * warnings) and its verdict: the translated config validated as a
  * `ScalerManager` config, with our paths mapped back to kici's.
  */
-import { formatConfigPath } from '../manager/config.js';
-import { type ScalerConfigInput, validateScalerConfig } from '../manager/index.js';
+import {
+  formatConfigPath,
+  type ScalerConfigInput,
+  validateScalerConfig,
+} from '../manager/index.js';
 import type { KiciConfigIssue, KiciConfigTranslation } from './config-types.js';
 
 /** A path in the kici config, as an issue reports it. */

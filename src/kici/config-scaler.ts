@@ -3,10 +3,13 @@
  * scaler entry: backend-only settings kept in `options`, settings without an
  * equivalent reported.
  */
-import type { LabelSetInput, ScalerEntryInput } from '../manager/config.js';
+import type { ScalerConfigInput } from '../manager/index.js';
 import { isObject, type Path, type Report, unknownKey } from './config-report.js';
 import type { KiciScalerEntry } from './config-types.js';
 import { fromKiciCap, fromKiciResources } from './resources.js';
+
+type ScalerEntryInput = ScalerConfigInput['scalers'][number];
+type LabelSetInput = ScalerEntryInput['labelSets'][number];
 
 // Settings of a kici scaler entry that only its backend reads: kept in `options`.
 const BACKEND_SETTINGS = new Set([

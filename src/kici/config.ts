@@ -2,8 +2,7 @@
  * kici's scaler config -> a `ScalerManager` config, with a report of what has no equivalent.
  */
 import { ConfigError } from '../errors.js';
-import { formatConfigPath } from '../manager/config.js';
-import type { ScalerConfigInput } from '../manager/index.js';
+import { formatConfigPath, type ScalerConfigInput } from '../manager/index.js';
 import { finish, isObject, Report, unknownKey } from './config-report.js';
 import { translateScaler } from './config-scaler.js';
 import type {

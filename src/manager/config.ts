@@ -506,7 +506,20 @@ export function parseScalerConfig(value: unknown): ScalerConfig {
   throw configError(result.errors);
 }
 
-/** Render a path as `scalers[0].labelSets[1].labels` (`(root)` for the empty path). @internal */
+/**
+ * Render a config path (a `ConfigIssue.path`) as `scalers[0].labelSets[1].labels`,
+ * as `ConfigError` messages do; `(root)` for the empty path.
+ *
+ * @param path - The path, e.g. from `validateScalerConfig(...).errors`.
+ *
+ * @example
+ * ```ts
+ * import { formatConfigPath, validateScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
+ * const result = validateScalerConfig(JSON.parse(text));
+ * if (!result.ok) for (const e of result.errors) console.error(`${formatConfigPath(e.path)}: ${e.message}`);
+ * ```
+ */
 export function formatConfigPath(path: ReadonlyArray<string | number>): string {
   let out = '';
   for (const part of path) {

@@ -17,6 +17,7 @@ export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from '.
 export type { CapacityLimit } from './capacity.js';
 export {
   type ConfigValidation,
+  formatConfigPath,
   parseScalerConfig,
   type ScalerConfig,
   type ScalerConfigInput,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isConfigError } from '../../src/errors.js';
-import { formatConfigPath } from '../../src/manager/config.js';
 import {
+  formatConfigPath,
   parseScalerConfig,
   type ScalerConfigInput,
   validateScalerConfig,

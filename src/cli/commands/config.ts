@@ -3,8 +3,7 @@
  * every problem with its path.
  */
 import { extname } from 'node:path';
-import { formatConfigPath } from '../../manager/config.js';
-import { validateScalerConfig } from '../../manager/index.js';
+import { formatConfigPath, validateScalerConfig } from '../../manager/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
 import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
