@@ -48,8 +48,8 @@ import {
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { type LedgerTelemetryOptions, MachineLedger } from '../src/ledger/index.js';
-import type { ManagerTelemetryOptions } from '../src/manager/index.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
+import type { ManagerTelemetryOptions } from '../src/manager/telemetry.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;

@@ -173,7 +173,7 @@ const dispatcher = {
     switch (result.kind) {
       case 'spawned':
         job.state = 'spawning';
-        job.scaler = result.backend;
+        job.scaler = result.scaler;
         job.agentId = result.agentId;
         progress(`${job.id} -> spawning ${result.agentId}`);
         break;
@@ -264,7 +264,7 @@ function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['lim
 function progress(what: string): void {
   const status = manager.getStatus();
   const count = (state: Job['state']) => jobs.filter((j) => j.state === state).length;
-  for (const b of status.backends) {
+  for (const b of status.scalers) {
     const p = peak.get(b.name) ?? { agents: 0, cpus: 0 };
     peak.set(b.name, {
       agents: Math.max(p.agents, b.activeCount),

@@ -104,14 +104,14 @@ const manager = new ScalerManager({
 const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
 
 console.log('1. schedule');
-let warm = manager.getStatus().backends.find((b) => b.name === 'vm')!.warmPool!;
+let warm = manager.getStatus().scalers.find((b) => b.name === 'vm')!.warmPool!;
 console.log(
   `  ${at()}Z: warm target ${warm.size}, next change at ${new Date(warm.nextChangeAt!).toISOString()}`,
 );
 now = warm.nextChangeAt!;
 await manager.maintain();
 await settle();
-warm = manager.getStatus().backends.find((b) => b.name === 'vm')!.warmPool!;
+warm = manager.getStatus().scalers.find((b) => b.name === 'vm')!.warmPool!;
 console.log(`  ${at()}Z: warm target ${warm.size} (schedule ${warm.activeSchedule} active)`);
 
 console.log('2. drain');
@@ -119,7 +119,7 @@ const [first] = [...vm.running];
 manager.correlateAgentToJob(first!, 'run-1', 'build-1');
 const gone = manager.drain(first!).then(() => console.log(`  ${first} is gone`));
 await settle();
-const vmStatus = manager.getStatus().backends.find((b) => b.name === 'vm')!;
+const vmStatus = manager.getStatus().scalers.find((b) => b.name === 'vm')!;
 console.log(
   `  draining: ${vmStatus.draining.join(', ')}; canRunJob: ${manager.canRunJob(first!, ['linux'])}`,
 );
@@ -133,14 +133,14 @@ for (const job of ['job-a', 'job-b', 'job-c', 'job-d']) {
   const result = await manager.requestScale(['linux'], job);
   const detail =
     result.kind === 'spawned'
-      ? `${result.agentId} on ${result.backend}`
+      ? `${result.agentId} on ${result.scaler}`
       : result.kind === 'spawn-failed'
         ? String((result.error as Error).message)
         : result.kind;
   console.log(`  ${job}: ${result.kind} (${detail})`);
   await settle();
 }
-const backoff = manager.getStatus().backends.find((b) => b.name === 'cloud')!.backoff!;
+const backoff = manager.getStatus().scalers.find((b) => b.name === 'cloud')!.backoff!;
 console.log(
   `  cloud backoff: ${backoff.failures} failures, open until +${backoff.until! - now} ms`,
 );

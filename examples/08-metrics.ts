@@ -89,7 +89,7 @@ for (const job of ['job-1', 'job-2', 'job-3']) {
   const result = await manager.requestScale(['linux'], job);
   console.log(`${job}: ${result.kind}${'agentId' in result ? ` (${result.agentId})` : ''}`);
 }
-const agents = manager.getStatus().backends[0]!;
+const agents = manager.getStatus().scalers[0]!;
 console.log(`vm: ${agents.spawningCount} spawning`);
 // One agent registers, one goes away: job-3 gets its capacity, then a backend fails.
 const [first, second] = spans

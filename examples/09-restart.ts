@@ -154,7 +154,7 @@ async function host(name: string, dir: string): Promise<void> {
   const result = await manager.recoverState();
   const tookMs = Math.round(performance.now() - started);
   const rows = new Map((await ledger.list('host')).map((row) => [row.agentId, row.pid]));
-  const status = manager.getStatus().backends[0]!;
+  const status = manager.getStatus().scalers[0]!;
   const fleet = result.recovered.map((agentId) => ({
     agentId,
     // Registered and not draining: with a job bound it is busy (this example has no idle agent).

@@ -3,7 +3,9 @@
 import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
 
 /**
- * A host backend failed to spawn or destroy an agent.
+ * A spawn ended without an agent for a reason of the manager's own (the agent
+ * was pruned, drained or shut down before its backend's `spawn` finished): the
+ * `error` of a `spawn-failed` answer of `requestScale`.
  *
  * @example
  * ```ts
@@ -12,23 +14,23 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  * declare const manager: ScalerManager;
  * try { await manager.shutdownAll(); }
  * catch (error) {
- *   if (isScalerError(error, ErrorCode.BACKEND)) console.error(error.backend);
+ *   if (isScalerError(error, ErrorCode.BACKEND)) console.error(error.scaler);
  *   else throw error;
  * }
  * ```
  */
 export class BackendError extends ScalerError {
-  /** The backend (scaler) name. */
-  readonly backend: string;
+  /** The scaler whose agent it was. */
+  readonly scaler: string;
   /**
-   * @param backend - The backend name.
+   * @param scaler - The scaler name.
    * @param message - The full sentence.
    * @param options - `cause`: what the backend threw.
    */
-  constructor(backend: string, message: string, options?: ScalerErrorOptions) {
+  constructor(scaler: string, message: string, options?: ScalerErrorOptions) {
     super(ErrorCode.BACKEND, message, options);
     this.name = 'BackendError';
-    this.backend = backend;
+    this.scaler = scaler;
   }
 }
 

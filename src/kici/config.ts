@@ -5,10 +5,8 @@
 import { ConfigError } from '../errors.js';
 import {
   formatConfigPath,
-  type LabelSetInput,
   type ScalerConfig,
   type ScalerConfigInput,
-  type ScalerEntryInput,
   validateScalerConfig,
 } from '../manager/index.js';
 import {
@@ -18,6 +16,9 @@ import {
   type KiciResourceRequest,
   type KiciResourceSpec,
 } from './resources.js';
+
+type ScalerEntryInput = ScalerConfigInput['scalers'][number];
+type LabelSetInput = ScalerEntryInput['labelSets'][number];
 
 /**
  * A kici label set (`scalers[].labelSets[]`).

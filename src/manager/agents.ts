@@ -1,7 +1,12 @@
-import type { AgentState } from './agent-types.js';
-import type { AgentResources } from './backend-types.js';
+import type { AgentResources } from './backend.js';
 import type { AgentMailbox } from './events.js';
 import type { ScalerState } from './scalers.js';
+
+/**
+ * The state of one agent (see the state machine in docs/manager.md):
+ * `spawning` → `idle` ⇄ `busy` → `draining` → `destroying` → `gone`.
+ */
+export type AgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying' | 'gone';
 
 /**
  * The agent state machine, in one place. Every change of `AgentRecord.state`

@@ -1,7 +1,7 @@
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceLimits } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
-import type { AgentResources } from './backend-types.js';
+import type { AgentResources } from './backend.js';
 import type { FleetCore } from './core.js';
 
 /**

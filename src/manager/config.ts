@@ -7,46 +7,249 @@ import {
   limitRangeSchema,
 } from '../resources/limit-range.js';
 import { resolveResources } from '../resources/resolve.js';
+import type { ParsedResourceRequest, ResourceCapInput } from '../resources/schema.js';
 import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
-import type { ResourceRequest } from '../resources/types.js';
-import type {
-  LimitRangeInput,
-  ScalerConfig,
-  ScalerConfigInput,
-  ScalerEntryConfig,
-} from './config-types.js';
+import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
 import { scheduleProblem } from './schedules.js';
 
-export type {
-  LabelSetConfig,
-  LabelSetInput,
-  LimitRangeInput,
-  ResourceDefaults,
-  ResourceDefaultsInput,
-  ScalerConfig,
-  ScalerConfigInput,
-  ScalerEntryConfig,
-  ScalerEntryInput,
-  SpawnBackoffConfig,
-  SpawnBackoffInput,
-  WarmPoolConfig,
-  WarmPoolInput,
-  WarmPoolSchedule,
-  WarmPoolScheduleInput,
-} from './config-types.js';
+/**
+ * A LimitRange-like policy as written in configuration: per resource (`cpus`,
+ * `memory` or an extended resource name) `{ min?, max?, maxLimitRequestRatio?,
+ * defaultRequest?, default? }`, quantities as numbers or strings.
+ */
+export type LimitRangeInput = Record<
+  string,
+  {
+    /** Request and limit must be at least this. */
+    min?: number | string;
+    /** Request and limit must be at most this. */
+    max?: number | string;
+    /** The limit may be at most this many times the request (>= 1). */
+    maxLimitRequestRatio?: number;
+    /** The request when no layer declares one. */
+    defaultRequest?: number | string;
+    /** The limit when no layer declares one. */
+    default?: number | string;
+  }
+>;
+
+/** Default resources as written in configuration. */
+export interface ResourceDefaultsInput {
+  /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** Validated default resources. */
+export interface ResourceDefaults {
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** A warm-pool period as written in configuration. */
+export interface WarmPoolScheduleInput {
+  /**
+   * A five-field cron pattern; the period is active during every minute it
+   * matches (`* 8-17 * * mon-fri`: working hours).
+   */
+  cron: string;
+  /** The IANA time zone the pattern is read in. @default 'UTC' */
+  timezone?: string;
+  /** The warm pool size while this period is active. */
+  size: number;
+}
+
+/** A validated warm-pool period. */
+export interface WarmPoolSchedule {
+  /** The cron pattern. */
+  cron: string;
+  /** The IANA time zone. */
+  timezone: string;
+  /** The size while active. */
+  size: number;
+}
+
+/** A warm pool as written in configuration. */
+export interface WarmPoolInput {
+  /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
+  size: number;
+  /**
+   * Periods with another size. When several are active, the one whose current
+   * run started latest wins. @default []
+   */
+  schedules?: WarmPoolScheduleInput[];
+  /** An idle agent older than this is destroyed. @default 300 */
+  idleTimeoutSeconds?: number;
+  /** Index of the label set warm agents are started with. @default 0 */
+  labelSet?: number;
+}
+
+/** A validated warm pool. */
+export interface WarmPoolConfig {
+  /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
+  size: number;
+  /** Periods with another size. */
+  schedules: WarmPoolSchedule[];
+  /** An idle agent older than this is destroyed. */
+  idleTimeoutSeconds: number;
+  /** Index of the label set warm agents are started with. */
+  labelSet: number;
+}
+
+/** Spawn-failure backoff as written in configuration. */
+export interface SpawnBackoffInput {
+  /** Consecutive failures (spawn rejected, or the agent never registered) that open the backoff. @default 3 */
+  failureThreshold?: number;
+  /** The first backoff's upper bound; each further failure doubles it (full jitter). @default 1000 */
+  initialMs?: number;
+  /** The largest upper bound. @default 300000 */
+  maxMs?: number;
+}
+
+/** A validated spawn-failure backoff. */
+export interface SpawnBackoffConfig {
+  /** Consecutive failures that open the backoff. */
+  failureThreshold: number;
+  /** The first backoff's upper bound. */
+  initialMs: number;
+  /** The largest upper bound. */
+  maxMs: number;
+}
+
+/** A label set as written in configuration. */
+export interface LabelSetInput {
+  /** The labels an agent of this set has (the manager adds the automatic ones). */
+  labels: string[];
+  /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+  resources?: ResourceRequest | ResourceSpec;
+}
+
+/** A validated label set. */
+export interface LabelSetConfig {
+  /** The labels an agent of this set has (without automatic labels). */
+  labels: string[];
+  /** Resources, parsed to numbers (cores, bytes). */
+  resources?: ParsedResourceRequest;
+}
+
+/** One scaler as written in configuration. */
+export interface ScalerEntryInput {
+  /** Unique name; also the backend entry's name and the `<prefix>scaler:<name>` label. */
+  name: string;
+  /** The host's backend kind (free text, e.g. `container`, `firecracker`). */
+  type: string;
+  /** The most agents this scaler runs at once (spawning, idle and busy). 0 spawns nothing. */
+  maxAgents: number;
+  /** The kinds of agent this scaler can start; the first that fits a job is used. */
+  labelSets: LabelSetInput[];
+  /** Labels a job must name to run here (a taint): keeps special agents for jobs that ask. @default [] */
+  mandatoryLabels?: string[];
+  /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
+  machinePool?: string;
+  /** A cap on the summed requests of this scaler's agents. */
+  resourceCap?: ResourceCapInput;
+  /**
+   * A LimitRange-like policy for this scaler's jobs: its defaults fill what no
+   * job, label set or scaler default declares; a job outside it answers `never-fits`.
+   */
+  limits?: LimitRangeInput;
+  /** Resources for label sets that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** Keep idle agents ready. */
+  warmPool?: WarmPoolInput;
+  /** Agents idle longer than this are destroyed, except those the warm pool's target keeps. Without it, the warm pool's `idleTimeoutSeconds` applies (to scalers with a warm pool). */
+  idleTimeoutSeconds?: number;
+  /** An agent that completed this many jobs is destroyed (1 = ephemeral agents). */
+  maxJobsPerAgent?: number;
+  /** An agent older than this (since its spawn) is drained: destroyed now when idle, after its job when busy. */
+  maxAgentLifetimeSeconds?: number;
+  /** At most this many agents of this scaler spawning (not yet registered) at once. */
+  maxConcurrentSpawns?: number;
+  /** At most this many spawns of this scaler started in any 60 seconds. */
+  maxSpawnsPerMinute?: number;
+  /** Back off after consecutive spawn failures. @default `{ failureThreshold: 3, initialMs: 1000, maxMs: 300000 }` */
+  spawnBackoff?: SpawnBackoffInput;
+  /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
+  options?: Record<string, unknown>;
+}
+
+/** One validated scaler. */
+export interface ScalerEntryConfig {
+  /** Unique name. */
+  name: string;
+  /** The host's backend kind. */
+  type: string;
+  /** The most agents this scaler runs at once. */
+  maxAgents: number;
+  /** The label sets, in order. */
+  labelSets: LabelSetConfig[];
+  /** Labels a job must name to run here. */
+  mandatoryLabels: string[];
+  /** The machine pool, if any. */
+  machinePool?: string;
+  /** The scaler's cap, in cores and bytes. */
+  resourceCap?: ResourceCap;
+  /** The scaler's LimitRange-like policy, parsed. */
+  limits?: LimitRangePolicy;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The warm pool, with defaults filled in. */
+  warmPool?: WarmPoolConfig;
+  /** Idle timeout for every agent of this scaler, in seconds. */
+  idleTimeoutSeconds?: number;
+  /** Jobs an agent runs before it is destroyed. */
+  maxJobsPerAgent?: number;
+  /** An agent's lifetime before it is drained, in seconds. */
+  maxAgentLifetimeSeconds?: number;
+  /** Spawns in flight (not yet registered) at once. */
+  maxConcurrentSpawns?: number;
+  /** Spawns started in any 60 seconds. */
+  maxSpawnsPerMinute?: number;
+  /** The spawn-failure backoff (defaults filled in when given). */
+  spawnBackoff?: SpawnBackoffConfig;
+  /** Backend-specific settings. */
+  options?: Record<string, unknown>;
+}
+
+/** A scaler configuration as written (quantities as strings or numbers). */
+export interface ScalerConfigInput {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels; user labels may not start with it. @default 'scaler-primitives:' (kici's is `kici:`) */
+  autoLabelPrefix?: string;
+  /** Resources for jobs, label sets and scalers that declare none. */
+  defaults?: ResourceDefaultsInput;
+  /** A cap on the summed requests of every agent of this orchestrator. */
+  resourceCap?: ResourceCapInput;
+  /** A LimitRange-like policy for every job, checked after the scaler's own. */
+  limits?: LimitRangeInput;
+  /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
+  machinePools?: Record<string, ResourceCapInput>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryInput[];
+}
+
+/** A validated scaler configuration: quantities as numbers, defaults filled in. */
+export interface ScalerConfig {
+  /** The most agents the whole orchestrator runs at once. */
+  globalMaxAgents: number;
+  /** The reserved prefix of automatic labels. */
+  autoLabelPrefix: string;
+  /** Default resources, parsed. */
+  defaults?: ResourceDefaults;
+  /** The orchestrator-wide cap. */
+  resourceCap?: ResourceCap;
+  /** The orchestrator-wide LimitRange-like policy, parsed. */
+  limits?: LimitRangePolicy;
+  /** Machine pools by name. */
+  machinePools: Record<string, ResourceCap>;
+  /** The scalers, in the order they are tried. */
+  scalers: ScalerEntryConfig[];
+}
 
 /**
- * The automatic-label prefix used when the config does not set `autoLabelPrefix`: the
- * package's name, a namespace no user label is likely to use
- * (`scaler-primitives:scaler:<name>`). `scaler-primitives/kici`'s `toScalerConfig` sets
- * kici's `kici:` instead.
- *
- * @example
- * ```ts
- * import { DEFAULT_AUTO_LABEL_PREFIX, parseScalerConfig } from 'scaler-primitives/manager';
- * const config = parseScalerConfig({ globalMaxAgents: 4, scalers: [] });
- * config.autoLabelPrefix === DEFAULT_AUTO_LABEL_PREFIX; // true: 'scaler-primitives:'
- * ```
+ * The automatic-label prefix used when the config does not set `autoLabelPrefix`
+ * (`scaler-primitives:scaler:<name>`). `scaler-primitives/kici` sets `kici:` instead.
+ * @internal
  */
 export const DEFAULT_AUTO_LABEL_PREFIX = 'scaler-primitives:';
 
@@ -131,14 +334,6 @@ const baseSchema = z.strictObject({
  * `options`); cross-field rules (unique names, known pools, reserved label prefix,
  * mandatory labels present in every label set, warm pool within `maxAgents`, label-set
  * resources that resolve without a request above its limit) are reported with their paths.
- *
- * @example
- * ```ts
- * import { scalerConfigSchema } from 'scaler-primitives/manager';
- * declare const text: string;
- * const result = scalerConfigSchema.safeParse(JSON.parse(text));
- * if (!result.success) console.error(result.error.issues.map((i) => i.message));
- * ```
  */
 export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
   baseSchema.superRefine((config, ctx) => {
@@ -245,26 +440,20 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
   });
 
 /**
- * The answer to {@link validateScalerConfig}.
- *
- * @example
- * ```ts
- * import { type ConfigValidation, formatConfigPath, validateScalerConfig } from 'scaler-primitives/manager';
- * declare const text: string;
- * const result: ConfigValidation = validateScalerConfig(JSON.parse(text));
- * if (result.ok) console.log(`${result.config.scalers.length} scalers`);
- * else for (const e of result.errors) console.error(`${formatConfigPath(e.path)}: ${e.message}`);
- * ```
+ * The answer of {@link validateScalerConfig} and of `ScalerManager.reload`:
+ * the parsed config, or every problem with its path (`reload` then changed nothing).
  */
 export type ConfigValidation =
   | {
-      /** Valid. */
+      /** Valid (and, for `reload`, applied). */
       ok: true;
       /** The parsed config. */
       config: ScalerConfig;
+      /** No problem. */
+      errors: [];
     }
   | {
-      /** Invalid. */
+      /** Invalid: nothing was applied. */
       ok: false;
       /** Every problem, each with its path. */
       errors: ConfigIssue[];
@@ -286,7 +475,7 @@ export type ConfigValidation =
  */
 export function validateScalerConfig(value: unknown): ConfigValidation {
   const result = scalerConfigSchema.safeParse(value);
-  if (result.success) return { ok: true, config: result.data };
+  if (result.success) return { ok: true, config: result.data, errors: [] };
   return {
     ok: false,
     errors: result.error.issues.map((issue) => ({
@@ -319,13 +508,17 @@ export function parseScalerConfig(value: unknown): ScalerConfig {
 }
 
 /**
- * Render a path as `scalers[0].labelSets[1].labels`.
+ * Render a config path (a `ConfigIssue.path`) as `scalers[0].labelSets[1].labels`,
+ * as `ConfigError` messages do; `(root)` for the empty path.
+ *
+ * @param path - The path, e.g. from `validateScalerConfig(...).errors`.
  *
  * @example
  * ```ts
- * import { formatConfigPath } from 'scaler-primitives/manager';
- * formatConfigPath(['scalers', 0, 'labelSets', 1, 'labels']); // 'scalers[0].labelSets[1].labels'
- * formatConfigPath([]); // '(root)'
+ * import { formatConfigPath, validateScalerConfig } from 'scaler-primitives/manager';
+ * declare const text: string;
+ * const result = validateScalerConfig(JSON.parse(text));
+ * if (!result.ok) for (const e of result.errors) console.error(`${formatConfigPath(e.path)}: ${e.message}`);
  * ```
  */
 export function formatConfigPath(path: ReadonlyArray<string | number>): string {

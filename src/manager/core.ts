@@ -1,18 +1,17 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors.js';
 import type { PoolLedger } from '../ledger/types.js';
-import type { ScalerEvent } from './agent-types.js';
 import { AgentBook, type AgentRecord, whenGone } from './agents.js';
-import type { BackendEventInput } from './backend-types.js';
+import type { BackendEventInput } from './backend.js';
 import { CapacityGate } from './capacity.js';
 import type { ScalerConfig } from './config.js';
-import type { EventRelay } from './events.js';
+import type { EventRelay, ScalerEvent } from './events.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
 import type { StateWriter } from './state/batching.js';
-import type { ScalerCounters } from './status-types.js';
+import type { ScalerCounters } from './status.js';
 import type { ManagerTelemetry } from './telemetry.js';
 
-/** Timing and policy options every room reads. @internal */
+/** Timing and policy options every part reads. @internal */
 export interface CoreOptions {
   registrationTimeoutMs: number;
   demandHoldMs: number;
@@ -20,7 +19,7 @@ export interface CoreOptions {
 }
 
 /**
- * The state the rooms share (config, clock, agents, scalers, capacity, events,
+ * The state the parts share (config, clock, agents, scalers, capacity, events,
  * counters) and the one path by which an agent is destroyed and forgotten.
  * @internal
  */

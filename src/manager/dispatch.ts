@@ -8,21 +8,7 @@ import type { AgentLifecycle } from './lifecycle.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
 import type { Spawner } from './spawner.js';
 
-/**
- * A job looking for an idle agent: what {@link ScalerManager.claimIdleAgent} takes.
- *
- * @example
- * ```ts
- * import type { ClaimRequest } from 'scaler-primitives/manager';
- *
- * const job: ClaimRequest = {
- *   jobId: 'job-42',
- *   runId: 'run-7',
- *   labels: ['linux', 'x64'],
- *   resources: { requests: { cpus: 2, memory: '4Gi' } },
- * };
- * ```
- */
+/** A job looking for an idle agent: what {@link ScalerManager.claimIdleAgent} takes. */
 export interface ClaimRequest {
   /** The job. At most 253 characters. */
   jobId: string;
@@ -41,20 +27,7 @@ export interface ClaimRequest {
   resources?: ResourceRequest;
 }
 
-/**
- * Why the idle agents of a scaler could not take a job, in a `no-fit` {@link ClaimResult}.
- *
- * @example
- * ```ts
- * import type { ClaimMismatch, ScalerManager } from 'scaler-primitives/manager';
- *
- * declare const manager: ScalerManager;
- * const claim = manager.claimIdleAgent({ jobId: 'job-9', labels: ['windows'] });
- * if (claim.kind === 'no-fit') {
- *   for (const r of claim.reasons as ClaimMismatch[]) console.log(`${r.scaler}: ${r.reason} ${r.missing?.join(',') ?? ''}`);
- * }
- * ```
- */
+/** Why the idle agents of a scaler could not take a job, in a `no-fit` {@link ClaimResult}. */
 export interface ClaimMismatch {
   /** The scaler. */
   scaler: string;
@@ -85,16 +58,6 @@ export interface ClaimMismatch {
  *   started for this job, if one is (else call `requestScale`);
  * - `no-fit`: agents are idle, none can run this job (`reasons`, per scaler);
  * - `shutting-down`: `shutdownAll()` was called.
- *
- * @example
- * ```ts
- * import type { ClaimResult, ScalerManager } from 'scaler-primitives/manager';
- *
- * declare const manager: ScalerManager;
- * declare function send(agentId: string, jobId: string): void; // your dispatcher
- * const claim: ClaimResult = manager.claimIdleAgent({ jobId: 'job-1', labels: ['linux'] });
- * if (claim.kind === 'claimed') send(claim.agent.agentId, 'job-1');
- * ```
  */
 export type ClaimResult =
   | {

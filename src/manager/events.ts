@@ -1,4 +1,37 @@
-import type { ScalerEvent } from './agent-types.js';
+/**
+ * A lifecycle or backend event about one agent. Manager events have `source: 'manager'`;
+ * events a backend reports through `emit` have `source: 'backend'`.
+ */
+export interface ScalerEvent {
+  /** Who produced the event. */
+  source: 'manager' | 'backend';
+  /**
+   * For the manager: `spawning`, `spawned`, `spawn-failed`, `registered`, `busy`, `idle`,
+   * `disconnected`, `pruned`, `destroyed`, `destroy-failed`, `release-failed`, `gone`
+   * (reconcile), `events-dropped` (the pre-correlation buffer overflowed),
+   * `reservation-lost` (the ledger removed this agent's pool row while this instance's
+   * lease had lapsed: the agent runs without a pool reservation; `data.certain` is false
+   * when the ledger could not say which rows it removed), `job-taken` (another agent took
+   * the job this one was spawning for: `data: { jobId, by }`); and, with an
+   * empty `agentId`, `maintenance-failed`, `warm-pool-failed`, `shutdown-failed`,
+   * `warm-pool-held` (`data` is a `WarmPoolHold`: why and until when),
+   * `warm-pool-resumed` (`data: { reason }`: the hold that ended),
+   * `lease-at-risk`, `lease-lost` and `lease-renewed` (the ledger lease;
+   * `data: { lease, policy, agents }`, see `LeaseLostPolicy`), and
+   * from `reconcile()`'s sweeps `swept`, `sweep-failed`, `sweeps-skipped`. For a backend: its own kind.
+   */
+  kind: string;
+  /** The agent. */
+  agentId: string;
+  /** The scaler. */
+  scaler: string;
+  /** When, in epoch milliseconds (from the manager's clock). */
+  at: number;
+  /** A human-readable sentence. */
+  message?: string;
+  /** Extra facts (e.g. `{ dropped: 12 }` for `events-dropped`, `{ error }` for failures). */
+  data?: Record<string, unknown>;
+}
 
 /** Where one agent's events go: relayed once it is correlated with a job, buffered before. */
 export interface AgentMailbox {

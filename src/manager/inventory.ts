@@ -1,21 +1,11 @@
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
-import type { AgentState } from './agent-types.js';
-import type { AgentBook, AgentRecord } from './agents.js';
-import type { AgentResources } from './backend-types.js';
+import type { AgentBook, AgentRecord, AgentState } from './agents.js';
+import type { AgentResources } from './backend.js';
 import { checkId, checkLabels } from './checks.js';
 
 /**
  * A read-only, frozen picture of one agent the manager tracks, taken when it was
  * asked for (it does not change afterwards: ask again for news).
- *
- * @example
- * ```ts
- * import type { AgentSnapshot, ScalerManager } from 'scaler-primitives/manager';
- *
- * declare const manager: ScalerManager;
- * const agent: AgentSnapshot | undefined = manager.getAgent('linux-3f9a0c21b7de');
- * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId} on ${agent.scaler}`);
- * ```
  */
 export interface AgentSnapshot {
   /** The agent id (what the backend was asked to start, and what the agent registers as). */
@@ -58,15 +48,6 @@ export interface AgentSnapshot {
 /**
  * Which agents {@link ScalerManager.listAgents} answers. Every field narrows;
  * an absent field does not filter.
- *
- * @example
- * ```ts
- * import type { AgentFilter, ScalerManager } from 'scaler-primitives/manager';
- *
- * declare const manager: ScalerManager;
- * const filter: AgentFilter = { scaler: ['small', 'large'], state: 'idle', labels: ['linux'] };
- * const ready = manager.listAgents(filter);
- * ```
  */
 export interface AgentFilter {
   /** Only agents of this scaler (or of one of these). */

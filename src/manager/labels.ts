@@ -1,4 +1,4 @@
-import type { NoMatchReason } from './scale-types.js';
+import type { NoMatchReason } from './scale.js';
 
 /**
  * True when a job names every mandatory label of a scaler (the taint-like gate).
@@ -6,13 +6,7 @@ import type { NoMatchReason } from './scale-types.js';
  *
  * @param jobLabels - The labels the job asks for (`runsOn`).
  * @param mandatoryLabels - The scaler's mandatory labels.
- *
- * @example
- * ```ts
- * import { passesMandatoryGate } from 'scaler-primitives/manager';
- * passesMandatoryGate(['linux', 'gpu'], ['gpu']); // true
- * passesMandatoryGate(['linux'], ['gpu']); // false: a gpu agent is not for plain linux jobs
- * ```
+ * @internal
  */
 export function passesMandatoryGate(
   jobLabels: readonly string[],
@@ -29,13 +23,7 @@ export function passesMandatoryGate(
  * @param jobLabels - The labels the job asks for.
  * @param agentLabels - The label set (automatic labels included).
  * @param options - The scaler's `mandatoryLabels` and the job's `excludeLabels`.
- *
- * @example
- * ```ts
- * import { labelSetMatches } from 'scaler-primitives/manager';
- * labelSetMatches(['linux'], ['linux', 'x64', 'scaler-primitives:scaler:linux']); // true
- * labelSetMatches(['linux'], ['linux', 'gpu'], { mandatoryLabels: ['gpu'] }); // false: the job does not ask for gpu
- * ```
+ * @internal
  */
 export function labelSetMatches(
   jobLabels: readonly string[],
@@ -55,13 +43,7 @@ export function labelSetMatches(
  * @param prefix - The reserved prefix (`autoLabelPrefix`).
  * @param scaler - The scaler name.
  * @param platformLabels - Labels the host supplies, each starting with `prefix`.
- *
- * @example
- * ```ts
- * import { automaticLabels } from 'scaler-primitives/manager';
- * automaticLabels('scaler-primitives:', 'linux', ['scaler-primitives:arch:amd64']);
- * // ['scaler-primitives:scaler:linux', 'scaler-primitives:arch:amd64']
- * ```
+ * @internal
  */
 export function automaticLabels(
   prefix: string,

@@ -5,11 +5,11 @@
  * the status says of it.
  */
 import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../ledger/types.js';
-import type { SpawnLease } from './backend-types.js';
+import type { SpawnLease } from './backend.js';
+import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
-import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
-import type { LeaseStatus } from './status-types.js';
+import type { LeaseStatus } from './status.js';
 
 /**
  * What the manager does when its ledger says the lease its pool rows are held
@@ -36,17 +36,6 @@ import type { LeaseStatus } from './status-types.js';
  * `reservationLostPolicy` is the other half: it handles rows already gone
  * (reaped by a peer after a lapse, or released by an operator) while their
  * agents still run; this policy acts before that can happen.
- *
- * @example
- * ```ts
- * import type { MachineLedger } from 'scaler-primitives/ledger';
- * import { type BackendEntry, type LeaseLostPolicy, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backends: BackendEntry[];
- * declare const ledger: MachineLedger;
- * const leaseLostPolicy: LeaseLostPolicy = 'stop-spawning'; // keep jobs running through a storage outage
- * const manager = new ScalerManager({ config, backends, ledger, leaseLostPolicy });
- * ```
  */
 export type LeaseLostPolicy = 'stop-agents' | 'stop-spawning' | 'report';
 

@@ -1,8 +1,22 @@
-import type { AgentRegistration } from './agent-types.js';
 import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
 import { checkId, checkLabels } from './checks.js';
 import type { FleetCore } from './core.js';
 import type { Pacing } from './pacing.js';
+
+/** The answer to `onAgentRegistered` for an agent the manager spawned. */
+export interface AgentRegistration {
+  /**
+   * The job the agent is bound to: the one it was spawned for or, when another
+   * agent took that job meanwhile, the oldest job waiting on a spawn that it can
+   * run (`rebound` is then true). Absent for a warm-pool agent, or when no
+   * waiting job fits: the agent is idle.
+   */
+  boundJobId?: string;
+  /** True when `boundJobId` is not the job the agent was spawned for (see `boundJobId`). */
+  rebound?: boolean;
+  /** Labels every job given to this agent must name (apply them to queue-drain dispatch too). */
+  mandatoryLabels: string[];
+}
 
 /**
  * What the host tells the manager about agents (registered, given a job, job

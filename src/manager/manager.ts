@@ -1,9 +1,7 @@
 import type { ResourceRequest } from '../resources/types.js';
-import type { AgentRegistration } from './agent-types.js';
 import { checkId } from './checks.js';
-import type { ScalerConfigInput } from './config.js';
+import type { ConfigValidation, ScalerConfigInput } from './config.js';
 import type { ClaimRequest, ClaimResult } from './dispatch.js';
-import type { ReconcileResult, ValidationResult } from './fleet-types.js';
 import {
   type AgentFilter,
   type AgentSnapshot,
@@ -11,24 +9,23 @@ import {
   scalerContextOf,
   snapshotOf,
 } from './inventory.js';
+import type { AgentRegistration } from './lifecycle.js';
 import type { ScalerManagerOptions } from './options.js';
-import { Rooms } from './rooms.js';
+import { ManagerParts } from './parts.js';
 import { reconcileManager, shutdownManager, startManager } from './running.js';
+import type { ScaleResult } from './scale.js';
 import { requestScale } from './scale.js';
-import type { ScaleResult } from './scale-types.js';
 import type { RecoveryResult } from './state/recovery.js';
-import type { ScalerStatus } from './status-types.js';
+import type { ScalerStatus } from './status.js';
 import { checkSweeps, type ReconcileSweep } from './sweeps.js';
-import type { ShutdownOptions } from './teardown.js';
+import type { ReconcileResult, ShutdownOptions } from './teardown.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what
- * resources; reserves that capacity everywhere it must (scaler and orchestrator
- * caps in memory, then the machine pool through the ledger) or nowhere; runs
- * every agent through one state machine (spawning → idle ⇄ busy → draining →
- * destroying → gone) so a busy agent is never destroyed by the manager; and
- * keeps its books straight through spawn failures, agents that never register,
- * crashes of the host's backends, config reloads and shutdown.
+ * resources; reserves that capacity in every scope (scaler and orchestrator
+ * caps, then the machine pool through the ledger) or in none; and runs every
+ * agent through one state machine (spawning → idle ⇄ busy → draining →
+ * destroying → gone), so the manager never destroys a busy agent.
  *
  * The host brings its dispatcher and its backends. The dispatcher calls
  * {@link ScalerManager.requestScale} when a job finds no agent, and tells the
@@ -50,7 +47,7 @@ import type { ShutdownOptions } from './teardown.js';
  * });
  * manager.start();
  * const result = await manager.requestScale(['linux'], 'job-1');
- * if (result.kind === 'spawned') console.log(`starting ${result.agentId} on ${result.backend}`);
+ * if (result.kind === 'spawned') console.log(`starting ${result.agentId} on ${result.scaler}`);
  * // later, from the dispatcher:
  * manager.onAgentRegistered(agentId, labels); // -> { boundJobId: 'job-1', mandatoryLabels: [] }
  * manager.onAgentDisconnected(agentId); // releases everything it held
@@ -58,7 +55,7 @@ import type { ShutdownOptions } from './teardown.js';
  * ```
  */
 export class ScalerManager {
-  readonly #rooms: Rooms;
+  readonly #parts: ManagerParts;
   readonly #sweeps: ReadonlyMap<string, ReconcileSweep> | undefined;
 
   /**
@@ -68,22 +65,19 @@ export class ScalerManager {
    * @throws TypeError for malformed options (duplicate backend names, bad timings).
    */
   constructor(options: ScalerManagerOptions) {
-    this.#rooms = new Rooms(options);
+    this.#parts = new ManagerParts(options);
     this.#sweeps = checkSweeps(options.sweeps);
   }
 
   /**
    * Decide whether a waiting job gets a new agent and, if so, reserve its
-   * capacity (scaler and orchestrator caps, then the machine pool) and ask the
-   * backend to spawn it. Every reservation is released again when a later step
-   * refuses or fails.
+   * capacity and ask the backend to spawn it; every reservation is released
+   * again when a later step refuses or fails. Scalers are tried in config
+   * order, with the first label set of each that fits; a scaler that is full,
+   * paced or backing off is skipped for the next one that matches.
    *
-   * Scalers are tried in config order; the first label set of a scaler that fits
-   * is used; a scaler that is full, paced or backing off is skipped for the next
-   * one that matches.
-   *
-   * @param labels - The labels the job asks for (automatic labels such as
-   *   `scaler-primitives:scaler:<name>` (with the default `autoLabelPrefix`) may be named to pin a scaler). At most 64, each at most 253 characters.
+   * @param labels - The labels the job asks for; an automatic label such as
+   *   `scaler-primitives:scaler:<name>` pins a scaler. At most 64, each at most 253 characters.
    * @param jobId - The job; one spawn per job is in flight at a time. At most 253 characters.
    * @param excludeLabels - Label sets holding any of these are not used.
    * @param resources - The job's own resource declaration (highest layer of
@@ -102,19 +96,16 @@ export class ScalerManager {
     excludeLabels: readonly string[] = [],
     resources?: ResourceRequest,
   ): Promise<ScaleResult> {
-    return requestScale(this.#rooms, labels, jobId, excludeLabels, resources);
+    return requestScale(this.#parts, labels, jobId, excludeLabels, resources);
   }
 
   /**
-   * An agent registered with the dispatcher. For an agent this manager spawned,
-   * it stops counting as spawning (and can no longer be pruned), its scaler's
-   * spawn backoff resets, and the answer says which job it was started for and
-   * which mandatory labels every job it takes must name (apply them to
-   * queue-drain dispatch too; see {@link ScalerManager.canRunJob}). An agent
-   * being drained or destroyed is bound to no job. An agent whose job another
-   * agent took meanwhile is bound to the oldest job still waiting on a spawn
-   * that it can run (`rebound: true`), or to none (it is idle). Calling it again
-   * answers the same and changes nothing.
+   * An agent registered with the dispatcher. An agent this manager spawned stops
+   * counting as spawning, its scaler's spawn backoff resets, and the answer says
+   * which job it is bound to and which mandatory labels every job it takes must
+   * name (see {@link ScalerManager.canRunJob}). When another agent took its job
+   * meanwhile, it is bound to the oldest waiting job it can run (`rebound: true`)
+   * or to none; a draining agent is bound to none. Idempotent.
    *
    * @param agentId - The registering agent.
    * @param labels - The labels it registered with (passed on in the `registered` event).
@@ -122,7 +113,7 @@ export class ScalerManager {
    *   manager did not spawn (a static agent).
    */
   onAgentRegistered(agentId: string, labels: readonly string[] = []): AgentRegistration | null {
-    return this.#rooms.lifecycle.registered(agentId, labels);
+    return this.#parts.lifecycle.registered(agentId, labels);
   }
 
   /**
@@ -135,22 +126,21 @@ export class ScalerManager {
    * @param jobLabels - The job's labels.
    */
   canRunJob(agentId: string, jobLabels: readonly string[]): boolean {
-    return this.#rooms.lifecycle.canRunJob(agentId, jobLabels);
+    return this.#parts.lifecycle.canRunJob(agentId, jobLabels);
   }
 
   /**
-   * The dispatcher gave `jobId` (of `runId`) to `agentId`. The agent becomes busy
-   * (an idle warm agent taking a job counts as a warm hit), and the events buffered
-   * for it so far are relayed to `onScalerEvent`, preceded by an `events-dropped`
-   * event when the buffer overflowed. An agent whose destroy has begun takes no job:
-   * the call only emits `job-refused`.
+   * The dispatcher gave `jobId` (of `runId`) to `agentId`: the agent becomes busy,
+   * and the events buffered for it are relayed to `onScalerEvent` (after an
+   * `events-dropped` event when the buffer overflowed). An agent whose destroy has
+   * begun takes no job: the call only emits `job-refused`.
    *
    * @param agentId - The agent.
    * @param runId - The run.
    * @param jobId - The job.
    */
   correlateAgentToJob(agentId: string, runId: string, jobId: string): void {
-    this.#rooms.lifecycle.correlate(agentId, runId, jobId);
+    this.#parts.lifecycle.correlate(agentId, runId, jobId);
   }
 
   /**
@@ -161,7 +151,7 @@ export class ScalerManager {
    * @param agentId - The agent.
    */
   onJobComplete(agentId: string): void {
-    this.#rooms.lifecycle.jobComplete(agentId);
+    this.#parts.lifecycle.jobComplete(agentId);
   }
 
   /**
@@ -175,7 +165,7 @@ export class ScalerManager {
    *   lease is renewed).
    */
   onAgentDisconnected(agentId: string): Promise<void> {
-    return this.#rooms.lifecycle.disconnected(agentId);
+    return this.#parts.lifecycle.disconnected(agentId);
   }
 
   /**
@@ -186,7 +176,7 @@ export class ScalerManager {
    * @param agentId - The agent.
    */
   onConfigAck(agentId: string): void {
-    this.#rooms.lifecycle.configAcked(agentId);
+    this.#parts.lifecycle.configAcked(agentId);
   }
 
   /**
@@ -198,7 +188,7 @@ export class ScalerManager {
    * @returns Resolves when the agent is gone (at once for an agent not tracked).
    */
   drain(agentId: string): Promise<void> {
-    return this.#rooms.lifecycle.drain(agentId);
+    return this.#parts.lifecycle.drain(agentId);
   }
 
   /**
@@ -211,25 +201,16 @@ export class ScalerManager {
    * @throws TypeError for an unknown scaler.
    */
   drainScaler(name: string): Promise<void> {
-    return this.#rooms.lifecycle.drainScaler(name);
+    return this.#parts.lifecycle.drainScaler(name);
   }
 
   /**
-   * The scaler name that spawned `agentId`, or `null` for an agent not spawned here.
+   * The scaler that spawned `agentId`, or `null` for an agent not spawned here.
    *
    * @param agentId - The agent.
    */
-  getBackendName(agentId: string): string | null {
-    return this.#rooms.core.book.get(agentId)?.scaler.name ?? null;
-  }
-
-  /**
-   * Alias of {@link ScalerManager.getBackendName} (the seed's second name).
-   *
-   * @param agentId - The agent.
-   */
-  getBackendForAgent(agentId: string): string | null {
-    return this.getBackendName(agentId);
+  getScalerName(agentId: string): string | null {
+    return this.#parts.core.book.get(agentId)?.scaler.name ?? null;
   }
 
   /**
@@ -241,30 +222,19 @@ export class ScalerManager {
    * @returns The context, or `undefined` for an agent not spawned here.
    */
   getScalerContextForAgent(agentId: string): Record<string, unknown> | undefined {
-    const record = this.#rooms.core.book.get(agentId);
+    const record = this.#parts.core.book.get(agentId);
     return record === undefined ? undefined : scalerContextOf(record);
   }
 
   /**
-   * The agent inventory: a frozen snapshot of every agent this manager tracks
-   * (spawning, idle, busy, draining, destroying), in the order they were
-   * spawned, from the manager's own state machine. A host needs no copy of its own.
+   * A frozen snapshot of every agent this manager tracks (spawning, idle, busy,
+   * draining, destroying), in the order they were spawned.
    *
    * @param filter - `{ scaler?, state?, labels? }`; each narrows (see {@link AgentFilter}).
    * @throws TypeError for an unknown filter key or a bad value.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * const idle = manager.listAgents({ state: 'idle', labels: ['linux'] });
-   * const busyOnLarge = manager.listAgents({ scaler: 'large', state: ['busy', 'draining'] });
-   * console.log(idle.map((a) => `${a.agentId} idle since ${new Date(a.idleSince!).toISOString()}`));
-   * ```
    */
   listAgents(filter?: AgentFilter): AgentSnapshot[] {
-    return listSnapshots(this.#rooms.core.book, filter);
+    return listSnapshots(this.#parts.core.book, filter);
   }
 
   /**
@@ -272,64 +242,34 @@ export class ScalerManager {
    * does not track (never spawned here, or gone).
    *
    * @param agentId - The agent.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * declare const agentId: string;
-   * const agent = manager.getAgent(agentId);
-   * if (agent?.state === 'busy') console.log(`${agent.agentId} runs ${agent.jobId}`);
-   * ```
    */
   getAgent(agentId: string): AgentSnapshot | undefined {
     checkId('agentId', agentId);
-    const record = this.#rooms.core.book.get(agentId);
+    const record = this.#parts.core.book.get(agentId);
     return record === undefined ? undefined : snapshotOf(record);
   }
 
   /**
-   * The dispatch helper: pick an idle agent that can run `job` (the
-   * {@link ScalerManager.canRunJob} rule, and its resources when the job
-   * declares some) and bind it to the job, in one synchronous step. Two claims,
-   * from however many dispatch paths, never get the same agent; a job already
-   * bound to a registered agent is not given a second one. On `claimed` the
-   * agent is busy with the job (as after `correlateAgentToJob`, which you do
-   * not call again); an agent still spawning for that job loses it and, when it
-   * registers, takes the next waiting job that fits or is idle.
-   *
-   * Scalers are tried in config order; within one, the agent idle longest first.
+   * Pick an idle agent that can run `job` (the {@link ScalerManager.canRunJob}
+   * rule, and its resources when the job declares some) and bind it to the job,
+   * in one synchronous step: two claims never get the same agent. On `claimed`
+   * the agent is busy with the job (do not call `correlateAgentToJob`); an agent
+   * still spawning for that job loses it. Scalers are tried in config order;
+   * within one, the agent idle longest first.
    *
    * @param job - `{ jobId, labels, runId?, excludeLabels?, resources? }`; see {@link ClaimRequest}.
    * @returns A {@link ClaimResult}, discriminated by `kind`.
    * @throws TypeError for an unknown field or malformed values; `InvalidInputError`
    *   for an id or label over its length limit; `ResourceParseError` or
    *   `ResourceConflictError` for invalid job resources.
-   *
-   * @example
-   * ```ts
-   * import type { ScalerManager } from 'scaler-primitives/manager';
-   *
-   * declare const manager: ScalerManager;
-   * declare const queue: { waiting(): { id: string; labels: string[] }[] }; // your job queue
-   * declare function send(agentId: string, job: { id: string }): void; // your dispatcher
-   * for (const job of queue.waiting()) {
-   *   const claim = manager.claimIdleAgent({ jobId: job.id, labels: job.labels });
-   *   if (claim.kind === 'claimed') send(claim.agent.agentId, job);
-   *   else if (claim.kind === 'no-idle-agent' || claim.kind === 'no-fit') {
-   *     if (claim.spawning === undefined) await manager.requestScale(job.labels, job.id);
-   *   }
-   * }
-   * ```
    */
   claimIdleAgent(job: ClaimRequest): ClaimResult {
-    return this.#rooms.dispatch.claim(job);
+    return this.#parts.dispatch.claim(job);
   }
 
   /** Agents tracked now: spawning, idle, busy, draining and being destroyed. */
   getGlobalActiveCount(): number {
-    return this.#rooms.core.book.size;
+    return this.#parts.core.book.size;
   }
 
   /**
@@ -339,33 +279,29 @@ export class ScalerManager {
    * 10% jitter, unref'd. Also starts the ledger's reaper. Idempotent.
    */
   start(): void {
-    startManager(this.#rooms, this);
+    startManager(this.#parts, this);
   }
 
   /**
-   * Recover the books a `stateStore` holds (what `start()` runs first): every
-   * stored agent is checked against its backend's `list()`; one that still
-   * runs is tracked again in its stored state (a draining agent still
-   * drains), with its job binding and its pool row taken over under the same
-   * agent id (`PoolLedger.adopt`, never a second row); one that no longer runs
-   * is forgotten and its row released; a running one whose row is gone (a
-   * restart longer than the lease) is reserved again where it fits, else
-   * destroyed under `leaseLostPolicy` `stop-agents` or handled by
-   * `reservationLostPolicy` under the others; an agent a backend runs that no
-   * record names is left or destroyed (`recovery.unrecordedAgents`). `requestScale`
-   * calls made meanwhile wait for it. Runs once; later calls return the first
-   * run's result.
+   * Recover the books a `stateStore` holds (what `start()` runs first). Each
+   * stored agent is checked against its backend's `list()`: one that still runs
+   * is tracked again in its stored state, with its job binding and its pool row
+   * taken over (`PoolLedger.adopt`); one that no longer runs is forgotten and its
+   * row released; one whose row is gone is reserved again where it fits, else
+   * handled by `leaseLostPolicy` / `reservationLostPolicy`. Agents no record names
+   * are left or destroyed (`recovery.unrecordedAgents`). `requestScale` calls wait
+   * for it. Runs once; later calls return the first run's result.
    *
    * @returns What was recovered, released, and found unrecorded.
    * @throws StateStoreError when the store cannot be read (it is left as it is).
    */
   recoverState(): Promise<RecoveryResult> {
-    return this.#rooms.recover();
+    return this.#parts.recover();
   }
 
   /** Stop the timers `start()` armed (a pass in flight finishes). The ledger's reaper keeps running. */
   stop(): void {
-    this.#rooms.timers.stop();
+    this.#parts.timers.stop();
   }
 
   /**
@@ -384,57 +320,55 @@ export class ScalerManager {
    * Never rejects: failures become events. Concurrent calls share one pass.
    */
   maintain(): Promise<void> {
-    return this.#rooms.maintenance.run();
+    return this.#parts.maintenance.run();
   }
 
   /**
-   * Compare the agents this manager tracks with what each backend's `list()`
-   * reports, and release the ones that are gone (their spawn finished but the
-   * backend no longer runs them). Spawns in flight and destroys in flight are
-   * left alone. Also lists each machine pool: a row of ours that vanished is
-   * reported and written back when it fits, else handled by `reservationLostPolicy`.
-   * Then runs the `sweeps` (e.g. `sweepAgentCaps`, `sweepIsolation`) with the agents
-   * alive, when every backend could be listed: what a crashed run left behind goes.
+   * Compare the agents this manager tracks with each backend's `list()` and
+   * release the ones that are gone (spawns and destroys in flight are left
+   * alone); write back pool rows of ours that vanished, when they fit (else
+   * `reservationLostPolicy`); then, when every backend could be listed, run the
+   * `sweeps` (e.g. `sweepAgentCaps`, `sweepIsolation`) with the agents alive.
    *
-   * @returns What was released, what is running untracked, which backends failed
-   *   to list, and what each sweep removed.
+   * @returns What was released, what runs untracked, which backends failed to
+   *   list, and what each sweep removed.
    */
   async reconcile(): Promise<ReconcileResult> {
-    return reconcileManager(this.#rooms, this.#sweeps);
+    return reconcileManager(this.#parts, this.#sweeps);
   }
 
   /**
-   * Stop timers, stop every agent and release every reservation. New
+   * Stop timers, stop every agent and release every reservation; new
    * `requestScale` calls answer `shutting-down`. Spawns in flight are waited for
-   * and their agents destroyed before this resolves; no pool row is released
-   * while its agent may still run (a failed destroy keeps its row, for the
-   * ledger's reaper). With `drain`, busy agents finish their job first (up to
-   * `timeoutMs`). Stops the ledger's reaper if `start()` started it; the ledger
-   * itself belongs to the host. Idempotent; never rejects (failures become events).
+   * and their agents destroyed; no pool row is released while its agent may
+   * still run. With `drain`, busy agents finish their job first (up to
+   * `timeoutMs`). Stops the ledger's reaper if `start()` started it (the ledger
+   * belongs to the host). Idempotent; never rejects (failures become events).
    *
-   * @param options - `{ drain?, timeoutMs? }`; see {@link ShutdownOptions}.
+   * @param options - `drain`: let busy agents finish their job first (default false);
+   *   `timeoutMs`: the longest wait for draining agents and for spawns in flight (default 300000).
    */
   shutdownAll(options: ShutdownOptions = {}): Promise<void> {
-    return shutdownManager(this.#rooms, options);
+    return shutdownManager(this.#parts, options);
   }
 
   /**
-   * Validate and apply a new config without disturbing busy agents. A lowered cap
-   * refuses new work until usage falls below it; a lowered `maxAgents` makes the
-   * next maintenance pass destroy idle agents above it and drain busy ones; a
-   * removed scaler takes no new work, its idle agents are destroyed and its busy
-   * ones drained; new machine pools are registered with the ledger. When
-   * anything is wrong nothing changes.
+   * Validate and apply a new config without disturbing busy agents: a lowered cap
+   * refuses new work until usage falls below it; agents above a lowered
+   * `maxAgents` or of a removed scaler are destroyed when idle and drained when
+   * busy; new machine pools are registered with the ledger. When anything is
+   * wrong nothing changes.
    *
    * @param config - The new configuration.
-   * @returns `{ ok, errors }`, with every problem's path.
+   * @returns `{ ok: true, config, errors: [] }` with the config now applied (read
+   *   it, do not change it), or `{ ok: false, errors }` with every problem's path.
    */
-  async reload(config: ScalerConfigInput): Promise<ValidationResult> {
-    return this.#rooms.reload(config);
+  async reload(config: ScalerConfigInput): Promise<ConfigValidation> {
+    return this.#parts.reload(config);
   }
 
   /** A point-in-time summary: counts, usage and caps per scaler and overall, pools, counters. */
   getStatus(): ScalerStatus {
-    return this.#rooms.status();
+    return this.#parts.status();
   }
 }

@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { PoolLedger } from '../ledger/types.js';
-import type { ScalerEvent } from './agent-types.js';
 import type { ScalerConfigInput } from './config.js';
+import type { ScalerEvent } from './events.js';
 import type { LeaseLostPolicy } from './leases.js';
 import type { ReservationLostPolicy } from './reservations.js';
 import type { BackendEntry } from './scalers.js';
@@ -10,24 +10,7 @@ import type { StateStore } from './state/types.js';
 import type { ReconcileSweep } from './sweeps.js';
 import type { ManagerTelemetryOptions } from './telemetry.js';
 
-/**
- * Options of the `ScalerManager` constructor.
- *
- * @example
- * ```ts
- * import { MachineLedger } from 'scaler-primitives/ledger';
- * import { type ScalerBackend, type ScalerConfigInput, ScalerManager, type ScalerManagerOptions } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backend: ScalerBackend;
- * const options: ScalerManagerOptions = {
- *   config,
- *   backends: [{ name: 'linux', backend }],
- *   ledger: new MachineLedger({ instanceId: 'orchestrator-a' }),
- *   onEvent: (event) => console.log(event.kind, event.agentId),
- * };
- * const manager = new ScalerManager(options);
- * ```
- */
+/** Options of the `ScalerManager` constructor. */
 export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;
@@ -72,8 +55,8 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * What to do when the ledger says its lease is at risk (renewals failing,
    * before peers may take this manager's pool rows): destroy the agents that
    * hold rows (`stop-agents`), stop spawning in machine pools
-   * (`stop-spawning`), or only report (`report`). See {@link LeaseLostPolicy}
-   * and docs/manager.md, "Leases". Needs a ledger with `onLeaseEvent`.
+   * (`stop-spawning`), or only report (`report`). See docs/manager.md,
+   * "Leases". Needs a ledger with `onLeaseEvent`.
    * @default 'stop-agents'
    */
   leaseLostPolicy?: LeaseLostPolicy;
@@ -94,7 +77,7 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * The clock every timing rule runs on (maintenance and reconcile timers,
    * registration timeout, idle and lifetime limits, pacing, backoff, warm pool
    * schedules, demand hold, shutdown timeout).
-   * @default {@link systemClock}
+   * @default the system clock (`systemClock` of `scaler-primitives`)
    */
   clock?: Clock;
   /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
@@ -112,7 +95,7 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * @default none: the books live in memory only, as with a `MemoryStateStore` no one reads
    */
   stateStore?: StateStore;
-  /** How `recoverState()` treats what it finds; see {@link RecoveryOptions}. */
+  /** How `recoverState()` treats what it finds (`unrecordedAgents`: `leave` or `destroy`). */
   recovery?: RecoveryOptions;
   /**
    * Called by `onConfigAck(agentId)` once an agent confirmed it received its
@@ -126,20 +109,6 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * only when every backend has a `list()` that answered (else the live set is
    * unknown). Results in `ReconcileResult.sweeps`, events `swept`, `sweep-failed`,
    * `sweeps-skipped`.
-   *
-   * @example
-   * ```ts
-   * import type { KV } from '@nats-io/kv';
-   * import { sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
-   * import type { ScalerManagerOptions } from 'scaler-primitives/manager';
-   * import { sweepIsolation } from 'scaler-primitives/nftables';
-   * declare const kv: KV;
-   *
-   * const sweeps: ScalerManagerOptions['sweeps'] = {
-   *   agentCaps: (live) => sweepAgentCaps(kv, live),
-   *   isolation: (live) => sweepIsolation(live, { table: 'scaler_primitives' }),
-   * };
-   * ```
    */
   sweeps?: Readonly<Record<string, ReconcileSweep>>;
 }

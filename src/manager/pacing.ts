@@ -1,7 +1,7 @@
+import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
-import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
-import type { BackoffStatus } from './status-types.js';
+import type { BackoffStatus } from './status.js';
 
 const MINUTE_MS = 60_000;
 /** When only a concurrency slot is missing, ask again after this long. */

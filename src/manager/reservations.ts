@@ -1,6 +1,6 @@
 import type { AgentRecord } from './agents.js';
+import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
-import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
 
 /**
@@ -14,17 +14,6 @@ import type { ScalerState } from './scalers.js';
  *
  * In every case the manager first tries to write the row back; `reconcile()`
  * tries again for rows still missing.
- *
- * @example
- * ```ts
- * import type { MachineLedger } from 'scaler-primitives/ledger';
- * import { type BackendEntry, type ReservationLostPolicy, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backends: BackendEntry[];
- * declare const ledger: MachineLedger;
- * const reservationLostPolicy: ReservationLostPolicy = 'stop-spawning';
- * const manager = new ScalerManager({ config, backends, ledger, reservationLostPolicy });
- * ```
  */
 export type ReservationLostPolicy = 'report' | 'stop-spawning' | 'drain';
 

@@ -4,10 +4,10 @@
  * the `shutdownAll()` sequence.
  */
 import { nonNegative } from './checks.js';
-import type { ReconcileResult } from './fleet-types.js';
-import type { Rooms } from './rooms.js';
+import type { ManagerParts } from './parts.js';
 import type { RecoveryResult } from './state/recovery.js';
 import { type ReconcileSweep, runSweeps } from './sweeps.js';
+import type { ReconcileResult } from './teardown.js';
 import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
 
 /**
@@ -26,37 +26,37 @@ export interface ManagerPasses {
  * state store holds books. Idempotent.
  * @internal
  */
-export function startManager(rooms: Rooms, passes: ManagerPasses): void {
-  if (rooms.core.shuttingDown) return;
-  if (rooms.core.state !== undefined && (rooms.recovering === undefined || rooms.recoveryPending)) {
+export function startManager(parts: ManagerParts, passes: ManagerPasses): void {
+  if (parts.core.shuttingDown) return;
+  if (parts.core.state !== undefined && (parts.recovering === undefined || parts.recoveryPending)) {
     // Timers and the ledger's reaper start once the stored books are back.
-    if (rooms.startQueued) return;
-    rooms.startQueued = true;
+    if (parts.startQueued) return;
+    parts.startQueued = true;
     const arm = () => {
-      rooms.startQueued = false;
-      if (!rooms.core.shuttingDown) armManager(rooms, passes);
+      parts.startQueued = false;
+      if (!parts.core.shuttingDown) armManager(parts, passes);
     };
     passes.recoverState().then(arm, (error: unknown) => {
-      rooms.core.emitGeneral('', 'recovery-failed', 'Recovering the stored manager state failed', {
+      parts.core.emitGeneral('', 'recovery-failed', 'Recovering the stored manager state failed', {
         error,
       });
       arm();
     });
     return;
   }
-  armManager(rooms, passes);
+  armManager(parts, passes);
 }
 
-function armManager(rooms: Rooms, passes: ManagerPasses): void {
-  rooms.timers.every('maintain', rooms.maintenanceIntervalMs, () => passes.maintain());
-  if (rooms.reconcileIntervalMs !== undefined) {
-    rooms.timers.every('reconcile', rooms.reconcileIntervalMs, () =>
+function armManager(parts: ManagerParts, passes: ManagerPasses): void {
+  parts.timers.every('maintain', parts.maintenanceIntervalMs, () => passes.maintain());
+  if (parts.reconcileIntervalMs !== undefined) {
+    parts.timers.every('reconcile', parts.reconcileIntervalMs, () =>
       passes.reconcile().catch(() => undefined),
     );
   }
-  if (rooms.ledger && !rooms.ledgerStarted) {
-    rooms.ledger.start();
-    rooms.ledgerStarted = true;
+  if (parts.ledger && !parts.ledgerStarted) {
+    parts.ledger.start();
+    parts.ledgerStarted = true;
   }
 }
 
@@ -66,14 +66,14 @@ function armManager(rooms: Rooms, passes: ManagerPasses): void {
  * @internal
  */
 export async function reconcileManager(
-  rooms: Rooms,
+  parts: ManagerParts,
   sweeps: ReadonlyMap<string, ReconcileSweep> | undefined,
 ): Promise<ReconcileResult> {
-  const result = await reconcileFleet(rooms.core);
-  await rooms.core.gate.retryReleases();
-  await rooms.lost.detect();
-  await rooms.lost.restore();
-  if (sweeps) result.sweeps = await runSweeps(rooms.core, sweeps, result);
+  const result = await reconcileFleet(parts.core);
+  await parts.core.gate.retryReleases();
+  await parts.lost.detect();
+  await parts.lost.restore();
+  if (sweeps) result.sweeps = await runSweeps(parts.core, sweeps, result);
   return result;
 }
 
@@ -82,7 +82,7 @@ export async function reconcileManager(
  * ledger's reaper once (later calls share the first run).
  * @internal
  */
-export function shutdownManager(rooms: Rooms, options: ShutdownOptions): Promise<void> {
+export function shutdownManager(parts: ManagerParts, options: ShutdownOptions): Promise<void> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
   }
@@ -94,15 +94,15 @@ export function shutdownManager(rooms: Rooms, options: ShutdownOptions): Promise
     }
   }
   if (options.timeoutMs !== undefined) nonNegative('timeoutMs', options.timeoutMs, 0);
-  rooms.shutdown ??= (async () => {
-    rooms.core.shuttingDown = true;
-    rooms.timers.stop();
-    await rooms.maintenance.running;
-    await shutdownFleet(rooms.core, options);
-    await rooms.core.state?.flush();
-    if (rooms.ledger && rooms.ledgerStarted) rooms.ledger.stop();
-    rooms.ledgerStarted = false;
-    rooms.leases.close();
+  parts.shutdown ??= (async () => {
+    parts.core.shuttingDown = true;
+    parts.timers.stop();
+    await parts.maintenance.running;
+    await shutdownFleet(parts.core, options);
+    await parts.core.state?.flush();
+    if (parts.ledger && parts.ledgerStarted) parts.ledger.stop();
+    parts.ledgerStarted = false;
+    parts.leases.close();
   })();
-  return rooms.shutdown;
+  return parts.shutdown;
 }

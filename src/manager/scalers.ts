@@ -1,27 +1,12 @@
 import type { ConfigIssue } from '../errors/input.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ResourceRequest } from '../resources/types.js';
-import type { ScalerBackend } from './backend-types.js';
+import type { ScalerBackend } from './backend.js';
 import type { ScalerConfig, ScalerEntryConfig } from './config.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
-import type { NoMatchReason } from './scale-types.js';
+import type { NoMatchReason } from './scale.js';
 
-/**
- * One backend the host provides, under the scaler name it serves.
- *
- * @example
- * ```ts
- * import { type BackendEntry, type ScalerBackend, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
- * declare const backend: ScalerBackend;
- * declare const config: ScalerConfigInput;
- * const entry: BackendEntry = {
- *   name: 'linux', // scalers[].name in the config
- *   backend,
- *   platformLabels: ['scaler-primitives:os:linux', 'scaler-primitives:arch:amd64'],
- * };
- * const manager = new ScalerManager({ config, backends: [entry] });
- * ```
- */
+/** One backend the host provides, under the scaler name it serves. */
 export interface BackendEntry {
   /** The scaler name in config (`scalers[].name`). */
   name: string;
@@ -130,7 +115,7 @@ export class ScalerRegistry {
         if (!label.startsWith(config.autoLabelPrefix)) {
           errors.push({
             path: ['scalers', i, 'name'],
-            message: `Platform label "${label}" of backend "${scaler.name}" must start with the automatic-label prefix "${config.autoLabelPrefix}"`,
+            message: `Platform label "${label}" of scaler "${scaler.name}" must start with the automatic-label prefix "${config.autoLabelPrefix}"`,
           });
         }
       }

@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import type { WarmPoolConfig, WarmPoolSchedule } from './config-types.js';
+import type { WarmPoolConfig, WarmPoolSchedule } from './config.js';
 
 const MINUTE_MS = 60_000;
 /** How far a run's start or end is searched (a pattern that matches longer is "always"). */

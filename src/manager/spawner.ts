@@ -5,12 +5,13 @@ import type { ReserveResult } from '../ledger/types.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
-import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from './backend-types.js';
+import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from './backend.js';
+import type { CapacityLimit } from './capacity.js';
 import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
-import type { CapacityLimit, ScaleResult } from './scale-types.js';
+import type { ScaleResult } from './scale.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
 
 /**
@@ -185,7 +186,7 @@ export class Spawner {
           error,
         });
         this.#pacing.failed(scaler, error);
-        return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'reserve', error };
+        return { kind: 'spawn-failed', scaler: scaler.name, agentId, stage: 'reserve', error };
       }
       if (!granted.ok) {
         record.spawnSettled = true;
@@ -235,7 +236,7 @@ export class Spawner {
         this.#pacing.failed(scaler, failed!.error);
         return {
           kind: 'spawn-failed',
-          backend: scaler.name,
+          scaler: scaler.name,
           agentId,
           stage: 'state',
           error: failed!.error,
@@ -275,13 +276,18 @@ export class Spawner {
         // Nothing runs: everything goes back.
         await core.forget(record);
         core.counters.spawnFailures++;
-        core.emitFor(record, 'spawn-failed', `Backend ${scaler.name} failed to spawn ${agentId}`, {
-          stage: 'spawn',
-          error,
-        });
+        core.emitFor(
+          record,
+          'spawn-failed',
+          `The backend of scaler ${scaler.name} failed to spawn ${agentId}`,
+          {
+            stage: 'spawn',
+            error,
+          },
+        );
         if (!doomed) this.#pacing.failed(scaler, error);
       }
-      return { kind: 'spawn-failed', backend: scaler.name, agentId, stage: 'spawn', error };
+      return { kind: 'spawn-failed', scaler: scaler.name, agentId, stage: 'spawn', error };
     }
     record.spawnSettled = true;
     core.book.touch(record);
@@ -300,10 +306,10 @@ export class Spawner {
     if (result && typeof result === 'object' && result.context) record.context = result.context;
     if (record.warm) core.counters.warmSpawns++;
     else core.counters.coldStarts++;
-    core.emitFor(record, 'spawned', `Backend ${scaler.name} is starting ${agentId}`);
+    core.emitFor(record, 'spawned', `The backend of scaler ${scaler.name} is starting ${agentId}`);
     return {
       kind: 'spawned',
-      backend: scaler.name,
+      scaler: scaler.name,
       agentId,
       labels: [...labelSet.labels],
       resources: { requests: copyAmount(resources.requests), limits: copyAmount(resources.limits) },
@@ -327,7 +333,7 @@ export class Spawner {
 function lostWhileSpawning(record: AgentRecord, stage: 'reserve' | 'spawn'): ScaleResult {
   return {
     kind: 'spawn-failed',
-    backend: record.scaler.name,
+    scaler: record.scaler.name,
     agentId: record.agentId,
     stage,
     error: new BackendError(

@@ -6,7 +6,7 @@
  * `sweepIsolation`.
  */
 import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './fleet-types.js';
+import type { ReconcileResult } from './teardown.js';
 
 /**
  * One sweep: remove what agents not in `liveAgentIds` left behind, and answer
@@ -18,37 +18,13 @@ import type { ReconcileResult } from './fleet-types.js';
  * agents a backend listed that the manager does not track), so a sweep that
  * iterates it after reading its own state keeps what an agent started meanwhile
  * wrote.
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { sweepAgentCaps } from 'scaler-primitives/agent-caps/nats';
- * import type { ReconcileSweep } from 'scaler-primitives/manager';
- * import { sweepIsolation } from 'scaler-primitives/nftables';
- * declare const kv: KV;
- * const capsSweep: ReconcileSweep = (live) => sweepAgentCaps(kv, live);
- * const nftSweep: ReconcileSweep = (live) => sweepIsolation(live, { table: 'scaler_primitives' });
- * ```
  */
 export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
   /** The agents whose leftovers the sweep removed. */
   readonly removedAgents: readonly string[];
 }>;
 
-/**
- * What one sweep did in a `reconcile()` pass.
- *
- * @example
- * ```ts
- * import type { ScalerManager, SweepOutcome } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * const { sweeps = [] } = await manager.reconcile();
- * for (const s of sweeps as SweepOutcome[]) {
- *   if (s.error) console.error(`sweep ${s.name} failed`, s.error);
- *   else console.log(`sweep ${s.name}: removed ${s.removedAgents.length}${s.skipped ? ` (${s.skipped})` : ''}`);
- * }
- * ```
- */
+/** What one sweep did in a `reconcile()` pass. */
 export interface SweepOutcome {
   /** The sweep's name (its key in the `sweeps` option). */
   name: string;

@@ -1,21 +1,11 @@
 import type { Clock, ClockTimer } from '../clock.js';
 import type { AgentRecord } from './agents.js';
-import type { ScalerBackend } from './backend-types.js';
+import type { ScalerBackend } from './backend.js';
 import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './fleet-types.js';
 import type { ScalerState } from './scalers.js';
+import type { SweepOutcome } from './sweeps.js';
 
-/**
- * Options of `ScalerManager.shutdownAll`.
- *
- * @example
- * ```ts
- * import type { ScalerManager, ShutdownOptions } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * const options: ShutdownOptions = { drain: true, timeoutMs: 120_000 };
- * process.once('SIGTERM', () => void manager.shutdownAll(options));
- * ```
- */
+/** Options of `ScalerManager.shutdownAll`. */
 export interface ShutdownOptions {
   /**
    * Drain first: idle and spawning agents are destroyed at once, busy ones when
@@ -30,6 +20,34 @@ export interface ShutdownOptions {
    * @default 300000
    */
   timeoutMs?: number;
+}
+
+/** What `reconcile` found. */
+export interface ReconcileResult {
+  /** Tracked agents their backend no longer lists: released and forgotten. */
+  released: string[];
+  /** Agents a backend lists that this manager does not track (left alone). */
+  untracked: UntrackedAgent[];
+  /** Backends whose `list()` threw (their agents were left alone). */
+  failed: ReconcileFailure[];
+  /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
+  sweeps?: SweepOutcome[];
+}
+
+/** An agent a backend runs that the manager does not track. */
+export interface UntrackedAgent {
+  /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
+  scaler: string;
+  /** The agent. */
+  agentId: string;
+}
+
+/** A backend whose `list()` threw during `reconcile`. */
+export interface ReconcileFailure {
+  /** The scaler. */
+  scaler: string;
+  /** What `list()` threw. */
+  error: unknown;
 }
 
 /** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
@@ -94,9 +112,14 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
           }
         },
         (error: unknown) => {
-          core.emitGeneral(names, 'shutdown-failed', `Backend ${names} failed to shut down`, {
-            error,
-          });
+          core.emitGeneral(
+            names,
+            'shutdown-failed',
+            `The backend of scaler(s) ${names} failed to shut down`,
+            {
+              error,
+            },
+          );
         },
       ),
     );

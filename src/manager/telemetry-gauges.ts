@@ -10,7 +10,7 @@ import type {
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
 import type { FleetCore } from './core.js';
-import type { ScalerStatus, Usage } from './types.js';
+import type { ScalerStatus, Usage } from './status.js';
 
 /** What the telemetry reads from the manager. @internal */
 export interface ManagerView {
@@ -74,19 +74,19 @@ export function observeManager(meter: OtelMeter, view: () => ManagerView): void 
     unit: '1',
   });
   failures.addCallback((result) => {
-    for (const b of view().status().backends) {
+    for (const b of view().status().scalers) {
       result.observe(b.backoff?.failures ?? 0, { 'scaler.name': b.name });
     }
   });
   open.addCallback((result) => {
-    for (const b of view().status().backends) {
+    for (const b of view().status().scalers) {
       result.observe(b.backoff?.open ? 1 : 0, { 'scaler.name': b.name });
     }
   });
 }
 
 function observeAgents(result: OtelObservableResult, view: () => ManagerView): void {
-  for (const b of view().status().backends) {
+  for (const b of view().status().scalers) {
     const counts: Array<[string, number]> = [
       ['spawning', b.spawningCount],
       ['idle', b.idleCount],
@@ -103,7 +103,7 @@ function observeAgents(result: OtelObservableResult, view: () => ManagerView): v
 function observeLimits(result: OtelObservableResult, view: () => ManagerView): void {
   const status = view().status();
   result.observe(status.globalMaxAgents, { 'scaler.scope': 'orchestrator' });
-  for (const b of status.backends) {
+  for (const b of status.scalers) {
     result.observe(b.maxAgents, { 'scaler.scope': 'scaler', 'scaler.name': b.name });
   }
 }
@@ -115,7 +115,7 @@ function observeScopes(result: OtelObservableResult, view: () => ManagerView, pi
     if (value !== undefined) result.observe(value, attributes);
   };
   report(status.globalUsage, status.globalResourceCap, { 'scaler.scope': 'orchestrator' });
-  for (const b of status.backends) {
+  for (const b of status.scalers) {
     report(b.usage, b.resourceCap, { 'scaler.scope': 'scaler', 'scaler.name': b.name });
   }
   for (const p of status.pools) {

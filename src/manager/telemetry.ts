@@ -24,43 +24,23 @@ import {
 } from '../internal/telemetry/index.js';
 import type { ReserveResult } from '../ledger/types.js';
 import type { AgentRecord } from './agents.js';
+import type { ScalerEvent } from './events.js';
+import type { ScaleResult } from './scale.js';
 import { type ManagerView, observeManager } from './telemetry-gauges.js';
 import { createManagerInstruments, type ManagerInstruments } from './telemetry-instruments.js';
-import type { ScaleResult, ScalerEvent } from './types.js';
-
-export type { ManagerView } from './telemetry-gauges.js';
 
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
 
-/**
- * The telemetry options of `ScalerManager`.
- *
- * @example
- * ```ts
- * import { MeterProvider } from '@opentelemetry/sdk-metrics';
- * import { type ScalerBackend, type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backend: ScalerBackend;
- * const meterProvider = new MeterProvider();
- * const manager = new ScalerManager({
- *   config,
- *   backends: [{ name: 'linux', backend }],
- *   meterProvider,
- *   spawnDurationHistogram: true,
- * });
- * ```
- */
+/** The telemetry options of `ScalerManager`. */
 export interface ManagerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
-   * (how long each backend `spawn` call took). Off by default because it is
-   * the one instrument that costs an SDK `record` on every spawn (the SDK
-   * sorts and serializes the attributes each time): over a microsecond of CPU,
-   * nothing beside a real spawn but a quarter or more of the 5% overhead
-   * budget of an in-memory `requestScale`. `scaler.spawns` counts every spawn
-   * by outcome either way, and `scaler.agent.registration.duration` covers
-   * spawn to registration. See docs/observability.md, Overhead.
+   * (how long each backend `spawn` call took). Off by default: it is the one
+   * instrument that costs an SDK `record` on every spawn (see
+   * docs/observability.md, Overhead). `scaler.spawns` counts every spawn by
+   * outcome either way, and `scaler.agent.registration.duration` covers spawn
+   * to registration.
    * @default false
    */
   spawnDurationHistogram?: boolean;
@@ -68,7 +48,7 @@ export interface ManagerTelemetryOptions extends TelemetryOptions {
 
 /**
  * The telemetry of one manager, or `undefined` when no provider was given.
- * `view` is called lazily (the manager's rooms exist by the first use).
+ * `view` is called lazily (the manager's parts exist by the first use).
  *
  * @throws TypeError for a provider without `getMeter`/`getTracer`, or a
  *   `spawnDurationHistogram` that is not a boolean.
@@ -198,7 +178,7 @@ export class ManagerTelemetry {
 
   #answered(jobId: string, result: ScaleResult, span?: OtelSpan): void {
     const kind = result.kind;
-    const backend = 'backend' in result ? result.backend : undefined;
+    const scaler = 'scaler' in result ? result.scaler : undefined;
     let limit: string | undefined;
     let pool: string | undefined;
     let dimension: string | undefined;
@@ -214,12 +194,12 @@ export class ManagerTelemetry {
     }
     const m = this.#m;
     if (m !== undefined) {
-      m.requests.add(1, kind, backend, limit, pool, dimension);
+      m.requests.add(1, kind, scaler, limit, pool, dimension);
       this.#waited(m, jobId, result);
     }
     if (span === undefined) return;
     span.setAttribute('scaler.result', kind);
-    if (backend !== undefined) span.setAttribute('scaler.name', backend);
+    if (scaler !== undefined) span.setAttribute('scaler.name', scaler);
     if (limit !== undefined) span.setAttribute('scaler.limit', limit);
     if (pool !== undefined) span.setAttribute('scaler.pool', pool);
     if (dimension !== undefined) span.setAttribute('scaler.limit.dimension', dimension);
@@ -247,7 +227,7 @@ export class ManagerTelemetry {
       if (since !== undefined) {
         this.#waiting.delete(jobId);
         const now = this.#view().core.now();
-        m.jobWait.record(Math.max(0, now - since) / 1000, m.waitAttributes.get(result.backend));
+        m.jobWait.record(Math.max(0, now - since) / 1000, m.waitAttributes.get(result.scaler));
       }
     } else if (result.kind !== 'already-spawning') {
       this.#waiting.delete(jobId);

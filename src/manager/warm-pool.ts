@@ -1,12 +1,12 @@
 import type { AgentRecord } from './agents.js';
-import type { AgentResources } from './backend-types.js';
+import type { AgentResources } from './backend.js';
+import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
 import { isWarmCapacity } from './inventory.js';
-import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
 import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
-import type { BackendStatus, WarmPoolHold } from './status-types.js';
+import type { ScalerEntryStatus, WarmPoolHold } from './status.js';
 
 /**
  * The warm pool: how many idle agents a scaler keeps ready now, which idle
@@ -39,7 +39,7 @@ export class WarmPool {
   }
 
   /** Add the warm pool's facts to a scaler's status. */
-  describe(scaler: ScalerState, entry: BackendStatus, now: number): void {
+  describe(scaler: ScalerState, entry: ScalerEntryStatus, now: number): void {
     const warm = scaler.config.warmPool;
     if (warm === undefined) return;
     const answer = this.#schedules.evaluate(warm, now);

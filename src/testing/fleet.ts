@@ -277,7 +277,7 @@ export function createTestFleet(
       }
       const ids: string[] = [];
       for (const id of entry.ids) {
-        if (manager.getBackendName(id) === name) ids.push(id);
+        if (manager.getScalerName(id) === name) ids.push(id);
         else entry.ids.delete(id);
       }
       if (ids.length > 0) out[name] = ids;
@@ -305,7 +305,7 @@ export function createTestFleet(
       status.globalResourceCap?.maxMemoryBytes,
       'bytes',
     );
-    for (const b of status.backends) {
+    for (const b of status.scalers) {
       if (b.activeCount > b.maxAgents) {
         problems.push(
           `scaler ${b.name}: ${b.activeCount} agents tracked, maxAgents ${b.maxAgents}`,
@@ -315,7 +315,7 @@ export function createTestFleet(
       over(`scaler ${b.name} memory`, b.usage.memBytes, b.resourceCap?.maxMemoryBytes, 'bytes');
     }
     const tracked = trackedAgents();
-    const poolOf = new Map(status.backends.map((b) => [b.name, b.machinePool]));
+    const poolOf = new Map(status.scalers.map((b) => [b.name, b.machinePool]));
     const agentPool = new Map<string, string | undefined>();
     for (const [scaler, ids] of Object.entries(tracked)) {
       for (const id of ids) agentPool.set(id, poolOf.get(scaler));
@@ -354,7 +354,7 @@ export function createTestFleet(
     }
     const byJob = new Map<string, string[]>();
     for (const [agentId, jobId] of bound) {
-      if (manager.getBackendName(agentId) === null) continue;
+      if (manager.getScalerName(agentId) === null) continue;
       byJob.set(jobId, [...(byJob.get(jobId) ?? []), agentId]);
     }
     for (const [jobId, agents] of byJob) {

@@ -41,7 +41,7 @@ describe('drain(agentId)', () => {
     expect(gone).toBe(false);
     expect(backend.destroyed).toEqual([]);
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
-    const status = manager.getStatus().backends[0]!;
+    const status = manager.getStatus().scalers[0]!;
     expect(status.draining).toEqual(['vm-1']);
     expect(status.drainingCount).toBe(1);
     expect(status.busyCount).toBe(0);
@@ -74,7 +74,7 @@ describe('drain(agentId)', () => {
     // A fast agent registers before its spawn call answered: it is bound to nothing.
     expect(manager.onAgentRegistered('vm-1', [])).toEqual({ mandatoryLabels: [] });
     // The job is free to ask again.
-    expect(manager.getStatus().backends[0]!.destroyingCount).toBe(1);
+    expect(manager.getStatus().scalers[0]!.destroyingCount).toBe(1);
     gate.resolve();
     await drained;
     expect(await pending).toMatchObject({ kind: 'spawn-failed' });
@@ -130,13 +130,13 @@ describe('the manager never destroys a busy agent', () => {
     expect((await manager.reload(lowered)).ok).toBe(true);
     await manager.maintain();
     expect(backend.destroyed).toEqual(['vm-4']);
-    const status = manager.getStatus().backends[0]!;
+    const status = manager.getStatus().scalers[0]!;
     expect(status.drainingCount).toBe(2);
     expect(status.busyCount).toBe(1);
     for (const id of ['vm-1', 'vm-2', 'vm-3']) manager.onJobComplete(id);
     await settle();
     expect(backend.destroyed).toHaveLength(3);
-    expect(manager.getStatus().backends[0]!.activeCount).toBe(1);
+    expect(manager.getStatus().scalers[0]!.activeCount).toBe(1);
   });
 
   it('a removed scaler: idle agents go at once, busy ones after their job', async () => {
@@ -151,7 +151,7 @@ describe('the manager never destroys a busy agent', () => {
     manager.onJobComplete('vm-1');
     await settle();
     expect(backend.destroyed).toEqual(['vm-2', 'vm-1']);
-    expect(manager.getStatus().backends.map((b) => b.name)).toEqual(['other']);
+    expect(manager.getStatus().scalers.map((b) => b.name)).toEqual(['other']);
   });
 
   it('idle reaping racing a job: the job wins when it came first', async () => {
@@ -164,7 +164,7 @@ describe('the manager never destroys a busy agent', () => {
     manager.correlateAgentToJob('vm-1', 'run', 'job-9');
     await manager.maintain();
     expect(backend.destroyed).toEqual([]);
-    expect(manager.getStatus().backends[0]!.busyCount).toBe(1);
+    expect(manager.getStatus().scalers[0]!.busyCount).toBe(1);
   });
 
   it('reconcile leaves an agent whose destroy is answering alone', async () => {

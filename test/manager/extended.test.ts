@@ -71,13 +71,13 @@ describe('extended resources in the manager', () => {
   it('a GPU job spawns with its GPU limit, holds a pool row with it, and status counts it', async () => {
     const { manager: m, gpuBackend, ledger } = manager(new MemoryPoolStore(), 'a');
     const result = await m.requestScale(['linux', 'gpu'], 'j1', [], oneGpu);
-    expect(result).toMatchObject({ kind: 'spawned', backend: 'gpu' });
+    expect(result).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpuBackend.spawned[0]!.resources.limits.extended).toEqual({ [gpu]: 1 });
     expect(gpuBackend.spawned[0]!.resources.requests.extended).toEqual({ [gpu]: 1 });
     expect((await ledger.list('gpuhost')).map((r) => r.extended)).toEqual([{ [gpu]: 1 }]);
     const status = m.getStatus();
     expect(status.globalUsage).toEqual({ cpus: 1, memBytes: 0, extended: { [gpu]: 1 } });
-    expect(status.backends.find((b) => b.name === 'gpu')!.usage.extended).toEqual({ [gpu]: 1 });
+    expect(status.scalers.find((b) => b.name === 'gpu')!.usage.extended).toEqual({ [gpu]: 1 });
     expect(status.pools[0]!.usage).toEqual({ cpus: 1, memBytes: 0, extended: { [gpu]: 1 } });
     await m.shutdownAll();
   });
@@ -117,7 +117,7 @@ describe('extended resources in the manager', () => {
     // 'plain' has no cap at all and does not provide GPUs.
     expect(await m.requestScale(['linux', 'small'], 'on-plain', [], oneGpu)).toMatchObject({
       kind: 'never-fits',
-      backend: 'plain',
+      scaler: 'plain',
       limit: { limit: 'scaler-cap', scaler: 'plain', dimension: gpu, max: 0, neverFits: true },
     });
     expect(gpuBackend.spawned).toHaveLength(0);
@@ -126,7 +126,7 @@ describe('extended resources in the manager', () => {
     const fp = await m.requestScale(['linux', 'gpu'], 'fpga', [], {
       requests: { cpus: 1, [fpga]: 2 },
     });
-    expect(fp).toMatchObject({ kind: 'spawned', backend: 'gpu' });
+    expect(fp).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpuBackend.spawned[0]!.resources.limits.extended).toEqual({ [fpga]: 2 });
     await m.shutdownAll();
   });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { automaticLabels, labelSetMatches, passesMandatoryGate } from '../../src/manager/index.js';
+import { automaticLabels, labelSetMatches, passesMandatoryGate } from '../../src/manager/labels.js';
 
 describe('label matching', () => {
   it.each([

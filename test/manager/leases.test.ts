@@ -7,13 +7,13 @@
 import { describe, expect, it } from 'vitest';
 import type { PoolLedger } from '../../src/ledger/index.js';
 import {
-  type LeaseLostPolicy,
   MemoryStateStore,
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
   type SpawnRequest,
 } from '../../src/manager/index.js';
+import type { LeaseLostPolicy } from '../../src/manager/leases.js';
 import {
   FakeBackend,
   MemoryPoolLedger,
@@ -160,8 +160,8 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
       policy: 'stop-agents',
       spawningStopped: true,
     });
-    expect(status.backends.find((b) => b.name === 'vm')?.spawningStopped).toBe(true);
-    expect(status.backends.find((b) => b.name === 'free')?.spawningStopped).toBeUndefined();
+    expect(status.scalers.find((b) => b.name === 'vm')?.spawningStopped).toBe(true);
+    expect(status.scalers.find((b) => b.name === 'free')?.spawningStopped).toBeUndefined();
 
     await h.clock.advance(10_000); // the deadline
     expect(general(h.events, 'lease-lost').map((e) => e.at)).toEqual([DEADLINE]);
@@ -186,7 +186,7 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
     expect(renewed).toMatchObject({ at: T0 + 25_000, data: { policy: 'stop-agents', agents: [] } });
     expect(h.manager.getStatus().lease).toMatchObject({ health: 'held', spawningStopped: false });
     const again = await h.manager.requestScale(['linux'], 'job-again');
-    expect(again).toMatchObject({ kind: 'spawned', backend: 'vm' });
+    expect(again).toMatchObject({ kind: 'spawned', scaler: 'vm' });
     expect(h.vm.running()).toEqual(['vm-4']);
     expect(general(h.events, 'lease-lost')).toEqual([]);
   });
@@ -287,7 +287,7 @@ describe('leaseLostPolicy report', () => {
       policy: 'report',
       spawningStopped: false,
     });
-    expect(h.manager.getStatus().backends.find((b) => b.name === 'vm')?.spawningStopped).toBe(
+    expect(h.manager.getStatus().scalers.find((b) => b.name === 'vm')?.spawningStopped).toBe(
       undefined,
     );
     // Not refused by the policy: the reserve reaches the ledger, which refuses an unconfirmed lease.

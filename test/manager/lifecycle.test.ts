@@ -58,9 +58,9 @@ describe('registration and correlation', () => {
     });
     const status = manager.getStatus();
     expect(status.spawningCount).toBe(0);
-    expect(status.backends[0]!.busyCount).toBe(1);
-    expect(manager.getBackendName(id)).toBe('small');
-    expect(manager.getBackendForAgent('static-1')).toBeNull();
+    expect(status.scalers[0]!.busyCount).toBe(1);
+    expect(manager.getScalerName(id)).toBe('small');
+    expect(manager.getScalerName('static-1')).toBeNull();
     expect(manager.getScalerContextForAgent(id)).toMatchObject({
       scaler: 'small',
       type: 'container',
@@ -190,7 +190,7 @@ describe('pruning spawns that never register', () => {
     // The backend may still start it: it keeps its capacity, but takes no job.
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(1);
-    expect(status.backends[0]!.destroyingCount).toBe(1);
+    expect(status.scalers[0]!.destroyingCount).toBe(1);
     expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
     expect(backend.destroyed).toEqual([]);
     // The job may ask again at once.
@@ -354,7 +354,7 @@ describe('reload', () => {
     spawnedId(await manager.requestScale(['linux'], 'j2'));
     const lowered = config();
     lowered.scalers[0]!.resourceCap = { maxCpu: 1 };
-    expect(await manager.reload(lowered)).toEqual({ ok: true, errors: [] });
+    expect(await manager.reload(lowered)).toMatchObject({ ok: true, errors: [] });
     expect(manager.getStatus().globalActiveCount).toBe(2);
     expect(await manager.requestScale(['linux'], 'j3')).toMatchObject({
       kind: 'at-capacity',
@@ -381,17 +381,17 @@ describe('reload', () => {
     });
     expect((await manager.reload(next)).ok).toBe(true);
     let status = manager.getStatus();
-    expect(status.backends.map((b) => [b.name, b.retiring, b.activeCount])).toEqual([
+    expect(status.scalers.map((b) => [b.name, b.retiring, b.activeCount])).toEqual([
       ['big', false, 0],
       ['small', true, 1],
     ]);
     expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
       kind: 'spawned',
-      backend: 'big',
+      scaler: 'big',
     });
     expect(await manager.requestScale(['linux'], 'j3')).toMatchObject({
       kind: 'at-capacity',
-      backend: 'big',
+      scaler: 'big',
     });
     expect(await manager.requestScale(['scaler-primitives:scaler:small'], 'j4')).toEqual({
       kind: 'no-match',
@@ -402,7 +402,7 @@ describe('reload', () => {
     });
     await manager.onAgentDisconnected(id);
     status = manager.getStatus();
-    expect(status.backends.map((b) => b.name)).toEqual(['big']);
+    expect(status.scalers.map((b) => b.name)).toEqual(['big']);
   });
 
   it('new label sets match immediately (the match cache is cleared)', async () => {
@@ -431,7 +431,7 @@ describe('reconcile and shutdown', () => {
       untracked: [{ scaler: 'small', agentId: 'stranger' }],
       failed: [],
     });
-    expect(manager.getBackendName(kept)).toBe('small');
+    expect(manager.getScalerName(kept)).toBe('small');
     expect(manager.getStatus().globalActiveCount).toBe(2);
     expect(manager.getStatus().counters.reconciled).toBe(1);
     gate.resolve();

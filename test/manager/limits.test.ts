@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import type { ScalerConfigInput, ScalerEntryInput } from '../../src/manager/index.js';
+import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScalerConfigInput } from '../../src/manager/index.js';
 import { settle } from './fake-clock.js';
 import { fleet } from './fleet.js';
 
@@ -66,7 +67,7 @@ describe('idleTimeoutSeconds', () => {
     clock.set(clock.now() + 60_000);
     await manager.maintain();
     expect(backend.destroyed).toEqual([a]);
-    expect(manager.getStatus().backends[0]!.idleCount).toBe(1);
+    expect(manager.getStatus().scalers[0]!.idleCount).toBe(1);
     // No respawn: the kept agent is the warm pool.
     expect(backend.spawned).toHaveLength(2);
   });
@@ -108,7 +109,7 @@ describe('maxAgentLifetimeSeconds', () => {
     clock.set(clock.now() + 3_600_000);
     await manager.maintain();
     expect(backend.destroyed).toEqual([idle]);
-    expect(manager.getStatus().backends[0]!.draining).toEqual([busy]);
+    expect(manager.getStatus().scalers[0]!.draining).toEqual([busy]);
     manager.onJobComplete(busy);
     await settle();
     expect(backend.destroyed).toEqual([idle, busy]);

@@ -58,7 +58,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     const result = await manager.requestScale(['linux'], 'job-1');
     expect(result).toEqual({
       kind: 'spawned',
-      backend: 'small',
+      scaler: 'small',
       agentId: 'small-1',
       labels: ['linux', 'small', 'scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
       resources: { requests: { cpus: 1, memBytes: Gi }, limits: { cpus: 1, memBytes: Gi } },
@@ -76,7 +76,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     expect(status.globalActiveCount).toBe(1);
     expect(status.spawningCount).toBe(1);
     expect(status.globalUsage).toEqual({ cpus: 1, memBytes: Gi });
-    expect(status.backends[0]!.usage).toEqual({ cpus: 1, memBytes: Gi });
+    expect(status.scalers[0]!.usage).toEqual({ cpus: 1, memBytes: Gi });
     expect(status.counters.coldStarts).toBe(1);
   });
 
@@ -99,10 +99,10 @@ describe('ScalerManager.requestScale: result kinds', () => {
       ['scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
       'job-1',
     );
-    expect(result).toMatchObject({ kind: 'spawned', backend: 'small' });
+    expect(result).toMatchObject({ kind: 'spawned', scaler: 'small' });
     const none = await manager.requestScale(['scaler-primitives:scaler:gpu', 'gpu'], 'job-2');
     expect(none.kind).toBe('spawned');
-    expect(none.kind === 'spawned' && none.backend).toBe('gpu');
+    expect(none.kind === 'spawned' && none.scaler).toBe('gpu');
   });
 
   it('already-spawning: a second request for the same job while the spawn is in flight', async () => {
@@ -111,7 +111,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     small.gate = gate.promise;
     const first = manager.requestScale(['linux'], 'job-1');
     const second = await manager.requestScale(['linux'], 'job-1');
-    expect(second).toEqual({ kind: 'already-spawning', backend: 'small', agentId: 'small-1' });
+    expect(second).toEqual({ kind: 'already-spawning', scaler: 'small', agentId: 'small-1' });
     gate.resolve();
     expect((await first).kind).toBe('spawned');
     // Still spawning (not registered): still already-spawning.
@@ -151,9 +151,9 @@ describe('ScalerManager.requestScale: result kinds', () => {
   it('the mandatory gate: a gpu agent only for jobs naming gpu', async () => {
     const { manager, gpu } = setup();
     const plain = await manager.requestScale(['linux'], 'job-1');
-    expect(plain).toMatchObject({ kind: 'spawned', backend: 'small' });
+    expect(plain).toMatchObject({ kind: 'spawned', scaler: 'small' });
     const gpuJob = await manager.requestScale(['linux', 'gpu'], 'job-2');
-    expect(gpuJob).toMatchObject({ kind: 'spawned', backend: 'gpu' });
+    expect(gpuJob).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpu.spawned[0]!.mandatoryLabels).toEqual(['gpu']);
     const reg = manager.onAgentRegistered('gpu-2', ['linux', 'gpu']);
     expect(reg).toEqual({ boundJobId: 'job-2', mandatoryLabels: ['gpu'] });
@@ -172,12 +172,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
         ],
       }),
     });
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ backend: 'small' });
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ backend: 'gpu' });
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ scaler: 'small' });
+    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ scaler: 'gpu' });
     const full = await manager.requestScale(['linux'], 'j3');
     expect(full).toEqual({
       kind: 'at-capacity',
-      backend: 'small',
+      scaler: 'small',
       limit: { limit: 'scaler-max-agents', scaler: 'small', used: 1, max: 1, neverFits: false },
       refusals: [
         { limit: 'scaler-max-agents', scaler: 'small', used: 1, max: 1, neverFits: false },
@@ -223,7 +223,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 5 } });
     expect(result).toEqual({
       kind: 'never-fits',
-      backend: 'small',
+      scaler: 'small',
       limit: {
         limit: 'scaler-cap',
         scaler: 'small',
@@ -283,7 +283,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     });
     expect(result).toMatchObject({
       kind: 'spawn-failed',
-      backend: 'small',
+      scaler: 'small',
       agentId: 'small-1',
       stage: 'spawn',
     });
@@ -291,7 +291,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(0);
     expect(status.globalUsage).toEqual({ cpus: 0, memBytes: 0 });
-    expect(status.backends[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
+    expect(status.scalers[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
     expect(status.counters.spawnFailures).toBe(1);
     expect(events.map((e) => e.kind)).toEqual(['spawning', 'spawn-failed']);
     // The job is not stuck in already-spawning.
@@ -371,7 +371,7 @@ describe('ScalerManager: machine pools', () => {
     expect(manager.getStatus().pools).toEqual([
       { name: 'host', cap: { maxCpu: 3 }, usage: { cpus: 1, memBytes: 0 } },
     ]);
-    expect(manager.getStatus().backends[0]!.machinePool).toBe('host');
+    expect(manager.getStatus().scalers[0]!.machinePool).toBe('host');
   });
 
   it('a full pool (another process holds it) is at-capacity and rolls the caps back', async () => {

@@ -3,7 +3,8 @@
  * failure backoff (exponential, full jitter, bounded, reset on registration).
  */
 import { describe, expect, it } from 'vitest';
-import type { ScaleResult, ScalerConfigInput, ScalerEntryInput } from '../../src/manager/index.js';
+import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScaleResult, ScalerConfigInput } from '../../src/manager/index.js';
 import { fleet } from './fleet.js';
 
 function config(extra: Partial<ScalerEntryInput>, second = false): ScalerConfigInput {
@@ -55,10 +56,10 @@ describe('maxSpawnsPerMinute', () => {
 
   it('a paced scaler does not stop the next matching one', async () => {
     const { manager } = fleet({ config: config({ maxSpawnsPerMinute: 1 }, true) });
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ backend: 'vm' });
+    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ scaler: 'vm' });
     expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
       kind: 'spawned',
-      backend: 'other',
+      scaler: 'other',
     });
   });
 });
@@ -74,12 +75,12 @@ describe('spawn-failure backoff', () => {
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     const refused = await manager.requestScale(['linux'], 'j1');
-    expect(refused).toMatchObject({ kind: 'backing-off', backend: 'vm', retryAfterMs: 500 });
+    expect(refused).toMatchObject({ kind: 'backing-off', scaler: 'vm', retryAfterMs: 500 });
     expect(refused.kind === 'backing-off' && String(refused.lastError)).toMatch(
       /boom spawning vm-2/,
     );
     expect(events.filter((e) => e.kind === 'backoff-opened')).toHaveLength(1);
-    expect(manager.getStatus().backends[0]!.backoff).toMatchObject({ failures: 2, open: true });
+    expect(manager.getStatus().scalers[0]!.backoff).toMatchObject({ failures: 2, open: true });
     clock.set(clock.now() + 500);
     // Half-open: one probe goes through; the next waits for it.
     backend.failNext = 1;
@@ -95,7 +96,7 @@ describe('spawn-failure backoff', () => {
     expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ kind: 'backing-off' });
     manager.onAgentRegistered('vm-4', []);
     expect(events.filter((e) => e.kind === 'backoff-closed')).toHaveLength(1);
-    expect(manager.getStatus().backends[0]!.backoff).toBeUndefined();
+    expect(manager.getStatus().scalers[0]!.backoff).toBeUndefined();
     expect(kindOf(await manager.requestScale(['linux'], 'j2'))).toBe('spawned');
   });
 
@@ -143,7 +144,7 @@ describe('spawn-failure backoff', () => {
     for (let i = 2; i < 6; i++) {
       expect(await manager.requestScale(['linux'], `j${i}`)).toMatchObject({
         kind: 'spawned',
-        backend: 'other',
+        scaler: 'other',
       });
     }
   });

@@ -72,7 +72,7 @@ async function runOnce(seed: number, requests: number) {
       violations.push(`${where}: global count`);
     if (status.globalUsage.cpus > 10 + 1e-9) violations.push(`${where}: global cpu`);
     if (status.globalUsage.memBytes > 20 * Gi) violations.push(`${where}: global mem`);
-    for (const b of status.backends) {
+    for (const b of status.scalers) {
       if (b.activeCount > maxAgents[b.name]!) violations.push(`${where}: ${b.name} count`);
       if (b.resourceCap?.maxCpu !== undefined && b.usage.cpus > b.resourceCap.maxCpu + 1e-9) {
         violations.push(`${where}: ${b.name} cpu`);
@@ -120,7 +120,7 @@ async function runOnce(seed: number, requests: number) {
     }
   });
   await Promise.all(calls);
-  for (const b of manager.getStatus().backends)
+  for (const b of manager.getStatus().scalers)
     expect(b.activeCount).toBeLessThanOrEqual(maxAgents[b.name]!);
   await Promise.all([...live].map((id) => manager.onAgentDisconnected(id)));
   const status = manager.getStatus();
@@ -144,7 +144,7 @@ describe('concurrent requestScale', () => {
     }
     expect(status.globalActiveCount).toBe(0);
     expect(status.globalUsage).toEqual({ cpus: 0, memBytes: 0 });
-    for (const b of status.backends) expect(b.usage).toEqual({ cpus: 0, memBytes: 0 });
+    for (const b of status.scalers) expect(b.usage).toEqual({ cpus: 0, memBytes: 0 });
     expect(pool).toEqual({ cpus: 0, memBytes: 0 });
   });
 

@@ -29,7 +29,7 @@ const berlin = [
 describe('warm-pool schedules', () => {
   it('follows local time across the spring DST change (Europe/Berlin, 2026-03-29)', async () => {
     const { manager, clock } = fleet({ config: config(berlin) });
-    const warm = () => manager.getStatus().backends[0]!.warmPool!;
+    const warm = () => manager.getStatus().scalers[0]!.warmPool!;
     // Saturday 07:59 CET = 06:59Z: outside every period.
     clock.set(Date.UTC(2026, 2, 28, 6, 59));
     expect(warm()).toMatchObject({ size: 1, baseSize: 1 });
@@ -72,7 +72,7 @@ describe('warm-pool schedules', () => {
     clock.set(Date.UTC(2026, 5, 1, 11, 0));
     await manager.maintain();
     expect(backend.destroyed).toHaveLength(2);
-    expect(manager.getStatus().backends[0]!.idleCount).toBe(1);
+    expect(manager.getStatus().scalers[0]!.idleCount).toBe(1);
   });
 
   it('refuses bad patterns, unknown zones and sizes above maxAgents, with their paths', () => {

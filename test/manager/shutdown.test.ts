@@ -135,7 +135,7 @@ describe('shutdownAll({ drain })', () => {
     await settle();
     expect(backend.destroyed).toEqual(['vm-3']);
     const status = manager.getStatus();
-    expect(status.backends[0]!.draining.sort()).toEqual(['vm-1', 'vm-2']);
+    expect(status.scalers[0]!.draining.sort()).toEqual(['vm-1', 'vm-2']);
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     manager.onJobComplete('vm-1');
     await settle();
@@ -167,7 +167,7 @@ describe('destroy racing dispatch', () => {
     await settle();
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     manager.correlateAgentToJob('vm-1', 'run', 'j2');
-    expect(manager.getStatus().backends[0]!.busyCount).toBe(0);
+    expect(manager.getStatus().scalers[0]!.busyCount).toBe(0);
     destroyGate.resolve();
     await pass;
     expect(backend.destroyed).toEqual(['vm-1']);

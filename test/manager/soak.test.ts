@@ -86,7 +86,7 @@ describe('soak', () => {
       const status = manager.getStatus();
       if (status.globalActiveCount > GLOBAL_MAX) violations.push(`${where}: global count`);
       if (status.globalUsage.cpus > 6) violations.push(`${where}: global cpu`);
-      const vm = status.backends.find((b) => b.name === 'vm')!;
+      const vm = status.scalers.find((b) => b.name === 'vm')!;
       if (vm.activeCount > Math.max(vm.maxAgents, maxAgentsFloor)) {
         violations.push(`${where}: vm count ${vm.activeCount} > ${vm.maxAgents}`);
       }
@@ -94,7 +94,7 @@ describe('soak', () => {
       maxAgentsFloor = Math.max(vm.maxAgents, Math.min(maxAgentsFloor, vm.activeCount));
       if (ledger.usageOf('host').cpus > POOL_CPU) violations.push(`${where}: pool cpu`);
       for (const id of ledger.rows.get('host')!.keys()) {
-        if (manager.getBackendName(id) === null) violations.push(`${where}: leaked row ${id}`);
+        if (manager.getScalerName(id) === null) violations.push(`${where}: leaked row ${id}`);
       }
     };
 
@@ -151,7 +151,7 @@ describe('soak', () => {
         await clock.advance(Math.floor(rng() * 20_000));
         await manager.maintain();
       } else if (r < 0.96) {
-        const before = manager.getStatus().backends.find((b) => b.name === 'vm')!.activeCount;
+        const before = manager.getStatus().scalers.find((b) => b.name === 'vm')!.activeCount;
         variant++;
         const result = await manager.reload(config(variant));
         if (!result.ok) violations.push(`reload ${variant}: ${JSON.stringify(result.errors)}`);

@@ -144,7 +144,7 @@ describe('lost pool reservations', () => {
       kind: 'at-capacity',
       limit: { limit: 'reservation-lost', pool: 'host' },
     });
-    expect(manager.getStatus().backends[0]!.spawningStopped).toBe(true);
+    expect(manager.getStatus().scalers[0]!.spawningStopped).toBe(true);
     await manager.reconcile(); // now it fits again: restored
     expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
     expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
@@ -154,7 +154,7 @@ describe('lost pool reservations', () => {
     const { manager, backend } = await lostRow('drain', true);
     await manager.reconcile();
     expect(backend.destroyed).toEqual([]);
-    expect(manager.getStatus().backends[0]!.draining).toEqual(['vm-1']);
+    expect(manager.getStatus().scalers[0]!.draining).toEqual(['vm-1']);
     manager.onJobComplete('vm-1');
     await settle();
     expect(backend.destroyed).toEqual(['vm-1']);
@@ -176,6 +176,6 @@ describe('lost pool reservations', () => {
     expect(events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
       'vm-1',
     ]);
-    expect(manager.getStatus().backends[0]!.draining).toEqual(['vm-1']);
+    expect(manager.getStatus().scalers[0]!.draining).toEqual(['vm-1']);
   });
 });

@@ -19,7 +19,7 @@ const config: ScalerConfigInput = {
 const heldEvents = (fleet: TestFleet, kind = 'warm-pool-held'): ScalerEvent[] =>
   fleet.events.filter((e) => e.kind === kind && e.scaler === 'warm');
 const held = (fleet: TestFleet): WarmPoolHold | undefined =>
-  fleet.manager.getStatus().backends.find((b) => b.name === 'warm')?.warmPool?.held;
+  fleet.manager.getStatus().scalers.find((b) => b.name === 'warm')?.warmPool?.held;
 
 describe('explained warm pool', () => {
   it('says why it holds back (demand hold, then a full limit) and until when, then that it resumed', async () => {

@@ -1,6 +1,6 @@
 /**
  * A span handed from the manager to the ledger across `PoolLedger.reserve`, whose
- * signature has no room for a context. The manager offers its reserve span
+ * signature has no parameter for a context. The manager offers its reserve span
  * under (pool, agent) just before calling `reserve`, and withdraws it right
  * after the call returns its promise; a ledger with a tracer takes it in the
  * same synchronous stretch (before its first `await`) and parents its own span

@@ -36,20 +36,7 @@ export const SLOW_BUCKETS = [
   0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
 ];
 
-/**
- * The two provider options of `ScalerManager`, `MachineLedger` and `NatsPoolLedger`.
- *
- * @example
- * ```ts
- * import { MachineLedger } from 'scaler-primitives/ledger';
- * import { metrics, trace } from '@opentelemetry/api';
- * const ledger = new MachineLedger({
- *   instanceId: 'orchestrator-a',
- *   meterProvider: metrics.getMeterProvider(),
- *   tracerProvider: trace.getTracerProvider(),
- * });
- * ```
- */
+/** The two provider options of `ScalerManager`, `MachineLedger` and `NatsPoolLedger`. */
 export interface TelemetryOptions {
   /**
    * Record metrics through this OpenTelemetry `MeterProvider` (its meter is named

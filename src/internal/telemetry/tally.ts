@@ -55,17 +55,17 @@ export class KeyedCache<V> {
 
   /** The value under the key, or `undefined` when the key is new and the cache is full. */
   find(a?: KeyPart, b?: KeyPart, c?: KeyPart, d?: KeyPart, e?: KeyPart): V | undefined {
-    const room = this.#size < MAX_KEYS;
+    const hasSpace = this.#size < MAX_KEYS;
     const depth =
       e !== undefined ? 5 : d !== undefined ? 4 : c !== undefined ? 3 : b !== undefined ? 2 : 1;
-    let node = step(this.#root, a, room);
-    if (depth > 1 && node !== undefined) node = step(node, b, room);
-    if (depth > 2 && node !== undefined) node = step(node, c, room);
-    if (depth > 3 && node !== undefined) node = step(node, d, room);
-    if (depth > 4 && node !== undefined) node = step(node, e, room);
+    let node = step(this.#root, a, hasSpace);
+    if (depth > 1 && node !== undefined) node = step(node, b, hasSpace);
+    if (depth > 2 && node !== undefined) node = step(node, c, hasSpace);
+    if (depth > 3 && node !== undefined) node = step(node, d, hasSpace);
+    if (depth > 4 && node !== undefined) node = step(node, e, hasSpace);
     if (node === undefined) return undefined;
     let value = node.value;
-    if (value === undefined && room) {
+    if (value === undefined && hasSpace) {
       value = this.#make(a, b, c, d, e);
       node.value = value;
       this.#size++;

@@ -5,9 +5,4 @@
  *
  * @packageDocumentation
  */
-export {
-  DEFAULT_STATE_BUCKET,
-  keyOf,
-  NatsStateStore,
-  type NatsStateStoreOptions,
-} from './store.js';
+export { DEFAULT_STATE_BUCKET, NatsStateStore, type NatsStateStoreOptions } from './store.js';

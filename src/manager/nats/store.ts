@@ -14,33 +14,10 @@ import { checkChanges } from '../state/check.js';
 import { agentStateRecordSchema, parseStored } from '../state/schema.js';
 import type { AgentStateRecord, StateChange, StateStore } from '../state/types.js';
 
-/**
- * The default bucket of {@link NatsStateStore}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { Kvm } from '@nats-io/kv';
- * import { DEFAULT_STATE_BUCKET } from 'scaler-primitives/manager/nats';
- * declare const nc: NatsConnection;
- * const kvm = new Kvm(nc);
- * const kv = await kvm.open(DEFAULT_STATE_BUCKET); // 'scaler-manager-state', to inspect the records
- * ```
- */
+/** The default bucket of {@link NatsStateStore}: `scaler-manager-state`. */
 export const DEFAULT_STATE_BUCKET = 'scaler-manager-state';
 
-/**
- * Options of {@link NatsStateStore.open}.
- *
- * @example
- * ```ts
- * import type { NatsConnection } from '@nats-io/transport-node';
- * import { NatsStateStore, type NatsStateStoreOptions } from 'scaler-primitives/manager/nats';
- * declare const nc: NatsConnection;
- * const options: NatsStateStoreOptions = { bucket: 'ci-state', name: 'ci-eu-1', timeoutMs: 2000 };
- * const stateStore = await NatsStateStore.open(nc, options);
- * ```
- */
+/** Options of {@link NatsStateStore.open}. */
 export interface NatsStateStoreOptions {
   /**
    * The KV bucket (created with history 1 and no direct get when missing and
@@ -301,17 +278,7 @@ export class NatsStateStore implements StateStore {
   }
 }
 
-/**
- * The KV key of an agent's record: `<name>.<agent id in base64url>` (any id fits a key).
- *
- * @example
- * ```ts
- * import type { KV } from '@nats-io/kv';
- * import { keyOf } from 'scaler-primitives/manager/nats';
- * declare const kv: KV;
- * const entry = await kv.get(keyOf('ci-eu-1', 'agent-7f3a')); // 'ci-eu-1.YWdlbnQtN2YzYQ'
- * ```
- */
+/** The KV key of an agent's record: `<name>.<agent id in base64url>` (any id fits a key). @internal */
 export function keyOf(name: string, agentId: string): string {
   return `${name}.${Buffer.from(agentId, 'utf8').toString('base64url')}`;
 }

@@ -2,20 +2,7 @@ import { InvalidInputError } from '../../errors.js';
 import { agentStateRecordSchema } from './schema.js';
 import type { StateChange } from './types.js';
 
-/**
- * The most changes one commit may carry.
- *
- * @example
- * ```ts
- * import { MAX_CHANGES_PER_COMMIT, type StateStore } from 'scaler-primitives/manager';
- * const store: StateStore = {
- *   async load() { return []; },
- *   async commit(changes) {
- *     if (changes.length > MAX_CHANGES_PER_COMMIT) throw new RangeError('too many changes');
- *   },
- * };
- * ```
- */
+/** The most changes one commit may carry. */
 export const MAX_CHANGES_PER_COMMIT = 65_536;
 
 /**

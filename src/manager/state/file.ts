@@ -23,16 +23,7 @@ import { checkChanges } from './check.js';
 import { parseStored, type StateDocument, stateDocumentSchema } from './schema.js';
 import type { AgentStateRecord, StateChange, StateStore } from './types.js';
 
-/**
- * Options of {@link FileStateStore}.
- *
- * @example
- * ```ts
- * import { FileStateStore, type FileStateStoreOptions } from 'scaler-primitives/manager';
- * const options: FileStateStoreOptions = { dir: '/var/lib/ci/manager', name: 'ci-eu-1' };
- * const stateStore = new FileStateStore(options); // keeps /var/lib/ci/manager/ci-eu-1.json
- * ```
- */
+/** Options of {@link FileStateStore}. */
 export interface FileStateStoreOptions {
   /** The directory (created 0700 when missing; refused when unsafe, e.g. writable by others or a link). */
   dir: string;

@@ -8,8 +8,8 @@ import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
-import type { ReconcileFailure } from '../fleet-types.js';
 import type { ScalerState } from '../scalers.js';
+import type { ReconcileFailure } from '../teardown.js';
 import type { AgentStateRecord } from './types.js';
 
 /**
@@ -19,32 +19,10 @@ import type { AgentStateRecord } from './types.js';
  *
  * - `leave`: report it (`RecoveryResult.unrecorded`) and leave it alone;
  * - `destroy`: ask its backend to destroy it.
- *
- * @example
- * ```ts
- * import { type BackendEntry, type ScalerConfigInput, ScalerManager, type StateStore, type UnrecordedAgentPolicy } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backends: BackendEntry[];
- * declare const stateStore: StateStore;
- * const unrecordedAgents: UnrecordedAgentPolicy = 'destroy';
- * const manager = new ScalerManager({ config, backends, stateStore, recovery: { unrecordedAgents } });
- * ```
  */
 export type UnrecordedAgentPolicy = 'leave' | 'destroy';
 
-/**
- * Options of restart recovery (the `recovery` option of `ScalerManager`).
- *
- * @example
- * ```ts
- * import { type BackendEntry, type RecoveryOptions, type ScalerConfigInput, ScalerManager, type StateStore } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backends: BackendEntry[];
- * declare const stateStore: StateStore;
- * const recovery: RecoveryOptions = { unrecordedAgents: 'leave' }; // the default: report them only
- * const manager = new ScalerManager({ config, backends, stateStore, recovery });
- * ```
- */
+/** Options of restart recovery (the `recovery` option of `ScalerManager`). */
 export interface RecoveryOptions {
   /**
    * What to do with agents a backend lists that no stored record names.
@@ -53,17 +31,7 @@ export interface RecoveryOptions {
   unrecordedAgents?: UnrecordedAgentPolicy;
 }
 
-/**
- * What `recoverState()` found and did.
- *
- * @example
- * ```ts
- * import type { RecoveryResult, ScalerManager } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * const result: RecoveryResult = await manager.recoverState();
- * console.log(`re-attached ${result.recovered.length}, released ${result.released.length}`);
- * ```
- */
+/** What `recoverState()` found and did. */
 export interface RecoveryResult {
   /** Stored agents re-attached (tracked again in their stored state). */
   recovered: string[];
@@ -79,17 +47,7 @@ export interface RecoveryResult {
   failed: ReconcileFailure[];
 }
 
-/**
- * What recovery did with one recovered agent's pool row.
- *
- * @example
- * ```ts
- * import type { RecoveredPoolRow, ScalerManager } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * const { poolRows } = await manager.recoverState();
- * const lost = poolRows.filter((r: RecoveredPoolRow) => r.how === 'lost').map((r) => r.agentId);
- * ```
- */
+/** What recovery did with one recovered agent's pool row. */
 export interface RecoveredPoolRow {
   /** The agent. */
   agentId: string;
@@ -107,18 +65,7 @@ export interface RecoveredPoolRow {
   how: 'adopted' | 'reserved' | 'destroyed' | 'lost';
 }
 
-/**
- * An agent a backend runs that no stored record names.
- *
- * @example
- * ```ts
- * import type { AgentStateRecord, ScalerManager, UnrecordedAgent } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * declare const record: AgentStateRecord;
- * const { unrecorded } = await manager.recoverState();
- * for (const a of unrecorded as UnrecordedAgent[]) console.warn(`${a.scaler} runs ${a.agentId} (no record): ${a.action}`);
- * ```
- */
+/** An agent a backend runs that no stored record names. */
 export interface UnrecordedAgent {
   /** The scaler whose backend listed it. */
   scaler: string;

@@ -1,29 +1,11 @@
-import type { AgentResources } from '../backend-types.js';
+import type { AgentResources } from '../backend.js';
 
-/**
- * The format version of every {@link AgentStateRecord} (and of the stores' documents).
- *
- * @example
- * ```ts
- * import { STATE_RECORD_VERSION, type StateStore } from 'scaler-primitives/manager';
- * declare const store: StateStore;
- * const records = await store.load();
- * const current = records.every((r) => r.v === STATE_RECORD_VERSION); // always true: load validates
- * ```
- */
+/** The format version of every {@link AgentStateRecord} (and of the stores' documents). */
 export const STATE_RECORD_VERSION = 1;
 
 /**
  * The states a stored agent can be in: the manager's state machine without
  * `gone` (a gone agent has no record).
- *
- * @example
- * ```ts
- * import type { StateStore, StoredAgentState } from 'scaler-primitives/manager';
- * declare const store: StateStore;
- * const records = await store.load();
- * const busy = records.filter((r) => r.state === ('busy' satisfies StoredAgentState));
- * ```
  */
 export type StoredAgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying';
 
@@ -35,17 +17,9 @@ export type StoredAgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'dest
  * A spawning agent with a `jobId` is a pending job binding: after a restart,
  * `requestScale` for that job answers `already-spawning` and the agent, when
  * it registers, is bound to the job as before.
- *
- * @example
- * ```ts
- * import type { AgentStateRecord, StateStore } from 'scaler-primitives/manager';
- * declare const store: StateStore;
- * const records: AgentStateRecord[] = await store.load();
- * for (const r of records) console.log(`${r.agentId} (${r.scaler}): ${r.state}${r.jobId ? ` on ${r.jobId}` : ''}`);
- * ```
  */
 export interface AgentStateRecord {
-  /** Always {@link STATE_RECORD_VERSION}. */
+  /** The record format version: always 1. */
   v: 1;
   /** The agent (at most 253 characters). */
   agentId: string;
@@ -83,21 +57,7 @@ export interface AgentStateRecord {
   context?: Record<string, unknown>;
 }
 
-/**
- * One change a {@link StateStore} applies: a record written whole, or removed.
- *
- * @example
- * ```ts
- * import type { AgentStateRecord, StateChange, StateStore } from 'scaler-primitives/manager';
- * declare const record: AgentStateRecord;
- * declare const store: StateStore;
- * const changes: StateChange[] = [
- *   { op: 'put', record },
- *   { op: 'delete', agentId: 'agent-old' },
- * ];
- * await store.commit(changes);
- * ```
- */
+/** One change a {@link StateStore} applies: a record written whole, or removed. */
 export type StateChange =
   | {
       /** Write the record (create or replace). */
@@ -127,16 +87,6 @@ export type StateChange =
  *
  * Implementations: {@link MemoryStateStore}, {@link FileStateStore}, and
  * `NatsStateStore` from `scaler-primitives/manager/nats`.
- *
- * @example
- * ```ts
- * import { type BackendEntry, MemoryStateStore, type ScalerConfigInput, ScalerManager, type StateStore } from 'scaler-primitives/manager';
- * declare const config: ScalerConfigInput;
- * declare const backends: BackendEntry[];
- * const store: StateStore = new MemoryStateStore(); // or FileStateStore, NatsStateStore
- * const manager = new ScalerManager({ config, backends, stateStore: store });
- * await manager.recoverState(); // re-attaches what the store holds
- * ```
  */
 export interface StateStore {
   /**

@@ -2,14 +2,11 @@
  * scalerBackendConformance: what the manager relies on from every
  * ScalerBackend, as named checks any test runner can run.
  */
-import type {
-  BackendEventInput,
-  ScalerBackend,
-  SpawnRequest,
-  SpawnResult,
-} from '../../manager/index.js';
+import type { ScalerBackend, SpawnRequest, SpawnResult } from '../../manager/index.js';
 import type { ResourceAmount } from '../../resources/index.js';
 import { type ConformanceCheck, expectEqual, expectTrue, sample, show } from './check.js';
+
+type BackendEventInput = Parameters<SpawnRequest['emit']>[0];
 
 /**
  * What {@link scalerBackendConformance} passes to the factory.

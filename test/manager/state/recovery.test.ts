@@ -94,14 +94,14 @@ describe('recoverState', () => {
     expect(rows.every((row) => row.leaseId === b.ledger.leaseId)).toBe(true);
     expect((await b.ledger.getUsage('host')).cpus).toBe(3);
 
-    const status = b.manager.getStatus().backends[0]!;
+    const status = b.manager.getStatus().scalers[0]!;
     expect(status.draining).toEqual([draining.agentId]);
     expect(b.manager.canRunJob(draining.agentId, ['linux'])).toBe(false);
     expect(b.manager.canRunJob(busy.agentId, ['linux'])).toBe(true);
     // The pending binding holds: the job waits for its agent, and gets it.
     expect(await b.manager.requestScale(['linux'], 'job-wait')).toEqual({
       kind: 'already-spawning',
-      backend: 'vm',
+      scaler: 'vm',
       agentId: spawning.agentId,
     });
     expect(b.manager.onAgentRegistered(spawning.agentId, ['linux'])?.boundJobId).toBe('job-wait');

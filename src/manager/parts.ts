@@ -1,7 +1,9 @@
 import { type Clock, resolveClock } from '../clock.js';
 import type { PoolLedger } from '../ledger/types.js';
+import type { CapacityLimit } from './capacity.js';
 import { nonNegative, positive } from './checks.js';
 import {
+  type ConfigValidation,
   configError,
   type ScalerConfig,
   type ScalerConfigInput,
@@ -10,14 +12,12 @@ import {
 import { FleetCore } from './core.js';
 import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
-import type { ValidationResult } from './fleet-types.js';
 import { checkLeaseLostPolicy, LeaseWatch } from './leases.js';
 import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
 import { LostReservations } from './reservations.js';
-import type { CapacityLimit } from './scale-types.js';
 import type { ScalerState } from './scalers.js';
 import { Spawner } from './spawner.js';
 import { StateWriter } from './state/batching.js';
@@ -27,17 +27,17 @@ import {
   type RecoveryResult,
   recoverFleet,
 } from './state/recovery.js';
+import type { ScalerStatus } from './status.js';
 import { buildStatus } from './status.js';
-import type { ScalerStatus } from './status-types.js';
 import { createManagerTelemetry } from './telemetry.js';
 import { WarmPool } from './warm-pool.js';
 
 /**
- * The rooms of one manager, built from its options and wired to each other
- * (every arrow points from here into a room, never back).
+ * The parts of one manager, built from its options and wired to each other
+ * (every reference points from here into a part, never back).
  * @internal
  */
-export class Rooms {
+export class ManagerParts {
   readonly core: FleetCore;
   readonly ledger: PoolLedger | undefined;
   readonly spawner: Spawner;
@@ -184,13 +184,13 @@ export class Rooms {
   }
 
   /** Validate a new config against the schema and the backends; apply it when nothing is wrong. */
-  reload(config: ScalerConfigInput): ValidationResult {
+  reload(config: ScalerConfigInput): ConfigValidation {
     const validated = validateScalerConfig(config);
-    if (!validated.ok) return { ok: false, errors: validated.errors };
+    if (!validated.ok) return validated;
     const problems = this.core.scalers.check(validated.config, this.ledger);
     if (problems.length > 0) return { ok: false, errors: problems };
     this.apply(validated.config);
-    return { ok: true, errors: [] };
+    return validated;
   }
 
   /** Apply a config the registry accepted. */
@@ -200,7 +200,7 @@ export class Rooms {
     this.core.gate.applyConfig(config, this.core.scalers.values());
   }
 
-  /** The status, with what the warm pool, pacing and reservation rooms know. */
+  /** The status, with what the warm pool, pacing and reservation parts know. */
   status(): ScalerStatus {
     const now = this.core.now();
     const status = buildStatus(this.core, (scaler, entry) => {

@@ -6,20 +6,7 @@
 import type { LeaseLocation } from '../ledger/types.js';
 import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
 
-/**
- * A job's resources after layered defaults: what caps add up and what the backend enforces.
- *
- * @example
- * ```ts
- * import type { AgentResources, ScalerManager } from 'scaler-primitives/manager';
- * declare const manager: ScalerManager;
- * const result = await manager.requestScale(['linux'], 'job-42');
- * if (result.kind === 'spawned') {
- *   const { requests, limits }: AgentResources = result.resources;
- *   console.log(`reserved ${requests.cpus} cores, limit ${limits.cpus ?? 'unset'}`);
- * }
- * ```
- */
+/** A job's resources after layered defaults: what caps add up and what the backend enforces. */
 export interface AgentResources {
   /** What the agent needs: summed by the scaler, orchestrator and pool caps. */
   requests: ResourceAmount;
@@ -30,26 +17,11 @@ export interface AgentResources {
   limits: ResourceLimits;
 }
 
-/**
- * What the manager asks a backend to start.
- *
- * @example
- * ```ts
- * import type { ScalerBackend, SpawnRequest } from 'scaler-primitives/manager';
- * declare const request: SpawnRequest;
- * const backend: ScalerBackend = {
- *   async spawn(request: SpawnRequest) {
- *     request.emit({ kind: 'starting', message: `starting ${request.agentId} for ${request.jobId ?? 'the warm pool'}` });
- *     return { context: { cpus: request.resources.limits.cpus } };
- *   },
- *   async destroy(agentId) {},
- * };
- * ```
- */
+/** What the manager asks a backend to start. */
 export interface SpawnRequest {
   /** The agent id the manager generated; the agent must register under this id. */
   agentId: string;
-  /** The scaler (backend entry) name. */
+  /** The scaler (its `BackendEntry` has the same name). */
   scaler: string;
   /** The job the agent is started for; absent for a warm-pool spawn. */
   jobId?: string;
@@ -86,19 +58,6 @@ export interface SpawnRequest {
  * agent-side fence watching `location` stops the agent when no renewal was
  * seen for `leaseMs` (so before `deadline + marginMs`, when peers may reuse
  * its capacity).
- *
- * @example
- * ```ts
- * import type { ScalerBackend, SpawnLease } from 'scaler-primitives/manager';
- * declare function startContainer(agentId: string, env: Record<string, string>): Promise<void>;
- * const backend: ScalerBackend = {
- *   async spawn({ agentId, lease }) {
- *     const fence: SpawnLease | undefined = lease;
- *     await startContainer(agentId, fence ? { SCALER_LEASE: JSON.stringify(fence) } : {});
- *   },
- *   async destroy(agentId) {},
- * };
- * ```
  */
 export interface SpawnLease {
   /** Where the lease lives (`{ kind: 'file', path }`, `{ kind: 'nats', bucket, key }`, `{ kind: 'memory' }`). */
@@ -109,17 +68,7 @@ export interface SpawnLease {
   marginMs: number;
 }
 
-/**
- * An event a backend reports through {@link SpawnRequest.emit}.
- *
- * @example
- * ```ts
- * import type { BackendEventInput, SpawnRequest } from 'scaler-primitives/manager';
- * declare const request: SpawnRequest;
- * const event: BackendEventInput = { kind: 'image-pulled', message: 'pulled ci-runner:2024.12', data: { ms: 1840 } };
- * request.emit(event);
- * ```
- */
+/** An event a backend reports through {@link SpawnRequest.emit}. */
 export interface BackendEventInput {
   /** A short machine-readable kind, e.g. `image-pulled`. */
   kind: string;
@@ -129,20 +78,7 @@ export interface BackendEventInput {
   data?: Record<string, unknown>;
 }
 
-/**
- * What a backend's `spawn` resolves to. Everything is optional.
- *
- * @example
- * ```ts
- * import type { SpawnRequest, SpawnResult } from 'scaler-primitives/manager';
- * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
- * declare const request: SpawnRequest;
- * async function spawn(request: SpawnRequest): Promise<SpawnResult> {
- *   const containerId = await startContainer(request.agentId);
- *   return { context: { containerId } }; // later: manager.getScalerContextForAgent(agentId)
- * }
- * ```
- */
+/** What a backend's `spawn` resolves to. Everything is optional. */
 export interface SpawnResult {
   /** Backend-specific facts about the agent (container id, VM address...), for `getScalerContextForAgent`. */
   context?: Record<string, unknown>;
@@ -157,21 +93,6 @@ export interface SpawnResult {
  * removal never ends another's agents, and `list()` and `shutdown()` are
  * called once per backend object, not once per scaler, so they must answer
  * for every agent the object runs.
- *
- * @example
- * ```ts
- * import type { ScalerBackend } from 'scaler-primitives/manager';
- * declare function startContainer(agentId: string, labels?: readonly string[]): Promise<string>;
- * declare function stopContainer(agentId: string): Promise<void>;
- * const backend: ScalerBackend = {
- *   async spawn({ agentId, labels }) {
- *     await startContainer(agentId, labels);
- *   },
- *   async destroy(agentId) {
- *     await stopContainer(agentId);
- *   },
- * };
- * ```
  */
 export interface ScalerBackend {
   /**
