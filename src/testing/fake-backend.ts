@@ -14,6 +14,7 @@ import type {
 import {
   type AgentSlot,
   checkMs,
+  type Hold,
   type Rule,
   readFakeBackendOptions,
   readScript,
@@ -78,6 +79,9 @@ export class FakeBackend implements ScalerBackend {
   readonly #runIdOf: (jobId: string) => string;
   readonly #rules: Rule[] = [];
   readonly #agents = new Map<string, AgentSlot>();
+  readonly #holds: Hold[] = [];
+  readonly #destroyed: string[] = [];
+  readonly #onCall: ((call: FakeCall) => void) | undefined;
   #manager: FakeBackendHost | undefined;
 
   /**
@@ -93,6 +97,10 @@ export class FakeBackend implements ScalerBackend {
     this.#jobDurationMs = read.jobDurationMs;
     this.#runIdOf = read.runIdOf;
     this.#manager = read.manager;
+    this.#onCall = read.onCall;
+    // Left out as a backend without them would be: the manager checks for the method.
+    if (!read.list) Object.defineProperty(this, 'list', { value: undefined });
+    if (!read.shutdown) Object.defineProperty(this, 'shutdown', { value: undefined });
   }
 
   /** Call back this manager (registration, jobs, disconnects). @returns this backend. */
@@ -143,6 +151,34 @@ export class FakeBackend implements ScalerBackend {
     return this.script({ method, times: n, hang: true });
   }
 
+  /**
+   * Hold the next `n` calls of `method`: each is recorded and waits, `pending`,
+   * until the returned function is called; then it answers as it would have
+   * (scripted rules and latency apply). Releasing drops the uses left, so
+   * `holdNext(Infinity)` holds every call until the release.
+   *
+   * @returns The release function (calling it again does nothing).
+   * @throws TypeError for a bad `n` or `method`.
+   */
+  holdNext(n = 1, method: FakeMethod = 'spawn'): () => void {
+    readScript({ method, times: n });
+    let release!: () => void;
+    const hold: Hold = {
+      method,
+      left: n,
+      released: new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+    };
+    this.#holds.push(hold);
+    return () => {
+      hold.left = 0;
+      const at = this.#holds.indexOf(hold);
+      if (at >= 0) this.#holds.splice(at, 1);
+      release();
+    };
+  }
+
   /** Start an agent (recorded; answers as scripted). */
   async spawn(request: SpawnRequest): Promise<SpawnResult | undefined> {
     const agentId = request?.agentId;
@@ -175,6 +211,7 @@ export class FakeBackend implements ScalerBackend {
     const call = this.#record('destroy', [agentId], agentId);
     const rule = this.#take(call);
     await this.#answer(call, rule);
+    this.#destroyed.push(agentId);
     this.#remove(agentId);
   }
 
@@ -192,6 +229,16 @@ export class FakeBackend implements ScalerBackend {
     const rule = this.#take(call);
     await this.#answer(call, rule);
     for (const id of [...this.#agents.keys()]) this.#remove(id);
+  }
+
+  /** The request of every spawn call, in call order (failed ones included). */
+  spawned(): SpawnRequest[] {
+    return this.callsOf('spawn').map((call) => call.args[0] as SpawnRequest);
+  }
+
+  /** The agents whose destroy call succeeded, in the order the calls answered. */
+  destroyed(): string[] {
+    return [...this.#destroyed];
   }
 
   /** The ids of the agents that run now (starting ones included), in spawn order. */
@@ -292,20 +339,24 @@ export class FakeBackend implements ScalerBackend {
 
   /**
    * The agent dies on its own (a crash, a preempted VM): it stops running and
-   * the manager hears `onAgentDisconnected`.
+   * the manager hears `onAgentDisconnected`, unless `disconnect` is false (no
+   * one noticed: `list()` no longer names it, which the manager's reconcile finds).
    *
+   * @param options - `disconnect`: call the manager's `onAgentDisconnected`. @default true
    * @returns Resolves once the manager released what the agent held.
+   * @throws TypeError when the agent does not run here.
    */
-  async crash(agentId: string): Promise<void> {
+  async crash(agentId: string, options: { disconnect?: boolean } = {}): Promise<void> {
     this.#slot(agentId);
     this.#remove(agentId);
-    await this.#manager?.onAgentDisconnected(agentId);
+    if (options?.disconnect !== false) await this.#manager?.onAgentDisconnected(agentId);
   }
 
   #record(method: FakeMethod, args: unknown[], agentId?: string): FakeCall {
     const call: FakeCall = { method, at: this.#clock.now(), args, outcome: 'pending' };
     if (agentId !== undefined) call.agentId = agentId;
     this.calls.push(call);
+    this.#onCall?.(call);
     return call;
   }
 
@@ -320,6 +371,12 @@ export class FakeBackend implements ScalerBackend {
   }
 
   async #answer(call: FakeCall, rule: Rule | undefined): Promise<void> {
+    const hold = this.#holds.find((h) => h.method === call.method && h.left > 0);
+    if (hold !== undefined) {
+      hold.left--;
+      if (hold.left === 0) this.#holds.splice(this.#holds.indexOf(hold), 1);
+      await hold.released;
+    }
     if (rule?.hang) {
       call.outcome = 'hung';
       await new Promise<never>(() => {});

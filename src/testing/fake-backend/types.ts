@@ -7,32 +7,12 @@ import type { ScalerManager, SpawnRequest, SpawnResult } from '../../manager/ind
 
 /**
  * The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts.
- *
- * @example
- * ```ts
- * import type { FakeBackend, FakeMethod } from 'scaler-primitives/testing';
- *
- * declare const backend: FakeBackend;
- * const method: FakeMethod = 'destroy';
- * backend.failNext(1, new Error('busy'), method);
- * ```
  */
 export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
 
 /**
  * What a {@link FakeBackend} calls on the manager, as a real backend and
  * dispatcher would: a `ScalerManager` fits.
- *
- * @example
- * ```ts
- * import type { ScalerManager } from 'scaler-primitives/manager';
- * import { FakeBackend, type FakeBackendHost, type TestClock } from 'scaler-primitives/testing';
- *
- * declare const manager: ScalerManager;
- * declare const clock: TestClock;
- * const host: FakeBackendHost = manager;
- * new FakeBackend({ clock, manager: host, registerAfterMs: 10_000 });
- * ```
  */
 export type FakeBackendHost = Pick<
   ScalerManager,
@@ -41,15 +21,6 @@ export type FakeBackendHost = Pick<
 
 /**
  * One call a {@link FakeBackend} received.
- *
- * @example
- * ```ts
- * import type { FakeBackend, FakeCall } from 'scaler-primitives/testing';
- *
- * declare const backend: FakeBackend;
- * const spawns: FakeCall[] = backend.callsOf('spawn');
- * console.log(spawns.map((c) => `${new Date(c.at).toISOString()} ${c.agentId} ${c.outcome}`));
- * ```
  */
 export interface FakeCall {
   /** Which method. */
@@ -71,20 +42,6 @@ export interface FakeCall {
 /**
  * A scripted answer. Rules are tried in the order they were added; the first
  * whose `method` and `when` match the call and that has `times` left applies.
- *
- * @example
- * ```ts
- * import type { SpawnRequest } from 'scaler-primitives/manager';
- * import type { FakeBackend, FakeScript } from 'scaler-primitives/testing';
- *
- * declare const backend: FakeBackend;
- * const slowWarm: FakeScript = {
- *   when: (call) => (call.args[0] as SpawnRequest).warm,
- *   latencyMs: 90_000,
- *   times: Infinity,
- * };
- * backend.script(slowWarm);
- * ```
  */
 export interface FakeScript {
   /** The method it applies to. @default 'spawn' */
@@ -105,15 +62,6 @@ export interface FakeScript {
 
 /**
  * Options of {@link FakeBackend}.
- *
- * @example
- * ```ts
- * import { FakeBackend, type FakeBackendOptions, TestClock } from 'scaler-primitives/testing';
- *
- * declare const clock: TestClock;
- * const options: FakeBackendOptions = { clock, latencyMs: { spawn: 5000 }, registerAfterMs: 20_000 };
- * const backend = new FakeBackend(options);
- * ```
  */
 export interface FakeBackendOptions {
   /** The clock calls are timed and delayed with (a `TestClock` in tests). @default systemClock */
@@ -138,19 +86,28 @@ export interface FakeBackendOptions {
   jobDurationMs?: number;
   /** The run id passed to `correlateAgentToJob` for a job. @default `run-<jobId>` */
   runIdOf?: (jobId: string) => string;
+  /**
+   * Called with each call as it is recorded, before it answers (its
+   * `outcome` is `pending`): to look at the world at that instant, or to act
+   * during a spawn as a real backend would (`request.emit(...)`). What it
+   * throws is thrown to the caller.
+   */
+  onCall?: (call: FakeCall) => void;
+  /**
+   * Whether the backend has `list()`. `false` leaves the method out, as a
+   * backend that cannot list its agents does (the manager's reconcile then
+   * skips it). @default true
+   */
+  list?: boolean;
+  /**
+   * Whether the backend has `shutdown()`. `false` leaves the method out: the
+   * manager's `shutdownAll` then destroys its agents one by one. @default true
+   */
+  shutdown?: boolean;
 }
 
 /**
  * An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it.
- *
- * @example
- * ```ts
- * import type { FakeAgent, FakeBackend } from 'scaler-primitives/testing';
- *
- * declare const backend: FakeBackend;
- * const agent: FakeAgent | undefined = backend.agent('linux-1');
- * if (agent?.state === 'busy') console.log(`runs ${agent.jobId}`);
- * ```
  */
 export interface FakeAgent {
   /** The agent id. */
@@ -172,15 +129,6 @@ export interface FakeAgent {
 
 /**
  * A job a {@link FakeBackend} agent ran to the end.
- *
- * @example
- * ```ts
- * import type { FakeBackend, FakeJobRun } from 'scaler-primitives/testing';
- *
- * declare const backend: FakeBackend;
- * const runs: FakeJobRun[] = backend.jobsCompleted;
- * console.log(runs.map((r) => `${r.jobId} on ${r.agentId}: ${(r.completedAt - r.startedAt) / 1000} s`));
- * ```
  */
 export interface FakeJobRun {
   /** The agent. */
