@@ -20,35 +20,11 @@ import { type Instant, TestClock, type TestClockOptions } from './test-clock.js'
 
 /**
  * What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`).
- *
- * @example
- * ```ts
- * import { createTestFleet, type FleetBackendOptions } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput;
- * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
- * const fleet = createTestFleet(config, { backend });
- * ```
  */
 export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'manager'>;
 
 /**
  * Options of {@link createTestFleet}.
- *
- * @example
- * ```ts
- * import { createTestFleet, type TestFleetOptions } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
- * const options: TestFleetOptions = {
- *   start: '2026-01-05T08:00:00Z',
- *   backends: { linux: { registerAfterMs: 15_000 } },
- *   manager: { registrationTimeoutMs: 120_000 },
- * };
- * const fleet = createTestFleet(config, options);
- * ```
  */
 export interface TestFleetOptions {
   /** Where the fleet's clock starts. @default '2026-01-05T09:00:00Z' (a Monday) */
@@ -81,19 +57,6 @@ export interface TestFleetOptions {
 
 /**
  * What {@link createTestFleet} returns.
- *
- * @example
- * ```ts
- * import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
- * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
- * await manager.requestScale(['linux'], 'job-1');
- * await clock.advance(60_000);
- * checkInvariants();
- * console.log(backends.linux?.running());
- * ```
  */
 export interface TestFleet {
   /** The manager under test. */

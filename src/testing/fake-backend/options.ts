@@ -10,7 +10,7 @@ import type {
   FakeCall,
   FakeMethod,
   FakeScript,
-} from './types.js';
+} from '../fake-backend.js';
 
 /** An agent as the backend keeps it: its timers and the job it runs. @internal */
 export interface AgentSlot extends FakeAgent {
