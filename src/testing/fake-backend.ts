@@ -8,35 +8,155 @@ import type { Clock } from '../clock.js';
 import type {
   AgentRegistration,
   ScalerBackend,
+  ScalerManager,
   SpawnRequest,
   SpawnResult,
 } from '../manager/index.js';
 import {
   type AgentSlot,
   checkMs,
+  type Hold,
   type Rule,
   readFakeBackendOptions,
   readScript,
 } from './fake-backend/options.js';
-import type {
-  FakeAgent,
-  FakeBackendHost,
-  FakeBackendOptions,
-  FakeCall,
-  FakeJobRun,
-  FakeMethod,
-  FakeScript,
-} from './fake-backend/types.js';
+/**
+ * The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts.
+ */
+export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
 
-export type {
-  FakeAgent,
-  FakeBackendHost,
-  FakeBackendOptions,
-  FakeCall,
-  FakeJobRun,
-  FakeMethod,
-  FakeScript,
-} from './fake-backend/types.js';
+/**
+ * What a {@link FakeBackend} calls on the manager, as a real backend and
+ * dispatcher would: a `ScalerManager` fits.
+ */
+export type FakeBackendHost = Pick<
+  ScalerManager,
+  'onAgentRegistered' | 'correlateAgentToJob' | 'onJobComplete' | 'onAgentDisconnected'
+>;
+
+/**
+ * One call a {@link FakeBackend} received.
+ */
+export interface FakeCall {
+  /** Which method. */
+  method: FakeMethod;
+  /** When it was called, on the backend's clock (epoch milliseconds). */
+  at: number;
+  /** The arguments as given: `[request]` for spawn, `[agentId]` for destroy, `[]` otherwise. */
+  args: readonly unknown[];
+  /** The agent, for spawn and destroy. */
+  agentId?: string;
+  /** `pending` until it settles; `hung` for a scripted call that never settles. */
+  outcome: 'pending' | 'ok' | 'failed' | 'hung';
+  /** When it settled, on the backend's clock. */
+  settledAt?: number;
+  /** What it rejected with, when `failed`. */
+  error?: unknown;
+}
+
+/**
+ * A scripted answer. Rules are tried in the order they were added; the first
+ * whose `method` and `when` match the call and that has `times` left applies.
+ */
+export interface FakeScript {
+  /** The method it applies to. @default 'spawn' */
+  method?: FakeMethod;
+  /** How many calls it applies to. @default 1 (use `Infinity` for every call) */
+  times?: number;
+  /** Apply only to calls this predicate accepts (e.g. by `agentId` or `args[0].jobId`). */
+  when?: (call: FakeCall) => boolean;
+  /** Reject with this. */
+  fail?: unknown;
+  /** Never settle (a spawn stuck in a cloud API). */
+  hang?: boolean;
+  /** Answer after this many milliseconds of clock time (instead of the backend's latency). */
+  latencyMs?: number;
+  /** What `spawn` resolves to. */
+  result?: SpawnResult;
+}
+
+/**
+ * Options of {@link FakeBackend}.
+ */
+export interface FakeBackendOptions {
+  /** The clock calls are timed and delayed with (a `TestClock` in tests). @default systemClock */
+  clock?: Clock;
+  /** A name for messages and errors. @default 'fake' */
+  name?: string;
+  /** The manager to call back (also settable with {@link FakeBackend.attach}). */
+  manager?: FakeBackendHost;
+  /** Clock time every call takes, or per method. @default 0 */
+  latencyMs?: number | Partial<Record<FakeMethod, number>>;
+  /**
+   * Register each spawned agent with the manager this long after its spawn
+   * resolves (`onAgentRegistered` with the request's labels). Unset: agents
+   * register only when the test calls {@link FakeBackend.register}.
+   */
+  registerAfterMs?: number;
+  /**
+   * Once an agent spawned for a job registers, run that job for this long
+   * (`correlateAgentToJob`, then `onJobComplete`). Unset: the test runs jobs
+   * with {@link FakeBackend.runJob}.
+   */
+  jobDurationMs?: number;
+  /** The run id passed to `correlateAgentToJob` for a job. @default `run-<jobId>` */
+  runIdOf?: (jobId: string) => string;
+  /**
+   * Called with each call as it is recorded, before it answers (its
+   * `outcome` is `pending`): to look at the world at that instant, or to act
+   * during a spawn as a real backend would (`request.emit(...)`). What it
+   * throws is thrown to the caller.
+   */
+  onCall?: (call: FakeCall) => void;
+  /**
+   * Whether the backend has `list()`. `false` leaves the method out, as a
+   * backend that cannot list its agents does (the manager's reconcile then
+   * skips it). @default true
+   */
+  list?: boolean;
+  /**
+   * Whether the backend has `shutdown()`. `false` leaves the method out: the
+   * manager's `shutdownAll` then destroys its agents one by one. @default true
+   */
+  shutdown?: boolean;
+}
+
+/**
+ * An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it.
+ */
+export interface FakeAgent {
+  /** The agent id. */
+  agentId: string;
+  /** The spawn request it was started with. */
+  request: SpawnRequest;
+  /**
+   * `starting` (spawn not settled), `started` (not registered), `idle`
+   * (registered, no job), `busy` (running `jobId`).
+   */
+  state: 'starting' | 'started' | 'idle' | 'busy';
+  /** The job it runs, when `busy`. */
+  jobId?: string;
+  /** When its spawn was called (clock time). */
+  startedAt: number;
+  /** When it registered (clock time). */
+  registeredAt?: number;
+}
+
+/**
+ * A job a {@link FakeBackend} agent ran to the end.
+ */
+export interface FakeJobRun {
+  /** The agent. */
+  agentId: string;
+  /** The job. */
+  jobId: string;
+  /** The run id it was correlated with. */
+  runId: string;
+  /** When it started (clock time). */
+  startedAt: number;
+  /** When it completed (clock time). */
+  completedAt: number;
+}
 
 /**
  * A {@link ScalerBackend} for tests: nothing leaves the process. Every call is
@@ -78,6 +198,9 @@ export class FakeBackend implements ScalerBackend {
   readonly #runIdOf: (jobId: string) => string;
   readonly #rules: Rule[] = [];
   readonly #agents = new Map<string, AgentSlot>();
+  readonly #holds: Hold[] = [];
+  readonly #destroyed: string[] = [];
+  readonly #onCall: ((call: FakeCall) => void) | undefined;
   #manager: FakeBackendHost | undefined;
 
   /**
@@ -93,6 +216,10 @@ export class FakeBackend implements ScalerBackend {
     this.#jobDurationMs = read.jobDurationMs;
     this.#runIdOf = read.runIdOf;
     this.#manager = read.manager;
+    this.#onCall = read.onCall;
+    // Left out as a backend without them would be: the manager checks for the method.
+    if (!read.list) Object.defineProperty(this, 'list', { value: undefined });
+    if (!read.shutdown) Object.defineProperty(this, 'shutdown', { value: undefined });
   }
 
   /** Call back this manager (registration, jobs, disconnects). @returns this backend. */
@@ -143,6 +270,34 @@ export class FakeBackend implements ScalerBackend {
     return this.script({ method, times: n, hang: true });
   }
 
+  /**
+   * Hold the next `n` calls of `method`: each is recorded and waits, `pending`,
+   * until the returned function is called; then it answers as it would have
+   * (scripted rules and latency apply). Releasing drops the uses left, so
+   * `holdNext(Infinity)` holds every call until the release.
+   *
+   * @returns The release function (calling it again does nothing).
+   * @throws TypeError for a bad `n` or `method`.
+   */
+  holdNext(n = 1, method: FakeMethod = 'spawn'): () => void {
+    readScript({ method, times: n });
+    let release!: () => void;
+    const hold: Hold = {
+      method,
+      left: n,
+      released: new Promise<void>((resolve) => {
+        release = resolve;
+      }),
+    };
+    this.#holds.push(hold);
+    return () => {
+      hold.left = 0;
+      const at = this.#holds.indexOf(hold);
+      if (at >= 0) this.#holds.splice(at, 1);
+      release();
+    };
+  }
+
   /** Start an agent (recorded; answers as scripted). */
   async spawn(request: SpawnRequest): Promise<SpawnResult | undefined> {
     const agentId = request?.agentId;
@@ -175,6 +330,7 @@ export class FakeBackend implements ScalerBackend {
     const call = this.#record('destroy', [agentId], agentId);
     const rule = this.#take(call);
     await this.#answer(call, rule);
+    this.#destroyed.push(agentId);
     this.#remove(agentId);
   }
 
@@ -192,6 +348,16 @@ export class FakeBackend implements ScalerBackend {
     const rule = this.#take(call);
     await this.#answer(call, rule);
     for (const id of [...this.#agents.keys()]) this.#remove(id);
+  }
+
+  /** The request of every spawn call, in call order (failed ones included). */
+  spawned(): SpawnRequest[] {
+    return this.callsOf('spawn').map((call) => call.args[0] as SpawnRequest);
+  }
+
+  /** The agents whose destroy call succeeded, in the order the calls answered. */
+  destroyed(): string[] {
+    return [...this.#destroyed];
   }
 
   /** The ids of the agents that run now (starting ones included), in spawn order. */
@@ -292,20 +458,24 @@ export class FakeBackend implements ScalerBackend {
 
   /**
    * The agent dies on its own (a crash, a preempted VM): it stops running and
-   * the manager hears `onAgentDisconnected`.
+   * the manager hears `onAgentDisconnected`, unless `disconnect` is false (no
+   * one noticed: `list()` no longer names it, which the manager's reconcile finds).
    *
+   * @param options - `disconnect`: call the manager's `onAgentDisconnected`. @default true
    * @returns Resolves once the manager released what the agent held.
+   * @throws TypeError when the agent does not run here.
    */
-  async crash(agentId: string): Promise<void> {
+  async crash(agentId: string, options: { disconnect?: boolean } = {}): Promise<void> {
     this.#slot(agentId);
     this.#remove(agentId);
-    await this.#manager?.onAgentDisconnected(agentId);
+    if (options?.disconnect !== false) await this.#manager?.onAgentDisconnected(agentId);
   }
 
   #record(method: FakeMethod, args: unknown[], agentId?: string): FakeCall {
     const call: FakeCall = { method, at: this.#clock.now(), args, outcome: 'pending' };
     if (agentId !== undefined) call.agentId = agentId;
     this.calls.push(call);
+    this.#onCall?.(call);
     return call;
   }
 
@@ -320,6 +490,12 @@ export class FakeBackend implements ScalerBackend {
   }
 
   async #answer(call: FakeCall, rule: Rule | undefined): Promise<void> {
+    const hold = this.#holds.find((h) => h.method === call.method && h.left > 0);
+    if (hold !== undefined) {
+      hold.left--;
+      if (hold.left === 0) this.#holds.splice(this.#holds.indexOf(hold), 1);
+      await hold.released;
+    }
     if (rule?.hang) {
       call.outcome = 'hung';
       await new Promise<never>(() => {});

@@ -2,7 +2,7 @@
  * createTestFleet: a ScalerManager on a TestClock, a FakeBackend per scaler and
  * a MemoryPoolLedger, wired together, with the fleet's invariants as one call.
  */
-import { sumRows } from '../ledger/index.js';
+import { type ReleaseOptions, sumRows } from '../ledger/index.js';
 import {
   parseScalerConfig,
   type ScalerConfigInput,
@@ -11,40 +11,20 @@ import {
   type ScalerManagerOptions,
 } from '../manager/index.js';
 import { FakeBackend, type FakeBackendOptions } from './fake-backend.js';
-import { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
+import {
+  MemoryPoolLedger,
+  type MemoryPoolLedgerOptions,
+  MemoryPoolStore,
+} from './memory-ledger.js';
 import { type Instant, TestClock, type TestClockOptions } from './test-clock.js';
 
 /**
  * What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`).
- *
- * @example
- * ```ts
- * import { createTestFleet, type FleetBackendOptions } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput;
- * const backend: FleetBackendOptions = { registerAfterMs: 20_000, jobDurationMs: 600_000 };
- * const fleet = createTestFleet(config, { backend });
- * ```
  */
 export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'manager'>;
 
 /**
  * Options of {@link createTestFleet}.
- *
- * @example
- * ```ts
- * import { createTestFleet, type TestFleetOptions } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
- * const options: TestFleetOptions = {
- *   start: '2026-01-05T08:00:00Z',
- *   backends: { linux: { registerAfterMs: 15_000 } },
- *   manager: { registrationTimeoutMs: 120_000 },
- * };
- * const fleet = createTestFleet(config, options);
- * ```
  */
 export interface TestFleetOptions {
   /** Where the fleet's clock starts. @default '2026-01-05T09:00:00Z' (a Monday) */
@@ -77,19 +57,6 @@ export interface TestFleetOptions {
 
 /**
  * What {@link createTestFleet} returns.
- *
- * @example
- * ```ts
- * import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
- * import type { ScalerConfigInput } from 'scaler-primitives/manager';
- *
- * declare const config: ScalerConfigInput; // a scaler `linux` for label `linux`
- * const { manager, clock, backends, checkInvariants }: TestFleet = createTestFleet(config);
- * await manager.requestScale(['linux'], 'job-1');
- * await clock.advance(60_000);
- * checkInvariants();
- * console.log(backends.linux?.running());
- * ```
  */
 export interface TestFleet {
   /** The manager under test. */
@@ -106,7 +73,12 @@ export interface TestFleet {
    * Throw a {@link FleetInvariantError} listing every broken invariant: a cap
    * exceeded (global, scaler, pool), a tracked agent without its pool row, a
    * row of this instance without a tracked agent, the manager's pool usage
-   * differing from the rows, a job bound to two agents. Call it after every step.
+   * differing from the rows, a job bound to two agents, and a pool row
+   * released while its agent still ran on a backend (watched on every release
+   * since the fleet was made, so a release between two checks is caught too).
+   * Above a lowered `maxAgents` or `globalMaxAgents` (a reload), agents may
+   * stay until drained but none may be added: the count may not grow from one
+   * check to the next. Call it after every step.
    */
   checkInvariants(): void;
   /** The agents the manager tracks now, by scaler. */
@@ -149,6 +121,58 @@ export class FleetInvariantError extends Error {
 }
 
 const EPSILON = 1e-9;
+
+/**
+ * The fleet's ledger: a MemoryPoolLedger that notes every row released while
+ * its agent still runs on one of the fleet's backends.
+ */
+class WatchedLedger extends MemoryPoolLedger {
+  readonly #runsOn: (agentId: string) => string | undefined;
+  readonly #note: (sentence: string) => void;
+
+  constructor(
+    options: MemoryPoolLedgerOptions,
+    runsOn: (agentId: string) => string | undefined,
+    note: (sentence: string) => void,
+  ) {
+    super(options);
+    this.#runsOn = runsOn;
+    this.#note = note;
+  }
+
+  override async release(
+    pool: string,
+    agentId: string,
+    options?: ReleaseOptions,
+  ): Promise<boolean> {
+    const backend = this.#runsOn(agentId);
+    const removed = await super.release(pool, agentId, options);
+    if (removed && backend !== undefined) this.#running(pool, agentId, backend);
+    return removed;
+  }
+
+  override async releaseAllForInstance(): Promise<void> {
+    const held: Array<[string, string, string]> = [];
+    for (const pool of this.store.pools()) {
+      for (const row of this.inspect(pool).live) {
+        const backend = row.instanceId === this.instanceId ? this.#runsOn(row.agentId) : undefined;
+        if (backend !== undefined) held.push([pool, row.agentId, backend]);
+      }
+    }
+    await super.releaseAllForInstance();
+    for (const [pool, agentId, backend] of held) {
+      if (!this.inspect(pool).live.some((row) => row.agentId === agentId)) {
+        this.#running(pool, agentId, backend);
+      }
+    }
+  }
+
+  #running(pool: string, agentId: string, backend: string): void {
+    this.#note(
+      `pool ${pool}: the row of ${agentId} was released while the agent still ran on backend ${backend}`,
+    );
+  }
+}
 
 /**
  * A whole fleet in a test: a `ScalerManager` on a {@link TestClock}, a
@@ -209,12 +233,19 @@ export function createTestFleet(
   const parsed = parseScalerConfig(config);
   const clock = new TestClock(options.start ?? '2026-01-05T09:00:00Z', options.clockOptions);
   const instanceId = options.instanceId ?? 'test-fleet';
-  const ledger = new MemoryPoolLedger({
-    instanceId,
-    store: options.store ?? new MemoryPoolStore(),
-    clock,
-  });
   const backends: Record<string, FakeBackend> = {};
+  // Rows released while their agent ran, as they happened (reported by every check).
+  const releasedRunning: string[] = [];
+  const ledger = new WatchedLedger(
+    { instanceId, store: options.store ?? new MemoryPoolStore(), clock },
+    (agentId) => {
+      for (const [name, backend] of Object.entries(backends)) {
+        if (backend.agent(agentId) !== undefined) return name;
+      }
+      return undefined;
+    },
+    (sentence) => releasedRunning.push(`${sentence} (at ${new Date(clock.now()).toISOString()})`),
+  );
   for (const name of Object.keys(options.backends ?? {})) {
     if (!parsed.scalers.some((s) => s.name === name)) {
       throw new TypeError(
@@ -285,6 +316,8 @@ export function createTestFleet(
     return out;
   };
 
+  // Agents tracked at the last check, per scope (GLOBAL or `scaler <name>`).
+  const lastCount = new Map<string, number>();
   const checkInvariants = (): void => {
     const problems: string[] = [];
     const status = manager.getStatus();
@@ -293,11 +326,20 @@ export function createTestFleet(
         problems.push(`${what}: ${fmt(used)} ${unit} held, cap ${fmt(max)}`);
       }
     };
-    if (status.globalActiveCount > status.globalMaxAgents) {
+    const tooMany = (scope: string, count: number, max: number, what: string) => {
+      // Above a lowered limit agents stay until drained, but the count may not grow.
+      const before = lastCount.get(scope) ?? 0;
+      lastCount.set(scope, count);
+      if (count <= Math.max(max, before)) return;
+      const grown =
+        before > max
+          ? ` (above the lowered limit it may only shrink: ${before} at the last check)`
+          : '';
       problems.push(
-        `globalMaxAgents: ${status.globalActiveCount} agents tracked, max ${status.globalMaxAgents}`,
+        `${what}: ${count} agents tracked, ${scope === GLOBAL ? 'max' : 'maxAgents'} ${max}${grown}`,
       );
-    }
+    };
+    tooMany(GLOBAL, status.globalActiveCount, status.globalMaxAgents, 'globalMaxAgents');
     over('global CPU', status.globalUsage.cpus, status.globalResourceCap?.maxCpu, 'cores');
     over(
       'global memory',
@@ -306,11 +348,7 @@ export function createTestFleet(
       'bytes',
     );
     for (const b of status.scalers) {
-      if (b.activeCount > b.maxAgents) {
-        problems.push(
-          `scaler ${b.name}: ${b.activeCount} agents tracked, maxAgents ${b.maxAgents}`,
-        );
-      }
+      tooMany(`scaler ${b.name}`, b.activeCount, b.maxAgents, `scaler ${b.name}`);
       over(`scaler ${b.name} CPU`, b.usage.cpus, b.resourceCap?.maxCpu, 'cores');
       over(`scaler ${b.name} memory`, b.usage.memBytes, b.resourceCap?.maxMemoryBytes, 'bytes');
     }
@@ -352,6 +390,7 @@ export function createTestFleet(
         );
       }
     }
+    problems.push(...releasedRunning);
     const byJob = new Map<string, string[]>();
     for (const [agentId, jobId] of bound) {
       if (manager.getScalerName(agentId) === null) continue;
@@ -377,6 +416,8 @@ export function createTestFleet(
     },
   };
 }
+
+const GLOBAL = 'global';
 
 function fmt(n: number): string {
   return Number.isInteger(n) ? String(n) : n.toFixed(3);

@@ -13,35 +13,15 @@
  * @packageDocumentation
  */
 
-export {
-  type BackendFactoryArgs,
-  type MakeBackend,
-  type ScalerBackendConformanceOptions,
-  scalerBackendConformance,
-} from './conformance/backend.js';
+export { type MakeBackend, scalerBackendConformance } from './conformance/backend.js';
 export {
   type ConformanceCheck,
   ConformanceError,
-  type ConformanceRunContext,
   ConformanceSkipped,
 } from './conformance/check.js';
-export {
-  type LedgerFactoryArgs,
-  type MakeLedger,
-  type PoolLedgerConformanceOptions,
-  poolLedgerConformance,
-} from './conformance/ledger.js';
+export { type MakeLedger, poolLedgerConformance } from './conformance/ledger.js';
 export { type MakeStateStore, stateStoreConformance } from './conformance/state-store.js';
-export {
-  type FakeAgent,
-  FakeBackend,
-  type FakeBackendHost,
-  type FakeBackendOptions,
-  type FakeCall,
-  type FakeJobRun,
-  type FakeMethod,
-  type FakeScript,
-} from './fake-backend.js';
+export { FakeBackend } from './fake-backend.js';
 export {
   createTestFleet,
   type FleetBackendOptions,
@@ -49,17 +29,5 @@ export {
   type TestFleet,
   type TestFleetOptions,
 } from './fleet.js';
-export {
-  MemoryPoolLedger,
-  type MemoryPoolLedgerOptions,
-  type MemoryPoolSnapshot,
-  MemoryPoolStore,
-  type MemoryPoolStoreOptions,
-} from './memory-ledger.js';
-export {
-  type Instant,
-  type PendingTimer,
-  type RunAllOptions,
-  TestClock,
-  type TestClockOptions,
-} from './test-clock.js';
+export { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
+export { TestClock } from './test-clock.js';

@@ -12,13 +12,6 @@ export type { Instant } from './test-clock/instant.js';
 
 /**
  * Options of {@link TestClock}.
- *
- * @example
- * ```ts
- * import { TestClock } from 'scaler-primitives/testing';
- *
- * const clock = new TestClock('2026-01-05T09:00:00Z', { settleTurns: 3 }); // chains with real I/O
- * ```
  */
 export interface TestClockOptions {
   /**
@@ -35,15 +28,6 @@ export interface TestClockOptions {
 
 /**
  * Options of {@link TestClock.runAll}.
- *
- * @example
- * ```ts
- * import type { RunAllOptions, TestClock } from 'scaler-primitives/testing';
- *
- * declare const clock: TestClock;
- * const options: RunAllOptions = { limit: 100 }; // fail fast on a timer that re-arms forever
- * const fired = await clock.runAll(options);
- * ```
  */
 export interface RunAllOptions {
   /**
@@ -56,15 +40,6 @@ export interface RunAllOptions {
 
 /**
  * One timer waiting on a {@link TestClock}, as {@link TestClock.pending} lists it.
- *
- * @example
- * ```ts
- * import type { PendingTimer, TestClock } from 'scaler-primitives/testing';
- *
- * declare const clock: TestClock;
- * const timers: PendingTimer[] = clock.pending();
- * for (const t of timers) console.log(t.id, t.kind, t.due, t.ref ? 'ref' : 'unref', t.name);
- * ```
  */
 export interface PendingTimer {
   /** The timer's id on this clock (in creation order). */

@@ -3,10 +3,12 @@
  * against concurrent calls. A busy agent is never destroyed by the manager.
  */
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { settle } from './fake-clock.js';
-import { deferred } from './fakes.js';
-import { fleet } from './fleet.js';
+import type {
+  ScalerConfigInput,
+  ScalerManager,
+  ScalerManagerOptions,
+} from '../../src/manager/index.js';
+import { createTestFleet } from '../../src/testing/index.js';
 
 const base: ScalerConfigInput = {
   globalMaxAgents: 10,
@@ -22,7 +24,21 @@ const base: ScalerConfigInput = {
   ],
 };
 
-async function busyAgents(manager: ReturnType<typeof fleet>['manager'], n: number) {
+/** A fleet on the kit, driven by hand: maintenance and reconcile run when the test calls them. */
+function fleet({
+  config,
+  ...manager
+}: Partial<ScalerManagerOptions> & { config: ScalerConfigInput }) {
+  const made = createTestFleet(config, {
+    startManager: false,
+    backend: { shutdown: false },
+    manager: { random: () => 0.5, ...manager },
+  });
+  const rows = () => made.ledger.inspect('host').live.map((row) => row.agentId);
+  return { ...made, backend: made.backends.vm!, rows };
+}
+
+async function busyAgents(manager: ScalerManager, n: number) {
   for (let i = 1; i <= n; i++) {
     await manager.requestScale(['linux'], `job-${i}`);
     manager.onAgentRegistered(`vm-${i}`, []);
@@ -31,15 +47,15 @@ async function busyAgents(manager: ReturnType<typeof fleet>['manager'], n: numbe
 
 describe('drain(agentId)', () => {
   it('a busy agent takes no job, shows as draining, and goes when its job completes', async () => {
-    const { manager, backend, violations, events } = fleet({ config: base });
+    const { manager, backend, clock, checkInvariants, events } = fleet({ config: base });
     await busyAgents(manager, 1);
     let gone = false;
     const drained = manager.drain('vm-1').then(() => {
       gone = true;
     });
-    await settle();
+    await clock.settle();
     expect(gone).toBe(false);
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     const status = manager.getStatus().scalers[0]!;
     expect(status.draining).toEqual(['vm-1']);
@@ -49,11 +65,11 @@ describe('drain(agentId)', () => {
     void manager.drain('vm-1');
     manager.onJobComplete('vm-1');
     await drained;
-    expect(backend.destroyed).toEqual(['vm-1']);
+    expect(backend.destroyed()).toEqual(['vm-1']);
     expect(manager.getStatus().globalActiveCount).toBe(0);
     expect(manager.getStatus().counters.drained).toBe(1);
     expect(events.filter((e) => e.kind === 'draining')).toHaveLength(1);
-    expect(violations).toEqual([]);
+    checkInvariants();
   });
 
   it('an idle agent is destroyed at once', async () => {
@@ -61,26 +77,25 @@ describe('drain(agentId)', () => {
     await busyAgents(manager, 1);
     manager.onJobComplete('vm-1');
     await manager.drain('vm-1');
-    expect(backend.destroyed).toEqual(['vm-1']);
+    expect(backend.destroyed()).toEqual(['vm-1']);
   });
 
   it('a spawning agent is destroyed once its spawn settles; registering binds nothing', async () => {
-    const { manager, backend, ledger, violations } = fleet({ config: base });
-    const gate = deferred();
-    backend.gate = gate.promise;
+    const { manager, backend, clock, rows, checkInvariants } = fleet({ config: base });
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'job-1');
-    await settle();
+    await clock.settle();
     const drained = manager.drain('vm-1');
     // A fast agent registers before its spawn call answered: it is bound to nothing.
     expect(manager.onAgentRegistered('vm-1', [])).toEqual({ mandatoryLabels: [] });
     // The job is free to ask again.
     expect(manager.getStatus().scalers[0]!.destroyingCount).toBe(1);
-    gate.resolve();
+    release();
     await drained;
     expect(await pending).toMatchObject({ kind: 'spawn-failed' });
-    expect(backend.destroyed).toEqual(['vm-1']);
-    expect(ledger.rows.get('host')!.size).toBe(0);
-    expect(violations).toEqual([]);
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    expect(rows()).toEqual([]);
+    checkInvariants();
   });
 
   it('an agent that disconnects while draining is gone', async () => {
@@ -101,56 +116,58 @@ describe('drain(agentId)', () => {
 
 describe('drainScaler(name)', () => {
   it('drains every agent it runs and resolves when all are gone', async () => {
-    const { manager, backend } = fleet({ config: base });
+    const { manager, backend, clock } = fleet({ config: base });
     await busyAgents(manager, 3);
     manager.onJobComplete('vm-3');
     let gone = false;
     const drained = manager.drainScaler('vm').then(() => {
       gone = true;
     });
-    await settle();
-    expect(backend.destroyed).toEqual(['vm-3']);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-3']);
     manager.onJobComplete('vm-1');
-    await settle();
+    await clock.settle();
     expect(gone).toBe(false);
     manager.onJobComplete('vm-2');
     await drained;
-    expect(backend.destroyed.sort()).toEqual(['vm-1', 'vm-2', 'vm-3']);
+    expect(backend.destroyed().sort()).toEqual(['vm-1', 'vm-2', 'vm-3']);
     expect(() => manager.drainScaler('nope')).toThrow(/scaler/);
   });
 });
 
 describe('the manager never destroys a busy agent', () => {
   it('reload lowering maxAgents destroys idle agents above it and drains busy ones', async () => {
-    const { manager, backend } = fleet({ config: base });
+    const { manager, backend, clock } = fleet({ config: base });
     await busyAgents(manager, 4);
     manager.onJobComplete('vm-4');
     const lowered = structuredClone(base);
     lowered.scalers[0]!.maxAgents = 1;
     expect((await manager.reload(lowered)).ok).toBe(true);
     await manager.maintain();
-    expect(backend.destroyed).toEqual(['vm-4']);
+    expect(backend.destroyed()).toEqual(['vm-4']);
     const status = manager.getStatus().scalers[0]!;
     expect(status.drainingCount).toBe(2);
     expect(status.busyCount).toBe(1);
     for (const id of ['vm-1', 'vm-2', 'vm-3']) manager.onJobComplete(id);
-    await settle();
-    expect(backend.destroyed).toHaveLength(3);
+    await clock.settle();
+    expect(backend.destroyed()).toHaveLength(3);
     expect(manager.getStatus().scalers[0]!.activeCount).toBe(1);
   });
 
   it('a removed scaler: idle agents go at once, busy ones after their job', async () => {
     const other = { name: 'other', type: 'c', maxAgents: 1, labelSets: [{ labels: ['x'] }] };
-    const { manager, backend } = fleet({ config: { ...base, scalers: [...base.scalers, other] } });
+    const { manager, backend, clock } = fleet({
+      config: { ...base, scalers: [...base.scalers, other] },
+    });
     await busyAgents(manager, 2);
     manager.onJobComplete('vm-2');
     expect((await manager.reload({ ...base, scalers: [other] })).ok).toBe(true);
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(true); // busy: finishes its job
     await manager.maintain();
-    expect(backend.destroyed).toEqual(['vm-2']);
+    expect(backend.destroyed()).toEqual(['vm-2']);
     manager.onJobComplete('vm-1');
-    await settle();
-    expect(backend.destroyed).toEqual(['vm-2', 'vm-1']);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-2', 'vm-1']);
     expect(manager.getStatus().scalers.map((b) => b.name)).toEqual(['other']);
   });
 
@@ -160,10 +177,10 @@ describe('the manager never destroys a busy agent', () => {
     });
     await busyAgents(manager, 1);
     manager.onJobComplete('vm-1');
-    clock.set(clock.now() + 30_000);
+    await clock.advance(30_000);
     manager.correlateAgentToJob('vm-1', 'run', 'job-9');
     await manager.maintain();
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
     expect(manager.getStatus().scalers[0]!.busyCount).toBe(1);
   });
 
@@ -171,13 +188,13 @@ describe('the manager never destroys a busy agent', () => {
     const { manager, backend } = fleet({ config: base });
     await busyAgents(manager, 1);
     manager.onJobComplete('vm-1');
-    const gate = deferred();
-    backend.destroyGate = gate.promise;
+    const release = backend.holdNext(1, 'destroy');
     const drained = manager.drain('vm-1');
-    backend.running.delete('vm-1');
+    // The agent is gone from the backend's list while its destroy is still answering.
+    await backend.crash('vm-1', { disconnect: false });
     const result = await manager.reconcile();
     expect(result.released).toEqual([]);
-    gate.resolve();
+    release();
     await drained;
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });

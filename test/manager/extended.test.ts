@@ -13,9 +13,12 @@ import {
   type ScalerManagerOptions,
   validateScalerConfig,
 } from '../../src/manager/index.js';
-import { MemoryPoolLedger, MemoryPoolStore } from '../../src/testing/index.js';
-import { FakeClock } from './fake-clock.js';
-import { FakeBackend } from './fakes.js';
+import {
+  FakeBackend,
+  MemoryPoolLedger,
+  MemoryPoolStore,
+  TestClock,
+} from '../../src/testing/index.js';
 
 const gpu = 'nvidia.com/gpu';
 const fpga = 'example.com/fpga';
@@ -45,10 +48,11 @@ function manager(
   store: MemoryPoolStore,
   instanceId: string,
   options: Partial<ScalerManagerOptions> = {},
+  clock = new TestClock('2026-01-05T12:00:00Z'),
 ) {
-  const gpuBackend = new FakeBackend();
-  const plain = new FakeBackend();
-  const ledger = new MemoryPoolLedger({ instanceId, store });
+  const gpuBackend = new FakeBackend({ clock });
+  const plain = new FakeBackend({ clock });
+  const ledger = new MemoryPoolLedger({ instanceId, store, clock });
   let n = 0;
   const m = new ScalerManager({
     config,
@@ -57,7 +61,7 @@ function manager(
       { name: 'plain', backend: plain },
     ],
     ledger,
-    clock: new FakeClock(),
+    clock,
     generateAgentId: (scaler) => `${instanceId}-${scaler}-${++n}`,
     random: () => 0.5,
     ...options,
@@ -72,8 +76,8 @@ describe('extended resources in the manager', () => {
     const { manager: m, gpuBackend, ledger } = manager(new MemoryPoolStore(), 'a');
     const result = await m.requestScale(['linux', 'gpu'], 'j1', [], oneGpu);
     expect(result).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
-    expect(gpuBackend.spawned[0]!.resources.limits.extended).toEqual({ [gpu]: 1 });
-    expect(gpuBackend.spawned[0]!.resources.requests.extended).toEqual({ [gpu]: 1 });
+    expect(gpuBackend.spawned()[0]!.resources.limits.extended).toEqual({ [gpu]: 1 });
+    expect(gpuBackend.spawned()[0]!.resources.requests.extended).toEqual({ [gpu]: 1 });
     expect((await ledger.list('gpuhost')).map((r) => r.extended)).toEqual([{ [gpu]: 1 }]);
     const status = m.getStatus();
     expect(status.globalUsage).toEqual({ cpus: 1, memBytes: 0, extended: { [gpu]: 1 } });
@@ -84,8 +88,9 @@ describe('extended resources in the manager', () => {
 
   it('two replicas share the pool GPU cap through the ledger', async () => {
     const store = new MemoryPoolStore();
-    const a = manager(store, 'a');
-    const b = manager(store, 'b');
+    const clock = new TestClock('2026-01-05T12:00:00Z');
+    const a = manager(store, 'a', {}, clock);
+    const b = manager(store, 'b', {}, clock);
     expect((await a.manager.requestScale(['linux', 'gpu'], 'j1', [], oneGpu)).kind).toBe('spawned');
     expect((await b.manager.requestScale(['linux', 'gpu'], 'j2', [], oneGpu)).kind).toBe('spawned');
     // Each replica's scaler cap (3) has room; the shared pool (2) has not.
@@ -94,7 +99,7 @@ describe('extended resources in the manager', () => {
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', pool: 'gpuhost', dimension: gpu, used: 2, max: 2 },
     });
-    expect(a.gpuBackend.spawned).toHaveLength(1);
+    expect(a.gpuBackend.spawned()).toHaveLength(1);
     await a.manager.shutdownAll();
     await b.manager.shutdownAll();
   });
@@ -120,14 +125,14 @@ describe('extended resources in the manager', () => {
       scaler: 'plain',
       limit: { limit: 'scaler-cap', scaler: 'plain', dimension: gpu, max: 0, neverFits: true },
     });
-    expect(gpuBackend.spawned).toHaveLength(0);
-    expect(plain.spawned).toHaveLength(0);
+    expect(gpuBackend.spawned()).toHaveLength(0);
+    expect(plain.spawned()).toHaveLength(0);
     // A provided resource without a count cap is granted.
     const fp = await m.requestScale(['linux', 'gpu'], 'fpga', [], {
       requests: { cpus: 1, [fpga]: 2 },
     });
     expect(fp).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
-    expect(gpuBackend.spawned[0]!.resources.limits.extended).toEqual({ [fpga]: 2 });
+    expect(gpuBackend.spawned()[0]!.resources.limits.extended).toEqual({ [fpga]: 2 });
     await m.shutdownAll();
   });
 
@@ -178,11 +183,12 @@ describe('LimitRange-like limits in the manager', () => {
   };
 
   function limitedManager() {
-    const backend = new FakeBackend();
+    const clock = new TestClock('2026-01-05T12:00:00Z');
+    const backend = new FakeBackend({ clock });
     const m = new ScalerManager({
       config: limited,
       backends: [{ name: 'gpu', backend }],
-      clock: new FakeClock(),
+      clock,
       random: () => 0.5,
     });
     return { m, backend };
@@ -191,7 +197,7 @@ describe('LimitRange-like limits in the manager', () => {
   it('fills what no layer declares from the scaler policy defaults', async () => {
     const { m, backend } = limitedManager();
     expect((await m.requestScale(['linux', 'gpu'], 'j1')).kind).toBe('spawned');
-    expect(backend.spawned[0]!.resources).toEqual({
+    expect(backend.spawned()[0]!.resources).toEqual({
       requests: { cpus: 0.5, memBytes: GiB },
       limits: { cpus: 1, memBytes: 2 * GiB },
     });
@@ -229,7 +235,7 @@ describe('LimitRange-like limits in the manager', () => {
       kind: 'never-fits',
       limit: { limit: 'global-limit-range', resource: gpu, rule: 'max', value: 2, bound: 1 },
     });
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
     expect(
       await m.requestScale(['linux', 'gpu'], 'one-gpu', [], { requests: { [gpu]: 1 } }),
     ).toMatchObject({ kind: 'spawned' });

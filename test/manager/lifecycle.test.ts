@@ -6,7 +6,7 @@ import {
   ScalerManager,
   type ScalerManagerOptions,
 } from '../../src/manager/index.js';
-import { deferred, FakeBackend, minimalBackend } from './fakes.js';
+import { FakeBackend, TestClock } from '../../src/testing/index.js';
 
 function config(overrides: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
   return {
@@ -25,8 +25,8 @@ function config(overrides: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
 }
 
 function setup(options: Partial<ScalerManagerOptions> = {}) {
-  const backend = new FakeBackend();
-  const clock = { now: 1_000_000 };
+  const clock = new TestClock('2026-01-05T12:00:00Z');
+  const backend = new FakeBackend({ clock, name: 'small' });
   const events: ScalerEvent[] = [];
   const relayed: Array<[string, string, ScalerEvent]> = [];
   let n = 0;
@@ -35,7 +35,7 @@ function setup(options: Partial<ScalerManagerOptions> = {}) {
     backends: [{ name: 'small', backend }],
     onEvent: (e) => events.push(e),
     onScalerEvent: (runId, jobId, e) => relayed.push([runId, jobId, e]),
-    now: () => clock.now,
+    clock,
     generateAgentId: (scaler) => `${scaler}-${++n}`,
     ...options,
   });
@@ -61,17 +61,24 @@ describe('registration and correlation', () => {
     expect(status.scalers[0]!.busyCount).toBe(1);
     expect(manager.getScalerName(id)).toBe('small');
     expect(manager.getScalerName('static-1')).toBeNull();
+    // The context the backend's spawn answered with, under the scaler's own fields.
     expect(manager.getScalerContextForAgent(id)).toMatchObject({
       scaler: 'small',
       type: 'container',
-      handle: `h-${id}`,
+      backend: 'small',
+      fake: true,
     });
   });
 
   it('buffers events until correlation, then relays them in order', async () => {
-    const { manager, backend, relayed } = setup();
-    backend.onSpawn = (req) => req.emit({ kind: 'image-pulled', message: 'pulled' });
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const { manager, backend, clock, relayed } = setup();
+    // The backend reports progress while its spawn call is answering.
+    const release = backend.holdNext();
+    const spawning = manager.requestScale(['linux'], 'job-1');
+    await clock.settle();
+    backend.spawned()[0]!.emit({ kind: 'image-pulled', message: 'pulled' });
+    release();
+    const id = spawnedId(await spawning);
     manager.onAgentRegistered(id, []);
     expect(relayed).toHaveLength(0);
     manager.correlateAgentToJob(id, 'run-1', 'job-1');
@@ -82,14 +89,14 @@ describe('registration and correlation', () => {
       'run-1/job-1/manager:registered',
       'run-1/job-1/manager:busy',
     ]);
-    backend.spawned[0]!.emit({ kind: 'log', data: { line: 'hello' } });
+    backend.spawned()[0]!.emit({ kind: 'log', data: { line: 'hello' } });
     expect(relayed.at(-1)![2]).toMatchObject({ kind: 'log', data: { line: 'hello' } });
     // The job hears that its agent is done; after that, events wait for the next job.
     manager.onJobComplete(id);
     expect(relayed.at(-1)!.slice(0, 2)).toEqual(['run-1', 'job-1']);
     expect(relayed.at(-1)![2].kind).toBe('idle');
     const count = relayed.length;
-    backend.spawned[0]!.emit({ kind: 'log', data: { line: 'between jobs' } });
+    backend.spawned()[0]!.emit({ kind: 'log', data: { line: 'between jobs' } });
     expect(relayed).toHaveLength(count);
     manager.correlateAgentToJob(id, 'run-2', 'job-2');
     expect(relayed.slice(count).map(([r, j, e]) => `${r}/${j}/${e.kind}`)).toEqual([
@@ -99,19 +106,18 @@ describe('registration and correlation', () => {
   });
 
   it('an agent that registers, runs and leaves before spawn() resolves is still spawned', async () => {
-    const { manager, backend } = setup();
-    const gate = deferred();
-    backend.gate = gate.promise;
+    const { manager, backend, clock } = setup();
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'job-1');
-    await new Promise((r) => setImmediate(r));
+    await clock.settle();
     expect(manager.onAgentRegistered('small-1', [])).toEqual({
       boundJobId: 'job-1',
       mandatoryLabels: [],
     });
     await manager.onAgentDisconnected('small-1');
-    gate.resolve();
+    release();
     expect(await pending).toMatchObject({ kind: 'spawned', agentId: 'small-1' });
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
     expect(manager.getStatus()).toMatchObject({
       globalActiveCount: 0,
       globalUsage: { cpus: 0, memBytes: 0 },
@@ -122,7 +128,7 @@ describe('registration and correlation', () => {
   it('the buffer is bounded and says how many events it dropped', async () => {
     const { manager, backend, relayed } = setup({ maxBufferedEvents: 3 });
     const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
-    for (let i = 0; i < 10; i++) backend.spawned[0]!.emit({ kind: `e${i}` });
+    for (let i = 0; i < 10; i++) backend.spawned()[0]!.emit({ kind: `e${i}` });
     manager.correlateAgentToJob(id, 'run-1', 'job-1');
     const kinds = relayed.map(([, , e]) => e.kind);
     expect(kinds[0]).toBe('events-dropped');
@@ -155,16 +161,16 @@ describe('pruning spawns that never register', () => {
   it('prunes after the timeout (default 5 minutes), releases, destroys and emits', async () => {
     const { manager, backend, clock, events } = setup();
     const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
-    clock.now += 299_999;
+    await clock.advance(299_999);
     await manager.maintain();
     expect(manager.getStatus().globalActiveCount).toBe(1);
-    clock.now += 1;
+    await clock.advance(1);
     await manager.maintain();
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(0);
     expect(status.globalUsage.cpus).toBe(0);
     expect(status.counters.pruned).toBe(1);
-    expect(backend.destroyed).toEqual([id]);
+    expect(backend.destroyed()).toEqual([id]);
     expect(events.find((e) => e.kind === 'pruned')).toMatchObject({ agentId: id });
     // The job can ask again.
     expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
@@ -174,33 +180,32 @@ describe('pruning spawns that never register', () => {
     const { manager, clock } = setup({ registrationTimeoutMs: 1000 });
     const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
     manager.onAgentRegistered(id, []);
-    clock.now += 10_000;
+    await clock.advance(10_000);
     await manager.maintain();
     expect(manager.getStatus().globalActiveCount).toBe(1);
   });
 
   it('a spawn that hangs past the timeout is pruned; when it finally resolves the agent is destroyed', async () => {
     const { manager, backend, clock } = setup({ registrationTimeoutMs: 1000 });
-    const gate = deferred();
-    backend.gate = gate.promise;
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'job-1');
-    await new Promise((r) => setImmediate(r));
-    clock.now += 1000;
+    await clock.settle();
+    await clock.advance(1000);
     await manager.maintain();
     // The backend may still start it: it keeps its capacity, but takes no job.
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(1);
     expect(status.scalers[0]!.destroyingCount).toBe(1);
     expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
     // The job may ask again at once.
     const again = manager.requestScale(['linux'], 'job-1');
-    gate.resolve();
+    release();
     expect(await again).toMatchObject({ kind: 'spawned', agentId: 'small-2' });
     const result = await pending;
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'spawn' });
     expect(result.kind === 'spawn-failed' && isBackendError(result.error)).toBe(true);
-    expect(backend.destroyed).toEqual(['small-1']);
+    expect(backend.destroyed()).toEqual(['small-1']);
     expect(manager.getStatus().globalActiveCount).toBe(1);
     expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
   });
@@ -251,10 +256,10 @@ describe('warm pool', () => {
   it('replenishes to the target, counting warm spawns in flight and idle agents only', async () => {
     const { manager, backend } = setup({ config: warmConfig(2) });
     await manager.maintain();
-    expect(backend.spawned.map((s) => s.warm)).toEqual([true, true]);
-    expect(backend.spawned[0]!.jobId).toBeUndefined();
+    expect(backend.spawned().map((s) => s.warm)).toEqual([true, true]);
+    expect(backend.spawned()[0]!.jobId).toBeUndefined();
     await manager.maintain();
-    expect(backend.spawned).toHaveLength(2);
+    expect(backend.spawned()).toHaveLength(2);
     // A warm agent registers idle (no bound job), then takes a job: a warm hit.
     expect(manager.onAgentRegistered('small-1', [])).toEqual({ mandatoryLabels: [] });
     manager.onAgentRegistered('small-2', []);
@@ -266,7 +271,7 @@ describe('warm pool', () => {
     expect(status.warmPoolCount).toBe(1);
     // Busy agents do not count toward the target: one more is spawned.
     await manager.maintain();
-    expect(backend.spawned).toHaveLength(3);
+    expect(backend.spawned()).toHaveLength(3);
   });
 
   it('warm spawns count against maxAgents and caps', async () => {
@@ -284,13 +289,13 @@ describe('warm pool', () => {
     expect((await manager.requestScale(['linux'], 'j4')).kind).toBe('at-capacity');
     await manager.onAgentDisconnected('small-1');
     await manager.maintain();
-    expect(backend.spawned).toHaveLength(3);
+    expect(backend.spawned()).toHaveLength(3);
     // The waiting job gets the freed capacity.
     expect((await manager.requestScale(['linux'], 'j4')).kind).toBe('spawned');
     await manager.onAgentDisconnected('small-2');
-    clock.now += 5000;
+    await clock.advance(5000);
     await manager.maintain();
-    expect(backend.spawned.at(-1)!.warm).toBe(true);
+    expect(backend.spawned().at(-1)!.warm).toBe(true);
   });
 
   it('destroys idle agents past their timeout, never busy ones', async () => {
@@ -301,18 +306,18 @@ describe('warm pool', () => {
     manager.onAgentRegistered(busy, []);
     manager.correlateAgentToJob(busy, 'run', 'j2');
     manager.onJobComplete(idle);
-    clock.now += 59_000;
+    await clock.advance(59_000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([]);
-    clock.now += 1000;
+    expect(backend.destroyed()).toEqual([]);
+    await clock.advance(1000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([idle]);
+    expect(backend.destroyed()).toEqual([idle]);
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(1);
     expect(status.counters.idleDestroyed).toBe(1);
-    clock.now += 3_600_000;
+    await clock.advance(3_600_000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([idle]);
+    expect(backend.destroyed()).toEqual([idle]);
   });
 
   it('a failed destroy keeps the agent tracked and emits destroy-failed', async () => {
@@ -320,8 +325,8 @@ describe('warm pool', () => {
     const id = spawnedId(await manager.requestScale(['linux'], 'j1'));
     manager.onAgentRegistered(id, []);
     manager.onJobComplete(id);
-    backend.failDestroy = true;
-    clock.now += 1000;
+    backend.script({ method: 'destroy', fail: new Error('boom destroying'), times: Infinity });
+    await clock.advance(1000);
     await manager.maintain();
     expect(manager.getStatus().globalActiveCount).toBe(1);
     expect(events.some((e) => e.kind === 'destroy-failed')).toBe(true);
@@ -417,14 +422,15 @@ describe('reload', () => {
 
 describe('reconcile and shutdown', () => {
   it('releases agents the backend no longer lists, leaves spawns in flight alone', async () => {
-    const { manager, backend } = setup();
+    const { manager, backend, clock } = setup();
     const gone = spawnedId(await manager.requestScale(['linux'], 'j1'));
     const kept = spawnedId(await manager.requestScale(['linux'], 'j2'));
-    const gate = deferred();
-    backend.gate = gate.promise;
+    // An agent someone else started on this backend: the manager never spawned it.
+    await backend.spawn({ ...backend.spawned()[0]!, agentId: 'stranger', jobId: 'theirs' });
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'j3');
-    backend.running.delete(gone);
-    backend.running.add('stranger');
+    await clock.settle();
+    await backend.crash(gone, { disconnect: false });
     const result = await manager.reconcile();
     expect(result).toEqual({
       released: [gone],
@@ -434,32 +440,25 @@ describe('reconcile and shutdown', () => {
     expect(manager.getScalerName(kept)).toBe('small');
     expect(manager.getStatus().globalActiveCount).toBe(2);
     expect(manager.getStatus().counters.reconciled).toBe(1);
-    gate.resolve();
+    release();
     await pending;
   });
 
   it('a backend whose list() throws is reported and left alone', async () => {
     const { manager, backend } = setup();
     spawnedId(await manager.requestScale(['linux'], 'j1'));
-    backend.list = async () => {
-      throw new Error('api down');
-    };
+    backend.script({ method: 'list', fail: new Error('api down'), times: Infinity });
     const result = await manager.reconcile();
     expect(result.failed).toHaveLength(1);
     expect(manager.getStatus().globalActiveCount).toBe(1);
   });
 
   it('shutdownAll destroys agents (or calls shutdown) and releases everything', async () => {
-    const plain = minimalBackend();
-    const destroyed: string[] = [];
-    plain.destroy = async (id) => {
-      destroyed.push(id);
-    };
-    const withShutdown = new FakeBackend();
-    withShutdown.shutdown = async () => {
-      withShutdown.shutdowns++;
-    };
+    const clock = new TestClock('2026-01-05T12:00:00Z');
+    const plain = new FakeBackend({ clock, list: false, shutdown: false });
+    const withShutdown = new FakeBackend({ clock });
     const manager = new ScalerManager({
+      clock,
       config: config({
         scalers: [
           { name: 'a', type: 'c', maxAgents: 2, labelSets: [{ labels: ['a'] }] },
@@ -475,9 +474,9 @@ describe('reconcile and shutdown', () => {
     spawnedId(await manager.requestScale(['b'], 'j2'));
     manager.start();
     await manager.shutdownAll();
-    expect(destroyed).toEqual([a]);
-    expect(withShutdown.shutdowns).toBe(1);
-    expect(withShutdown.destroyed).toEqual([]);
+    expect(plain.destroyed()).toEqual([a]);
+    expect(withShutdown.callsOf('shutdown')).toHaveLength(1);
+    expect(withShutdown.destroyed()).toEqual([]);
     const status = manager.getStatus();
     expect(status.globalActiveCount).toBe(0);
     expect(status.globalUsage).toEqual({ cpus: 0, memBytes: 0 });

@@ -5,9 +5,32 @@
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import type { ScalerEntryInput } from '../../src/manager/config.js';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { settle } from './fake-clock.js';
-import { fleet } from './fleet.js';
+import {
+  type ScalerConfigInput,
+  type ScalerEvent,
+  ScalerManager,
+  type ScalerManagerOptions,
+} from '../../src/manager/index.js';
+import { FakeBackend, TestClock } from '../../src/testing/index.js';
+
+/** A manager on a TestClock and a FakeBackend; maintenance runs when the test calls it. */
+function fleet({
+  config,
+  ...options
+}: Partial<ScalerManagerOptions> & { config: ScalerConfigInput }) {
+  const clock = new TestClock('2026-01-05T12:00:00Z');
+  const backend = new FakeBackend({ clock, shutdown: false });
+  const events: ScalerEvent[] = [];
+  const manager = new ScalerManager({
+    config,
+    backends: [{ name: 'vm', backend }],
+    clock,
+    onEvent: (e) => events.push(e),
+    random: () => 0.5,
+    ...options,
+  });
+  return { manager, backend, clock, events };
+}
 
 function withScaler(extra: Partial<ScalerEntryInput>): ScalerConfigInput {
   return {
@@ -24,7 +47,7 @@ function withScaler(extra: Partial<ScalerEntryInput>): ScalerConfigInput {
   };
 }
 
-async function agent(manager: ReturnType<typeof fleet>['manager'], job: string) {
+async function agent(manager: ScalerManager, job: string) {
   const result = await manager.requestScale(['linux'], job);
   if (result.kind !== 'spawned') throw new Error(`expected spawned, got ${result.kind}`);
   manager.onAgentRegistered(result.agentId, []);
@@ -36,12 +59,12 @@ describe('idleTimeoutSeconds', () => {
     const { manager, backend, clock } = fleet({ config: withScaler({ idleTimeoutSeconds: 120 }) });
     const id = await agent(manager, 'j1');
     manager.onJobComplete(id);
-    clock.set(clock.now() + 119_999);
+    await clock.advance(119_999);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([]);
-    clock.set(clock.now() + 1);
+    expect(backend.destroyed()).toEqual([]);
+    await clock.advance(1);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([id]);
+    expect(backend.destroyed()).toEqual([id]);
     expect(manager.getStatus().counters.idleDestroyed).toBe(1);
   });
 
@@ -49,9 +72,9 @@ describe('idleTimeoutSeconds', () => {
     const { manager, backend, clock } = fleet({ config: withScaler({}) });
     const id = await agent(manager, 'j1');
     manager.onJobComplete(id);
-    clock.set(clock.now() + 86_400_000);
+    await clock.advance(86_400_000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
   });
 
   it("keeps the idle agents the warm pool's target needs (the most recently idle)", async () => {
@@ -62,39 +85,39 @@ describe('idleTimeoutSeconds', () => {
     const a = await agent(manager, 'j1');
     const b = await agent(manager, 'j2');
     manager.onJobComplete(a);
-    clock.set(clock.now() + 10_000);
+    await clock.advance(10_000);
     manager.onJobComplete(b);
-    clock.set(clock.now() + 60_000);
+    await clock.advance(60_000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([a]);
+    expect(backend.destroyed()).toEqual([a]);
     expect(manager.getStatus().scalers[0]!.idleCount).toBe(1);
     // No respawn: the kept agent is the warm pool.
-    expect(backend.spawned).toHaveLength(2);
+    expect(backend.spawned()).toHaveLength(2);
   });
 });
 
 describe('maxJobsPerAgent', () => {
   it('1 makes ephemeral agents: destroyed after their first job', async () => {
-    const { manager, backend } = fleet({ config: withScaler({ maxJobsPerAgent: 1 }) });
+    const { manager, backend, clock } = fleet({ config: withScaler({ maxJobsPerAgent: 1 }) });
     const id = await agent(manager, 'j1');
     manager.onJobComplete(id);
     expect(manager.canRunJob(id, ['linux'])).toBe(false);
-    await settle();
-    expect(backend.destroyed).toEqual([id]);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual([id]);
   });
 
   it('3 keeps the agent for three jobs', async () => {
-    const { manager, backend } = fleet({ config: withScaler({ maxJobsPerAgent: 3 }) });
+    const { manager, backend, clock } = fleet({ config: withScaler({ maxJobsPerAgent: 3 }) });
     const id = await agent(manager, 'j1');
     manager.onJobComplete(id);
     manager.correlateAgentToJob(id, 'r', 'j2');
     manager.onJobComplete(id);
     manager.correlateAgentToJob(id, 'r', 'j3');
-    await settle();
-    expect(backend.destroyed).toEqual([]);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual([]);
     manager.onJobComplete(id);
-    await settle();
-    expect(backend.destroyed).toEqual([id]);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual([id]);
   });
 });
 
@@ -106,13 +129,13 @@ describe('maxAgentLifetimeSeconds', () => {
     const busy = await agent(manager, 'j1');
     const idle = await agent(manager, 'j2');
     manager.onJobComplete(idle);
-    clock.set(clock.now() + 3_600_000);
+    await clock.advance(3_600_000);
     await manager.maintain();
-    expect(backend.destroyed).toEqual([idle]);
+    expect(backend.destroyed()).toEqual([idle]);
     expect(manager.getStatus().scalers[0]!.draining).toEqual([busy]);
     manager.onJobComplete(busy);
-    await settle();
-    expect(backend.destroyed).toEqual([idle, busy]);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual([idle, busy]);
   });
 });
 

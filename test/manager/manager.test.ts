@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { LedgerLeaseExpiredError } from '../../src/errors.js';
 import {
   type ScalerConfigInput,
@@ -6,7 +6,9 @@ import {
   ScalerManager,
   type ScalerManagerOptions,
 } from '../../src/manager/index.js';
-import { deferred, FakeBackend, FakeLedger, minimalBackend } from './fakes.js';
+import { FakeBackend, MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+
+const start = '2026-01-05T12:00:00Z';
 
 const Gi = 2 ** 30;
 
@@ -35,12 +37,14 @@ function config(overrides: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
 }
 
 function setup(options: Partial<ScalerManagerOptions> = {}) {
-  const small = new FakeBackend();
-  const gpu = new FakeBackend();
+  const clock = new TestClock(start);
+  const small = new FakeBackend({ clock, name: 'small' });
+  const gpu = new FakeBackend({ clock, name: 'gpu' });
   const events: ScalerEvent[] = [];
   let n = 0;
   const manager = new ScalerManager({
     config: config(),
+    clock,
     backends: [
       { name: 'small', backend: small, platformLabels: ['scaler-primitives:os:linux'] },
       { name: 'gpu', backend: gpu },
@@ -63,8 +67,8 @@ describe('ScalerManager.requestScale: result kinds', () => {
       labels: ['linux', 'small', 'scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
       resources: { requests: { cpus: 1, memBytes: Gi }, limits: { cpus: 1, memBytes: Gi } },
     });
-    expect(small.spawned).toHaveLength(1);
-    expect(small.spawned[0]).toMatchObject({
+    expect(small.spawned()).toHaveLength(1);
+    expect(small.spawned()[0]).toMatchObject({
       agentId: 'small-1',
       scaler: 'small',
       jobId: 'job-1',
@@ -86,8 +90,8 @@ describe('ScalerManager.requestScale: result kinds', () => {
       limits: { cpus: '1500m' },
     });
     expect(result.kind).toBe('spawned');
-    expect(small.spawned[0]!.labelSetIndex).toBe(1);
-    expect(small.spawned[0]!.resources).toEqual({
+    expect(small.spawned()[0]!.labelSetIndex).toBe(1);
+    expect(small.spawned()[0]!.resources).toEqual({
       requests: { cpus: 1.5, memBytes: Gi },
       limits: { cpus: 1.5, memBytes: Gi },
     });
@@ -107,18 +111,17 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('already-spawning: a second request for the same job while the spawn is in flight', async () => {
     const { manager, small } = setup();
-    const gate = deferred();
-    small.gate = gate.promise;
+    const release = small.holdNext();
     const first = manager.requestScale(['linux'], 'job-1');
     const second = await manager.requestScale(['linux'], 'job-1');
     expect(second).toEqual({ kind: 'already-spawning', scaler: 'small', agentId: 'small-1' });
-    gate.resolve();
+    release();
     expect((await first).kind).toBe('spawned');
     // Still spawning (not registered): still already-spawning.
     expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('already-spawning');
     manager.onAgentRegistered('small-1', []);
     expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
-    expect(small.spawned).toHaveLength(2);
+    expect(small.spawned()).toHaveLength(2);
   });
 
   it('no-match: says why for each scaler', async () => {
@@ -154,7 +157,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
     expect(plain).toMatchObject({ kind: 'spawned', scaler: 'small' });
     const gpuJob = await manager.requestScale(['linux', 'gpu'], 'job-2');
     expect(gpuJob).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
-    expect(gpu.spawned[0]!.mandatoryLabels).toEqual(['gpu']);
+    expect(gpu.spawned()[0]!.mandatoryLabels).toEqual(['gpu']);
     const reg = manager.onAgentRegistered('gpu-2', ['linux', 'gpu']);
     expect(reg).toEqual({ boundJobId: 'job-2', mandatoryLabels: ['gpu'] });
     // Queue drain applies the same gate.
@@ -235,7 +238,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
       },
       refusals: [expect.objectContaining({ limit: 'scaler-cap', neverFits: true })],
     });
-    expect(small.spawned).toHaveLength(0);
+    expect(small.spawned()).toHaveLength(0);
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
 
@@ -272,12 +275,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
       kind: 'at-capacity',
       limit: { limit: 'scaler-max-agents', max: 0 },
     });
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
   });
 
   it('spawn-failed: a throwing spawn rolls usage back to exactly zero', async () => {
     const { manager, small, events } = setup();
-    small.failNext = 1;
+    small.failNext(1, new Error('boom spawning small-1'));
     const result = await manager.requestScale(['linux'], 'j1', [], {
       requests: { cpus: '0.1', memory: 3 },
     });
@@ -317,10 +320,34 @@ describe('ScalerManager.requestScale: result kinds', () => {
 });
 
 describe('ScalerManager: machine pools', () => {
-  function poolSetup(ledger = new FakeLedger(), events: ScalerEvent[] = []) {
-    const backend = new FakeBackend();
+  /**
+   * A manager with pool `host` (3 CPUs) in a MemoryPoolLedger; `holdElsewhere`
+   * makes another process hold part of it; `failReserve` makes the ledger's
+   * reserve throw until it is called without an error.
+   */
+  function poolSetup(events: ScalerEvent[] = []) {
+    const clock = new TestClock(start);
+    const ledger = new MemoryPoolLedger({ instanceId: 'this-process', clock });
+    let failure: Error | undefined;
+    const reserve = ledger.reserve.bind(ledger);
+    ledger.reserve = async (...args) => {
+      if (failure) throw failure;
+      return reserve(...args);
+    };
+    const peer = new MemoryPoolLedger({
+      instanceId: 'another-process',
+      store: ledger.store,
+      clock,
+    });
+    const holdElsewhere = async (cpus: number) => {
+      peer.registerPool('host', { maxCpu: 3 });
+      await peer.release('host', 'foreign');
+      if (cpus > 0) expect((await peer.reserve('host', 'foreign', cpus, 0)).ok).toBe(true);
+    };
+    const backend = new FakeBackend({ clock, shutdown: false });
     let n = 0;
     const manager = new ScalerManager({
+      clock,
       config: {
         globalMaxAgents: 10,
         machinePools: { host: { maxCpu: 3 } },
@@ -339,35 +366,50 @@ describe('ScalerManager: machine pools', () => {
       generateAgentId: () => `a-${++n}`,
       onEvent: (e) => events.push(e),
     });
-    return { manager, backend, ledger, events };
+    const usage = () => ledger.getUsage('host');
+    return {
+      manager,
+      backend,
+      ledger,
+      events,
+      usage,
+      holdElsewhere,
+      failReserve: (error?: Error) => {
+        failure = error;
+      },
+    };
   }
 
   it('pool usage in getStatus counts only rows the ledger granted, not a reservation it has not answered or refused', async () => {
-    const ledger = new FakeLedger();
-    const gate = deferred();
+    const { manager, ledger, holdElsewhere } = poolSetup();
+    // The ledger answers a reserve only when the test says so.
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
     const reserve = ledger.reserve.bind(ledger);
-    ledger.reserve = async (...args: Parameters<FakeLedger['reserve']>) => {
-      await gate.promise;
+    ledger.reserve = async (...args) => {
+      await answered;
       return reserve(...args);
     };
-    const { manager } = poolSetup(ledger);
-    ledger.foreign.set('host', { cpus: 3, memBytes: 0 }); // another process holds the pool
+    await holdElsewhere(3); // another process holds the pool
     const pending = manager.requestScale(['linux'], 'j1');
     await Promise.resolve();
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
-    gate.resolve();
+    answer();
     expect(await pending).toMatchObject({ kind: 'at-capacity' });
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
-    ledger.foreign.delete('host');
+    await holdElsewhere(0);
     expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ kind: 'spawned' });
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 1, memBytes: 0 });
   });
 
   it('registers pools and reserves in the pool after the in-memory caps', async () => {
-    const { manager, ledger } = poolSetup();
-    expect(ledger.caps.get('host')).toEqual({ maxCpu: 3 });
+    const { manager, ledger, usage } = poolSetup();
     await manager.requestScale(['linux'], 'j1');
-    expect(ledger.usageOf('host')).toEqual({ cpus: 1, memBytes: 0 });
+    // The cap the manager registered is the one the ledger stored.
+    expect(ledger.store.read('host')?.cap).toEqual({ maxCpu: 3 });
+    expect(await usage()).toEqual({ cpus: 1, memBytes: 0 });
     expect(manager.getStatus().pools).toEqual([
       { name: 'host', cap: { maxCpu: 3 }, usage: { cpus: 1, memBytes: 0 } },
     ]);
@@ -375,42 +417,42 @@ describe('ScalerManager: machine pools', () => {
   });
 
   it('a full pool (another process holds it) is at-capacity and rolls the caps back', async () => {
-    const { manager, ledger, backend } = poolSetup();
-    ledger.foreign.set('host', { cpus: 2.5, memBytes: 0 });
+    const { manager, backend, holdElsewhere } = poolSetup();
+    await holdElsewhere(2.5);
     const result = await manager.requestScale(['linux'], 'j1');
     expect(result).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', pool: 'host', dimension: 'cpu', used: 2.5, max: 3 },
     });
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
     expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
 
   it('a request above the pool cap never fits, without asking the ledger', async () => {
-    const { manager, ledger } = poolSetup();
-    ledger.failReserve = new Error('must not be called');
+    const { manager, failReserve } = poolSetup();
+    failReserve(new Error('must not be called'));
     const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 4 } });
     expect(result).toMatchObject({ kind: 'never-fits', limit: { limit: 'pool-cap', max: 3 } });
   });
 
   it('a throwing ledger is spawn-failed at the reserve stage, everything rolled back', async () => {
-    const { manager, ledger, backend } = poolSetup();
-    ledger.failReserve = new Error('ledger busy');
+    const { manager, backend, failReserve } = poolSetup();
+    failReserve(new Error('ledger busy'));
     const result = await manager.requestScale(['linux'], 'j1');
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
     expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
-    ledger.failReserve = undefined;
+    failReserve(undefined);
     expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
   });
 
   it('a lost lease names the agents whose pool rows are gone (reservation-lost)', async () => {
-    const { manager, ledger, events } = poolSetup();
+    const { manager, events, failReserve } = poolSetup();
     await manager.requestScale(['linux'], 'j1');
     await manager.requestScale(['linux'], 'j2');
     // A peer reaped a-1 while we stalled; the file ledger names it.
-    ledger.failReserve = new LedgerLeaseExpiredError('host', 'lease lapsed', ['a-1']);
+    failReserve(new LedgerLeaseExpiredError('host', 'lease lapsed', ['a-1']));
     const result = await manager.requestScale(['linux'], 'j3');
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
     const lost = events.filter((e) => e.kind === 'reservation-lost');
@@ -418,7 +460,7 @@ describe('ScalerManager: machine pools', () => {
     expect(lost[0]!.data).toMatchObject({ pool: 'host', certain: true });
     // A ledger that cannot name the rows (NATS): every agent of ours in the pool.
     events.length = 0;
-    ledger.failReserve = new LedgerLeaseExpiredError('host', 'lease lapsed');
+    failReserve(new LedgerLeaseExpiredError('host', 'lease lapsed'));
     await manager.requestScale(['linux'], 'j4');
     expect(events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
       'a-1',
@@ -426,33 +468,36 @@ describe('ScalerManager: machine pools', () => {
     ]);
     // Other reserve failures say nothing of the other agents.
     events.length = 0;
-    ledger.failReserve = new Error('disk full');
+    failReserve(new Error('disk full'));
     await manager.requestScale(['linux'], 'j5');
     expect(events.some((e) => e.kind === 'reservation-lost')).toBe(false);
   });
 
   it('a throwing spawn releases the pool row too', async () => {
-    const { manager, ledger, backend } = poolSetup();
-    backend.failNext = 1;
+    const { manager, backend, usage } = poolSetup();
+    backend.failNext(1);
     expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawn-failed');
     await Promise.resolve();
     await new Promise((r) => setImmediate(r));
-    expect(ledger.usageOf('host')).toEqual({ cpus: 0, memBytes: 0 });
+    expect(await usage()).toEqual({ cpus: 0, memBytes: 0 });
   });
 
   it('disconnect releases the pool row; shutdownAll releases this instance rows', async () => {
-    const { manager, ledger } = poolSetup();
+    const { manager, ledger, usage } = poolSetup();
+    const started = vi.spyOn(ledger, 'start');
+    const stopped = vi.spyOn(ledger, 'stop');
+    const releasedAll = vi.spyOn(ledger, 'releaseAllForInstance');
     const a = await manager.requestScale(['linux'], 'j1');
     await manager.requestScale(['linux'], 'j2');
-    expect(ledger.usageOf('host').cpus).toBe(2);
+    expect((await usage()).cpus).toBe(2);
     await manager.onAgentDisconnected(a.kind === 'spawned' ? a.agentId : '');
-    expect(ledger.usageOf('host').cpus).toBe(1);
+    expect((await usage()).cpus).toBe(1);
     manager.start();
-    expect(ledger.started).toBe(1);
+    expect(started).toHaveBeenCalledTimes(1);
     await manager.shutdownAll();
-    expect(ledger.usageOf('host').cpus).toBe(0);
-    expect(ledger.releasedAllForInstance).toBe(1);
-    expect(ledger.stopped).toBe(1);
+    expect((await usage()).cpus).toBe(0);
+    expect(releasedAll).toHaveBeenCalledTimes(1);
+    expect(stopped).toHaveBeenCalledTimes(1);
   });
 
   it('a pool without a ledger is a ConfigError at construction', () => {
@@ -472,7 +517,7 @@ describe('ScalerManager: machine pools', () => {
               },
             ],
           },
-          backends: [{ name: 'a', backend: minimalBackend() }],
+          backends: [{ name: 'a', backend: new FakeBackend() }],
         }),
     ).toThrow(/scalers\[0\]\.machinePool: .*no `ledger`/);
   });
@@ -484,7 +529,7 @@ describe('ScalerManager: construction', () => {
       () =>
         new ScalerManager({
           config: config(),
-          backends: [{ name: 'small', backend: minimalBackend() }],
+          backends: [{ name: 'small', backend: new FakeBackend() }],
         }),
     ).toThrow(/scalers\[1\]\.name: No backend was given for scaler "gpu"/);
   });
@@ -495,15 +540,15 @@ describe('ScalerManager: construction', () => {
         new ScalerManager({
           config: config(),
           backends: [
-            { name: 'small', backend: minimalBackend(), platformLabels: ['os:linux'] },
-            { name: 'gpu', backend: minimalBackend() },
+            { name: 'small', backend: new FakeBackend(), platformLabels: ['os:linux'] },
+            { name: 'gpu', backend: new FakeBackend() },
           ],
         }),
     ).toThrow(/Platform label "os:linux"/);
   });
 
   it('duplicate backends and bad timings are TypeErrors', () => {
-    const b = minimalBackend();
+    const b = new FakeBackend();
     expect(
       () =>
         new ScalerManager({

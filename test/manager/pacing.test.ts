@@ -4,8 +4,24 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScalerEntryInput } from '../../src/manager/config.js';
-import type { ScaleResult, ScalerConfigInput } from '../../src/manager/index.js';
-import { fleet } from './fleet.js';
+import type {
+  ScaleResult,
+  ScalerConfigInput,
+  ScalerManagerOptions,
+} from '../../src/manager/index.js';
+import { createTestFleet } from '../../src/testing/index.js';
+
+/** A fleet on the kit, driven by hand. */
+function fleet({
+  config,
+  ...manager
+}: Partial<ScalerManagerOptions> & { config: ScalerConfigInput }) {
+  const made = createTestFleet(config, {
+    startManager: false,
+    manager: { random: () => 0.5, ...manager },
+  });
+  return { ...made, backend: made.backends.vm! };
+}
 
 function config(extra: Partial<ScalerEntryInput>, second = false): ScalerConfigInput {
   const scalers: ScalerEntryInput[] = [
@@ -40,7 +56,7 @@ describe('maxSpawnsPerMinute', () => {
     const { manager, clock } = fleet({ config: config({ maxSpawnsPerMinute: 3 }) });
     for (const job of ['j1', 'j2', 'j3']) {
       expect(kindOf(await manager.requestScale(['linux'], job))).toBe('spawned');
-      clock.set(clock.now() + 10_000);
+      await clock.advance(10_000);
     }
     const refused = await manager.requestScale(['linux'], 'j4');
     expect(refused).toMatchObject({
@@ -48,9 +64,9 @@ describe('maxSpawnsPerMinute', () => {
       limit: { limit: 'spawn-rate', window: 'minute', used: 3, max: 3, retryAfterMs: 30_000 },
       retryAfterMs: 30_000,
     });
-    clock.set(clock.now() + 29_999);
+    await clock.advance(29_999);
     expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('at-capacity');
-    clock.set(clock.now() + 1);
+    await clock.advance(1);
     expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('spawned');
   });
 
@@ -71,7 +87,9 @@ describe('spawn-failure backoff', () => {
       config: config({ spawnBackoff: { failureThreshold: 2, initialMs: 1000, maxMs: 8000 } }),
       random: () => random,
     });
-    backend.failNext = 2;
+    backend
+      .failNext(1, new Error('boom spawning vm-1'))
+      .failNext(1, new Error('boom spawning vm-2'));
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     const refused = await manager.requestScale(['linux'], 'j1');
@@ -81,9 +99,9 @@ describe('spawn-failure backoff', () => {
     );
     expect(events.filter((e) => e.kind === 'backoff-opened')).toHaveLength(1);
     expect(manager.getStatus().scalers[0]!.backoff).toMatchObject({ failures: 2, open: true });
-    clock.set(clock.now() + 500);
+    await clock.advance(500);
     // Half-open: one probe goes through; the next waits for it.
-    backend.failNext = 1;
+    backend.failNext(1);
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     // Third failure: the bound doubles (2000 ms), jitter 0.5 -> 1000 ms.
     expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
@@ -91,7 +109,7 @@ describe('spawn-failure backoff', () => {
       retryAfterMs: 1000,
     });
     random = 0.999;
-    clock.set(clock.now() + 1000);
+    await clock.advance(1000);
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
     expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ kind: 'backing-off' });
     manager.onAgentRegistered('vm-4', []);
@@ -107,13 +125,13 @@ describe('spawn-failure backoff', () => {
     });
     let last = 0;
     for (let i = 0; i < 12; i++) {
-      backend.failNext = 1;
+      backend.failNext(1);
       expect(kindOf(await manager.requestScale(['linux'], `j${i}`))).toBe('spawn-failed');
       const refused = await manager.requestScale(['linux'], `j${i}`);
       expect(refused.kind).toBe('backing-off');
       last = refused.kind === 'backing-off' ? refused.retryAfterMs : 0;
       expect(last).toBeLessThan(4000);
-      clock.set(clock.now() + last);
+      await clock.advance(last);
     }
     expect(last).toBe(3996);
   });
@@ -124,7 +142,7 @@ describe('spawn-failure backoff', () => {
       registrationTimeoutMs: 1000,
     });
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
-    clock.set(clock.now() + 1000);
+    await clock.advance(1000);
     await manager.maintain();
     expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
       kind: 'backing-off',
@@ -139,7 +157,7 @@ describe('spawn-failure backoff', () => {
         true,
       ),
     });
-    backend.failNext = 1;
+    backend.failNext(1);
     expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
     for (let i = 2; i < 6; i++) {
       expect(await manager.requestScale(['linux'], `j${i}`)).toMatchObject({

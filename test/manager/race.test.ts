@@ -10,7 +10,7 @@ import {
   ScalerManager,
   type SpawnRequest,
 } from '../../src/manager/index.js';
-import { FakeLedger } from './fakes.js';
+import { MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
 
 const Gi = 2 ** 30;
 const config: ScalerConfigInput = {
@@ -57,7 +57,11 @@ function mulberry32(seed: number) {
 
 async function runOnce(seed: number, requests: number) {
   const rng = mulberry32(seed);
-  const ledger = new FakeLedger();
+  // Time stands still for the ledger (no lease ever lapses); the interleaving comes from `tick`.
+  const ledger = new MemoryPoolLedger({
+    instanceId: 'race',
+    clock: new TestClock('2026-01-05T12:00:00Z'),
+  });
   const originalReserve = ledger.reserve.bind(ledger);
   ledger.reserve = async (...args) => {
     await tick(rng);
@@ -78,8 +82,10 @@ async function runOnce(seed: number, requests: number) {
         violations.push(`${where}: ${b.name} cpu`);
       }
     }
-    const pool = ledger.usageOf('host');
-    if (pool.cpus > 6 + 1e-9 || pool.memBytes > 12 * Gi) violations.push(`${where}: pool`);
+    const rows = ledger.inspect('host').live;
+    const poolCpus = rows.reduce((sum, row) => sum + row.cpus, 0);
+    const poolMem = rows.reduce((sum, row) => sum + row.memBytes, 0);
+    if (poolCpus > 6 + 1e-9 || poolMem > 12 * Gi) violations.push(`${where}: pool`);
   };
   const backend = (name: string) => ({
     async spawn(request: SpawnRequest) {
@@ -124,7 +130,9 @@ async function runOnce(seed: number, requests: number) {
     expect(b.activeCount).toBeLessThanOrEqual(maxAgents[b.name]!);
   await Promise.all([...live].map((id) => manager.onAgentDisconnected(id)));
   const status = manager.getStatus();
-  return { violations, kinds, status, pool: ledger.usageOf('host') };
+  const pool = await ledger.getUsage('host');
+  await ledger.close();
+  return { violations, kinds, status, pool };
 }
 
 describe('concurrent requestScale', () => {

@@ -4,76 +4,115 @@
  * an agent spawned after shutdown resolved, a pool row released while its
  * agent ran, canRunJob true for an agent being destroyed.
  */
-import { describe, expect, it } from 'vitest';
-import { settle } from './fake-clock.js';
-import { deferred } from './fakes.js';
-import { config, fleet } from './fleet.js';
+import { describe, expect, it, vi } from 'vitest';
+import type { ScalerConfigInput, ScalerManagerOptions } from '../../src/manager/index.js';
+import { createTestFleet, type FleetBackendOptions } from '../../src/testing/index.js';
+
+const config: ScalerConfigInput = {
+  globalMaxAgents: 10,
+  machinePools: { host: { maxCpu: 4 } },
+  scalers: [
+    {
+      name: 'vm',
+      type: 'firecracker',
+      maxAgents: 4,
+      machinePool: 'host',
+      labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+    },
+  ],
+};
+
+/**
+ * A fleet on the kit, driven by hand. Its backend has no shutdown(), so
+ * shutdownAll destroys each agent (unless `backend` says otherwise).
+ */
+function fleet(
+  options: Partial<ScalerManagerOptions> = {},
+  backend: FleetBackendOptions = { shutdown: false },
+) {
+  const made = createTestFleet(options.config ?? config, {
+    startManager: false,
+    backend,
+    manager: { random: () => 0.5, ...options },
+  });
+  const rows = () => made.ledger.inspect('host').live.map((row) => row.agentId);
+  return { ...made, backend: made.backends.vm!, rows };
+}
 
 describe('shutdownAll while requestScale is in flight', () => {
   it('waits for a spawn in flight and destroys its agent before it resolves', async () => {
-    const { manager, backend, ledger, violations } = fleet();
-    const gate = deferred();
-    backend.gate = gate.promise;
+    const { manager, backend, clock, rows, checkInvariants } = fleet();
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'job-1');
-    await settle();
-    expect(backend.starting.has('vm-1')).toBe(true);
+    await clock.settle();
+    expect(backend.agent('vm-1')?.state).toBe('starting');
     let resolved = false;
     const shutdown = manager.shutdownAll().then(() => {
       resolved = true;
     });
-    await settle();
+    await clock.settle();
     expect(resolved).toBe(false);
     // The agent is starting: its row is still held.
-    expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
-    gate.resolve();
+    expect(rows()).toEqual(['vm-1']);
+    release();
     await shutdown;
     expect(await pending).toMatchObject({ kind: 'spawn-failed', stage: 'spawn' });
-    expect(backend.running.size).toBe(0);
-    expect(backend.destroyed).toEqual(['vm-1']);
-    expect(ledger.rows.get('host')!.size).toBe(0);
-    expect(violations).toEqual([]);
+    expect(backend.running()).toEqual([]);
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    expect(rows()).toEqual([]);
+    checkInvariants();
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
 
   it('a pool reservation in flight is given back and nothing is spawned', async () => {
-    const { manager, backend, ledger, violations } = fleet();
-    const gate = deferred();
+    const { manager, backend, ledger, clock, rows, checkInvariants } = fleet();
+    // The ledger answers a reserve only when the test says so.
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
     const reserve = ledger.reserve.bind(ledger);
     ledger.reserve = async (...args) => {
-      await gate.promise;
+      await answered;
       return reserve(...args);
     };
     const pending = manager.requestScale(['linux'], 'job-1');
-    await settle();
+    await clock.settle();
     const shutdown = manager.shutdownAll();
-    await settle();
-    gate.resolve();
+    await clock.settle();
+    answer();
     await shutdown;
     expect(await pending).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
-    expect(backend.spawned).toEqual([]);
-    expect(ledger.rows.get('host')!.size).toBe(0);
-    expect(violations).toEqual([]);
+    expect(backend.spawned()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
   });
 
   it("a backend's shutdown() runs only after its spawns in flight settled", async () => {
-    const { manager, backend, violations } = fleet();
-    let runningAtShutdown = -1;
-    backend.shutdown = async () => {
-      runningAtShutdown = backend.starting.size;
-      for (const id of backend.running) backend.running.delete(id);
-    };
-    const gate = deferred();
-    backend.gate = gate.promise;
+    let startingAtShutdown = -1;
+    const { manager, backend, clock, checkInvariants } = fleet(
+      {},
+      {
+        onCall: (call) => {
+          if (call.method !== 'shutdown') return;
+          startingAtShutdown = backend
+            .running()
+            .filter((id) => backend.agent(id)?.state === 'starting').length;
+        },
+      },
+    );
+    const release = backend.holdNext();
     const pending = manager.requestScale(['linux'], 'job-1');
-    await settle();
+    await clock.settle();
     const shutdown = manager.shutdownAll();
-    await settle();
-    gate.resolve();
+    await clock.settle();
+    release();
     await shutdown;
     await pending;
-    expect(runningAtShutdown).toBe(0);
-    expect(backend.running.size).toBe(0);
-    expect(violations).toEqual([]);
+    expect(backend.callsOf('shutdown')).toHaveLength(1);
+    expect(startingAtShutdown).toBe(0);
+    expect(backend.running()).toEqual([]);
+    checkInvariants();
   });
 
   it('answers shutting-down to new requests, from the moment it is called', async () => {
@@ -82,38 +121,49 @@ describe('shutdownAll while requestScale is in flight', () => {
     expect(await manager.requestScale(['linux'], 'job-1')).toEqual({ kind: 'shutting-down' });
     await shutdown;
     expect(await manager.requestScale(['linux'], 'job-2')).toEqual({ kind: 'shutting-down' });
-    expect(backend.spawned).toEqual([]);
+    expect(backend.spawned()).toEqual([]);
     expect(manager.getStatus().shuttingDown).toBe(true);
   });
 
   it('a failed destroy at shutdown keeps the pool row (the agent may still run)', async () => {
-    const { manager, backend, ledger, events, violations } = fleet();
+    const { manager, backend, ledger, events, rows, checkInvariants } = fleet();
+    const releaseAll = vi.spyOn(ledger, 'releaseAllForInstance');
     await manager.requestScale(['linux'], 'job-1');
-    backend.failDestroy = true;
+    backend.script({ method: 'destroy', fail: new Error('boom destroying'), times: Infinity });
     await manager.shutdownAll();
     expect(events.some((e) => e.kind === 'destroy-failed')).toBe(true);
-    expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
-    expect(ledger.releasedAllForInstance).toBe(0);
-    expect(violations).toEqual([]);
+    expect(rows()).toEqual(['vm-1']);
+    expect(releaseAll).not.toHaveBeenCalled();
     expect(manager.getStatus().globalActiveCount).toBe(0);
+    // What the fleet finds: the manager forgot vm-1 but kept its row, as it
+    // must while the backend may still run it. No row went back early.
+    expect(() => checkInvariants()).toThrow(
+      expect.objectContaining({
+        violations: [
+          'pool host: row for vm-1 (1 cores, 0 bytes) but the manager tracks no such agent in this pool',
+          'pool host: the manager says it holds 0 cores / 0 bytes, its rows sum to 1 cores / 0 bytes',
+        ],
+      }),
+    );
   });
 
   it('a spawn that never settles is waited for up to timeoutMs, then its row is kept', async () => {
-    const { manager, backend, ledger, clock } = fleet();
-    backend.gate = new Promise(() => {});
+    const { manager, backend, clock, rows } = fleet();
+    backend.hangNext();
     void manager.requestScale(['linux'], 'job-1');
-    await settle();
+    await clock.settle();
     let resolved = false;
     const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then(() => {
       resolved = true;
     });
+    await clock.settle(); // its wait starts now
     await clock.advance(4999);
     expect(resolved).toBe(false);
     // The host awaits shutdown: its timer keeps the process alive.
-    expect(clock.referenced).toBe(1);
+    expect(clock.pending().filter((t) => t.ref)).toHaveLength(1);
     await clock.advance(1);
     await shutdown;
-    expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
+    expect(rows()).toEqual(['vm-1']);
   });
 
   it('refuses unknown options', () => {
@@ -124,7 +174,7 @@ describe('shutdownAll while requestScale is in flight', () => {
 
 describe('shutdownAll({ drain })', () => {
   it('waits for busy agents to finish, destroys idle ones at once, then forces at the timeout', async () => {
-    const { manager, backend, clock, violations } = fleet();
+    const { manager, backend, clock, checkInvariants } = fleet();
     for (const job of ['j1', 'j2', 'j3']) await manager.requestScale(['linux'], job);
     for (const id of ['vm-1', 'vm-2', 'vm-3']) manager.onAgentRegistered(id, []);
     manager.onJobComplete('vm-3'); // idle
@@ -132,20 +182,20 @@ describe('shutdownAll({ drain })', () => {
     const shutdown = manager.shutdownAll({ drain: true, timeoutMs: 60_000 }).then(() => {
       resolved = true;
     });
-    await settle();
-    expect(backend.destroyed).toEqual(['vm-3']);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-3']);
     const status = manager.getStatus();
     expect(status.scalers[0]!.draining.sort()).toEqual(['vm-1', 'vm-2']);
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     manager.onJobComplete('vm-1');
-    await settle();
-    expect(backend.destroyed).toEqual(['vm-3', 'vm-1']);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-3', 'vm-1']);
     await clock.advance(59_999);
     expect(resolved).toBe(false);
     await clock.advance(1);
     await shutdown;
-    expect(backend.destroyed).toEqual(['vm-3', 'vm-1', 'vm-2']);
-    expect(violations).toEqual([]);
+    expect(backend.destroyed()).toEqual(['vm-3', 'vm-1', 'vm-2']);
+    checkInvariants();
   });
 });
 
@@ -160,17 +210,16 @@ describe('destroy racing dispatch', () => {
     await manager.requestScale(['linux'], 'j1');
     manager.onAgentRegistered('vm-1', []);
     manager.onJobComplete('vm-1');
-    const destroyGate = deferred();
-    backend.destroyGate = destroyGate.promise;
-    clock.set(clock.now() + 60_000);
+    const release = backend.holdNext(1, 'destroy');
+    await clock.advance(60_000);
     const pass = manager.maintain();
-    await settle();
+    await clock.settle();
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     manager.correlateAgentToJob('vm-1', 'run', 'j2');
     expect(manager.getStatus().scalers[0]!.busyCount).toBe(0);
-    destroyGate.resolve();
+    release();
     await pass;
-    expect(backend.destroyed).toEqual(['vm-1']);
+    expect(backend.destroyed()).toEqual(['vm-1']);
     // Destroyed by us: still not a place for jobs (it is not a static agent).
     expect(manager.canRunJob('vm-1', ['linux'])).toBe(false);
     expect(manager.canRunJob('static-1', ['linux'])).toBe(true);

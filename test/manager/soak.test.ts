@@ -1,13 +1,14 @@
 /**
  * Soak: 10,000 simulated jobs through one manager with random spawn failures,
  * agents that crash, drains, schedule changes, reloads, reconciles and time
- * passing on a fake clock. After every step: no cap exceeded, no busy agent
- * destroyed, no pool row released while its agent may run, no row leaked;
+ * passing on a TestClock. After every step the fleet's invariants hold (no cap
+ * exceeded, agents above a lowered maxAgents only drain, no pool row released
+ * while its agent may run, no row leaked) and no busy agent was destroyed;
  * after shutdownAll(), nothing runs and the pool is empty.
  */
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { fleet } from './fleet.js';
+import type { ScalerConfigInput } from '../../src/manager/index.js';
+import { createTestFleet } from '../../src/testing/index.js';
 
 const JOBS = 10_000;
 const GLOBAL_MAX = 8;
@@ -62,39 +63,32 @@ describe('soak', () => {
     const rng = mulberry32(12);
     const pick = <T>(items: readonly T[]): T | undefined =>
       items.length === 0 ? undefined : items[Math.floor(rng() * items.length)];
-    const setup = fleet({
-      config: config(0),
-      random: rng,
-      registrationTimeoutMs: 20_000,
-      demandHoldMs: 2000,
-    });
-    const { manager, backend, other, ledger, clock, violations } = setup;
-    const backends = [backend, other];
+    const violations: string[] = [];
     /** Agents running a job, as the simulated dispatcher knows it. */
     const busy = new Map<string, string>();
     const registered = new Set<string>();
     let shuttingDown = false;
-    for (const b of backends) {
-      const destroy = b.destroy.bind(b);
-      b.destroy = async (id: string) => {
-        if (busy.has(id) && !shuttingDown) violations.push(`busy agent ${id} destroyed`);
-        return destroy(id);
-      };
-    }
-    let maxAgentsFloor = 5;
-    const check = (manager: ScalerManager, where: string) => {
-      const status = manager.getStatus();
-      if (status.globalActiveCount > GLOBAL_MAX) violations.push(`${where}: global count`);
-      if (status.globalUsage.cpus > 6) violations.push(`${where}: global cpu`);
-      const vm = status.scalers.find((b) => b.name === 'vm')!;
-      if (vm.activeCount > Math.max(vm.maxAgents, maxAgentsFloor)) {
-        violations.push(`${where}: vm count ${vm.activeCount} > ${vm.maxAgents}`);
-      }
-      // Agents above a lowered maxAgents may stay until drained; none may be added.
-      maxAgentsFloor = Math.max(vm.maxAgents, Math.min(maxAgentsFloor, vm.activeCount));
-      if (ledger.usageOf('host').cpus > POOL_CPU) violations.push(`${where}: pool cpu`);
-      for (const id of ledger.rows.get('host')!.keys()) {
-        if (manager.getScalerName(id) === null) violations.push(`${where}: leaked row ${id}`);
+    const fleet = createTestFleet(config(0), {
+      start: '2026-01-05T12:00:00Z',
+      startManager: false,
+      backend: {
+        shutdown: false,
+        onCall: (call) => {
+          if (call.method === 'destroy' && busy.has(call.agentId!) && !shuttingDown) {
+            violations.push(`busy agent ${call.agentId} destroyed`);
+          }
+        },
+      },
+      manager: { random: rng, registrationTimeoutMs: 20_000, demandHoldMs: 2000 },
+    });
+    const { manager, ledger, clock } = fleet;
+    const backends = [fleet.backends.vm!, fleet.backends.other!];
+    const [backend, other] = backends as [(typeof backends)[0], (typeof backends)[0]];
+    const check = (where: string) => {
+      try {
+        fleet.checkInvariants();
+      } catch (error) {
+        violations.push(`${where}: ${(error as Error).message}`);
       }
     };
 
@@ -109,12 +103,12 @@ describe('soak', () => {
       if (r < 0.3) {
         const job = waiting.shift() ?? `job-${++nextJob}`;
         if (job === `job-${nextJob}`) jobs++;
-        if (rng() < 0.05) backend.failNext = 1;
-        if (rng() < 0.05) other.failNext = 1;
+        if (rng() < 0.05) backend.failNext(1);
+        if (rng() < 0.05) other.failNext(1);
         const result = await manager.requestScale(['linux'], job);
         if (result.kind !== 'spawned' && result.kind !== 'already-spawning') waiting.push(job);
       } else if (r < 0.5) {
-        const id = pick(backends.flatMap((b) => [...b.running]).filter((a) => !registered.has(a)));
+        const id = pick(backends.flatMap((b) => b.running()).filter((a) => !registered.has(a)));
         if (id !== undefined) {
           registered.add(id);
           const answer = manager.onAgentRegistered(id, []);
@@ -139,10 +133,11 @@ describe('soak', () => {
         // An agent crashes: it no longer runs, then the dispatcher notices.
         const id = pick([...registered]);
         if (id !== undefined) {
-          for (const b of backends) b.running.delete(id);
           busy.delete(id);
           registered.delete(id);
-          await manager.onAgentDisconnected(id);
+          const owner = backends.find((b) => b.agent(id) !== undefined);
+          if (owner !== undefined) await owner.crash(id);
+          else await manager.onAgentDisconnected(id);
         }
       } else if (r < 0.82) {
         const id = pick([...registered]);
@@ -151,16 +146,14 @@ describe('soak', () => {
         await clock.advance(Math.floor(rng() * 20_000));
         await manager.maintain();
       } else if (r < 0.96) {
-        const before = manager.getStatus().scalers.find((b) => b.name === 'vm')!.activeCount;
         variant++;
         const result = await manager.reload(config(variant));
         if (!result.ok) violations.push(`reload ${variant}: ${JSON.stringify(result.errors)}`);
-        maxAgentsFloor = Math.max(before, maxAgentsFloor);
       } else {
         await manager.reconcile();
       }
       await new Promise<void>((resolve) => setImmediate(resolve));
-      check(manager, `step ${steps}`);
+      check(`step ${steps}`);
       if (violations.length > 0) break;
     }
     expect(violations).toEqual([]);
@@ -170,16 +163,15 @@ describe('soak', () => {
     expect(status.counters.drained).toBeGreaterThan(10);
 
     shuttingDown = true;
-    const spawned = backends.flatMap((b) => b.spawned.map((s) => s.agentId));
+    const spawned = backends.flatMap((b) => b.spawned().map((s) => s.agentId));
     const shutdown = manager.shutdownAll({ drain: true, timeoutMs: 30_000 });
+    await clock.settle(); // its wait starts now
     await clock.advance(30_000);
     await shutdown;
+    check('after shutdown');
     expect(violations).toEqual([]);
-    for (const b of backends) {
-      expect(b.running.size).toBe(0);
-      expect(b.starting.size).toBe(0);
-    }
-    expect(ledger.rows.get('host')!.size).toBe(0);
+    for (const b of backends) expect(b.running()).toEqual([]);
+    expect(ledger.inspect('host').live).toEqual([]);
     expect(manager.getStatus().globalActiveCount).toBe(0);
     expect(spawned.length).toBeGreaterThan(1000);
   }, 300_000);

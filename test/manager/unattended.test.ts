@@ -3,11 +3,17 @@
  * unref'd, cleared by stop()), and the lost-reservation policies.
  */
 import { describe, expect, it } from 'vitest';
-import { LedgerLeaseExpiredError } from '../../src/errors.js';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { settle } from './fake-clock.js';
-import { deferred } from './fakes.js';
-import { fleet } from './fleet.js';
+import {
+  type ScalerConfigInput,
+  ScalerManager,
+  type ScalerManagerOptions,
+} from '../../src/manager/index.js';
+import {
+  createTestFleet,
+  FakeBackend,
+  MemoryPoolLedger,
+  TestClock,
+} from '../../src/testing/index.js';
 
 const warm: ScalerConfigInput = {
   globalMaxAgents: 10,
@@ -22,72 +28,72 @@ const warm: ScalerConfigInput = {
   ],
 };
 
+/** A manager on a TestClock and a FakeBackend, nothing else (no ledger: its timers are the manager's). */
+function timed(options: Partial<ScalerManagerOptions>) {
+  const clock = new TestClock('2026-01-05T12:00:00Z');
+  const backend = new FakeBackend({ clock, shutdown: false });
+  const manager = new ScalerManager({
+    config: warm,
+    backends: [{ name: 'vm', backend }],
+    clock,
+    ...options,
+  });
+  return { manager, backend, clock };
+}
+
 describe('start() and stop()', () => {
   it('runs maintain and reconcile on the injected clock, unref’d, and stop() clears them', async () => {
-    const { manager, backend, clock } = fleet({
-      config: warm,
+    const { manager, backend, clock } = timed({
       maintenanceIntervalMs: 5000,
       reconcileIntervalSeconds: 30,
       random: () => 0,
     });
-    let lists = 0;
-    const list = backend.list.bind(backend);
-    backend.list = async () => {
-      lists++;
-      return list();
-    };
+    const lists = () => backend.callsOf('list').length;
     manager.start();
     manager.start(); // idempotent
-    expect(clock.pending).toBe(2);
-    expect(clock.referenced).toBe(0);
+    expect(clock.pending()).toHaveLength(2);
+    expect(clock.pending().filter((t) => t.ref)).toHaveLength(0);
     await clock.advance(4999);
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
     await clock.advance(1);
-    expect(backend.spawned).toHaveLength(1);
+    expect(backend.spawned()).toHaveLength(1);
     await clock.advance(25_000);
-    expect(lists).toBe(1);
+    expect(lists()).toBe(1);
     manager.stop();
-    expect(clock.pending).toBe(0);
+    expect(clock.pending()).toHaveLength(0);
     await clock.advance(120_000);
-    expect(lists).toBe(1);
+    expect(lists()).toBe(1);
   });
 
   it('never overlaps a pass with itself: the next one is armed after the last ended', async () => {
-    const { manager, backend, clock } = fleet({
-      config: warm,
+    const { manager, backend, clock } = timed({
       maintenanceIntervalMs: 60_000,
       reconcileIntervalSeconds: 1,
       random: () => 0,
     });
-    const gate = deferred();
-    let lists = 0;
-    backend.list = async () => {
-      lists++;
-      await gate.promise;
-      return [];
-    };
+    const lists = () => backend.callsOf('list').length;
+    const release = backend.holdNext(1, 'list');
     manager.start();
     await clock.advance(10_000);
-    expect(lists).toBe(1);
-    gate.resolve();
-    await settle();
+    expect(lists()).toBe(1);
+    release();
+    await clock.settle();
     await clock.advance(1000);
-    expect(lists).toBe(2);
+    expect(lists()).toBe(2);
     await manager.shutdownAll();
-    expect(clock.pending).toBe(0);
+    expect(clock.pending()).toHaveLength(0);
   });
 
   it('adds up to 10% jitter from the random source', async () => {
-    const { manager, backend, clock } = fleet({
-      config: warm,
+    const { manager, backend, clock } = timed({
       maintenanceIntervalMs: 10_000,
       random: () => 0.5,
     });
     manager.start();
     await clock.advance(10_499);
-    expect(backend.spawned).toHaveLength(0);
+    expect(backend.spawned()).toHaveLength(0);
     await clock.advance(1);
-    expect(backend.spawned).toHaveLength(1);
+    expect(backend.spawned()).toHaveLength(1);
     manager.stop();
   });
 });
@@ -106,73 +112,101 @@ const pooled: ScalerConfigInput = {
   ],
 };
 
+/** A fleet on the kit, driven by hand, and another process holding some of the pool. */
+function fleet(options: Partial<ScalerManagerOptions>) {
+  const made = createTestFleet(pooled, {
+    start: '2026-01-05T12:00:00Z',
+    startManager: false,
+    backend: { shutdown: false },
+    manager: { random: () => 0.5, ...options },
+  });
+  const peer = new MemoryPoolLedger({
+    instanceId: 'another-process',
+    store: made.ledger.store,
+    clock: made.clock,
+  });
+  peer.registerPool('host', { maxCpu: 2 });
+  /** Another process holds `cpus` of the pool from now on. */
+  const holdElsewhere = async (cpus: number) => {
+    await peer.release('host', 'foreign');
+    if (cpus > 0) expect((await peer.reserve('host', 'foreign', cpus, 0)).ok).toBe(true);
+  };
+  const hasRow = (agentId: string) =>
+    made.ledger.inspect('host').live.some((row) => row.agentId === agentId);
+  return { ...made, backend: made.backends.vm!, peer, holdElsewhere, hasRow };
+}
+
 /** vm-1 runs; its row vanishes (a peer reaped it while this instance stalled). */
 async function lostRow(policy: 'report' | 'stop-spawning' | 'drain', refill: boolean) {
-  const setup = fleet({ config: pooled, reservationLostPolicy: policy });
+  const setup = fleet({ reservationLostPolicy: policy });
   const { manager, ledger } = setup;
   await manager.requestScale(['linux'], 'j1');
   manager.onAgentRegistered('vm-1', []);
-  ledger.rows.get('host')!.delete('vm-1');
+  await ledger.release('host', 'vm-1');
   // Another process takes the freed capacity, so the row cannot be restored.
-  if (refill) ledger.foreign.set('host', { cpus: 2, memBytes: 0 });
+  if (refill) await setup.holdElsewhere(2);
   return setup;
 }
 
 describe('lost pool reservations', () => {
   it('are detected by reconcile and restored first', async () => {
-    const { manager, ledger, events } = await lostRow('stop-spawning', false);
+    const { manager, events, hasRow } = await lostRow('stop-spawning', false);
     await manager.reconcile();
     expect(events.map((e) => e.kind)).toContain('reservation-lost');
     expect(events.map((e) => e.kind)).toContain('reservation-restored');
-    expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
+    expect(hasRow('vm-1')).toBe(true);
     expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
   });
 
   it('report: carry on spawning', async () => {
-    const { manager, events, ledger } = await lostRow('report', true);
+    const { manager, events, holdElsewhere } = await lostRow('report', true);
     await manager.reconcile();
     expect(events.map((e) => e.kind)).toContain('reservation-restore-failed');
-    ledger.foreign.set('host', { cpus: 1, memBytes: 0 });
+    await holdElsewhere(1);
     expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
   });
 
   it('stop-spawning: refuses spawns in that pool until the row is restored', async () => {
-    const { manager, ledger } = await lostRow('stop-spawning', true);
+    const { manager, holdElsewhere, hasRow } = await lostRow('stop-spawning', true);
     await manager.reconcile();
-    ledger.foreign.set('host', { cpus: 0, memBytes: 0 });
+    await holdElsewhere(0);
     expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'reservation-lost', pool: 'host' },
     });
     expect(manager.getStatus().scalers[0]!.spawningStopped).toBe(true);
     await manager.reconcile(); // now it fits again: restored
-    expect(ledger.rows.get('host')!.has('vm-1')).toBe(true);
+    expect(hasRow('vm-1')).toBe(true);
     expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
   });
 
   it('drain: a busy agent that lost its row is drained, never destroyed mid-job', async () => {
-    const { manager, backend } = await lostRow('drain', true);
+    const { manager, backend, clock } = await lostRow('drain', true);
     await manager.reconcile();
-    expect(backend.destroyed).toEqual([]);
+    expect(backend.destroyed()).toEqual([]);
     expect(manager.getStatus().scalers[0]!.draining).toEqual(['vm-1']);
     manager.onJobComplete('vm-1');
-    await settle();
-    expect(backend.destroyed).toEqual(['vm-1']);
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-1']);
   });
 
   it('a lease-expired error from reserve names the lost rows, and the policy applies to them', async () => {
-    const { manager, ledger, events } = fleet({ config: pooled, reservationLostPolicy: 'drain' });
+    const { manager, events, clock, peer, holdElsewhere } = fleet({
+      reservationLostPolicy: 'drain',
+    });
     await manager.requestScale(['linux'], 'j1');
     manager.onAgentRegistered('vm-1', []);
-    ledger.rows.get('host')!.delete('vm-1');
-    ledger.foreign.set('host', { cpus: 2, memBytes: 0 });
-    ledger.failReserve = new LedgerLeaseExpiredError('host', 'lapsed', ['vm-1']);
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
-      kind: 'spawn-failed',
-      stage: 'reserve',
+    // A peer reaps vm-1's row (this instance's lease lapsed) and takes the capacity:
+    // the ledger's next reserve fails with a LedgerLeaseExpiredError naming vm-1.
+    expect(await peer.release('host', 'vm-1', { anyInstance: true })).toBe(true);
+    await holdElsewhere(2);
+    const refused = await manager.requestScale(['linux'], 'j2');
+    expect(refused).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
+    expect(refused.kind === 'spawn-failed' && refused.error).toMatchObject({
+      name: 'LedgerLeaseExpiredError',
+      agentIds: ['vm-1'],
     });
-    ledger.failReserve = undefined;
-    await settle();
+    await clock.settle();
     expect(events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
       'vm-1',
     ]);

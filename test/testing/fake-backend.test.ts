@@ -157,6 +157,100 @@ describe('FakeBackend', () => {
     expect(clock.pending()).toEqual([]);
   });
 
+  it('holdNext holds calls until released; then they answer as scripted', async () => {
+    const backend = new FakeBackend();
+    const release = backend.holdNext(Number.POSITIVE_INFINITY);
+    backend.failNext(1, new Error('quota'));
+    const settled: string[] = [];
+    const first = backend.spawn(request('a1')).then(
+      () => settled.push('a1 ok'),
+      () => settled.push('a1 failed'),
+    );
+    const second = backend.spawn(request('a2')).then(() => settled.push('a2 ok'));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toEqual([]);
+    expect(backend.agent('a1')?.state).toBe('starting');
+    expect(backend.callsOf('spawn').map((c) => c.outcome)).toEqual(['pending', 'pending']);
+    release();
+    release(); // twice: nothing more
+    await Promise.all([first, second]);
+    expect(settled).toEqual(['a1 failed', 'a2 ok']);
+    // Released: later calls are not held.
+    await backend.spawn(request('a3'));
+    // A hold of one destroy.
+    const releaseDestroy = backend.holdNext(1, 'destroy');
+    let destroyed = false;
+    const destroying = backend.destroy('a2').then(() => {
+      destroyed = true;
+    });
+    await backend.destroy('a3'); // the second destroy is not held
+    await new Promise((r) => setImmediate(r));
+    expect(destroyed).toBe(false);
+    expect(backend.running()).toEqual(['a2']);
+    releaseDestroy();
+    await destroying;
+    expect(backend.destroyed()).toEqual(['a3', 'a2']);
+    expect(backend.spawned().map((r) => r.agentId)).toEqual(['a1', 'a2', 'a3']);
+    expect(() => backend.holdNext(0)).toThrow(/times/);
+    expect(() => backend.holdNext(1, 'kill' as never)).toThrow(/method/);
+  });
+
+  it('destroyed() lists only destroys that succeeded; onCall sees each call as it is made', async () => {
+    const seen: string[] = [];
+    const backend = new FakeBackend({
+      onCall: (call) => {
+        seen.push(
+          `${call.method} ${call.agentId ?? ''} ${call.outcome} running=${backend.running().join(',')}`,
+        );
+        if (call.method === 'spawn') (call.args[0] as SpawnRequest).emit({ kind: 'pulled' });
+      },
+    });
+    const emitted: string[] = [];
+    await backend.spawn({ ...request('a1'), emit: (e) => emitted.push(e.kind) });
+    backend.failNext(1, new Error('busy'), 'destroy');
+    await expect(backend.destroy('a1')).rejects.toThrow('busy');
+    await backend.destroy('a1');
+    expect(backend.destroyed()).toEqual(['a1']);
+    expect(backend.callsOf('destroy')).toHaveLength(2);
+    expect(emitted).toEqual(['pulled']);
+    expect(seen).toEqual([
+      'spawn a1 pending running=',
+      'destroy a1 pending running=a1',
+      'destroy a1 pending running=a1',
+    ]);
+    expect(() => new FakeBackend({ onCall: 5 } as never)).toThrow(/onCall/);
+  });
+
+  it('leaves list() or shutdown() out when asked, as a backend without them', async () => {
+    const bare = new FakeBackend({ list: false, shutdown: false });
+    expect(bare.list).toBeUndefined();
+    expect(bare.shutdown).toBeUndefined();
+    await bare.spawn(request('a1'));
+    expect(bare.running()).toEqual(['a1']);
+    const full = new FakeBackend({ list: true });
+    expect(typeof full.list).toBe('function');
+    expect(typeof full.shutdown).toBe('function');
+    expect(() => new FakeBackend({ list: 'no' } as never)).toThrow(/`list` to be a boolean/);
+    const checks = scalerBackendConformance(
+      () => new FakeBackend({ list: false, shutdown: false }),
+      {
+        list: false,
+      },
+    );
+    expect(await failedChecks(checks)).toEqual([]);
+  });
+
+  it('crash with { disconnect: false }: the agent stops, and the manager hears nothing', async () => {
+    const manager = host();
+    const backend = new FakeBackend({ manager });
+    await backend.spawn(request('a1'));
+    await backend.crash('a1', { disconnect: false });
+    expect(backend.running()).toEqual([]);
+    expect(await backend.list()).toEqual([]);
+    expect(manager.log).toEqual([]);
+    await expect(backend.crash('a1')).rejects.toThrow(/does not run/);
+  });
+
   it('refuses bad options and misuse with clear errors', () => {
     expect(() => new FakeBackend({ latency: 5 } as never)).toThrow(/Unknown FakeBackend option/);
     expect(() => new FakeBackend({ latencyMs: -1 })).toThrow(/latencyMs/);
@@ -168,6 +262,12 @@ describe('FakeBackend', () => {
     expect(() => backend.attach({} as never)).toThrow(/ScalerManager/);
   });
 });
+
+async function failedChecks(checks: ConformanceCheck[]) {
+  const names: string[] = [];
+  for (const check of checks) await check.run().catch(() => names.push(check.name));
+  return names;
+}
 
 describe('scalerBackendConformance', () => {
   for (const check of scalerBackendConformance(() => new FakeBackend())) {

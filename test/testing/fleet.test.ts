@@ -108,9 +108,57 @@ describe('createTestFleet', () => {
       'pool host: row for ghost (1 cores, 0 bytes) but the manager tracks no such agent in this pool',
       'agent linux-1 (pool host): tracked by the manager, but it has no row',
       'pool host: the manager says it holds 2 cores / 4294967296 bytes, its rows sum to 1 cores / 0 bytes',
+      'pool host: the row of linux-1 was released while the agent still ran on backend linux (at 2026-01-05T09:00:00.000Z)',
     ]);
     expect((error as Error).message).toMatch(
-      /^Fleet invariants broken at 2026-01-05T09:00:00.000Z \(3\):\n {2}- pool host: row for ghost/,
+      /^Fleet invariants broken at 2026-01-05T09:00:00.000Z \(4\):\n {2}- pool host: row for ghost/,
+    );
+  });
+
+  it('checkInvariants remembers a row released while its agent ran, even once the agent is gone', async () => {
+    const fleet = createTestFleet(config, { startManager: false });
+    await fleet.manager.requestScale(['linux'], 'job-1');
+    const linux = fleet.backends.linux!;
+    // A release that waits for nothing: the agent still runs when its row goes.
+    await fleet.ledger.release('host', 'linux-1');
+    await linux.crash('linux-1'); // then it goes, and the manager forgets it
+    await fleet.clock.advance(60 * 60_000);
+    expect(() => fleet.checkInvariants()).toThrow(
+      /the row of linux-1 was released while the agent still ran on backend linux \(at 2026-01-05T09:00:00.000Z\)/,
+    );
+    // Releasing a row whose agent is gone, or a row that is not there, is fine.
+    const quiet = createTestFleet(config, { startManager: false });
+    await quiet.manager.requestScale(['linux'], 'job-1');
+    await quiet.backends.linux!.crash('linux-1');
+    await quiet.ledger.release('host', 'linux-1');
+    await quiet.ledger.release('host', 'nobody');
+    quiet.checkInvariants();
+    // releaseAllForInstance while an agent runs is caught too.
+    const all = createTestFleet(config, { startManager: false });
+    await all.manager.requestScale(['linux'], 'job-1');
+    await all.ledger.releaseAllForInstance();
+    expect(() => all.checkInvariants()).toThrow(
+      /the row of linux-1 was released while the agent still ran/,
+    );
+  });
+
+  it('above a lowered maxAgents agents may stay until drained, but none may be added', async () => {
+    const fleet = createTestFleet(config, { startManager: false });
+    for (const job of ['j1', 'j2', 'j3']) await fleet.manager.requestScale(['linux'], job);
+    fleet.checkInvariants();
+    const lowered = structuredClone(config);
+    lowered.scalers[0]!.maxAgents = 1;
+    expect((await fleet.manager.reload(lowered)).ok).toBe(true);
+    fleet.checkInvariants(); // 3 above a limit of 1: they may stay
+    await fleet.backends.linux!.crash('linux-1');
+    fleet.checkInvariants(); // 2
+    // A broken manager would add one back: the count above the limit grew.
+    const raised = structuredClone(config);
+    await fleet.manager.reload(raised);
+    await fleet.manager.requestScale(['linux'], 'j4');
+    await fleet.manager.reload(lowered);
+    expect(() => fleet.checkInvariants()).toThrow(
+      /scaler linux: 3 agents tracked, maxAgents 1 \(above the lowered limit it may only shrink: 2 at the last check\)/,
     );
   });
 

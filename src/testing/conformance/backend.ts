@@ -10,15 +10,6 @@ type BackendEventInput = Parameters<SpawnRequest['emit']>[0];
 
 /**
  * What {@link scalerBackendConformance} passes to the factory.
- *
- * @example
- * ```ts
- * import { type BackendFactoryArgs, scalerBackendConformance } from 'scaler-primitives/testing';
- * import type { ScalerBackend } from 'scaler-primitives/manager';
- *
- * declare const MyBackend: new (options: { label: string }) => ScalerBackend; // yours
- * const suite = scalerBackendConformance(({ check }: BackendFactoryArgs) => new MyBackend({ label: check }));
- * ```
  */
 export interface BackendFactoryArgs {
   /** The check being run, for logs. */
@@ -27,27 +18,11 @@ export interface BackendFactoryArgs {
 
 /**
  * Makes a fresh backend for one check.
- *
- * @example
- * ```ts
- * import { FakeBackend, type MakeBackend, scalerBackendConformance } from 'scaler-primitives/testing';
- *
- * const make: MakeBackend = () => new FakeBackend();
- * const suite = scalerBackendConformance(make);
- * ```
  */
 export type MakeBackend = (args: BackendFactoryArgs) => ScalerBackend | Promise<ScalerBackend>;
 
 /**
  * Options of {@link scalerBackendConformance}.
- *
- * @example
- * ```ts
- * import { type MakeBackend, scalerBackendConformance } from 'scaler-primitives/testing';
- *
- * declare const make: MakeBackend; // builds your backend for one check
- * const suite = scalerBackendConformance(make, { labels: ['linux'], resources: { cpus: 1, memBytes: 2 ** 30 }, list: false });
- * ```
  */
 export interface ScalerBackendConformanceOptions {
   /** The scaler name put in spawn requests. @default 'conformance' */

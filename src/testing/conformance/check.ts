@@ -9,18 +9,6 @@ import { sleep } from '../../clock.js';
 /**
  * One named check of a conformance suite. A suite is an array of them, so any
  * runner can run it: `for (const c of suite) test(c.name, c.run)`.
- *
- * @example
- * ```ts
- * import { test } from 'node:test';
- * import { poolLedgerConformance } from 'scaler-primitives/testing';
- * import type { PoolLedger } from 'scaler-primitives/ledger';
- *
- * declare const MyLedger: new (options: { instanceId: string }) => PoolLedger; // yours
- * for (const check of poolLedgerConformance(({ instanceId }) => new MyLedger({ instanceId }))) {
- *   test(check.name, check.run);
- * }
- * ```
  */
 export interface ConformanceCheck {
   /** What the check proves, as a sentence (a test name). */
@@ -40,18 +28,6 @@ export interface ConformanceCheck {
  * What a test runner passes to a test function, as far as the conformance
  * suites use it: vitest's `TestContext` and `node:test`'s `TestContext` both
  * have `skip`.
- *
- * @example
- * ```ts
- * import { test } from 'node:test';
- * import { type ConformanceRunContext, poolLedgerConformance } from 'scaler-primitives/testing';
- * import type { PoolLedger } from 'scaler-primitives/ledger';
- *
- * declare const make: () => PoolLedger;
- * for (const check of poolLedgerConformance(make)) {
- *   test(check.name, (t) => check.run(t satisfies ConformanceRunContext)); // skips are reported as skips
- * }
- * ```
  */
 export interface ConformanceRunContext {
   /** Mark the running test skipped (vitest also aborts it by throwing). */

@@ -9,16 +9,6 @@ import { type ConformanceCheck, expectEqual, expectReject, expectTrue, sample } 
  * Makes a store. `fresh: true` asks for an empty one; `fresh: false` for a
  * second handle on the store the previous call of the same check made (what a
  * restarted process opens).
- *
- * @example
- * ```ts
- * import { join } from 'node:path';
- * import { FileStateStore } from 'scaler-primitives/manager';
- * import type { MakeStateStore } from 'scaler-primitives/testing';
- *
- * declare const root: string; // a fresh temp directory
- * const make: MakeStateStore = ({ key, fresh }) => new FileStateStore({ dir: join(root, key) });
- * ```
  */
 export type MakeStateStore = (args: {
   /** A name unique to the check run (use it for a directory, file or key prefix). */

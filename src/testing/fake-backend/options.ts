@@ -7,15 +7,23 @@ import type {
   FakeAgent,
   FakeBackendHost,
   FakeBackendOptions,
+  FakeCall,
   FakeMethod,
   FakeScript,
-} from './types.js';
+} from '../fake-backend.js';
 
 /** An agent as the backend keeps it: its timers and the job it runs. @internal */
 export interface AgentSlot extends FakeAgent {
   timers: Set<ClockTimer>;
   jobRunId?: string;
   jobStartedAt?: number;
+}
+
+/** Calls of `method` held until `released` settles, with the uses left. @internal */
+export interface Hold {
+  method: FakeMethod;
+  left: number;
+  released: Promise<void>;
 }
 
 /** A scripted answer with its uses left. @internal */
@@ -35,6 +43,9 @@ export interface ReadOptions {
   jobDurationMs: number | undefined;
   runIdOf: (jobId: string) => string;
   manager: FakeBackendHost | undefined;
+  onCall: ((call: FakeCall) => void) | undefined;
+  list: boolean;
+  shutdown: boolean;
 }
 
 /**
@@ -51,6 +62,9 @@ export function readFakeBackendOptions(options: FakeBackendOptions): ReadOptions
     'registerAfterMs',
     'jobDurationMs',
     'runIdOf',
+    'onCall',
+    'list',
+    'shutdown',
   ];
   for (const key of Object.keys(options ?? {})) {
     if (!known.includes(key)) {
@@ -84,6 +98,14 @@ export function readFakeBackendOptions(options: FakeBackendOptions): ReadOptions
       ? undefined
       : checkMs('jobDurationMs', options.jobDurationMs, true);
   const runIdOf = options.runIdOf ?? ((jobId: string) => `run-${jobId}`);
+  if (options.onCall !== undefined && typeof options.onCall !== 'function') {
+    throw new TypeError(`Expected \`onCall\` to be a function, got \`${typeof options.onCall}\``);
+  }
+  for (const key of ['list', 'shutdown'] as const) {
+    if (options[key] !== undefined && typeof options[key] !== 'boolean') {
+      throw new TypeError(`Expected \`${key}\` to be a boolean, got \`${String(options[key])}\``);
+    }
+  }
   return {
     clock,
     name,
@@ -92,6 +114,9 @@ export function readFakeBackendOptions(options: FakeBackendOptions): ReadOptions
     jobDurationMs,
     runIdOf,
     manager: options.manager,
+    onCall: options.onCall,
+    list: options.list ?? true,
+    shutdown: options.shutdown ?? true,
   };
 }
 

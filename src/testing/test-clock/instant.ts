@@ -3,13 +3,6 @@
 
 /**
  * An instant: a `Date`, an ISO 8601 string, or epoch milliseconds.
- *
- * @example
- * ```ts
- * import { type Instant, TestClock } from 'scaler-primitives/testing';
- * const start: Instant = '2026-01-05T09:00:00Z';
- * const clock = new TestClock(start);
- * ```
  */
 export type Instant = Date | string | number;
 
