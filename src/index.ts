@@ -1,15 +1,25 @@
 /**
- * scaler-primitives: the public surface of every module except the NATS adapters
- * (import those from `scaler-primitives/ledger/nats` and `scaler-primitives/agent-caps/nats`).
+ * scaler-primitives: the facade. `ScalerManager` and what a host wires to it, the
+ * file ledger, the cap tracker, CPU and memory quantities, the errors and the clock.
+ * Every module has its own subpath with the rest of its surface
+ * (`scaler-primitives/ledger`, `/nftables`, `/agent-caps`, `/fence`, ...).
  *
  * @packageDocumentation
  */
 
-export * from './agent-caps/index.js';
-export * from './caps/index.js';
+export { CapTracker } from './caps/index.js';
 export { type Clock, type ClockTimer, systemClock } from './clock.js';
 export * from './errors.js';
-export * from './ledger/index.js';
+export { MachineLedger, type MachineLedgerOptions, type PoolLedger } from './ledger/index.js';
 export * from './manager/index.js';
-export * from './nftables/index.js';
-export * from './resources/index.js';
+export {
+  formatCpu,
+  formatMemory,
+  parseCpu,
+  parseMemory,
+  type ResourceCap,
+  type ResourceRequest,
+  type ResourceSpec,
+  resolveResources,
+  resourceCapSchema,
+} from './resources/index.js';

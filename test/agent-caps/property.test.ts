@@ -8,7 +8,7 @@ import {
   decodeAgentCaps,
   encodeAgentCaps,
   resourcesFromCaps,
-} from '../../src/index.js';
+} from '../../src/agent-caps/index.js';
 
 const decimals = fc.oneof(
   fc.constant(''),

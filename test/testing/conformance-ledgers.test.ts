@@ -8,7 +8,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ResourceAmount, ResourceCap } from '../../src/index.js';
 import {
   type AdoptRequest,
   type AdoptResult,
@@ -23,6 +22,7 @@ import {
   type ReserveResult,
 } from '../../src/ledger/index.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import type { ResourceAmount, ResourceCap } from '../../src/resources/index.js';
 import {
   type ConformanceCheck,
   ConformanceSkipped,
@@ -32,15 +32,33 @@ import {
 } from '../../src/testing/index.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
+import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
+
+/** The lease checks that need the suite's `failRenewals` option (lease-events, -peers, -own-outage). */
+const LEASE_FAULT_CHECKS = poolLedgerConformance(() => {
+  throw new Error('not called');
+})
+  .map((check) => check.name)
+  .filter((name) =>
+    /^(renewals that fail|a peer takes the rows|no instance judges others)/.test(name),
+  );
 
 describe('poolLedgerConformance: MachineLedger (temp dir)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sp-conformance-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   // A short lease: a peer judges a closed instance's lease only once it has
   // renewed its own for leaseTtlMs + margin (here 1 s + 1 s, within the check's 10 s).
-  for (const check of poolLedgerConformance(
+  // The lease checks that need failing renewals run in conformance-machine-lease.test.ts
+  // (a faulty file system under the ledger); here every other check runs.
+  const checks = poolLedgerConformance(
     ({ instanceId }) => new MachineLedger({ instanceId, dir, leaseTtlMs: 1000 }),
-  )) {
+  );
+  const withoutFaults = checks.filter((check) => !LEASE_FAULT_CHECKS.includes(check.name));
+  it('the suite has the three lease checks that need failing renewals', () => {
+    expect(LEASE_FAULT_CHECKS).toHaveLength(3);
+    expect(checks.length - withoutFaults.length).toBe(3);
+  });
+  for (const check of withoutFaults) {
     it(check.name, check.run);
   }
 });
@@ -69,8 +87,41 @@ describe.runIf(natsOk)('poolLedgerConformance: NatsPoolLedger (real nats-server)
     await nc?.close();
     await server?.stop();
   });
-  for (const check of poolLedgerConformance(({ instanceId }) =>
-    NatsPoolLedger.connect({ nc, instanceId }),
+  // Each instance reaches the server through a TCP proxy of its own: failing its
+  // renewals cuts that proxy (a real outage of one client), healing lets it reconnect.
+  const proxies = new Map<PoolLedger, TcpProxy>();
+  const connections: NatsConnection[] = [];
+  afterAll(async () => {
+    await Promise.all(connections.map((c) => c.close().catch(() => {})));
+    await Promise.all([...proxies.values()].map((p) => p.close()));
+  });
+  for (const check of poolLedgerConformance(
+    async ({ instanceId }) => {
+      const proxy = await startTcpProxy(server.port);
+      const own = await connect({
+        servers: proxy.url,
+        reconnectTimeWait: 100,
+        maxReconnectAttempts: -1,
+        pingInterval: 500,
+      });
+      connections.push(own);
+      const ledger = await NatsPoolLedger.connect({
+        nc: own,
+        instanceId,
+        leaseMs: 1500,
+        leaseMarginMs: 300,
+        timeoutMs: 1000,
+      });
+      proxies.set(ledger, proxy);
+      return ledger;
+    },
+    {
+      failRenewals: (ledger, on) => {
+        const proxy = proxies.get(ledger)!;
+        if (on) proxy.cut();
+        else proxy.heal();
+      },
+    },
   )) {
     it(check.name, check.run);
   }
