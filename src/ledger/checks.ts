@@ -8,8 +8,8 @@ import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
 import { extendedNameProblem } from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
-import { normalizeCap } from './document.js';
-import { assertKiciCompatibleCap } from './extended.js';
+import { normalizeCap } from './document/cap.js';
+import { assertKiciCompatibleCap } from './document/extended.js';
 import {
   type AdoptRequest,
   MAX_ADOPT,

@@ -7,14 +7,9 @@
  */
 import { DuplicateReservationError } from '../errors.js';
 import { checkInstanceId, checkKnownKeys } from './checks.js';
-import {
-  addRow,
-  checkFit,
-  keepRows,
-  type RowMatch,
-  type RowPartition,
-  removeRows,
-} from './document.js';
+import { checkFit } from './document/fit.js';
+import { addRow, keepRows, type RowMatch, removeRows } from './document/rows.js';
+import type { RowPartition } from './document/verdict.js';
 import type { OpAnswer } from './group-commit.js';
 import type {
   AdoptResult,

@@ -27,7 +27,7 @@ import {
   takeParentSpan,
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
-import type { StaleRow } from './document.js';
+import type { StaleRow } from './document/verdict.js';
 import type { LedgerOp } from './ops.js';
 import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
 import type { ReservationRow, ReserveResult } from './types.js';

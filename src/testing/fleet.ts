@@ -2,7 +2,7 @@
  * createTestFleet: a ScalerManager on a TestClock, a FakeBackend per scaler and
  * a MemoryPoolLedger, wired together, with the fleet's invariants as one call.
  */
-import { sumRows } from '../ledger/index.js';
+import { sumRows } from '../ledger/document/fit.js';
 import {
   parseScalerConfig,
   type ScalerConfigInput,

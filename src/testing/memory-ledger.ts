@@ -8,31 +8,31 @@ import { randomUUID } from 'node:crypto';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
 import {
-  type AdoptRequest,
-  type AdoptResult,
-  applyBatch,
-  assertCap,
   checkAdopt,
   checkAgentId,
   checkReserve,
   checkReserveOptions,
-  emptyDocument,
-  type LeaseEvent,
-  type LeaseInfo,
-  type LedgerDocument,
-  type LedgerOp,
-  type PoolLedger,
-  partitionRows,
-  type RegisterPoolOptions,
-  type ReleaseOptions,
-  type ReservationRow,
-  type ReserveOptions,
-  type ReserveResult,
   registeredCap,
-  releaseOp,
-  sumRows,
-  validatePoolName,
-} from '../ledger/index.js';
+} from '../ledger/checks.js';
+import { assertCap } from '../ledger/document/cap.js';
+import { emptyDocument } from '../ledger/document/codec.js';
+import { sumRows } from '../ledger/document/fit.js';
+import { validatePoolName } from '../ledger/document/pool-name.js';
+import { partitionRows } from '../ledger/document/verdict.js';
+import { applyBatch, type LedgerOp, releaseOp } from '../ledger/ops.js';
+import type {
+  AdoptRequest,
+  AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
+  LedgerDocument,
+  PoolLedger,
+  RegisterPoolOptions,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveOptions,
+  ReserveResult,
+} from '../ledger/types.js';
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
 import { MemoryLease } from './memory-ledger/lease.js';
 import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';

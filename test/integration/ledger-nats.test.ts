@@ -14,7 +14,7 @@ import {
   isLedgerLeaseExpiredError,
   isLedgerUnavailableError,
 } from '../../src/errors.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isDuplicateReservationError, isInvalidInputError } from '../../src/errors.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
-import { emptyDocument, sumRows } from '../../src/ledger/index.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
+import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {

@@ -6,22 +6,20 @@ import {
   isLedgerCorruptError,
   type LedgerCorruptError,
 } from '../../src/errors.js';
+import { assertCap, capsEqual, normalizeCap } from '../../src/ledger/document/cap.js';
 import {
-  addRow,
-  assertCap,
-  capsEqual,
-  checkFit,
   emptyDocument,
-  type LivenessFacts,
-  normalizeCap,
   parseDocument,
-  partitionRows,
-  removeRows,
-  rowVerdict,
   serializeDocument,
-  sumRows,
-  validatePoolName,
-} from '../../src/ledger/document.js';
+} from '../../src/ledger/document/codec.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
+import { validatePoolName } from '../../src/ledger/document/pool-name.js';
+import { addRow, removeRows } from '../../src/ledger/document/rows.js';
+import {
+  type LivenessFacts,
+  partitionRows,
+  rowVerdict,
+} from '../../src/ledger/document/verdict.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
 
 const source = { pool: 'gpu', location: '/var/lib/x/gpu.json' };

@@ -1,15 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError, isLedgerCorruptError } from '../../src/errors.js';
+import { capsEqual, normalizeCap } from '../../src/ledger/document/cap.js';
 import {
-  assertKiciCompatibleCap,
-  capsEqual,
-  checkFit,
   emptyDocument,
-  normalizeCap,
   parseDocument,
   serializeDocument,
-  sumRows,
-} from '../../src/ledger/document.js';
+} from '../../src/ledger/document/codec.js';
+import { assertKiciCompatibleCap } from '../../src/ledger/document/extended.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
 import { applyBatch } from '../../src/ledger/ops.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
 

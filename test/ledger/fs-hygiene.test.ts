@@ -33,7 +33,9 @@ import {
   isLedgerFileError,
   type LedgerFileError,
 } from '../../src/errors.js';
-import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
+import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 import { hasSystem } from '../helpers/system.js';

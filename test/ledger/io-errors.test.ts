@@ -16,7 +16,7 @@ import {
   isStateStoreError,
   type LedgerIoError,
 } from '../../src/errors.js';
-import type { LedgerFs } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
 import { FileStateStore } from '../../src/manager/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 

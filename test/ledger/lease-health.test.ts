@@ -14,7 +14,9 @@ import {
   isLedgerIoError,
   isLedgerLeaseExpiredError,
 } from '../../src/errors.js';
-import type { LeaseEvent, LedgerFs, MachineLedger } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
+import type { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import type { LeaseEvent } from '../../src/ledger/types.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory, type MakeLedgerOptions } from '../helpers/machine-ledger.js';
 import { MetricsHarness, pointValue } from '../helpers/otel.js';

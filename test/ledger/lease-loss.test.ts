@@ -9,11 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLedgerLeaseExpiredError, type LedgerLeaseExpiredError } from '../../src/errors.js';
-import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
 import {
+  MachineLedger,
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-options.js';
+} from '../../src/ledger/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 
 let dir: string;

@@ -22,7 +22,8 @@ import {
   isLedgerLockCompromisedError,
   type LedgerBusyError,
 } from '../../src/errors.js';
-import { type LedgerFs, MachineLedger } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 

@@ -5,7 +5,7 @@ import {
   isLedgerLeaseExpiredError,
   isLedgerUnavailableError,
 } from '../../src/errors.js';
-import type { LeaseEvent } from '../../src/ledger/index.js';
+import type { LeaseEvent } from '../../src/ledger/types.js';
 import { MemoryPoolLedger, MemoryPoolStore, TestClock } from '../../src/testing/index.js';
 
 const GiB = 2 ** 30;

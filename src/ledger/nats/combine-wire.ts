@@ -3,7 +3,7 @@
  * listens on. The calls and replies it exchanges are the shared combine wire
  * format (`../combine-wire.ts`), re-exported here for the NATS ledger's rooms.
  */
-import { COMBINE_WIRE_VERSION, isObject } from '../combine-wire.js';
+import { COMBINE_WIRE_VERSION, isObject } from '../combining/wire.js';
 import { poolKey } from './keys.js';
 
 export {
@@ -16,7 +16,7 @@ export {
   encodeRequest,
   MAX_COMBINE_MESSAGE_BYTES,
   MAX_FORWARDED_OPS,
-} from '../combine-wire.js';
+} from '../combining/wire.js';
 
 /** The prefix of every combiner key: `leader.<pool>`. */
 export const LEADER_KEY_PREFIX = 'leader.';

@@ -1,7 +1,7 @@
 /**
  * Key names in the bucket: one key per pool, one heartbeat key per lease.
  */
-import { assertSubjectSafePool } from '../combine-wire.js';
+import { assertSubjectSafePool } from '../combining/wire.js';
 
 /**
  * The prefix of every pool key: `pool.<name>`.

@@ -3,7 +3,7 @@
  * any test runner can run against any implementation. The checks live in rooms by
  * group (`ledger/capacity.ts`, `ledger/ownership.ts`, `ledger/lifecycle.ts`).
  */
-import type { PoolLedger } from '../../ledger/index.js';
+import type { PoolLedger } from '../../ledger/types.js';
 import { type ConformanceCheck, sample } from './check.js';
 import { capacityChecks } from './ledger/capacity.js';
 import { checkMaker, instanceOf, type LedgerSuite, rows } from './ledger/harness.js';

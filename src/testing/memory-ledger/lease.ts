@@ -5,7 +5,7 @@
  */
 import type { Clock, ClockTimer } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors.js';
-import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/index.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/types.js';
 
 type Listener = (event: LeaseEvent) => void;
 

@@ -3,7 +3,8 @@
  * one store per simulated host (or KV bucket).
  */
 import { randomUUID } from 'node:crypto';
-import { type LedgerDocument, validatePoolName } from '../../ledger/index.js';
+import { validatePoolName } from '../../ledger/document/pool-name.js';
+import type { LedgerDocument } from '../../ledger/types.js';
 
 // A ledger renews its lease on its clock (every leaseMs/3) while it lives and
 // its renewals work; `abandon()` stops the renewals, `close()` ends the lease.

@@ -2,7 +2,8 @@
  * The options of MemoryPoolLedger and what its `inspect` answers.
  */
 import type { Clock } from '../../clock.js';
-import type { ReservationRow, StaleRow } from '../../ledger/index.js';
+import type { StaleRow } from '../../ledger/document/verdict.js';
+import type { ReservationRow } from '../../ledger/types.js';
 import type { MemoryPoolStore } from './store.js';
 
 /**

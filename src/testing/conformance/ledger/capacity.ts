@@ -3,7 +3,7 @@
  * from several instances, all-or-nothing refusals and what a refusal says, extended
  * resources and `maxAgents`.
  */
-import type { ReserveResult } from '../../../ledger/index.js';
+import type { ReserveResult } from '../../../ledger/types.js';
 import { type ConformanceCheck, expectEqual, expectTrue } from '../check.js';
 import { GiB, type LedgerSuite } from './harness.js';
 

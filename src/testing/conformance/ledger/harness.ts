@@ -3,7 +3,7 @@
  * instance ids of its own, closing what it opened, and the small readers every
  * group of checks uses.
  */
-import type { PoolLedger } from '../../../ledger/index.js';
+import type { PoolLedger } from '../../../ledger/types.js';
 import type { ResourceCap } from '../../../resources/index.js';
 import {
   type ConformanceCheck,

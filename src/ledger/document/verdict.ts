@@ -3,7 +3,7 @@
  * (boot id, process probe, lease state). No I/O, no clock.
  */
 
-import type { ReservationRow } from './types.js';
+import type { ReservationRow } from '../types.js';
 
 /**
  * Why a row is stale: a constant object and its union type.

@@ -4,11 +4,11 @@
  */
 
 import { z } from 'zod';
-import { LedgerCorruptError } from '../errors.js';
-import { extendedNameProblem } from '../resources/names.js';
-import type { ResourceCap } from '../resources/types.js';
-import { normalizeCap } from './pool-cap.js';
-import type { LedgerDocument } from './types.js';
+import { LedgerCorruptError } from '../../errors.js';
+import { extendedNameProblem } from '../../resources/names.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { LedgerDocument } from '../types.js';
+import { normalizeCap } from './cap.js';
 
 /**
  * The document version this library reads and writes.

@@ -3,12 +3,12 @@
  * fail on a stored cap that differs, describe a cap for messages.
  */
 
-import { LedgerCapMismatchError } from '../errors.js';
-import type { ResourceCap } from '../resources/types.js';
-import type { DocumentSource } from './document-codec.js';
+import { LedgerCapMismatchError } from '../../errors.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { LedgerDocument } from '../types.js';
+import type { DocumentSource } from './codec.js';
 import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 import { capBytes, capMillicores } from './fit.js';
-import type { LedgerDocument } from './types.js';
 
 /**
  * Validate a cap given to `registerPool` and keep only its known fields:

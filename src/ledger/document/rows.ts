@@ -2,7 +2,7 @@
  * Adding and removing rows of a pool document; the input document is never changed.
  */
 
-import type { LedgerDocument, ReservationRow } from './types.js';
+import type { LedgerDocument, ReservationRow } from '../types.js';
 
 /**
  * The document with `row` appended (the input is not changed).

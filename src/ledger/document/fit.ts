@@ -9,9 +9,9 @@ import {
   coresToMillicores,
   MAX_CPU_CORES,
   MAX_MILLICORES,
-} from '../resources/quantity.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import type { ReservationRow, ReserveResult } from './types.js';
+} from '../../resources/quantity.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import type { ReservationRow, ReserveResult } from '../types.js';
 
 // A row written by another writer beyond what the library counts holds "more
 // than any cap": it saturates here instead of throwing, so the pool reads full.
