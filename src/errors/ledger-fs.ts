@@ -1,6 +1,6 @@
 // The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
 // src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+// Re-exported by the entry point src/errors.ts: code outside src/errors/ imports from it only.
 
 import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
 import { LedgerError } from './ledger.js';

@@ -1,6 +1,6 @@
 // The ledger's errors (src/ledger, src/ledger/nats): the `LedgerError` base and its
 // document, cap, lock, lease and availability failures. File-system refusals: ./ledger-fs.ts.
-// Re-exported by the door, src/errors.ts: code outside src/errors/ imports from the door only.
+// Re-exported by the entry point src/errors.ts: code outside src/errors/ imports from it only.
 
 import {
   ErrorCode,

@@ -369,7 +369,7 @@ export class PoolLocker {
 
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
- * floor) while the wait is short: a lock is held for about one disk flush, and
+ * minimum) while the wait is short: a lock is held for about one disk flush, and
  * a waiter that sleeps longer mostly finds it taken again, which is what makes
  * tails long under contention. Past 250 ms the holder is probably stuck (it is
  * taken over after the stale window), so poll gently, with jitter.

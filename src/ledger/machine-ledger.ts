@@ -40,18 +40,6 @@ import type { LeaseEvent, LeaseInfo, LedgerDocument, ReservationRow } from './ty
 
 /**
  * Options of {@link MachineLedger}.
- *
- * @example
- * ```ts
- * import { MachineLedger, type MachineLedgerOptions } from 'scaler-primitives/ledger';
- *
- * const options: MachineLedgerOptions = {
- *   instanceId: `orchestrator-${process.pid}`,
- *   dir: '/var/lib/ci/ledger', // every orchestrator on the host uses the same directory
- *   leaseTtlMs: 30_000,
- * };
- * const ledger = new MachineLedger(options);
- * ```
  */
 export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** This orchestrator instance's id, written into every row it makes. */
@@ -62,7 +50,7 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
    *   (when that cannot be created or written) `<os.tmpdir()>/scaler-ledger-<uid>`
    */
   dir?: string;
-  /** Alias of `dir`, the seed's name. `dir` wins when both are given. */
+  /** Alias of `dir` (kici's option name). `dir` wins when both are given. */
   explicitDir?: string;
   /**
    * A lock not refreshed for this long is taken over by the next process that
@@ -135,7 +123,7 @@ export interface MachineLedgerHooks {
   afterWrite: (pool: string) => Promise<void> | void;
   /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
   monotonic: () => number;
-  /** The lock's stale window without the 2000 ms floor (stall-injection tests). @default `staleMs` */
+  /** The lock's stale window without the 2000 ms minimum (stall-injection tests). @default `staleMs` */
   lockStaleMs: number;
 }
 
@@ -182,15 +170,6 @@ export const MACHINE_LEDGER_OPTION_KEYS = [
 
 /**
  * Per-pool summary returned by {@link MachineLedger.inspect}.
- *
- * @example
- * ```ts
- * import type { MachineLedger, PoolSnapshot } from 'scaler-primitives/ledger';
- *
- * declare const ledger: MachineLedger;
- * const { cap, usage, live, stale }: PoolSnapshot = await ledger.inspect('build-host');
- * console.log(`${usage.cpus}/${cap.maxCpu ?? '-'} cores, ${live.length} live, ${stale.length} to reap`);
- * ```
  */
 export interface PoolSnapshot {
   /** The pool name. */
@@ -262,7 +241,7 @@ export function leaseMarginOption(value: unknown, leaseTtlMs: number): number {
  *   // start the agent; when it is gone:
  *   await ledger.release('build-host', 'agent-42');
  * } else {
- *   console.log(`no room: ${result.dimension} ${result.used}/${result.max}`);
+ *   console.log(`refused: ${result.dimension} ${result.used}/${result.max}`);
  * }
  * await ledger.releaseAllForInstance();
  * await ledger.close();
@@ -407,14 +386,6 @@ export class MachineLedger extends LedgerFrontEnd {
    * renewal succeeds again. Peers take this instance's rows only after
    * `deadline + marginMs`. `location` is the lease file, whose mtime an agent
    * can watch.
-   *
-   * @example
-   * ```ts
-   * import type { MachineLedger } from 'scaler-primitives/ledger';
-   * declare const ledger: MachineLedger;
-   * const { health, deadline } = ledger.lease();
-   * if (health !== 'held') console.warn(`lease ${health}, deadline ${new Date(deadline ?? 0).toISOString()}`);
-   * ```
    */
   lease(): LeaseInfo {
     return this.#parts.lease.info();
@@ -429,17 +400,6 @@ export class MachineLedger extends LedgerFrontEnd {
    *
    * @returns The function that removes the listener.
    * @throws TypeError when `listener` is not a function.
-   *
-   * @example
-   * ```ts
-   * import type { MachineLedger } from 'scaler-primitives/ledger';
-   * declare const ledger: MachineLedger;
-   * declare function stopSpawning(): void;
-   * const off = ledger.onLeaseEvent((event) => {
-   *   if (event.type === 'lease-at-risk') stopSpawning();
-   * });
-   * off(); // no more events
-   * ```
    */
   onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
     return this.#parts.lease.onEvent(listener);

@@ -168,13 +168,6 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * deadline, `leaseMs`, `marginMs`, location `{ kind: 'memory' }`). The lease
    * starts when the ledger is made, so its health is never `none`; after
    * `close()` or `abandon()` it is `lost`.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger } from 'scaler-primitives/testing';
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a' });
-   * console.log(ledger.lease().health); // 'held'
-   * ```
    */
   lease(): LeaseInfo {
     return this.#lease.info();
@@ -188,14 +181,6 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    *
    * @returns The function that removes the listener.
    * @throws TypeError when `listener` is not a function.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger } from 'scaler-primitives/testing';
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a' });
-   * const off = ledger.onLeaseEvent((event) => console.log(event.type));
-   * off();
-   * ```
    */
   onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
     return this.#lease.listen(listener);
@@ -214,19 +199,6 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    *
    * @param on - Whether renewals fail from now on.
    * @throws TypeError when `on` is not a boolean, or the ledger is closed.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
-   *
-   * const clock = new TestClock('2026-01-05T09:00:00Z');
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a', clock, leaseTtlMs: 30_000 });
-   * ledger.onLeaseEvent((event) => console.log(event.type, clock.date().toISOString()));
-   * ledger.failRenewals(true); // the store goes away
-   * await clock.advance(20_000); // lease-at-risk 09:00:20
-   * await clock.advance(10_000); // lease-lost 09:00:30
-   * ledger.failRenewals(false); // lease-renewed 09:00:30
-   * ```
    */
   failRenewals(on: boolean): void {
     if (typeof on !== 'boolean') {
@@ -254,13 +226,6 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   /**
    * Live rows and the rows this instance would reap now, with reasons (the
    * store's objects: do not change them).
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger } from 'scaler-primitives/testing';
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a' });
-   * const { live, stale } = ledger.inspect('host');
-   * ```
    */
   inspect(pool: string): MemoryPoolSnapshot {
     validatePoolName(pool);
@@ -301,13 +266,6 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * Simulate a crash: stop everything (renewals too) without ending the
    * lease, so peers judge the rows left behind stale only once its last
    * renewal is older than `leaseTtlMs + leaseMarginMs`.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger } from 'scaler-primitives/testing';
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a' });
-   * ledger.abandon(); // its rows stay until its lease expires
-   * ```
    */
   abandon(): void {
     if (this.closed) return;

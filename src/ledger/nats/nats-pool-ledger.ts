@@ -119,12 +119,6 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    * @throws NatsServerVersionError when the server is older than
    *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
    *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
-   *
-   * @example
-   * ```ts
-   * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
-   * const ledger = await NatsPoolLedger.connect({ servers: 'nats://127.0.0.1:4222', instanceId: 'orchestrator-a' });
-   * ```
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
     const checked = checkConnectOptions(options);
@@ -162,14 +156,6 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    * confirmed a heartbeat (`confirmedAt`, the ledger clock instant that
    * heartbeat was sent), the deadline (`confirmedAt + leaseMs`), the health
    * and where the heartbeat key is (`{ kind: 'nats', bucket, key }`).
-   *
-   * @example
-   * ```ts
-   * import type { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
-   * declare const ledger: NatsPoolLedger;
-   * const { health, deadline } = ledger.lease();
-   * if (health !== 'held') console.warn(`lease ${health}, deadline ${deadline}`);
-   * ```
    */
   lease(): LeaseInfo {
     return this.#store.leaseInfo();
@@ -185,14 +171,6 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    *
    * @returns A function that removes the listener.
    * @throws TypeError when `listener` is not a function.
-   *
-   * @example
-   * ```ts
-   * import type { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
-   * declare const ledger: NatsPoolLedger;
-   * const off = ledger.onLeaseEvent((event) => console.log(event.type, event.leaseId));
-   * off();
-   * ```
    */
   onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
     return this.#store.onLeaseEvent(listener);

@@ -1,7 +1,6 @@
 /**
  * The lease of one MemoryPoolLedger: renewed on its clock every leaseMs/3,
- * with the health, events and "healthy since" every ledger keeps (the design
- * of issue 31), and a switch that makes renewals fail (`failRenewals`).
+ * with the health, events and "healthy since" every ledger keeps, and a switch that makes renewals fail (`failRenewals`).
  */
 import type { Clock, ClockTimer } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors.js';

@@ -1,5 +1,5 @@
 /**
- * What the rooms of poolLedgerConformance share: one check per key with pools and
+ * What the check groups of poolLedgerConformance share: one check per key with pools and
  * instance ids of its own, closing what it opened, and the small readers every
  * group of checks uses.
  */
