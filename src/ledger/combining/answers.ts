@@ -1,5 +1,5 @@
 /**
- * The answers of cross-process combining (see `combine.ts`): the text of an
+ * The answers of cross-process combining (see `channel.ts`): the text of an
  * answer, the one file a holder stages its cycle's answers in before it
  * writes, and how each waiter gets its answer once the write is durable: the
  * staged file is hard-linked into the waiter's inbox as `<id>.ans` (no new

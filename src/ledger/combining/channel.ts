@@ -24,7 +24,7 @@
  *    marked `maybeApplied` (the holder may have written them before dying).
  * 5. A waiter defers (does not try the lock, stays out of its wait queue and
  *    sleeps on its inbox) only while the lock is held by a holder that
- *    combines: it made the lock with the sticky bit (see `lock.ts`), and it
+ *    combines: it made the lock with the sticky bit (see `../lock.ts`), and it
  *    answers or wakes the oldest waiter when it releases. Even then the
  *    waiter looks again (one `lstat`) within a few ms.
  *    Behind any other holder (the kici orchestrator's ledger, an older version
@@ -34,7 +34,7 @@
  *    the lock withdraws its own request first (step 2 decides who has it).
  *
  * Everything read here is opened without following links and checked to be a
- * regular file of ours (see `safe-fs.ts`); a request that does not decode is
+ * regular file of ours (see `../safe-fs.ts`); a request that does not decode is
  * answered "do it yourself" and never applied. Processes that do not know the
  * directory (the kici orchestrator) are unaffected: they take the lock as before.
  */

@@ -1,6 +1,6 @@
 /**
  * One locked read-decide-write cycle of the file ledger for a batch of calls
- * on one pool, with cross-process combining (see `combine.ts`): a batch that
+ * on one pool, with cross-process combining (see `channel.ts`): a batch that
  * finds the lock taken posts its calls and waits for a holder's answer, and a
  * holder applies its own calls and every posted request in start order, in
  * one write and one fsync.

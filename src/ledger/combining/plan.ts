@@ -1,8 +1,8 @@
 /**
- * The holder's side of cross-process combining (see `combine.ts`): merge its
+ * The holder's side of cross-process combining (see `channel.ts`): merge its
  * own calls with the requests it claimed, in the order their batches started
  * (FIFO), and split the batch's answers back per sender (staged before the
- * pool file is written, posted after it: see `combine-answers.ts`).
+ * pool file is written, posted after it: see `answers.ts`).
  */
 
 import type { DocumentSource } from '../document/codec.js';

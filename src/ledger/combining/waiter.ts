@@ -1,5 +1,5 @@
 /**
- * The waiting side of cross-process combining (see `combine.ts`): a posted
+ * The waiting side of cross-process combining (see `channel.ts`): a posted
  * request, and the inbox its answer arrives in. Each ledger instance keeps one
  * inbox directory per pool, `<dir>/.<pool>.combine/<leaseId>/`, watched with
  * `fs.watch` (inotify): a holder renames an answer into it, or touches it to

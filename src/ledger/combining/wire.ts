@@ -2,7 +2,7 @@
  * The combine wire format: the calls one ledger instance hands to whoever
  * applies them for it, and the reply. Shared by both ledgers that combine: the
  * NATS ledger sends it to a pool's combiner over the network (`nats/`), the
- * file ledger posts it in the pool's combining directory (`combine.ts`). Pure:
+ * file ledger posts it in the pool's combining directory (`channel.ts`). Pure:
  * encode, decode and validate. Everything decoded comes from another process,
  * so it is checked as strictly as a document read from disk: a malformed
  * message is refused, never half-applied.
