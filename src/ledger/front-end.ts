@@ -1,9 +1,14 @@
 /**
  * The front end every ledger shares (file, NATS, memory): argument checks,
  * registered caps, the closed state, the reaper timer and the telemetry
- * wrapping of each call. A ledger extends it and supplies only its storage:
- * how a pool name is checked, the row it writes, how one call is committed,
- * and how a pool is read.
+ * wrapping of each call. A ledger extends {@link LedgerFrontEnd}, calls
+ * {@link attachStorage} in its constructor with what only it knows (how a pool
+ * name is checked, the row it writes, how one call is committed) and keeps
+ * the {@link LedgerCore} it gets back; it implements `inspect`, `lease`,
+ * `onLeaseEvent` and `close` itself.
+ *
+ * The shared state lives in `LedgerCore`, not in protected members, so the
+ * published declarations of the ledgers show only their public methods.
  */
 import type { Clock } from '../clock.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
@@ -42,50 +47,135 @@ export interface PoolRows {
   live: ReservationRow[];
 }
 
-/**
- * The shared front end of a {@link PoolLedger}: every public call is checked
- * here, then handed to the ledger's storage through {@link LedgerFrontEnd.commit}.
- */
-export abstract class LedgerFrontEnd implements PoolLedger {
-  /** This instance's id, written into every row it makes. */
-  readonly instanceId: string;
+/** What a ledger supplies to the shared front end: its storage. */
+export interface LedgerStorage {
+  /** The message of the `TypeError` a closed ledger rejects calls with. */
+  closedMessage: string;
+  /** The clock the reaper runs on (read when it starts). */
+  clock(): Clock;
+  /** Check a pool name as this storage needs it; returns the name. */
+  checkPool(pool: string): string;
+  /** The row this instance writes for an agent, now, under its current lease. */
+  ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow;
+  /** Commit one checked call on `pool`; resolves with its answer. */
+  commit(pool: string, op: LedgerOp): Promise<unknown>;
+}
 
+/** The state a ledger shares with its front end. */
+export class LedgerCore {
   /** The registered caps, by pool. */
-  protected readonly caps = new Map<string, ResourceCap>();
-  /** The ledger's telemetry, when a provider was given (see {@link LedgerFrontEnd.instrument}). */
-  protected telemetry: LedgerTelemetry | undefined;
-  readonly #closedMessage: string;
+  readonly caps = new Map<string, ResourceCap>();
+  /** The ledger's telemetry, when a provider was given (see {@link LedgerCore.instrument}). */
+  telemetry: LedgerTelemetry | undefined;
+  readonly #ledger: LedgerFrontEnd;
+  readonly #storage: LedgerStorage;
   readonly #reaper: Reaper;
   #closed = false;
 
-  /**
-   * @param instanceId - Checked by the subclass before.
-   * @param closedMessage - The message of the `TypeError` a closed ledger rejects calls with.
-   * @param clock - The clock the reaper runs on (read when it starts).
-   */
-  protected constructor(instanceId: string, closedMessage: string, clock: () => Clock) {
-    this.instanceId = instanceId;
-    this.#closedMessage = closedMessage;
+  constructor(ledger: LedgerFrontEnd, storage: LedgerStorage) {
+    this.#ledger = ledger;
+    this.#storage = storage;
     // The reaper's rounds are not the caller's calls: they never use up the
     // one-time lost-lease report a caller's next call on the pool is owed.
     this.#reaper = new Reaper(
       () => this.caps.keys(),
       (pool) => this.submit(pool, { kind: 'reap', background: true }),
-      clock,
+      () => storage.clock(),
     );
   }
 
-  /** Check a pool name as this storage needs it; returns the name. */
-  protected abstract checkPool(pool: string): string;
-  /** The row this instance writes for an agent, now, under its current lease. */
-  protected abstract ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow;
-  /** Commit one checked call on `pool`; resolves with its answer. */
-  protected abstract commit(pool: string, op: LedgerOp): Promise<unknown>;
+  /** The ledger's storage. */
+  get storage(): LedgerStorage {
+    return this.#storage;
+  }
+
+  /** The periodic reaper of `start` and `stop`. */
+  get reaper(): Reaper {
+    return this.#reaper;
+  }
+
+  /** Whether `close` has begun. */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Refuse calls from now on; stop the reaper and the telemetry. */
+  markClosed(): void {
+    this.#closed = true;
+    this.#reaper.close();
+    this.telemetry?.close();
+  }
+
+  /** @throws TypeError when the ledger is closed. */
+  assertOpen(): void {
+    if (this.#closed) throw new TypeError(this.#storage.closedMessage);
+  }
+
+  /**
+   * Make the ledger's telemetry (none without a provider in `options`).
+   *
+   * @throws TypeError for bad telemetry options.
+   */
+  instrument(
+    options: LedgerTelemetryOptions,
+    backend: LedgerBackendName,
+    clock: Clock,
+  ): LedgerTelemetry | undefined {
+    this.telemetry = createLedgerTelemetry(options, backend, {
+      clock,
+      pools: () => this.caps.keys(),
+      read: (pool) => Promise.resolve(this.#ledger.inspect(pool)),
+    });
+    return this.telemetry;
+  }
+
+  /** Commit a checked call, unless closed, inside its telemetry span. */
+  submit(pool: string, op: LedgerOp): Promise<unknown> {
+    if (this.#closed) return Promise.reject(new TypeError(this.#storage.closedMessage));
+    const done = this.#storage.commit(pool, op);
+    return this.telemetry?.op(pool, op, done) ?? done;
+  }
+}
+
+let attach: (ledger: LedgerFrontEnd, storage: LedgerStorage) => LedgerCore;
+
+/**
+ * Give `ledger` its storage (once, in its constructor); returns the state it
+ * shares with its front end.
+ */
+export function attachStorage(ledger: LedgerFrontEnd, storage: LedgerStorage): LedgerCore {
+  return attach(ledger, storage);
+}
+
+/**
+ * The shared front end of a {@link PoolLedger}: every public call is checked
+ * here, then handed to the ledger's storage.
+ */
+export abstract class LedgerFrontEnd implements PoolLedger {
+  /** This instance's id, written into every row it makes. */
+  readonly instanceId: string;
+  #core: LedgerCore | undefined;
+
+  static {
+    attach = (ledger, storage) => {
+      ledger.#core = new LedgerCore(ledger, storage);
+      return ledger.#core;
+    };
+  }
+
+  /** @param instanceId - Checked by the ledger before. */
+  protected constructor(instanceId: string) {
+    this.instanceId = instanceId;
+  }
 
   abstract inspect(pool: string): PoolRows | Promise<PoolRows>;
   abstract lease(): LeaseInfo;
   abstract onLeaseEvent(listener: (event: LeaseEvent) => void): () => void;
   abstract close(): Promise<void>;
+
+  get #front(): LedgerCore {
+    return this.#core!;
+  }
 
   /**
    * Declare the cap a pool must have. The first write creates the pool with
@@ -95,10 +185,9 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws TypeError for a cap field that is not a finite number >= 0.
    */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    const pool = this.checkPool(name);
-    this.caps.set(pool, registeredCap(pool, cap, options));
+    const pool = this.#front.storage.checkPool(name);
+    this.#front.caps.set(pool, registeredCap(pool, cap, options));
   }
-
   /**
    * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
    *
@@ -135,12 +224,12 @@ export abstract class LedgerFrontEnd implements PoolLedger {
     memBytes: number,
     options?: ReserveOptions,
   ): Promise<ReserveResult> {
-    this.checkPool(pool);
-    checkReserve(this.caps, pool, agentId, cpus, memBytes);
+    this.#front.storage.checkPool(pool);
+    checkReserve(this.#front.caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
-    const row = this.ownRow(agentId, cpus, memBytes);
+    const row = this.#front.storage.ownRow(agentId, cpus, memBytes);
     if (extended !== undefined) row.extended = extended;
-    return (await this.submit(pool, { kind: 'reserve', row })) as ReserveResult;
+    return (await this.#front.submit(pool, { kind: 'reserve', row })) as ReserveResult;
   }
 
   /**
@@ -152,15 +241,15 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws TypeError or InvalidInputError for bad agents; otherwise as `reserve`.
    */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
-    this.checkPool(pool);
-    const rows = checkAdopt(this.caps, pool, agents).map(
+    this.#front.storage.checkPool(pool);
+    const rows = checkAdopt(this.#front.caps, pool, agents).map(
       ({ agentId, cpus, memBytes, extended }) => {
-        const row = this.ownRow(agentId, cpus, memBytes);
+        const row = this.#front.storage.ownRow(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
         return row;
       },
     );
-    return (await this.submit(pool, { kind: 'adopt', rows })) as AdoptResult[];
+    return (await this.#front.submit(pool, { kind: 'adopt', rows })) as AdoptResult[];
   }
 
   /**
@@ -172,9 +261,12 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws as `reserve`, except the registration, duplicate and lost-lease errors.
    */
   async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
-    this.checkPool(pool);
+    this.#front.storage.checkPool(pool);
     checkAgentId(agentId);
-    return (await this.submit(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
+    return (await this.#front.submit(
+      pool,
+      releaseOp(agentId, this.instanceId, options),
+    )) as boolean;
   }
 
   /**
@@ -185,8 +277,8 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    *   reaper of `start()` never consumes that report).
    */
   async reapStale(pool: string): Promise<number> {
-    this.checkPool(pool);
-    return (await this.submit(pool, { kind: 'reap' })) as number;
+    this.#front.storage.checkPool(pool);
+    return (await this.#front.submit(pool, { kind: 'reap' })) as number;
   }
 
   /** Summed CPU and memory of `pool`'s live rows (no write). */
@@ -206,62 +298,20 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws TypeError when `intervalMs` is not a finite number >= 0.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.#reaper.start(intervalMs);
+    this.#front.reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by `start`. */
   stop(): void {
-    this.#reaper.stop();
+    this.#front.reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.caps.keys()].map((pool) =>
-        this.submit(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      [...this.#front.caps.keys()].map((pool) =>
+        this.#front.submit(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
       ),
     );
-  }
-
-  /** Whether `close` has begun. */
-  protected get closed(): boolean {
-    return this.#closed;
-  }
-
-  /** Refuse calls from now on; stop the reaper and the telemetry. */
-  protected markClosed(): void {
-    this.#closed = true;
-    this.#reaper.close();
-    this.telemetry?.close();
-  }
-
-  /** @throws TypeError when the ledger is closed. */
-  protected assertOpen(): void {
-    if (this.#closed) throw new TypeError(this.#closedMessage);
-  }
-
-  /**
-   * Make this ledger's telemetry (none without a provider in `options`).
-   *
-   * @throws TypeError for bad telemetry options.
-   */
-  protected instrument(
-    options: LedgerTelemetryOptions,
-    backend: LedgerBackendName,
-    clock: Clock,
-  ): LedgerTelemetry | undefined {
-    this.telemetry = createLedgerTelemetry(options, backend, {
-      clock,
-      pools: () => this.caps.keys(),
-      read: (pool) => Promise.resolve(this.inspect(pool)),
-    });
-    return this.telemetry;
-  }
-
-  /** Commit a checked call, unless closed, inside its telemetry span. */
-  protected submit(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.#closed) return Promise.reject(new TypeError(this.#closedMessage));
-    const done = this.commit(pool, op);
-    return this.telemetry?.op(pool, op, done) ?? done;
   }
 }

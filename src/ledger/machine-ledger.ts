@@ -17,7 +17,7 @@ import { emptyDocument, parseDocument } from './document/codec.js';
 import { sumRows } from './document/fit.js';
 import { validatePoolName } from './document/pool-name.js';
 import { type LivenessFacts, partitionRows, type StaleRow } from './document/verdict.js';
-import { LedgerFrontEnd } from './front-end.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from './front-end.js';
 import { defaultFs, hasErrorCode, type LedgerFs } from './fs.js';
 import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { HeldRows } from './held-rows.js';
@@ -256,6 +256,7 @@ export class MachineLedger extends LedgerFrontEnd {
   // combining directory is not usable, the plain lock is used).
   readonly #inboxes = new Map<string, Inbox | undefined>();
   readonly #parts: LedgerParts;
+  readonly #core: LedgerCore;
   #bootIdValue: string | undefined;
   #dirPromise: Promise<string> | undefined;
 
@@ -271,24 +272,31 @@ export class MachineLedger extends LedgerFrontEnd {
     }
     checkKnownKeys('MachineLedger options', options, MACHINE_LEDGER_OPTION_KEYS);
     checkInstanceId(options.instanceId);
-    super(
-      options.instanceId,
-      'This MachineLedger is closed; create a new one',
-      () => this.#parts.clock,
-    );
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This MachineLedger is closed; create a new one',
+      clock: () => this.#parts.clock,
+      checkPool: validatePoolName,
+      ownRow: (agentId, cpus, memBytes) => this.#parts.identity.row(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#batches.enqueue(pool, op),
+    });
     this.leaseId = randomUUID();
     this.#bootIdValue = options.bootId;
-    const telemetry = this.instrument(options, 'file', resolveClock(options.clock, options.now));
+    const telemetry = this.#core.instrument(
+      options,
+      'file',
+      resolveClock(options.clock, options.now),
+    );
     this.#parts = assembleParts(options, {
       instanceId: this.instanceId,
       leaseId: this.leaseId,
-      caps: this.caps,
+      caps: this.#core.caps,
       inboxes: this.#inboxes,
       telemetry,
       dir: () => this.dir(),
       expectedDir: () => this.#expectedDir(),
       bootId: () => this.bootId,
-      closed: () => this.closed,
+      closed: () => this.#core.closed,
     });
   }
 
@@ -349,14 +357,14 @@ export class MachineLedger extends LedgerFrontEnd {
     let snapshot: PoolSnapshot;
     try {
       snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
-        cap: this.caps.get(pool) ?? {},
+        cap: this.#core.caps.get(pool) ?? {},
         maxBytes: this.#parts.maxFileBytes,
         facts: (at, doc) => this.#parts.identity.facts(at, doc),
       });
     } catch (error) {
       throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
     }
-    if (dir !== undefined) this.telemetry?.observed(pool, snapshot.cap, snapshot.live);
+    if (dir !== undefined) this.#core.telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
   }
 
@@ -410,7 +418,7 @@ export class MachineLedger extends LedgerFrontEnd {
    * peers reap rows it leaves behind. Waits for operations in progress.
    */
   async close(): Promise<void> {
-    this.markClosed();
+    this.#core.markClosed();
     this.#parts.lease.stop();
     await this.#batches.idle();
     for (const inbox of this.#inboxes.values()) inbox?.close();
@@ -422,18 +430,6 @@ export class MachineLedger extends LedgerFrontEnd {
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
       if (file) await this.#parts.fs.promises.unlink(file).catch(() => {});
     }
-  }
-
-  protected checkPool(pool: string): string {
-    return validatePoolName(pool);
-  }
-
-  protected ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
-    return this.#parts.identity.row(agentId, cpus, memBytes);
-  }
-
-  protected commit(pool: string, op: LedgerOp): Promise<unknown> {
-    return this.#batches.enqueue(pool, op);
   }
 
   // Where the directory would be, for naming a file that does not exist.

@@ -11,7 +11,7 @@ import { assertCap } from '../ledger/document/cap.js';
 import { emptyDocument } from '../ledger/document/codec.js';
 import { validatePoolName } from '../ledger/document/pool-name.js';
 import { partitionRows, type StaleRow } from '../ledger/document/verdict.js';
-import { LedgerFrontEnd } from '../ledger/front-end.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../ledger/front-end.js';
 import { applyBatch, type LedgerOp } from '../ledger/ops.js';
 import type {
   AdoptResult,
@@ -116,6 +116,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   // Per pool, the agents this instance reserved and has not released.
   readonly #held = new Map<string, Set<string>>();
   readonly #lease: MemoryLease;
+  readonly #core: LedgerCore;
 
   /**
    * @param options - `instanceId` is required; see {@link MemoryPoolLedgerOptions}.
@@ -151,7 +152,14 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
       );
     }
     const clock = options.clock ?? systemClock;
-    super(options.instanceId, 'This MemoryPoolLedger is closed; create a new one', () => clock);
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This MemoryPoolLedger is closed; create a new one',
+      clock: () => clock,
+      checkPool: validatePoolName,
+      ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#commit(pool, op),
+    });
     this.leaseId = randomUUID();
     this.store = options.store ?? new MemoryPoolStore();
     this.#internals = storeInternals(this.store);
@@ -204,7 +212,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
     if (typeof on !== 'boolean') {
       throw new TypeError(`Expected \`on\` to be a boolean, got \`${String(on)}\``);
     }
-    this.assertOpen();
+    this.#core.assertOpen();
     this.#lease.setFailing(on);
   }
 
@@ -214,7 +222,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * @throws TypeError when the ledger is closed, or as `PoolLedger.registerPool`.
    */
   override registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    this.assertOpen();
+    this.#core.assertOpen();
     super.registerPool(name, cap, options);
   }
 
@@ -240,7 +248,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * @throws TypeError when the ledger is closed or `intervalMs` is not a finite number > 0.
    */
   override start(intervalMs = 30_000): void {
-    this.assertOpen();
+    this.#core.assertOpen();
     positiveOption('intervalMs', intervalMs, 30_000);
     super.start(intervalMs);
   }
@@ -251,13 +259,13 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * @throws TypeError when the ledger is closed.
    */
   override async releaseAllForInstance(): Promise<void> {
-    this.assertOpen();
+    this.#core.assertOpen();
     await super.releaseAllForInstance();
   }
 
   /** Stop the timers and end the lease: rows left behind are stale for peers at once. */
   async close(): Promise<void> {
-    if (this.closed) return;
+    if (this.#core.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'ended');
   }
@@ -268,16 +276,12 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * renewal is older than `leaseTtlMs + leaseMarginMs`.
    */
   abandon(): void {
-    if (this.closed) return;
+    if (this.#core.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'abandoned');
   }
 
-  protected checkPool(pool: string): string {
-    return validatePoolName(pool);
-  }
-
-  protected ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
+  #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
     return {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -292,7 +296,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
 
   // One read-decide-write, synchronously (it runs before the first await):
   // nothing else runs in between.
-  protected async commit(pool: string, op: LedgerOp): Promise<unknown> {
+  async #commit(pool: string, op: LedgerOp): Promise<unknown> {
     if (op.kind === 'reserve' || (op.kind === 'reap' && op.background !== true)) {
       this.#checkHeld(pool);
     }
@@ -313,13 +317,13 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   }
 
   #shut(): void {
-    this.markClosed();
+    this.#core.markClosed();
     this.#lease.stop();
   }
 
   #apply(pool: string, op: LedgerOp): unknown {
     const stored = this.#internals.get(pool);
-    const registered = this.caps.get(pool);
+    const registered = this.#core.caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
     const base = stored ?? emptyDocument(registered ?? {});
     const outcome = applyBatch(pool, base, this.#partition(base), [op]);

@@ -4,7 +4,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
-import { LedgerFrontEnd } from '../front-end.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../front-end.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit } from '../group-commit.js';
 import type { LedgerOp } from '../ops.js';
@@ -72,6 +72,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   /** The pool keys: lease, reads and compare-and-set commits (pool-store.ts). */
   readonly #store: PoolStore;
   readonly #timeSource: Clock;
+  readonly #core: LedgerCore;
 
   private constructor(
     kv: KV,
@@ -81,7 +82,17 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     options: CheckedOptions,
   ) {
     const clock = resolveClock(options.clock, undefined);
-    super(options.instanceId, 'This NatsPoolLedger is closed; connect a new one', () => clock);
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This NatsPoolLedger is closed; connect a new one',
+      clock: () => clock,
+      checkPool: (pool) => {
+        poolKey(pool);
+        return pool;
+      },
+      ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#batches.enqueue(pool, op),
+    });
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
     this.bucket = options.bucket;
@@ -89,7 +100,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     this.#bootId = options.bootId ?? readBootId(defaultFs);
     const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
     this.#timeSource = clock;
-    const telemetry = this.instrument(options, 'nats', clock);
+    const telemetry = this.#core.instrument(options, 'nats', clock);
     this.#store = new PoolStore({
       kv,
       js,
@@ -99,11 +110,11 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       hooks,
       monotonic: hooks.monotonic ?? monotonicNow,
       timers: clock,
-      caps: this.caps,
+      caps: this.#core.caps,
       telemetry,
       queuedPools: () => this.#batches.pools(),
-      enqueue: (pool, op) => this.submit(pool, op),
-      isClosed: () => this.closed,
+      enqueue: (pool, op) => this.#core.submit(pool, op),
+      isClosed: () => this.#core.closed,
     });
   }
 
@@ -186,7 +197,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    */
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     poolKey(pool);
-    this.assertOpen();
+    this.#core.assertOpen();
     return this.#store.read(pool);
   }
 
@@ -196,20 +207,15 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    * the connection when the ledger opened it.
    */
   async close(): Promise<void> {
-    if (this.closed) return;
-    this.markClosed();
+    if (this.#core.closed) return;
+    this.#core.markClosed();
     this.#store.stop();
     await this.#batches.idle();
     await this.#store.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
   }
 
-  protected checkPool(pool: string): string {
-    poolKey(pool);
-    return pool;
-  }
-
-  protected ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
+  #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
     return {
       instanceId: this.instanceId,
       pid: process.pid,
@@ -220,9 +226,5 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       reservedAt: this.#timeSource.now(),
       leaseId: this.#store.leaseId,
     };
-  }
-
-  protected commit(pool: string, op: LedgerOp): Promise<unknown> {
-    return this.#batches.enqueue(pool, op);
   }
 }
