@@ -41,12 +41,6 @@ import type {
   ReserveResult,
 } from './types.js';
 
-/** What a ledger's `inspect` answers at least. */
-export interface PoolRows {
-  /** Rows that count against the cap. */
-  live: ReservationRow[];
-}
-
 /** What a ledger supplies to the shared front end: its storage. */
 export interface LedgerStorage {
   /** The message of the `TypeError` a closed ledger rejects calls with. */
@@ -148,7 +142,7 @@ export function attachStorage(ledger: LedgerFrontEnd, storage: LedgerStorage): L
 }
 
 /**
- * The shared front end of a {@link PoolLedger}: every public call is checked
+ * The shared front end of a `PoolLedger`: every public call is checked
  * here, then handed to the ledger's storage.
  */
 export abstract class LedgerFrontEnd implements PoolLedger {
@@ -168,7 +162,7 @@ export abstract class LedgerFrontEnd implements PoolLedger {
     this.instanceId = instanceId;
   }
 
-  abstract inspect(pool: string): PoolRows | Promise<PoolRows>;
+  abstract inspect(pool: string): { live: ReservationRow[] } | Promise<{ live: ReservationRow[] }>;
   abstract lease(): LeaseInfo;
   abstract onLeaseEvent(listener: (event: LeaseEvent) => void): () => void;
   abstract close(): Promise<void>;

@@ -99,7 +99,7 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /**
    * The clock leases, staleness and the reaper are timed with. Waits on other
    * processes (the lock poll) stay on the system clock.
-   * @default {@link systemClock}
+   * @default `systemClock` (from `scaler-primitives`)
    */
   clock?: Clock;
   /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */

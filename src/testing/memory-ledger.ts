@@ -67,7 +67,7 @@ export interface MemoryPoolLedgerOptions {
 }
 
 /**
- * A {@link PoolLedger} in memory, with the ledgers' contract: all-or-nothing
+ * A `PoolLedger` (from `scaler-primitives/ledger`) in memory, with the ledgers' contract: all-or-nothing
  * against the cap (refusal details as the other ledgers), idempotent release of
  * this instance's own rows only (operator paths `anyInstance`, `instanceId`),
  * `releaseAllForInstance`, and stale rows by lease on the clock: after
