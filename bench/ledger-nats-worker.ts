@@ -11,16 +11,11 @@
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { isJetStreamRevisionConflict } from '../src/internal/nats-errors.js';
-import {
-  addRow,
-  checkFit,
-  emptyDocument,
-  parseDocument,
-  removeRows,
-  serializeDocument,
-} from '../src/ledger/document.js';
-import { MachineLedger } from '../src/ledger/index.js';
-import { NatsPoolLedger } from '../src/ledger/nats/index.js';
+import { emptyDocument, parseDocument, serializeDocument } from '../src/ledger/document/codec.js';
+import { checkFit } from '../src/ledger/document/fit.js';
+import { addRow, removeRows } from '../src/ledger/document/rows.js';
+import { MachineLedger } from '../src/ledger/machine-ledger.js';
+import { NatsPoolLedger } from '../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../src/ledger/nats/options.js';
 import type { PoolLedger } from '../src/ledger/types.js';
 

@@ -1,5 +1,5 @@
 import { CapTracker } from '../src/caps/index.js';
-import { checkFit } from '../src/ledger/document.js';
+import { checkFit } from '../src/ledger/document/fit.js';
 import type { ReservationRow } from '../src/ledger/types.js';
 import { parseCpu, parseMemory, resolveResources } from '../src/resources/index.js';
 import { type BenchTable, fmt, opsPerSecond } from './lib.js';

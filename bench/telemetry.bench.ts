@@ -47,7 +47,8 @@ import {
   SimpleSpanProcessor,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import { type LedgerTelemetryOptions, MachineLedger } from '../src/ledger/index.js';
+import { MachineLedger } from '../src/ledger/index.js';
+import type { LedgerTelemetryOptions } from '../src/ledger/telemetry.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
 import type { ManagerTelemetryOptions } from '../src/manager/telemetry.js';
 import { type BenchTable, fmt, percentile } from './lib.js';

@@ -63,7 +63,7 @@ export interface Clock {
  *
  * @example
  * ```ts
- * import { MachineLedger, systemClock } from 'scaler-primitives/ledger';
+ * import { MachineLedger, systemClock } from 'scaler-primitives';
  * const ledger = new MachineLedger({ instanceId: 'orchestrator-a', clock: systemClock }); // the default
  * ```
  */

@@ -1,13 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { isLedgerBusyError, isLedgerError } from '../src/errors/ledger.js';
-import { isResourceParseError } from '../src/errors/resources.js';
-import {
-  ErrorCode,
-  isScalerError,
-  LedgerBusyError,
-  ResourceParseError,
-  ScalerError,
-} from '../src/errors.js';
+import { ErrorCode, isScalerError, ScalerError } from '../src/errors/base.js';
+import { isLedgerBusyError, isLedgerError, LedgerBusyError } from '../src/errors/ledger.js';
+import { isResourceParseError, ResourceParseError } from '../src/errors/resources.js';
 
 describe('ScalerError', () => {
   it('carries a code, a name, a message and a cause', () => {

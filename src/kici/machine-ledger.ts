@@ -1,11 +1,12 @@
 /**
  * kici's `MachineLedger` surface over this library's `MachineLedger`.
  */
+
+import { normalizeCap } from '../ledger/document/cap.js';
+import { validatePoolName } from '../ledger/document/pool-name.js';
 import {
   MachineLedger as CoreMachineLedger,
   type MachineLedgerOptions as CoreMachineLedgerOptions,
-  normalizeCap,
-  validatePoolName,
 } from '../ledger/index.js';
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
 import { type KiciEnv, resolveKiciLedgerDir } from './ledger-dir.js';

@@ -8,8 +8,8 @@ import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
 import { extendedNameProblem } from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
-import { normalizeCap } from './document.js';
-import { assertKiciCompatibleCap } from './extended.js';
+import { normalizeCap } from './document/cap.js';
+import { assertKiciCompatibleCap } from './document/extended.js';
 import {
   type AdoptRequest,
   MAX_ADOPT,
@@ -37,13 +37,6 @@ export function checkAmount(name: string, value: unknown): void {
 
 /**
  * An agent id: a non-empty string of at most {@link MAX_ID_LENGTH} characters.
- *
- * @example
- * ```ts
- * import { checkAgentId } from 'scaler-primitives/ledger';
- * checkAgentId('agent-7f3a'); // returns: a valid id
- * checkAgentId(''); // throws TypeError: not a non-empty string of at most MAX_ID_LENGTH characters
- * ```
  */
 export function checkAgentId(agentId: unknown): void {
   checkId('agentId', agentId);
@@ -52,14 +45,6 @@ export function checkAgentId(agentId: unknown): void {
 /**
  * The checks of `reserve` after the backend's own pool-name check, in the order
  * both ledgers make them: the pool is registered, then the agent id, then the amounts.
- *
- * @example
- * ```ts
- * import { checkReserve } from 'scaler-primitives/ledger';
- * const registered = new Map([['build-host', { maxCpu: 16 }]]);
- * checkReserve(registered, 'build-host', 'agent-1', 2, 4 * 2 ** 30); // passes
- * checkReserve(registered, 'gpu-host', 'agent-1', 2, 0); // throws TypeError: call registerPool first
- * ```
  */
 export function checkReserve(
   registered: ReadonlyMap<string, unknown>,
@@ -85,13 +70,6 @@ export function checkReserve(
  *
  * @throws TypeError when `options` or `extended` is not an object, or a count is not a whole number >= 0.
  * @throws InvalidInputError for an unknown option key or an invalid resource name.
- *
- * @example
- * ```ts
- * import { checkReserveOptions } from 'scaler-primitives/ledger';
- * checkReserveOptions({ extended: { 'nvidia.com/gpu': 1, 'example.com/fpga': 0 } }); // { 'nvidia.com/gpu': 1 }
- * checkReserveOptions(undefined); // undefined: the row gets no `extended` field
- * ```
  */
 export function checkReserveOptions(
   options: ReserveOptions | undefined,
@@ -133,12 +111,6 @@ export function checkReserveOptions(
  * `kiciCompatible` refused when kici writers could not enforce it.
  *
  * @throws TypeError, InvalidInputError for a bad cap or options.
- *
- * @example
- * ```ts
- * import { registeredCap } from 'scaler-primitives/ledger';
- * const cap = registeredCap('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }, { kiciCompatible: true });
- * ```
  */
 export function registeredCap(
   name: string,
@@ -159,14 +131,6 @@ export function registeredCap(
  * The longest agent id or instance id the ledgers accept, in characters: 256
  * (a Kubernetes object name, 253, fits). Rows carry both in every pool document
  * and every message that names them, on disk and in NATS KV.
- *
- * @example
- * ```ts
- * import { MAX_ID_LENGTH } from 'scaler-primitives/ledger';
- * declare const agent: string;
- * declare const jobName: string;
- * const agentId = `agent-${jobName}`.slice(0, MAX_ID_LENGTH); // an id the ledgers accept
- * ```
  */
 export const MAX_ID_LENGTH = 256;
 
@@ -219,13 +183,6 @@ export function checkKnownKeys(what: string, value: unknown, accepted: readonly 
  *
  * @returns The requests, with `extended` normalized (zero counts dropped).
  * @throws TypeError or InvalidInputError naming the bad value.
- *
- * @example
- * ```ts
- * import { checkAdopt } from 'scaler-primitives/ledger';
- * const registered = new Map([['build-host', { maxCpu: 16 }]]);
- * const agents = checkAdopt(registered, 'build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
- * ```
  */
 export function checkAdopt(
   registered: ReadonlyMap<string, unknown>,

@@ -7,7 +7,7 @@
  * in it before the cycle is run again, so rows written under the new
  * directory are covered by a lease file peers can see.
  */
-import type { Inbox } from './combine-waiter.js';
+import type { Inbox } from './combining/waiter.js';
 import { ensureSafeDir } from './dir.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { LeaseKeeper } from './lease-keeper.js';

@@ -23,36 +23,17 @@ import { describeKind, processUid } from './safe-fs.js';
  * directory under `/var/lib` (FHS: `/var/lib/<package>`). Every process on the host
  * that leaves the directory unset shares it. (kici's `/var/lib/kici/scaler-ledger`
  * is what `scaler-primitives/kici` uses.)
- *
- * @example
- * ```ts
- * import { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV } from 'scaler-primitives/ledger';
- * const dir = process.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR; // '/var/lib/scaler-primitives/ledger' when unset
- * ```
  */
 export const DEFAULT_LEDGER_DIR = '/var/lib/scaler-primitives/ledger';
 
 /**
  * The environment variable that names the ledger directory, read when no `dir`
  * is given. (kici's `KICI_MACHINE_LEDGER_DIR` is read by `scaler-primitives/kici`.)
- *
- * @example
- * ```ts
- * import { LEDGER_DIR_ENV, MachineLedger } from 'scaler-primitives/ledger';
- * process.env[LEDGER_DIR_ENV] = '/srv/ci/ledger'; // before the first MachineLedger is made
- * const ledger = new MachineLedger({ instanceId: 'orchestrator-a' }); // uses /srv/ci/ledger
- * ```
  */
 export const LEDGER_DIR_ENV = 'SCALER_PRIMITIVES_LEDGER_DIR';
 
 /**
  * The per-user fallback used when the default directory cannot be created or written.
- *
- * @example
- * ```ts
- * import { fallbackLedgerDir } from 'scaler-primitives/ledger';
- * const dir = fallbackLedgerDir(); // e.g. '/tmp/scaler-ledger-1000' for uid 1000
- * ```
  */
 export function fallbackLedgerDir(): string {
   const user = typeof process.getuid === 'function' ? String(process.getuid()) : 'user';
@@ -77,13 +58,6 @@ function unusable(error: unknown): boolean {
  * described in this module (see `checkLedgerDir`).
  *
  * @throws LedgerDirError when the directory is unsafe or unusable.
- *
- * @example
- * ```ts
- * import * as fs from 'node:fs';
- * import { resolveLedgerDir } from 'scaler-primitives/ledger';
- * const dir = await resolveLedgerDir(fs, undefined); // created (mode 0700) if missing, then checked
- * ```
  */
 export async function resolveLedgerDir(
   fs: LedgerFs,
@@ -106,14 +80,6 @@ export async function resolveLedgerDir(
  * exist (so there is nothing to read).
  *
  * @throws LedgerDirError when the directory exists and is unsafe.
- *
- * @example
- * ```ts
- * import * as fs from 'node:fs';
- * import { findLedgerDir } from 'scaler-primitives/ledger';
- * const dir = await findLedgerDir(fs, '/srv/ci/ledger');
- * if (dir === undefined) console.log('no ledger yet: nothing reserved');
- * ```
  */
 export async function findLedgerDir(
   fs: LedgerFs,

@@ -7,14 +7,6 @@ import * as nodeFs from 'node:fs';
 
 /**
  * The filesystem the ledger uses: the shape of `node:fs` (callback API and `promises`).
- *
- * @example
- * ```ts
- * import * as fs from 'node:fs';
- * import { type LedgerFs, resolveLedgerDir } from 'scaler-primitives/ledger';
- * const ledgerFs: LedgerFs = fs; // or a wrapper that injects failures in a test
- * const dir = await resolveLedgerDir(ledgerFs, '/srv/ci/ledger');
- * ```
  */
 export type LedgerFs = typeof nodeFs;
 

@@ -9,18 +9,6 @@ import { sleep } from '../clock.js';
 
 /**
  * One call's answer from a commit: a value, or an error for that call alone.
- *
- * @example
- * ```ts
- * import { applyBatch, type LedgerDocument, type LedgerOp, type OpAnswer, type RowPartition } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * declare const partition: RowPartition;
- * declare const ops: LedgerOp[];
- * const { answers } = applyBatch('build-host', doc, partition, ops);
- * for (const answer of answers as OpAnswer[]) {
- *   if (!answer.ok) console.error(answer.error);
- * }
- * ```
  */
 export type OpAnswer =
   | {

@@ -1,9 +1,9 @@
 /**
  * Who one MachineLedger instance is on this host (the rows it writes), and the
  * liveness facts it gathers about the rows of a document for the pure
- * staleness rule (`document.ts`): one probe per pid and per lease.
+ * staleness rule (`document/verdict.ts`): one probe per pid and per lease.
  */
-import type { LeaseState, LivenessFacts, ProcessState } from './document.js';
+import type { LeaseState, LivenessFacts, ProcessState } from './document/verdict.js';
 import type { LedgerFs } from './fs.js';
 import { leaseState } from './lease.js';
 import type { LedgerDocument, ReservationRow } from './types.js';

@@ -42,7 +42,7 @@ export interface LockTiming {
   timeoutMs: number;
   /**
    * The holder serves the combining directory (claims and answers posted
-   * requests, see `combine.ts`): its token says so, so a waiter can tell a
+   * requests, see `combining/channel.ts`): its token says so, so a waiter can tell a
    * holder that will answer it from one that will not.
    */
   combining?: boolean;
@@ -50,7 +50,7 @@ export interface LockTiming {
 
 /**
  * What a waiter that handed its calls to the holder (cross-process combining,
- * see `combine.ts`) does while it waits for the lock.
+ * see `combining/channel.ts`) does while it waits for the lock.
  */
 export interface WaitHooks {
   /** Called once, after the first attempt found the lock taken. */
@@ -369,7 +369,7 @@ export class PoolLocker {
 
 /**
  * How long a waiter sleeps before trying again. Every millisecond (the timer
- * floor) while the wait is short: a lock is held for about one disk flush, and
+ * minimum) while the wait is short: a lock is held for about one disk flush, and
  * a waiter that sleeps longer mostly finds it taken again, which is what makes
  * tails long under contention. Past 250 ms the holder is probably stuck (it is
  * taken over after the stale window), so poll gently, with jitter.

@@ -1,57 +1,217 @@
 /**
  * MachineLedger: the file-backed PoolLedger shared with the kici orchestrator.
- * This file is its public face; the locked cycle (with cross-process
- * combining) is `file-cycle.ts`, the options `machine-ledger-options.ts`.
+ * Its options, the parts it is assembled from, and its lock-free read of a
+ * pool. The locked cycle, with cross-process combining, is in `combining/`.
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { resolveClock } from '../clock.js';
+import { type Clock, monotonicNow, resolveClock } from '../clock.js';
+import { testHooksOf, withTestHooks } from '../internal/test-hooks.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import {
-  checkAdopt,
-  checkAgentId,
-  checkInstanceId,
-  checkKnownKeys,
-  checkReserve,
-  checkReserveOptions,
-  registeredCap,
-} from './checks.js';
-import type { Inbox } from './combine-waiter.js';
+import { checkInstanceId, checkKnownKeys, positiveOption } from './checks.js';
+import { FileCycle } from './combining/cycle.js';
+import type { Inbox } from './combining/waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
-import { validatePoolName } from './document.js';
-import { hasErrorCode } from './fs.js';
-import { GroupCommit } from './group-commit.js';
+import { DirRecovery } from './dir-recovery.js';
+import { emptyDocument, parseDocument } from './document/codec.js';
+import { sumRows } from './document/fit.js';
+import { validatePoolName } from './document/pool-name.js';
+import { type LivenessFacts, partitionRows, type StaleRow } from './document/verdict.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from './front-end.js';
+import { defaultFs, hasErrorCode, type LedgerFs } from './fs.js';
+import { GroupCommit, type OpAnswer } from './group-commit.js';
+import { HeldRows } from './held-rows.js';
+import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
 import { leasePath } from './lease.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import { PoolLocker } from './lock.js';
+import type { LedgerOp } from './ops.js';
+import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
+import { readPoolFile } from './store.js';
+import { sweepLeftovers } from './sweep.js';
 import {
-  MACHINE_LEDGER_OPTION_KEYS,
-  type MachineLedgerOptions,
-  type PoolSnapshot,
-} from './machine-ledger-options.js';
-import {
-  assembleParts,
-  type LedgerParts,
-  poolNames,
-  readSnapshot,
-} from './machine-ledger-parts.js';
-import { type LedgerOp, releaseOp } from './ops.js';
-import { readBootId } from './proc.js';
-import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
-import { createLedgerTelemetry } from './telemetry.js';
-import type {
-  AdoptRequest,
-  AdoptResult,
-  LeaseEvent,
-  LeaseInfo,
-  PoolLedger,
-  RegisterPoolOptions,
-  ReleaseOptions,
-  ReservationRow,
-  ReserveOptions,
-  ReserveResult,
-} from './types.js';
+  LEDGER_TELEMETRY_KEYS,
+  type LedgerTelemetry,
+  type LedgerTelemetryOptions,
+} from './telemetry.js';
+import type { LeaseEvent, LeaseInfo, LedgerDocument, ReservationRow } from './types.js';
 
-export type { MachineLedgerOptions, PoolSnapshot } from './machine-ledger-options.js';
+/**
+ * Options of {@link MachineLedger}.
+ */
+export interface MachineLedgerOptions extends LedgerTelemetryOptions {
+  /** This orchestrator instance's id, written into every row it makes. */
+  instanceId: string;
+  /**
+   * The ledger directory.
+   * @default `$SCALER_PRIMITIVES_LEDGER_DIR`, else `/var/lib/scaler-primitives/ledger`, else
+   *   (when that cannot be created or written) `<os.tmpdir()>/scaler-ledger-<uid>`
+   */
+  dir?: string;
+  /** Alias of `dir` (kici's option name). `dir` wins when both are given. */
+  explicitDir?: string;
+  /**
+   * A lock not refreshed for this long is taken over by the next process that
+   * wants it (a holder refreshes every `staleMs / 2`). Minimum 2000.
+   * @default 10000
+   */
+  staleMs?: number;
+  /**
+   * How long an operation keeps retrying a busy lock before it rejects with
+   * `LedgerBusyError`. Keep it above `staleMs` so a crashed holder's lock is
+   * taken over within one call.
+   * @default 15000
+   */
+  lockTimeoutMs?: number;
+  /**
+   * The lease window. The lease is renewed every `leaseTtlMs / 3`; this
+   * instance's `lease()` says `at-risk` when nothing was confirmed for two
+   * thirds of it and `lost` at its end (the deadline). A peer whose lease was
+   * not renewed for `leaseTtlMs + leaseMarginMs`, while the judging instance
+   * renewed its own, is gone and its rows are reaped.
+   * @default 30000
+   */
+  leaseTtlMs?: number;
+  /**
+   * What peers add to an owner's deadline before they take its rows (timer
+   * delays, the mtime's granularity). A finite number >= 0.
+   * @default `Math.max(1000, Math.ceil(leaseTtlMs / 10))`
+   */
+  leaseMarginMs?: number;
+  /** fsync the temp file and the directory on each write. Turn off only for benchmarks. @default true */
+  fsync?: boolean;
+  /**
+   * The largest pool file this ledger reads or writes, in bytes. A larger file is
+   * refused with `LedgerFileError` (problem `too-large`) before a byte is read, and
+   * a write that would produce one is refused. Give every process that shares a
+   * pool the same value.
+   * @default 4194304 (4 MiB, about 11,800 reservations)
+   */
+  maxFileBytes?: number;
+  /** The host's boot id. @default read from `/proc/sys/kernel/random/boot_id` */
+  bootId?: string;
+  /** Probe whether a pid exists. @default `kill(pid, 0)`, where `EPERM` counts as alive */
+  isProcessAlive?: (pid: number) => boolean;
+  /** A process's start time in clock ticks since boot. @default `/proc/<pid>/stat` field 22 */
+  processStartTime?: (pid: number) => number | undefined;
+  /**
+   * The clock leases, staleness and the reaper are timed with. Waits on other
+   * processes (the lock poll) stay on the system clock.
+   * @default `systemClock` (from `scaler-primitives`)
+   */
+  clock?: Clock;
+  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
+  now?: () => number;
+  /** The filesystem. @default `node:fs` */
+  fs?: LedgerFs;
+  /** The environment used to resolve the directory. @default `process.env` */
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * What tests can hook into (passed with {@link withMachineLedgerHooks}; not
+ * public API: no subpath exports this, and no string option key reaches it).
+ */
+export interface MachineLedgerHooks {
+  /** Under the lock, before the pool file is written. */
+  beforeCommit: (pool: string) => Promise<void> | void;
+  /** Under the lock, before claiming waiters' requests (combining crash tests). */
+  beforeClaim: (pool: string) => Promise<void> | void;
+  /** Under the lock, after the pool file was written, before answers are posted. */
+  afterWrite: (pool: string) => Promise<void> | void;
+  /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
+  monotonic: () => number;
+  /** The lock's stale window without the 2000 ms minimum (stall-injection tests). @default `staleMs` */
+  lockStaleMs: number;
+}
+
+/** Every key of {@link MachineLedgerHooks}. */
+export const MACHINE_LEDGER_HOOK_KEYS = [
+  'beforeCommit',
+  'beforeClaim',
+  'afterWrite',
+  'monotonic',
+  'lockStaleMs',
+] as const satisfies readonly (keyof MachineLedgerHooks)[];
+
+/**
+ * `options` carrying test hooks (see src/internal/test-hooks.ts): for tests,
+ * benches and their worker processes only.
+ */
+export function withMachineLedgerHooks(
+  options: MachineLedgerOptions,
+  hooks: Partial<MachineLedgerHooks>,
+): MachineLedgerOptions {
+  return withTestHooks(options, hooks);
+}
+
+/** Every key of {@link MachineLedgerOptions}: any other key is refused (a typo must not silently fall back to a default). */
+export const MACHINE_LEDGER_OPTION_KEYS = [
+  'instanceId',
+  'dir',
+  'explicitDir',
+  'staleMs',
+  'lockTimeoutMs',
+  'leaseTtlMs',
+  'leaseMarginMs',
+  'fsync',
+  'maxFileBytes',
+  'bootId',
+  'isProcessAlive',
+  'processStartTime',
+  'clock',
+  'now',
+  'fs',
+  'env',
+  ...LEDGER_TELEMETRY_KEYS,
+] as const satisfies ReadonlyArray<keyof MachineLedgerOptions>;
+
+/**
+ * Per-pool summary returned by {@link MachineLedger.inspect}.
+ */
+export interface PoolSnapshot {
+  /** The pool name. */
+  pool: string;
+  /** The pool file (where it would be, when it does not exist). */
+  file: string;
+  /**
+   * Whether the pool file exists. A pool without a file has no rows, and its
+   * `cap` is the registered one (or `{}`).
+   */
+  exists: boolean;
+  /** The cap stored in the file (`{}` when the file does not exist). */
+  cap: ResourceCap;
+  /** Live rows. */
+  live: ReservationRow[];
+  /** Rows that would be reaped now, each with the reason. */
+  stale: StaleRow[];
+  /** Summed CPU and memory of live rows. */
+  usage: ResourceAmount;
+}
+
+/** Default `staleMs`. */
+export const DEFAULT_STALE_MS = 10_000;
+/** Default `lockTimeoutMs`. */
+export const DEFAULT_LOCK_TIMEOUT_MS = 15_000;
+/** Default `leaseTtlMs`. */
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+/**
+ * The `leaseMarginMs` option, checked, or its default for `leaseTtlMs`.
+ *
+ * @throws TypeError when `value` is not a finite number >= 0.
+ */
+export function leaseMarginOption(value: unknown, leaseTtlMs: number): number {
+  if (value === undefined) return Math.max(1000, Math.ceil(leaseTtlMs / 10));
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    throw new TypeError(
+      `Expected \`leaseMarginMs\` to be a finite number >= 0, got \`${String(value)}\``,
+    );
+  }
+  return value;
+}
 
 /**
  * A cross-process ledger of reservations against named machine pools, kept in
@@ -81,35 +241,24 @@ export type { MachineLedgerOptions, PoolSnapshot } from './machine-ledger-option
  *   // start the agent; when it is gone:
  *   await ledger.release('build-host', 'agent-42');
  * } else {
- *   console.log(`no room: ${result.dimension} ${result.used}/${result.max}`);
+ *   console.log(`refused: ${result.dimension} ${result.used}/${result.max}`);
  * }
  * await ledger.releaseAllForInstance();
  * await ledger.close();
  * ```
  */
-export class MachineLedger implements PoolLedger {
-  /** This instance's id. */
-  readonly instanceId: string;
+export class MachineLedger extends LedgerFrontEnd {
   /** This ledger's lease id, written into its rows. */
   readonly leaseId: string;
 
-  readonly #caps = new Map<string, ResourceCap>();
   readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#parts.run(pool, ops));
-  // The reaper's rounds are not the caller's operations: they never report a
-  // lost lease (the report waits for the next call the caller makes).
-  readonly #reaper = new Reaper(
-    () => this.#caps.keys(),
-    (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
-    () => this.#parts.clock,
-  );
   // Per pool, this instance's inbox for combined answers (undefined: the
   // combining directory is not usable, the plain lock is used).
   readonly #inboxes = new Map<string, Inbox | undefined>();
   readonly #parts: LedgerParts;
+  readonly #core: LedgerCore;
   #bootIdValue: string | undefined;
   #dirPromise: Promise<string> | undefined;
-  #closed = false;
-  readonly #telemetry;
 
   /**
    * @param options - `instanceId` is required; see {@link MachineLedgerOptions}.
@@ -123,24 +272,31 @@ export class MachineLedger implements PoolLedger {
     }
     checkKnownKeys('MachineLedger options', options, MACHINE_LEDGER_OPTION_KEYS);
     checkInstanceId(options.instanceId);
-    this.instanceId = options.instanceId;
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This MachineLedger is closed; create a new one',
+      clock: () => this.#parts.clock,
+      checkPool: validatePoolName,
+      ownRow: (agentId, cpus, memBytes) => this.#parts.identity.row(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#batches.enqueue(pool, op),
+    });
     this.leaseId = randomUUID();
     this.#bootIdValue = options.bootId;
-    this.#telemetry = createLedgerTelemetry(options, 'file', {
-      clock: resolveClock(options.clock, options.now),
-      pools: () => this.#caps.keys(),
-      read: (pool) => this.inspect(pool),
-    });
+    const telemetry = this.#core.instrument(
+      options,
+      'file',
+      resolveClock(options.clock, options.now),
+    );
     this.#parts = assembleParts(options, {
       instanceId: this.instanceId,
       leaseId: this.leaseId,
-      caps: this.#caps,
+      caps: this.#core.caps,
       inboxes: this.#inboxes,
-      telemetry: this.#telemetry,
+      telemetry,
       dir: () => this.dir(),
       expectedDir: () => this.#expectedDir(),
       bootId: () => this.bootId,
-      closed: () => this.#closed,
+      closed: () => this.#core.closed,
     });
   }
 
@@ -184,129 +340,6 @@ export class MachineLedger implements PoolLedger {
   }
 
   /**
-   * Declare the cap a pool must have. The first write creates the file with this
-   * cap; a file with another cap is refused with `LedgerCapMismatchError`.
-   *
-   * @throws InvalidInputError for an invalid pool name.
-   * @throws TypeError for a cap field that is not a finite number >= 0.
-   */
-  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    const pool = validatePoolName(name);
-    this.#caps.set(pool, registeredCap(pool, cap, options));
-  }
-
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
-   * A refusal writes nothing.
-   *
-   * @throws see {@link MachineLedger.reserve}.
-   */
-  async tryReserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
-  }
-
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
-   * out of the sum (and removed when the file is written). A refusal says which
-   * dimension did not fit and writes nothing.
-   *
-   * @throws TypeError when the pool is not registered or an amount is not a finite number >= 0.
-   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
-   * @throws LedgerCorruptError, LedgerCapMismatchError when the file is bad (it is left as it is).
-   * @throws LedgerBusyError when the lock could not be taken before `lockTimeoutMs`.
-   * @throws LedgerLockCompromisedError when the lock was lost before the write (nothing written).
-   * @throws LedgerDirError when the directory is unsafe.
-   * @throws LedgerIoError when a file-system call failed (full disk, no inode left,
-   *   read-only filesystem...): `errno`, `path`, and `mayHaveWritten` (false: nothing written).
-   * @throws LedgerOutcomeUnknownError when another process that combines calls took this
-   *   one and may have written it, and neither its answer nor the pool file could settle
-   *   it: treat it as not granted; the next successful write on the pool removes its row.
-   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
-   *   although it did not release them (a peer reaped them while this process was stalled
-   *   past `leaseTtlMs`, or an operator released them). Its `agentIds` name them: treat
-   *   their capacity as lost and stop or re-reserve those agents. This call did nothing;
-   *   each loss is reported once, so the next call proceeds.
-   */
-  async reserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<ReserveResult> {
-    validatePoolName(pool);
-    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
-    const extended = checkReserveOptions(options);
-    const row = this.#parts.identity.row(agentId, cpus, memBytes);
-    if (extended !== undefined) row.extended = extended;
-    return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
-  }
-
-  /**
-   * Take over the rows these agents hold in `pool` under this instance id but
-   * another process (this host before a restart), or reserve them again when
-   * gone; see {@link PoolLedger.adopt}. One locked write for all of them.
-   *
-   * @returns One answer per agent, in order.
-   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link MachineLedger.reserve}.
-   */
-  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
-    validatePoolName(pool);
-    const rows = checkAdopt(this.#caps, pool, agents).map(
-      ({ agentId, cpus, memBytes, extended }) => {
-        const row = this.#parts.identity.row(agentId, cpus, memBytes);
-        if (extended !== undefined) row.extended = extended;
-        return row;
-      },
-    );
-    return (await this.#enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
-  }
-
-  /**
-   * Remove the reservation of `agentId` in `pool` that this instance made
-   * (another instance's row answers `false`; see {@link PoolLedger.release} for
-   * the operator paths `anyInstance` and `instanceId`). Idempotent.
-   *
-   * @returns true when a row was removed.
-   * @throws as {@link MachineLedger.reserve} (except the duplicate and registration errors,
-   *   and `LedgerLeaseExpiredError`: a release never carries that report, it waits for the
-   *   next `reserve` or `reapStale` on the pool).
-   */
-  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
-    validatePoolName(pool);
-    checkAgentId(agentId);
-    return (await this.#enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
-  }
-
-  /**
-   * Remove stale rows from `pool` now.
-   *
-   * @returns The number of rows removed.
-   * @throws as {@link MachineLedger.release}, and `LedgerLeaseExpiredError` as
-   *   {@link MachineLedger.reserve} (the periodic reaper of `start()` never consumes that report).
-   */
-  async reapStale(pool: string): Promise<number> {
-    validatePoolName(pool);
-    return (await this.#enqueue(pool, { kind: 'reap' })) as number;
-  }
-
-  /** Summed CPU and memory of `pool`'s live rows (no lock, no write). */
-  async getUsage(pool: string): Promise<ResourceAmount> {
-    return (await this.inspect(pool)).usage;
-  }
-
-  /** `pool`'s live rows (no lock, no write). */
-  async list(pool: string): Promise<ReservationRow[]> {
-    return (await this.inspect(pool)).live;
-  }
-
-  /**
    * Everything about a pool as this instance sees it: live rows, rows it would
    * reap and why, the stored cap. Takes no lock, writes nothing and creates
    * nothing (not even the directory).
@@ -324,20 +357,15 @@ export class MachineLedger implements PoolLedger {
     let snapshot: PoolSnapshot;
     try {
       snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
-        cap: this.#caps.get(pool) ?? {},
+        cap: this.#core.caps.get(pool) ?? {},
         maxBytes: this.#parts.maxFileBytes,
         facts: (at, doc) => this.#parts.identity.facts(at, doc),
       });
     } catch (error) {
       throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
     }
-    if (dir !== undefined) this.#telemetry?.observed(pool, snapshot.cap, snapshot.live);
+    if (dir !== undefined) this.#core.telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
-  }
-
-  // Where the directory would be, for naming a file that does not exist.
-  #expectedDir(): string {
-    return this.#parts.requestedDir ?? (this.#parts.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
 
   /**
@@ -366,14 +394,6 @@ export class MachineLedger implements PoolLedger {
    * renewal succeeds again. Peers take this instance's rows only after
    * `deadline + marginMs`. `location` is the lease file, whose mtime an agent
    * can watch.
-   *
-   * @example
-   * ```ts
-   * import type { MachineLedger } from 'scaler-primitives/ledger';
-   * declare const ledger: MachineLedger;
-   * const { health, deadline } = ledger.lease();
-   * if (health !== 'held') console.warn(`lease ${health}, deadline ${new Date(deadline ?? 0).toISOString()}`);
-   * ```
    */
   lease(): LeaseInfo {
     return this.#parts.lease.info();
@@ -388,42 +408,9 @@ export class MachineLedger implements PoolLedger {
    *
    * @returns The function that removes the listener.
    * @throws TypeError when `listener` is not a function.
-   *
-   * @example
-   * ```ts
-   * import type { MachineLedger } from 'scaler-primitives/ledger';
-   * declare const ledger: MachineLedger;
-   * declare function stopSpawning(): void;
-   * const off = ledger.onLeaseEvent((event) => {
-   *   if (event.type === 'lease-at-risk') stopSpawning();
-   * });
-   * off(); // no more events
-   * ```
    */
   onLeaseEvent(listener: (event: LeaseEvent) => void): () => void {
     return this.#parts.lease.onEvent(listener);
-  }
-
-  /**
-   * Start reaping every registered pool every `intervalMs`. Idempotent; the timer
-   * is unref'd and a failed round is retried on the next tick.
-   */
-  start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.#reaper.start(intervalMs);
-  }
-
-  /** Stop the reaper started by {@link MachineLedger.start}. */
-  stop(): void {
-    this.#reaper.stop();
-  }
-
-  /** Release every row this instance holds in every registered pool. Best effort per pool. */
-  async releaseAllForInstance(): Promise<void> {
-    await Promise.allSettled(
-      [...this.#caps.keys()].map((pool) =>
-        this.#enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
-      ),
-    );
   }
 
   /**
@@ -431,9 +418,7 @@ export class MachineLedger implements PoolLedger {
    * peers reap rows it leaves behind. Waits for operations in progress.
    */
   async close(): Promise<void> {
-    this.#closed = true;
-    this.#reaper.close();
-    this.#telemetry?.close();
+    this.#core.markClosed();
     this.#parts.lease.stop();
     await this.#batches.idle();
     for (const inbox of this.#inboxes.values()) inbox?.close();
@@ -447,13 +432,197 @@ export class MachineLedger implements PoolLedger {
     }
   }
 
-  #enqueue(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.#closed) {
-      return Promise.reject(new TypeError('This MachineLedger is closed; create a new one'));
-    }
-    return (
-      this.#telemetry?.op(pool, op, this.#batches.enqueue(pool, op)) ??
-      this.#batches.enqueue(pool, op)
-    );
+  // Where the directory would be, for naming a file that does not exist.
+  #expectedDir(): string {
+    return this.#parts.requestedDir ?? (this.#parts.env[LEDGER_DIR_ENV] || DEFAULT_LEDGER_DIR);
   }
+}
+
+/** What the parts need from the ledger they make up. */
+export interface PartsOwner {
+  readonly instanceId: string;
+  readonly leaseId: string;
+  readonly caps: ReadonlyMap<string, ResourceCap>;
+  readonly inboxes: Map<string, Inbox | undefined>;
+  readonly telemetry: LedgerTelemetry | undefined;
+  dir(): Promise<string>;
+  /** The directory the ledger would use, before it is resolved (for naming the lease file). */
+  expectedDir(): string;
+  bootId(): string;
+  closed(): boolean;
+}
+
+/** A MachineLedger's parts. */
+export interface LedgerParts {
+  fs: LedgerFs;
+  clock: Clock;
+  maxFileBytes: number;
+  requestedDir: string | undefined;
+  env: NodeJS.ProcessEnv;
+  held: HeldRows;
+  identity: InstanceFacts;
+  lease: LeaseKeeper;
+  locker: PoolLocker;
+  cycles: FileCycle;
+  /**
+   * Run a batch on a pool (cross-process combining on): a ledger directory
+   * found removed after a failure is made again and the batch run once more.
+   */
+  run(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]>;
+}
+
+/**
+ * Check the timings of `options`, apply the defaults and make the parts.
+ *
+ * @throws TypeError when a timing is out of range.
+ */
+export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner): LedgerParts {
+  const { instanceId, leaseId } = owner;
+  const fs = options.fs ?? defaultFs;
+  const clock = resolveClock(options.clock, options.now);
+  const now = () => clock.now();
+  const staleMs = Math.max(2000, positiveOption('staleMs', options.staleMs, DEFAULT_STALE_MS));
+  const lockTimeoutMs = positiveOption(
+    'lockTimeoutMs',
+    options.lockTimeoutMs,
+    DEFAULT_LOCK_TIMEOUT_MS,
+  );
+  const leaseTtlMs = positiveOption('leaseTtlMs', options.leaseTtlMs, DEFAULT_LEASE_TTL_MS);
+  const maxFileBytes = Math.floor(
+    positiveOption('maxFileBytes', options.maxFileBytes, DEFAULT_MAX_FILE_BYTES),
+  );
+  const hooks = testHooksOf<MachineLedgerHooks>(options);
+  checkKnownKeys('MachineLedger hooks', hooks, MACHINE_LEDGER_HOOK_KEYS);
+  const leaseMarginMs = leaseMarginOption(options.leaseMarginMs, leaseTtlMs);
+  const held = new HeldRows(instanceId, leaseId, leaseTtlMs);
+  const lease = new LeaseKeeper({
+    fs,
+    clock,
+    leaseId,
+    leaseTtlMs,
+    marginMs: leaseMarginMs,
+    telemetry: owner.telemetry,
+    // With an injected clock (a TestClock driving a fleet), stalls are in its time too.
+    monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
+    body: () => `${JSON.stringify({ instanceId, pid: process.pid, bootId: owner.bootId() })}\n`,
+    closed: owner.closed,
+    expectedDir: owner.expectedDir,
+  });
+  const healthySince = () => lease.healthySince();
+  const identity = new InstanceFacts({
+    fs,
+    instanceId,
+    leaseId,
+    leaseTtlMs,
+    leaseMarginMs,
+    healthySince,
+    now,
+    bootId: owner.bootId,
+    probe: options.isProcessAlive ?? isProcessAlive,
+    startTimeOf: options.processStartTime ?? ((pid) => readProcessStartTime(fs, pid)),
+  });
+  const locker = new PoolLocker(fs, clock);
+  const cycles = new FileCycle({
+    fs,
+    locker,
+    caps: owner.caps,
+    held,
+    inboxes: owner.inboxes,
+    telemetry: owner.telemetry,
+    hooks,
+    instanceId,
+    leaseId,
+    fsync: options.fsync ?? true,
+    maxFileBytes,
+    staleMs,
+    lockStaleMs: hooks.lockStaleMs ?? staleMs,
+    lockTimeoutMs,
+    dir: owner.dir,
+    ensureLease: (dir, pool) => lease.ensure(dir, pool),
+    confirmLease: (dir, pool) => lease.confirm(dir, pool),
+    facts: (dir, doc) => identity.facts(dir, doc),
+    sweepLeftovers: (dir, file) =>
+      sweepLeftovers(fs, dir, file, { leaseId, staleMs, leaseTtlMs, healthySince, now }),
+  });
+  const recovery = new DirRecovery({
+    fs,
+    lease,
+    locker,
+    inboxes: owner.inboxes,
+    dir: owner.dir,
+    closed: owner.closed,
+  });
+  const run = async (pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> => {
+    const generation = recovery.generation;
+    try {
+      return await cycles.run(pool, ops, true);
+    } catch (error) {
+      if (!(await recovery.recovered(pool, generation))) throw error;
+      return cycles.run(pool, ops, true);
+    }
+  };
+  return {
+    fs,
+    clock,
+    maxFileBytes,
+    requestedDir: options.dir ?? options.explicitDir,
+    env: options.env ?? process.env,
+    held,
+    identity,
+    lease,
+    locker,
+    cycles,
+    run,
+  };
+}
+
+/**
+ * Read `pool` without a lock (the file is only ever replaced whole): its live
+ * and stale rows, cap and usage. `dir` undefined: the directory does not exist,
+ * the pool has no rows and the given cap.
+ */
+export function readSnapshot(
+  fs: LedgerFs,
+  pool: string,
+  dir: string | undefined,
+  file: string,
+  options: {
+    cap: ResourceCap;
+    maxBytes: number;
+    facts: (dir: string, doc: LedgerDocument) => LivenessFacts;
+  },
+): PoolSnapshot {
+  const text =
+    dir === undefined ? undefined : readPoolFile(fs, file, { pool, maxBytes: options.maxBytes });
+  const doc =
+    text === undefined ? emptyDocument(options.cap) : parseDocument(text, { pool, location: file });
+  const { live, stale } =
+    dir === undefined
+      ? { live: [], stale: [] }
+      : partitionRows(doc.reservations, options.facts(dir, doc));
+  return {
+    pool,
+    file,
+    exists: text !== undefined,
+    cap: doc.cap,
+    live,
+    stale,
+    usage: sumRows(live),
+  };
+}
+
+/** The pools among the names in a ledger directory (`<pool>.json`, valid names), sorted. */
+export function poolNames(names: readonly string[]): string[] {
+  return names
+    .filter((name) => name.endsWith('.json') && !name.startsWith('.'))
+    .map((name) => name.slice(0, -'.json'.length))
+    .filter((name) => {
+      try {
+        validatePoolName(name);
+        return true;
+      } catch {
+        return false;
+      }
+    })
+    .sort();
 }

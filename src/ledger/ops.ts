@@ -7,14 +7,9 @@
  */
 import { DuplicateReservationError } from '../errors.js';
 import { checkInstanceId, checkKnownKeys } from './checks.js';
-import {
-  addRow,
-  checkFit,
-  keepRows,
-  type RowMatch,
-  type RowPartition,
-  removeRows,
-} from './document.js';
+import { checkFit } from './document/fit.js';
+import { addRow, keepRows, type RowMatch, removeRows } from './document/rows.js';
+import type { RowPartition } from './document/verdict.js';
 import type { OpAnswer } from './group-commit.js';
 import type {
   AdoptResult,
@@ -30,20 +25,6 @@ import type {
  * A release with `instanceId` removes the agent's row only when that instance made it;
  * without it, any instance's row (build it with {@link releaseOp}).
  * A `background` reap is the reaper's own round, not a caller's operation.
- *
- * @example
- * ```ts
- * import { applyBatch, type LedgerDocument, type LedgerOp, releaseOp, type ReservationRow, type RowPartition } from 'scaler-primitives/ledger';
- * declare const row: ReservationRow;
- * declare const doc: LedgerDocument;
- * declare const partition: RowPartition;
- * const ops: LedgerOp[] = [
- *   { kind: 'reserve', row },
- *   releaseOp('agent-2', 'orchestrator-a', undefined),
- *   { kind: 'reap' },
- * ];
- * const { doc: next, dirty, answers } = applyBatch('build-host', doc, partition, ops);
- * ```
  */
 export type LedgerOp =
   | {
@@ -98,13 +79,6 @@ export type LedgerOp =
  *
  * @throws TypeError when `options` is not an object, has a key other than
  *   `anyInstance` and `instanceId`, a field of the wrong type, or both fields.
- *
- * @example
- * ```ts
- * import { releaseOp } from 'scaler-primitives/ledger';
- * const mine = releaseOp('agent-1', 'orchestrator-a', undefined); // only orchestrator-a's row
- * const any = releaseOp('agent-1', 'orchestrator-a', { anyInstance: true }); // the operator path
- * ```
  */
 export function releaseOp(
   agentId: string,
@@ -134,17 +108,6 @@ export function releaseOp(
 
 /**
  * The document to write (when `dirty`) and every call's answer, in call order.
- *
- * @example
- * ```ts
- * import { applyBatch, type BatchOutcome, type LedgerDocument, type LedgerOp, type LivenessFacts, partitionRows } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * declare const facts: LivenessFacts;
- * declare const ops: LedgerOp[];
- * declare function writeDocument(doc: LedgerDocument): void;
- * const outcome: BatchOutcome = applyBatch('build-host', doc, partitionRows(doc.reservations, facts), ops);
- * if (outcome.dirty) writeDocument(outcome.doc);
- * ```
  */
 export interface BatchOutcome {
   /** The document after the batch (stale rows dropped). */
@@ -160,18 +123,6 @@ export interface BatchOutcome {
  * Stale rows are dropped from any document written, and count as released;
  * only a change (a grant, a release, a reap) makes the batch `dirty`, so
  * refusals, no-op releases and reads never rewrite the document.
- *
- * @example
- * ```ts
- * import { applyBatch, type LedgerDocument, type LivenessFacts, partitionRows, type ReservationRow } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * declare const facts: LivenessFacts;
- * declare const row: ReservationRow;
- * declare function writeDocument(doc: LedgerDocument): void;
- * const partition = partitionRows(doc.reservations, facts);
- * const { doc: next, dirty, answers } = applyBatch('build-host', doc, partition, [{ kind: 'reserve', row }]);
- * if (dirty) writeDocument(next); // then answer each call from `answers`, in order
- * ```
  */
 export function applyBatch(
   pool: string,

@@ -19,15 +19,6 @@ import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js'
  * otherwise: 4 MiB. A pool row with UUID-sized ids takes about 355 bytes in
  * the file, so this is about 11,800 reservations, far more than one host runs
  * at once, and parsing it takes tens of milliseconds.
- *
- * @example
- * ```ts
- * import { DEFAULT_MAX_FILE_BYTES, MachineLedger } from 'scaler-primitives/ledger';
- * const ledger = new MachineLedger({
- *   instanceId: 'orchestrator-a',
- *   maxFileBytes: 4 * DEFAULT_MAX_FILE_BYTES, // a pool of ~47,000 rows
- * });
- * ```
  */
 export const DEFAULT_MAX_FILE_BYTES = 4 * 1024 * 1024;
 

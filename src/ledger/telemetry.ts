@@ -27,24 +27,13 @@ import {
   takeParentSpan,
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
-import type { StaleRow } from './document.js';
+import type { StaleRow } from './document/verdict.js';
 import type { LedgerOp } from './ops.js';
 import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
 import type { ReservationRow, ReserveResult } from './types.js';
 
 /**
  * Telemetry options of `MachineLedger` and `NatsPoolLedger`.
- *
- * @example
- * ```ts
- * import { MachineLedger } from 'scaler-primitives/ledger';
- * import { MeterProvider, type MetricReader } from '@opentelemetry/sdk-metrics';
- *
- * declare const myReader: MetricReader; // e.g. a PeriodicExportingMetricReader
- * const meterProvider = new MeterProvider({ readers: [myReader] });
- * // Usage gauges refreshed every 15 s even while the pool is quiet.
- * const ledger = new MachineLedger({ instanceId: 'a', meterProvider, usageRefreshMs: 15_000 });
- * ```
  */
 export interface LedgerTelemetryOptions extends TelemetryOptions {
   /**
@@ -58,11 +47,9 @@ export interface LedgerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: also record the histograms
    * `scaler.ledger.lock.wait.duration` and `scaler.ledger.lock.hold.duration`
-   * (file ledger; the NATS ledger takes no lock). Off by default because they
-   * cost two SDK histogram records per lock cycle (the SDK sorts and
-   * serializes the attributes each time), over 2 µs of CPU and about 2.5 KB
-   * of garbage per cycle: most of the 5% overhead budget of a fast ledger on
-   * tmpfs. Without them the ledger still exports the cheap totals
+   * (file ledger; the NATS ledger takes no lock). Off by default: they cost
+   * two SDK histogram records per lock cycle. Without them the ledger still
+   * exports the cheap totals
    * `scaler.ledger.lock.cycles`, `scaler.ledger.lock.wait.time` and
    * `scaler.ledger.lock.hold.time` (in-memory sums, observed at collection),
    * whose rates give the mean wait and hold. Turn the histograms on for

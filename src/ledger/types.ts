@@ -6,15 +6,6 @@ import type { ResourceAmount, ResourceCap } from '../resources/types.js';
  * The seven named fields are the wire format shared with the kici orchestrator's
  * ledger. Everything else is optional and additive; a reader keeps fields it
  * does not know when it rewrites the document.
- *
- * @example
- * ```ts
- * import type { ReservationRow } from 'scaler-primitives/ledger';
- * const row: ReservationRow = {
- *   instanceId: 'orchestrator-a', pid: 4242, bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
- *   agentId: 'agent-1', cpus: 2, memBytes: 4 * 2 ** 30, reservedAt: 1_767_225_600_000,
- * };
- * ```
  */
 export interface ReservationRow {
   /** The orchestrator instance that made the reservation. */
@@ -39,7 +30,7 @@ export interface ReservationRow {
   /**
    * The writer's lease id. While the lease is fresh the row is live, whichever
    * PID namespace the writer runs in; once it expires peers reap the row.
-   * Rows without a lease (older writers) keep the seed's rule.
+   * Rows without a lease (kici and older writers) stay live until released or the host reboots.
    */
   leaseId?: string;
   /**
@@ -54,17 +45,6 @@ export interface ReservationRow {
 
 /**
  * The whole state of one pool: the `<dir>/<pool>.json` file, or one KV value.
- *
- * @example
- * ```ts
- * import type { LedgerDocument, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const doc: LedgerDocument = {
- *   version: 1,
- *   cap: { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 },
- *   reservations: await ledger.list('build-host'),
- * };
- * ```
  */
 export interface LedgerDocument {
   /** Format version; this library reads and writes version 1. */
@@ -80,14 +60,6 @@ export interface LedgerDocument {
 /**
  * The answer to {@link PoolLedger.reserve}: granted, or refused with the
  * dimension that did not fit and the numbers behind the refusal.
- *
- * @example
- * ```ts
- * import type { MachineLedger, ReserveResult } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const result: ReserveResult = await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30);
- * if (!result.ok) console.log(`no room: ${result.dimension} ${result.used}/${result.max}`);
- * ```
  */
 export type ReserveResult =
   | {
@@ -98,17 +70,6 @@ export type ReserveResult =
 
 /**
  * The refusal half of {@link ReserveResult}: nothing was written.
- *
- * @example
- * ```ts
- * import type { MachineLedger, ReserveRefusal } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const result = await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30);
- * if (!result.ok) {
- *   const refusal: ReserveRefusal = result;
- *   if (refusal.neverFits) console.error(`${refusal.pool} can never hold ${refusal.requested} ${refusal.dimension}`);
- * }
- * ```
  */
 export interface ReserveRefusal {
   /** Refused: nothing was written. */
@@ -139,30 +100,11 @@ export interface ReserveRefusal {
  * was gone and did not fit any more (a refusal, as {@link ReserveResult}); or
  * another instance holds a live row for that agent id (`heldBy`; never taken).
  * Nothing is written for a refused agent.
- *
- * @example
- * ```ts
- * import type { AdoptResult, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const results: AdoptResult[] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
- * for (const result of results) if (!result.ok) console.log('heldBy' in result ? result.heldBy : result.dimension);
- * ```
  */
 export type AdoptResult = AdoptGranted | ReserveRefusal | AdoptHeldBy;
 
 /**
  * {@link AdoptResult}: the agent holds a row now.
- *
- * @example
- * ```ts
- * import type { AdoptGranted, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const [result] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
- * if (result?.ok) {
- *   const granted: AdoptGranted = result;
- *   console.log(granted.adopted ? 'took over its old row' : 'reserved again');
- * }
- * ```
  */
 export interface AdoptGranted {
   /** Always true. */
@@ -173,18 +115,6 @@ export interface AdoptGranted {
 
 /**
  * {@link AdoptResult}: another instance holds a live row for the agent id; nothing written.
- *
- * @example
- * ```ts
- * import type { AdoptHeldBy, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * declare const agent: string;
- * const [result] = await ledger.adopt('build-host', [{ agentId: 'agent-1', cpus: 2, memBytes: 2 ** 30 }]);
- * if (result && !result.ok && 'heldBy' in result) {
- *   const held: AdoptHeldBy = result;
- *   console.warn(`agent-1 is held by ${held.heldBy}: not taken`);
- * }
- * ```
  */
 export interface AdoptHeldBy {
   /** Always false. */
@@ -195,17 +125,6 @@ export interface AdoptHeldBy {
 
 /**
  * One agent to {@link PoolLedger.adopt}: what its row holds.
- *
- * @example
- * ```ts
- * import type { AdoptRequest, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const agents: AdoptRequest[] = [
- *   { agentId: 'agent-1', cpus: 2, memBytes: 4 * 2 ** 30 },
- *   { agentId: 'agent-2', cpus: 1, memBytes: 2 ** 30, extended: { 'nvidia.com/gpu': 1 } },
- * ];
- * const results = await ledger.adopt('build-host', agents);
- * ```
  */
 export interface AdoptRequest {
   /** The agent. */
@@ -220,29 +139,11 @@ export interface AdoptRequest {
 
 /**
  * The most agents one {@link PoolLedger.adopt} call takes.
- *
- * @example
- * ```ts
- * import { type AdoptRequest, type MachineLedger, MAX_ADOPT } from 'scaler-primitives/ledger';
- * declare const agents: AdoptRequest[];
- * declare const ledger: MachineLedger;
- * for (let i = 0; i < agents.length; i += MAX_ADOPT) {
- *   await ledger.adopt('build-host', agents.slice(i, i + MAX_ADOPT));
- * }
- * ```
  */
 export const MAX_ADOPT = 10_000;
 
 /**
  * Options of {@link PoolLedger.release}; every field is an operator path.
- *
- * @example
- * ```ts
- * import type { MachineLedger, ReleaseOptions } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const options: ReleaseOptions = { anyInstance: true }; // an operator repairing the pool
- * await ledger.release('build-host', 'agent-1', options);
- * ```
  */
 export interface ReleaseOptions {
   /**
@@ -261,14 +162,6 @@ export interface ReleaseOptions {
 
 /**
  * Options of {@link PoolLedger.reserve} beyond the kici-shaped four arguments.
- *
- * @example
- * ```ts
- * import type { MachineLedger, ReserveOptions } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const options: ReserveOptions = { extended: { 'nvidia.com/gpu': 1 } };
- * await ledger.reserve('gpu-host', 'agent-1', 8, 32 * 2 ** 30, options);
- * ```
  */
 export interface ReserveOptions {
   /**
@@ -282,14 +175,6 @@ export interface ReserveOptions {
 
 /**
  * Options of {@link PoolLedger.registerPool}.
- *
- * @example
- * ```ts
- * import type { MachineLedger, RegisterPoolOptions } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const options: RegisterPoolOptions = { kiciCompatible: true }; // refuses maxAgents, which kici cannot enforce
- * ledger.registerPool('build-host', { maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }, options);
- * ```
  */
 export interface RegisterPoolOptions {
   /**
@@ -309,27 +194,11 @@ export interface RegisterPoolOptions {
  *   (nothing confirmed for two thirds of it); act now, the deadline is near;
  * - `lost`: the deadline has passed. Peers may take this instance's rows once
  *   `deadline + marginMs` has passed too.
- *
- * @example
- * ```ts
- * import type { LeaseHealth, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const health: LeaseHealth = ledger.lease().health;
- * if (health === 'at-risk') console.log('renewals are failing: stop agents before the deadline');
- * ```
  */
 export type LeaseHealth = 'none' | 'held' | 'at-risk' | 'lost';
 
 /**
  * Where an instance's lease lives, for an agent-side fence that watches it.
- *
- * @example
- * ```ts
- * import type { LeaseLocation, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const location: LeaseLocation = ledger.lease().location;
- * if (location.kind === 'file') console.log(`the agents watch ${location.path}`);
- * ```
  */
 export type LeaseLocation =
   | {
@@ -353,14 +222,6 @@ export type LeaseLocation =
 
 /**
  * What an instance knows of its own lease at one instant.
- *
- * @example
- * ```ts
- * import type { LeaseInfo, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const lease: LeaseInfo = ledger.lease();
- * if (lease.deadline !== undefined) console.log(`rows are safe until ${new Date(lease.deadline).toISOString()}`);
- * ```
  */
 export interface LeaseInfo {
   /** See {@link LeaseHealth}. */
@@ -392,16 +253,6 @@ export interface LeaseInfo {
  * - `lease-at-risk`: renewals have failed for a third of the lease;
  * - `lease-lost`: the deadline passed without a confirmed renewal;
  * - `lease-renewed`: a renewal was confirmed again after one of the two above.
- *
- * @example
- * ```ts
- * import type { LeaseEvent, MachineLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * const off = ledger.onLeaseEvent((event: LeaseEvent) => {
- *   console.log(`${event.type}: deadline ${event.lease.deadline}`);
- * });
- * off();
- * ```
  */
 export interface LeaseEvent {
   /** What happened. */
@@ -415,22 +266,11 @@ export interface LeaseEvent {
 /**
  * A cross-process ledger of reservations against named pools. Implemented by
  * the file-backed `MachineLedger` and by the NATS JetStream KV ledger.
- *
- * @example
- * ```ts
- * import type { MachineLedger, PoolLedger } from 'scaler-primitives/ledger';
- * declare const ledger: MachineLedger;
- * async function startAgent(ledger: PoolLedger, agentId: string): Promise<boolean> {
- *   if (!(await ledger.tryReserve('build-host', agentId, 2, 4 * 2 ** 30))) return false;
- *   return true; // spawn; on failure: await ledger.release('build-host', agentId)
- * }
- * await startAgent(ledger, 'agent-1'); // any PoolLedger: file, NATS or the test kit's
- * ```
  */
 export interface PoolLedger {
   /** Declare the cap a pool must have; every operation on the pool checks the stored cap against it. */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void;
-  /** Reserve and answer only whether it was granted (the seed's signature, plus optional extended resources). */
+  /** Reserve and answer only whether it was granted (kici's signature, plus optional extended resources). */
   tryReserve(
     pool: string,
     agentId: string,

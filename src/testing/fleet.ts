@@ -2,7 +2,8 @@
  * createTestFleet: a ScalerManager on a TestClock, a FakeBackend per scaler and
  * a MemoryPoolLedger, wired together, with the fleet's invariants as one call.
  */
-import { type ReleaseOptions, sumRows } from '../ledger/index.js';
+import { sumRows } from '../ledger/document/fit.js';
+import type { ReleaseOptions } from '../ledger/types.js';
 import {
   parseScalerConfig,
   type ScalerConfigInput,

@@ -1,49 +1,73 @@
 /**
- * MemoryPoolLedger: the PoolLedger contract in memory, over the same pure
- * ledger layer as the file and NATS ledgers (one batch op, one fit check, one
- * release rule). Several instances share one MemoryPoolStore to play several
- * orchestrator replicas.
+ * MemoryPoolLedger: the PoolLedger contract in memory, on the same front end
+ * and pool document rules as the file and NATS ledgers. Several instances
+ * share one MemoryPoolStore to play several orchestrator replicas.
  */
 import { randomUUID } from 'node:crypto';
-import { type Clock, type ClockTimer, systemClock } from '../clock.js';
+import { type Clock, systemClock } from '../clock.js';
 import { LedgerLeaseExpiredError } from '../errors.js';
-import {
-  type AdoptRequest,
-  type AdoptResult,
-  applyBatch,
-  assertCap,
-  checkAdopt,
-  checkAgentId,
-  checkReserve,
-  checkReserveOptions,
-  emptyDocument,
-  type LeaseEvent,
-  type LeaseInfo,
-  type LedgerDocument,
-  type LedgerOp,
-  type PoolLedger,
-  partitionRows,
-  type RegisterPoolOptions,
-  type ReleaseOptions,
-  type ReservationRow,
-  type ReserveOptions,
-  type ReserveResult,
-  registeredCap,
-  releaseOp,
-  sumRows,
-  validatePoolName,
-} from '../ledger/index.js';
-import type { ResourceAmount, ResourceCap } from '../resources/index.js';
+import { positiveOption } from '../ledger/checks.js';
+import { assertCap } from '../ledger/document/cap.js';
+import { emptyDocument } from '../ledger/document/codec.js';
+import { validatePoolName } from '../ledger/document/pool-name.js';
+import { partitionRows, type StaleRow } from '../ledger/document/verdict.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../ledger/front-end.js';
+import { applyBatch, type LedgerOp } from '../ledger/ops.js';
+import type {
+  AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
+  LedgerDocument,
+  RegisterPoolOptions,
+  ReservationRow,
+  ReserveResult,
+} from '../ledger/types.js';
+import type { ResourceCap } from '../resources/index.js';
 import { MemoryLease } from './memory-ledger/lease.js';
 import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';
 
-import type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledger/types.js';
-
 export { MemoryPoolStore, type MemoryPoolStoreOptions } from './memory-ledger/store.js';
-export type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledger/types.js';
 
 /**
- * A {@link PoolLedger} in memory, with the ledgers' contract: all-or-nothing
+ * What {@link MemoryPoolLedger.inspect} answers.
+ */
+export interface MemoryPoolSnapshot {
+  /** Rows that count against the cap. */
+  live: ReservationRow[];
+  /** Rows a reap would remove now, each with why. */
+  stale: StaleRow[];
+}
+
+/**
+ * Options of {@link MemoryPoolLedger}.
+ */
+export interface MemoryPoolLedgerOptions {
+  /** This replica's instance id, written into every row it makes. */
+  instanceId: string;
+  /** The shared state; replicas that share a pool share a store. @default a new store */
+  store?: MemoryPoolStore;
+  /** The clock leases and the reaper run on. @default systemClock */
+  clock?: Clock;
+  /**
+   * The lease length: renewed every third of it on the clock. A replica that
+   * crashed ({@link MemoryPoolLedger.abandon}) or whose renewals fail
+   * ({@link MemoryPoolLedger.failRenewals}) is judged gone by its peers this
+   * long (plus `leaseMarginMs`) after its last renewal, and its rows are
+   * stale. `close()` ends the lease at once.
+   * @default 30000
+   */
+  leaseTtlMs?: number;
+  /**
+   * What peers add to a lease's deadline before they take its rows (the
+   * clock drift the real ledgers allow for). A finite number >= 0 and below
+   * `leaseTtlMs`.
+   * @default Math.max(1000, Math.ceil(leaseTtlMs / 10))
+   */
+  leaseMarginMs?: number;
+}
+
+/**
+ * A `PoolLedger` (from `scaler-primitives/ledger`) in memory, with the ledgers' contract: all-or-nothing
  * against the cap (refusal details as the other ledgers), idempotent release of
  * this instance's own rows only (operator paths `anyInstance`, `instanceId`),
  * `releaseAllForInstance`, and stale rows by lease on the clock: after
@@ -80,9 +104,7 @@ export type { MemoryPoolLedgerOptions, MemoryPoolSnapshot } from './memory-ledge
  * console.log(await b.reapStale('host')); // 1
  * ```
  */
-export class MemoryPoolLedger implements PoolLedger {
-  /** This replica's instance id. */
-  readonly instanceId: string;
+export class MemoryPoolLedger extends LedgerFrontEnd {
   /** This replica's lease id, written into its rows. */
   readonly leaseId: string;
   /** The shared state. */
@@ -91,12 +113,10 @@ export class MemoryPoolLedger implements PoolLedger {
 
   readonly #clock: Clock;
   readonly #ttl: number;
-  readonly #caps = new Map<string, ResourceCap>();
   // Per pool, the agents this instance reserved and has not released.
   readonly #held = new Map<string, Set<string>>();
   readonly #lease: MemoryLease;
-  #reaper: ClockTimer | undefined;
-  #closed = false;
+  readonly #core: LedgerCore;
 
   /**
    * @param options - `instanceId` is required; see {@link MemoryPoolLedgerOptions}.
@@ -119,12 +139,7 @@ export class MemoryPoolLedger implements PoolLedger {
     if (options.store !== undefined && !(options.store instanceof MemoryPoolStore)) {
       throw new TypeError('Expected `store` to be a MemoryPoolStore');
     }
-    const ttl = options.leaseTtlMs ?? 30_000;
-    if (typeof ttl !== 'number' || !Number.isFinite(ttl) || ttl <= 0) {
-      throw new TypeError(
-        `Expected \`leaseTtlMs\` to be a finite number > 0, got \`${String(ttl)}\``,
-      );
-    }
+    const ttl = positiveOption('leaseTtlMs', options.leaseTtlMs, 30_000);
     const margin = options.leaseMarginMs ?? Math.max(1000, Math.ceil(ttl / 10));
     if (
       typeof margin !== 'number' ||
@@ -136,14 +151,22 @@ export class MemoryPoolLedger implements PoolLedger {
         `Expected \`leaseMarginMs\` to be a finite number >= 0 and < \`leaseTtlMs\` (${ttl}), got \`${String(margin)}\``,
       );
     }
-    this.instanceId = options.instanceId;
+    const clock = options.clock ?? systemClock;
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This MemoryPoolLedger is closed; create a new one',
+      clock: () => clock,
+      checkPool: validatePoolName,
+      ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#commit(pool, op),
+    });
     this.leaseId = randomUUID();
     this.store = options.store ?? new MemoryPoolStore();
     this.#internals = storeInternals(this.store);
-    this.#clock = options.clock ?? systemClock;
+    this.#clock = clock;
     this.#ttl = ttl;
-    this.#internals.openLease(this.leaseId, this.instanceId, this.#clock.now());
-    this.#lease = new MemoryLease(this.leaseId, ttl, margin, this.#clock, (now) =>
+    this.#internals.openLease(this.leaseId, this.instanceId, clock.now());
+    this.#lease = new MemoryLease(this.leaseId, ttl, margin, clock, (now) =>
       this.#internals.renewLease(this.leaseId, now),
     );
   }
@@ -184,151 +207,34 @@ export class MemoryPoolLedger implements PoolLedger {
    *
    * @param on - Whether renewals fail from now on.
    * @throws TypeError when `on` is not a boolean, or the ledger is closed.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
-   *
-   * const clock = new TestClock('2026-01-05T09:00:00Z');
-   * const ledger = new MemoryPoolLedger({ instanceId: 'a', clock, leaseTtlMs: 30_000 });
-   * ledger.onLeaseEvent((event) => console.log(event.type, clock.date().toISOString()));
-   * ledger.failRenewals(true); // the store goes away
-   * await clock.advance(20_000); // lease-at-risk 09:00:20
-   * await clock.advance(10_000); // lease-lost 09:00:30
-   * ledger.failRenewals(false); // lease-renewed 09:00:30
-   * ```
    */
   failRenewals(on: boolean): void {
     if (typeof on !== 'boolean') {
       throw new TypeError(`Expected \`on\` to be a boolean, got \`${String(on)}\``);
     }
-    this.#assertOpen();
+    this.#core.assertOpen();
     this.#lease.setFailing(on);
   }
 
-  /** Declare a pool's cap (a stored document with another cap is refused on use). */
-  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    this.#assertOpen();
-    const pool = validatePoolName(name);
-    this.#caps.set(pool, registeredCap(pool, cap, options));
-  }
-
-  /** Reserve; true when granted. */
-  async tryReserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
-  }
-
   /**
-   * Reserve `cpus` and `memBytes` for `agentId`; a refusal writes nothing and
-   * says which dimension did not fit.
+   * Declare a pool's cap (a stored document with another cap is refused on use).
    *
-   * @throws TypeError, DuplicateReservationError, LedgerCapMismatchError as the
-   *   other ledgers; LedgerLeaseExpiredError once when rows this instance held
-   *   vanished although it did not release them.
+   * @throws TypeError when the ledger is closed, or as `PoolLedger.registerPool`.
    */
-  async reserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<ReserveResult> {
-    validatePoolName(pool);
-    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
-    const extended = checkReserveOptions(options);
-    this.#assertOpen();
-    this.#checkHeld(pool);
-    this.#lease.ensureConfirmed(pool);
-    const row = this.#ownRow(agentId, cpus, memBytes, extended);
-    const result = this.#apply(pool, { kind: 'reserve', row }) as ReserveResult;
-    if (result.ok) this.#heldOf(pool).add(agentId);
-    return result;
-  }
-
-  // The row this instance writes for an agent, now, under its current lease.
-  #ownRow(
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    extended: Readonly<Record<string, number>> | undefined,
-  ): ReservationRow {
-    const row: ReservationRow = {
-      instanceId: this.instanceId,
-      pid: process.pid,
-      bootId: this.store.bootId,
-      agentId,
-      cpus,
-      memBytes,
-      reservedAt: this.#clock.now(),
-      leaseId: this.leaseId,
-    };
-    if (extended !== undefined) row.extended = extended;
-    return row;
-  }
-
-  /**
-   * Take over this instance's rows for these agents (another replica or lease
-   * of the same instance id, e.g. before a restart), or reserve them again
-   * when gone, in one step; see `PoolLedger.adopt`.
-   *
-   * @returns One answer per agent, in order.
-   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link MemoryPoolLedger.reserve}.
-   */
-  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
-    validatePoolName(pool);
-    const requests = checkAdopt(this.#caps, pool, agents);
-    this.#assertOpen();
-    this.#lease.ensureConfirmed(pool);
-    const rows = requests.map(({ agentId, cpus, memBytes, extended }) =>
-      this.#ownRow(agentId, cpus, memBytes, extended),
-    );
-    const results = this.#apply(pool, { kind: 'adopt', rows }) as AdoptResult[];
-    results.forEach((result, i) => {
-      if (result.ok) this.#heldOf(pool).add(rows[i]!.agentId);
-    });
-    return results;
-  }
-
-  /**
-   * Remove this instance's row for `agentId` (another instance's row answers
-   * `false`; `{ anyInstance: true }` or `{ instanceId }` are the operator paths).
-   * Idempotent.
-   */
-  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
-    validatePoolName(pool);
-    checkAgentId(agentId);
-    const op = releaseOp(agentId, this.instanceId, options);
-    this.#assertOpen();
-    const removed = this.#apply(pool, op) as boolean;
-    this.#held.get(pool)?.delete(agentId);
-    return removed;
-  }
-
-  /** Remove stale rows now; the number removed. */
-  async reapStale(pool: string): Promise<number> {
-    validatePoolName(pool);
-    this.#assertOpen();
-    this.#checkHeld(pool);
-    return this.#apply(pool, { kind: 'reap' }) as number;
-  }
-
-  /** Summed CPU and memory of the pool's live rows. */
-  async getUsage(pool: string): Promise<ResourceAmount> {
-    return sumRows(await this.list(pool));
+  override registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    this.#core.assertOpen();
+    super.registerPool(name, cap, options);
   }
 
   /** The pool's live rows (copies). */
-  async list(pool: string): Promise<ReservationRow[]> {
+  override async list(pool: string): Promise<ReservationRow[]> {
     return this.inspect(pool).live.map((row) => structuredClone(row));
   }
 
-  /** Live rows and the rows this instance would reap now, with reasons (the store's objects: do not change them). */
+  /**
+   * Live rows and the rows this instance would reap now, with reasons (the
+   * store's objects: do not change them).
+   */
   inspect(pool: string): MemoryPoolSnapshot {
     validatePoolName(pool);
     const doc = this.#internals.get(pool);
@@ -336,39 +242,30 @@ export class MemoryPoolLedger implements PoolLedger {
     return this.#partition(doc);
   }
 
-  /** Reap every registered pool every `intervalMs` (unref'd timer). Idempotent. */
-  start(intervalMs = 30_000): void {
-    this.#assertOpen();
-    if (this.#reaper !== undefined) return;
-    if (typeof intervalMs !== 'number' || !Number.isFinite(intervalMs) || intervalMs <= 0) {
-      throw new TypeError(
-        `Expected \`intervalMs\` to be a finite number > 0, got \`${String(intervalMs)}\``,
-      );
-    }
-    this.#reaper = this.#clock.setInterval(() => {
-      for (const pool of this.#caps.keys()) this.#apply(pool, { kind: 'reap' });
-    }, intervalMs);
-    this.#reaper.unref();
+  /**
+   * Reap every registered pool every `intervalMs` (unref'd timer). Idempotent.
+   *
+   * @throws TypeError when the ledger is closed or `intervalMs` is not a finite number > 0.
+   */
+  override start(intervalMs = 30_000): void {
+    this.#core.assertOpen();
+    positiveOption('intervalMs', intervalMs, 30_000);
+    super.start(intervalMs);
   }
 
-  /** Stop the reaper. */
-  stop(): void {
-    this.#clock.clearInterval(this.#reaper);
-    this.#reaper = undefined;
-  }
-
-  /** Release every row this instance holds in every registered pool. */
-  async releaseAllForInstance(): Promise<void> {
-    this.#assertOpen();
-    for (const pool of this.#caps.keys()) {
-      this.#apply(pool, { kind: 'releaseInstance', instanceId: this.instanceId });
-      this.#held.get(pool)?.clear();
-    }
+  /**
+   * Release every row this instance holds in every registered pool.
+   *
+   * @throws TypeError when the ledger is closed.
+   */
+  override async releaseAllForInstance(): Promise<void> {
+    this.#core.assertOpen();
+    await super.releaseAllForInstance();
   }
 
   /** Stop the timers and end the lease: rows left behind are stale for peers at once. */
   async close(): Promise<void> {
-    if (this.#closed) return;
+    if (this.#core.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'ended');
   }
@@ -379,25 +276,54 @@ export class MemoryPoolLedger implements PoolLedger {
    * renewal is older than `leaseTtlMs + leaseMarginMs`.
    */
   abandon(): void {
-    if (this.#closed) return;
+    if (this.#core.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'abandoned');
   }
 
+  #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
+    return {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.store.bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.#clock.now(),
+      leaseId: this.leaseId,
+    };
+  }
+
+  // One read-decide-write, synchronously (it runs before the first await):
+  // nothing else runs in between.
+  async #commit(pool: string, op: LedgerOp): Promise<unknown> {
+    if (op.kind === 'reserve' || (op.kind === 'reap' && op.background !== true)) {
+      this.#checkHeld(pool);
+    }
+    if (op.kind === 'reserve' || op.kind === 'adopt') this.#lease.ensureConfirmed(pool);
+    const answer = this.#apply(pool, op);
+    if (op.kind === 'reserve') {
+      if ((answer as ReserveResult).ok) this.#heldOf(pool).add(op.row.agentId);
+    } else if (op.kind === 'adopt') {
+      (answer as AdoptResult[]).forEach((result, i) => {
+        if (result.ok) this.#heldOf(pool).add(op.rows[i]!.agentId);
+      });
+    } else if (op.kind === 'release') {
+      this.#held.get(pool)?.delete(op.agentId);
+    } else if (op.kind === 'releaseInstance') {
+      this.#held.get(pool)?.clear();
+    }
+    return answer;
+  }
+
   #shut(): void {
-    this.#closed = true;
-    this.stop();
+    this.#core.markClosed();
     this.#lease.stop();
   }
 
-  #assertOpen(): void {
-    if (this.#closed) throw new TypeError('This MemoryPoolLedger is closed; create a new one');
-  }
-
-  // One read-decide-write, synchronously: nothing else runs in between.
   #apply(pool: string, op: LedgerOp): unknown {
     const stored = this.#internals.get(pool);
-    const registered = this.#caps.get(pool);
+    const registered = this.#core.caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
     const base = stored ?? emptyDocument(registered ?? {});
     const outcome = applyBatch(pool, base, this.#partition(base), [op]);

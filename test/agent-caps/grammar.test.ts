@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
-import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import { decodeAgentCaps, encodeAgentCaps } from '../../src/agent-caps/index.js';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 // Each row was checked against systemd 252's parsers (see docs/agent-caps.md).
 const validCpu = [

@@ -1,7 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
-import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import {
   type AgentCaps,
   capsFromResources,
@@ -9,6 +8,7 @@ import {
   encodeAgentCaps,
   resourcesFromCaps,
 } from '../../src/agent-caps/index.js';
+import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 const decimals = fc.oneof(
   fc.constant(''),

@@ -15,8 +15,8 @@ import {
 import { MAX_AGENT_NAME_LENGTH } from '../../src/agent-caps/names.js';
 import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
+import type { InvalidInputError } from '../../src/errors/input.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import type { InvalidInputError } from '../../src/errors.js';
 
 function refused(fn: () => unknown): InvalidInputError {
   try {

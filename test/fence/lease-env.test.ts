@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isScalerError } from '../../src/errors.js';
+import { isScalerError } from '../../src/errors/base.js';
 import {
   type FenceLease,
   leaseEnv,

@@ -4,7 +4,7 @@
  * tricks (as root, chmod does not stop writes).
  */
 import * as nodeFs from 'node:fs';
-import type { LedgerFs } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
 
 /** node:fs whose writes fail with EROFS while `down` is true. */
 export function faultyFs(state: { down: boolean }): LedgerFs {

@@ -7,7 +7,7 @@ import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index
 import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-options.js';
+} from '../../src/ledger/machine-ledger.js';
 
 /** The options of {@link LedgerFactory.make}: any ledger option, and the test hooks. */
 export type MakeLedgerOptions = Partial<MachineLedgerOptions> & {

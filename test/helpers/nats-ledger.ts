@@ -4,7 +4,8 @@
  */
 import type { KV, KvEntry } from '@nats-io/kv';
 import { KvWatchInclude } from '@nats-io/kv';
-import { checkFit, parseDocument } from '../../src/ledger/index.js';
+import { parseDocument } from '../../src/ledger/document/codec.js';
+import { checkFit } from '../../src/ledger/document/fit.js';
 import type { ResourceCap } from '../../src/resources/types.js';
 import type { NatsWorkerConfig } from '../fixtures/nats-ledger-worker.js';
 import { type FixtureProcess, startFixture } from './processes.js';

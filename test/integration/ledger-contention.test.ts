@@ -6,7 +6,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MachineLedger, parseDocument } from '../../src/ledger/index.js';
+import { parseDocument } from '../../src/ledger/document/codec.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import {
   type FixtureProcess,

@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { parseDocument } from '../../src/ledger/index.js';
+import { parseDocument } from '../../src/ledger/document/codec.js';
 import { kiciLedgerModule } from '../helpers/kici-ledger.js';
 import {
   type FixtureProcess,

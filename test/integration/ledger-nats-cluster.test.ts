@@ -8,7 +8,7 @@ import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, revisionChecker } from '../helpers/nats-ledger.js';
 import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';

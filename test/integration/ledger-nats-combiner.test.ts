@@ -11,7 +11,7 @@ import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, revisionChecker, watchRevisions } from '../helpers/nats-ledger.js';
 import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import {

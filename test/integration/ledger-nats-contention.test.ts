@@ -6,7 +6,7 @@
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, watchRevisions } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';

@@ -13,7 +13,7 @@ import { isLedgerLeaseExpiredError, isLedgerUnavailableError } from '../../src/e
 import { isNatsServerVersionError } from '../../src/errors/nats.js';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';

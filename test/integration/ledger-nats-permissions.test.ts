@@ -7,7 +7,7 @@
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';

@@ -2,7 +2,7 @@
  * NatsPoolLedger metrics and spans against a real `nats-server -js` on loopback.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { MetricsHarness, points, pointValue, TracesHarness } from '../helpers/otel.js';

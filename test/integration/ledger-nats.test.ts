@@ -14,7 +14,7 @@ import {
   isLedgerUnavailableError,
 } from '../../src/errors/ledger.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';

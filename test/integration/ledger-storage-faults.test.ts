@@ -293,7 +293,7 @@ describe.runIf(canMount)('FileStateStore on a nearly full tmpfs', () => {
     expect(readdirSync(dir)).toEqual(['manager-state.json']);
     const loaded = await new FileStateStore({ dir }).load();
     expect(loaded.map((r) => r.agentId)).toEqual(['good-0', 'good-1']);
-    // Once there is room again, the same commit lands whole.
+    // Once there is space again, the same commit lands whole.
     rmSync(fill);
     await store.commit(more);
     expect(await new FileStateStore({ dir }).load()).toHaveLength(42);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { isScalerError } from '../../src/errors.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { isScalerError } from '../../src/errors/base.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 
 describe('NatsPoolLedger options are strict', () => {

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
-import { emptyDocument, sumRows } from '../../src/ledger/index.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
+import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {

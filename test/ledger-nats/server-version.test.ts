@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { isNatsServerVersionError } from '../../src/errors/nats.js';
-import { MIN_SAFE_NATS_SERVER_VERSION } from '../../src/ledger/nats/index.js';
 import {
   checkServerVersion,
   isSafeServerVersion,
+  MIN_SAFE_NATS_SERVER_VERSION,
   parseServerVersion,
 } from '../../src/ledger/nats/server-version.js';
 

@@ -21,9 +21,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { combineDirPath } from '../../src/ledger/combine.js';
-import { MachineLedger, parseDocument } from '../../src/ledger/index.js';
+import { combineDirPath } from '../../src/ledger/combining/channel.js';
+import { parseDocument } from '../../src/ledger/document/codec.js';
 import { heldByCombiningHolder } from '../../src/ledger/lock.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 
 let dir: string;
 let lock: string;

@@ -9,11 +9,15 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { claimPending, combineDirPath, prepareCombineDir } from '../../src/ledger/combine.js';
-import { publishStaged, stageAnswers } from '../../src/ledger/combine-answers.js';
-import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combine-plan.js';
-import { Inbox, PostedRequest, redo } from '../../src/ledger/combine-waiter.js';
-import { emptyDocument } from '../../src/ledger/document.js';
+import { publishStaged, stageAnswers } from '../../src/ledger/combining/answers.js';
+import {
+  claimPending,
+  combineDirPath,
+  prepareCombineDir,
+} from '../../src/ledger/combining/channel.js';
+import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combining/plan.js';
+import { Inbox, PostedRequest, redo } from '../../src/ledger/combining/waiter.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
 import type { LedgerOp } from '../../src/ledger/ops.js';
 
 let dir: string;

@@ -1,24 +1,25 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import { isLedgerCapMismatchError, isLedgerCorruptError } from '../../src/errors/ledger.js';
-import type { LedgerCorruptError } from '../../src/errors.js';
 import {
-  addRow,
-  assertCap,
-  capsEqual,
-  checkFit,
+  isLedgerCapMismatchError,
+  isLedgerCorruptError,
+  type LedgerCorruptError,
+} from '../../src/errors/ledger.js';
+import { assertCap, capsEqual, normalizeCap } from '../../src/ledger/document/cap.js';
+import {
   emptyDocument,
-  type LivenessFacts,
-  normalizeCap,
   parseDocument,
-  partitionRows,
-  removeRows,
-  rowVerdict,
   serializeDocument,
-  sumRows,
-  validatePoolName,
-} from '../../src/ledger/document.js';
+} from '../../src/ledger/document/codec.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
+import { validatePoolName } from '../../src/ledger/document/pool-name.js';
+import { addRow, removeRows } from '../../src/ledger/document/rows.js';
+import {
+  type LivenessFacts,
+  partitionRows,
+  rowVerdict,
+} from '../../src/ledger/document/verdict.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
 
 const source = { pool: 'gpu', location: '/var/lib/x/gpu.json' };

@@ -1,16 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isLedgerCorruptError } from '../../src/errors/ledger.js';
+import { capsEqual, normalizeCap } from '../../src/ledger/document/cap.js';
 import {
-  assertKiciCompatibleCap,
-  capsEqual,
-  checkFit,
   emptyDocument,
-  normalizeCap,
   parseDocument,
   serializeDocument,
-  sumRows,
-} from '../../src/ledger/document.js';
+} from '../../src/ledger/document/codec.js';
+import { assertKiciCompatibleCap } from '../../src/ledger/document/extended.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
 import { applyBatch } from '../../src/ledger/ops.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
 

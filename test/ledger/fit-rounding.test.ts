@@ -2,7 +2,9 @@
 // asked, and no cap is rounded above what was written.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { capsEqual, checkFit, emptyDocument, sumRows } from '../../src/ledger/document.js';
+import { capsEqual } from '../../src/ledger/document/cap.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
 
 function row(agentId: string, cpus: number, memBytes: number): ReservationRow {

@@ -28,9 +28,14 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isLedgerCorruptError } from '../../src/errors/ledger.js';
-import { isLedgerDirError, isLedgerFileError } from '../../src/errors/ledger-fs.js';
-import type { LedgerFileError } from '../../src/errors.js';
-import { type LedgerFs, MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+import {
+  isLedgerDirError,
+  isLedgerFileError,
+  type LedgerFileError,
+} from '../../src/errors/ledger-fs.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
+import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 import { hasSystem } from '../helpers/system.js';

@@ -10,10 +10,13 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLedgerDirError, isLedgerIoError } from '../../src/errors/ledger-fs.js';
+import {
+  isLedgerDirError,
+  isLedgerIoError,
+  type LedgerIoError,
+} from '../../src/errors/ledger-fs.js';
 import { isStateStoreError } from '../../src/errors/state-store.js';
-import type { LedgerIoError } from '../../src/errors.js';
-import type { LedgerFs } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
 import { FileStateStore } from '../../src/manager/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 

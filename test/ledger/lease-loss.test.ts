@@ -8,13 +8,16 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
-import type { LedgerLeaseExpiredError } from '../../src/errors.js';
-import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 import {
+  isLedgerLeaseExpiredError,
+  type LedgerLeaseExpiredError,
+} from '../../src/errors/ledger.js';
+import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
+import {
+  MachineLedger,
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger-options.js';
+} from '../../src/ledger/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 
 let dir: string;

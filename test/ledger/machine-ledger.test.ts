@@ -18,11 +18,12 @@ import {
   isLedgerCapMismatchError,
   isLedgerCorruptError,
   isLedgerLockCompromisedError,
+  type LedgerBusyError,
 } from '../../src/errors/ledger.js';
 import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
-import type { LedgerBusyError } from '../../src/errors.js';
-import { type LedgerFs, MachineLedger } from '../../src/ledger/index.js';
+import type { LedgerFs } from '../../src/ledger/fs.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../src/errors.js';
+import { InvalidInputError } from '../../src/errors/input.js';
 import type { ClaimResult, ScalerConfigInput } from '../../src/manager/index.js';
 import { createTestFleet, type TestFleet } from '../../src/testing/index.js';
 

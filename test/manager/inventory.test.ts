@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidInputError } from '../../src/errors.js';
+import { InvalidInputError } from '../../src/errors/input.js';
 import type { ScalerConfigInput } from '../../src/manager/index.js';
 import { createTestFleet } from '../../src/testing/index.js';
 

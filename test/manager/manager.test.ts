@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { LedgerLeaseExpiredError } from '../../src/errors.js';
+import { LedgerLeaseExpiredError } from '../../src/errors/ledger.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,

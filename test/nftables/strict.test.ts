@@ -1,8 +1,8 @@
 // Fail closed: every exported nftables function refuses unknown keys, wrong values and
 // oversized input itself, before any nft text exists or any process runs.
 import { describe, expect, it } from 'vitest';
+import type { InvalidInputError } from '../../src/errors/input.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import type { InvalidInputError } from '../../src/errors.js';
 import {
   addIsolationRules,
   buildIsolationPlan,

@@ -1,7 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isResourceParseError } from '../../src/errors/resources.js';
-import { ResourceParseError } from '../../src/errors.js';
+import { isResourceParseError, ResourceParseError } from '../../src/errors/resources.js';
 import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../src/resources/index.js';
 import { MAX_CPU_CORES } from '../../src/resources/quantity.js';
 

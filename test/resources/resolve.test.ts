@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { ResourceConflictError } from '../../src/errors/resources.js';
 import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
-import type { ResourceConflictError } from '../../src/errors.js';
 import { type ResourceRequest, resolveResources } from '../../src/resources/index.js';
 import { mirrorRequestsLimits } from '../../src/resources/resolve.js';
 

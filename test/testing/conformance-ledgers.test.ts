@@ -8,20 +8,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type AdoptRequest,
-  type AdoptResult,
-  type LeaseEvent,
-  type LeaseInfo,
-  MachineLedger,
-  type PoolLedger,
-  type RegisterPoolOptions,
-  type ReleaseOptions,
-  type ReservationRow,
-  type ReserveOptions,
-  type ReserveResult,
-} from '../../src/ledger/index.js';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
+import type {
+  AdoptRequest,
+  AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
+  PoolLedger,
+  RegisterPoolOptions,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveOptions,
+  ReserveResult,
+} from '../../src/ledger/types.js';
 import type { ResourceAmount, ResourceCap } from '../../src/resources/index.js';
 import {
   type ConformanceCheck,

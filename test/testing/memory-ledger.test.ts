@@ -5,7 +5,7 @@ import {
   isLedgerUnavailableError,
 } from '../../src/errors/ledger.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
-import type { LeaseEvent } from '../../src/ledger/index.js';
+import type { LeaseEvent } from '../../src/ledger/types.js';
 import { MemoryPoolLedger, MemoryPoolStore, TestClock } from '../../src/testing/index.js';
 
 const GiB = 2 ** 30;

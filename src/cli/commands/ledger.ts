@@ -3,9 +3,9 @@
  */
 
 import { InvalidInputError, LedgerDirError } from '../../errors.js';
+import { fallbackLedgerDir } from '../../ledger/dir.js';
 import {
   DEFAULT_LEDGER_DIR,
-  fallbackLedgerDir,
   LEDGER_DIR_ENV,
   MachineLedger,
   type PoolSnapshot,

@@ -1,22 +1,10 @@
 /**
  * The `leader.<pool>` record that names a pool's combiner, and the subject it
  * listens on. The calls and replies it exchanges are the shared combine wire
- * format (`../combine-wire.ts`), re-exported here for the NATS ledger's rooms.
+ * format (`../combining/wire.ts`).
  */
-import { COMBINE_WIRE_VERSION, isObject } from '../combine-wire.js';
+import { COMBINE_WIRE_VERSION, isObject } from '../combining/wire.js';
 import { poolKey } from './keys.js';
-
-export {
-  COMBINE_WIRE_VERSION,
-  type CombineReply,
-  type CombineRequest,
-  decodeReply,
-  decodeRequest,
-  encodeReply,
-  encodeRequest,
-  MAX_COMBINE_MESSAGE_BYTES,
-  MAX_FORWARDED_OPS,
-} from '../combine-wire.js';
 
 /** The prefix of every combiner key: `leader.<pool>`. */
 export const LEADER_KEY_PREFIX = 'leader.';

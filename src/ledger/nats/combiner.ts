@@ -23,20 +23,23 @@ import { monotonicNow, sleep } from '../../clock.js';
 import { LedgerUnavailableError, ScalerError } from '../../errors.js';
 import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
-import { capsEqual, type LeaseState } from '../document.js';
+import {
+  type CombineReply,
+  decodeReply,
+  decodeRequest,
+  encodeReply,
+  encodeRequest,
+} from '../combining/wire.js';
+import { capsEqual } from '../document/cap.js';
+import type { LeaseState } from '../document/verdict.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { LedgerOp } from '../ops.js';
 import type { CasWriter } from './cas.js';
 import { isRevisionConflict } from './cas.js';
 import {
-  type CombineReply,
   combineSubjectPrefix,
   decodeLeader,
-  decodeReply,
-  decodeRequest,
   encodeLeader,
-  encodeReply,
-  encodeRequest,
   type LeaderRecord,
   leaderKey,
 } from './combine-wire.js';

@@ -9,7 +9,7 @@ import {
   type RowPartition,
   type RowVerdict,
   StaleReason,
-} from '../document.js';
+} from '../document/verdict.js';
 import type { ReservationRow } from '../types.js';
 
 /** What the lease rule needs: this ledger's lease, and the state of other leases. */

@@ -4,32 +4,12 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
-import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
-import {
-  checkAdopt,
-  checkAgentId,
-  checkReserve,
-  checkReserveOptions,
-  registeredCap,
-} from '../checks.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../front-end.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit } from '../group-commit.js';
-import { type LedgerOp, releaseOp } from '../ops.js';
+import type { LedgerOp } from '../ops.js';
 import { readBootId } from '../proc.js';
-import { DEFAULT_REAP_INTERVAL_MS, Reaper } from '../reaper.js';
-import { createLedgerTelemetry } from '../telemetry.js';
-import type {
-  AdoptRequest,
-  AdoptResult,
-  LeaseEvent,
-  LeaseInfo,
-  PoolLedger,
-  RegisterPoolOptions,
-  ReleaseOptions,
-  ReservationRow,
-  ReserveOptions,
-  ReserveResult,
-} from '../types.js';
+import type { LeaseEvent, LeaseInfo, ReservationRow } from '../types.js';
 import {
   type CheckedOptions,
   checkConnectOptions,
@@ -79,9 +59,7 @@ import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
  * await ledger.close();
  * ```
  */
-export class NatsPoolLedger implements PoolLedger {
-  /** This instance's id. */
-  readonly instanceId: string;
+export class NatsPoolLedger extends LedgerFrontEnd {
   /** The KV bucket. */
   readonly bucket: string;
   /** The lease window in ms. */
@@ -90,20 +68,11 @@ export class NatsPoolLedger implements PoolLedger {
   readonly #nc: NatsConnection;
   readonly #ownsConnection: boolean;
   readonly #bootId: string;
-  readonly #caps = new Map<string, ResourceCap>();
   readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#store.commit(pool, ops));
-  readonly #reaper = new Reaper(
-    () => this.#caps.keys(),
-    // The reaper's own rounds must not use up the one-time lost-lease report
-    // that a caller's next operation on the pool is owed.
-    (pool) => this.#enqueue(pool, { kind: 'reap', background: true }),
-    () => this.#timeSource,
-  );
   /** The pool keys: lease, reads and compare-and-set commits (pool-store.ts). */
   readonly #store: PoolStore;
   readonly #timeSource: Clock;
-  #closed = false;
-  readonly #telemetry;
+  readonly #core: LedgerCore;
 
   private constructor(
     kv: KV,
@@ -112,19 +81,26 @@ export class NatsPoolLedger implements PoolLedger {
     ownsConnection: boolean,
     options: CheckedOptions,
   ) {
+    const clock = resolveClock(options.clock, undefined);
+    super(options.instanceId);
+    this.#core = attachStorage(this, {
+      closedMessage: 'This NatsPoolLedger is closed; connect a new one',
+      clock: () => clock,
+      checkPool: (pool) => {
+        poolKey(pool);
+        return pool;
+      },
+      ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
+      commit: (pool, op) => this.#batches.enqueue(pool, op),
+    });
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
-    this.instanceId = options.instanceId;
     this.bucket = options.bucket;
     this.leaseMs = options.leaseMs;
     this.#bootId = options.bootId ?? readBootId(defaultFs);
     const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
-    this.#timeSource = resolveClock(options.clock, undefined);
-    this.#telemetry = createLedgerTelemetry(options, 'nats', {
-      clock: this.#timeSource,
-      pools: () => this.#caps.keys(),
-      read: (pool) => this.inspect(pool),
-    });
+    this.#timeSource = clock;
+    const telemetry = this.#core.instrument(options, 'nats', clock);
     this.#store = new PoolStore({
       kv,
       js,
@@ -133,12 +109,12 @@ export class NatsPoolLedger implements PoolLedger {
       bootId: this.#bootId,
       hooks,
       monotonic: hooks.monotonic ?? monotonicNow,
-      timers: this.#timeSource,
-      caps: this.#caps,
-      telemetry: this.#telemetry,
+      timers: clock,
+      caps: this.#core.caps,
+      telemetry,
       queuedPools: () => this.#batches.pools(),
-      enqueue: (pool, op) => this.#enqueue(pool, op),
-      isClosed: () => this.#closed,
+      enqueue: (pool, op) => this.#core.submit(pool, op),
+      isClosed: () => this.#core.closed,
     });
   }
 
@@ -191,14 +167,6 @@ export class NatsPoolLedger implements PoolLedger {
    * confirmed a heartbeat (`confirmedAt`, the ledger clock instant that
    * heartbeat was sent), the deadline (`confirmedAt + leaseMs`), the health
    * and where the heartbeat key is (`{ kind: 'nats', bucket, key }`).
-   *
-   * @example
-   * ```ts
-   * import type { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
-   * declare const ledger: NatsPoolLedger;
-   * const { health, deadline } = ledger.lease();
-   * if (health !== 'held') console.warn(`lease ${health}, deadline ${deadline}`);
-   * ```
    */
   lease(): LeaseInfo {
     return this.#store.leaseInfo();
@@ -220,142 +188,6 @@ export class NatsPoolLedger implements PoolLedger {
   }
 
   /**
-   * Declare the cap a pool must have. The first write creates the pool key with
-   * this cap; a stored document with another cap is refused with `LedgerCapMismatchError`.
-   *
-   * @throws InvalidInputError for a pool name that is invalid or cannot be a KV key.
-   * @throws TypeError for a cap field that is not a finite number >= 0.
-   */
-  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    poolKey(name);
-    this.#caps.set(name, registeredCap(name, cap, options));
-  }
-
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
-   *
-   * @throws see {@link NatsPoolLedger.reserve}.
-   */
-  async tryReserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<boolean> {
-    return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
-  }
-
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Rows of expired
-   * leases are left out of the sum (and dropped when the key is written).
-   * A refusal says which dimension did not fit and writes nothing.
-   *
-   * @throws TypeError when the pool is not registered or an amount is not a finite number >= 0.
-   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
-   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored document is bad (it is left as it is).
-   * @throws LedgerBusyError when the compare-and-set kept losing until `timeoutMs`.
-   * @throws LedgerUnavailableError when the server did not answer within `timeoutMs`
-   *   (also when it did not confirm this instance's lease: then nothing was written).
-   * @throws LedgerLeaseExpiredError when this instance's lease was lost since its
-   *   last operation on this pool (its rows may have been reaped; the next call works),
-   *   or could not be renewed before its deadline (nothing written).
-   */
-  async reserve(
-    pool: string,
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    options?: ReserveOptions,
-  ): Promise<ReserveResult> {
-    poolKey(pool);
-    checkReserve(this.#caps, pool, agentId, cpus, memBytes);
-    const extended = checkReserveOptions(options);
-    const row = this.#ownRow(agentId, cpus, memBytes, extended);
-    return (await this.#enqueue(pool, { kind: 'reserve', row })) as ReserveResult;
-  }
-
-  // The row this instance writes for an agent, now, under its current lease.
-  #ownRow(
-    agentId: string,
-    cpus: number,
-    memBytes: number,
-    extended: Readonly<Record<string, number>> | undefined,
-  ): ReservationRow {
-    const row: ReservationRow = {
-      instanceId: this.instanceId,
-      pid: process.pid,
-      bootId: this.#bootId,
-      agentId,
-      cpus,
-      memBytes,
-      reservedAt: this.#timeSource.now(),
-      leaseId: this.#store.leaseId,
-    };
-    if (extended !== undefined) row.extended = extended;
-    return row;
-  }
-
-  /**
-   * Take over the rows these agents hold in `pool` under this instance id but
-   * another lease (this host before a restart), or reserve them again when
-   * gone; see {@link PoolLedger.adopt}. One compare-and-set write for all of them.
-   *
-   * @returns One answer per agent, in order.
-   * @throws TypeError or InvalidInputError for bad agents; otherwise as {@link NatsPoolLedger.reserve}.
-   */
-  async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
-    poolKey(pool);
-    const rows = checkAdopt(this.#caps, pool, agents).map(({ agentId, cpus, memBytes, extended }) =>
-      this.#ownRow(agentId, cpus, memBytes, extended),
-    );
-    return (await this.#enqueue(pool, { kind: 'adopt', rows })) as AdoptResult[];
-  }
-
-  /**
-   * Remove the reservation of `agentId` in `pool` that this instance made
-   * (another instance's row answers `false`; see {@link PoolLedger.release} for
-   * the operator paths `anyInstance` and `instanceId`). Idempotent.
-   *
-   * @returns true when a row was removed.
-   * @throws as {@link NatsPoolLedger.reserve} (except the duplicate and registration errors).
-   */
-  async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
-    poolKey(pool);
-    checkAgentId(agentId);
-    return (await this.#enqueue(pool, releaseOp(agentId, this.instanceId, options))) as boolean;
-  }
-
-  /**
-   * Remove the rows of expired leases from `pool` now.
-   *
-   * @returns The number of rows removed.
-   * @throws as {@link NatsPoolLedger.release}.
-   */
-  async reapStale(pool: string): Promise<number> {
-    poolKey(pool);
-    return (await this.#enqueue(pool, { kind: 'reap' })) as number;
-  }
-
-  /**
-   * Summed CPU and memory of `pool`'s live rows (one read, no write).
-   *
-   * @throws as {@link NatsPoolLedger.inspect}.
-   */
-  async getUsage(pool: string): Promise<ResourceAmount> {
-    return (await this.inspect(pool)).usage;
-  }
-
-  /**
-   * `pool`'s live rows (one read, no write).
-   *
-   * @throws as {@link NatsPoolLedger.inspect}.
-   */
-  async list(pool: string): Promise<ReservationRow[]> {
-    return (await this.inspect(pool)).live;
-  }
-
-  /**
    * Everything about a pool as this instance sees it now: live rows, rows of
    * expired leases, the stored cap and the key's revision. Writes nothing
    * (except fencing a peer lease it finds expired).
@@ -365,30 +197,8 @@ export class NatsPoolLedger implements PoolLedger {
    */
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     poolKey(pool);
-    this.#assertOpen();
+    this.#core.assertOpen();
     return this.#store.read(pool);
-  }
-
-  /**
-   * Reap every registered pool every `intervalMs`. Idempotent; the timer is
-   * unref'd and a failed round is retried on the next tick (it never throws).
-   */
-  start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.#reaper.start(intervalMs);
-  }
-
-  /** Stop the reaper started by {@link NatsPoolLedger.start}. */
-  stop(): void {
-    this.#reaper.stop();
-  }
-
-  /** Release every row this instance holds in every registered pool. Best effort per pool. */
-  async releaseAllForInstance(): Promise<void> {
-    await Promise.allSettled(
-      [...this.#caps.keys()].map((pool) =>
-        this.#enqueue(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
-      ),
-    );
   }
 
   /**
@@ -397,27 +207,24 @@ export class NatsPoolLedger implements PoolLedger {
    * the connection when the ledger opened it.
    */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    this.#reaper.close();
-    this.#telemetry?.close();
+    if (this.#core.closed) return;
+    this.#core.markClosed();
     this.#store.stop();
     await this.#batches.idle();
     await this.#store.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
   }
 
-  #assertOpen(): void {
-    if (this.#closed) throw new TypeError('This NatsPoolLedger is closed; connect a new one');
-  }
-
-  #enqueue(pool: string, op: LedgerOp): Promise<unknown> {
-    if (this.#closed) {
-      return Promise.reject(new TypeError('This NatsPoolLedger is closed; connect a new one'));
-    }
-    return (
-      this.#telemetry?.op(pool, op, this.#batches.enqueue(pool, op)) ??
-      this.#batches.enqueue(pool, op)
-    );
+  #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {
+    return {
+      instanceId: this.instanceId,
+      pid: process.pid,
+      bootId: this.#bootId,
+      agentId,
+      cpus,
+      memBytes,
+      reservedAt: this.#timeSource.now(),
+      leaseId: this.#store.leaseId,
+    };
   }
 }

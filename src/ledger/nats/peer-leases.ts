@@ -6,7 +6,7 @@
  */
 import type { KV, KvEntry } from '@nats-io/kv';
 import { KvWatchInclude } from '@nats-io/kv';
-import type { LeaseState } from '../document.js';
+import type { LeaseState } from '../document/verdict.js';
 import type { ReservationRow } from '../types.js';
 import type { CasWriter } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey } from './keys.js';

@@ -16,14 +16,14 @@ import {
 } from '../../errors.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
+import { assertCap } from '../document/cap.js';
 import {
-  assertCap,
   type DocumentSource,
   emptyDocument,
   parseDocument,
   serializeDocument,
-  sumRows,
-} from '../document.js';
+} from '../document/codec.js';
+import { sumRows } from '../document/fit.js';
 import type { OpAnswer } from '../group-commit.js';
 import { applyBatch, type LedgerOp } from '../ops.js';
 import type { LedgerTelemetry } from '../telemetry.js';

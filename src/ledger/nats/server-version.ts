@@ -11,12 +11,6 @@ import { NatsServerVersionError } from '../../errors.js';
  * of a dropped proposal so that every retry with it is answered `duplicate`
  * until the duplicate window ends (#6415, #6486, in 2.11), and before 2.9.21
  * accept two compare-and-set writes from one revision (#4320).
- *
- * @example
- * ```ts
- * import { MIN_SAFE_NATS_SERVER_VERSION } from 'scaler-primitives/ledger/nats';
- * console.log(`run nats-server ${MIN_SAFE_NATS_SERVER_VERSION} or later`);
- * ```
  */
 export const MIN_SAFE_NATS_SERVER_VERSION = '2.11.0';
 

@@ -11,17 +11,6 @@ import type { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 
 /**
  * Options of {@link NatsPoolLedger.connect}.
- *
- * @example
- * ```ts
- * import { NatsPoolLedger, type NatsPoolLedgerOptions } from 'scaler-primitives/ledger/nats';
- * const options: NatsPoolLedgerOptions = {
- *   servers: 'nats://127.0.0.1:4222',
- *   instanceId: 'orchestrator-a',
- *   leaseMs: 30_000,
- * };
- * const ledger = await NatsPoolLedger.connect(options);
- * ```
  */
 export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
@@ -95,14 +84,6 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
 
 /**
  * Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}.
- *
- * @example
- * ```ts
- * import type { NatsPoolLedger, NatsPoolSnapshot } from 'scaler-primitives/ledger/nats';
- * declare const ledger: NatsPoolLedger;
- * const snapshot: NatsPoolSnapshot = await ledger.inspect('build-host');
- * console.log(`${snapshot.key} rev ${snapshot.revision}: ${snapshot.live.length} live rows`);
- * ```
  */
 export interface NatsPoolSnapshot {
   /** The pool name. */

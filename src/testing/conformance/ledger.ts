@@ -1,9 +1,9 @@
 /**
  * poolLedgerConformance: the promises every PoolLedger keeps, as named checks
- * any test runner can run against any implementation. The checks live in rooms by
+ * any test runner can run against any implementation. The checks live in files by
  * group (`ledger/capacity.ts`, `ledger/ownership.ts`, `ledger/lifecycle.ts`).
  */
-import type { PoolLedger } from '../../ledger/index.js';
+import type { PoolLedger } from '../../ledger/types.js';
 import { type ConformanceCheck, sample } from './check.js';
 import { capacityChecks } from './ledger/capacity.js';
 import { checkMaker, instanceOf, type LedgerSuite, rows } from './ledger/harness.js';
@@ -13,18 +13,6 @@ import { ownershipChecks } from './ledger/ownership.js';
 
 /**
  * What {@link poolLedgerConformance} passes to the factory, once per instance a check needs.
- *
- * @example
- * ```ts
- * import { MachineLedger } from 'scaler-primitives/ledger';
- * import type { LedgerFactoryArgs } from 'scaler-primitives/testing';
- *
- * declare const dir: string; // a fresh temp directory
- * const make = ({ instanceId, check }: LedgerFactoryArgs) => {
- *   console.log(`${check}: new instance ${instanceId}`);
- *   return new MachineLedger({ instanceId, dir });
- * };
- * ```
  */
 export interface LedgerFactoryArgs {
   /** The instance id the new ledger must use (every check uses ids of its own). */
@@ -37,28 +25,11 @@ export interface LedgerFactoryArgs {
  * Makes one ledger instance. Every instance of a check must share one backing
  * store (one directory, one KV bucket); checks use pool names of their own, so
  * one store serves the whole suite.
- *
- * @example
- * ```ts
- * import { type MakeLedger, MemoryPoolLedger, MemoryPoolStore, poolLedgerConformance } from 'scaler-primitives/testing';
- *
- * const store = new MemoryPoolStore();
- * const make: MakeLedger = ({ instanceId }) => new MemoryPoolLedger({ instanceId, store });
- * const suite = poolLedgerConformance(make);
- * ```
  */
 export type MakeLedger = (args: LedgerFactoryArgs) => PoolLedger | Promise<PoolLedger>;
 
 /**
  * Options of {@link poolLedgerConformance}.
- *
- * @example
- * ```ts
- * import { type MakeLedger, poolLedgerConformance } from 'scaler-primitives/testing';
- *
- * declare const make: MakeLedger; // builds one replica of your ledger
- * const suite = poolLedgerConformance(make, { prefix: 'ci', instances: 5, staleAfterCloseMs: 30_000 });
- * ```
  */
 export interface PoolLedgerConformanceOptions {
   /**
@@ -80,17 +51,6 @@ export interface PoolLedgerConformanceOptions {
    * storage outage would, for the lease checks (at risk, lost, renewed, peers
    * and the margin, no judging from one's own outage). They run on real time:
    * give the ledgers a short lease. Without it those checks are skipped.
-   *
-   * @example
-   * ```ts
-   * import { MemoryPoolLedger, MemoryPoolStore, poolLedgerConformance } from 'scaler-primitives/testing';
-   *
-   * const store = new MemoryPoolStore();
-   * const suite = poolLedgerConformance(
-   *   ({ instanceId }) => new MemoryPoolLedger({ instanceId, store, leaseTtlMs: 600, leaseMarginMs: 150 }),
-   *   { failRenewals: (ledger, on) => (ledger as MemoryPoolLedger).failRenewals(on) },
-   * );
-   * ```
    */
   failRenewals?: (ledger: PoolLedger, on: boolean) => void | Promise<void>;
 }

@@ -1,11 +1,10 @@
 /**
  * The lease of one MemoryPoolLedger: renewed on its clock every leaseMs/3,
- * with the health, events and "healthy since" every ledger keeps (the design
- * of issue 31), and a switch that makes renewals fail (`failRenewals`).
+ * with the health, events and "healthy since" every ledger keeps, and a switch that makes renewals fail (`failRenewals`).
  */
 import type { Clock, ClockTimer } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors.js';
-import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/index.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/types.js';
 
 type Listener = (event: LeaseEvent) => void;
 

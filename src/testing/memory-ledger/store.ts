@@ -3,7 +3,8 @@
  * one store per simulated host (or KV bucket).
  */
 import { randomUUID } from 'node:crypto';
-import { type LedgerDocument, validatePoolName } from '../../ledger/index.js';
+import { validatePoolName } from '../../ledger/document/pool-name.js';
+import type { LedgerDocument } from '../../ledger/types.js';
 
 // A ledger renews its lease on its clock (every leaseMs/3) while it lives and
 // its renewals work; `abandon()` stops the renewals, `close()` ends the lease.
@@ -16,7 +17,7 @@ interface LeaseRecord {
 
 /**
  * What MemoryPoolLedger reads and writes in a store: the live objects, not
- * copies. Reached through {@link storeInternals}, which the testing door does
+ * copies. Reached through {@link storeInternals}, which the testing entry point does
  * not export, so these are no part of the store's public surface.
  */
 export class StoreInternals {
@@ -159,15 +160,6 @@ export class MemoryPoolStore {
 
 /**
  * Options of {@link MemoryPoolStore}.
- *
- * @example
- * ```ts
- * import { MemoryPoolLedger, MemoryPoolStore } from 'scaler-primitives/testing';
- *
- * const store = new MemoryPoolStore({ bootId: 'host-a-boot-1' });
- * const a = new MemoryPoolLedger({ instanceId: 'replica-a', store });
- * const b = new MemoryPoolLedger({ instanceId: 'replica-b', store }); // one pool, two replicas
- * ```
  */
 export interface MemoryPoolStoreOptions {
   /** The boot id of the simulated host, written into every row. @default a random id */

@@ -3,7 +3,7 @@
  * from several instances, all-or-nothing refusals and what a refusal says, extended
  * resources and `maxAgents`.
  */
-import type { ReserveResult } from '../../../ledger/index.js';
+import type { ReserveResult } from '../../../ledger/types.js';
 import { type ConformanceCheck, expectEqual, expectTrue } from '../check.js';
 import { GiB, type LedgerSuite } from './harness.js';
 
@@ -125,14 +125,14 @@ export function capacityChecks({
           { cpus: 1, memBytes: 3 * GiB },
           'usage after two refusals',
         );
-        // A refused agent left no residue: once there is room it is granted.
+        // A refused agent left no residue: once capacity is free it is granted.
         expectEqual(await a.release(p, 'held'), true, 'release held');
         expectEqual(
           await b.reserve(p, 'y', 1, 2 * GiB),
           { ok: true },
-          'reserve y once there is room',
+          'reserve y once capacity is free',
         );
-        expectEqual(await b.reserve(p, 'z', 3, 0), { ok: true }, 'reserve z once there is room');
+        expectEqual(await b.reserve(p, 'z', 3, 0), { ok: true }, 'reserve z once capacity is free');
       },
     ),
 

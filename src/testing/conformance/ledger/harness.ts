@@ -1,9 +1,9 @@
 /**
- * What the rooms of poolLedgerConformance share: one check per key with pools and
+ * What the check groups of poolLedgerConformance share: one check per key with pools and
  * instance ids of its own, closing what it opened, and the small readers every
  * group of checks uses.
  */
-import type { PoolLedger } from '../../../ledger/index.js';
+import type { PoolLedger } from '../../../ledger/types.js';
 import type { ResourceCap } from '../../../resources/index.js';
 import {
   type ConformanceCheck,

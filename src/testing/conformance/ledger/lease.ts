@@ -8,7 +8,7 @@
  * real time, so give the ledgers a short lease (a second or two).
  */
 import { systemClock } from '../../../clock.js';
-import type { LeaseEvent, LeaseInfo, PoolLedger } from '../../../ledger/index.js';
+import type { LeaseEvent, LeaseInfo, PoolLedger } from '../../../ledger/types.js';
 import { type ConformanceCheck, eventually, expectEqual, expectTrue, show } from '../check.js';
 import type { CheckHarness, LedgerSuite } from './harness.js';
 

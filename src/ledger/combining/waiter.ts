@@ -1,5 +1,5 @@
 /**
- * The waiting side of cross-process combining (see `combine.ts`): a posted
+ * The waiting side of cross-process combining (see `channel.ts`): a posted
  * request, and the inbox its answer arrives in. Each ledger instance keeps one
  * inbox directory per pool, `<dir>/.<pool>.combine/<leaseId>/`, watched with
  * `fs.watch` (inotify): a holder renames an answer into it, or touches it to
@@ -7,14 +7,14 @@
  * poll. Where watching is not available the waiter simply polls.
  */
 import { join } from 'node:path';
-import { type ClockTimer, systemClock } from '../clock.js';
-import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './combine.js';
-import { answerIn, stagedAnswer } from './combine-answers.js';
-import { type CombineRequest, decodeReply, encodeRequest, isObject } from './combine-wire.js';
-import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
-import type { OpAnswer } from './group-commit.js';
-import type { LedgerOp } from './ops.js';
-import { createExclusive, readLedgerFile } from './safe-fs.js';
+import { type ClockTimer, systemClock } from '../../clock.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
+import { createExclusive, readLedgerFile } from '../safe-fs.js';
+import { answerIn, stagedAnswer } from './answers.js';
+import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
+import { type CombineRequest, decodeReply, encodeRequest, isObject } from './wire.js';
 
 /** Where one ledger instance's answers for one pool arrive. */
 export class Inbox {

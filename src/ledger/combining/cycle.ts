@@ -1,14 +1,33 @@
 /**
  * One locked read-decide-write cycle of the file ledger for a batch of calls
- * on one pool, with cross-process combining (see `combine.ts`): a batch that
+ * on one pool, with cross-process combining (see `channel.ts`): a batch that
  * finds the lock taken posts its calls and waits for a holder's answer, and a
  * holder applies its own calls and every posted request in start order, in
  * one write and one fsync.
  */
 import { join } from 'node:path';
-import { sleep, systemClock } from '../clock.js';
-import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../errors.js';
-import type { ResourceCap } from '../resources/types.js';
+import { sleep, systemClock } from '../../clock.js';
+import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../../errors.js';
+import type { ResourceCap } from '../../resources/types.js';
+import { assertCap } from '../document/cap.js';
+import {
+  type DocumentSource,
+  emptyDocument,
+  parseDocument,
+  serializeDocument,
+} from '../document/codec.js';
+import { type LivenessFacts, partitionRows } from '../document/verdict.js';
+import type { LedgerFs } from '../fs.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { HeldRows } from '../held-rows.js';
+import { ledgerIoError } from '../io-error.js';
+import type { LockHandle, PoolLocker, WaitHooks } from '../lock.js';
+import type { MachineLedgerHooks } from '../machine-ledger.js';
+import { applyBatch, type LedgerOp } from '../ops.js';
+import { checkWriteSize, readPoolFile, syncDir } from '../store.js';
+import type { LedgerTelemetry } from '../telemetry.js';
+import type { LedgerDocument } from '../types.js';
+import { publishStaged, stageAnswers } from './answers.js';
 import {
   batchStamp,
   type ClaimedRequest,
@@ -18,30 +37,10 @@ import {
   combineDirPath,
   prepareCombineDir,
   wakeOldest,
-} from './combine.js';
-import { publishStaged, stageAnswers } from './combine-answers.js';
-import { answerTexts, failAnswers, planCombined, splitAnswers } from './combine-plan.js';
-import { Inbox, PostedRequest, redo } from './combine-waiter.js';
-import { MAX_FORWARDED_OPS } from './combine-wire.js';
-import {
-  assertCap,
-  type DocumentSource,
-  emptyDocument,
-  type LivenessFacts,
-  parseDocument,
-  partitionRows,
-  serializeDocument,
-} from './document.js';
-import type { LedgerFs } from './fs.js';
-import type { OpAnswer } from './group-commit.js';
-import type { HeldRows } from './held-rows.js';
-import { ledgerIoError } from './io-error.js';
-import type { LockHandle, PoolLocker, WaitHooks } from './lock.js';
-import type { MachineLedgerHooks } from './machine-ledger-options.js';
-import { applyBatch, type LedgerOp } from './ops.js';
-import { checkWriteSize, readPoolFile, syncDir } from './store.js';
-import type { LedgerTelemetry } from './telemetry.js';
-import type { LedgerDocument } from './types.js';
+} from './channel.js';
+import { answerTexts, failAnswers, planCombined, splitAnswers } from './plan.js';
+import { Inbox, PostedRequest, redo } from './waiter.js';
+import { MAX_FORWARDED_OPS } from './wire.js';
 
 // A posted waiter behind a holder that combines looks at the lock again after
 // DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.

@@ -2,7 +2,7 @@
  * The combine wire format: the calls one ledger instance hands to whoever
  * applies them for it, and the reply. Shared by both ledgers that combine: the
  * NATS ledger sends it to a pool's combiner over the network (`nats/`), the
- * file ledger posts it in the pool's combining directory (`combine.ts`). Pure:
+ * file ledger posts it in the pool's combining directory (`channel.ts`). Pure:
  * encode, decode and validate. Everything decoded comes from another process,
  * so it is checked as strictly as a document read from disk: a malformed
  * message is refused, never half-applied.
@@ -12,12 +12,14 @@ import {
   ErrorCode,
   InvalidInputError,
   LedgerUnavailableError,
-} from '../errors.js';
-import type { ResourceCap } from '../resources/types.js';
-import { normalizeCap, validateDocument, validatePoolName } from './document.js';
-import type { OpAnswer } from './group-commit.js';
-import type { LedgerOp } from './ops.js';
-import { MAX_ADOPT, type ReservationRow } from './types.js';
+} from '../../errors.js';
+import type { ResourceCap } from '../../resources/types.js';
+import { normalizeCap } from '../document/cap.js';
+import { validateDocument } from '../document/codec.js';
+import { validatePoolName } from '../document/pool-name.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
+import { MAX_ADOPT, type ReservationRow } from '../types.js';
 
 /** The wire version; a message of another version is refused. */
 export const COMBINE_WIRE_VERSION = 1;

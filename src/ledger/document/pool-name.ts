@@ -3,7 +3,7 @@
  * path (the file ledger) or a key (the NATS ledger).
  */
 
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../../errors.js';
 
 // No leading dot: `.<pool>.queue` and temp files are dot names, and a dot pool
 // would be hidden from listings (and is not a valid NATS KV key).
@@ -16,13 +16,6 @@ const POOL_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
  * @throws InvalidInputError when the name is empty, longer than 128 characters,
  *   starts with `.`, or holds a character outside `[A-Za-z0-9._-]`.
  * @throws TypeError when the name is not a string.
- *
- * @example
- * ```ts
- * import { validatePoolName } from 'scaler-primitives/ledger';
- * validatePoolName('build-host'); // 'build-host'
- * validatePoolName('../etc'); // throws InvalidInputError: expected [A-Za-z0-9._-], not starting with '.'
- * ```
  */
 export function validatePoolName(name: unknown): string {
   if (typeof name !== 'string') {

@@ -4,20 +4,14 @@
  */
 
 import { z } from 'zod';
-import { LedgerCorruptError } from '../errors.js';
-import { extendedNameProblem } from '../resources/names.js';
-import type { ResourceCap } from '../resources/types.js';
-import { normalizeCap } from './pool-cap.js';
-import type { LedgerDocument } from './types.js';
+import { LedgerCorruptError } from '../../errors.js';
+import { extendedNameProblem } from '../../resources/names.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { LedgerDocument } from '../types.js';
+import { normalizeCap } from './cap.js';
 
 /**
  * The document version this library reads and writes.
- *
- * @example
- * ```ts
- * import { LEDGER_VERSION, type LedgerDocument } from 'scaler-primitives/ledger';
- * const doc: LedgerDocument = { version: LEDGER_VERSION, cap: { maxCpu: 16 }, reservations: [] };
- * ```
  */
 export const LEDGER_VERSION = 1;
 
@@ -58,14 +52,6 @@ const documentSchema = z.looseObject({
 
 /**
  * Where a document came from, for error messages: its pool and its file path or KV key.
- *
- * @example
- * ```ts
- * import { type DocumentSource, parseDocument } from 'scaler-primitives/ledger';
- * declare const text: string;
- * const source: DocumentSource = { pool: 'build-host', location: '/var/lib/scaler-primitives/ledger/build-host.json' };
- * const doc = parseDocument(text, source); // a LedgerCorruptError names source.location
- * ```
  */
 export interface DocumentSource {
   /** The pool name. */
@@ -80,15 +66,6 @@ export interface DocumentSource {
  *
  * @throws LedgerCorruptError when the text is not JSON, the version is not 1,
  *   or a field has the wrong type; the message names the location and the field.
- *
- * @example
- * ```ts
- * import { parseDocument } from 'scaler-primitives/ledger';
- * const doc = parseDocument('{"version":1,"cap":{"maxCpu":16},"reservations":[]}', {
- *   pool: 'build-host',
- *   location: '/var/lib/scaler-primitives/ledger/build-host.json',
- * });
- * ```
  */
 export function parseDocument(text: string, source: DocumentSource): LedgerDocument {
   let value: unknown;
@@ -110,13 +87,6 @@ export function parseDocument(text: string, source: DocumentSource): LedgerDocum
  * Validate an already-parsed pool document (for stores that hand over values).
  *
  * @throws LedgerCorruptError as {@link parseDocument}.
- *
- * @example
- * ```ts
- * import { validateDocument } from 'scaler-primitives/ledger';
- * declare const text: string;
- * const doc = validateDocument(JSON.parse(text), { pool: 'build-host', location: 'pool.build-host' });
- * ```
  */
 export function validateDocument(value: unknown, source: DocumentSource): LedgerDocument {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
@@ -142,13 +112,6 @@ export function validateDocument(value: unknown, source: DocumentSource): Ledger
 
 /**
  * Render a document as the text written to the store (two-space JSON, trailing newline).
- *
- * @example
- * ```ts
- * import { emptyDocument, serializeDocument } from 'scaler-primitives/ledger';
- * const text = serializeDocument(emptyDocument({ maxCpu: 16 }));
- * // '{\n  "version": 1,\n  "cap": {\n    "maxCpu": 16\n  },\n  "reservations": []\n}\n'
- * ```
  */
 export function serializeDocument(doc: LedgerDocument): string {
   return `${JSON.stringify(doc, null, 2)}\n`;
@@ -156,12 +119,6 @@ export function serializeDocument(doc: LedgerDocument): string {
 
 /**
  * A fresh, empty document for a pool with this cap.
- *
- * @example
- * ```ts
- * import { emptyDocument } from 'scaler-primitives/ledger';
- * const doc = emptyDocument({ maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }); // no reservations yet
- * ```
  */
 export function emptyDocument(cap: ResourceCap): LedgerDocument {
   return { version: LEDGER_VERSION, cap: normalizeCap(cap), reservations: [] };

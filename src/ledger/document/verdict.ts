@@ -3,20 +3,10 @@
  * (boot id, process probe, lease state). No I/O, no clock.
  */
 
-import type { ReservationRow } from './types.js';
+import type { ReservationRow } from '../types.js';
 
 /**
  * Why a row is stale: a constant object and its union type.
- *
- * @example
- * ```ts
- * import { type LivenessFacts, partitionRows, type ReservationRow, StaleReason } from 'scaler-primitives/ledger';
- * declare const rows: ReservationRow[];
- * declare const facts: LivenessFacts;
- * for (const { row, reason } of partitionRows(rows, facts).stale) {
- *   if (reason === StaleReason.OTHER_BOOT) console.log(`${row.agentId}: reserved before the last reboot`);
- * }
- * ```
  */
 export const StaleReason = {
   /** Written during an earlier boot of the host. */
@@ -33,50 +23,16 @@ export type StaleReason = (typeof StaleReason)[keyof typeof StaleReason];
 
 /**
  * What a same-instance row's process probe found.
- *
- * @example
- * ```ts
- * import type { LivenessFacts, ProcessState } from 'scaler-primitives/ledger';
- * declare function isRunning(pid: number): boolean;
- * const facts: LivenessFacts = {
- *   bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
- *   instanceId: 'orchestrator-a',
- *   processState: (row): ProcessState => (isRunning(row.pid) ? 'alive' : 'gone'),
- *   leaseState: () => 'unknown',
- * };
- * ```
  */
 export type ProcessState = 'alive' | 'gone' | 'reused';
 /**
  * What a peer row's lease check found; `unknown` keeps the row (fail safe).
- *
- * @example
- * ```ts
- * import type { LeaseState } from 'scaler-primitives/ledger';
- * declare const freshLeases: Set<string>;
- * declare const expiredLeases: Set<string>;
- * const leaseState = (leaseId: string): LeaseState =>
- *   freshLeases.has(leaseId) ? 'fresh' : expiredLeases.has(leaseId) ? 'expired' : 'unknown';
- * ```
  */
 export type LeaseState = 'fresh' | 'expired' | 'unknown';
 
 /**
  * Facts the stale-row rule needs, gathered by the backend before it decides.
  * The backend decides how to answer (pid probe, lease file mtime, KV key age).
- *
- * @example
- * ```ts
- * import { type LivenessFacts, partitionRows, type ReservationRow } from 'scaler-primitives/ledger';
- * declare const rows: ReservationRow[];
- * const facts: LivenessFacts = {
- *   bootId: '0b7e1d5c-9d1f-4c55-9a0e-2f5b8e3c1a77',
- *   instanceId: 'orchestrator-a',
- *   processState: () => 'alive',
- *   leaseState: () => 'fresh',
- * };
- * const { live, stale } = partitionRows(rows, facts);
- * ```
  */
 export interface LivenessFacts {
   /** The host's current boot id. */
@@ -91,15 +47,6 @@ export interface LivenessFacts {
 
 /**
  * A row's verdict: live, or stale with the reason.
- *
- * @example
- * ```ts
- * import { type LivenessFacts, type ReservationRow, type RowVerdict, rowVerdict } from 'scaler-primitives/ledger';
- * declare const row: ReservationRow;
- * declare const facts: LivenessFacts;
- * const verdict: RowVerdict = rowVerdict(row, facts);
- * if (verdict.stale) console.log(`${row.agentId} is stale: ${verdict.reason}`);
- * ```
  */
 export type RowVerdict =
   | {
@@ -115,15 +62,6 @@ export type RowVerdict =
 
 /**
  * A stale row and why it is stale.
- *
- * @example
- * ```ts
- * import { type LivenessFacts, partitionRows, type ReservationRow, type StaleRow } from 'scaler-primitives/ledger';
- * declare const rows: ReservationRow[];
- * declare const facts: LivenessFacts;
- * const stale: StaleRow[] = partitionRows(rows, facts).stale;
- * for (const { row, reason } of stale) console.log(row.agentId, reason); // 'agent-1' 'process-gone'
- * ```
  */
 export interface StaleRow {
   /** The row. */
@@ -137,16 +75,8 @@ export interface StaleRow {
  * 1. another boot id: stale;
  * 2. same instance: the process probe decides (gone or reused: stale);
  * 3. another instance with a lease: an expired lease is stale, fresh or unknown is live;
- * 4. another instance without a lease (an older writer): live, as in the seed,
+ * 4. another instance without a lease (an older writer): live, as kici's ledger has it,
  *    until the host reboots or the owner releases it.
- *
- * @example
- * ```ts
- * import { type LivenessFacts, type ReservationRow, rowVerdict } from 'scaler-primitives/ledger';
- * declare const row: ReservationRow;
- * declare const facts: LivenessFacts;
- * const verdict = rowVerdict(row, facts); // { stale: false } or { stale: true, reason: 'lease-expired' }
- * ```
  */
 export function rowVerdict(row: ReservationRow, facts: LivenessFacts): RowVerdict {
   if (row.bootId !== facts.bootId) return { stale: true, reason: StaleReason.OTHER_BOOT };
@@ -166,15 +96,6 @@ export function rowVerdict(row: ReservationRow, facts: LivenessFacts): RowVerdic
 
 /**
  * A document's rows split into live ones and stale ones (with reasons), in document order.
- *
- * @example
- * ```ts
- * import { type LedgerDocument, type LivenessFacts, partitionRows, type RowPartition } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * declare const facts: LivenessFacts;
- * const { live, stale }: RowPartition = partitionRows(doc.reservations, facts);
- * console.log(`${live.length} live, ${stale.length} to reap`);
- * ```
  */
 export interface RowPartition {
   /** Rows to keep. */
@@ -200,15 +121,6 @@ export function partitionBy(
 
 /**
  * Split rows into live and stale with {@link rowVerdict}.
- *
- * @example
- * ```ts
- * import { type LedgerDocument, type LivenessFacts, partitionRows, sumRows } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * declare const facts: LivenessFacts;
- * const { live, stale } = partitionRows(doc.reservations, facts);
- * const usage = sumRows(live);
- * ```
  */
 export function partitionRows(rows: readonly ReservationRow[], facts: LivenessFacts): RowPartition {
   return partitionBy(rows, (row) => rowVerdict(row, facts));

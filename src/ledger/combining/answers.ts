@@ -1,5 +1,5 @@
 /**
- * The answers of cross-process combining (see `combine.ts`): the text of an
+ * The answers of cross-process combining (see `channel.ts`): the text of an
  * answer, the one file a holder stages its cycle's answers in before it
  * writes, and how each waiter gets its answer once the write is durable: the
  * staged file is hard-linked into the waiter's inbox as `<id>.ans` (no new
@@ -7,11 +7,11 @@
  * the answer alone is created there.
  */
 import { join } from 'node:path';
-import { type ClaimedRequest, inboxOf } from './combine.js';
-import { type CombineReply, encodeReply, isObject } from './combine-wire.js';
-import { type LedgerFs, writeAll } from './fs.js';
-import type { LostRows } from './lost.js';
-import { createExclusive, readLedgerFile } from './safe-fs.js';
+import { type LedgerFs, writeAll } from '../fs.js';
+import type { LostRows } from '../lost.js';
+import { createExclusive, readLedgerFile } from '../safe-fs.js';
+import { type ClaimedRequest, inboxOf } from './channel.js';
+import { type CombineReply, encodeReply, isObject } from './wire.js';
 
 /** The text of an answer file. */
 export function encodeAnswer(reply: CombineReply, lost?: LostRows): string {

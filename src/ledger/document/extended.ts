@@ -11,9 +11,9 @@
  * rows. Extended resources are therefore safe in a mixed pool (kici rows hold
  * none), but `maxAgents` is not: kici writers add rows without checking it.
  */
-import { InvalidInputError } from '../errors.js';
-import { extendedNameProblem } from '../resources/names.js';
-import type { ResourceCap } from '../resources/types.js';
+import { InvalidInputError } from '../../errors.js';
+import { extendedNameProblem } from '../../resources/names.js';
+import type { ResourceCap } from '../../resources/types.js';
 
 /** The validated extended part of a cap. */
 export function normalizeExtendedCap(cap: ResourceCap): ResourceCap {

@@ -24,7 +24,7 @@
  *    marked `maybeApplied` (the holder may have written them before dying).
  * 5. A waiter defers (does not try the lock, stays out of its wait queue and
  *    sleeps on its inbox) only while the lock is held by a holder that
- *    combines: it made the lock with the sticky bit (see `lock.ts`), and it
+ *    combines: it made the lock with the sticky bit (see `../lock.ts`), and it
  *    answers or wakes the oldest waiter when it releases. Even then the
  *    waiter looks again (one `lstat`) within a few ms.
  *    Behind any other holder (the kici orchestrator's ledger, an older version
@@ -34,19 +34,20 @@
  *    the lock withdraws its own request first (step 2 decides who has it).
  *
  * Everything read here is opened without following links and checked to be a
- * regular file of ours (see `safe-fs.ts`); a request that does not decode is
+ * regular file of ours (see `../safe-fs.ts`); a request that does not decode is
  * answered "do it yourself" and never applied. Processes that do not know the
  * directory (the kici orchestrator) are unaffected: they take the lock as before.
  */
 import { join } from 'node:path';
-import { monotonicEpochNow, systemClock } from '../clock.js';
-import { type CombineReply, type CombineRequest, decodeRequest, isObject } from './combine-wire.js';
-import { assertCap, type DocumentSource } from './document.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
-import type { OpAnswer } from './group-commit.js';
-import type { LostRows } from './lost.js';
-import { readLedgerFile } from './safe-fs.js';
-import type { LedgerDocument } from './types.js';
+import { monotonicEpochNow, systemClock } from '../../clock.js';
+import { assertCap } from '../document/cap.js';
+import type { DocumentSource } from '../document/codec.js';
+import { hasErrorCode, type LedgerFs } from '../fs.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LostRows } from '../lost.js';
+import { readLedgerFile } from '../safe-fs.js';
+import type { LedgerDocument } from '../types.js';
+import { type CombineReply, type CombineRequest, decodeRequest, isObject } from './wire.js';
 
 /** The most requests one holder takes in one cycle (the rest wait for the next). */
 export const MAX_COMBINED_REQUESTS = 256;

@@ -1,17 +1,18 @@
 /**
- * The holder's side of cross-process combining (see `combine.ts`): merge its
+ * The holder's side of cross-process combining (see `channel.ts`): merge its
  * own calls with the requests it claimed, in the order their batches started
  * (FIFO), and split the batch's answers back per sender (staged before the
- * pool file is written, posted after it: see `combine-answers.ts`).
+ * pool file is written, posted after it: see `answers.ts`).
  */
-import { type ClaimedRequest, usableRequest } from './combine.js';
-import { encodeAnswer, notApplied, postNotApplied } from './combine-answers.js';
-import type { DocumentSource } from './document.js';
-import type { LedgerFs } from './fs.js';
-import type { OpAnswer } from './group-commit.js';
-import { findLostRows, type LostRows } from './lost.js';
-import type { LedgerOp } from './ops.js';
-import type { LedgerDocument } from './types.js';
+
+import type { DocumentSource } from '../document/codec.js';
+import type { LedgerFs } from '../fs.js';
+import type { OpAnswer } from '../group-commit.js';
+import { findLostRows, type LostRows } from '../lost.js';
+import type { LedgerOp } from '../ops.js';
+import type { LedgerDocument } from '../types.js';
+import { encodeAnswer, notApplied, postNotApplied } from './answers.js';
+import { type ClaimedRequest, usableRequest } from './channel.js';
 
 /** One sender's share of a combined cycle. */
 export interface CombinedPart {

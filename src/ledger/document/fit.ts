@@ -9,9 +9,9 @@ import {
   coresToMillicores,
   MAX_CPU_CORES,
   MAX_MILLICORES,
-} from '../resources/quantity.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import type { ReservationRow, ReserveResult } from './types.js';
+} from '../../resources/quantity.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import type { ReservationRow, ReserveResult } from '../types.js';
 
 // A row written by another writer beyond what the library counts holds "more
 // than any cap": it saturates here instead of throwing, so the pool reads full.
@@ -43,13 +43,6 @@ export function capBytes(maxMemoryBytes: number): number {
 /**
  * The summed CPU (cores, at millicore precision) and memory (whole bytes) of
  * rows, each rounded up to whole millicores and bytes before it is added.
- *
- * @example
- * ```ts
- * import { type LedgerDocument, sumRows } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * const usage = sumRows(doc.reservations); // { cpus: 6.5, memBytes: 12884901888 }
- * ```
  */
 export function sumRows(rows: readonly ReservationRow[]): ResourceAmount {
   let milli = 0;
@@ -83,14 +76,6 @@ const NO_SUMS: number[] = [];
  * field means no limit in that dimension, except for extended resources: a
  * cap that neither caps one (`maxExtended`) nor `provides` it allows none.
  * `maxAgents` counts rows. Order: CPU, memory, agents, extended resources.
- *
- * @example
- * ```ts
- * import { checkFit, type LedgerDocument } from 'scaler-primitives/ledger';
- * declare const doc: LedgerDocument;
- * const result = checkFit('build-host', doc.reservations, { maxCpu: 16 }, { cpus: 2, memBytes: 4 * 2 ** 30 });
- * if (!result.ok) console.log(`${result.dimension}: ${result.used} of ${result.max} used`);
- * ```
  */
 export function checkFit(
   pool: string,

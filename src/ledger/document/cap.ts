@@ -3,12 +3,12 @@
  * fail on a stored cap that differs, describe a cap for messages.
  */
 
-import { LedgerCapMismatchError } from '../errors.js';
-import type { ResourceCap } from '../resources/types.js';
-import type { DocumentSource } from './document-codec.js';
+import { LedgerCapMismatchError } from '../../errors.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { LedgerDocument } from '../types.js';
+import type { DocumentSource } from './codec.js';
 import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 import { capBytes, capMillicores } from './fit.js';
-import type { LedgerDocument } from './types.js';
 
 /**
  * Validate a cap given to `registerPool` and keep only its known fields:
@@ -17,12 +17,6 @@ import type { LedgerDocument } from './types.js';
  * @throws TypeError when a field is present and not a finite number >= 0 (whole
  *   for counts), or `maxExtended`/`provides` are not an object/array.
  * @throws InvalidInputError for an invalid extended resource name.
- *
- * @example
- * ```ts
- * import { normalizeCap } from 'scaler-primitives/ledger';
- * const cap = normalizeCap({ maxCpu: 16, maxMemoryBytes: 64 * 2 ** 30 }); // only the known fields, checked
- * ```
  */
 export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (typeof cap !== 'object' || cap === null) {
@@ -42,13 +36,6 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
 /**
  * True when two caps limit the same dimensions to the same amounts, compared as
  * they are enforced: whole millicores and whole bytes, rounded down.
- *
- * @example
- * ```ts
- * import { capsEqual } from 'scaler-primitives/ledger';
- * capsEqual({ maxCpu: 4 }, { maxCpu: 4.0001 }); // true: both are 4000 millicores
- * capsEqual({ maxCpu: 4 }, { maxCpu: 8 }); // false
- * ```
  */
 export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
   const sameCpu =
@@ -66,14 +53,6 @@ export function capsEqual(a: ResourceCap, b: ResourceCap): boolean {
  * Fail unless the stored cap equals the registered one.
  *
  * @throws LedgerCapMismatchError naming the location and both caps.
- *
- * @example
- * ```ts
- * import { assertCap, parseDocument } from 'scaler-primitives/ledger';
- * declare const text: string;
- * const source = { pool: 'build-host', location: '/var/lib/scaler-primitives/ledger/build-host.json' };
- * assertCap(parseDocument(text, source), { maxCpu: 16 }, source); // throws LedgerCapMismatchError when they differ
- * ```
  */
 export function assertCap(doc: LedgerDocument, registered: ResourceCap, source: DocumentSource) {
   if (capsEqual(doc.cap, registered)) return;
