@@ -1,6 +1,6 @@
 /**
  * Time as a seam. This is the only file under `src/` that reads the system clock
- * or starts a timer; everything that decides by time takes a {@link Clock}
+ * or starts a timer; everything that decides by time takes a `Clock`
  * (option `clock`), so a test clock can drive it.
  *
  * Two kinds of wait exist:
@@ -12,7 +12,7 @@
  */
 
 /**
- * A timer started by a {@link Clock}: Node's `Timeout` contract, as far as we use it.
+ * A timer started by a `Clock`: Node's `Timeout` contract, as far as we use it.
  *
  * @example
  * ```ts

@@ -8,13 +8,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 // @ts-expect-error: a plain .mjs build script without types
-import {
-  buildReports,
-  countProblems,
-  declarationErrors,
-  staleReports,
-} from '../scripts/api-report.mjs';
+import * as apiReport from '../scripts/api-report.mjs';
 import { ensureBuilt, root } from './helpers/built-package.js';
+
+const { buildReports, countProblems, declarationErrors, staleReports } = apiReport;
 
 type Reports = Map<string, string> & { unnameable: string[]; counts: unknown };
 

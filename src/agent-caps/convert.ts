@@ -12,7 +12,7 @@ import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 /**
  * The largest whole percent the `CPUQuota=` encoder accepts: systemd reads the
  * value into an int of hundredths of a percent, so at most INT_MAX / 100 whole
- * percents ({@link resources!MAX_CPU_LIMIT_CORES}, 214748.36 cores, the largest
+ * percents (`MAX_CPU_LIMIT_CORES`, 214748.36 cores, the largest
  * limit `resolveResources` resolves).
  */
 const MAX_QUOTA_PERCENT = Math.round(MAX_CPU_LIMIT_CORES * 100);
@@ -79,7 +79,7 @@ function memoryMaxFromBytes(memBytes: number): string {
  * @throws {@link errors!InvalidInputError} for any other key (a typo such as `cpu`, or
  * `gpus`: caps cannot carry it, so it is refused rather than dropped).
  * @throws `TypeError` when `cpus` is not a finite number > 0 and at most 214748.36
- *   ({@link resources!MAX_CPU_LIMIT_CORES}, the largest `CPUQuota=` systemd accepts),
+ *   (`MAX_CPU_LIMIT_CORES`, the largest `CPUQuota=` systemd accepts),
  *   or `memBytes` is not a whole number from 1 to `Number.MAX_SAFE_INTEGER`: a cap of
  *   0 is never valid (leave the field unset for no cap); `resolveResources` never
  *   resolves a limit outside these ranges.

@@ -109,7 +109,7 @@ export class CapTracker {
    * @param requests - CPU in cores, memory in whole bytes, extended resources in whole counts.
    * @returns `{ ok: true }`, or the first refusal (scope order; CPU, memory,
    *   agents, then extended resources in the request's order).
-   * @throws {@link DuplicateReservationError} when `id` is already held: a second
+   * @throws `DuplicateReservationError` when `id` is already held: a second
    *   reservation under one id would be counted twice and released once.
    * @throws TypeError for invalid arguments.
    */

@@ -16,7 +16,7 @@ export const StateStoreProblem = {
   UNAVAILABLE: 'unavailable',
 } as const;
 
-/** The union of the values of {@link StateStoreProblem}. */
+/** The union of the values of `StateStoreProblem`. */
 export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
 
 /**
@@ -38,11 +38,11 @@ export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof Stat
 export class StateStoreError extends ScalerError {
   /** Where: a file path or a KV bucket and key. */
   readonly location: string;
-  /** What went wrong: one of {@link StateStoreProblem}. */
+  /** What went wrong: one of `StateStoreProblem`. */
   readonly problem: StateStoreProblemName;
   /**
    * @param location - A file path, or a bucket and key.
-   * @param problem - One of {@link StateStoreProblem}.
+   * @param problem - One of `StateStoreProblem`.
    * @param message - The full sentence.
    * @param options - `cause`.
    */

@@ -95,7 +95,7 @@ function showKey(key: string | symbol): string {
 }
 
 /**
- * Throw an {@link InvalidInputError} when `value` has an own key outside `accepted`.
+ * Throw an `InvalidInputError` when `value` has an own key outside `accepted`.
  *
  * @param value - The object to check (must already be known to be a non-null object).
  * @param accepted - Every key the caller reads.

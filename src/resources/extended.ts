@@ -10,7 +10,7 @@ import { parseKubernetesQuantity } from './kubernetes.js';
  * @param name - The resource name, for the message.
  * @param value - The amount.
  * @returns The count (a safe integer >= 0).
- * @throws {@link ResourceParseError} (`kind: 'extended'`) for fractions, negatives,
+ * @throws `ResourceParseError` (`kind: 'extended'`) for fractions, negatives,
  *   malformed or over-long strings and counts beyond `Number.MAX_SAFE_INTEGER`.
  * @throws TypeError when `value` is neither a number nor a string.
  *

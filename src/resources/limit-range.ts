@@ -221,7 +221,7 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
  *
  * @param policy - A parsed policy ({@link limitRangeSchema}).
  * @param resolved - The output of {@link resolveResources}.
- * @throws {@link InvalidInputError} when the policy is inconsistent.
+ * @throws `InvalidInputError` when the policy is inconsistent.
  *
  * @example
  * ```ts

@@ -63,7 +63,7 @@ export function isExtendedResourceName(name: unknown): name is ExtendedResourceN
  * domain-prefixed (`nvidia.com/gpu`, `example.com/fpga`).
  *
  * @returns The name, unchanged.
- * @throws {@link InvalidInputError} naming the value and what is wrong with it.
+ * @throws `InvalidInputError` naming the value and what is wrong with it.
  * @throws TypeError when `name` is not a string.
  */
 export function validateExtendedResourceName(name: unknown): ExtendedResourceName {

@@ -30,7 +30,7 @@ const MILLICORES = /^(\d+)m$/;
  * @param value - A number of cores, or a string in the convention's grammar.
  * @param opts - The convention: `binary` (the default) or `kubernetes`.
  * @returns Whole millicores, at most 10^15 - 1 (about 10^12 cores).
- * @throws {@link ResourceParseError} naming the value, the reason and the accepted forms:
+ * @throws `ResourceParseError` naming the value, the reason and the accepted forms:
  *   malformed strings, strings longer than 64 characters, negatives, NaN, Infinity,
  *   values beyond 10^15 - 1 millicores.
  * @throws TypeError when `value` is neither a number nor a string, or for a bad convention.
@@ -76,7 +76,7 @@ export function parseMillicores(value: number | string, opts?: QuantityOptions):
  * @param value - The quantity.
  * @param opts - The convention.
  * @returns Cores, e.g. `0.5` for `"500m"`.
- * @throws {@link ResourceParseError} as {@link parseMillicores} does.
+ * @throws `ResourceParseError` as {@link parseMillicores} does.
  * @throws TypeError when `value` is neither a number nor a string.
  *
  * @example
@@ -171,7 +171,7 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  * @param value - The quantity.
  * @param opts - The convention.
  * @returns Whole bytes (a safe integer).
- * @throws {@link ResourceParseError} for negatives, malformed strings (`"1.5.5"`),
+ * @throws `ResourceParseError` for negatives, malformed strings (`"1.5.5"`),
  *   SI-looking suffixes (`"8GB"`, `"8Gb"`: the message suggests `"8Gi"`), strings
  *   longer than 64 characters, and results beyond `Number.MAX_SAFE_INTEGER`.
  * @throws TypeError when `value` is neither a number nor a string, or for a bad convention.

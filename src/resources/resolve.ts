@@ -111,12 +111,12 @@ const UNSET = 'unset';
  * @param opts - The quantity convention.
  * @returns Numeric requests (cores, bytes, counts; 0 when undeclared) and limits
  *   (absent when unset) with the provenance of each.
- * @throws {@link ResourceParseError} naming the layer and field of an invalid quantity,
+ * @throws `ResourceParseError` naming the layer and field of an invalid quantity,
  *   an extended resource whose request and limit differ, or a CPU limit above
  *   214748.36 cores (the largest `CPUQuota=` systemd reads).
- * @throws {@link InvalidInputError} for an unknown key (naming it, the accepted keys
+ * @throws `InvalidInputError` for an unknown key (naming it, the accepted keys
  *   and the nearest one, e.g. `reqeusts` -> `requests`) or an invalid resource name.
- * @throws {@link ResourceConflictError} when a resolved request exceeds its limit,
+ * @throws `ResourceConflictError` when a resolved request exceeds its limit,
  *   naming the layer each value came from.
  * @throws TypeError when `layers` is not an array or a layer is not an object.
  *

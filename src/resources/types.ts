@@ -16,7 +16,7 @@ export interface ResourceSpec {
   memory?: number | string;
   /**
    * Extended resources by name (`"nvidia.com/gpu": 1`): whole counts. The key
-   * type is {@link ExtendedResourceName} written out: the declaration bundler
+   * type is `ExtendedResourceName` written out: the declaration bundler
    * drops the import of a type used only as an index-signature key.
    */
   [extended: `${string}/${string}`]: number | string | undefined;

@@ -204,7 +204,7 @@ export class FakeBackend implements ScalerBackend {
   #manager: FakeBackendHost | undefined;
 
   /**
-   * @param options - See {@link FakeBackendOptions}.
+   * @param options - See `FakeBackendOptions`.
    * @throws TypeError for an unknown option or a value out of range.
    */
   constructor(options: FakeBackendOptions = {}) {
@@ -232,7 +232,7 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /**
-   * Add a scripted answer (see {@link FakeScript}).
+   * Add a scripted answer (see `FakeScript`).
    *
    * @example
    * ```ts

@@ -119,7 +119,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   readonly #core: LedgerCore;
 
   /**
-   * @param options - `instanceId` is required; see {@link MemoryPoolLedgerOptions}.
+   * @param options - `instanceId` is required; see `MemoryPoolLedgerOptions`.
    * @throws TypeError for a missing `instanceId`, an unknown option or a bad value.
    */
   constructor(options: MemoryPoolLedgerOptions) {

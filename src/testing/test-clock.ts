@@ -61,7 +61,7 @@ export interface PendingTimer {
 }
 
 /**
- * A {@link Clock} with virtual time. It starts at a given instant and moves
+ * A `Clock` with virtual time. It starts at a given instant and moves
  * only through {@link TestClock.advance}, {@link TestClock.advanceTo} and
  * {@link TestClock.runAll}, which fire due timers in time order (creation order
  * among equals) and, after each, wait for the promise chains it started to
@@ -93,7 +93,7 @@ export class TestClock implements Clock {
   /**
    * @param start - Where time starts: a `Date`, an ISO 8601 string
    *   (`2026-01-05T09:00:00Z`), or epoch milliseconds.
-   * @param options - See {@link TestClockOptions}.
+   * @param options - See `TestClockOptions`.
    * @throws TypeError when `start` is not a valid instant or an option is out of range.
    */
   constructor(start: Instant, options: TestClockOptions = {}) {

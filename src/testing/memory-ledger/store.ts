@@ -114,7 +114,7 @@ export class MemoryPoolStore {
   readonly #leases = new Map<string, LeaseRecord>();
 
   /**
-   * @param options - See {@link MemoryPoolStoreOptions}.
+   * @param options - See `MemoryPoolStoreOptions`.
    * @throws TypeError for an unknown option or an empty `bootId`.
    */
   constructor(options: MemoryPoolStoreOptions = {}) {
