@@ -54,7 +54,7 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   explicitDir?: string;
   /**
    * A lock not refreshed for this long is taken over by the next process that
-   * wants it (a holder refreshes every `staleMs / 2`). Minimum 2000.
+   * wants it (a holder refreshes every `staleMs / 4`). Minimum 2000.
    * @default 10000
    */
   staleMs?: number;

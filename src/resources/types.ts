@@ -1,5 +1,3 @@
-import type { ExtendedResourceName } from './names.js';
-
 /**
  * A CPU, memory and extended-resource declaration, as written in configuration
  * or by a job.

@@ -15,8 +15,9 @@
  * 3. The holder applies its own calls and every claimed request in start-time
  *    order. Before it writes the pool file it stages every waiter's answer in
  *    one file, `<stage>.pre`; once the write is durable it posts each answer
- *    as `<leaseId>/<id>.ans` in the waiter's inbox (created exclusively, never
- *    through a link) and removes the staged file. Only a holder whose fenced
+ *    as `<leaseId>/<id>.ans` in the waiter's inbox (a hard link to one staged
+ *    answers file of the cycle, or an exclusive create; never over an existing
+ *    file) and removes the staged file. Only a holder whose fenced
  *    write landed posts answers that say "applied".
  * 4. The waiter sees `<id>.ans` and returns without taking the lock. A waiter
  *    whose request was claimed but never answered (the holder was killed, or
