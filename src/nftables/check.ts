@@ -223,6 +223,7 @@ function checkRule(input: unknown): NftRule {
   }
   const list = r.exprs as unknown[];
   const exprs = list.map((e, i) => checkExpr(e, i === list.length - 1));
+  checkOneProtocol(exprs);
   const dispatches = exprs.some((e) => e.type === 'vmap');
   const verdict =
     r.verdict === undefined ? undefined : oneOf(r.verdict, ['accept', 'drop'] as const, 'verdict');
@@ -238,6 +239,37 @@ function checkRule(input: unknown): NftRule {
     ...(verdict === undefined ? {} : { verdict }),
     ...(r.comment === undefined ? {} : { comment: validateComment(r.comment) }),
   };
+}
+
+/**
+ * Refuse a rule that matches two network protocols (`ip` and `ip6`) or two transport
+ * protocols (`tcp`, `udp`, `icmpv6`): no packet matches it, and nft refuses it with
+ * "conflicting protocols" for the whole transaction.
+ */
+function checkOneProtocol(exprs: readonly NftExpr[]): void {
+  const network = new Set<string>();
+  const transport = new Set<string>();
+  for (const expr of exprs) {
+    if (expr.type === 'saddr' || expr.type === 'daddr') network.add(expr.family);
+    else if (expr.type === 'vmap' && expr.key !== 'iifname' && expr.key !== 'meta skuid')
+      network.add(expr.key === 'ip6 saddr' ? 'ip6' : 'ip');
+    else if (expr.type === 'icmpv6Type') {
+      network.add('ip6');
+      transport.add('icmpv6');
+    } else if (expr.type === 'dport') transport.add(expr.protocol);
+  }
+  for (const [what, set] of [
+    ['network', network],
+    ['transport', transport],
+  ] as const) {
+    if (set.size > 1) {
+      throw new InvalidInputError(
+        'rule expressions',
+        [...set].join(' and '),
+        `Invalid rule: it matches two ${what} protocols (${[...set].join(' and ')}), which no packet has; split it into one rule per protocol.`,
+      );
+    }
+  }
 }
 
 function checkElementKey(input: unknown, mapKey: DispatchKey): NftElementKey {

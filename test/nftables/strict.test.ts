@@ -414,3 +414,41 @@ describe('parsers check their input', () => {
     expect(parseRuleHandles('', 'a')).toEqual([]);
   });
 });
+
+describe('renderPlan refuses a rule no packet can match', () => {
+  const plan = (exprs: unknown[]) => ({
+    family: 'inet',
+    table: 'scaler_primitives',
+    commands: [{ op: 'add rule', chain: 'forward', rule: { exprs, verdict: 'accept' } }],
+  });
+  it('two transport protocols: icmpv6 and tcp (nft: "conflicting protocols")', () => {
+    expect(() =>
+      renderPlan(
+        plan([
+          { type: 'icmpv6Type', types: ['nd-neighbor-solicit'] },
+          { type: 'dport', protocol: 'tcp', ports: [22] },
+        ]) as never,
+      ),
+    ).toThrow(/two transport protocols \(icmpv6 and tcp\)/);
+  });
+  it('two network protocols: ip saddr and ip6 daddr', () => {
+    expect(() =>
+      renderPlan(
+        plan([
+          { type: 'saddr', family: 'ip', addrs: ['10.0.0.1'] },
+          { type: 'daddr', family: 'ip6', addrs: ['fd00::1'] },
+        ]) as never,
+      ),
+    ).toThrow(/two network protocols \(ip and ip6\)/);
+  });
+  it('one protocol of each kind is fine', () => {
+    expect(
+      renderPlan(
+        plan([
+          { type: 'saddr', family: 'ip', addrs: ['10.0.0.1'] },
+          { type: 'dport', protocol: 'tcp', ports: [22] },
+        ]) as never,
+      ),
+    ).toContain('ip saddr 10.0.0.1 tcp dport 22 accept');
+  });
+});
