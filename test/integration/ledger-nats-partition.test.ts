@@ -9,7 +9,7 @@
  * a worker cut off past its lease, a worker SIGSTOPped past its lease. Checked
  * from the stream itself (read back in order by the observer) and from every
  * call's answer: no grant under a fenced lease, no revision over the cap, and
- * grants again within 15 s of each heal.
+ * grants again within 15 s of each heal (45 s after the stream leader's).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -195,7 +195,7 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
     expect(left).not.toContain(`spnp-${process.pid}-`);
   }, 30_000);
 
-  it('leader isolated, a worker cut off, a worker stopped: no grant under a fenced lease, never over the cap, grants within 15 s of each heal', async () => {
+  it('leader isolated, a worker cut off, a worker stopped: no grant under a fenced lease, never over the cap, grants within 15 s of each heal (45 s after the leader heal)', async () => {
     const startWorker = (i: number) => {
       const config: NatsWorkerConfig = {
         mode: 'timeline',
@@ -373,7 +373,10 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
     console.log(
       `partition resume (ms after heal): leader ${okAfter(calls, healedLeader)}, w0 cut ${okAfter(calls, healedW0)}, w1 stop ${okAfter(calls, contW1)}; w0 itself ${okAfter([calls[0]!], healedW0)}, w1 itself ${okAfter([calls[1]!], contW1)}`,
     );
-    expect(okAfter(calls, healedLeader)).toBeLessThan(15_000);
+    // After the stream leader's isolation, nats-server 2.9.10 takes from under a second to
+    // about 23 s to serve writes again (runs of 2026-12-04); the bound still tells a working
+    // ledger from one frozen for the duplicate window (115 s).
+    expect(okAfter(calls, healedLeader)).toBeLessThan(45_000);
     expect(okAfter(calls, healedW0)).toBeLessThan(15_000);
     expect(okAfter(calls, contW1)).toBeLessThan(15_000);
     expect(okAfter([calls[0]!], healedW0)).toBeLessThan(15_000);
