@@ -2,8 +2,7 @@
  * The cap tracker's internals: per-scope state, the fit check in every dimension,
  * and input validation. Internal to `scaler-primitives/caps`.
  */
-import { InvalidInputError } from '../errors.js';
-import { type ExtendedResourceName, extendedNameProblem } from '../resources/names.js';
+import { type ExtendedResourceName, validateExtendedResourceName } from '../resources/names.js';
 import { capToMillicores, coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import type { CapRefusal, CapReservation, ScopeUsage } from './types.js';
@@ -131,23 +130,6 @@ export function copyCap(cap: ResourceCap): ResourceCap {
   return out;
 }
 
-export function checkName(name: unknown, where: string): string {
-  if (typeof name !== 'string') {
-    throw new TypeError(
-      `Expected ${where} to be an extended resource name, got \`${typeof name}\``,
-    );
-  }
-  const problem = extendedNameProblem(name);
-  if (problem !== undefined) {
-    throw new InvalidInputError(
-      'extended resource name',
-      name,
-      `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))} in ${where}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
-    );
-  }
-  return name;
-}
-
 export function capCount(name: string, value: unknown): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
     throw new TypeError(`Expected \`${name}\` to be a whole number >= 0, got \`${String(value)}\``);
@@ -164,7 +146,7 @@ export function capExtended(cap: ResourceCap): Map<string, number> | undefined {
   }
   const out = new Map<string, number>();
   for (const [name, max] of Object.entries(cap.maxExtended)) {
-    checkName(name, 'maxExtended');
+    validateExtendedResourceName(name, 'maxExtended');
     out.set(name, capCount(`maxExtended["${name}"]`, max));
   }
   return out;
@@ -177,7 +159,7 @@ export function capProvides(cap: ResourceCap): Set<string> | undefined {
       `Expected \`provides\` to be an array of resource names, got \`${String(cap.provides)}\``,
     );
   }
-  return new Set(cap.provides.map((name) => checkName(name, 'provides')));
+  return new Set(cap.provides.map((name) => validateExtendedResourceName(name, 'provides')));
 }
 
 export function checkId(id: string): void {
@@ -221,7 +203,7 @@ export function checkAmount(requests: ResourceAmount): {
   }
   const ext: Array<[string, number]> = [];
   for (const [name, n] of Object.entries(extended)) {
-    checkName(name, 'requests.extended');
+    validateExtendedResourceName(name, 'requests.extended');
     if (capCount(`extended["${name}"]`, n) > 0) ext.push([name, n]);
   }
   return { milli: coresToMillicores(cpus), bytes: memBytes, ext: ext.length > 0 ? ext : undefined };

@@ -62,13 +62,15 @@ export function isExtendedResourceName(name: unknown): name is ExtendedResourceN
  * Check an extended resource name, as Kubernetes names extended resources:
  * domain-prefixed (`nvidia.com/gpu`, `example.com/fpga`).
  *
+ * @param where - Where the name was found, for the messages (e.g. `cap.maxExtended`).
  * @returns The name, unchanged.
  * @throws `InvalidInputError` naming the value and what is wrong with it.
  * @throws TypeError when `name` is not a string.
  */
-export function validateExtendedResourceName(name: unknown): ExtendedResourceName {
+export function validateExtendedResourceName(name: unknown, where?: string): ExtendedResourceName {
+  const at = where === undefined ? '' : ` in ${where}`;
   if (typeof name !== 'string') {
-    throw new TypeError(`Expected a resource name to be a string, got \`${typeof name}\``);
+    throw new TypeError(`Expected a resource name${at} to be a string, got \`${typeof name}\``);
   }
   const problem = extendedNameProblem(name);
   if (problem !== undefined) {
@@ -79,7 +81,7 @@ export function validateExtendedResourceName(name: unknown): ExtendedResourceNam
     throw new InvalidInputError(
       'extended resource name',
       name,
-      `Invalid extended resource name ${shown}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+      `Invalid extended resource name ${shown}${at}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
     );
   }
   return name as ExtendedResourceName;

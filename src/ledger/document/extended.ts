@@ -12,7 +12,7 @@
  * none), but `maxAgents` is not: kici writers add rows without checking it.
  */
 import { InvalidInputError } from '../../errors.js';
-import { extendedNameProblem } from '../../resources/names.js';
+import { validateExtendedResourceName } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 
 /** The validated extended part of a cap. */
@@ -26,7 +26,10 @@ export function normalizeExtendedCap(cap: ResourceCap): ResourceCap {
     }
     const max: Record<string, number> = {};
     for (const [name, n] of Object.entries(cap.maxExtended)) {
-      max[checkName(name, 'cap.maxExtended')] = checkCount(`cap.maxExtended["${name}"]`, n);
+      max[validateExtendedResourceName(name, 'cap.maxExtended')] = checkCount(
+        `cap.maxExtended["${name}"]`,
+        n,
+      );
     }
     out.maxExtended = max;
   }
@@ -36,7 +39,7 @@ export function normalizeExtendedCap(cap: ResourceCap): ResourceCap {
         `Expected \`cap.provides\` to be an array of resource names, got \`${String(cap.provides)}\``,
       );
     }
-    out.provides = cap.provides.map((name) => checkName(name, 'cap.provides'));
+    out.provides = cap.provides.map((name) => validateExtendedResourceName(name, 'cap.provides'));
   }
   if (cap.maxAgents !== undefined) out.maxAgents = checkCount('cap.maxAgents', cap.maxAgents);
   return out;
@@ -88,21 +91,6 @@ export function assertKiciCompatibleCap(pool: string, cap: ResourceCap): void {
       `Pool ${JSON.stringify(pool)} is kici-compatible, but its cap sets maxAgents: kici writers (@kici-dev/orchestrator <= 0.9.1) add rows without counting them, so the cap could be exceeded. Remove maxAgents, or stop marking the pool kici-compatible once no kici writer shares it.`,
     );
   }
-}
-
-function checkName(name: unknown, where: string): string {
-  if (typeof name !== 'string') {
-    throw new TypeError(`Expected \`${where}\` to hold resource names, got \`${typeof name}\``);
-  }
-  const problem = extendedNameProblem(name);
-  if (problem !== undefined) {
-    throw new InvalidInputError(
-      'extended resource name',
-      name,
-      `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))} in ${where}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
-    );
-  }
-  return name;
 }
 
 function checkCount(name: string, value: unknown): number {
