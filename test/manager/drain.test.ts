@@ -8,34 +8,16 @@ import type {
   ScalerManager,
   ScalerManagerOptions,
 } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
+import { handFleet, vmOnHost } from './hand-fleet.js';
 
-const base: ScalerConfigInput = {
-  globalMaxAgents: 10,
-  machinePools: { host: { maxCpu: 8 } },
-  scalers: [
-    {
-      name: 'vm',
-      type: 'firecracker',
-      maxAgents: 4,
-      machinePool: 'host',
-      labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
-    },
-  ],
-};
+const base = vmOnHost(8);
 
 /** A fleet on the kit, driven by hand: maintenance and reconcile run when the test calls them. */
 function fleet({
   config,
   ...manager
 }: Partial<ScalerManagerOptions> & { config: ScalerConfigInput }) {
-  const made = createTestFleet(config, {
-    startManager: false,
-    backend: { shutdown: false },
-    manager: { random: () => 0.5, ...manager },
-  });
-  const rows = () => made.ledger.inspect('host').live.map((row) => row.agentId);
-  return { ...made, backend: made.backends.vm!, rows };
+  return handFleet(config, { manager, backend: { shutdown: false } });
 }
 
 async function busyAgents(manager: ScalerManager, n: number) {

@@ -9,18 +9,14 @@ import type {
   ScalerConfigInput,
   ScalerManagerOptions,
 } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
+import { handFleet } from './hand-fleet.js';
 
 /** A fleet on the kit, driven by hand. */
 function fleet({
   config,
   ...manager
 }: Partial<ScalerManagerOptions> & { config: ScalerConfigInput }) {
-  const made = createTestFleet(config, {
-    startManager: false,
-    manager: { random: () => 0.5, ...manager },
-  });
-  return { ...made, backend: made.backends.vm! };
+  return handFleet(config, { manager });
 }
 
 function config(extra: Partial<ScalerEntryInput>, second = false): ScalerConfigInput {

@@ -4,19 +4,14 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { ScalerConfigInput, ScalerManagerOptions } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
+import { handFleet } from './hand-fleet.js';
 
 /** A fleet on the kit from `start`, driven by hand. */
 function fleet(
   { config, ...manager }: Partial<ScalerManagerOptions> & { config: ScalerConfigInput },
   start = '2026-01-05T12:00:00Z',
 ) {
-  const made = createTestFleet(config, {
-    start,
-    startManager: false,
-    manager: { random: () => 0.5, ...manager },
-  });
-  return { ...made, backend: made.backends.vm! };
+  return handFleet(config, { manager, start });
 }
 
 function config(schedules: unknown[]): ScalerConfigInput {

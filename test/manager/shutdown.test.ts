@@ -5,22 +5,11 @@
  * agent ran, canRunJob true for an agent being destroyed.
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { ScalerConfigInput, ScalerManagerOptions } from '../../src/manager/index.js';
-import { createTestFleet, type FleetBackendOptions } from '../../src/testing/index.js';
+import type { ScalerManagerOptions } from '../../src/manager/index.js';
+import type { FleetBackendOptions } from '../../src/testing/index.js';
+import { handFleet, vmOnHost } from './hand-fleet.js';
 
-const config: ScalerConfigInput = {
-  globalMaxAgents: 10,
-  machinePools: { host: { maxCpu: 4 } },
-  scalers: [
-    {
-      name: 'vm',
-      type: 'firecracker',
-      maxAgents: 4,
-      machinePool: 'host',
-      labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
-    },
-  ],
-};
+const config = vmOnHost(4);
 
 /**
  * A fleet on the kit, driven by hand. Its backend has no shutdown(), so
@@ -30,13 +19,7 @@ function fleet(
   options: Partial<ScalerManagerOptions> = {},
   backend: FleetBackendOptions = { shutdown: false },
 ) {
-  const made = createTestFleet(options.config ?? config, {
-    startManager: false,
-    backend,
-    manager: { random: () => 0.5, ...options },
-  });
-  const rows = () => made.ledger.inspect('host').live.map((row) => row.agentId);
-  return { ...made, backend: made.backends.vm!, rows };
+  return handFleet(options.config ?? config, { manager: options, backend });
 }
 
 describe('shutdownAll while requestScale is in flight', () => {

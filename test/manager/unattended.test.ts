@@ -8,12 +8,8 @@ import {
   ScalerManager,
   type ScalerManagerOptions,
 } from '../../src/manager/index.js';
-import {
-  createTestFleet,
-  FakeBackend,
-  MemoryPoolLedger,
-  TestClock,
-} from '../../src/testing/index.js';
+import { FakeBackend, MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+import { handFleet, vmOnHost } from './hand-fleet.js';
 
 const warm: ScalerConfigInput = {
   globalMaxAgents: 10,
@@ -98,27 +94,14 @@ describe('start() and stop()', () => {
   });
 });
 
-const pooled: ScalerConfigInput = {
-  globalMaxAgents: 10,
-  machinePools: { host: { maxCpu: 2 } },
-  scalers: [
-    {
-      name: 'vm',
-      type: 'c',
-      maxAgents: 4,
-      machinePool: 'host',
-      labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
-    },
-  ],
-};
+const pooled = vmOnHost(2, 'c');
 
 /** A fleet on the kit, driven by hand, and another process holding some of the pool. */
 function fleet(options: Partial<ScalerManagerOptions>) {
-  const made = createTestFleet(pooled, {
+  const made = handFleet(pooled, {
     start: '2026-01-05T12:00:00Z',
-    startManager: false,
     backend: { shutdown: false },
-    manager: { random: () => 0.5, ...options },
+    manager: options,
   });
   const peer = new MemoryPoolLedger({
     instanceId: 'another-process',
@@ -131,9 +114,8 @@ function fleet(options: Partial<ScalerManagerOptions>) {
     await peer.release('host', 'foreign');
     if (cpus > 0) expect((await peer.reserve('host', 'foreign', cpus, 0)).ok).toBe(true);
   };
-  const hasRow = (agentId: string) =>
-    made.ledger.inspect('host').live.some((row) => row.agentId === agentId);
-  return { ...made, backend: made.backends.vm!, peer, holdElsewhere, hasRow };
+  const hasRow = (agentId: string) => made.rows().includes(agentId);
+  return { ...made, peer, holdElsewhere, hasRow };
 }
 
 /** vm-1 runs; its row vanishes (a peer reaped it while this instance stalled). */

@@ -5,23 +5,12 @@
  * job still bound, and exactly one pool row per agent, now B's.
  */
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput, ScalerEvent } from '../../../src/manager/index.js';
+import type { ScalerEvent } from '../../../src/manager/index.js';
 import { MemoryStateStore, ScalerManager } from '../../../src/manager/index.js';
 import { FakeBackend, MemoryPoolLedger, MemoryPoolStore } from '../../../src/testing/index.js';
+import { vmOnHost } from '../hand-fleet.js';
 
-const config: ScalerConfigInput = {
-  globalMaxAgents: 10,
-  machinePools: { host: { maxCpu: 4 } },
-  scalers: [
-    {
-      name: 'vm',
-      type: 'firecracker',
-      maxAgents: 4,
-      machinePool: 'host',
-      labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
-    },
-  ],
-};
+const config = vmOnHost(4);
 
 function host(
   shared: { stateStore: MemoryStateStore; pools: MemoryPoolStore; backend: FakeBackend },
