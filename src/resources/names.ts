@@ -68,9 +68,9 @@ export function isExtendedResourceName(name: unknown): name is ExtendedResourceN
  * @throws TypeError when `name` is not a string.
  */
 export function validateExtendedResourceName(name: unknown, where?: string): ExtendedResourceName {
-  const at = where === undefined ? '' : ` in ${where}`;
+  const at = () => (where === undefined ? '' : ` in ${where}`);
   if (typeof name !== 'string') {
-    throw new TypeError(`Expected a resource name${at} to be a string, got \`${typeof name}\``);
+    throw new TypeError(`Expected a resource name${at()} to be a string, got \`${typeof name}\``);
   }
   const problem = extendedNameProblem(name);
   if (problem !== undefined) {
@@ -81,7 +81,7 @@ export function validateExtendedResourceName(name: unknown, where?: string): Ext
     throw new InvalidInputError(
       'extended resource name',
       name,
-      `Invalid extended resource name ${shown}${at}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
+      `Invalid extended resource name ${shown}${at()}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
     );
   }
   return name as ExtendedResourceName;
