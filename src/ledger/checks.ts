@@ -6,7 +6,11 @@
  */
 import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
-import { extendedNameProblem } from '../resources/names.js';
+import {
+  deviceIdProblem,
+  extendedNameProblem,
+  validateExtendedResourceName,
+} from '../resources/names.js';
 import type { ResourceCap } from '../resources/types.js';
 import { normalizeCap } from './document/cap.js';
 import { assertKiciCompatibleCap } from './document/extended.js';
@@ -199,8 +203,8 @@ export function checkAdopt(
     if (typeof agent !== 'object' || agent === null || Array.isArray(agent)) {
       throw new TypeError(`Expected each agent to adopt to be an object, got \`${String(agent)}\``);
     }
-    checkKnownKeys('adopt entry', agent, ['agentId', 'cpus', 'memBytes', 'extended']);
-    const { agentId, cpus, memBytes, extended } = agent as AdoptRequest;
+    checkKnownKeys('adopt entry', agent, ['agentId', 'cpus', 'memBytes', 'extended', 'devices']);
+    const { agentId, cpus, memBytes, extended, devices } = agent as AdoptRequest;
     checkReserve(registered, pool, agentId, cpus, memBytes);
     if (seen.has(agentId)) {
       throw new TypeError(
@@ -209,8 +213,49 @@ export function checkAdopt(
     }
     seen.add(agentId);
     const normalized = checkReserveOptions(extended === undefined ? undefined : { extended });
-    return normalized === undefined
-      ? { agentId, cpus, memBytes }
-      : { agentId, cpus, memBytes, extended: normalized };
+    const out: AdoptRequest = { agentId, cpus, memBytes };
+    if (normalized !== undefined) out.extended = normalized;
+    if (devices !== undefined) out.devices = checkAgentDevices(agentId, devices, normalized);
+    return out;
   });
+}
+
+/**
+ * Check the device ids an agent to adopt says it uses: by extended resource,
+ * unique valid ids, as many as the agent holds of that resource.
+ *
+ * @throws InvalidInputError naming the agent, the resource and the bad value.
+ */
+function checkAgentDevices(
+  agentId: string,
+  devices: unknown,
+  extended: Readonly<Record<string, number>> | undefined,
+): Record<string, string[]> {
+  const where = `devices of agent ${JSON.stringify(agentId.slice(0, 64))}`;
+  if (typeof devices !== 'object' || devices === null || Array.isArray(devices)) {
+    throw new InvalidInputError(
+      'device ids',
+      devices,
+      `Expected the ${where} to be an object of device id arrays by resource, e.g. { "nvidia.com/gpu": ["1"] }, got \`${String(devices)}\``,
+    );
+  }
+  const out: Record<string, string[]> = {};
+  for (const [name, ids] of Object.entries(devices)) {
+    validateExtendedResourceName(name, where);
+    const count = extended?.[name] ?? 0;
+    if (
+      !Array.isArray(ids) ||
+      ids.length !== count ||
+      ids.some((id) => deviceIdProblem(id) !== undefined) ||
+      new Set(ids).size !== ids.length
+    ) {
+      throw new InvalidInputError(
+        'device ids',
+        ids,
+        `Expected the ${where} for ${name} to be ${count} distinct device ids (as many as the agent holds of ${name}), got \`${JSON.stringify(ids)?.slice(0, 200)}\``,
+      );
+    }
+    out[name] = [...ids];
+  }
+  return out;
 }

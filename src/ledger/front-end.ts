@@ -237,9 +237,10 @@ export abstract class LedgerFrontEnd implements PoolLedger {
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
     this.#front.storage.checkPool(pool);
     const rows = checkAdopt(this.#front.caps, pool, agents).map(
-      ({ agentId, cpus, memBytes, extended }) => {
+      ({ agentId, cpus, memBytes, extended, devices }) => {
         const row = this.#front.storage.ownRow(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
+        if (devices !== undefined) row.devices = devices;
         return row;
       },
     );

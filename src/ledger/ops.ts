@@ -7,6 +7,7 @@
  */
 import { DuplicateReservationError } from '../errors.js';
 import { checkInstanceId, checkKnownKeys } from './checks.js';
+import { assignDevices, checkHeldDevices } from './document/devices.js';
 import { checkFit } from './document/fit.js';
 import { addRow, keepRows, type RowMatch, removeRows } from './document/rows.js';
 import type { RowPartition } from './document/verdict.js';
@@ -136,28 +137,36 @@ export function applyBatch(
     const own = (r: ReservationRow) => r.agentId === row.agentId && r.instanceId === row.instanceId;
     // Live or stale, a row of this instance still in the document is counted
     // by every writer that kept it: replacing it in place never counts it twice.
-    if (base.reservations.some(own)) {
-      current = addRow(
-        keepRows(
-          current,
-          current.reservations.filter((r) => !own(r)),
-        ),
-        row,
-      );
+    const old = base.reservations.find(own);
+    if (old !== undefined) {
+      const others = current.reservations.filter((r) => !own(r));
+      const taken = row.devices ?? old.devices;
+      if (row.devices !== undefined) {
+        const clash = checkHeldDevices(pool, others, current.cap, row.devices);
+        if (clash !== undefined) return clash;
+      }
+      const next = taken === undefined ? row : { ...row, devices: taken };
+      current = addRow(keepRows(current, others), next);
       dirty = true;
-      return { ok: true, adopted: true };
+      return granted({ ok: true, adopted: true }, taken);
     }
     const foreign = current.reservations.find((r) => r.agentId === row.agentId);
     if (foreign) return { ok: false, heldBy: foreign.instanceId };
-    const fit = checkFit(pool, current.reservations, current.cap, {
-      cpus: row.cpus,
-      memBytes: row.memBytes,
-      ...(row.extended === undefined ? {} : { extended: row.extended }),
-    });
+    const fit = checkFit(pool, current.reservations, current.cap, amountOf(row));
     if (!fit.ok) return fit;
-    current = addRow(current, row);
+    let devices: Record<string, string[]> | undefined;
+    if (row.devices !== undefined) {
+      const clash = checkHeldDevices(pool, current.reservations, current.cap, row.devices);
+      if (clash !== undefined) return clash;
+      devices = row.devices;
+    } else {
+      const assigned = assignDevices(pool, current.reservations, current.cap, row.extended);
+      if (!assigned.ok) return assigned;
+      devices = assigned.devices;
+    }
+    current = addRow(current, devices === undefined ? row : { ...row, devices });
     dirty = true;
-    return { ok: true, adopted: false };
+    return granted({ ok: true, adopted: false }, devices);
   };
   const answers = ops.map((op): OpAnswer => {
     try {
@@ -168,22 +177,25 @@ export function applyBatch(
             // A write that failed without an answer may have landed: our own row
             // (same lease, same timestamp) means it did, and the grant stands.
             if (op.maybeApplied && sameReservation(held, op.row))
-              return { ok: true, value: { ok: true } };
+              return { ok: true, value: granted({ ok: true }, held.devices) };
             throw new DuplicateReservationError(
               op.row.agentId,
               `Agent ${JSON.stringify(op.row.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
             );
           }
-          const result: ReserveResult = checkFit(pool, current.reservations, current.cap, {
-            cpus: op.row.cpus,
-            memBytes: op.row.memBytes,
-            ...(op.row.extended === undefined ? {} : { extended: op.row.extended }),
-          });
-          if (result.ok) {
-            current = addRow(current, op.row);
-            dirty = true;
-          }
-          return { ok: true, value: result };
+          const fit: ReserveResult = checkFit(
+            pool,
+            current.reservations,
+            current.cap,
+            amountOf(op.row),
+          );
+          if (!fit.ok) return { ok: true, value: fit };
+          const assigned = assignDevices(pool, current.reservations, current.cap, op.row.extended);
+          if (!assigned.ok) return { ok: true, value: assigned };
+          const devices = assigned.devices;
+          current = addRow(current, devices === undefined ? op.row : { ...op.row, devices });
+          dirty = true;
+          return { ok: true, value: granted({ ok: true }, devices) };
         }
         case 'adopt':
           return { ok: true, value: op.rows.map((row) => adoptRow(row)) };
@@ -217,6 +229,29 @@ export function applyBatch(
     }
   });
   return { doc: current, dirty, answers };
+}
+
+// The amount a row holds, as `checkFit` takes it.
+function amountOf(row: ReservationRow) {
+  return {
+    cpus: row.cpus,
+    memBytes: row.memBytes,
+    ...(row.extended === undefined ? {} : { extended: row.extended }),
+  };
+}
+
+// A grant, with the device ids when there are any.
+function granted<T extends object>(
+  answer: T,
+  devices: Record<string, string[]> | undefined,
+): T & { devices?: Record<string, string[]> } {
+  return devices === undefined ? answer : { ...answer, devices: copyDevices(devices) };
+}
+
+function copyDevices(devices: Record<string, string[]>): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const [name, ids] of Object.entries(devices)) out[name] = [...ids];
+  return out;
 }
 
 function matches(row: ReservationRow, match: RowMatch): boolean {

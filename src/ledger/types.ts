@@ -39,6 +39,12 @@ export interface ReservationRow {
    * the document and never counts it; only this library's writers do.
    */
   extended?: Record<string, number>;
+  /**
+   * Device ids held, by extended resource name (`{ "nvidia.com/gpu": ["1", "3"] }`):
+   * assigned by the ledger when the pool's cap lists device ids for a resource
+   * the row holds. Absent when none. kici 0.9.1 keeps the field and never reads it.
+   */
+  devices?: Record<string, string[]>;
   /** Fields written by other writers, kept as they are. */
   [extra: string]: unknown;
 }
@@ -65,6 +71,11 @@ export type ReserveResult =
   | {
       /** Granted: the row is written. */
       ok: true;
+      /**
+       * The device ids assigned, by extended resource name, when the pool's
+       * cap lists device ids for a requested resource; absent otherwise.
+       */
+      devices?: Record<string, string[]>;
     }
   | ReserveRefusal;
 
@@ -111,6 +122,8 @@ export interface AdoptGranted {
   ok: true;
   /** True when its old row was taken over; false when a new row was reserved. */
   adopted: boolean;
+  /** The device ids the agent's row holds now, by resource; absent when none. */
+  devices?: Record<string, string[]>;
 }
 
 /**
@@ -135,6 +148,14 @@ export interface AdoptRequest {
   memBytes: number;
   /** Extended resources, whole counts by name. */
   extended?: Record<string, number>;
+  /**
+   * The device ids the agent uses, by resource (as its grant or its last
+   * adoption answered). A row taken over keeps these ids (or its own, when
+   * absent); a row reserved again claims them when no other live row holds
+   * them (else the agent is refused with that resource as the dimension), or
+   * gets the lowest free ids when absent.
+   */
+  devices?: Record<string, string[]>;
 }
 
 /**

@@ -11,6 +11,21 @@ export const MAX_EXTENDED_NAME_LENGTH = 317;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const NAME_PART = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 
+/** The most device ids a cap may list for one resource. */
+export const MAX_DEVICE_IDS = 256;
+
+/** A device id: 1 to 128 characters of letters, digits and `. _ : / -`. */
+const DEVICE_ID = /^[A-Za-z0-9._:/-]{1,128}$/;
+
+/** Why `id` is not a device id, or undefined when it is one. */
+export function deviceIdProblem(id: unknown): string | undefined {
+  if (typeof id !== 'string') return `it is a ${id === null ? 'null' : typeof id}, not a string`;
+  if (!DEVICE_ID.test(id)) {
+    return 'a device id is 1 to 128 characters of letters, digits and . _ : / - (e.g. "0", "GPU-8f6e0c1a", "0000:3b:00.0")';
+  }
+  return undefined;
+}
+
 /**
  * Why `name` is not an extended resource name, or `undefined` when it is one.
  * Kubernetes' rule: `<prefix>/<name>`, the prefix a lower-case DNS subdomain of

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
-import { extendedNameProblem } from './names.js';
+import { deviceIdProblem, extendedNameProblem, MAX_DEVICE_IDS } from './names.js';
 import { parseCpu, parseMemory } from './parse.js';
 import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
@@ -49,6 +49,11 @@ export interface ResourceCapInput {
   provides?: readonly string[];
   /** Maximum number of agents (reservations) at once. */
   maxAgents?: number;
+  /**
+   * Device ids of an extended resource (`{ "nvidia.com/gpu": ["0", "1"] }`),
+   * for a machine pool that assigns them; its `maxExtended` count is the number of ids.
+   */
+  devices?: Record<string, readonly string[]>;
 }
 
 /** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
@@ -117,6 +122,31 @@ const count = z.union([z.number(), z.string()]).transform((value, ctx) => {
   }
 });
 
+// The ids of one resource's devices: unique device ids, 1 to MAX_DEVICE_IDS of them.
+const deviceIds = z
+  .array(
+    z.string().superRefine((id, ctx) => {
+      const problem = deviceIdProblem(id);
+      if (problem !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `Invalid device id ${JSON.stringify(id.slice(0, 140))}: ${problem}`,
+        });
+      }
+    }),
+  )
+  .min(1)
+  .max(MAX_DEVICE_IDS)
+  .superRefine((ids, ctx) => {
+    const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+    if (twice !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `Device id ${JSON.stringify(twice)} is listed twice; list each device once`,
+      });
+    }
+  });
+
 function buildCap(opts: QuantityOptions) {
   return z
     .strictObject({
@@ -126,8 +156,26 @@ function buildCap(opts: QuantityOptions) {
       maxExtended: z.record(extendedName, count).optional(),
       provides: z.array(extendedName).max(1024).optional(),
       maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
+      devices: z.record(extendedName, deviceIds).optional(),
     })
     .superRefine((cap, ctx) => {
+      for (const [name, ids] of Object.entries(cap.devices ?? {})) {
+        const max = cap.maxExtended?.[name];
+        if (max !== undefined && max !== ids.length) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `maxExtended["${name}"] is ${max} but devices["${name}"] lists ${ids.length} ids; give the same number, or leave maxExtended out for it (it is then the number of ids)`,
+            path: ['maxExtended', name],
+          });
+        }
+        if (cap.provides?.includes(name)) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `${name} lists device ids, so it is capped by them; remove it from provides`,
+            path: ['provides'],
+          });
+        }
+      }
       if (cap.maxMemory !== undefined && cap.maxMemoryBytes !== undefined) {
         ctx.addIssue({
           code: 'custom',
@@ -153,6 +201,12 @@ function buildCap(opts: QuantityOptions) {
       if (cap.maxExtended !== undefined) out.maxExtended = cap.maxExtended;
       if (cap.provides !== undefined) out.provides = cap.provides;
       if (cap.maxAgents !== undefined) out.maxAgents = cap.maxAgents;
+      if (cap.devices !== undefined) {
+        const max: Record<string, number> = { ...out.maxExtended };
+        for (const [name, ids] of Object.entries(cap.devices)) max[name] = ids.length;
+        out.maxExtended = max;
+        out.devices = cap.devices;
+      }
       return out;
     });
 }

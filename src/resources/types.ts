@@ -92,4 +92,13 @@ export interface ResourceCap {
   provides?: readonly string[];
   /** Maximum number of reservations (agents) held at once. */
   maxAgents?: number;
+  /**
+   * The ids of an extended resource's devices, by resource name
+   * (`{ "nvidia.com/gpu": ["0", "1", "2", "3"] }`). Only machine pool ledgers
+   * use it: a grant of `n` of the resource then also assigns `n` of these ids
+   * (the lowest free ones, in this order) and stores them in the row. The
+   * resource's `maxExtended` count is the number of ids (given or filled in).
+   * Cap math (`CapTracker`) counts the resource and ignores the ids.
+   */
+  devices?: Readonly<Record<string, readonly string[]>>;
 }

@@ -12,11 +12,11 @@ import { capBytes, capMillicores } from './fit.js';
 
 /**
  * Validate a cap given to `registerPool` and keep only its known fields:
- * `maxCpu`, `maxMemoryBytes`, `maxExtended`, `provides`, `maxAgents`.
+ * `maxCpu`, `maxMemoryBytes`, `maxExtended`, `provides`, `maxAgents`, `devices`.
  *
  * @throws TypeError when a field is present and not a finite number >= 0 (whole
  *   for counts), or `maxExtended`/`provides` are not an object/array.
- * @throws InvalidInputError for an invalid extended resource name.
+ * @throws InvalidInputError for an invalid extended resource name or bad device ids.
  */
 export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (typeof cap !== 'object' || cap === null) {
@@ -27,7 +27,12 @@ export function normalizeCap(cap: ResourceCap): ResourceCap {
   if (cap.maxMemoryBytes !== undefined) {
     out.maxMemoryBytes = checkAmount('cap.maxMemoryBytes', cap.maxMemoryBytes);
   }
-  if (cap.maxExtended !== undefined || cap.provides !== undefined || cap.maxAgents !== undefined) {
+  if (
+    cap.maxExtended !== undefined ||
+    cap.provides !== undefined ||
+    cap.maxAgents !== undefined ||
+    cap.devices !== undefined
+  ) {
     Object.assign(out, normalizeExtendedCap(cap));
   }
   return out;

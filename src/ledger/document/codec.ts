@@ -5,7 +5,7 @@
 
 import { z } from 'zod';
 import { LedgerCorruptError } from '../../errors.js';
-import { extendedNameProblem } from '../../resources/names.js';
+import { deviceIdProblem, extendedNameProblem, MAX_DEVICE_IDS } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';
 import { normalizeCap } from './cap.js';
@@ -22,6 +22,13 @@ const resourceName = z
   .string()
   .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
 const extendedCounts = z.record(resourceName, count);
+const deviceIds = z.record(
+  resourceName,
+  z
+    .array(z.string().refine((id) => deviceIdProblem(id) === undefined, 'not a device id'))
+    .max(MAX_DEVICE_IDS)
+    .refine((ids) => new Set(ids).size === ids.length, 'a device id is listed twice'),
+);
 
 const capSchema = z.looseObject({
   maxCpu: finiteNonNegative.optional(),
@@ -29,6 +36,7 @@ const capSchema = z.looseObject({
   maxExtended: extendedCounts.optional(),
   provides: z.array(resourceName).optional(),
   maxAgents: count.optional(),
+  devices: deviceIds.optional(),
 });
 
 const rowSchema = z.looseObject({
@@ -42,6 +50,7 @@ const rowSchema = z.looseObject({
   pidStartTime: z.number().int().nonnegative().optional(),
   leaseId: z.string().optional(),
   extended: extendedCounts.optional(),
+  devices: deviceIds.optional(),
 });
 
 const documentSchema = z.looseObject({

@@ -14,6 +14,7 @@
 import { InvalidInputError } from '../../errors.js';
 import { validateExtendedResourceName } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
+import { normalizeDevices, sameDevices } from './devices.js';
 
 /** The validated extended part of a cap. */
 export function normalizeExtendedCap(cap: ResourceCap): ResourceCap {
@@ -42,12 +43,17 @@ export function normalizeExtendedCap(cap: ResourceCap): ResourceCap {
     out.provides = cap.provides.map((name) => validateExtendedResourceName(name, 'cap.provides'));
   }
   if (cap.maxAgents !== undefined) out.maxAgents = checkCount('cap.maxAgents', cap.maxAgents);
+  if (cap.devices !== undefined) {
+    const max: Record<string, number> = { ...out.maxExtended };
+    out.devices = normalizeDevices(cap.devices, max);
+    out.maxExtended = max;
+  }
   return out;
 }
 
-/** True when two caps have the same extended caps, provided resources and agent cap. */
+/** True when two caps have the same extended caps, provided resources, agent cap and device ids. */
 export function sameExtendedCap(a: ResourceCap, b: ResourceCap): boolean {
-  if (a.maxAgents !== b.maxAgents) return false;
+  if (a.maxAgents !== b.maxAgents || !sameDevices(a, b)) return false;
   const ma = a.maxExtended ?? {};
   const mb = b.maxExtended ?? {};
   const ka = Object.keys(ma);
@@ -70,6 +76,9 @@ export function describeExtendedCap(cap: ResourceCap): string[] {
     parts.push(`provides: ${JSON.stringify(cap.provides)}`);
   }
   if (cap.maxAgents !== undefined) parts.push(`maxAgents: ${cap.maxAgents}`);
+  if (cap.devices !== undefined && Object.keys(cap.devices).length > 0) {
+    parts.push(`devices: ${JSON.stringify(cap.devices)}`);
+  }
   return parts;
 }
 
