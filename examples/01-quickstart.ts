@@ -10,7 +10,8 @@
  * It prints progress while it runs (queued / spawning / running / done, usage
  * against caps) and a summary table at the end.
  *
- * Run: npm run demo   (or: npx tsx examples/01-quickstart.ts)
+ * Run: npm run demo   (or: npx tsx examples/01-quickstart.ts; with the package installed:
+ *      npx tsx node_modules/scaler-primitives/examples/01-quickstart.ts)
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';

@@ -30,7 +30,7 @@ export interface ReservationRow {
   /**
    * The writer's lease id. While the lease is fresh the row is live, whichever
    * PID namespace the writer runs in; once it expires peers reap the row.
-   * Rows without a lease (kici and older writers) stay live until released or the host reboots.
+   * Rows without a lease (kici's, or any writer that keeps no lease) stay live until released or the host reboots.
    */
   leaseId?: string;
   /**
@@ -362,7 +362,7 @@ export interface PoolLedger {
    *   (a simulated crash) leaves the lease to expire after `leaseTtlMs` on the
    *   ledger's clock.
    *
-   * Rows without a lease (older writers) are never reaped by lease.
+   * Rows without a lease (kici's, or any writer that keeps no lease) are never reaped by lease.
    */
   close(): Promise<void>;
   /**

@@ -25,7 +25,8 @@ export function builtIsFresh(): boolean {
 
 /**
  * Make sure dist/ is built from the current src/ (CI builds before the tests;
- * `npm ci` runs `prepare`). Builds at most once at a time across test files:
+ * a fresh clone has none: `npm ci` builds nothing). Builds at most once at a
+ * time across test files:
  * the first caller builds under a lock directory, the others wait for it.
  */
 export async function ensureBuilt(): Promise<void> {

@@ -76,7 +76,7 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
    * request/reply, instead of racing for the compare-and-set itself. The
    * combiner commits everyone's waiting calls in one compare-and-set. Every
    * write stays a compare-and-set on the pool key, so writers that do not
-   * combine (older versions, or `combine: false`) share the pool safely.
+   * combine (`combine: false`) share the pool safely.
    * @default true
    */
   combine?: boolean;
