@@ -108,4 +108,13 @@ export interface ScalerBackend {
   list?(): Promise<string[]>;
   /** Stop every agent of this backend (called by `shutdownAll`); without it, `destroy` is called per agent. */
   shutdown?(): Promise<void>;
+  /**
+   * The agent confirmed it received its configuration (the host called
+   * `ScalerManager.onConfigAck(agentId)`): e.g. a microVM backend clears the
+   * agent's MMDS data here, with no wiring by the host. Called for agents of
+   * this backend only, before the manager's `onConfigAck` option, and again on
+   * every later ack (make it idempotent). A throw or a rejected promise is a
+   * `config-ack-failed` event (`data.hook: 'backend'`); the option still runs.
+   */
+  onConfigAck?(agentId: string): void | Promise<void>;
 }

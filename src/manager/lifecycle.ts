@@ -1,3 +1,4 @@
+import type { AgentRecord } from './agents.js';
 import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
 import { checkId, checkLabels } from './checks.js';
 import type { FleetCore } from './core.js';
@@ -163,17 +164,41 @@ export class AgentLifecycle {
     return core.forget(record);
   }
 
-  /** An agent confirmed its configuration: the host's hook runs; a throw becomes an event. */
+  /**
+   * An agent confirmed its configuration: its backend's `onConfigAck` runs,
+   * then the host's option; a throw or rejection of either becomes an event and
+   * never skips the other.
+   */
   configAcked(agentId: string): void {
     checkId('agentId', agentId);
     const record = this.#core.book.get(agentId);
-    if (record === undefined || this.#onConfigAck === undefined) return;
-    try {
-      this.#onConfigAck(agentId, record.scaler.name);
-    } catch (error) {
-      this.#core.emitFor(record, 'config-ack-failed', `onConfigAck(${agentId}) threw`, {
+    if (record === undefined) return;
+    const backend = record.scaler.backend;
+    if (typeof backend.onConfigAck === 'function') {
+      this.#runAckHook(record, 'backend', () => backend.onConfigAck!(agentId));
+    }
+    const option = this.#onConfigAck;
+    if (option !== undefined) {
+      this.#runAckHook(record, 'option', () => option(agentId, record.scaler.name));
+    }
+  }
+
+  #runAckHook(record: AgentRecord, hook: 'backend' | 'option', run: () => unknown): void {
+    const failed = (error: unknown) => {
+      const who = hook === 'backend' ? "the backend's onConfigAck" : 'the onConfigAck option';
+      this.#core.emitFor(record, 'config-ack-failed', `${who}(${record.agentId}) failed`, {
         error,
+        hook,
       });
+    };
+    try {
+      // An async hook (or a JavaScript option returning a promise): its rejection too.
+      const result = run();
+      if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+        Promise.resolve(result).catch(failed);
+      }
+    } catch (error) {
+      failed(error);
     }
   }
 

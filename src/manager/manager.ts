@@ -169,9 +169,12 @@ export class ScalerManager {
   }
 
   /**
-   * An agent confirmed it received its configuration: the backend's
-   * `onConfigAck` hook runs (e.g. to clear a microVM's MMDS data). Unknown agents
-   * are ignored; a throwing hook is reported as a `config-ack-failed` event.
+   * An agent confirmed it received its configuration: the `onConfigAck` of the
+   * backend that runs it is called (e.g. to clear a microVM's MMDS data), then
+   * the `onConfigAck` option. Neither waits for the other; a hook that throws or
+   * rejects is reported as a `config-ack-failed` event (`data.hook`: `backend`
+   * or `option`) and does not keep the other from running. Unknown agents are
+   * ignored.
    *
    * @param agentId - The agent.
    */

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { assertKnownKeys } from '../internal/strict-keys.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerConfigInput } from './config.js';
 import type { ScalerEvent } from './events.js';
@@ -99,7 +100,9 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   recovery?: RecoveryOptions;
   /**
    * Called by `onConfigAck(agentId)` once an agent confirmed it received its
-   * configuration (e.g. to clear a microVM's MMDS data).
+   * configuration (e.g. to clear a microVM's MMDS data), after the agent's
+   * backend's own `onConfigAck` when it has one. A throw is a
+   * `config-ack-failed` event (`data.hook: 'option'`).
    */
   onConfigAck?: (agentId: string, scaler: string) => void;
   /**
@@ -111,4 +114,44 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * `sweeps-skipped`.
    */
   sweeps?: Readonly<Record<string, ReconcileSweep>>;
+}
+
+// Every key of ScalerManagerOptions, once: `satisfies` fails to compile when an
+// option is missing here or a key here is not an option, so adding an option
+// is one line in the interface and one here.
+const OPTION_KEYS = {
+  config: true,
+  backends: true,
+  onScalerEvent: true,
+  onEvent: true,
+  ledger: true,
+  registrationTimeoutMs: true,
+  maintenanceIntervalMs: true,
+  reconcileIntervalSeconds: true,
+  reservationLostPolicy: true,
+  leaseLostPolicy: true,
+  demandHoldMs: true,
+  maxBufferedEvents: true,
+  clock: true,
+  now: true,
+  random: true,
+  generateAgentId: true,
+  stateStore: true,
+  recovery: true,
+  onConfigAck: true,
+  sweeps: true,
+  meterProvider: true,
+  tracerProvider: true,
+  spawnDurationHistogram: true,
+} as const satisfies Record<keyof ScalerManagerOptions, true>;
+
+const OPTION_KEY_LIST: readonly string[] = Object.keys(OPTION_KEYS);
+
+/**
+ * Refuse a key that is not a `ScalerManager` option (`reservationLostPolcy`):
+ * an `InvalidInputError` naming it, the nearest option and every option.
+ * @internal
+ */
+export function checkOptionKeys(options: object): void {
+  assertKnownKeys(options, OPTION_KEY_LIST, 'ScalerManager options');
 }

@@ -15,7 +15,7 @@ import { EventRelay } from './events.js';
 import { checkLeaseLostPolicy, LeaseWatch } from './leases.js';
 import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
-import type { ScalerManagerOptions } from './options.js';
+import { checkOptionKeys, type ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
 import { LostReservations } from './reservations.js';
 import type { ScalerState } from './scalers.js';
@@ -212,42 +212,5 @@ export class ManagerParts {
     const lease = this.leases.status();
     if (lease !== undefined) status.lease = lease;
     return status;
-  }
-}
-
-// Every key of ScalerManagerOptions: anything else is a typo, refused.
-const OPTION_KEYS = new Set([
-  'config',
-  'backends',
-  'onScalerEvent',
-  'onEvent',
-  'ledger',
-  'registrationTimeoutMs',
-  'maintenanceIntervalMs',
-  'reconcileIntervalSeconds',
-  'reservationLostPolicy',
-  'leaseLostPolicy',
-  'demandHoldMs',
-  'maxBufferedEvents',
-  'clock',
-  'now',
-  'random',
-  'generateAgentId',
-  'stateStore',
-  'recovery',
-  'onConfigAck',
-  'sweeps',
-  'meterProvider',
-  'tracerProvider',
-  'spawnDurationHistogram',
-]);
-
-function checkOptionKeys(options: object): void {
-  for (const key of Object.keys(options)) {
-    if (!OPTION_KEYS.has(key)) {
-      throw new TypeError(
-        `Unknown ScalerManager option \`${key.slice(0, 64)}\`; the accepted options are ${[...OPTION_KEYS].join(', ')}`,
-      );
-    }
   }
 }

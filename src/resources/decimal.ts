@@ -20,12 +20,16 @@ export interface Decimal {
 export const MAX_QUANTITY_LENGTH = 64;
 
 /**
- * The largest CPU amount the library counts: 10^15 − 1 millicores (just under
- * 10^12 cores). CPU crosses the API as a number of cores, and a double holds
- * every decimal of at most 15 significant digits exactly, so up to this bound
- * `cores * 1000` always reads back as the same whole millicores.
+ * The largest CPU amount the library counts: 2^43 cores, 8796093022208000
+ * millicores. CPU crosses the API as a number of cores (a double), and below
+ * 2^43 two doubles are less than a millicore apart (2^-10), so every whole
+ * number of millicores up to here has its own number of cores, which prints
+ * as that decimal and reads back as the same millicores. From 2^43 on they are
+ * 2^-9 apart: `8796093022208.001` cores would read back as 2 millicores more.
+ * It is also below `Number.MAX_SAFE_INTEGER`, so a row or a cap in millicores,
+ * and any sum below 2^53, is an exact integer.
  */
-export const MAX_MILLICORES = 999_999_999_999_999;
+export const MAX_MILLICORES = 8_796_093_022_208_000;
 
 const BIG_MAX_MILLICORES = BigInt(MAX_MILLICORES);
 const BIG_MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
@@ -94,8 +98,9 @@ export function decimalOfDigits(whole: string, fraction: string): Decimal {
  * Whole millicores of a number of cores when the number is an exact number of
  * millicores (the common case, `0.5`, `2`, `0.25`), without building a decimal;
  * `undefined` otherwise (the caller takes the exact path). Exact: `cores * 1000`
- * is a whole number whose thousandth is `cores` again, so `cores` prints as
- * `m / 1000` (a decimal of at most 15 significant digits maps to one double only).
+ * is a whole number `m` whose thousandth is `cores` again, and up to
+ * {@link MAX_MILLICORES} no other whole number of millicores has that double, so
+ * `cores` prints as `m / 1000`.
  */
 export function fastMillicores(cores: number): number | undefined {
   const scaled = cores * 1000;

@@ -2,9 +2,10 @@
  * Formatting cores and bytes as canonical quantity strings that the parsers
  * (same convention) read back to the same value.
  */
+import { ResourceParseError } from '../errors.js';
 import { checkConvention, type QuantityOptions } from './convention.js';
 import { formatBinarySI, formatDecimalSI } from './kubernetes.js';
-import { coresToMillicores, MAX_CPU_CORES } from './quantity.js';
+import { parseMillicores } from './parse.js';
 
 /**
  * Format cores as a canonical CPU string that {@link parseCpu} (same convention)
@@ -14,10 +15,12 @@ import { coresToMillicores, MAX_CPU_CORES } from './quantity.js';
  * - `kubernetes`: `Quantity.String()` of `resource.NewMilliQuantity(m, DecimalSI)`,
  *   what `kubectl` prints: `"500m"`, `"1500m"`, `"2"`, `"1k"`.
  *
- * @param cores - A finite number of cores >= 0 and at most {@link parseCpu}'s maximum (10^15 - 1 millicores)
- *   (rounded up to millicores as {@link parseCpu} does).
+ * @param cores - A finite number of cores >= 0 and at most 2^43 (8796093022208), rounded up
+ *   to millicores as {@link parseCpu} does.
  * @param opts - The convention.
- * @throws TypeError for anything else.
+ * @throws `ResourceParseError` (`kind: 'cpu'`) for a negative, NaN, infinite or
+ *   too large number, as {@link parseCpu} refuses it.
+ * @throws TypeError when `cores` is not a number, or for a bad convention.
  *
  * @example
  * ```ts
@@ -30,12 +33,11 @@ import { coresToMillicores, MAX_CPU_CORES } from './quantity.js';
  */
 export function formatCpu(cores: number, opts?: QuantityOptions): string {
   const convention = checkConvention(opts);
-  if (typeof cores !== 'number' || !Number.isFinite(cores) || cores < 0 || cores > MAX_CPU_CORES) {
-    throw new TypeError(
-      `Expected \`cores\` to be a finite number >= 0 and <= ${MAX_CPU_CORES}, got \`${String(cores)}\``,
-    );
+  if (typeof cores !== 'number') {
+    throw new TypeError(`Expected \`cores\` to be a number, got \`${typeof cores}\``);
   }
-  const milli = coresToMillicores(cores);
+  // The range is parseCpu's, and so is the refusal (a ResourceParseError saying why).
+  const milli = parseMillicores(cores);
   if (convention === 'kubernetes') return formatDecimalSI(BigInt(milli), -3);
   if (milli % 1000 === 0) return String(milli / 1000);
   if (milli < 1000) return `${milli}m`;
@@ -53,9 +55,11 @@ const IEC_UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi'] as const;
  * - `kubernetes`: `Quantity.String()` of `resource.NewQuantity(bytes, BinarySI)`:
  *   the same, except that below 1024 Kubernetes writes DecimalSI (`1000` is `"1k"`).
  *
- * @param bytes - A safe integer >= 0.
+ * @param bytes - Whole bytes: a safe integer >= 0.
  * @param opts - The convention.
- * @throws TypeError for anything else.
+ * @throws `ResourceParseError` (`kind: 'memory'`) for a negative, fractional,
+ *   NaN, infinite or unsafe (past 2^53 - 1) number.
+ * @throws TypeError when `bytes` is not a number, or for a bad convention.
  *
  * @example
  * ```ts
@@ -68,8 +72,15 @@ const IEC_UNITS = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi'] as const;
  */
 export function formatMemory(bytes: number, opts?: QuantityOptions): string {
   const convention = checkConvention(opts);
-  if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 0) {
-    throw new TypeError(`Expected \`bytes\` to be a safe integer >= 0, got \`${String(bytes)}\``);
+  if (typeof bytes !== 'number') {
+    throw new TypeError(`Expected \`bytes\` to be a number, got \`${typeof bytes}\``);
+  }
+  if (!Number.isSafeInteger(bytes) || bytes < 0) {
+    throw new ResourceParseError(
+      'memory',
+      bytes,
+      `Cannot format ${String(bytes)} as a memory quantity: expected whole bytes, an integer from 0 to ${Number.MAX_SAFE_INTEGER} (8Pi - 1).`,
+    );
   }
   if (convention === 'kubernetes') return formatBinarySI(BigInt(bytes));
   if (bytes === 0) return '0';

@@ -29,10 +29,11 @@ const MILLICORES = /^(\d+)m$/;
  *
  * @param value - A number of cores, or a string in the convention's grammar.
  * @param opts - The convention: `binary` (the default) or `kubernetes`.
- * @returns Whole millicores, at most 10^15 - 1 (about 10^12 cores).
+ * @returns Whole millicores, at most 8796093022208000 (2^43 cores: the most a
+ *   number of cores can carry exactly to the millicore).
  * @throws `ResourceParseError` naming the value, the reason and the accepted forms:
  *   malformed strings, strings longer than 64 characters, negatives, NaN, Infinity,
- *   values beyond 10^15 - 1 millicores.
+ *   values beyond 2^43 cores.
  * @throws TypeError when `value` is neither a number nor a string, or for a bad convention.
  *
  * @example
@@ -58,7 +59,7 @@ export function parseMillicores(value: number | string, opts?: QuantityOptions):
     throw new ResourceParseError(
       'cpu',
       value,
-      `CPU quantity ${describe(value)} is too large: at most ${MAX_CPU_CORES} cores (${MAX_MILLICORES} millicores) can be counted exactly.`,
+      `CPU quantity ${describe(value)} is too large: at most ${MAX_CPU_CORES} cores (2^43, ${MAX_MILLICORES} millicores) can be counted exactly: beyond that a number of cores cannot hold every millicore.`,
     );
   }
   return milli;
@@ -69,7 +70,8 @@ export function parseMillicores(value: number | string, opts?: QuantityOptions):
  * **up** to the next millicore (`"0.0001"` -> `0.001`).
  *
  * Default (`binary`) grammar: finite numbers >= 0, decimal strings (`"2"`,
- * `"1.5"`, `".5"`) and whole millicores (`"500m"`). With
+ * `"1.5"`, `".5"`) and whole millicores (`"500m"`), each string with an optional
+ * leading `+` as in Kubernetes (`"+2"`). With
  * `{ convention: 'kubernetes' }`: every string apimachinery's `ParseQuantity`
  * accepts (`"1u"`, `"3k"`, `"1e3"`, `"+1"`, `"1."`), read as `MilliValue()`.
  *
@@ -125,9 +127,11 @@ function cpuDecimal(value: number | string, convention: QuantityConvention): Dec
   if (convention === 'kubernetes') {
     return kubernetesDecimal('cpu', value, convention);
   }
-  const milli = MILLICORES.exec(value);
+  // A leading `+`, as Kubernetes accepts it: `"+2"` is 2.
+  const unsigned = value.startsWith('+') ? value.slice(1) : value;
+  const milli = MILLICORES.exec(unsigned);
   if (milli) return { coefficient: BigInt(milli[1]!), exponent: -3 };
-  const decimal = DECIMAL.exec(value);
+  const decimal = DECIMAL.exec(unsigned);
   if (decimal) return decimalOfDigits(decimal[1] ?? '', decimal[2] ?? decimal[3] ?? '');
   throw cpuError(value, convention, cpuHint(value));
 }
@@ -159,7 +163,8 @@ function kubernetesDecimal(
 
 const BINARY_POWER: Record<string, number> = { k: 1, m: 2, g: 3, t: 4, p: 5, e: 6 };
 const IEC = /^([KMGTPE])i$/;
-const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
+// An optional leading `+`, as Kubernetes accepts it: `"+8Gi"` is 8Gi.
+const BINARY_MEMORY = /^\+?(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
 
 /**
  * Parse a memory quantity into whole bytes, rounding a fraction of a byte **up**
@@ -167,6 +172,7 @@ const BINARY_MEMORY = /^(\d+(?:\.\d+)?|\.\d+)([A-Za-z]*)$/;
  *
  * Plain numbers and digit strings are bytes; `Ki Mi Gi Ti Pi Ei` are 1024-based;
  * the rest follows `opts.convention` (`binary`, the default, or `kubernetes`).
+ * A string may start with `+`, as in Kubernetes (`"+8Gi"`).
  *
  * @param value - The quantity.
  * @param opts - The convention.
@@ -215,7 +221,7 @@ function memoryDecimal(value: number | string, convention: QuantityConvention): 
   if (convention === 'kubernetes') return kubernetesDecimal('memory', value, convention);
   const match = BINARY_MEMORY.exec(value);
   if (!match) {
-    const exponent = /^(\d+\.?\d*|\.\d+)[eE][+-]?\d+$/.test(value);
+    const exponent = /^\+?(\d+\.?\d*|\.\d+)[eE][+-]?\d+$/.test(value);
     const hint = exponent
       ? ' (exponents like "1e9" need the kubernetes convention)'
       : memoryHint(value, convention);

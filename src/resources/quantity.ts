@@ -13,8 +13,8 @@ import {
 } from './decimal.js';
 
 /**
- * Largest CPU value, in cores, the library counts: {@link MAX_MILLICORES} / 1000
- * (999999999999.999). Up to it, a number of cores holds its millicores exactly.
+ * Largest CPU value, in cores, the library counts: {@link MAX_MILLICORES} / 1000,
+ * 2^43 (8796093022208). Up to it, a number of cores holds its millicores exactly.
  */
 export const MAX_CPU_CORES = MAX_MILLICORES / 1000;
 

@@ -491,7 +491,7 @@ describe('leaseLostPolicy option', () => {
       ),
     );
     expect(() => new ScalerManager({ ...base, leaseLostpolicy: 'report' } as never)).toThrow(
-      /Unknown ScalerManager option `leaseLostpolicy`/,
+      /Unknown key "leaseLostpolicy" in ScalerManager options\. Did you mean `leaseLostPolicy`\?/,
     );
     expect(new ScalerManager({ ...base }).getStatus().lease?.policy).toBe('stop-agents');
   });

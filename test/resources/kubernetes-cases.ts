@@ -135,6 +135,8 @@ export const INVALID_CASES: readonly string[] = [
  */
 export const CPU_STRING_CASES: ReadonlyArray<readonly [millicores: number, text: string]> = [
   [1e12, '1G'],
+  [1e15, '1T'],
+  [1234567e9, '1234567M'],
   [1, '1m'],
   [80, '80m'],
   [1080, '1080m'],
@@ -161,4 +163,39 @@ export const MEMORY_STRING_CASES: ReadonlyArray<readonly [bytes: number, text: s
   [1024, '1Ki'],
   [1024 ** 2, '1Mi'],
   [1000, '1k'],
+];
+
+/**
+ * `TestQuantityString` (each canonical string and its alternate spelling) and
+ * `TestQuantityParseEmit` (input and what Kubernetes prints for it): two strings
+ * Kubernetes reads as the same value.
+ */
+export const SAME_VALUE_CASES: ReadonlyArray<readonly [input: string, same: string]> = [
+  ['1024Mi', '1Gi'],
+  ['307200Ki', '300Mi'],
+  ['1025024Mi', '1001Gi'],
+  ['1024Gi', '1Ti'],
+  ['5000m', '5'],
+  ['0.5', '500m'],
+  ['1000M', '1G'],
+  ['0.001T', '1G'],
+  ['1000u', '1m'],
+  ['1.08', '1080m'],
+  ['1080000000n', '1080m'],
+  ['1000E', '1e21'],
+  ['5000E', '5e21'],
+  ['1000000E', '1e24'],
+  ['.001e12', '1e9'],
+  ['0.001e0', '1e-3'],
+  ['1000e-12', '1e-9'],
+  ['00', '0'],
+  ['80e-3', '80m'],
+  ['300e6', '300M'],
+  ['1e12', '1T'],
+  ['3e3', '3k'],
+  ['1234567M', '1234567e6'],
+  ['.001Ki', '1024m'],
+  ['.000001Ki', '1024u'],
+  ['.000000001Ki', '1024n'],
+  ['.000000000001Ki', '2n'],
 ];

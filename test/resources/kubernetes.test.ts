@@ -14,6 +14,7 @@ import {
   INVALID_CASES,
   MEMORY_STRING_CASES,
   PARSE_CASES,
+  SAME_VALUE_CASES,
   ZERO_CASES,
 } from './kubernetes-cases.js';
 
@@ -74,6 +75,15 @@ describe('kubernetes convention: the apimachinery ParseQuantity table', () => {
   it.each(INVALID_CASES)('refuses %j, as Kubernetes does', (input) => {
     expect(refusal(() => parseCpu(input, k8s))).toContain('Expected a Kubernetes quantity');
     expect(refusal(() => parseMemory(input, k8s))).toContain('Expected a Kubernetes quantity');
+  });
+
+  it.each(SAME_VALUE_CASES)('%j is the same value as %j, with or without +', (input, same) => {
+    for (const text of [input, `+${input}`]) {
+      const milli = tryParse(() => parseMillicores(text, k8s));
+      expect(milli).toBe(tryParse(() => parseMillicores(same, k8s)));
+      const bytes = tryParse(() => parseMemory(text, k8s));
+      expect(bytes).toBe(tryParse(() => parseMemory(same, k8s)));
+    }
   });
 
   it('reads the strings the issue found misread, as Kubernetes does', () => {

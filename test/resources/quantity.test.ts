@@ -175,19 +175,47 @@ describe('formatCpu and formatMemory', () => {
     expect(formatMemory(bytes)).toBe(text);
   });
 
-  it.each([-1, Number.NaN, 1.5, Number.POSITIVE_INFINITY, '1' as never])(
-    'formatMemory refuses %j with a TypeError',
+  it.each([-1, Number.NaN, 1.5, Number.POSITIVE_INFINITY, 2 ** 53])(
+    'formatMemory refuses %j with a ResourceParseError (kind memory)',
     (bytes) => {
-      expect(() => formatMemory(bytes)).toThrow(TypeError);
+      let caught: unknown;
+      try {
+        formatMemory(bytes);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(ResourceParseError);
+      expect((caught as ResourceParseError).kind).toBe('memory');
+      expect((caught as ResourceParseError).value).toBe(bytes);
+      expect((caught as Error).message).toContain(String(bytes));
+      expect((caught as Error).message).toContain('whole bytes');
     },
   );
 
-  it.each([-1, Number.NaN, Number.POSITIVE_INFINITY, '1' as never])(
-    'formatCpu refuses %j with a TypeError',
-    (cores) => {
-      expect(() => formatCpu(cores)).toThrow(TypeError);
-    },
-  );
+  it.each([
+    [-1, '>= 0'],
+    [Number.NaN, '>= 0'],
+    [Number.POSITIVE_INFINITY, '>= 0'],
+    [MAX_CPU_CORES * 2, 'too large'],
+  ])('formatCpu refuses %j with a ResourceParseError (kind cpu)', (cores, why) => {
+    for (const convention of ['binary', 'kubernetes'] as const) {
+      let caught: unknown;
+      try {
+        formatCpu(cores, { convention });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(ResourceParseError);
+      expect((caught as ResourceParseError).kind).toBe('cpu');
+      expect((caught as ResourceParseError).value).toBe(cores);
+      expect((caught as Error).message).toContain(why);
+    }
+  });
+
+  it('keeps TypeError for an argument that is not a number at all', () => {
+    expect(() => formatCpu('1' as never)).toThrow(TypeError);
+    expect(() => formatMemory('1' as never)).toThrow(TypeError);
+  });
 
   it('round-trips every millicore value through formatCpu and parseCpu', () => {
     fc.assert(

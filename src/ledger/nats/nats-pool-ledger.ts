@@ -24,6 +24,11 @@ import { PoolStore } from './pool-store.js';
 import { checkServerVersion } from './server-version.js';
 import type { NatsPoolLedgerOptions, NatsPoolSnapshot } from './types.js';
 
+// Proof that the constructor is called by `connect()`: `private` binds TypeScript
+// only, and a `new NatsPoolLedger(...)` from JavaScript would build a ledger
+// without a bucket that fails on first use.
+const CONNECTED = Symbol('NatsPoolLedger.connect');
+
 /**
  * A cross-host ledger of reservations against named pools, kept in a NATS
  * JetStream KV bucket: one key per pool holding the same document as the file
@@ -75,12 +80,18 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   readonly #core: LedgerCore;
 
   private constructor(
+    token: symbol,
     kv: KV,
     js: JetStreamClient,
     nc: NatsConnection,
     ownsConnection: boolean,
     options: CheckedOptions,
   ) {
+    if (token !== CONNECTED) {
+      throw new TypeError(
+        'NatsPoolLedger has no public constructor: use `await NatsPoolLedger.connect(options)`, which connects, opens its KV bucket and takes a lease.',
+      );
+    }
     const clock = resolveClock(options.clock, undefined);
     super(options.instanceId);
     this.#core = attachStorage(this, {
@@ -138,7 +149,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       checkServerVersion(nc.info?.version, checked.serverVersionPolicy);
       const deadline = monotonicNow() + checked.timeoutMs;
       const { js, kv } = await openBucket(nc, checked, deadline);
-      const ledger = new NatsPoolLedger(kv, js, nc, owns, checked);
+      const ledger = new NatsPoolLedger(CONNECTED, kv, js, nc, owns, checked);
       await retryUntil(
         deadline,
         () => ledger.#store.openLease(),

@@ -47,6 +47,10 @@ export interface NatsStateStoreOptions {
 const NAME = /^[A-Za-z0-9_-]{1,64}$/;
 const BUCKET = /^[A-Za-z0-9_-]{1,64}$/;
 const KEYS = ['bucket', 'name', 'maxValueBytes', 'timeoutMs'];
+// Proof that the constructor is called by `open()`: `private` binds TypeScript
+// only, and a `new NatsStateStore(...)` from JavaScript would build a store
+// without a bucket that fails on first use.
+const OPENED = Symbol('NatsStateStore.open');
 
 /**
  * A {@link StateStore} on NATS JetStream KV, for managers whose host may move
@@ -84,7 +88,12 @@ export class NatsStateStore implements StateStore {
   readonly #revisions = new Map<string, number>();
   #closed = false;
 
-  private constructor(kv: KV, bucket: string, name: string, maxBytes: number) {
+  private constructor(token: symbol, kv: KV, bucket: string, name: string, maxBytes: number) {
+    if (token !== OPENED) {
+      throw new TypeError(
+        'NatsStateStore has no public constructor: open one with `await NatsStateStore.open(nc, options)`, which opens (or creates) its KV bucket.',
+      );
+    }
     this.#kv = kv;
     this.bucket = bucket;
     this.name = name;
@@ -154,7 +163,7 @@ export class NatsStateStore implements StateStore {
         throw unavailable(bucket, 'create', created);
       }
     }
-    return new NatsStateStore(kv, bucket, name, maxBytes);
+    return new NatsStateStore(OPENED, kv, bucket, name, maxBytes);
   }
 
   /**

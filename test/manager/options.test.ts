@@ -1,0 +1,85 @@
+/**
+ * The ScalerManager's own options are strict, as every other entry point: an
+ * unknown key (a typo) is an InvalidInputError naming it, the nearest option
+ * and every option, never silently ignored.
+ */
+import { describe, expect, it } from 'vitest';
+import { type InvalidInputError, isInvalidInputError } from '../../src/errors/input.js';
+import { ScalerManager, type ScalerManagerOptions } from '../../src/manager/index.js';
+import { FakeBackend, TestClock } from '../../src/testing/index.js';
+
+function base(): ScalerManagerOptions {
+  const clock = new TestClock('2026-01-05T12:00:00Z');
+  return {
+    config: {
+      globalMaxAgents: 2,
+      scalers: [{ name: 'vm', type: 'c', maxAgents: 2, labelSets: [{ labels: ['linux'] }] }],
+    },
+    backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
+    clock,
+  };
+}
+
+function refusal(extra: Record<string, unknown>): InvalidInputError {
+  try {
+    new ScalerManager({ ...base(), ...extra } as ScalerManagerOptions);
+  } catch (error) {
+    expect(isInvalidInputError(error)).toBe(true);
+    return error as InvalidInputError;
+  }
+  throw new Error('expected a refusal');
+}
+
+describe('new ScalerManager(options): unknown keys', () => {
+  it.each([
+    ['reservationLostPolcy', 'reservationLostPolicy'],
+    ['reservationlostpolicy', 'reservationLostPolicy'],
+    ['leaseLostPolicies', 'leaseLostPolicy'],
+    ['stateStor', 'stateStore'],
+    ['onConfigACK', 'onConfigAck'],
+    ['maintenanceInterval', 'maintenanceIntervalMs'],
+    ['backend', 'backends'],
+    ['meterprovider', 'meterProvider'],
+  ])('%j is refused, naming the nearest option %j', (key, nearest) => {
+    const error = refusal({ [key]: 'report' });
+    expect(error.what).toBe('ScalerManager options key');
+    expect(error.value).toBe(key);
+    expect(error.message).toContain(`Unknown key ${JSON.stringify(key)} in ScalerManager options.`);
+    expect(error.message).toContain(`Did you mean \`${nearest}\`?`);
+    expect(error.message).toContain('`reservationLostPolicy`');
+  });
+
+  it('a key near no option is refused with every option listed', () => {
+    const error = refusal({ colour: 'blue' });
+    expect(error.message).not.toContain('Did you mean');
+    for (const key of ['config', 'backends', 'ledger', 'onConfigAck', 'spawnDurationHistogram']) {
+      expect(error.message).toContain(`\`${key}\``);
+    }
+  });
+
+  it('an unknown key set to undefined is refused too (a typo is a typo)', () => {
+    expect(refusal({ reservationLostPolcy: undefined }).value).toBe('reservationLostPolcy');
+  });
+
+  it('every documented option is accepted', () => {
+    const manager = new ScalerManager({
+      ...base(),
+      onScalerEvent: () => {},
+      onEvent: () => {},
+      registrationTimeoutMs: 1000,
+      maintenanceIntervalMs: 1000,
+      reconcileIntervalSeconds: 60,
+      reservationLostPolicy: 'report',
+      leaseLostPolicy: 'report',
+      demandHoldMs: 0,
+      maxBufferedEvents: 10,
+      random: () => 0.5,
+      generateAgentId: (scaler) => `${scaler}-1`,
+      recovery: {},
+      onConfigAck: () => {},
+      sweeps: {},
+      spawnDurationHistogram: false,
+    });
+    expect(manager.getStatus().shuttingDown).toBe(false);
+  });
+});
