@@ -79,6 +79,36 @@ describe('config check', () => {
     );
   });
 
+  it('schema errors and cross-field errors together, in one pass (exit 1)', async () => {
+    // A mistyped maxAgents (an unknown key, and maxAgents missing) beside an unknown
+    // machinePool in the same scaler, and a duplicate name in a scaler with a type error.
+    const bad = structuredClone(good) as { scalers: Array<Record<string, unknown>> };
+    const first = bad.scalers[0]!;
+    delete first.maxAgents;
+    first.maxAgnets = 3;
+    first.machinePool = 'gpu';
+    bad.scalers.push({ ...structuredClone(good.scalers[0]), type: 7, warmPool: undefined });
+    const path = file('mixed.json', JSON.stringify(bad));
+    const { code, err } = await cli('config', 'check', path);
+    expect(code).toBe(1);
+    expect(err.split('\n').slice(1, -1)).toEqual([
+      '  scalers[0].maxAgents: Invalid input: expected number, received undefined',
+      '  scalers[0]: Unrecognized key: "maxAgnets"',
+      '  scalers[1].type: Invalid input: expected string, received number',
+      '  scalers[0].machinePool: Unknown machine pool "gpu"; declare it under machinePools (known: host)',
+      '  scalers[1].name: Scaler name "small" is already used by scalers[0]',
+    ]);
+    expect(err).toContain('5 problems');
+    const json = JSON.parse((await cli('config', 'check', path, '--json')).out);
+    expect(json.errors.map((e: { path: unknown[] }) => e.path)).toEqual([
+      ['scalers', 0, 'maxAgents'],
+      ['scalers', 0],
+      ['scalers', 1, 'type'],
+      ['scalers', 0, 'machinePool'],
+      ['scalers', 1, 'name'],
+    ]);
+  });
+
   it('--json prints the parsed config or the errors', async () => {
     const ok = await cli('config', 'check', file('ok.json', JSON.stringify(good)), '--json');
     expect(JSON.parse(ok.out).config.scalers[0].resourceCap).toEqual({
