@@ -296,9 +296,7 @@ describe('--json shapes', () => {
       table: 'scaler_primitives',
       layout: 'vmap',
     });
-    expect(doc.script).toBe(
-      renderIsolationPlan('a', { iifname: 'tap-a' }, { includeTable: true }),
-    );
+    expect(doc.script).toBe(renderIsolationPlan('a', { iifname: 'tap-a' }, { includeTable: true }));
     expect(doc.commands[0]).toEqual({ op: 'add table' });
   });
 
