@@ -161,7 +161,9 @@ try {
     [['config', 'check', configFile, '--json'], (o) => JSON.parse(o).ok === true],
     [
       ['nft', 'plan', '--agent', 'ci-1', '--iifname', 'tap-ci-1', '--deny-all'],
-      (o) => o.startsWith('create chain inet scaler_primitives agent-ci-1-fwd\n'),
+      (o) =>
+        o.startsWith('add table inet scaler_primitives\n') &&
+        o.includes('\ncreate chain inet scaler_primitives agent-ci-1-fwd\n'),
     ],
     [
       ['caps', 'encode', '--cpus', '2', '--memory', '4Gi'],

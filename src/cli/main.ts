@@ -6,6 +6,7 @@ import { configCommand } from './commands/config.js';
 import { ledgerCommand } from './commands/ledger.js';
 import { nftCommand } from './commands/nft.js';
 import { guardText, messageLine } from './escape.js';
+import { flagMessage } from './flags.js';
 import { type CliCommand, type CliIO, UsageError } from './registry.js';
 
 const NAME = 'scaler-primitives';
@@ -37,29 +38,17 @@ function oneLine(message: string): string {
   return messageLine(message);
 }
 
-/** Name the CLI flag where a library message names the option behind it. */
-function withFlags(message: string, command: CliCommand): string {
-  let text = message;
-  for (const [option, flag] of Object.entries(command.flagHints ?? {})) {
-    text = text.replaceAll(`\`${option}\``, `\`${flag}\``);
-  }
-  return text;
-}
-
-function failure(error: unknown, command: CliCommand): string {
-  if (isScalerError(error)) {
-    return `${oneLine(withFlags(error.message, command))} [${error.code}]`;
-  }
-  if (error instanceof Error) {
-    const code = (error as { code?: unknown }).code;
-    // A file error (ENOENT, EACCES, EISDIR, ...): Node's message names the path.
-    return oneLine(
-      typeof code === 'string' && !error.message.startsWith(code)
-        ? `${code}: ${error.message}`
-        : error.message,
-    );
-  }
-  return oneLine(String(error));
+function failure(error: unknown, command: CliCommand, args: readonly string[]): string {
+  if (!(error instanceof Error)) return oneLine(String(error));
+  const code = (error as { code?: unknown }).code;
+  // A file error (ENOENT, EACCES, EISDIR, ...): Node's message names the path.
+  const text =
+    !isScalerError(error) && typeof code === 'string' && !error.message.startsWith(code)
+      ? `${code}: ${error.message}`
+      : error.message;
+  // The message names the flag the user typed, not the library option behind it.
+  const message = oneLine(flagMessage(error, command.flags ?? {}, args, text));
+  return isScalerError(error) ? `${message} [${error.code}]` : message;
 }
 
 /**
@@ -118,7 +107,7 @@ export async function main(argv: string[], rawIo: CliIO): Promise<number> {
       );
       return 2;
     }
-    io.err(`${NAME} ${command.name}: ${failure(error, command)}\n`);
+    io.err(`${NAME} ${command.name}: ${failure(error, command, rest)}\n`);
     return 1;
   }
 }

@@ -1,4 +1,5 @@
 import { escapeText } from './escape.js';
+import type { FlagNames } from './flags.js';
 
 /**
  * The operator CLI's command registry. Each command lives in `commands/<name>.ts`
@@ -29,11 +30,13 @@ export interface CliCommand {
   help: string;
   /** Help for each subcommand (`<command> <sub> --help`); the full help when absent. */
   subcommands?: Readonly<Record<string, string>>;
+  /** Its options, as `parseArgs` takes them (`type: 'string'` for a flag with a value). */
+  options?: Readonly<Record<string, { type: 'string' | 'boolean'; multiple?: boolean }>>;
   /**
-   * Library option names its error messages may mention, and the CLI flag to name
-   * instead, e.g. `{ allowMemoryPercent: '--allow-memory-percent' }`.
+   * For each flag, the names the library uses for its value, so that an error names the
+   * flag instead, e.g. `{ '--cpu-quota': ['cpuQuota'] }` (see `flags.ts`).
    */
-  flagHints?: Readonly<Record<string, string>>;
+  flags?: FlagNames;
   /** Run with the arguments after the command word; resolves to the exit code. */
   run(args: string[], io: CliIO): Promise<number>;
 }

@@ -476,13 +476,109 @@ export type ConfigValidation =
 export function validateScalerConfig(value: unknown): ConfigValidation {
   const result = scalerConfigSchema.safeParse(value);
   if (result.success) return { ok: true, config: result.data, errors: [] };
+  const errors = result.error.issues.map(configIssue);
+  // zod runs the cross-field rules only on a config that parsed: run them on the parts
+  // that did, so that one pass reports every problem.
+  const seen = new Set(errors.map((e) => JSON.stringify([e.path, e.message])));
+  for (const issue of crossFieldIssues(value)) {
+    if (!seen.has(JSON.stringify([issue.path, issue.message]))) errors.push(issue);
+  }
+  return { ok: false, errors };
+}
+
+function configIssue(issue: z.core.$ZodIssue): ConfigIssue {
   return {
-    ok: false,
-    errors: result.error.issues.map((issue) => ({
-      path: issue.path.filter((p): p is string | number => typeof p !== 'symbol'),
-      message: issue.message,
-    })),
+    path: issue.path.filter((p): p is string | number => typeof p !== 'symbol'),
+    message: issue.message,
   };
+}
+
+// A prefix no label can start with (labels have at most 253 characters).
+const NO_LABEL_PREFIX = 'x'.repeat(254);
+
+type Doc = Record<string, unknown>;
+
+function isDoc(value: unknown): value is Doc {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The cross-field issues of the parts of `value` that parse. A part that fails is left
+ * out when optional, or replaced by a value no rule objects to when required (a unique
+ * name, `maxAgents` without bound, no mandatory labels where a label list failed), and
+ * the resource rule is skipped when any resource layer failed: only issues the parts
+ * that parsed really have are reported.
+ */
+function crossFieldIssues(value: unknown): ConfigIssue[] {
+  if (!isDoc(value)) return [];
+  let resourcesFailed = false;
+  const parses = (schema: z.ZodType, part: unknown) => schema.safeParse(part).success;
+  const out: Doc = { globalMaxAgents: 0 };
+  for (const [key, schema] of Object.entries(baseSchema.shape)) {
+    if (key === 'scalers' || value[key] === undefined) continue;
+    if (parses(schema, value[key])) out[key] = value[key];
+    else if (key === 'autoLabelPrefix') out[key] = NO_LABEL_PREFIX;
+    else if (key === 'defaults' || key === 'limits') resourcesFailed = true;
+  }
+  const pools = value.machinePools;
+  // Pools whose cap failed still exist for the rule on scalers' pools.
+  const poolsKnown = pools === undefined || isDoc(pools);
+  if (isDoc(pools) && out.machinePools === undefined) {
+    out.machinePools = Object.fromEntries(
+      Object.keys(pools)
+        .filter((name) => parses(nameSchema, name))
+        .map((name) => [name, parses(resourceCapSchema, pools[name]) ? pools[name] : {}]),
+    );
+  }
+  const scalers = Array.isArray(value.scalers) ? value.scalers : [];
+  const names = new Set(scalers.map((s) => (isDoc(s) ? s.name : undefined)));
+  out.scalers = scalers.map((raw, i) => {
+    const scaler = isDoc(raw) ? raw : {};
+    const part: Doc = {};
+    let labelsFailed = false;
+    for (const [key, schema] of Object.entries(scalerSchema.shape)) {
+      if (key === 'labelSets' || scaler[key] === undefined) continue;
+      if (parses(schema, scaler[key])) part[key] = scaler[key];
+      else if (key === 'mandatoryLabels') labelsFailed = true;
+      else if (key === 'defaults' || key === 'limits') resourcesFailed = true;
+    }
+    const sets = Array.isArray(scaler.labelSets) ? scaler.labelSets : [];
+    part.labelSets = sets.map((rawSet) => {
+      const set = isDoc(rawSet) ? rawSet : {};
+      const kept: Doc = { labels: [] };
+      for (const [key, schema] of Object.entries(labelSetSchema.shape)) {
+        if (set[key] === undefined) continue;
+        if (parses(schema, set[key])) kept[key] = set[key];
+        else if (key === 'labels') labelsFailed = true;
+        else if (key === 'resources') resourcesFailed = true;
+      }
+      return kept;
+    });
+    if (sets.length === 0) part.labelSets = [{ labels: [] }];
+    if (labelsFailed) part.mandatoryLabels = [];
+    if (part.name === undefined) {
+      let name = `unnamed-${i}`;
+      while (names.has(name)) name = `${name}-${i}`;
+      part.name = name;
+    }
+    part.type ??= 'unknown';
+    part.maxAgents ??= Number.MAX_SAFE_INTEGER;
+    if (!poolsKnown) delete part.machinePool;
+    return part;
+  });
+  if (resourcesFailed) {
+    delete out.defaults;
+    delete out.limits;
+    for (const scaler of out.scalers as Doc[]) {
+      delete scaler.defaults;
+      delete scaler.limits;
+      for (const set of scaler.labelSets as Doc[]) delete set.resources;
+    }
+  }
+  const result = scalerConfigSchema.safeParse(out);
+  return result.success
+    ? []
+    : result.error.issues.filter((issue) => issue.code === 'custom').map(configIssue);
 }
 
 /**

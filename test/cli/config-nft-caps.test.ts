@@ -79,6 +79,36 @@ describe('config check', () => {
     );
   });
 
+  it('schema errors and cross-field errors together, in one pass (exit 1)', async () => {
+    // A mistyped maxAgents (an unknown key, and maxAgents missing) beside an unknown
+    // machinePool in the same scaler, and a duplicate name in a scaler with a type error.
+    const bad = structuredClone(good) as { scalers: Array<Record<string, unknown>> };
+    const first = bad.scalers[0]!;
+    delete first.maxAgents;
+    first.maxAgnets = 3;
+    first.machinePool = 'gpu';
+    bad.scalers.push({ ...structuredClone(good.scalers[0]), type: 7, warmPool: undefined });
+    const path = file('mixed.json', JSON.stringify(bad));
+    const { code, err } = await cli('config', 'check', path);
+    expect(code).toBe(1);
+    expect(err.split('\n').slice(1, -1)).toEqual([
+      '  scalers[0].maxAgents: Invalid input: expected number, received undefined',
+      '  scalers[0]: Unrecognized key: "maxAgnets"',
+      '  scalers[1].type: Invalid input: expected string, received number',
+      '  scalers[0].machinePool: Unknown machine pool "gpu"; declare it under machinePools (known: host)',
+      '  scalers[1].name: Scaler name "small" is already used by scalers[0]',
+    ]);
+    expect(err).toContain('5 problems');
+    const json = JSON.parse((await cli('config', 'check', path, '--json')).out);
+    expect(json.errors.map((e: { path: unknown[] }) => e.path)).toEqual([
+      ['scalers', 0, 'maxAgents'],
+      ['scalers', 0],
+      ['scalers', 1, 'type'],
+      ['scalers', 0, 'machinePool'],
+      ['scalers', 1, 'name'],
+    ]);
+  });
+
   it('--json prints the parsed config or the errors', async () => {
     const ok = await cli('config', 'check', file('ok.json', JSON.stringify(good)), '--json');
     expect(JSON.parse(ok.out).config.scalers[0].resourceCap).toEqual({
@@ -153,10 +183,27 @@ describe('nft plan', () => {
     expect(out).toContain(
       'add element inet scaler_primitives fwd_iif { "tap-ci-42" : jump agent-ci-42-fwd }',
     );
-    expect(out).not.toContain('add table');
+    // The plan declares its table: `nft -c -f -` accepts it on a host without the table.
+    expect(out.split('\n')[0]).toBe('add table inet scaler_primitives');
+    expect(out.indexOf('add map inet scaler_primitives fwd_iif ')).toBeLessThan(
+      out.indexOf('create chain inet scaler_primitives agent-ci-42-fwd'),
+    );
   });
 
-  it('reads a policy file; --with-table, --table and --layout are passed on', async () => {
+  it('--agent-only prints only the agent part, as addIsolationRules adds to a table that exists', async () => {
+    const args = ['nft', 'plan', '--agent', 'ci-42', '--iifname', 'tap-ci-42'];
+    const whole = await cli(...args);
+    const agent = await cli(...args, '--agent-only');
+    expect(agent.code).toBe(0);
+    expect(agent.out.split('\n')[0]).toBe('create chain inet scaler_primitives agent-ci-42-fwd');
+    expect(agent.out).not.toContain('add table');
+    expect(agent.out).not.toContain('add map');
+    expect(whole.out.endsWith(agent.out)).toBe(true);
+    const json = JSON.parse((await cli(...args, '--agent-only', '--json')).out);
+    expect(json.commands[0]).toEqual({ op: 'create chain', chain: 'agent-ci-42-fwd' });
+  });
+
+  it('reads a policy file; --table and --layout are passed on', async () => {
     const policy = file('p.json', JSON.stringify({ saddr: '172.30.0.5', denyAll: true }));
     const { code, out } = await cli(
       'nft',
@@ -165,7 +212,6 @@ describe('nft plan', () => {
       'ci-7',
       '--policy',
       policy,
-      '--with-table',
       '--table',
       'ci',
       '--layout',
@@ -177,7 +223,7 @@ describe('nft plan', () => {
   });
 
   it('--family ip plans an IPv4-only table: no IPv6 rule or map; inet is the default', async () => {
-    const args = ['nft', 'plan', '--agent', 'ci-42', '--iifname', 'tap-ci-42', '--with-table'];
+    const args = ['nft', 'plan', '--agent', 'ci-42', '--iifname', 'tap-ci-42'];
     const ip = await cli(...args, '--family', 'ip');
     expect(ip.code).toBe(0);
     expect(ip.out).toContain('add table ip scaler_primitives\n');
@@ -279,7 +325,7 @@ describe('caps', () => {
   it('invalid systemd values exit 1 naming the field', async () => {
     const enc = await cli('caps', 'encode', '--cpu-quota', '4');
     expect(enc.code).toBe(1);
-    expect(enc.err).toContain('Invalid cpuQuota "4"');
+    expect(enc.err).toContain('Invalid --cpu-quota "4"');
     const dec = await cli('caps', 'decode', '{"memory_max":"50%"}');
     expect(dec.code).toBe(1);
     expect(

@@ -296,8 +296,8 @@ describe('--json shapes', () => {
       table: 'scaler_primitives',
       layout: 'vmap',
     });
-    expect(doc.script).toBe(renderIsolationPlan('a', { iifname: 'tap-a' }));
-    expect(doc.commands[0]).toEqual({ op: 'create chain', chain: 'agent-a-fwd' });
+    expect(doc.script).toBe(renderIsolationPlan('a', { iifname: 'tap-a' }, { includeTable: true }));
+    expect(doc.commands[0]).toEqual({ op: 'add table' });
   });
 
   it('caps encode --json and dropin --json', async () => {

@@ -69,6 +69,9 @@ const SCALERS = {
 };
 const BROKEN = structuredClone(SCALERS);
 BROKEN.scalers[0]!.machinePool = 'host-2';
+// A mistyped key beside the cross-field problems: config check reports them all at once.
+delete (BROKEN.scalers[0] as { maxAgents?: number }).maxAgents;
+Object.assign(BROKEN.scalers[0]!, { maxAgnets: 4 });
 BROKEN.scalers[1]!.labelSets = [{ labels: ['linux'] }];
 
 // Ledger commands show rows of other processes (pids, times): their output is

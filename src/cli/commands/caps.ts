@@ -21,6 +21,7 @@ import {
   subcommandError,
 } from '../args.js';
 import { jsonText } from '../escape.js';
+import { forFlag } from '../flags.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives caps encode <caps> [options]
@@ -87,6 +88,7 @@ export const capsCommand: CliCommand = {
   name: 'caps',
   summary: 'Encode, decode and render per-agent systemd caps (encode, decode, dropin).',
   help,
+  options,
   subcommands: {
     encode: `Usage: scaler-primitives caps encode <caps> [--allow-memory-percent] [--json]
 
@@ -127,13 +129,13 @@ drop-in file instead). Caps flags as for \`caps encode\`.
 Exit codes: 0 printed, 1 invalid value, 2 usage error.
 `,
   },
-  flagHints: {
-    allowMemoryPercent: '--allow-memory-percent',
-    cpus: '--cpus',
-    memBytes: '--memory',
-    cpuQuota: '--cpu-quota',
-    memoryMax: '--memory-max',
-    section: '--section',
+  flags: {
+    '--cpu-quota': ['cpuQuota'],
+    '--memory-max': ['memoryMax'],
+    '--cpus': ['cpus'],
+    '--memory': ['memBytes'],
+    '--section': ['section'],
+    '--allow-memory-percent': ['allowMemoryPercent'],
   },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
@@ -150,7 +152,8 @@ Exit codes: 0 printed, 1 invalid value, 2 usage error.
       }
       case 'decode': {
         const value = await valueToDecode(rest, v);
-        const caps = decodeAgentCaps(value, { ...opts, raw: v.raw });
+        // A value read with --file: its errors name --file (ignored for a positional value).
+        const caps = forFlag('--file', () => decodeAgentCaps(value, { ...opts, raw: v.raw }));
         printDecoded(caps, v, io);
         return 0;
       }
@@ -167,7 +170,8 @@ Exit codes: 0 printed, 1 invalid value, 2 usage error.
           if (capsFromFlags(v, false) !== undefined) {
             throw new UsageError('--from-value cannot be combined with caps flags');
           }
-          caps = decodeAgentCaps(v['from-value'], opts);
+          const value = v['from-value'];
+          caps = forFlag('--from-value', () => decodeAgentCaps(value, opts));
         } else {
           caps = capsFromFlags(v, true);
         }
@@ -206,8 +210,10 @@ function capsFromFlags(v: Values, required: boolean): AgentCaps | undefined {
     throw new UsageError('give --memory-max or --memory, not both');
   }
   const fromResources = capsFromResources({
-    ...(v.cpus !== undefined ? { cpus: parseCpu(v.cpus) } : {}),
-    ...(v.memory !== undefined ? { memBytes: parseMemory(v.memory) } : {}),
+    ...(v.cpus !== undefined ? { cpus: forFlag('--cpus', () => parseCpu(v.cpus!)) } : {}),
+    ...(v.memory !== undefined
+      ? { memBytes: forFlag('--memory', () => parseMemory(v.memory!)) }
+      : {}),
   });
   const caps: AgentCaps = { ...fromResources };
   if (v['cpu-quota'] !== undefined) caps.cpuQuota = v['cpu-quota'];
@@ -218,7 +224,8 @@ function capsFromFlags(v: Values, required: boolean): AgentCaps | undefined {
 async function valueToDecode(rest: string[], v: Values): Promise<string> {
   if (v.file !== undefined) {
     if (rest.length > 0) throw new UsageError('give the value or --file, not both');
-    return readInputFile(v.file);
+    const file = v.file;
+    return forFlag('--file', () => readInputFile(file));
   }
   if (rest.length === 0) {
     throw new UsageError('missing value: give it as an argument, with --file F, or - for stdin');

@@ -47,6 +47,7 @@ export const configCommand: CliCommand = {
   name: 'config',
   summary: 'Validate a ScalerManager config file and print every issue with its path (check).',
   help,
+  options,
   subcommands: { check: help },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);

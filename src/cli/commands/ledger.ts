@@ -3,6 +3,7 @@
  */
 
 import { InvalidInputError, LedgerDirError } from '../../errors.js';
+import { checkAgentId, checkInstanceId } from '../../ledger/checks.js';
 import { fallbackLedgerDir } from '../../ledger/dir.js';
 import {
   DEFAULT_LEDGER_DIR,
@@ -13,6 +14,7 @@ import {
 import { formatCpu, formatMemory } from '../../resources/index.js';
 import { parseCommandArgs, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
+import { forFlag } from '../flags.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
 import { top, topOptions } from './ledger-top.js';
 
@@ -93,6 +95,7 @@ export const ledgerCommand: CliCommand = {
   name: 'ledger',
   summary: 'Inspect and repair machine-pool ledgers (ls, usage, reap, release).',
   help,
+  options,
   subcommands: {
     ls: subHelp('ls [pool]', 'List reservations (every pool, or one), live and stale.'),
     usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
@@ -108,6 +111,13 @@ export const ledgerCommand: CliCommand = {
       'top [--interval S] [--count N]',
       'A live view of every pool (rows, CPU and memory against the cap, oldest row, stale\nrows), redrawn every S seconds (0.1 to 3600, default 2) on a terminal, plain lines\notherwise, one JSON object per line with --json. Stops after N frames, or on Ctrl-C.',
     ),
+  },
+  // The library's names for each flag's value (--interval and --count are checked here).
+  flags: {
+    '--dir': ['dir'],
+    '--pool': ['pool name'],
+    '--agent': ['agentId'],
+    '--instance': ['instanceId'],
   },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
@@ -126,7 +136,8 @@ export const ledgerCommand: CliCommand = {
         );
       }
       // A repair tool never creates a ledger: a mistyped --dir is a failure.
-      const dir = await existingDir(ledger, values, io);
+      const timing = sub === 'top' ? topOptions(values) : undefined;
+      const dir = await forFlag('--dir', () => existingDir(ledger, values, io));
       switch (sub) {
         case 'ls':
           return await ls(ledger, await poolsOf(ledger, positionals), values, io);
@@ -139,7 +150,7 @@ export const ledgerCommand: CliCommand = {
         case 'top':
           if (positionals.length > 0)
             throw new UsageError('ledger top takes no pool: it shows every pool');
-          return await top(ledger, dir, topOptions(values), io);
+          return await top(ledger, dir, timing!, io);
         default:
           throw subcommandError(sub, SUBCOMMANDS);
       }
@@ -299,6 +310,8 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
   }
   if (!values.pool || !values.agent) throw new UsageError('release needs --pool and --agent');
   const { pool, agent, instance } = values;
+  checkAgentId(agent);
+  if (instance !== undefined) checkInstanceId(instance);
   // The operator path of the release contract: the CLI holds no rows, so it
   // names the owner it found, and the ledger removes the row only while that
   // instance still owns it (a row replaced meanwhile is left alone).

@@ -5,16 +5,24 @@
 import { buildIsolationPlan, type IsolationPolicy, renderPlan } from '../../nftables/index.js';
 import type { NftLayoutName } from '../../nftables/layout.js';
 import type { HostPort } from '../../nftables/policy.js';
+import { validateAgentId, validateTableName } from '../../nftables/validate.js';
 import { parseCommandArgs, readInputFile, subcommandError } from '../args.js';
 import { jsonText } from '../escape.js';
+import { forFlag } from '../flags.js';
 import { type CliCommand, UsageError } from '../registry.js';
 
 const help = `Usage: scaler-primitives nft plan --agent <id> <identity> [rules] [options]
        scaler-primitives nft plan --agent <id> --policy <file.json> [options]
 
 Print the \`nft -f\` script that isolates one build agent: what \`addIsolationRules\`
-applies in one transaction. Runs nothing, needs no root: review it, diff it, or pipe
-it to \`nft -c -f -\` to have nft check it.
+applies in one transaction on a host without the table (the table skeleton, then the
+agent's chains, rules and map elements). Runs nothing, needs no root: review it, diff
+it, or have nft check it, on any host (the script declares its table):
+
+  scaler-primitives nft plan --agent ci-42 --iifname tap-ci-42 --deny-all | nft -c -f -
+
+Where the table exists, its skeleton must not be added again (its dispatch rules would
+be doubled): to compare with or apply to such a table, print --agent-only.
 
 Identity (exactly one):
   --iifname <if>        The agent's interface (a VM's tap device, a container's veth).
@@ -44,7 +52,9 @@ Options:
                         left out, an IPv6 --saddr is refused).
   --layout <vmap|rules> vmap (default): a chain per agent behind verdict maps;
                         rules: the seed-compatible flat layout.
-  --with-table          Also print the commands that create the table skeleton.
+  --agent-only          Leave out the table skeleton: only the agent's commands, what
+                        \`addIsolationRules\` adds to a table that exists (nft -c
+                        accepts them only where the table exists).
   --json                Print { "agent", "family", "table", "layout", "script",
                         "commands" }:
                         the script as one string and the typed plan commands.
@@ -76,43 +86,34 @@ const options = {
   table: { type: 'string' },
   family: { type: 'string' },
   layout: { type: 'string' },
-  'with-table': { type: 'boolean', default: false },
+  'agent-only': { type: 'boolean', default: false },
   json: { type: 'boolean', default: false },
 } as const;
-
-// Library option names in messages, and the flag that sets each (flags mode only: in a
-// --policy file the library names are what the user wrote).
-const FLAG_HINTS: Readonly<Record<string, string>> = {
-  hostAccess: '--host-port',
-  allowlist: '--allow',
-  denyAll: '--deny-all',
-  gateway: '--gateway',
-  metadata: '--metadata',
-  blocked: '--blocked',
-  includeTable: '--with-table',
-  iifname: '--iifname',
-  saddr: '--saddr',
-  skuid: '--skuid',
-  table: '--table',
-  family: '--family',
-  layout: '--layout',
-};
-
-function flagsInMessage(error: unknown): never {
-  if (error instanceof Error) {
-    for (const [option, flag] of Object.entries(FLAG_HINTS)) {
-      error.message = error.message.replaceAll(`\`${option}\``, `\`${flag}\``);
-    }
-  }
-  throw error;
-}
 
 /** The `nft` command. */
 export const nftCommand: CliCommand = {
   name: 'nft',
   summary: 'Print the nftables isolation plan for an agent, without root (plan).',
   help,
+  options,
   subcommands: { plan: help },
+  // The library's names for each flag's value (option names, and what its errors call them).
+  flags: {
+    '--agent': ['agent id'],
+    '--iifname': ['interface name', 'iifname'],
+    '--saddr': ['agent source address', 'saddr'],
+    '--skuid': ['uid', 'skuid'],
+    '--gateway': ['gateway address', 'gateway'],
+    '--allow': ['allowlist entry', 'allowlist'],
+    '--host-port': ['port', 'hostAccess'],
+    '--metadata': ['metadata address', 'metadata'],
+    '--blocked': ['blocked range', 'blocked'],
+    '--deny-all': ['denyAll'],
+    '--table': ['table name', 'table'],
+    '--family': ['family'],
+    '--layout': ['layout'],
+    '--agent-only': ['includeTable'],
+  },
   async run(args, io) {
     const parsed = parseCommandArgs(args, options);
     const [sub, ...extra] = parsed.positionals;
@@ -120,6 +121,9 @@ export const nftCommand: CliCommand = {
     if (extra.length > 0) throw new UsageError(`unexpected argument ${JSON.stringify(extra[0])}`);
     const v = parsed.values;
     if (v.agent === undefined) throw new UsageError('missing --agent <id>');
+    // Checked before the policy, so that their errors name --agent and --table.
+    validateAgentId(v.agent);
+    if (v.table !== undefined) validateTableName(v.table);
     const layout = v.layout ?? 'vmap';
     if (layout !== 'vmap' && layout !== 'rules') {
       throw new UsageError(`--layout must be vmap or rules, got ${JSON.stringify(layout)}`);
@@ -146,12 +150,15 @@ export const nftCommand: CliCommand = {
       if (mixed.length > 0 || v['deny-all']) {
         throw new UsageError(`--policy cannot be combined with --${mixed[0] ?? 'deny-all'}`);
       }
-      const text = await readInputFile(v.policy);
-      try {
-        policy = JSON.parse(text) as IsolationPolicy;
-      } catch (error) {
-        throw new Error(`${v.policy}: not valid JSON: ${(error as Error).message}`);
-      }
+      const file = v.policy;
+      policy = await forFlag('--policy', async () => {
+        const text = await readInputFile(file);
+        try {
+          return JSON.parse(text) as IsolationPolicy;
+        } catch (error) {
+          throw new Error(`${file}: not valid JSON: ${(error as Error).message}`);
+        }
+      });
     } else {
       const identities = (['iifname', 'saddr', 'skuid'] as const).filter((k) => v[k] !== undefined);
       if (identities.length !== 1) {
@@ -173,20 +180,22 @@ export const nftCommand: CliCommand = {
       else if (v.saddr !== undefined) policy = { saddr: v.saddr, ...rules };
       else policy = { skuid: uid(v.skuid!), ...rules };
     }
-    let plan: ReturnType<typeof buildIsolationPlan>;
-    try {
-      plan = buildIsolationPlan(v.agent, policy, {
+    const build = () =>
+      buildIsolationPlan(v.agent!, policy, {
         layout: layout as NftLayoutName,
         family,
-        includeTable: v['with-table'],
+        includeTable: !v['agent-only'],
         ...(v.table !== undefined ? { table: v.table } : {}),
       });
+    let plan: ReturnType<typeof buildIsolationPlan>;
+    try {
+      // A policy file's errors name its keys as the user wrote them.
+      plan = v.policy === undefined ? build() : forFlag('--policy', build, { verbatim: true });
     } catch (error) {
       // The family always comes from the flag, also with --policy.
       if (error instanceof Error) {
         error.message = error.message.replaceAll("`family: 'inet'`", '`--family inet`');
       }
-      if (v.policy === undefined) flagsInMessage(error);
       throw error;
     }
     const script = renderPlan(plan);
