@@ -4,7 +4,8 @@
  * cross-process combiner. Grants carry the lowest free ids, the stored rows
  * hold them, adoption keeps or claims them, release and reap free them, and a
  * write (or a forwarded call) whose answer was lost is answered with the ids
- * its row holds.
+ * its row holds. With device ids the ledger needs no NATS subject beyond the
+ * least-privilege set of docs/security.md.
  */
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -326,5 +327,77 @@ describe.runIf(ok)('NatsPoolLedger device ids', () => {
       code: 'ERR_LEDGER_CAP_MISMATCH',
     });
     expect(await idsOf(pool)).toEqual({ 'a-1': ['0'] });
+  });
+});
+
+// The least-privilege set docs/security.md lists for the pool ledger (bucket `scaler-pools`),
+// as test/integration/ledger-nats-permissions.test.ts grants it: device ids need nothing more.
+const LEDGER_SUBJECTS = [
+  '$JS.API.INFO',
+  '$JS.API.STREAM.INFO.KV_scaler-pools',
+  '$JS.API.STREAM.MSG.GET.KV_scaler-pools',
+  '$JS.API.CONSUMER.CREATE.KV_scaler-pools.>',
+  '$KV.scaler-pools.>',
+  '_SCALER_LEDGER.scaler-pools.*',
+];
+const quoted = (subjects: string[]) => subjects.map((s) => JSON.stringify(s)).join(', ');
+const restricted = `accounts { A { jetstream: enabled, users: [
+  { user: admin, password: pw },
+  { user: ledger, password: pw, permissions: {
+      publish: { allow: [${quoted(LEDGER_SUBJECTS)}] },
+      subscribe: { allow: [${quoted(['_INBOX.>', '_SCALER_LEDGER.scaler-pools.*'])}] },
+      allow_responses: true } }
+] } }`;
+
+describe.runIf(ok)('NatsPoolLedger device ids with least-privilege NATS permissions', () => {
+  let server: NatsServer;
+  const conns: NatsConnection[] = [];
+  const as = async (user: string) => {
+    const conn = await connect({ servers: server.url, user, pass: 'pw' });
+    conns.push(conn);
+    return conn;
+  };
+
+  beforeAll(async () => {
+    server = await startNatsServer({ config: restricted });
+    await new Kvm(await as('admin')).create('scaler-pools', { history: 1, allow_direct: false });
+  });
+  afterAll(async () => {
+    await Promise.all(conns.map((c) => c.close().catch(() => {})));
+    await server?.stop();
+  });
+
+  it('two combining instances grant, adopt and release ids with only those subjects', async () => {
+    const forwarded: string[] = [];
+    const a = await NatsPoolLedger.connect({ nc: await as('ledger'), instanceId: 'a' });
+    const b = await NatsPoolLedger.connect(
+      withNatsLedgerHooks(
+        { nc: await as('ledger'), instanceId: 'b' },
+        { onForward: (pool) => forwarded.push(pool) },
+      ),
+    );
+    try {
+      for (const l of [a, b]) l.registerPool('gpu', cap);
+      expect(await a.reserve('gpu', 'a-1', 0, 0, gpus(1))).toEqual({
+        ok: true,
+        devices: { [GPU]: ['0'] },
+      });
+      expect(await b.reserve('gpu', 'b-1', 0, 0, gpus(2))).toEqual({
+        ok: true,
+        devices: { [GPU]: ['1', '2'] },
+      });
+      expect(await b.adopt('gpu', [{ agentId: 'b-1', cpus: 0, memBytes: 0, ...gpus(2) }])).toEqual([
+        { ok: true, adopted: true, devices: { [GPU]: ['1', '2'] } },
+      ]);
+      expect(forwarded.length).toBeGreaterThan(0);
+      expect(await b.release('gpu', 'b-1')).toBe(true);
+      expect(await a.reserve('gpu', 'a-2', 0, 0, gpus(3))).toEqual({
+        ok: true,
+        devices: { [GPU]: ['1', '2', '3'] },
+      });
+    } finally {
+      await b.close();
+      await a.close();
+    }
   });
 });
