@@ -3,6 +3,12 @@ import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
+import {
+  decodeReply,
+  decodeRequest,
+  encodeReply,
+  encodeRequest,
+} from '../../src/ledger/combining/wire.js';
 import { emptyDocument } from '../../src/ledger/document/codec.js';
 import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
@@ -285,5 +291,48 @@ describe('ServerClock.at', () => {
     local = 150;
     expect(clock.at(120)).toBe(10_020);
     expect(clock.now()).toBe(10_050);
+  });
+});
+
+describe('combine wire with device ids', () => {
+  const GPU = 'nvidia.com/gpu';
+  const encoder = new TextEncoder();
+
+  it('a request keeps the cap device ids and the rows device ids', () => {
+    const cap = { maxCpu: 4, devices: { [GPU]: ['0', '1'] } };
+    const adoptRow = row('a-2', { extended: { [GPU]: 1 }, devices: { [GPU]: ['1'] } });
+    const request = decodeRequest(
+      encoder.encode(
+        encodeRequest({
+          pool: 'gpu',
+          cap,
+          ops: [
+            { kind: 'reserve', row: row('a-1', { extended: { [GPU]: 1 } }), maybeApplied: true },
+            { kind: 'adopt', rows: [adoptRow] },
+          ],
+        }),
+      ),
+    );
+    expect(request.cap).toEqual({ maxCpu: 4, maxExtended: { [GPU]: 2 }, devices: cap.devices });
+    expect(request.ops[1]).toEqual({ kind: 'adopt', rows: [adoptRow] });
+  });
+
+  it('refuses a request whose cap lists bad device ids', () => {
+    const bad = (devices: unknown) =>
+      encoder.encode(
+        JSON.stringify({ v: 1, pool: 'gpu', cap: { devices }, ops: [{ kind: 'reap' }] }),
+      );
+    expect(() => decodeRequest(bad({ [GPU]: ['0', '0'] }))).toThrow(/listed twice/);
+    expect(() => decodeRequest(bad({ [GPU]: [] }))).toThrow(/1 to 256 device ids/);
+    expect(() => decodeRequest(bad({ [GPU]: ['a b'] }))).toThrow(/Invalid device id/);
+  });
+
+  it('a reply keeps the ids of each grant', () => {
+    const answers = [
+      { ok: true as const, value: { ok: true, devices: { [GPU]: ['1', '3'] } } },
+      { ok: true as const, value: [{ ok: true, adopted: true, devices: { [GPU]: ['0'] } }] },
+    ];
+    const reply = decodeReply(encoder.encode(encodeReply({ kind: 'answers', answers })), 'gpu', 2);
+    expect(reply).toEqual({ kind: 'answers', answers });
   });
 });
