@@ -76,7 +76,11 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
   if (typeof pool !== 'string') throw new TypeError('request pool is not a string');
   assertSubjectSafePool(pool);
   if (!isObject(cap)) throw new TypeError('request cap is not an object');
-  onlyKeys(cap, ['maxCpu', 'maxMemoryBytes', 'maxExtended', 'provides', 'maxAgents'], 'cap');
+  onlyKeys(
+    cap,
+    ['maxCpu', 'maxMemoryBytes', 'maxExtended', 'provides', 'maxAgents', 'devices'],
+    'cap',
+  );
   const normalized = normalizeCap(cap as ResourceCap);
   if (!Array.isArray(ops) || ops.length === 0 || ops.length > MAX_FORWARDED_OPS) {
     throw new TypeError(`request ops is not an array of 1 to ${MAX_FORWARDED_OPS} calls`);
