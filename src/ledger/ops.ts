@@ -240,8 +240,8 @@ function amountOf(row: ReservationRow) {
   };
 }
 
-// A grant, with the device ids when there are any.
-function granted<T extends object>(
+/** A grant, with copies of the device ids when there are any (never the document's arrays). */
+export function granted<T extends object>(
   answer: T,
   devices: Record<string, string[]> | undefined,
 ): T & { devices?: Record<string, string[]> } {

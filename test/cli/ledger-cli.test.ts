@@ -78,15 +78,52 @@ describe('scaler-primitives ledger', () => {
     expect(code).toBe(0);
     const lines = stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(
-      /^POOL\s+AGENT\s+INSTANCE\s+PID\s+CPU\s+MEMORY\s+RESERVED_AT\s+STATE$/,
+      /^POOL\s+AGENT\s+INSTANCE\s+PID\s+CPU\s+MEMORY\s+DEVICES\s+RESERVED_AT\s+STATE$/,
     );
     expect(lines).toHaveLength(4);
-    expect(lines[1]).toMatch(/^build\s+agent-1\s+orch-a\s+\d+\s+1\.5\s+2Ki\s+\S+\s+live$/);
-    expect(lines[2]).toMatch(/^build\s+agent-22\s+orch-a\s+\d+\s+250m\s+1Ki\s+\S+\s+live$/);
-    expect(lines[3]).toMatch(/^gpu\s+old\s+peer\s+999999\s+1\s+1Ki\s+\S+\s+stale \(other-boot\)$/);
+    expect(lines[1]).toMatch(/^build\s+agent-1\s+orch-a\s+\d+\s+1\.5\s+2Ki\s+-\s+\S+\s+live$/);
+    expect(lines[2]).toMatch(/^build\s+agent-22\s+orch-a\s+\d+\s+250m\s+1Ki\s+-\s+\S+\s+live$/);
+    expect(lines[3]).toMatch(
+      /^gpu\s+old\s+peer\s+999999\s+1\s+1Ki\s+-\s+\S+\s+stale \(other-boot\)$/,
+    );
     // Aligned: every column starts at the same offset on every line.
     const stateColumn = lines[0]!.indexOf('STATE');
     for (const line of lines.slice(1)) expect(line.slice(stateColumn)).toMatch(/^(live|stale)/);
+  });
+
+  it("ls shows the device ids each row holds, and '?' for a row that counts a listed resource without ids", async () => {
+    const gpu = 'nvidia.com/gpu';
+    const ledger = new MachineLedger({ instanceId: 'orch-a', dir });
+    ledger.registerPool('gpus', { maxCpu: 8, devices: { [gpu]: ['0', '1', '2', '3'] } });
+    await ledger.reserve('gpus', 'two', 1, 0, { extended: { [gpu]: 2 } });
+    await ledger.reserve('gpus', 'none', 1, 0);
+    // A row of a writer that counts the resource and assigns no ids (kept live: no lease).
+    const file = join(dir, 'gpus.json');
+    const doc = JSON.parse(readFileSync(file, 'utf8'));
+    doc.reservations.push(
+      row({ agentId: 'unassigned', bootId: ledger.bootId, extended: { [gpu]: 1 } }),
+    );
+    writeFileSync(file, JSON.stringify(doc));
+    const table = await run('ledger', 'ls', 'gpus');
+    const json = await run('ledger', 'ls', 'gpus', '--json');
+    await ledger.close();
+    expect(table.stderr).toBe('');
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines[0]).toMatch(/\sMEMORY\s+DEVICES\s+RESERVED_AT\s/);
+    expect(
+      lines.slice(1).map((line) => line.split(/\s+/).slice(0, 2).concat(line.split(/\s+/)[6]!)),
+    ).toEqual([
+      ['gpus', 'two', 'nvidia.com/gpu=0,1'],
+      ['gpus', 'none', '-'],
+      ['gpus', 'unassigned', 'nvidia.com/gpu=?'],
+    ]);
+    const [pool] = JSON.parse(json.stdout);
+    expect(pool.cap.devices).toEqual({ [gpu]: ['0', '1', '2', '3'] });
+    expect(pool.reservations.map((r: { devices?: unknown }) => r.devices)).toEqual([
+      { [gpu]: ['0', '1'] },
+      undefined,
+      undefined,
+    ]);
   });
 
   it('usage and ls --json for one pool', async () => {

@@ -10,8 +10,9 @@ import {
   LEDGER_DIR_ENV,
   MachineLedger,
   type PoolSnapshot,
+  type ReservationRow,
 } from '../../ledger/index.js';
-import { formatCpu, formatMemory } from '../../resources/index.js';
+import { formatCpu, formatMemory, type ResourceCap } from '../../resources/index.js';
 import { parseCommandArgs, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
 import { forFlag } from '../flags.js';
@@ -27,7 +28,8 @@ const help = `Usage: scaler-primitives ledger <subcommand> [pool] [options]
 Inspect and repair the machine-pool ledger shared by orchestrators on this host.
 
 Subcommands:
-  ls [pool]       List reservations (every pool, or one), live and stale.
+  ls [pool]       List reservations (every pool, or one), live and stale, with
+                  the device ids each row holds.
   usage [pool]    Show used and maximum CPU and memory per pool.
   reap [pool]     Remove stale rows now (rows of another boot or of a dead process;
                   rows whose lease expired are left to the running instances).
@@ -97,7 +99,10 @@ export const ledgerCommand: CliCommand = {
   help,
   options,
   subcommands: {
-    ls: subHelp('ls [pool]', 'List reservations (every pool, or one), live and stale.'),
+    ls: subHelp(
+      'ls [pool]',
+      "List reservations (every pool, or one), live and stale. DEVICES shows the device ids\neach row holds (<resource>=<id>,<id>); '?' marks a row that counts a resource whose\nids the pool lists but carries none (written by a writer that does not assign them).",
+    ),
     usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
     reap: subHelp(
       'reap [pool]',
@@ -224,6 +229,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
         String(row.pid),
         showCpu(row.cpus),
         showMemory(row.memBytes),
+        showDevices(row, s.cap),
         new Date(row.reservedAt).toISOString(),
         reason === undefined ? 'live' : `stale (${reason})`,
       ]);
@@ -237,7 +243,7 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   }
   io.out(
     table(
-      ['POOL', 'AGENT', 'INSTANCE', 'PID', 'CPU', 'MEMORY', 'RESERVED_AT', 'STATE'],
+      ['POOL', 'AGENT', 'INSTANCE', 'PID', 'CPU', 'MEMORY', 'DEVICES', 'RESERVED_AT', 'STATE'],
       rows,
       [3, 4, 5],
     ),
@@ -341,6 +347,21 @@ async function release(ledger: MachineLedger, positionals: string[], values: Val
     );
   }
   return 0;
+}
+
+// The device ids a row holds, `<resource>=<id>,<id>` per resource (`;` between
+// resources), for every resource it holds ids of or whose ids the pool's cap
+// lists: `?` when the row counts such a resource but carries no ids (a writer
+// that does not assign them: which devices it uses is unknown); `-` for none.
+function showDevices(row: ReservationRow, cap: ResourceCap): string {
+  const parts: string[] = [];
+  const names = new Set([...Object.keys(row.devices ?? {}), ...Object.keys(cap.devices ?? {})]);
+  for (const name of [...names].sort()) {
+    const ids = row.devices?.[name];
+    if (ids !== undefined && ids.length > 0) parts.push(`${name}=${ids.join(',')}`);
+    else if ((row.extended?.[name] ?? 0) > 0) parts.push(`${name}=?`);
+  }
+  return parts.length === 0 ? '-' : parts.join(';');
 }
 
 // Human tables use the canonical quantity forms ("500m", "2560Mi"); --json keeps

@@ -23,7 +23,7 @@ import type { HeldRows } from '../held-rows.js';
 import { ledgerIoError } from '../io-error.js';
 import type { LockHandle, PoolLocker, WaitHooks } from '../lock.js';
 import type { MachineLedgerHooks } from '../machine-ledger.js';
-import { applyBatch, type LedgerOp } from '../ops.js';
+import { applyBatch, granted, type LedgerOp } from '../ops.js';
 import { checkWriteSize, readPoolFile, syncDir } from '../store.js';
 import type { LedgerTelemetry } from '../telemetry.js';
 import type { LedgerDocument } from '../types.js';
@@ -630,7 +630,7 @@ function agentOf(op: LedgerOp): string {
 /**
  * A maybe-applied call decided from a final pool document: its answer when the
  * document shows it applied (a reserve's own row, same instance, lease and
- * time) or shows there is nothing left to do (a release whose row is gone),
+ * time: granted, with the device ids that row holds) or shows there is nothing left to do (a release whose row is gone),
  * `'not-applied'` when it shows the call was not applied (a reserve without
  * its row, a release whose row is still there), `undefined` when the document
  * cannot say (an adopt).
@@ -640,14 +640,16 @@ export function settledFrom(
   op: LedgerOp,
 ): OpAnswer | 'not-applied' | undefined {
   if (op.kind === 'reserve') {
-    const own = doc.reservations.some(
+    const own = doc.reservations.find(
       (row) =>
         row.agentId === op.row.agentId &&
         row.instanceId === op.row.instanceId &&
         row.leaseId === op.row.leaseId &&
         row.reservedAt === op.row.reservedAt,
     );
-    return own ? { ok: true, value: { ok: true } } : 'not-applied';
+    if (own === undefined) return 'not-applied';
+    // The grant answers the device ids its row holds, as the write that added it did.
+    return { ok: true, value: granted({ ok: true }, own.devices) };
   }
   if (op.kind === 'release') {
     const present = doc.reservations.some(

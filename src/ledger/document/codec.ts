@@ -94,6 +94,8 @@ export function parseDocument(text: string, source: DocumentSource): LedgerDocum
 
 /**
  * Validate an already-parsed pool document (for stores that hand over values).
+ * Returns the value itself: every field is kept, a field named `__proto__`
+ * included (an own property of the value, as `JSON.parse` makes it).
  *
  * @throws LedgerCorruptError as {@link parseDocument}.
  */
@@ -116,7 +118,11 @@ export function validateDocument(value: unknown, source: DocumentSource): Ledger
       result.error.issues.length > 1 ? ` (and ${result.error.issues.length - 1} more)` : '';
     throw corrupt(source, `${where}: ${first.message}${more}`, result.error);
   }
-  return result.data as LedgerDocument;
+  // The schema only checks (no defaults, no transforms), so the value itself is
+  // the document. zod's output would drop a field named `__proto__` (JSON allows
+  // one; JSON.parse makes it an own property, never the prototype); the value
+  // keeps every field a writer put there, and the rewrite keeps them too.
+  return value as LedgerDocument;
 }
 
 /**

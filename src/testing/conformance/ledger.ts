@@ -1,11 +1,13 @@
 /**
  * poolLedgerConformance: the promises every PoolLedger keeps, as named checks
  * any test runner can run against any implementation. The checks live in files by
- * group (`ledger/capacity.ts`, `ledger/ownership.ts`, `ledger/lifecycle.ts`).
+ * group (`ledger/capacity.ts`, `ledger/ownership.ts`, `ledger/lifecycle.ts`,
+ * `ledger/devices.ts`, `ledger/lease.ts`).
  */
 import type { PoolLedger } from '../../ledger/types.js';
 import { type ConformanceCheck, sample } from './check.js';
 import { capacityChecks } from './ledger/capacity.js';
+import { deviceChecks } from './ledger/devices.js';
 import { checkMaker, instanceOf, type LedgerSuite, rows } from './ledger/harness.js';
 import { leaseChecks } from './ledger/lease.js';
 import { lifecycleChecks } from './ledger/lifecycle.js';
@@ -65,7 +67,11 @@ export interface PoolLedgerConformanceOptions {
  * rows; a closed instance's rows are reaped by a peer; `list` and `getUsage`
  * agree with what was granted; a closed ledger refuses work; extended resources
  * and `maxAgents` are held across instances; `adopt` takes a restarted
- * instance's row over without counting it twice; bad input is refused; and,
+ * instance's row over without counting it twice; bad input is refused; a cap
+ * that lists device ids (`devices`) has each grant assign the lowest free
+ * ids, never one id to two live rows (under contention too), release and reap
+ * free them, adoption keeps them, and a cap listing other ids is a mismatch
+ * (checks named `devices*`); and,
  * for a ledger with the optional `lease()` and `onLeaseEvent()`, the lease
  * rules (checks named `lease-*`; those needing faults run only with the
  * `failRenewals` option). A check that does not apply is skipped through the
@@ -137,6 +143,7 @@ export function poolLedgerConformance(
     ...capacityChecks(suite),
     ...ownershipChecks(suite),
     ...lifecycleChecks(suite),
+    ...deviceChecks(suite),
     ...leaseChecks(suite),
   ];
 }

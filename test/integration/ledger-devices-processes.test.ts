@@ -1,0 +1,138 @@
+/**
+ * Device ids across real processes: 8 workers contend on one file pool with 4
+ * devices (`nvidia.com/gpu` ids 0-3), each reserving 1 or 2, releasing and
+ * reserving again; workers are SIGKILLed at random points and restarted. An
+ * independent reader (its own process, plain fs and JSON.parse) reads every
+ * version of the pool file it can, in a tight loop and on every rename the
+ * directory's inotify watch reports, and checks each one: never one id in two
+ * rows, each row holding as many ids as its count, at most 4 held, only
+ * declared ids. At the end, once the killed processes' rows are reaped, no id
+ * is lost: all four are free.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import {
+  type FixtureProcess,
+  finishFixture,
+  startFixture,
+  stopFixture,
+} from '../helpers/processes.js';
+
+const GPU = 'nvidia.com/gpu';
+const IDS = ['0', '1', '2', '3'];
+const cap = { maxCpu: 64, devices: { [GPU]: IDS } };
+const LEASE_MS = 1000;
+// A worker under tsx starts in 1-3 s; on a machine busy with other tests it has taken 30 s.
+const STARTUP_MS = 120_000;
+let dir: string;
+const running: FixtureProcess[] = [];
+
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'ledger-devices-'));
+});
+
+afterEach(async () => {
+  await Promise.all(running.splice(0).map((p) => stopFixture(p)));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function worker(instanceId: string): FixtureProcess {
+  const fixture = startFixture('ledger/device-worker.ts', [
+    // No fsync: what is proved here is the ids in every version, and a
+    // SIGKILLed process's writes are in the page cache either way (fsync is
+    // for power loss); on a busy disk each fsync would cost a write 10-100 ms.
+    JSON.stringify({
+      dir,
+      pool: 'gpus',
+      cap,
+      resource: GPU,
+      instanceId,
+      leaseTtlMs: LEASE_MS,
+      fsync: false,
+    }),
+  ]);
+  running.push(fixture);
+  return fixture;
+}
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const isReady = (p: FixtureProcess) => p.events.some((e) => e.event === 'ready');
+
+describe('device ids across processes', () => {
+  it('8 workers, 4 devices, SIGKILLs at random points: no id in two rows, none over the count, none lost', async () => {
+    const reader = startFixture('ledger/device-reader.ts', [dir, 'gpus', GPU]);
+    running.push(reader);
+    await reader.waitFor('ready', STARTUP_MS);
+    const live = Array.from({ length: 8 }, (_, i) => worker(`w${i}`));
+    await Promise.all(live.map((w) => w.waitFor('ready', STARTUP_MS)));
+
+    // Kill a running worker every 100-400 ms and start its instance again
+    // (its successor finds the killed process's rows stale by their pid).
+    const killed: FixtureProcess[] = [];
+    const end = Date.now() + 8_000;
+    while (Date.now() < end) {
+      await pause(100 + Math.random() * 300);
+      const ready = live.filter(isReady);
+      if (ready.length === 0) continue;
+      const victim = ready[Math.floor(Math.random() * ready.length)]!;
+      victim.child.kill('SIGKILL');
+      await victim.exited;
+      killed.push(victim);
+      const index = live.indexOf(victim);
+      live[index] = worker(`w${index}`);
+    }
+    // The last two killed are not restarted: their rows wait for a peer's reap.
+    for (const index of [0, 1]) {
+      const ready = live[index]!;
+      await ready.waitFor('ready', STARTUP_MS);
+      await pause(50 + Math.random() * 100);
+      ready.child.kill('SIGKILL');
+      await ready.exited;
+      killed.push(ready);
+    }
+    const survivors = live.slice(2);
+    await Promise.all(survivors.map((w) => w.waitFor('ready', STARTUP_MS)));
+    for (const w of survivors) w.child.kill('SIGTERM');
+    const results = await Promise.all(survivors.map(finishFixture));
+    reader.child.kill('SIGTERM');
+    const report = await finishFixture(reader);
+    const granted = results.reduce((sum, r) => sum + (r.granted as number), 0);
+
+    console.info(
+      `device proof: ${killed.length} SIGKILLs, ${granted} grants by the survivors; the reader saw ${report.versions} versions of ${report.renames} writes (${report.reads} reads)`,
+    );
+    for (const result of results) {
+      for (const error of result.errors as Array<{ code?: string; message: string }>) {
+        expect(['BAD_IDS', 'BAD_REFUSAL', 'LOST_ROW', 'ERR_LEDGER_CORRUPT']).not.toContain(
+          error.code,
+        );
+      }
+    }
+    expect(granted).toBeGreaterThan(0);
+    expect(killed.length).toBeGreaterThanOrEqual(8);
+    expect(report.violations).toEqual([]);
+    expect(report.maxHeld).toBe(4);
+    // Every version read was a write's; the writes were counted by their renames.
+    expect(report.versions as number).toBeGreaterThan(20);
+    expect(report.versions as number).toBeLessThanOrEqual((report.renames as number) + 1);
+
+    // The killed processes' rows are reaped once their lease (1 s) and the
+    // margin (1 s) have passed, by an instance that renewed its own lease that long.
+    const auditor = new MachineLedger({ instanceId: 'auditor', dir, leaseTtlMs: LEASE_MS });
+    auditor.registerPool('gpus', cap);
+    await auditor.reapStale('gpus');
+    await pause(2 * LEASE_MS + 300);
+    await auditor.reapStale('gpus');
+    expect(JSON.parse(readFileSync(join(dir, 'gpus.json'), 'utf8')).reservations).toEqual([]);
+    // No id lost: all four are free.
+    expect(await auditor.reserve('gpus', 'all', 1, 0, { extended: { [GPU]: 4 } })).toEqual({
+      ok: true,
+      devices: { [GPU]: IDS },
+    });
+    expect(await auditor.release('gpus', 'all')).toBe(true);
+    await auditor.close();
+  }, 300_000);
+});
