@@ -64,6 +64,28 @@ describe('config check', () => {
     );
   });
 
+  it('lists every machine pool of a scaler that draws from several', async () => {
+    const multi = {
+      globalMaxAgents: 4,
+      machinePools: {
+        host: { maxCpu: 8, maxMemory: '16Gi' },
+        'gpu-box': { devices: { 'nvidia.com/gpu': ['0', '1'] } },
+      },
+      scalers: [
+        {
+          name: 'gpu',
+          type: 'container',
+          maxAgents: 2,
+          machinePools: ['host', 'gpu-box'],
+          labelSets: [{ labels: ['gpu'] }],
+        },
+      ],
+    };
+    const { code, out } = await cli('config', 'check', file('multi.json', JSON.stringify(multi)));
+    expect(code).toBe(0);
+    expect(out).toMatch(/gpu\s+container\s+2\s+\[gpu\]\s+-\s+host,gpu-box\s/);
+  });
+
   it('prints every problem with its path and exits 1', async () => {
     const bad = structuredClone(good) as Record<string, unknown> & typeof good;
     bad.globalMaxAgents = -1;

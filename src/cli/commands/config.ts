@@ -108,7 +108,7 @@ async function check(file: string, json: boolean, io: CliIO): Promise<number> {
         String(s.maxAgents),
         s.labelSets.map((set) => `[${set.labels.join(',')}]`).join(' '),
         s.mandatoryLabels.join(',') || '-',
-        s.machinePool ?? '-',
+        (s.machinePools ?? (s.machinePool === undefined ? [] : [s.machinePool])).join(',') || '-',
         cap(s.resourceCap),
         s.warmPool ? `${s.warmPool.size} (idle ${s.warmPool.idleTimeoutSeconds}s)` : '-',
       ]),
