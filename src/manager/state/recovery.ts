@@ -7,7 +7,6 @@
 import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
 import { adoptRequest } from '../capacity.js';
-import { poolsOf } from '../config.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
 import { addDevices, devicesIn, splitRequest } from '../pools.js';
@@ -196,7 +195,7 @@ export async function recoverFleet(
       return core.forget(record);
     }),
   );
-  await reapSplitPools(core);
+  await releaseUnnamedRows(core, listed, storedIds);
   for (const [scaler, ids] of listed) {
     if (ids === undefined) continue;
     for (const agentId of ids) {
@@ -344,23 +343,44 @@ async function reclaimRows(
   if (lost.length > 0) onLost(pool, lost);
 }
 
-// A host killed between the grants of a multi-pool agent (before its record
-// was stored) leaves a row no record names: the pools of multi-pool agents are
-// swept for rows of dead holders once recovery has taken over its own.
-async function reapSplitPools(core: FleetCore): Promise<void> {
-  const pools = new Set<string>();
-  for (const scaler of core.config.scalers) {
-    for (const set of scaler.labelSets) {
-      const list = poolsOf(scaler, set);
-      if (list.length > 1) for (const pool of list) pools.add(pool);
-    }
+// Rows of this instance that no recovered agent names: the host was killed
+// after a grant and before the agent's record was stored (between the grants
+// of a multi-pool agent, say), or after the record was deleted and before the
+// rows were released. On a NATS pool such a row stays live until the dead
+// process's lease runs out; recovery releases it now. Only when every backend
+// answered `list()`: a row whose agent a backend still runs is left alone (the
+// agent is reported as unrecorded), and so is one a stored record names (of a
+// scaler this config no longer has). Then stale rows are reaped, so the pools
+// hold nothing of the dead process once recovery has run.
+async function releaseUnnamedRows(
+  core: FleetCore,
+  listed: ReadonlyMap<ScalerState, Set<string> | undefined>,
+  storedIds: ReadonlySet<string>,
+): Promise<void> {
+  const running = new Set<string>();
+  let known = true;
+  for (const ids of listed.values()) {
+    if (ids === undefined) known = false;
+    else for (const id of ids) running.add(id);
   }
   await Promise.all(
-    [...pools].map(async (pool) => {
+    Object.keys(core.config.machinePools).map(async (pool) => {
+      const ledger = core.gate.ledgers.of(pool);
+      if (ledger === undefined) return;
       try {
-        await core.gate.ledgers.of(pool)?.reapStale(pool);
+        if (known) {
+          const own = (ledger as { instanceId?: unknown }).instanceId;
+          for (const row of await ledger.list(pool)) {
+            if (typeof own === 'string' && row.instanceId !== own) continue;
+            const { agentId } = row;
+            if (core.book.has(agentId) || storedIds.has(agentId) || running.has(agentId)) continue;
+            // Without options only this instance's row is removed.
+            await ledger.release(pool, agentId);
+          }
+        }
+        await ledger.reapStale(pool);
       } catch {
-        // The ledger's reaper tries again on its own.
+        // The ledger's reaper, or the lease running out, removes them later.
       }
     }),
   );
