@@ -1,5 +1,6 @@
 import type { AgentResources } from './backend.js';
 import type { AgentMailbox } from './events.js';
+import type { PoolShare } from './pools.js';
 import type { ScalerState } from './scalers.js';
 
 /**
@@ -42,9 +43,12 @@ export interface AgentRecord {
   state: AgentState;
   readonly labels: string[];
   readonly resources: AgentResources;
-  readonly pool: string | undefined;
-  /** True once the pool ledger granted its row. */
+  /** Its machine pools (sorted) and the part of its request each pool's row holds; empty when none. */
+  readonly shares: readonly PoolShare[];
+  /** True once the pool ledger(s) granted its row(s), in every pool. */
   poolHeld: boolean;
+  /** The device ids its pools assigned, by resource, once granted. */
+  devices: Record<string, string[]> | undefined;
   readonly spawnedAt: number;
   spawnSettled: boolean;
   registeredAt: number;

@@ -40,9 +40,20 @@ export interface SpawnRequest {
    * agent-side fence: pass it to the agent so it stops itself before peers
    * may take its capacity, even when this controller is SIGKILLed or stalled.
    * Present when the agent is in a machine pool and the ledger has `lease()`
-   * (`MachineLedger`, `NatsPoolLedger`); absent otherwise.
+   * (`MachineLedger`, `NatsPoolLedger`); absent otherwise. When the agent's
+   * pools are served by several ledgers, this is the lease with the earliest
+   * deadline among them (the first that can lapse).
    */
   lease?: SpawnLease;
+  /**
+   * The device ids the agent was given, by extended resource name
+   * (`{ "nvidia.com/gpu": ["1", "3"] }`), when a machine pool it reserves in
+   * lists device ids for a resource it requests (`devices` in the pool's cap).
+   * The ledger chose them in the write that recorded the row, so no other
+   * agent sharing the pool holds them: pass exactly these to the agent (e.g.
+   * `--gpus device=1,3`). Absent when no pool assigned any.
+   */
+  devices?: Record<string, string[]>;
   /**
    * Report a backend event about this agent (image pulled, VM booted, log line...).
    * Events are relayed to `onScalerEvent` once the agent is correlated with a job,

@@ -1,6 +1,6 @@
 import { CapTracker } from '../caps/cap-tracker.js';
 import type { CapDimension } from '../caps/types.js';
-import type { PoolLedger, ReserveResult } from '../ledger/types.js';
+import type { AdoptHeldBy, AdoptRequest, ReserveRefusal, ReserveResult } from '../ledger/types.js';
 import { checkLimitRange, type LimitRangeRule } from '../resources/limit-range.js';
 import { coresToMillicores } from '../resources/quantity.js';
 import type { ResourceAmount } from '../resources/types.js';
@@ -8,8 +8,26 @@ import type { AgentBook, AgentRecord } from './agents.js';
 import type { AgentResources } from './backend.js';
 import { exceeds } from './checks.js';
 import type { ScalerConfig } from './config.js';
+import {
+  addDevices,
+  devicesIn,
+  type PoolLedgers,
+  type PoolShare,
+  uncoveredResource,
+} from './pools.js';
 import type { ScalerState } from './scalers.js';
 import type { Usage } from './status.js';
+
+/**
+ * What reserving an agent's rows in all its pools came to: every pool granted
+ * (with the device ids assigned), one refused (the pools before it were
+ * released), or one failed (`tried` pools may hold a row: release them).
+ * @internal
+ */
+export type PoolsOutcome =
+  | { ok: true; devices: Record<string, string[]> | undefined }
+  | { ok: false; pool: string; refusal: ReserveRefusal }
+  | { ok: 'error'; pool: string; error: unknown; tried: readonly string[] };
 
 /** A limit that refused a request, and by how much. Discriminated by `limit`. */
 export type CapacityLimit =
@@ -126,7 +144,11 @@ export type CapacityLimit =
       neverFits: false;
     }
   | {
-      /** A CPU or memory cap: the orchestrator's (`global-cap`), the scaler's, or the machine pool's. */
+      /**
+       * A CPU, memory or extended resource cap: the orchestrator's (`global-cap`),
+       * the scaler's, or a machine pool's (`pool-cap`, with the pool; for an agent
+       * in several pools, the pool that refused).
+       */
       limit: 'global-cap' | 'scaler-cap' | 'pool-cap';
       /** The scaler that was tried. */
       scaler: string;
@@ -158,7 +180,9 @@ export const GLOBAL_SCOPE = 'global';
 export class CapacityGate {
   readonly #caps = new CapTracker();
   readonly #book: AgentBook;
-  readonly #ledger: PoolLedger | undefined;
+  readonly #ledgers: PoolLedgers;
+  /** The pool caps of the config in force. */
+  #machinePools: ScalerConfig['machinePools'] = {};
   readonly #pending = new Set<Promise<void>>();
   /** Rows whose release failed (the ledger could not write), by agent: released again later. */
   readonly #unreleased = new Map<string, AgentRecord>();
@@ -166,26 +190,26 @@ export class CapacityGate {
 
   constructor(
     book: AgentBook,
-    ledger: PoolLedger | undefined,
+    ledgers: PoolLedgers,
     onReleaseFailed: (record: AgentRecord, pool: string, error: unknown) => void,
   ) {
     this.#book = book;
-    this.#ledger = ledger;
+    this.#ledgers = ledgers;
     this.#onReleaseFailed = onReleaseFailed;
   }
 
-  get ledger(): PoolLedger | undefined {
-    return this.#ledger;
+  /** The ledger of each machine pool. */
+  get ledgers(): PoolLedgers {
+    return this.#ledgers;
   }
 
   /** Set the caps of a config: the orchestrator's, every scaler's, and register its pools. */
   applyConfig(config: ScalerConfig, scalers: Iterable<ScalerState>): void {
     this.#caps.setCap(GLOBAL_SCOPE, config.resourceCap);
     for (const scaler of scalers) this.#caps.setCap(scaler.scope, scaler.config.resourceCap);
-    if (this.#ledger) {
-      for (const [pool, cap] of Object.entries(config.machinePools)) {
-        this.#ledger.registerPool(pool, cap);
-      }
+    this.#machinePools = config.machinePools;
+    for (const [pool, cap] of Object.entries(config.machinePools)) {
+      this.#ledgers.of(pool)?.registerPool(pool, cap);
     }
   }
 
@@ -208,6 +232,7 @@ export class CapacityGate {
   neverFits(
     config: ScalerConfig,
     scaler: ScalerState,
+    shares: readonly PoolShare[],
     resources: AgentResources,
   ): CapacityLimit | undefined {
     for (const [limit, policy] of [
@@ -226,10 +251,24 @@ export class CapacityGate {
     if (global) return { limit: 'global-cap', scaler: scaler.name, ...global, neverFits: true };
     const own = exceeds(scaler.config.resourceCap, requests, true);
     if (own) return { limit: 'scaler-cap', scaler: scaler.name, ...own, neverFits: true };
-    const pool = scaler.config.machinePool;
-    if (pool !== undefined) {
-      const hit = exceeds(config.machinePools[pool], requests, true);
+    for (const { pool, amount } of shares) {
+      const hit = exceeds(config.machinePools[pool], amount, true);
       if (hit) return { limit: 'pool-cap', scaler: scaler.name, pool, ...hit, neverFits: true };
+    }
+    // With several pools, a resource none of them counts would be held nowhere.
+    const pools = shares.map((share) => share.pool);
+    const none = uncoveredResource(config.machinePools, pools, requests);
+    if (none !== undefined) {
+      return {
+        limit: 'pool-cap',
+        scaler: scaler.name,
+        pool: pools[0]!,
+        dimension: none.resource as CapDimension,
+        requested: none.count,
+        used: 0,
+        max: 0,
+        neverFits: true,
+      };
     }
     return undefined;
   }
@@ -296,26 +335,82 @@ export class CapacityGate {
     this.#caps.release(agentId);
   }
 
-  /** Reserve the agent's row in its machine pool. */
-  reservePool(record: AgentRecord): Promise<ReserveResult> {
-    const requests = record.resources.requests;
-    const extended = requests.extended;
-    if (extended === undefined || Object.keys(extended).length === 0) {
-      return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes);
+  /**
+   * Reserve the agent's rows in all its pools, in their (sorted) order, all or
+   * nothing: a refusal releases the rows granted before it, awaited, before
+   * the answer; a failure answers the pools that may hold a row. `wrap` runs
+   * each pool's call (telemetry). Never rejects.
+   */
+  async reservePools(
+    record: AgentRecord,
+    wrap?: (pool: string, run: () => Promise<ReserveResult>) => Promise<ReserveResult>,
+  ): Promise<PoolsOutcome> {
+    let devices: Record<string, string[]> | undefined;
+    const granted: string[] = [];
+    for (const share of record.shares) {
+      const run = () => this.reserveShare(record, share);
+      let answer: ReserveResult;
+      try {
+        answer = await (wrap === undefined ? run() : wrap(share.pool, run));
+      } catch (error) {
+        return { ok: 'error', pool: share.pool, error, tried: [...granted, share.pool] };
+      }
+      if (!answer.ok) {
+        if (granted.length > 0) await this.releasePool(record, granted);
+        return { ok: false, pool: share.pool, refusal: answer };
+      }
+      granted.push(share.pool);
+      devices = addDevices(devices, answer.devices);
     }
-    return this.#ledger!.reserve(record.pool!, record.agentId, requests.cpus, requests.memBytes, {
+    return { ok: true, devices };
+  }
+
+  /** Reserve the agent's row in one of its pools (its part of the request there). */
+  reserveShare(record: AgentRecord, share: PoolShare): Promise<ReserveResult> {
+    const { cpus, memBytes, extended } = share.amount;
+    const ledger = this.#ledgers.of(share.pool)!;
+    if (extended === undefined || Object.keys(extended).length === 0) {
+      return ledger.reserve(share.pool, record.agentId, cpus, memBytes);
+    }
+    return ledger.reserve(share.pool, record.agentId, cpus, memBytes, {
       extended: { ...extended },
     });
   }
 
   /**
-   * Release the agent's pool row (idempotent in the ledger). Never rejects: a
-   * failure is reported, and the ledger's reaper removes the row later.
+   * Write back the agent's row in one pool (a lost row): by adoption with the
+   * device ids the agent uses, when it has some there and the ledger adopts;
+   * else by a reservation.
    */
-  releasePool(record: AgentRecord): Promise<void> {
-    if (record.pool === undefined || this.#ledger === undefined) return Promise.resolve();
-    const pool = record.pool;
-    const done = this.#ledger
+  async restoreShare(record: AgentRecord, share: PoolShare): Promise<ReserveResult | AdoptHeldBy> {
+    const ledger = this.#ledgers.of(share.pool)!;
+    const devices = devicesIn(this.#machinePools[share.pool], share.amount, record.devices);
+    if (devices === undefined || typeof ledger.adopt !== 'function') {
+      return this.reserveShare(record, share);
+    }
+    const [answer] = await ledger.adopt(share.pool, [adoptRequest(record.agentId, share, devices)]);
+    if (answer === undefined)
+      throw new Error(`The ledger answered no adoption for ${record.agentId}`);
+    if (!answer.ok) return answer;
+    return answer.devices === undefined ? { ok: true } : { ok: true, devices: answer.devices };
+  }
+
+  /**
+   * Release the agent's pool rows (all its pools, or `pools`; idempotent in
+   * the ledger). Never rejects: a failure is reported, and the ledger's
+   * reaper removes the row later.
+   */
+  releasePool(record: AgentRecord, pools?: readonly string[]): Promise<void> {
+    const list = pools ?? record.shares.map((share) => share.pool);
+    if (list.length === 0) return Promise.resolve();
+    if (list.length === 1) return this.#releaseOne(record, list[0]!);
+    return Promise.all(list.map((pool) => this.#releaseOne(record, pool))).then(() => undefined);
+  }
+
+  #releaseOne(record: AgentRecord, pool: string): Promise<void> {
+    const ledger = this.#ledgers.of(pool);
+    if (ledger === undefined) return Promise.resolve();
+    const done = ledger
       .release(pool, record.agentId)
       .then(
         () => {
@@ -354,24 +449,39 @@ export class CapacityGate {
     await Promise.all([...this.#pending]);
   }
 
-  /** What this manager's agents hold in each pool. */
+  /** What this manager's agents hold in each pool (each agent's part there). */
   poolUsage(): Map<string, Usage> {
     const usage = new Map<string, Usage>();
     for (const record of this.#book.values()) {
       // Only rows the ledger granted: a reservation still waiting for the
       // ledger's answer (or refused by it) holds nothing in the pool.
-      if (record.pool === undefined || !record.poolHeld) continue;
-      const held = usage.get(record.pool) ?? { cpus: 0, memBytes: 0 };
-      held.cpus =
-        (coresToMillicores(held.cpus) + coresToMillicores(record.resources.requests.cpus)) / 1000;
-      held.memBytes += record.resources.requests.memBytes;
-      for (const [name, count] of Object.entries(record.resources.requests.extended ?? {})) {
-        if (count <= 0) continue;
-        held.extended ??= {};
-        held.extended[name] = (held.extended[name] ?? 0) + count;
+      if (!record.poolHeld) continue;
+      for (const { pool, amount } of record.shares) {
+        const held = usage.get(pool) ?? { cpus: 0, memBytes: 0 };
+        held.cpus = (coresToMillicores(held.cpus) + coresToMillicores(amount.cpus)) / 1000;
+        held.memBytes += amount.memBytes;
+        for (const [name, count] of Object.entries(amount.extended ?? {})) {
+          if (count <= 0) continue;
+          held.extended ??= {};
+          held.extended[name] = (held.extended[name] ?? 0) + count;
+        }
+        usage.set(pool, held);
       }
-      usage.set(record.pool, held);
     }
     return usage;
   }
+}
+
+/** What `PoolLedger.adopt` is asked for one agent's row in one pool. @internal */
+export function adoptRequest(
+  agentId: string,
+  share: PoolShare,
+  devices: Record<string, string[]> | undefined,
+): AdoptRequest {
+  const { cpus, memBytes, extended } = share.amount;
+  const request: AdoptRequest = { agentId, cpus, memBytes };
+  if (extended !== undefined && Object.keys(extended).length > 0)
+    request.extended = { ...extended };
+  if (devices !== undefined) request.devices = devices;
+  return request;
 }

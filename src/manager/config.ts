@@ -121,6 +121,14 @@ export interface LabelSetInput {
   labels: string[];
   /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
   resources?: ResourceRequest | ResourceSpec;
+  /** The machine pool agents of this set reserve in, instead of the scaler's pool(s). */
+  machinePool?: string;
+  /**
+   * The machine pools agents of this set reserve in (1 to 8 distinct keys of
+   * `machinePools`), instead of the scaler's pool(s); not with `machinePool`.
+   * See {@link ScalerEntryInput.machinePools}.
+   */
+  machinePools?: string[];
 }
 
 /** A validated label set. */
@@ -129,6 +137,10 @@ export interface LabelSetConfig {
   labels: string[];
   /** Resources, parsed to numbers (cores, bytes). */
   resources?: ParsedResourceRequest;
+  /** The machine pool of this set's agents, when the set names one. */
+  machinePool?: string;
+  /** The machine pools of this set's agents, when the set names several. */
+  machinePools?: string[];
 }
 
 /** One scaler as written in configuration. */
@@ -145,6 +157,16 @@ export interface ScalerEntryInput {
   mandatoryLabels?: string[];
   /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
   machinePool?: string;
+  /**
+   * Several machine pools (1 to 8 distinct keys of `machinePools`) every agent
+   * of this scaler reserves in, all or nothing, in name order; not with
+   * `machinePool`. With two or more, each pool's row holds the part of the
+   * request that pool caps (CPU when it has `maxCpu`, memory when it has
+   * `maxMemoryBytes`, each extended resource it caps or provides), and CPU,
+   * memory and every extended resource the scaler's agents can request must be
+   * capped by one of them (checked here). A label set may name its own.
+   */
+  machinePools?: string[];
   /** A cap on the summed requests of this scaler's agents. */
   resourceCap?: ResourceCapInput;
   /**
@@ -186,6 +208,8 @@ export interface ScalerEntryConfig {
   mandatoryLabels: string[];
   /** The machine pool, if any. */
   machinePool?: string;
+  /** The machine pools, when the scaler names several (as given). */
+  machinePools?: string[];
   /** The scaler's cap, in cores and bytes. */
   resourceCap?: ResourceCap;
   /** The scaler's LimitRange-like policy, parsed. */
@@ -253,6 +277,9 @@ export interface ScalerConfig {
  */
 export const DEFAULT_AUTO_LABEL_PREFIX = 'scaler-primitives:';
 
+/** The most machine pools one scaler or label set may name. */
+const MAX_POOLS = 8;
+
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
 const nameSchema = z
   .string()
@@ -270,9 +297,26 @@ const labelSchema = z
 // The policy parses to LimitRangePolicy; its input is the documented LimitRangeInput.
 const limitsSchema = limitRangeSchema() as unknown as z.ZodType<LimitRangePolicy, LimitRangeInput>;
 
+// 1 to MAX_POOLS distinct pool names.
+const poolListSchema = z
+  .array(nameSchema)
+  .min(1, 'Expected at least one machine pool')
+  .max(MAX_POOLS, `Expected at most ${MAX_POOLS} machine pools`)
+  .superRefine((names, ctx) => {
+    const twice = names.find((name, i) => names.indexOf(name) !== i);
+    if (twice !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `Machine pool "${twice}" is listed twice; list each pool once`,
+      });
+    }
+  });
+
 const labelSetSchema = z.strictObject({
   labels: z.array(labelSchema),
   resources: resourceRequestSchema.optional(),
+  machinePool: nameSchema.optional(),
+  machinePools: poolListSchema.optional(),
 });
 
 const scheduleSchema = z.strictObject({
@@ -301,6 +345,7 @@ const scalerSchema = z.strictObject({
   labelSets: z.array(labelSetSchema).min(1, 'Expected at least one label set'),
   mandatoryLabels: z.array(labelSchema).default([]),
   machinePool: nameSchema.optional(),
+  machinePools: poolListSchema.optional(),
   resourceCap: resourceCapSchema.optional(),
   limits: limitsSchema.optional(),
   defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
@@ -350,14 +395,7 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
       } else {
         seen.set(scaler.name, i);
       }
-      if (scaler.machinePool !== undefined && !(scaler.machinePool in config.machinePools)) {
-        const known = Object.keys(config.machinePools);
-        ctx.addIssue({
-          code: 'custom',
-          path: ['scalers', i, 'machinePool'],
-          message: `Unknown machine pool "${scaler.machinePool}"; declare it under machinePools (known: ${known.length ? known.join(', ') : 'none'})`,
-        });
-      }
+      checkPools(config, scaler, ['scalers', i], ctx);
       for (const [j, label] of scaler.mandatoryLabels.entries()) {
         if (label.startsWith(prefix)) {
           ctx.addIssue({
@@ -394,6 +432,10 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
             message: (error as Error).message,
           });
         }
+        if (set.machinePool !== undefined || set.machinePools !== undefined) {
+          checkPools(config, set, ['scalers', i, 'labelSets', j], ctx);
+        }
+        checkCoverage(config, scaler, set, ['scalers', i, 'labelSets', j], ctx);
         const missing = scaler.mandatoryLabels.filter((m) => !set.labels.includes(m));
         if (missing.length > 0) {
           ctx.addIssue({
@@ -438,6 +480,142 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
       }
     }
   });
+
+type PoolChoice = Pick<ScalerEntryConfig, 'machinePool' | 'machinePools'>;
+type RefineContext = {
+  addIssue(issue: { code: 'custom'; path: PropertyKey[]; message: string }): void;
+};
+
+/**
+ * The machine pools an agent of this scaler and label set reserves in, sorted
+ * by name (code-unit order): the label set's own, else the scaler's; empty when none.
+ * @internal
+ */
+export function poolsOf(scaler: PoolChoice, labelSet: PoolChoice | undefined): string[] {
+  const own =
+    labelSet?.machinePools ??
+    (labelSet?.machinePool === undefined ? undefined : [labelSet.machinePool]);
+  const list =
+    own ?? scaler.machinePools ?? (scaler.machinePool === undefined ? [] : [scaler.machinePool]);
+  return [...list].sort(byCodeUnits);
+}
+
+/** Code-unit order (what `Array.prototype.sort` does without a comparator), as a comparator. @internal */
+export function byCodeUnits(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// One entry's pool choice: not both forms, known pools, no resource's device ids in two pools.
+function checkPools(
+  config: Pick<ScalerConfig, 'machinePools'>,
+  entry: PoolChoice,
+  at: Array<string | number>,
+  ctx: RefineContext,
+): void {
+  if (entry.machinePool !== undefined && entry.machinePools !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [...at, 'machinePools'],
+      message:
+        'Give either machinePool (one pool) or machinePools (a list), not both; machinePools: ["a"] is the same as machinePool: "a"',
+    });
+  }
+  const known = Object.keys(config.machinePools);
+  const named =
+    entry.machinePools !== undefined
+      ? entry.machinePools.map((pool, k) => ({ pool, path: [...at, 'machinePools', k] }))
+      : entry.machinePool !== undefined
+        ? [{ pool: entry.machinePool, path: [...at, 'machinePool'] }]
+        : [];
+  for (const { pool, path } of named) {
+    if (!(pool in config.machinePools)) {
+      ctx.addIssue({
+        code: 'custom',
+        path,
+        message: `Unknown machine pool "${pool}"; declare it under machinePools (known: ${known.length ? known.join(', ') : 'none'})`,
+      });
+    }
+  }
+  const listing = new Map<string, string>();
+  for (const pool of entry.machinePools ?? []) {
+    for (const resource of Object.keys(config.machinePools[pool]?.devices ?? {})) {
+      const first = listing.get(resource);
+      if (first !== undefined) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [...at, 'machinePools'],
+          message: `Machine pools "${first}" and "${pool}" both list device ids for ${resource}; an agent's devices of one resource must come from one pool`,
+        });
+      } else listing.set(resource, pool);
+    }
+  }
+}
+
+// With several pools, CPU, memory and every extended resource the label set's
+// agents can request must be capped by one of them (a resource none caps could
+// never be counted anywhere).
+function checkCoverage(
+  config: ScalerConfig,
+  scaler: ScalerEntryConfig,
+  set: LabelSetConfig,
+  at: Array<string | number>,
+  ctx: RefineContext,
+): void {
+  const pools = poolsOf(scaler, set);
+  if (pools.length < 2 || pools.some((pool) => !(pool in config.machinePools))) return;
+  const own = set.machinePool !== undefined || set.machinePools !== undefined;
+  const path = own ? [...at, 'machinePools'] : [at[0]!, at[1]!, 'machinePools'];
+  const whose = own ? 'this label set' : `label set ${String(at[3])}`;
+  const caps = pools.map((pool) => config.machinePools[pool]!);
+  const list = pools.map((pool) => `"${pool}"`).join(', ');
+  // The scaler's own pools are checked for CPU and memory once, with its first label set.
+  const basic = own || at[3] === 0;
+  const holder = own ? 'this label set' : 'this scaler';
+  if (basic && !caps.some((cap) => cap.maxCpu !== undefined)) {
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `None of the machine pools ${list} of ${holder} caps CPU (maxCpu); with several pools, one of them must`,
+    });
+  }
+  if (basic && !caps.some((cap) => cap.maxMemoryBytes !== undefined)) {
+    ctx.addIssue({
+      code: 'custom',
+      path,
+      message: `None of the machine pools ${list} of ${holder} caps memory (maxMemory); with several pools, one of them must`,
+    });
+  }
+  const names = new Set<string>();
+  for (const name of Object.keys(scaler.resourceCap?.maxExtended ?? {})) names.add(name);
+  for (const name of scaler.resourceCap?.provides ?? []) names.add(name);
+  try {
+    const resolved = resolveResources(resourceLayers(config, scaler, set.resources, undefined), [
+      'job',
+      'labelSet',
+      'scaler',
+      'scaler limits',
+      'global',
+      'global limits',
+    ]);
+    for (const [name, count] of Object.entries(resolved.requests.extended ?? {})) {
+      if (count > 0) names.add(name);
+    }
+  } catch {
+    // Reported with the label set's resources.
+  }
+  for (const name of [...names].sort(byCodeUnits)) {
+    const covered = caps.some(
+      (cap) => cap.maxExtended?.[name] !== undefined || (cap.provides ?? []).includes(name),
+    );
+    if (!covered) {
+      ctx.addIssue({
+        code: 'custom',
+        path,
+        message: `Agents of ${whose} can request ${name}, but none of its machine pools ${list} caps or provides it; add it to one pool's maxExtended or provides`,
+      });
+    }
+  }
+}
 
 /**
  * The answer of {@link validateScalerConfig} and of `ScalerManager.reload`:

@@ -1,11 +1,11 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors.js';
-import type { PoolLedger } from '../ledger/types.js';
 import { AgentBook, type AgentRecord, whenGone } from './agents.js';
 import type { BackendEventInput } from './backend.js';
 import { CapacityGate } from './capacity.js';
 import type { ScalerConfig } from './config.js';
 import type { EventRelay, ScalerEvent } from './events.js';
+import type { PoolLedgers } from './pools.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
 import type { StateWriter } from './state/batching.js';
 import type { ScalerCounters } from './status.js';
@@ -56,7 +56,7 @@ export class FleetCore {
     clock: Clock,
     events: EventRelay,
     backends: readonly BackendEntry[],
-    ledger: PoolLedger | undefined,
+    ledgers: PoolLedgers,
     options: CoreOptions,
   ) {
     this.config = config;
@@ -64,7 +64,7 @@ export class FleetCore {
     this.#events = events;
     this.options = options;
     this.scalers = new ScalerRegistry(backends, (state) => this.gate.dropScope(state.scope));
-    this.gate = new CapacityGate(this.book, ledger, (record, pool, error) =>
+    this.gate = new CapacityGate(this.book, ledgers, (record, pool, error) =>
       this.emitFor(
         record,
         'release-failed',
@@ -98,13 +98,14 @@ export class FleetCore {
    * Stop tracking an agent and release everything it holds: in-memory caps at
    * once, the pool row unless a failed shutdown destroy kept it. Idempotent;
    * never rejects. Call it only once the agent no longer runs (or never ran).
+   * `pools` narrows the release to those pools (the others hold no row).
    */
-  forget(record: AgentRecord): Promise<void> {
+  forget(record: AgentRecord, pools?: readonly string[]): Promise<void> {
     if (!this.book.untrack(record)) return Promise.resolve();
     this.gate.releaseInMemory(record.agentId);
     this.scalers.retireIfDone(record.scaler);
     if (record.keepPoolRow) return Promise.resolve();
-    return this.gate.releasePool(record);
+    return this.gate.releasePool(record, pools);
   }
 
   /** Undo a reservation that was refused before anything was written or spawned (no events). */
@@ -227,7 +228,8 @@ export class FleetCore {
     const named = new Set(error.agentIds);
     const lost: AgentRecord[] = [];
     for (const record of this.book.values()) {
-      if (record.pool !== pool || record.agentId === except) continue;
+      if (record.agentId === except || !record.shares.some((share) => share.pool === pool))
+        continue;
       // A ledger that cannot name the rows (NATS) means all of ours may be gone.
       if (named.size > 0 && !named.has(record.agentId)) continue;
       lost.push(record);

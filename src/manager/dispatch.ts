@@ -199,7 +199,13 @@ export class Dispatch {
     const labelSet: LabelSetState = scaler.labelSets.find(
       (set) =>
         set.labels.length === record.labels.length && record.labels.every((l) => set.set.has(l)),
-    ) ?? { index: -1, labels: record.labels, set: new Set(record.labels), resources: undefined };
+    ) ?? {
+      index: -1,
+      labels: record.labels,
+      set: new Set(record.labels),
+      resources: undefined,
+      pools: record.shares.map((share) => share.pool),
+    };
     return fitsWithin(this.#spawner.resolve(scaler, labelSet, job), record.resources);
   }
 }

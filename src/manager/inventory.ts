@@ -26,8 +26,15 @@ export interface AgentSnapshot {
   readonly warm: boolean;
   /** Its resolved requests and limits. */
   readonly resources: Readonly<AgentResources>;
-  /** The machine pool it holds a row in, if its scaler names one. */
+  /** The machine pool it holds a row in, if its scaler names one (the first of `pools` when several). */
   readonly pool?: string;
+  /** Every machine pool it holds a row in, sorted by name; empty when none. */
+  readonly pools: readonly string[];
+  /**
+   * The device ids its pools assigned, by extended resource name (what
+   * `SpawnRequest.devices` passed to the backend); absent when none.
+   */
+  readonly devices?: Readonly<Record<string, readonly string[]>>;
   /** When its spawn was asked for (epoch milliseconds, on the manager's clock). */
   readonly spawnedAt: number;
   /** When it registered, once it did. */
@@ -97,9 +104,16 @@ export function snapshotOf(record: AgentRecord): AgentSnapshot {
     spawnedAt: record.spawnedAt,
     jobsRun: record.jobsCompleted,
     lastJob: isLastJob(record),
+    pools: Object.freeze(record.shares.map((share) => share.pool)),
   };
   if (record.jobId !== undefined) snapshot.jobId = record.jobId;
-  if (record.pool !== undefined) snapshot.pool = record.pool;
+  if (record.shares.length > 0) snapshot.pool = record.shares[0]!.pool;
+  if (record.devices !== undefined) {
+    const devices: Record<string, readonly string[]> = {};
+    for (const [name, ids] of Object.entries(record.devices))
+      devices[name] = Object.freeze([...ids]);
+    snapshot.devices = Object.freeze(devices);
+  }
   if (record.state !== 'spawning' && record.registeredAt > 0) {
     snapshot.registeredAt = record.registeredAt;
   }

@@ -8,6 +8,7 @@ import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../ledger/t
 import type { SpawnLease } from './backend.js';
 import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
+import type { PoolLedgers } from './pools.js';
 import type { ScalerState } from './scalers.js';
 import type { LeaseStatus } from './status.js';
 
@@ -54,65 +55,95 @@ export function checkLeaseLostPolicy(value: unknown): LeaseLostPolicy {
 
 const REASON = 'lease-at-risk';
 
-/** The ledger's lease as the manager follows it. @internal */
+/** One ledger's lease as the manager follows it. */
+interface Watched {
+  readonly ledger: PoolLedger;
+  /** The health the last event said (or the ledger said at construction). */
+  health: LeaseHealth | undefined;
+  off: (() => void) | undefined;
+}
+
+/**
+ * The leases of the manager's ledgers as it follows them: with several
+ * ledgers, a lease at risk on any of them acts on the agents with a row in a
+ * pool that ledger serves. @internal
+ */
 export class LeaseWatch {
   readonly policy: LeaseLostPolicy;
   readonly #core: FleetCore;
-  readonly #ledger: PoolLedger | undefined;
-  #off: (() => void) | undefined;
-  /** The health the last event said (or the ledger said at construction). */
-  #health: LeaseHealth | undefined;
+  readonly #ledgers: PoolLedgers;
+  readonly #watched: Watched[] = [];
 
-  constructor(core: FleetCore, ledger: PoolLedger | undefined, policy: LeaseLostPolicy) {
+  constructor(core: FleetCore, ledgers: PoolLedgers, policy: LeaseLostPolicy) {
     this.#core = core;
-    this.#ledger = ledger;
+    this.#ledgers = ledgers;
     this.policy = policy;
-    this.#health = this.#read()?.health;
-    if (typeof ledger?.onLeaseEvent === 'function') {
-      this.#off = ledger.onLeaseEvent((event) => this.#on(event));
+    for (const ledger of ledgers.all()) {
+      const watched: Watched = { ledger, health: read(ledger)?.health, off: undefined };
+      this.#watched.push(watched);
+      if (typeof ledger.onLeaseEvent === 'function') {
+        watched.off = ledger.onLeaseEvent((event) => this.#on(watched, event));
+      }
     }
   }
 
-  /** True while the lease is at risk or lost, as last heard or as the ledger says now. */
-  get fenced(): boolean {
-    return atRisk(this.#health) || atRisk(this.#read()?.health);
-  }
-
-  /** The refusal this policy gives a scaler in a machine pool while the lease is at risk. */
+  /** The refusal this policy gives a scaler in a machine pool while a lease it uses is at risk. */
   refusal(scaler: ScalerState): CapacityLimit | undefined {
-    if (this.policy === 'report') return undefined;
-    const pool = scaler.config.machinePool;
-    if (pool === undefined || !this.fenced) return undefined;
-    const lease = this.#read();
-    const health = lease?.health === 'lost' || this.#health === 'lost' ? 'lost' : 'at-risk';
-    const limit: CapacityLimit = {
-      limit: 'lease-at-risk',
-      scaler: scaler.name,
-      pool,
-      health,
-      neverFits: false,
-    };
-    if (lease?.deadline !== undefined) limit.deadline = lease.deadline;
-    return limit;
+    if (this.policy === 'report' || scaler.pools.length === 0) return undefined;
+    for (const pool of scaler.pools) {
+      const watched = this.#of(pool);
+      if (watched === undefined || !fenced(watched)) continue;
+      const lease = read(watched.ledger);
+      const health = lease?.health === 'lost' || watched.health === 'lost' ? 'lost' : 'at-risk';
+      const limit: CapacityLimit = {
+        limit: 'lease-at-risk',
+        scaler: scaler.name,
+        pool,
+        health,
+        neverFits: false,
+      };
+      if (lease?.deadline !== undefined) limit.deadline = lease.deadline;
+      return limit;
+    }
+    return undefined;
   }
 
-  /** What a backend passes to an agent in a machine pool, so it can watch the lease. */
-  spawnLease(): SpawnLease | undefined {
-    const lease = this.#read();
-    if (lease === undefined) return undefined;
-    return { location: { ...lease.location }, leaseMs: lease.leaseMs, marginMs: lease.marginMs };
+  /**
+   * What a backend passes to an agent in these machine pools, so it can watch
+   * the lease: with several ledgers, the lease with the earliest deadline.
+   */
+  spawnLease(pools: readonly string[]): SpawnLease | undefined {
+    let best: LeaseInfo | undefined;
+    for (const ledger of this.#ledgers.byLedger(pools).keys()) {
+      const lease = read(ledger);
+      if (lease === undefined) continue;
+      if (best === undefined || (lease.deadline ?? Infinity) < (best.deadline ?? Infinity)) {
+        best = lease;
+      }
+    }
+    if (best === undefined) return undefined;
+    return { location: { ...best.location }, leaseMs: best.leaseMs, marginMs: best.marginMs };
   }
 
-  /** The lease in the status, when the ledger can say. */
+  /**
+   * The lease in the status, when a ledger can say: with several ledgers, the
+   * one in the worst health, then with the earliest deadline.
+   */
   status(): LeaseStatus | undefined {
-    const lease = this.#read();
-    if (lease === undefined) return undefined;
+    let pick: { lease: LeaseInfo; watched: Watched } | undefined;
+    for (const watched of this.#watched) {
+      const lease = read(watched.ledger);
+      if (lease === undefined) continue;
+      if (pick === undefined || worse(lease, pick.lease)) pick = { lease, watched };
+    }
+    if (pick === undefined) return undefined;
+    const { lease } = pick;
     const status: LeaseStatus = {
       health: lease.health,
       leaseMs: lease.leaseMs,
       marginMs: lease.marginMs,
       policy: this.policy,
-      spawningStopped: this.policy !== 'report' && this.fenced,
+      spawningStopped: this.policy !== 'report' && this.#watched.some(fenced),
     };
     if (lease.confirmedAt !== undefined) status.confirmedAt = lease.confirmedAt;
     if (lease.deadline !== undefined) status.deadline = lease.deadline;
@@ -121,30 +152,33 @@ export class LeaseWatch {
 
   /** Stop listening (shutdown). */
   close(): void {
-    this.#off?.();
-    this.#off = undefined;
-  }
-
-  #read(): LeaseInfo | undefined {
-    if (typeof this.#ledger?.lease !== 'function') return undefined;
-    try {
-      return this.#ledger.lease();
-    } catch {
-      return undefined;
+    for (const watched of this.#watched) {
+      watched.off?.();
+      watched.off = undefined;
     }
   }
 
-  #on(event: LeaseEvent): void {
+  #of(pool: string): Watched | undefined {
+    const ledger = this.#ledgers.of(pool);
+    return ledger === undefined ? undefined : this.#watched.find((w) => w.ledger === ledger);
+  }
+
+  #on(watched: Watched, event: LeaseEvent): void {
     const type = event?.type;
     if (type !== 'lease-at-risk' && type !== 'lease-lost' && type !== 'lease-renewed') return;
-    this.#health = type === 'lease-renewed' ? 'held' : type === 'lease-lost' ? 'lost' : 'at-risk';
+    watched.health = type === 'lease-renewed' ? 'held' : type === 'lease-lost' ? 'lost' : 'at-risk';
     const stopping = this.policy === 'stop-agents' && type !== 'lease-renewed';
-    const targets = stopping ? this.#holders() : [];
+    const targets = stopping ? this.#holders(watched.ledger) : [];
     const data: Record<string, unknown> = {
       lease: event.lease,
       policy: this.policy,
       agents: targets.map((record) => record.agentId),
     };
+    if (this.#watched.length > 1) {
+      data.pools = Object.keys(this.#core.config.machinePools).filter(
+        (pool) => this.#ledgers.of(pool) === watched.ledger,
+      );
+    }
     if (event.error !== undefined) data.error = event.error;
     this.#core.emitGeneral('', type, this.#message(type, event.lease, targets.length), data);
     // Rows whose release failed while the store was unreachable go now.
@@ -159,12 +193,13 @@ export class LeaseWatch {
     }
   }
 
-  // Every agent that holds (or is getting) a row in a machine pool.
-  #holders() {
+  // Every agent that holds (or is getting) a row in a pool this ledger serves.
+  #holders(ledger: PoolLedger) {
     const list = [];
     for (const record of this.#core.book.values()) {
-      if (record.pool === undefined || record.state === 'gone') continue;
+      if (record.shares.length === 0 || record.state === 'gone') continue;
       if (record.state === 'destroying' && !record.destroyFailed) continue;
+      if (!record.shares.some((share) => this.#ledgers.of(share.pool) === ledger)) continue;
       list.push(record);
     }
     return list;
@@ -189,4 +224,28 @@ export class LeaseWatch {
 
 function atRisk(health: LeaseHealth | undefined): boolean {
   return health === 'at-risk' || health === 'lost';
+}
+
+// True while the lease is at risk or lost, as last heard or as the ledger says now.
+function fenced(watched: Watched): boolean {
+  return atRisk(watched.health) || atRisk(read(watched.ledger)?.health);
+}
+
+function read(ledger: PoolLedger): LeaseInfo | undefined {
+  if (typeof ledger.lease !== 'function') return undefined;
+  try {
+    return ledger.lease();
+  } catch {
+    return undefined;
+  }
+}
+
+const RANK: Record<string, number> = { lost: 3, 'at-risk': 2, held: 1, none: 0 };
+
+// True when `a` should be reported before `b`: worse health, then an earlier deadline.
+function worse(a: LeaseInfo, b: LeaseInfo): boolean {
+  const ra = RANK[a.health] ?? 0;
+  const rb = RANK[b.health] ?? 0;
+  if (ra !== rb) return ra > rb;
+  return (a.deadline ?? Infinity) < (b.deadline ?? Infinity);
 }

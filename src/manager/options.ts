@@ -29,6 +29,14 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    */
   ledger?: PoolLedger;
   /**
+   * One ledger per machine pool, by pool name, instead of `ledger` (not both):
+   * e.g. `{ local: machineLedger, 'gpu-box': natsLedger }`. One ledger object
+   * may serve several pools. Every pool in `machinePools` needs one (a
+   * `ConfigError` naming the pool otherwise); a ledger for a pool the config
+   * does not declare (yet) is allowed.
+   */
+  ledgers?: Readonly<Record<string, PoolLedger>>;
+  /**
    * A spawned agent that has not registered after this long is pruned: the
    * backend is asked to destroy it, then its reservations are released. It
    * counts as a spawn failure for the scaler's backoff.

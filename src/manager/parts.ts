@@ -1,5 +1,4 @@
 import { type Clock, resolveClock } from '../clock.js';
-import type { PoolLedger } from '../ledger/types.js';
 import type { CapacityLimit } from './capacity.js';
 import { nonNegative, positive } from './checks.js';
 import {
@@ -17,6 +16,7 @@ import { AgentLifecycle } from './lifecycle.js';
 import { Maintenance, Timers } from './maintenance.js';
 import type { ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
+import { PoolLedgers } from './pools.js';
 import { LostReservations } from './reservations.js';
 import type { ScalerState } from './scalers.js';
 import { Spawner } from './spawner.js';
@@ -39,7 +39,7 @@ import { WarmPool } from './warm-pool.js';
  */
 export class ManagerParts {
   readonly core: FleetCore;
-  readonly ledger: PoolLedger | undefined;
+  readonly ledgers: PoolLedgers;
   readonly spawner: Spawner;
   readonly pacing: Pacing;
   readonly warm: WarmPool;
@@ -72,7 +72,7 @@ export class ManagerParts {
     if (typeof random !== 'function') {
       throw new TypeError(`Expected \`random\` to be a function, got \`${typeof random}\``);
     }
-    this.ledger = options.ledger;
+    this.ledgers = new PoolLedgers(options.ledger, options.ledgers);
     this.maintenanceIntervalMs = positive(
       'maintenanceIntervalMs',
       options.maintenanceIntervalMs,
@@ -97,7 +97,7 @@ export class ManagerParts {
       clock,
       events,
       options.backends,
-      options.ledger,
+      this.ledgers,
       {
         registrationTimeoutMs: positive(
           'registrationTimeoutMs',
@@ -110,7 +110,7 @@ export class ManagerParts {
     );
     this.core.telemetry = telemetry;
     if (!validated.ok) throw configError(validated.errors);
-    const problems = this.core.scalers.check(validated.config, this.ledger);
+    const problems = this.core.scalers.check(validated.config, this.ledgers);
     if (problems.length > 0) throw configError(problems);
     this.pacing = new Pacing(this.core);
     this.lost = new LostReservations(this.core, options.reservationLostPolicy ?? 'report');
@@ -119,7 +119,7 @@ export class ManagerParts {
       options.generateAgentId,
       this.pacing,
       (pool, lost) => this.lost.handle(pool, lost),
-      () => this.leases.spawnLease(),
+      (pools) => this.leases.spawnLease(pools),
     );
     this.warm = new WarmPool(
       this.core,
@@ -136,7 +136,7 @@ export class ManagerParts {
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);
     // Last: events may arrive from the ledger's timers from here on.
-    this.leases = new LeaseWatch(this.core, this.ledger, leaseLostPolicy);
+    this.leases = new LeaseWatch(this.core, this.ledgers, leaseLostPolicy);
   }
 
   /** Why the policies (lease at risk, lost rows) hold spawns at this scaler now, if they do. */
@@ -187,7 +187,7 @@ export class ManagerParts {
   reload(config: ScalerConfigInput): ConfigValidation {
     const validated = validateScalerConfig(config);
     if (!validated.ok) return validated;
-    const problems = this.core.scalers.check(validated.config, this.ledger);
+    const problems = this.core.scalers.check(validated.config, this.ledgers);
     if (problems.length > 0) return { ok: false, errors: problems };
     this.apply(validated.config);
     return validated;
@@ -222,6 +222,7 @@ const OPTION_KEYS = new Set([
   'onScalerEvent',
   'onEvent',
   'ledger',
+  'ledgers',
   'registrationTimeoutMs',
   'maintenanceIntervalMs',
   'reconcileIntervalSeconds',

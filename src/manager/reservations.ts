@@ -61,11 +61,11 @@ export class LostReservations {
     return !this.mayStart(scaler);
   }
 
-  /** The refusal `stop-spawning` gives a scaler whose pool lost rows, if any. */
+  /** The refusal `stop-spawning` gives a scaler one of whose pools lost rows, if any. */
   refusal(scaler: ScalerState): CapacityLimit | undefined {
-    if (this.#policy !== 'stop-spawning') return undefined;
-    const pool = scaler.config.machinePool;
-    if (pool === undefined || (this.#lost.get(pool)?.size ?? 0) === 0) return undefined;
+    if (this.#policy !== 'stop-spawning' || this.#lost.size === 0) return undefined;
+    const pool = scaler.pools.find((name) => (this.#lost.get(name)?.size ?? 0) > 0);
+    if (pool === undefined) return undefined;
     return { limit: 'reservation-lost', scaler: scaler.name, pool, neverFits: false };
   }
 
@@ -75,17 +75,19 @@ export class LostReservations {
    */
   async detect(): Promise<void> {
     const core = this.#core;
-    const ledger = core.gate.ledger;
-    if (ledger === undefined) return;
     const byPool = new Map<string, AgentRecord[]>();
     for (const record of core.book.values()) {
-      if (record.pool === undefined || !record.poolHeld || record.state === 'destroying') continue;
-      if (this.#lost.get(record.pool)?.has(record)) continue;
-      const list = byPool.get(record.pool) ?? [];
-      list.push(record);
-      byPool.set(record.pool, list);
+      if (!record.poolHeld || record.state === 'destroying') continue;
+      for (const { pool } of record.shares) {
+        if (this.#lost.get(pool)?.has(record)) continue;
+        const list = byPool.get(pool) ?? [];
+        list.push(record);
+        byPool.set(pool, list);
+      }
     }
     for (const [pool, held] of byPool) {
+      const ledger = core.gate.ledgers.of(pool);
+      if (ledger === undefined) continue;
       let listed: Set<string>;
       try {
         listed = new Set((await ledger.list(pool)).map((row) => row.agentId));
@@ -110,18 +112,21 @@ export class LostReservations {
   /** Try to write every missing row back; apply the policy to those that stay missing. */
   async restore(): Promise<void> {
     const core = this.#core;
-    const ledger = core.gate.ledger;
-    if (ledger === undefined) return;
     for (const [pool, set] of this.#lost) {
       for (const record of [...set]) {
         if (core.book.get(record.agentId) !== record || record.state === 'destroying') {
           set.delete(record);
           continue;
         }
+        const share = record.shares.find((each) => each.pool === pool);
+        if (share === undefined) {
+          set.delete(record);
+          continue;
+        }
         let restored = false;
         let error: unknown;
         try {
-          const granted = await core.gate.reservePool(record);
+          const granted = await core.gate.restoreShare(record, share);
           restored = granted.ok;
           if (!granted.ok) error = granted;
         } catch (caught) {
@@ -129,7 +134,7 @@ export class LostReservations {
         }
         // Gone while we asked: the row we may have written goes back.
         if (core.book.get(record.agentId) !== record) {
-          if (restored) void core.gate.releasePool(record);
+          if (restored) void core.gate.releasePool(record, [pool]);
           set.delete(record);
           continue;
         }

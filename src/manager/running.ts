@@ -54,8 +54,8 @@ function armManager(parts: ManagerParts, passes: ManagerPasses): void {
       passes.reconcile().catch(() => undefined),
     );
   }
-  if (parts.ledger && !parts.ledgerStarted) {
-    parts.ledger.start();
+  if (parts.ledgers.any && !parts.ledgerStarted) {
+    for (const ledger of parts.ledgers.all()) ledger.start();
     parts.ledgerStarted = true;
   }
 }
@@ -100,7 +100,7 @@ export function shutdownManager(parts: ManagerParts, options: ShutdownOptions): 
     await parts.maintenance.running;
     await shutdownFleet(parts.core, options);
     await parts.core.state?.flush();
-    if (parts.ledger && parts.ledgerStarted) parts.ledger.stop();
+    if (parts.ledgerStarted) for (const ledger of parts.ledgers.all()) ledger.stop();
     parts.ledgerStarted = false;
     parts.leases.close();
   })();

@@ -1,9 +1,9 @@
 import type { ConfigIssue } from '../errors/input.js';
-import type { PoolLedger } from '../ledger/types.js';
 import type { ResourceRequest } from '../resources/types.js';
 import type { ScalerBackend } from './backend.js';
-import type { ScalerConfig, ScalerEntryConfig } from './config.js';
+import { byCodeUnits, poolsOf, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
+import type { PoolLedgers } from './pools.js';
 import type { NoMatchReason } from './scale.js';
 
 /** One backend the host provides, under the scaler name it serves. */
@@ -23,6 +23,8 @@ export interface BackendEntry {
 /** @internal */
 export interface LabelSetState extends CompiledLabelSet {
   resources: ResourceRequest | undefined;
+  /** The machine pools its agents reserve in (its own, else the scaler's), sorted. */
+  pools: readonly string[];
 }
 
 /** One scaler's live state. @internal */
@@ -34,6 +36,8 @@ export interface ScalerState {
   readonly backend: ScalerBackend;
   labelSets: LabelSetState[];
   readonly agents: Set<string>;
+  /** Every pool its agents may reserve in (its own and its label sets'), sorted. */
+  pools: readonly string[];
   retiring: boolean;
   jobSpawnsInFlight: number;
   lastDemandAt: number;
@@ -99,8 +103,8 @@ export class ScalerRegistry {
     return this.#scalers.values();
   }
 
-  /** Problems a valid config still has against this manager's backends and ledger. */
-  check(config: ScalerConfig, ledger: PoolLedger | undefined): ConfigIssue[] {
+  /** Problems a valid config still has against this manager's backends and ledgers. */
+  check(config: ScalerConfig, ledgers: PoolLedgers): ConfigIssue[] {
     const errors: ConfigIssue[] = [];
     for (const [i, scaler] of config.scalers.entries()) {
       const entry = this.#backends.get(scaler.name);
@@ -119,13 +123,8 @@ export class ScalerRegistry {
           });
         }
       }
-      if (scaler.machinePool !== undefined && ledger === undefined) {
-        errors.push({
-          path: ['scalers', i, 'machinePool'],
-          message: `Scaler "${scaler.name}" uses machine pool "${scaler.machinePool}" but the manager was given no \`ledger\``,
-        });
-      }
     }
+    errors.push(...ledgers.check(config));
     return errors;
   }
 
@@ -144,7 +143,8 @@ export class ScalerRegistry {
       );
       const labelSets: LabelSetState[] = entry.labelSets.map((set, index) => {
         const labels = [...new Set([...set.labels, ...auto])];
-        return { index, labels, set: new Set(labels), resources: set.resources };
+        const pools = poolsOf(entry, set);
+        return { index, labels, set: new Set(labels), resources: set.resources, pools };
       });
       let state = this.#scalers.get(entry.name);
       if (state === undefined) {
@@ -155,6 +155,7 @@ export class ScalerRegistry {
           backend: backend.backend,
           labelSets,
           agents: new Set(),
+          pools: allPools(labelSets),
           retiring: false,
           jobSpawnsInFlight: 0,
           lastDemandAt: Number.NEGATIVE_INFINITY,
@@ -163,6 +164,7 @@ export class ScalerRegistry {
       } else {
         state.config = entry;
         state.labelSets = labelSets;
+        state.pools = allPools(labelSets);
         state.retiring = false;
       }
       order.push(state);
@@ -225,4 +227,8 @@ function matchKey(labels: readonly string[], exclude: readonly string[]): string
   key += `|${exclude.length}`;
   for (const label of exclude) key += `:${label.length}:${label}`;
   return key;
+}
+
+function allPools(labelSets: readonly LabelSetState[]): string[] {
+  return [...new Set(labelSets.flatMap((set) => set.pools))].sort(byCodeUnits);
 }

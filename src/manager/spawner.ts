@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { isLedgerLeaseExpiredError } from '../errors/ledger.js';
 import { BackendError } from '../errors.js';
-import type { ReserveResult } from '../ledger/types.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
@@ -11,6 +10,7 @@ import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './con
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
+import { type PoolShare, splitRequest } from './pools.js';
 import type { ScaleResult } from './scale.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
 
@@ -30,15 +30,15 @@ export class Spawner {
   readonly #layers = new WeakMap<LabelSetState, ResolvedLayers>();
   /** Called when the pool ledger reports rows of ours lost. */
   readonly #onLost: (pool: string, records: AgentRecord[]) => void;
-  /** The ledger lease an agent in a machine pool is told about. */
-  readonly #lease: () => SpawnLease | undefined;
+  /** The ledger lease an agent in machine pools is told about. */
+  readonly #lease: (pools: readonly string[]) => SpawnLease | undefined;
 
   constructor(
     core: FleetCore,
     generateAgentId: ((scaler: string) => string) | undefined,
     pacing: Pacing,
     onLost: (pool: string, records: AgentRecord[]) => void,
-    lease: () => SpawnLease | undefined,
+    lease: (pools: readonly string[]) => SpawnLease | undefined,
   ) {
     if (generateAgentId !== undefined && typeof generateAgentId !== 'function') {
       throw new TypeError(
@@ -94,7 +94,12 @@ export class Spawner {
   }
 
   /** The policy or cap `resources` break with nothing held (see `CapacityGate.neverFits`). */
-  #neverFits(scaler: ScalerState, labelSet: LabelSetState, resources: AgentResources) {
+  #neverFits(
+    scaler: ScalerState,
+    labelSet: LabelSetState,
+    resources: AgentResources,
+    shares: readonly PoolShare[],
+  ) {
     const core = this.#core;
     const entry = this.#layers.get(labelSet);
     // The shared answer for a job without resources: its verdict is the config's too.
@@ -104,9 +109,11 @@ export class Spawner {
       entry.config !== core.config ||
       entry.scalerConfig !== scaler.config
     ) {
-      return core.gate.neverFits(core.config, scaler, resources);
+      return core.gate.neverFits(core.config, scaler, shares, resources);
     }
-    if (!('never' in entry)) entry.never = core.gate.neverFits(core.config, scaler, resources);
+    if (!('never' in entry)) {
+      entry.never = core.gate.neverFits(core.config, scaler, shares, resources);
+    }
     return entry.never === undefined ? undefined : { ...entry.never };
   }
 
@@ -118,7 +125,12 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
-    const never = this.#neverFits(scaler, labelSet, resources);
+    const pools = labelSet.pools;
+    const shares =
+      pools.length === 0
+        ? NO_SHARES
+        : splitRequest(core.config.machinePools, pools, resources.requests);
+    const never = this.#neverFits(scaler, labelSet, resources, shares);
     if (never) return Promise.resolve(never);
     const paced = this.#pacing.check(scaler);
     if (paced) return Promise.resolve(paced);
@@ -135,8 +147,9 @@ export class Spawner {
       state: 'spawning',
       labels: labelSet.labels,
       resources,
-      pool: scaler.config.machinePool,
+      shares,
       poolHeld: false,
+      devices: undefined,
       spawnedAt: now,
       spawnSettled: false,
       registeredAt: 0,
@@ -168,29 +181,35 @@ export class Spawner {
   async #spawn(record: AgentRecord, labelSet: LabelSetState): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
     const { agentId, scaler, jobId, resources } = record;
-    if (record.pool !== undefined) {
-      let granted: ReserveResult;
-      try {
-        granted = await (core.telemetry?.reserve(record, () => core.gate.reservePool(record)) ??
-          core.gate.reservePool(record));
-      } catch (error) {
+    if (record.shares.length > 0) {
+      const outcome = await core.gate.reservePools(
+        record,
+        core.telemetry === undefined
+          ? undefined
+          : (pool, run) => core.telemetry!.reserve(record, pool, run),
+      );
+      if (outcome.ok === 'error') {
+        const { pool, error, tried } = outcome;
         // A store that failed mid-write may hold the row: releasing is idempotent.
         record.spawnSettled = true;
-        void core.forget(record);
+        if (record.shares.length === 1) void core.forget(record);
+        else await core.forget(record, tried); // every pool's row goes before the answer
         if (isLedgerLeaseExpiredError(error)) {
-          this.#onLost(record.pool, core.reservationsLost(record.pool, agentId, error));
+          this.#onLost(pool, core.reservationsLost(pool, agentId, error));
         }
         core.counters.spawnFailures++;
-        core.emitFor(record, 'spawn-failed', `Reserving in pool "${record.pool}" failed`, {
+        core.emitFor(record, 'spawn-failed', `Reserving in pool "${pool}" failed`, {
           stage: 'reserve',
           error,
+          ...(record.shares.length === 1 ? {} : { pool }),
         });
         this.#pacing.failed(scaler, error);
         return { kind: 'spawn-failed', scaler: scaler.name, agentId, stage: 'reserve', error };
       }
-      if (!granted.ok) {
+      if (!outcome.ok) {
+        const granted = outcome.refusal;
         record.spawnSettled = true;
-        core.rollback(record); // nothing was written
+        core.rollback(record); // nothing is held: the pools before it were released
         return {
           limit: 'pool-cap',
           scaler: scaler.name,
@@ -203,10 +222,11 @@ export class Spawner {
         };
       }
       record.poolHeld = true;
+      record.devices = outcome.devices;
       core.book.touch(record);
       if (record.state === 'destroying' || record.state === 'gone') {
         // Pruned, drained or shut down while the ledger answered: nothing was
-        // spawned, so the row goes back at once.
+        // spawned, so the rows go back at once.
         record.spawnSettled = true;
         if (record.state === 'gone') await core.gate.releasePool(record);
         else await core.forget(record);
@@ -261,9 +281,14 @@ export class Spawner {
       emit: (event) => core.backendEvent(agentId, scaler.name, event),
     };
     if (jobId !== undefined) request.jobId = jobId;
-    if (record.pool !== undefined) {
-      const lease = this.#lease();
+    if (record.shares.length > 0) {
+      const lease = this.#lease(record.shares.map((share) => share.pool));
       if (lease !== undefined) request.lease = lease;
+    }
+    if (record.devices !== undefined) {
+      const devices: Record<string, string[]> = {};
+      for (const [name, ids] of Object.entries(record.devices)) devices[name] = [...ids];
+      request.devices = devices;
     }
     let result: Awaited<ReturnType<ScalerBackend['spawn']>>;
     try {
@@ -372,5 +397,7 @@ function freezeResources(resolved: AgentResources): AgentResources {
   if (limits.extended !== undefined) Object.freeze(limits.extended);
   return Object.freeze({ requests: Object.freeze(requests), limits: Object.freeze(limits) });
 }
+
+const NO_SHARES: readonly PoolShare[] = Object.freeze([]);
 
 const LAYER_NAMES = ['job', 'labelSet', 'scaler', 'scaler limits', 'global', 'global limits'];

@@ -92,7 +92,10 @@ export interface PoolStatus {
   name: string;
   /** Its cap. */
   cap: ResourceCap;
-  /** What this manager's agents hold in it (other processes' rows are not counted). */
+  /**
+   * What this manager's agents hold in it (other processes' rows are not
+   * counted): for an agent in several pools, its part of the request in this one.
+   */
   usage: Usage;
 }
 
@@ -126,6 +129,13 @@ export interface ScalerEntryStatus {
   resourceCap?: ResourceCap;
   /** The machine pool, if any. */
   machinePool?: string;
+  /**
+   * Every machine pool its agents reserve in (the scaler's and its label
+   * sets'), sorted by name, when that is more than `machinePool` alone
+   * (several pools, or label sets with their own). Each agent's pools are in
+   * `ScalerManager.getAgent()` / `listAgents()` (`pools`).
+   */
+  machinePools?: string[];
   /** Labels a job must name to run here (empty: no gate). */
   mandatoryLabels: string[];
   /** The warm pool target, if any. */
@@ -259,6 +269,12 @@ export function buildStatus(core: FleetCore, extras: StatusExtras): ScalerStatus
       entry.resourceCap = { ...scaler.config.resourceCap };
     }
     if (scaler.config.machinePool !== undefined) entry.machinePool = scaler.config.machinePool;
+    if (
+      scaler.pools.length > 1 ||
+      (scaler.pools.length === 1 && scaler.pools[0] !== scaler.config.machinePool)
+    ) {
+      entry.machinePools = [...scaler.pools];
+    }
     extras(scaler, entry);
     status.scalers.push(entry);
   }

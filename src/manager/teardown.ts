@@ -130,17 +130,18 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
   let kept = 0;
   for (const record of core.book.list()) {
     keepRow(record);
-    kept += record.pool !== undefined ? 1 : 0;
+    kept += record.shares.length > 0 ? 1 : 0;
     void core.forget(record);
   }
   core.book.clearJobs();
   await core.gate.settled();
-  const ledger = core.gate.ledger;
-  if (ledger !== undefined && kept === 0) {
-    try {
-      await ledger.releaseAllForInstance();
-    } catch {
-      // The ledger's own reaper removes rows of an instance whose lease ended.
+  if (kept === 0) {
+    for (const ledger of core.gate.ledgers.all()) {
+      try {
+        await ledger.releaseAllForInstance();
+      } catch {
+        // The ledger's own reaper removes rows of an instance whose lease ended.
+      }
     }
   }
 }

@@ -247,8 +247,11 @@ export class ManagerTelemetry {
   }
 
   /** The pool reservation of a spawn: its span, handed to the ledger as the parent of its own. */
-  async reserve(record: AgentRecord, run: () => Promise<ReserveResult>): Promise<ReserveResult> {
-    const pool = record.pool!;
+  async reserve(
+    record: AgentRecord,
+    pool: string,
+    run: () => Promise<ReserveResult>,
+  ): Promise<ReserveResult> {
     const span =
       this.#tracer === undefined
         ? undefined

@@ -28,7 +28,13 @@ export function toStateRecord(record: AgentRecord): AgentStateRecord | undefined
   if (record.jobId !== undefined && record.mailbox.runId !== undefined) {
     out.runId = record.mailbox.runId;
   }
-  if (record.pool !== undefined) out.pool = record.pool;
+  if (record.shares.length > 0) out.pool = record.shares[0]!.pool;
+  if (record.shares.length > 1) out.pools = record.shares.map((share) => share.pool);
+  if (record.devices !== undefined) {
+    const devices: Record<string, string[]> = {};
+    for (const [name, ids] of Object.entries(record.devices)) devices[name] = [...ids];
+    out.devices = devices;
+  }
   if (record.destroyReason !== undefined) out.destroyReason = record.destroyReason;
   const context = record.context === undefined ? undefined : jsonOnly(record.context);
   if (context !== undefined) out.context = context;

@@ -6,8 +6,11 @@
  */
 import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
+import { adoptRequest } from '../capacity.js';
+import { poolsOf } from '../config.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
+import { addDevices, devicesIn, splitRequest } from '../pools.js';
 import type { ScalerState } from '../scalers.js';
 import type { ReconcileFailure } from '../teardown.js';
 import type { AgentStateRecord } from './types.js';
@@ -148,7 +151,7 @@ export async function recoverFleet(
       continue;
     }
     const running = listed.get(scaler);
-    const record = revive(scaler, saved);
+    const record = revive(core, scaler, saved);
     // Not listed: it does not run (its spawn never started, or it ended while
     // the host was down). Its row, if any, goes back; its record is deleted.
     const gone = running !== undefined && !running.has(saved.agentId);
@@ -168,10 +171,11 @@ export async function recoverFleet(
       state: record.state,
       jobId: record.jobId,
     });
-    if (record.pool !== undefined && core.gate.ledger !== undefined) {
-      const list = byPool.get(record.pool) ?? [];
+    for (const { pool } of record.shares) {
+      if (core.gate.ledgers.of(pool) === undefined) continue;
+      const list = byPool.get(pool) ?? [];
       list.push(record);
-      byPool.set(record.pool, list);
+      byPool.set(pool, list);
     }
     if (record.state === 'destroying') destroys.push(core.runDestroy(record));
   }
@@ -192,6 +196,7 @@ export async function recoverFleet(
       return core.forget(record);
     }),
   );
+  await reapSplitPools(core);
   for (const [scaler, ids] of listed) {
     if (ids === undefined) continue;
     for (const agentId of ids) {
@@ -224,7 +229,9 @@ export async function recoverFleet(
 // The tracked agent a stored record describes, in its stored state. Its spawn
 // counts as settled: whatever the backend was doing before the restart, the
 // registration timeout prunes an agent that never registers.
-function revive(scaler: ScalerState, saved: AgentStateRecord): AgentRecord {
+function revive(core: FleetCore, scaler: ScalerState, saved: AgentStateRecord): AgentRecord {
+  const pools = saved.pools ?? (saved.pool === undefined ? [] : [saved.pool]);
+  const requests = { ...saved.resources.requests };
   const record: AgentRecord = {
     agentId: saved.agentId,
     scaler,
@@ -233,11 +240,12 @@ function revive(scaler: ScalerState, saved: AgentStateRecord): AgentRecord {
     state: saved.state,
     labels: [...saved.labels],
     resources: {
-      requests: { ...saved.resources.requests },
+      requests,
       limits: { ...saved.resources.limits },
     },
-    pool: saved.pool,
+    shares: pools.length === 0 ? [] : splitRequest(core.config.machinePools, pools, requests),
     poolHeld: false,
+    devices: saved.devices === undefined ? undefined : addDevices(undefined, saved.devices),
     spawnedAt: saved.spawnedAt,
     spawnSettled: true,
     registeredAt: saved.registeredAt,
@@ -271,12 +279,11 @@ async function reclaimRows(
   destroyUnreserved: boolean,
   destroys: Promise<void>[],
 ): Promise<void> {
-  const ledger = core.gate.ledger!;
+  const ledger = core.gate.ledgers.of(pool)!;
+  const cap = core.config.machinePools[pool];
   const agents: AdoptRequest[] = records.map((record) => {
-    const { cpus, memBytes, extended } = record.resources.requests;
-    return extended !== undefined && Object.keys(extended).length > 0
-      ? { agentId: record.agentId, cpus, memBytes, extended: { ...extended } }
-      : { agentId: record.agentId, cpus, memBytes };
+    const share = record.shares.find((each) => each.pool === pool)!;
+    return adoptRequest(record.agentId, share, devicesIn(cap, share.amount, record.devices));
   });
   let answers: (AdoptResult | undefined)[] = [];
   let error: unknown;
@@ -304,11 +311,13 @@ async function reclaimRows(
   records.forEach((record, i) => {
     const answer = answers[i];
     if (core.book.get(record.agentId) !== record) {
-      if (answer?.ok) void core.gate.releasePool(record);
+      if (answer?.ok) void core.gate.releasePool(record, [pool]);
       return;
     }
     if (answer?.ok) {
       record.poolHeld = true;
+      // The ids the row holds now (its own when the store had none).
+      record.devices = addDevices(record.devices, answer.devices);
       core.book.touch(record);
       result.poolRows.push({
         agentId: record.agentId,
@@ -329,8 +338,30 @@ async function reclaimRows(
       { pool, certain: true, error: error ?? answer },
     );
     if (destroyUnreserved) {
-      destroys.push(core.destroy(record, 'no-pool-row', true));
+      if (record.state !== 'destroying') destroys.push(core.destroy(record, 'no-pool-row', true));
     } else lost.push(record);
   });
   if (lost.length > 0) onLost(pool, lost);
+}
+
+// A host killed between the grants of a multi-pool agent (before its record
+// was stored) leaves a row no record names: the pools of multi-pool agents are
+// swept for rows of dead holders once recovery has taken over its own.
+async function reapSplitPools(core: FleetCore): Promise<void> {
+  const pools = new Set<string>();
+  for (const scaler of core.config.scalers) {
+    for (const set of scaler.labelSets) {
+      const list = poolsOf(scaler, set);
+      if (list.length > 1) for (const pool of list) pools.add(pool);
+    }
+  }
+  await Promise.all(
+    [...pools].map(async (pool) => {
+      try {
+        await core.gate.ledgers.of(pool)?.reapStale(pool);
+      } catch {
+        // The ledger's reaper tries again on its own.
+      }
+    }),
+  );
 }

@@ -35,6 +35,10 @@ export const agentStateRecordSchema = z.strictObject({
   labels: z.array(z.string().min(1).max(MAX_LABEL_LENGTH)).max(MAX_LABELS * 4),
   resources: z.strictObject({ requests: amount, limits }),
   pool: id.optional(),
+  pools: z.array(id).min(2).max(8).optional(),
+  devices: z
+    .record(z.string().min(1).max(MAX_LABEL_LENGTH), z.array(z.string().min(1).max(128)).max(256))
+    .optional(),
   poolHeld: z.boolean(),
   spawnSettled: z.boolean(),
   spawnedAt: time,

@@ -37,8 +37,12 @@ export interface AgentStateRecord {
   labels: string[];
   /** The resolved requests and limits. */
   resources: AgentResources;
-  /** The machine pool it reserves in; absent when its scaler names none. */
+  /** The machine pool it reserves in; absent when its scaler names none (the first of `pools` when several). */
   pool?: string;
+  /** Every machine pool it reserves in, sorted, when there are two or more. */
+  pools?: string[];
+  /** The device ids its pools assigned, by extended resource name, when any. */
+  devices?: Record<string, string[]>;
   /** True once the pool ledger granted its row. */
   poolHeld: boolean;
   /** True once the backend's `spawn` resolved. */
