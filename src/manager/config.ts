@@ -562,7 +562,8 @@ function checkCoverage(
   ctx: RefineContext,
 ): void {
   const pools = poolsOf(scaler, set);
-  if (pools.length < 2 || pools.some((pool) => !(pool in config.machinePools))) return;
+  if (pools.length < 2 || new Set(pools).size !== pools.length) return;
+  if (pools.some((pool) => !(pool in config.machinePools))) return;
   const own = set.machinePool !== undefined || set.machinePools !== undefined;
   const path = own ? [...at, 'machinePools'] : [at[0]!, at[1]!, 'machinePools'];
   const whose = own ? 'this label set' : `label set ${String(at[3])}`;
