@@ -17,7 +17,7 @@
  * `onAgentDisconnected` for an entry with `machinePool: 'a'` next to one with
  * `machinePools: ['a', 'b']`, on the same ledgers, with a backend that does nothing.
  *
- * `POOLS_BENCH_MS` (default 1000) per run, `POOLS_BENCH_REPEATS` (default 3).
+ * `POOLS_BENCH_MS` (default 1000) per run, `POOLS_BENCH_REPEATS` (default 5).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,11 +26,13 @@ import { join } from 'node:path';
 import { MachineLedger } from '../src/ledger/index.js';
 import { NatsPoolLedger } from '../src/ledger/nats/index.js';
 import type { PoolLedger } from '../src/ledger/types.js';
+import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
+import { FakeBackend } from '../src/testing/index.js';
 import { type NatsServer, startNatsServer } from '../test/helpers/nats-server.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const RUN_MS = Number(process.env.POOLS_BENCH_MS ?? 1000);
-const REPEATS = Number(process.env.POOLS_BENCH_REPEATS ?? 3);
+const REPEATS = Number(process.env.POOLS_BENCH_REPEATS ?? 5);
 const CONCURRENT = 16;
 const GIB = 2 ** 30;
 const DEVICE_IDS = Array.from({ length: 64 }, (_, i) => String(i));
@@ -140,6 +142,7 @@ export function pairRow(row: PairRow): Record<string, string | number> {
     'pools a+b, ms': fmt(row.two.mean, 3),
     'p50 a / b / a+b ms': [row.oneA, row.oneB, row.two].map((m) => fmt(m.p50, 2)).join(' / '),
     'a+b / dearer one': fmt(ratio(row), 2),
+    'same, p50s': fmt(row.two.p50 / Math.max(row.oneA.p50, row.oneB.p50), 2),
     'a+b / (a + b)': fmt(row.two.mean / (row.oneA.mean + row.oneB.mean), 2),
   };
 }
@@ -163,13 +166,14 @@ async function pair(
   }
 }
 
-async function fileAndFile(rows: PairRow[]): Promise<void> {
+async function fileAndFile(rows: PairRow[], managed: PairRow[]): Promise<void> {
   const dirA = mkdtempSync(join(tmpdir(), 'bench-pools-a-'));
   const dirB = mkdtempSync(join(tmpdir(), 'bench-pools-b-'));
   const a = new MachineLedger({ instanceId: 'bench', dir: dirA });
   const b = new MachineLedger({ instanceId: 'bench', dir: dirB });
   try {
     await pair(rows, 'MachineLedger a, MachineLedger b', a, b, 'f');
+    await throughManager(managed, 'MachineLedger a, MachineLedger b', a, b, 'mf');
   } finally {
     await a.close();
     await b.close();
@@ -178,16 +182,75 @@ async function fileAndFile(rows: PairRow[]): Promise<void> {
   }
 }
 
-async function fileAndNats(rows: PairRow[], server: NatsServer): Promise<void> {
+async function fileAndNats(rows: PairRow[], managed: PairRow[], server: NatsServer): Promise<void> {
   const dirA = mkdtempSync(join(tmpdir(), 'bench-pools-a-'));
   const a = new MachineLedger({ instanceId: 'bench', dir: dirA });
   const b = await NatsPoolLedger.connect({ servers: server.url, instanceId: 'bench' });
   try {
     await pair(rows, 'MachineLedger a, NatsPoolLedger b', a, b, 'n');
+    await throughManager(managed, 'MachineLedger a, NatsPoolLedger b', a, b, 'mn');
   } finally {
     await b.close();
     await a.close();
     rmSync(dirA, { recursive: true, force: true });
+  }
+}
+
+// ------------------------------------------------------------------ through the manager
+
+const MANAGER_CONFIG: ScalerConfigInput = {
+  globalMaxAgents: 10_000,
+  machinePools: {
+    a: { maxCpu: 10_000, maxMemory: '10000Gi' },
+    b: { maxExtended: { 'nvidia.com/gpu': DEVICE_IDS.length }, devices: CAP_B.devices },
+  },
+  scalers: [
+    { name: 'a', machinePool: 'a', labels: ['a'] },
+    { name: 'b', machinePool: 'b', labels: ['b'] },
+    { name: 'ab', machinePools: ['a', 'b'], labels: ['ab'] },
+  ].map(({ labels, ...entry }) => ({
+    ...entry,
+    type: 'container',
+    maxAgents: 1000,
+    resourceCap: { maxCpu: 10_000, maxExtended: { 'nvidia.com/gpu': DEVICE_IDS.length } },
+    labelSets: [{ labels, resources: { cpus: 0.25, memory: '256Mi' } }],
+  })),
+};
+
+/** Spawn for a job and destroy the agent (its rows released in every pool). */
+function spawnAndDestroy(m: ScalerManager, label: string, gpus: number): Cycle {
+  const resources = gpus > 0 ? { requests: { 'nvidia.com/gpu': gpus } } : undefined;
+  return async (job) => {
+    const result = await m.requestScale([label], job, [], resources);
+    if (result.kind !== 'spawned') throw new Error(`${label}: ${JSON.stringify(result)}`);
+    await m.drain(result.agentId);
+  };
+}
+
+async function throughManager(
+  rows: PairRow[],
+  ledgers: string,
+  a: PoolLedger,
+  b: PoolLedger,
+  tag: string,
+): Promise<void> {
+  const backend = new FakeBackend();
+  const m = new ScalerManager({
+    config: MANAGER_CONFIG,
+    backends: ['a', 'b', 'ab'].map((name) => ({ name, backend })),
+    ledgers: { a, b },
+  });
+  try {
+    for (const callers of [1, CONCURRENT]) {
+      const [oneA, oneB, two] = await repeated(
+        [spawnAndDestroy(m, 'a', 0), spawnAndDestroy(m, 'b', 1), spawnAndDestroy(m, 'ab', 1)],
+        callers,
+        `${tag}${callers}-`,
+      );
+      rows.push({ ledgers, callers, oneA: oneA!, oneB: oneB!, two: two! });
+    }
+  } finally {
+    await m.shutdownAll();
   }
 }
 
@@ -202,29 +265,45 @@ function hasNatsServer(): boolean {
 
 export default async function bench(): Promise<BenchTable[]> {
   const rows: PairRow[] = [];
+  const managed: PairRow[] = [];
   const notes: string[] = [];
-  await fileAndFile(rows);
+  await fileAndFile(rows, managed);
   if (hasNatsServer()) {
     const server = await startNatsServer();
     try {
-      await fileAndNats(rows, server);
+      await fileAndNats(rows, managed, server);
     } finally {
       await server.stop();
     }
   } else {
     notes.push('nats-server not found: the MachineLedger + NatsPoolLedger rows were skipped.');
   }
-  const worst = Math.max(...rows.map(ratio));
+  const target = (list: PairRow[]) => {
+    const worst = Math.max(...list.map(ratio));
+    return `Target: a+b costs at most 2.2x the dearer one-pool cycle on the same ledgers: worst ${fmt(worst, 2)}x, ${worst <= 2.2 ? 'met' : 'NOT met'}.`;
+  };
   return [
     {
       title: 'pools: a reservation in two pools next to one pool (ledger level, reserve + release)',
       rows: rows.map(pairRow),
       notes: [
-        `Target: a+b costs at most 2.2x the dearer one-pool cycle on the same ledgers: worst ${fmt(worst, 2)}x, ${worst <= 2.2 ? 'met' : 'NOT met'}.`,
+        target(rows),
         'A cycle reserves in every pool in name order, then releases in each (pool b assigns a',
         `GPU device id with every grant). Each caller takes the three cycles in turn for ${RUN_MS} ms,`,
         `so they run under the same load; ms is the mean cycle, medians of ${REPEATS} runs.`,
-        '"a+b / (a + b)" near 1 means the two-pool cycle costs its two round trips and no more.',
+        '"a+b / (a + b)" near 1 means the two-pool cycle costs its two round trips and no more;',
+        '"same, p50s" is the ratio of the medians (less moved by fsync stalls of other work).',
+        ...notes,
+      ],
+    },
+    {
+      title: 'pools: through the manager (requestScale + drain, FakeBackend), same ledgers',
+      rows: managed.map(pairRow),
+      notes: [
+        target(managed),
+        "Scalers with machinePool 'a', machinePool 'b' (one GPU) and machinePools ['a', 'b'] (one",
+        'GPU) on one manager; a cycle spawns an agent for a job and drains it (destroyed, rows',
+        'released in every pool). Cycles taken in turn as above.',
         ...notes,
       ],
     },
