@@ -13,9 +13,9 @@
  * process; the cost of a cycle is wall time / cycles. Cases alternate within a
  * repeat; the table shows medians over repeats.
  *
- * Through the manager (when it has several pools per agent): `requestScale` +
- * `onAgentDisconnected` for an entry with `machinePool: 'a'` next to one with
- * `machinePools: ['a', 'b']`, on the same ledgers, with a backend that does nothing.
+ * Through the manager: `requestScale`, then `drain` (the agent destroyed) or
+ * `onAgentDisconnected`, for entries with `machinePool: 'a'`, `machinePool: 'b'`
+ * and `machinePools: ['a', 'b']`, on the same ledgers, with a FakeBackend.
  *
  * `POOLS_BENCH_MS` (default 1000) per run, `POOLS_BENCH_REPEATS` (default 5).
  */
@@ -217,15 +217,23 @@ const MANAGER_CONFIG: ScalerConfigInput = {
   })),
 };
 
-/** Spawn for a job and destroy the agent (its rows released in every pool). */
-function spawnAndDestroy(m: ScalerManager, label: string, gpus: number): Cycle {
+/**
+ * Spawn for a job, then end the agent: `drain` (destroyed through the backend;
+ * it resolves once the agent is gone, before its rows are released, so the
+ * next cycle's reserve may share their write) or `disconnect`
+ * (`onAgentDisconnected`, which resolves once the rows are released in every pool).
+ */
+function spawnAndEnd(m: ScalerManager, label: string, gpus: number, end: End): Cycle {
   const resources = gpus > 0 ? { requests: { 'nvidia.com/gpu': gpus } } : undefined;
   return async (job) => {
     const result = await m.requestScale([label], job, [], resources);
     if (result.kind !== 'spawned') throw new Error(`${label}: ${JSON.stringify(result)}`);
-    await m.drain(result.agentId);
+    if (end === 'drain') await m.drain(result.agentId);
+    else await m.onAgentDisconnected(result.agentId);
   };
 }
+
+type End = 'drain' | 'disconnect';
 
 async function throughManager(
   rows: PairRow[],
@@ -241,13 +249,15 @@ async function throughManager(
     ledgers: { a, b },
   });
   try {
-    for (const callers of [1, CONCURRENT]) {
-      const [oneA, oneB, two] = await repeated(
-        [spawnAndDestroy(m, 'a', 0), spawnAndDestroy(m, 'b', 1), spawnAndDestroy(m, 'ab', 1)],
-        callers,
-        `${tag}${callers}-`,
-      );
-      rows.push({ ledgers, callers, oneA: oneA!, oneB: oneB!, two: two! });
+    for (const end of ['drain', 'disconnect'] as const) {
+      for (const callers of [1, CONCURRENT]) {
+        const [oneA, oneB, two] = await repeated(
+          [spawnAndEnd(m, 'a', 0, end), spawnAndEnd(m, 'b', 1, end), spawnAndEnd(m, 'ab', 1, end)],
+          callers,
+          `${tag}${end}${callers}-`,
+        );
+        rows.push({ ledgers: `${ledgers}, ${end}`, callers, oneA: oneA!, oneB: oneB!, two: two! });
+      }
     }
   } finally {
     await m.shutdownAll();
@@ -297,13 +307,14 @@ export default async function bench(): Promise<BenchTable[]> {
       ],
     },
     {
-      title: 'pools: through the manager (requestScale + drain, FakeBackend), same ledgers',
+      title: 'pools: through the manager (requestScale, then drain or disconnect; FakeBackend)',
       rows: managed.map(pairRow),
       notes: [
         target(managed),
         "Scalers with machinePool 'a', machinePool 'b' (one GPU) and machinePools ['a', 'b'] (one",
-        'GPU) on one manager; a cycle spawns an agent for a job and drains it (destroyed, rows',
-        'released in every pool). Cycles taken in turn as above.',
+        'GPU) on one manager; a cycle spawns an agent for a job, then drains it (destroyed; drain',
+        'resolves when the agent is gone, before its rows are released) or reports it',
+        'disconnected (resolves once its rows are released in every pool). Cycles in turn as above.',
         ...notes,
       ],
     },
