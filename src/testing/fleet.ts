@@ -355,9 +355,14 @@ export function createTestFleet(
     }
     const tracked = trackedAgents();
     const poolOf = new Map(status.scalers.map((b) => [b.name, b.machinePool]));
-    const agentPool = new Map<string, string | undefined>();
+    // Each agent's pools (several when its scaler or label set names several).
+    const agentPools = new Map<string, readonly string[]>();
     for (const [scaler, ids] of Object.entries(tracked)) {
-      for (const id of ids) agentPool.set(id, poolOf.get(scaler));
+      for (const id of ids) {
+        const own = manager.getAgent(id)?.pools;
+        const pool = poolOf.get(scaler);
+        agentPools.set(id, own ?? (pool === undefined ? [] : [pool]));
+      }
     }
     const pools = new Set([...status.pools.map((p) => p.name), ...ledger.store.pools()]);
     for (const pool of [...pools].sort()) {
@@ -369,14 +374,14 @@ export function createTestFleet(
       const ours = live.filter((row) => row.instanceId === instanceId);
       const rowAgents = new Set(ours.map((row) => row.agentId));
       for (const row of ours) {
-        if (agentPool.get(row.agentId) !== pool) {
+        if (!agentPools.get(row.agentId)?.includes(pool)) {
           problems.push(
             `pool ${pool}: row for ${row.agentId} (${fmt(row.cpus)} cores, ${fmt(row.memBytes)} bytes) but the manager tracks no such agent in this pool`,
           );
         }
       }
-      for (const [id, p] of agentPool) {
-        if (p === pool && !rowAgents.has(id)) {
+      for (const [id, p] of agentPools) {
+        if (p.includes(pool) && !rowAgents.has(id)) {
           problems.push(`agent ${id} (pool ${pool}): tracked by the manager, but it has no row`);
         }
       }

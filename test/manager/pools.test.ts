@@ -17,6 +17,7 @@ import {
   validateScalerConfig,
 } from '../../src/manager/index.js';
 import {
+  createTestFleet,
   FakeBackend,
   MemoryPoolLedger,
   MemoryPoolStore,
@@ -708,5 +709,16 @@ describe('leases across several ledgers', () => {
     h.gpu.failRenewals(false);
     expect(h.manager.getStatus().lease?.spawningStopped).toBe(false);
     await h.manager.shutdownAll();
+  });
+});
+
+describe('the test kit with several pools', () => {
+  it('createTestFleet (one ledger for both pools) checks each agent`s rows in each of its pools', async () => {
+    const fleet = createTestFleet(twoPools(), { startManager: false });
+    expect((await fleet.manager.requestScale(['gpu'], 'j1')).kind).toBe('spawned');
+    expect(fleet.ledger.inspect('local').live).toHaveLength(1);
+    expect(fleet.ledger.inspect('gpu-box').live).toHaveLength(1);
+    fleet.checkInvariants();
+    await fleet.shutdown();
   });
 });
