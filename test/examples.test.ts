@@ -79,3 +79,20 @@ describe.runIf(natsExamples.length > 0 && hasSystem(['nats-server'], 'examples w
     });
   },
 );
+
+describe('examples/14-gpu-pools.ts', () => {
+  it('hands out each GPU id once, waits naming the pool, then reuses the freed ids', async () => {
+    const { stdout } = await runExample('14-gpu-pools.ts', withoutNats());
+    const granted = [...stdout.matchAll(/--gpus device=([\d,]+) agent {2}# (\S+)/g)].map(
+      ([, ids, agent]) => ({ agent, ids: ids!.split(',') }),
+    );
+    // train-a (2), infer (1), then train-b (2) on the ids train-a freed.
+    expect(granted.map((g) => g.ids.length)).toEqual([2, 1, 2]);
+    const firstTwo = granted.slice(0, 2).flatMap((g) => g.ids);
+    expect(new Set(firstTwo).size).toBe(3);
+    expect(granted[2]!.ids).toEqual(granted[0]!.ids);
+    expect(stdout).toMatch(/train-b waits: pool gpu-box has 3 of 4 nvidia\.com\/gpu in use/);
+    expect(stdout).toMatch(/host-1-cpu-\d+ +pools local +no GPU/);
+    expect(stdout.match(/shut down, every row released/g)).toHaveLength(2);
+  });
+});
