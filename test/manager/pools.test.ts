@@ -589,6 +589,59 @@ describe('recovery and adoption with several pools', () => {
     await b.manager.shutdownAll();
   });
 
+  it('a restart within the lease releases rows of this instance that no record names, and keeps the rest', async () => {
+    const clock = new TestClock('2026-01-05T09:00:00Z');
+    const stores = { local: new MemoryPoolStore(), gpu: new MemoryPoolStore() };
+    const stateStore = new MemoryStateStore();
+    const backend = new FakeBackend({ name: 'vm', clock });
+    const a = host(clock, stores, { manager: { stateStore }, backend });
+    await a.manager.requestScale(['gpu'], 'j1');
+    await a.manager.recoverState(); // the books are written
+    // Killed after a grant whose record was never stored (a row no record names),
+    // and beside it a row of another instance and the row of a stored agent.
+    await a.gpu.reserve('gpu-box', 'host-a-orphan', 0, 0, { extended: { [GPU]: 1 } });
+    const peer = new MemoryPoolLedger({ instanceId: 'peer', store: stores.gpu, clock });
+    peer.registerPool('gpu-box', { devices: { [GPU]: ['0', '1', '2', '3'] } });
+    await peer.reserve('gpu-box', 'peer-agent', 0, 0, { extended: { [GPU]: 1 } });
+    a.manager.stop();
+    a.local.abandon();
+    a.gpu.abandon();
+
+    // Restarted at once: the dead process's lease is still fresh, its rows live.
+    const b = host(clock, stores, { manager: { stateStore }, backend });
+    const recovered = await b.manager.recoverState();
+    expect(recovered.recovered).toEqual(['host-a-vm-1']);
+    expect(
+      rows(stores.gpu, 'gpu-box')
+        .map((row) => row.agentId)
+        .sort(),
+    ).toEqual(['host-a-vm-1', 'peer-agent']);
+    expect(rows(stores.local, 'local').map((row) => row.agentId)).toEqual(['host-a-vm-1']);
+    await b.manager.shutdownAll();
+    await peer.close();
+  });
+
+  it('a row whose agent a backend still runs is kept, though no record names it', async () => {
+    const clock = new TestClock('2026-01-05T09:00:00Z');
+    const stores = { local: new MemoryPoolStore(), gpu: new MemoryPoolStore() };
+    const stateStore = new MemoryStateStore();
+    const backend = new FakeBackend({ name: 'vm', clock });
+    const a = host(clock, stores, { manager: { stateStore }, backend });
+    await a.manager.recoverState();
+    await a.gpu.reserve('gpu-box', 'host-a-vm-9', 0, 0, { extended: { [GPU]: 1 } });
+    await backend.spawn({ agentId: 'host-a-vm-9' } as never);
+    a.manager.stop();
+    a.local.abandon();
+    a.gpu.abandon();
+    const b = host(clock, stores, { manager: { stateStore }, backend });
+    const recovered = await b.manager.recoverState();
+    expect(recovered.unrecorded).toEqual([
+      { scaler: 'vm', agentId: 'host-a-vm-9', action: 'leave' },
+    ]);
+    expect(rows(stores.gpu, 'gpu-box').map((row) => row.agentId)).toEqual(['host-a-vm-9']);
+    await b.manager.shutdownAll();
+  });
+
   it('a row removed in one pool while the host was down is reserved again with the same ids', async () => {
     const clock = new TestClock('2026-01-05T09:00:00Z');
     const stores = { local: new MemoryPoolStore(), gpu: new MemoryPoolStore() };
