@@ -14,7 +14,7 @@ import {
   LedgerUnavailableError,
 } from '../../errors.js';
 import type { ResourceCap } from '../../resources/types.js';
-import { normalizeCap } from '../document/cap.js';
+import { CAP_KEYS, normalizeCap } from '../document/cap.js';
 import { validateDocument } from '../document/codec.js';
 import { validatePoolName } from '../document/pool-name.js';
 import type { OpAnswer } from '../group-commit.js';
@@ -76,11 +76,7 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
   if (typeof pool !== 'string') throw new TypeError('request pool is not a string');
   assertSubjectSafePool(pool);
   if (!isObject(cap)) throw new TypeError('request cap is not an object');
-  onlyKeys(
-    cap,
-    ['maxCpu', 'maxMemoryBytes', 'maxExtended', 'provides', 'maxAgents', 'devices'],
-    'cap',
-  );
+  onlyKeys(cap, CAP_KEYS, 'cap');
   const normalized = normalizeCap(cap as ResourceCap);
   if (!Array.isArray(ops) || ops.length === 0 || ops.length > MAX_FORWARDED_OPS) {
     throw new TypeError(`request ops is not an array of 1 to ${MAX_FORWARDED_OPS} calls`);

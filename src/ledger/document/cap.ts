@@ -10,6 +10,20 @@ import type { DocumentSource } from './codec.js';
 import { describeExtendedCap, normalizeExtendedCap, sameExtendedCap } from './extended.js';
 import { capBytes, capMillicores } from './fit.js';
 
+// Every field of a cap, once: `satisfies` fails to compile when a field of
+// `ResourceCap` is missing here, so a new field is never refused on the wire.
+const CAP_FIELDS = {
+  maxCpu: true,
+  maxMemoryBytes: true,
+  maxExtended: true,
+  provides: true,
+  maxAgents: true,
+  devices: true,
+} as const satisfies Record<keyof ResourceCap, true>;
+
+/** The field names of a cap, as a forwarded request may carry them. */
+export const CAP_KEYS: readonly string[] = Object.keys(CAP_FIELDS);
+
 /**
  * Validate a cap given to `registerPool` and keep only its known fields:
  * `maxCpu`, `maxMemoryBytes`, `maxExtended`, `provides`, `maxAgents`, `devices`.
