@@ -210,6 +210,7 @@ describe('scaler-primitives ledger', () => {
     [['ledger'], 2, /missing subcommand/],
     [['ledger', 'frobnicate'], 2, /unknown subcommand "frobnicate"/],
     [['ledger', 'ls', '--bogus'], 2, /unknown option --bogus/],
+    [['ledger', 'ls', '--dir', ''], 2, /--dir needs a directory path, got an empty string/],
     [['ledger', 'release', '--pool', 'p'], 2, /needs --pool and --agent/],
     [['ledger', 'ls', '../etc'], 1, /Invalid pool name "\.\.\/etc"/],
     [['nope'], 2, /unknown command "nope"/],

@@ -129,6 +129,9 @@ export const ledgerCommand: CliCommand = {
     const values = parsed.values as Values;
     const [sub, ...positionals] = parsed.positionals;
     if (sub === undefined || !SUBCOMMANDS.includes(sub)) throw subcommandError(sub, SUBCOMMANDS);
+    if (values.dir === '') {
+      throw new UsageError('--dir needs a directory path, got an empty string');
+    }
     const ledger = new MachineLedger({
       instanceId: CLI_INSTANCE,
       dir: values.dir,
