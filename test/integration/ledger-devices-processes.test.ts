@@ -95,6 +95,9 @@ describe('device ids across processes', () => {
     }
     const survivors = live.slice(2);
     await Promise.all(survivors.map((w) => w.waitFor('ready', STARTUP_MS)));
+    // Each survivor may be a restart that has only just started: let them work
+    // (and take over the freed ids) before they stop.
+    await pause(2000);
     for (const w of survivors) w.child.kill('SIGTERM');
     const results = await Promise.all(survivors.map(finishFixture));
     reader.child.kill('SIGTERM');
