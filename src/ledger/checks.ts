@@ -7,7 +7,7 @@
 import { InvalidInputError } from '../errors.js';
 import { nearest } from '../internal/strict-keys.js';
 import {
-  deviceIdProblem,
+  deviceIdsProblem,
   extendedNameProblem,
   validateExtendedResourceName,
 } from '../resources/names.js';
@@ -243,12 +243,7 @@ function checkAgentDevices(
   for (const [name, ids] of Object.entries(devices)) {
     validateExtendedResourceName(name, where);
     const count = extended?.[name] ?? 0;
-    if (
-      !Array.isArray(ids) ||
-      ids.length !== count ||
-      ids.some((id) => deviceIdProblem(id) !== undefined) ||
-      new Set(ids).size !== ids.length
-    ) {
+    if (!Array.isArray(ids) || ids.length !== count || deviceIdsProblem(ids, 0) !== undefined) {
       throw new InvalidInputError(
         'device ids',
         ids,

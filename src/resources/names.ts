@@ -27,6 +27,29 @@ export function deviceIdProblem(id: unknown): string | undefined {
 }
 
 /**
+ * Why `ids` is not a list of device ids (at least `min`, at most
+ * {@link MAX_DEVICE_IDS}, each a device id, none twice), or undefined when it is one.
+ */
+export function deviceIdsProblem(ids: unknown, min = 1): string | undefined {
+  if (!Array.isArray(ids))
+    return `it must list ${min} to ${MAX_DEVICE_IDS} device ids, got ${String(ids)}`;
+  if (ids.length < min || ids.length > MAX_DEVICE_IDS) {
+    return `it must list ${min} to ${MAX_DEVICE_IDS} device ids, got ${ids.length}`;
+  }
+  const seen = new Set<string>();
+  for (const id of ids) {
+    const problem = deviceIdProblem(id);
+    if (problem !== undefined) {
+      return `Invalid device id ${JSON.stringify(String(id).slice(0, 140))}: ${problem}`;
+    }
+    if (seen.has(id))
+      return `device id ${JSON.stringify(id)} is listed twice; list each device once`;
+    seen.add(id);
+  }
+  return undefined;
+}
+
+/**
  * Why `name` is not an extended resource name, or `undefined` when it is one.
  * Kubernetes' rule: `<prefix>/<name>`, the prefix a lower-case DNS subdomain of
  * at most 253 characters outside `kubernetes.io` (whose names are native), the

@@ -15,11 +15,7 @@
  *   given an id another live row holds.
  */
 import { InvalidInputError } from '../../errors.js';
-import {
-  deviceIdProblem,
-  MAX_DEVICE_IDS,
-  validateExtendedResourceName,
-} from '../../resources/names.js';
+import { deviceIdsProblem, validateExtendedResourceName } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { ReservationRow, ReserveRefusal } from '../types.js';
 
@@ -49,31 +45,9 @@ export function normalizeDevices(
   for (const [name, ids] of Object.entries(devices)) {
     validateExtendedResourceName(name, 'cap.devices');
     const where = `cap.devices[${JSON.stringify(name)}]`;
-    if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_DEVICE_IDS) {
-      throw new InvalidInputError(
-        where,
-        ids,
-        `Expected \`${where}\` to be an array of 1 to ${MAX_DEVICE_IDS} device ids, got \`${Array.isArray(ids) ? `${ids.length} ids` : String(ids)}\``,
-      );
-    }
-    const seen = new Set<string>();
-    for (const id of ids) {
-      const problem = deviceIdProblem(id);
-      if (problem !== undefined) {
-        throw new InvalidInputError(
-          where,
-          id,
-          `Invalid device id ${JSON.stringify(String(id).slice(0, 140))} in \`${where}\`: ${problem}`,
-        );
-      }
-      if (seen.has(id)) {
-        throw new InvalidInputError(
-          where,
-          id,
-          `Device id ${JSON.stringify(id)} is listed twice in \`${where}\`; each device is listed once`,
-        );
-      }
-      seen.add(id);
+    const problem = deviceIdsProblem(ids);
+    if (problem !== undefined) {
+      throw new InvalidInputError(where, ids, `Invalid \`${where}\`: ${problem}`);
     }
     const count = maxExtended[name];
     if (count === undefined) maxExtended[name] = ids.length;
@@ -84,7 +58,7 @@ export function normalizeDevices(
         `\`cap.maxExtended[${JSON.stringify(name)}]\` is ${count} but \`${where}\` lists ${ids.length} device ids; give the same number, or leave maxExtended out for that resource (it is then the number of ids)`,
       );
     }
-    out[name] = [...ids];
+    out[name] = [...(ids as string[])];
   }
   return out;
 }
