@@ -11,7 +11,7 @@
  * call's answer: no grant under a fenced lease, no revision over the cap, and
  * grants again within 15 s of each heal (45 s after the stream leader's).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -325,10 +325,25 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
     // The lease a worker held when it was cut off or stopped: the lease of its last answer before.
     const leaseAt = (i: number, t: number) =>
       calls[i]!.filter((c) => c[2] < t).at(-1)?.[4] ?? firstLease[i]!;
-    for (const [i, since] of [
-      [0, cutW0],
-      [1, stoppedW1],
-    ] as const) {
+    // A server older than 2.11.0 can lose an acknowledged write when the stream leader is
+    // isolated (docs/ledger.md): the worker's anchor row, or the fence itself. There the
+    // fence is logged, not asserted; the safety checks above hold on every server.
+    const [major = 0, minor = 0] = /v(\d+)\.(\d+)/
+      .exec(execFileSync('nats-server', ['--version'], { encoding: 'utf8' }))!
+      .slice(1)
+      .map(Number);
+    const fencesAreDurable = major > 2 || (major === 2 && minor >= 11);
+    if (!fencesAreDurable) {
+      console.log(
+        `nats-server ${major}.${minor} < 2.11: fences of w0 and w1: ${[leaseAt(0, cutW0), leaseAt(1, stoppedW1)].map((l) => endedAt.get(l)?.how ?? 'none').join(', ')}`,
+      );
+    }
+    for (const [i, since] of fencesAreDurable
+      ? ([
+          [0, cutW0],
+          [1, stoppedW1],
+        ] as const)
+      : []) {
       const lease = leaseAt(i, since);
       const fence = endedAt.get(lease);
       expect(fence?.how, `w${i}'s lease ${lease}`).toBe('fenced');
