@@ -95,9 +95,21 @@ describe('device ids across processes', () => {
     }
     const survivors = live.slice(2);
     await Promise.all(survivors.map((w) => w.waitFor('ready', STARTUP_MS)));
-    // Each survivor may be a restart that has only just started: let them work
-    // (and take over the freed ids) before they stop.
-    await pause(2000);
+    // The two killed last may hold all four ids; a survivor reaps their rows
+    // only once their lease and the margin have passed and its own lease has
+    // been renewed that long (each survivor may be a restart just started).
+    // Wait for that reap, however long a loaded machine takes, then let the
+    // survivors work on the freed ids before they stop.
+    const survivorPids = new Set(survivors.map((w) => w.child.pid));
+    const reapedBy = Date.now() + 60_000;
+    const deadRows = () =>
+      (
+        JSON.parse(readFileSync(join(dir, 'gpus.json'), 'utf8')).reservations as Array<{
+          pid: number;
+        }>
+      ).filter((row) => !survivorPids.has(row.pid)).length;
+    while (deadRows() > 0 && Date.now() < reapedBy) await pause(50);
+    await pause(1500);
     for (const w of survivors) w.child.kill('SIGTERM');
     const results = await Promise.all(survivors.map(finishFixture));
     reader.child.kill('SIGTERM');
