@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ConfigIssue } from '../errors/input.js';
 import { ConfigError } from '../errors.js';
+import { strictShape } from '../internal/zod-strict.js';
 import {
   type LimitRangePolicy,
   limitRangeDefaults,
@@ -312,33 +313,33 @@ const poolListSchema = z
     }
   });
 
-const labelSetSchema = z.strictObject({
+const labelSetSchema = strictShape({
   labels: z.array(labelSchema),
   resources: resourceRequestSchema.optional(),
   machinePool: nameSchema.optional(),
   machinePools: poolListSchema.optional(),
 });
 
-const scheduleSchema = z.strictObject({
+const scheduleSchema = strictShape({
   cron: z.string().min(1).max(200),
   timezone: z.string().min(1).max(64).default('UTC'),
   size: z.int().min(0),
 });
 
-const warmPoolSchema = z.strictObject({
+const warmPoolSchema = strictShape({
   size: z.int().min(0),
   schedules: z.array(scheduleSchema).max(32).default([]),
   idleTimeoutSeconds: z.number().positive().default(300),
   labelSet: z.int().min(0).default(0),
 });
 
-const spawnBackoffSchema = z.strictObject({
+const spawnBackoffSchema = strictShape({
   failureThreshold: z.int().min(1).max(1000).default(3),
   initialMs: z.int().min(1).max(86_400_000).default(1000),
   maxMs: z.int().min(1).max(86_400_000).default(300_000),
 });
 
-const scalerSchema = z.strictObject({
+const scalerSchema = strictShape({
   name: nameSchema,
   type: z.string().min(1, 'Expected the backend kind, e.g. "container"'),
   maxAgents: z.int().min(0),
@@ -348,7 +349,7 @@ const scalerSchema = z.strictObject({
   machinePools: poolListSchema.optional(),
   resourceCap: resourceCapSchema.optional(),
   limits: limitsSchema.optional(),
-  defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
+  defaults: strictShape({ resources: resourceRequestSchema.optional() }).optional(),
   warmPool: warmPoolSchema.optional(),
   idleTimeoutSeconds: z.number().positive().optional(),
   maxJobsPerAgent: z.int().min(1).optional(),
@@ -359,14 +360,14 @@ const scalerSchema = z.strictObject({
   options: z.record(z.string(), z.unknown()).optional(),
 });
 
-const baseSchema = z.strictObject({
+const baseSchema = strictShape({
   globalMaxAgents: z.int().min(0),
   autoLabelPrefix: z
     .string()
     .min(1)
     .regex(/^[^\s,]+$/, 'Expected a prefix without whitespace or commas')
     .default(DEFAULT_AUTO_LABEL_PREFIX),
-  defaults: z.strictObject({ resources: resourceRequestSchema.optional() }).optional(),
+  defaults: strictShape({ resources: resourceRequestSchema.optional() }).optional(),
   resourceCap: resourceCapSchema.optional(),
   limits: limitsSchema.optional(),
   machinePools: z.record(nameSchema, resourceCapSchema).default({}),

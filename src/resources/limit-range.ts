@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { InvalidInputError } from '../errors.js';
+import { strictShape } from '../internal/zod-strict.js';
 import type { QuantityOptions } from './convention.js';
 import { ceilScaled, decimalOfNumber } from './decimal.js';
 import { parseExtendedCount } from './extended.js';
@@ -153,15 +154,13 @@ export function limitRangeSchema(opts: QuantityOptions = {}): z.ZodType<LimitRan
           continue;
         }
       }
-      const item = z
-        .strictObject({
-          min: amount(resource, opts).optional(),
-          max: amount(resource, opts).optional(),
-          maxLimitRequestRatio: z.number().finite().optional(),
-          defaultRequest: amount(resource, opts).optional(),
-          default: amount(resource, opts).optional(),
-        })
-        .safeParse(value);
+      const item = strictShape({
+        min: amount(resource, opts).optional(),
+        max: amount(resource, opts).optional(),
+        maxLimitRequestRatio: z.number().finite().optional(),
+        defaultRequest: amount(resource, opts).optional(),
+        default: amount(resource, opts).optional(),
+      }).safeParse(value);
       if (!item.success) {
         for (const issue of item.error.issues) {
           ctx.addIssue({

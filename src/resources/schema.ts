@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { strictShape } from '../internal/zod-strict.js';
 import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { deviceIdsProblem, extendedNameProblem } from './names.js';
@@ -129,16 +130,15 @@ const deviceIds = z.array(z.string()).superRefine((ids, ctx) => {
 });
 
 function buildCap(opts: QuantityOptions) {
-  return z
-    .strictObject({
-      maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
-      maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
-      maxMemoryBytes: z.number().int().nonnegative().optional(),
-      maxExtended: z.record(extendedName, count).optional(),
-      provides: z.array(extendedName).max(1024).optional(),
-      maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
-      devices: z.record(extendedName, deviceIds).optional(),
-    })
+  return strictShape({
+    maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
+    maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
+    maxMemoryBytes: z.number().int().nonnegative().optional(),
+    maxExtended: z.record(extendedName, count).optional(),
+    provides: z.array(extendedName).max(1024).optional(),
+    maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
+    devices: z.record(extendedName, deviceIds).optional(),
+  })
     .superRefine((cap, ctx) => {
       for (const [name, ids] of Object.entries(cap.devices ?? {})) {
         const max = cap.maxExtended?.[name];

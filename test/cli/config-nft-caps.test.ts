@@ -115,7 +115,9 @@ describe('config check', () => {
     expect(code).toBe(1);
     expect(err.split('\n').slice(1, -1)).toEqual([
       '  scalers[0].maxAgents: Invalid input: expected number, received undefined',
-      '  scalers[0]: Unrecognized key: "maxAgnets"',
+      expect.stringMatching(
+        /^ {2}scalers\[0\]: Unknown key "maxAgnets" \(did you mean "maxAgents"\?\); accepted keys: name, type, maxAgents, /,
+      ),
       '  scalers[1].type: Invalid input: expected string, received number',
       '  scalers[0].machinePool: Unknown machine pool "gpu"; declare it under machinePools (known: host)',
       '  scalers[1].name: Scaler name "small" is already used by scalers[0]',

@@ -267,7 +267,7 @@ describe('config check', () => {
     expect(result.err).toContain('5 problems');
     for (const path of [
       'scalers[0].maxAgents:',
-      'scalers[0]: Unrecognized key: "typo"',
+      'scalers[0]: Unknown key "typo" (did you mean "type"?); accepted keys: name, type, maxAgents,',
       'scalers[0].machinePool: Unknown machine pool "nope"',
       'scalers[1].name:',
       'scalers[1].labelSets[0].labels[0]:',

@@ -37,7 +37,9 @@ describe('validateScalerConfig: every problem in one pass', () => {
     });
     expect(found).toEqual([
       'scalers[0].maxAgents: Invalid input: expected number, received undefined',
-      'scalers[0]: Unrecognized key: "maxAgnets"',
+      expect.stringMatching(
+        /^scalers\[0\]: Unknown key "maxAgnets" \(did you mean "maxAgents"\?\); accepted keys: name, type, maxAgents, labelSets, /,
+      ),
       'scalers[0].machinePool: Unknown machine pool "gpu"; declare it under machinePools (known: host)',
     ]);
   });
@@ -143,6 +145,32 @@ describe('validateScalerConfig: every problem in one pass', () => {
         'scalers[2].labelSets[0].labels[0]', // empty
         'scalers[2].labelSets[0].labels[0]', // and no whitespace: zod reports both
       ].sort(),
+    );
+  });
+
+  it('an unknown key at any depth names the nearest accepted key and every accepted one', () => {
+    const found = problems({
+      globalMaxAgents: 4,
+      machinePools: { host: { maxCpu: 8, maxMemroy: '8Gi' } },
+      limits: { cpus: { max: 4, defualt: 1 } },
+      scalers: [
+        scaler({
+          labelSets: [{ labels: ['linux'], resourecs: {} }],
+          warmPool: { size: 1, sise: 2, idleTimeoutSecs: 5 },
+        }),
+      ],
+      sclaers: [],
+    });
+    expect(found).toEqual(
+      expect.arrayContaining([
+        '(root): Unknown key "sclaers" (did you mean "scalers"?); accepted keys: globalMaxAgents, autoLabelPrefix, defaults, resourceCap, limits, machinePools, scalers',
+        'machinePools.host: Unknown key "maxMemroy" (did you mean "maxMemory"?); accepted keys: maxCpu, maxMemory, maxMemoryBytes, maxExtended, provides, maxAgents, devices',
+        'limits.cpus: Unknown key "defualt" (did you mean "default"?); accepted keys: min, max, maxLimitRequestRatio, defaultRequest, default',
+        expect.stringMatching(
+          /^scalers\[0\]\.labelSets\[0\]: Unknown key "resourecs" \(did you mean "resources"\?\); accepted keys: /,
+        ),
+        'scalers[0].warmPool: Unknown keys "sise", "idleTimeoutSecs" (did you mean "size" for "sise"?); accepted keys: size, schedules, idleTimeoutSeconds, labelSet',
+      ]),
     );
   });
 
