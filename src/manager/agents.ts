@@ -68,6 +68,8 @@ export interface AgentRecord {
   keepPoolRow: boolean;
   /** Who waits for it to be gone (made on demand: most agents nobody waits for). */
   goneWaiters: Array<() => void> | undefined;
+  /** The release of its pool rows, started when it was forgotten (settles, never rejects). */
+  released: Promise<void> | undefined;
 }
 
 const TOMBSTONE_LIMIT = 16_384;

@@ -105,7 +105,8 @@ export class FleetCore {
     this.gate.releaseInMemory(record.agentId);
     this.scalers.retireIfDone(record.scaler);
     if (record.keepPoolRow) return Promise.resolve();
-    return this.gate.releasePool(record, pools);
+    record.released = this.gate.releasePool(record, pools);
+    return record.released;
   }
 
   /** Undo a reservation that was refused before anything was written or spawned (no events). */
@@ -137,7 +138,9 @@ export class FleetCore {
 
   /**
    * Drain an agent: a busy one takes no new job and is destroyed when its job
-   * completes; any other is destroyed now. Returns the agent's `gone` promise.
+   * completes; any other is destroyed now. Resolves once the agent is gone and
+   * the release of its pool rows has settled, so a caller that awaited it finds
+   * the capacity free in the ledger (or the failed release reported).
    */
   drain(record: AgentRecord, reason: string): Promise<void> {
     if (record.state === 'busy') {
@@ -147,7 +150,7 @@ export class FleetCore {
     } else if (record.state !== 'draining') {
       void this.destroy(record, reason);
     }
-    return whenGone(record);
+    return whenGone(record).then(() => record.released);
   }
 
   /** Call the backend's `destroy` (once at a time), then forget. Never rejects. */

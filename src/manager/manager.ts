@@ -188,7 +188,9 @@ export class ScalerManager {
    * one is destroyed at once. Idempotent.
    *
    * @param agentId - The agent.
-   * @returns Resolves when the agent is gone (at once for an agent not tracked).
+   * @returns Resolves when the agent is gone and the release of its pool rows has settled
+   *   (a failed release is reported as a `release-failed` event and retried), at once for an
+   *   agent not tracked.
    */
   drain(agentId: string): Promise<void> {
     return this.#parts.lifecycle.drain(agentId);
@@ -200,7 +202,7 @@ export class ScalerManager {
    * scaler, remove it or set its `maxAgents` to 0 with `reload`.
    *
    * @param name - The scaler.
-   * @returns Resolves when every agent it ran at the call is gone.
+   * @returns Resolves when every agent it ran at the call is gone and its pool rows released.
    * @throws TypeError for an unknown scaler.
    */
   drainScaler(name: string): Promise<void> {

@@ -163,6 +163,7 @@ export class Spawner {
       destroyFailed: false,
       keepPoolRow: false,
       goneWaiters: undefined,
+      released: undefined,
     };
     // Tracked from here on: counts toward every max, visible to already-spawning.
     core.book.add(record);

@@ -54,6 +54,34 @@ describe('drain(agentId)', () => {
     checkInvariants();
   });
 
+  it('resolves once the agent is gone and its pool row released, not before', async () => {
+    const { manager, backend, clock, ledger, rows } = fleet({ config: base });
+    await busyAgents(manager, 1);
+    manager.onJobComplete('vm-1');
+    // Hold the ledger's release until the test lets it go.
+    const release = ledger.release.bind(ledger);
+    let letGo!: () => void;
+    const held = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    ledger.release = async (...args: Parameters<typeof release>) => {
+      await held;
+      return release(...args);
+    };
+    let resolved = false;
+    const drained = manager.drain('vm-1').then(() => {
+      resolved = true;
+    });
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    expect(manager.getAgent('vm-1')).toBeUndefined();
+    expect(rows()).toEqual(['vm-1']);
+    expect(resolved).toBe(false);
+    letGo();
+    await drained;
+    expect(rows()).toEqual([]);
+  });
+
   it('an idle agent is destroyed at once', async () => {
     const { manager, backend } = fleet({ config: base });
     await busyAgents(manager, 1);

@@ -258,6 +258,7 @@ function revive(core: FleetCore, scaler: ScalerState, saved: AgentStateRecord): 
     destroyFailed: false,
     keepPoolRow: false,
     goneWaiters: undefined,
+    released: undefined,
   };
   if (saved.runId !== undefined && saved.jobId !== undefined) {
     record.mailbox.runId = saved.runId;
