@@ -6,8 +6,12 @@
  * version of the pool file it can, in a tight loop and on every rename the
  * directory's inotify watch reports, and checks each one: never one id in two
  * rows, each row holding as many ids as its count, at most 4 held, only
- * declared ids. At the end, once the killed processes' rows are reaped, no id
- * is lost: all four are free.
+ * declared ids. The reader cannot see every version (one renamed into place
+ * can be replaced before it reads), so every grant is checked too: each
+ * worker prints when its grants were answered and released, on the
+ * system-wide monotonic clock, and no id may be in two of those intervals at
+ * once. At the end, once the killed processes' rows are reaped, no id is lost:
+ * all four are free.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -58,10 +62,85 @@ function worker(instanceId: string): FixtureProcess {
   return fixture;
 }
 
+/**
+ * Each grant's interval on the system-wide monotonic clock: from its answer to
+ * just before its release was called, or for a SIGKILLed worker's last grant
+ * to the kill. The row existed for at least that long, so two intervals that
+ * overlap and share an id are one id in two live rows.
+ */
+function heldIntervals(processes: FixtureProcess[], killedAt: Map<FixtureProcess, bigint>) {
+  const byId = new Map<string, Array<{ agent: string; from: bigint; to: bigint }>>();
+  let count = 0;
+  let open = 0;
+  for (const p of processes) {
+    const grants = new Map<string, { ids: string[]; from: bigint }>();
+    const add = (agent: string, to: bigint) => {
+      const grant = grants.get(agent)!;
+      grants.delete(agent);
+      count++;
+      for (const id of grant.ids) {
+        const list = byId.get(id) ?? [];
+        list.push({ agent, from: grant.from, to });
+        byId.set(id, list);
+      }
+    };
+    for (const e of p.events) {
+      if (e.event === 'grant') {
+        grants.set(e.agent as string, { ids: e.ids as string[], from: BigInt(e.at as string) });
+      } else if (e.event === 'released') {
+        add(e.agent as string, BigInt(e.at as string));
+      }
+    }
+    // A grant with no release line: the row stood at least until the kill
+    // (or, for a survivor, at least at the grant itself).
+    for (const [agent, grant] of [...grants]) {
+      open++;
+      add(agent, killedAt.get(p) ?? grant.from);
+    }
+  }
+  const overlaps: string[] = [];
+  for (const [id, list] of byId) {
+    list.sort((a, b) => (a.from < b.from ? -1 : a.from > b.from ? 1 : 0));
+    let last: { agent: string; to: bigint } | undefined;
+    for (const hold of list) {
+      if (last !== undefined && hold.from < last.to) {
+        overlaps.push(`id ${id}: ${hold.agent} granted while ${last.agent} held it`);
+      }
+      if (last === undefined || hold.to > last.to) last = hold;
+    }
+  }
+  return { count, open, overlaps };
+}
+
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const isReady = (p: FixtureProcess) => p.events.some((e) => e.event === 'ready');
 
 describe('device ids across processes', () => {
+  it('the interval check finds an id granted while another grant held it', () => {
+    const events = (list: Array<[string, string, string[] | null, number]>) =>
+      ({
+        events: list.map(([event, agent, ids, at]) => ({ event, agent, ids, at: String(at) })),
+      }) as unknown as FixtureProcess;
+    const a = events([
+      ['grant', 'a-1', ['0', '1'], 10],
+      ['released', 'a-1', null, 20],
+      ['grant', 'a-2', ['2'], 30],
+    ]);
+    const b = events([
+      ['grant', 'b-1', ['1'], 20],
+      ['released', 'b-1', null, 25],
+      ['grant', 'b-2', ['2'], 35],
+    ]);
+    // a-2 still held id 2 at b-2's grant: a was killed at 40.
+    expect(heldIntervals([a, b], new Map([[a, 40n]]))).toEqual({
+      count: 4,
+      open: 2,
+      overlaps: ['id 2: b-2 granted while a-2 held it'],
+    });
+    // Killed at 32, a-2's hold is known only up to then: no proof of an overlap.
+    expect(heldIntervals([a, b], new Map([[a, 32n]])).overlaps).toEqual([]);
+  });
+
   it('8 workers, 4 devices, SIGKILLs at random points: no id in two rows, none over the count, none lost', async () => {
     const reader = startFixture('ledger/device-reader.ts', [dir, 'gpus', GPU]);
     running.push(reader);
@@ -72,12 +151,14 @@ describe('device ids across processes', () => {
     // Kill a running worker every 100-400 ms and start its instance again
     // (its successor finds the killed process's rows stale by their pid).
     const killed: FixtureProcess[] = [];
+    const killedAt = new Map<FixtureProcess, bigint>();
     const end = Date.now() + 8_000;
     while (Date.now() < end) {
       await pause(100 + Math.random() * 300);
       const ready = live.filter(isReady);
       if (ready.length === 0) continue;
       const victim = ready[Math.floor(Math.random() * ready.length)]!;
+      killedAt.set(victim, process.hrtime.bigint());
       victim.child.kill('SIGKILL');
       await victim.exited;
       killed.push(victim);
@@ -89,6 +170,7 @@ describe('device ids across processes', () => {
       const ready = live[index]!;
       await ready.waitFor('ready', STARTUP_MS);
       await pause(50 + Math.random() * 100);
+      killedAt.set(ready, process.hrtime.bigint());
       ready.child.kill('SIGKILL');
       await ready.exited;
       killed.push(ready);
@@ -126,6 +208,14 @@ describe('device ids across processes', () => {
         );
       }
     }
+    // Every grant, of killed workers too, not only the versions the reader saw:
+    // no id held by two grants at once.
+    const holds = heldIntervals([...killed, ...survivors], killedAt);
+    console.info(
+      `device proof: ${holds.count} grants checked by their intervals, ${holds.open} of them cut short by a SIGKILL`,
+    );
+    expect(holds.overlaps).toEqual([]);
+    expect(holds.count).toBeGreaterThanOrEqual(granted);
     expect(granted).toBeGreaterThan(0);
     expect(killed.length).toBeGreaterThanOrEqual(8);
     expect(report.violations).toEqual([]);
