@@ -106,7 +106,16 @@ describe('scaler-primitives ledger', () => {
     writeFileSync(file, JSON.stringify(doc));
     const table = await run('ledger', 'ls', 'gpus');
     const json = await run('ledger', 'ls', 'gpus', '--json');
+    const usage = await run('ledger', 'usage', 'gpus', '--json');
+    const usageTable = await run('ledger', 'usage', 'gpus');
     await ledger.close();
+    // Three held: two ids by `two`, one unknown id by `unassigned`; the ids no row holds.
+    expect(JSON.parse(usage.stdout)[0].extended).toEqual({
+      [gpu]: { used: 3, max: 4, free: ['2', '3'] },
+    });
+    expect(usageTable.stdout.trimEnd().split('\n')[1]).toMatch(
+      /\s+nvidia\.com\/gpu 3\/4 free 2,3$/,
+    );
     expect(table.stderr).toBe('');
     const lines = table.stdout.trimEnd().split('\n');
     expect(lines[0]).toMatch(/\sMEMORY\s+DEVICES\s+RESERVED_AT\s/);
@@ -140,6 +149,7 @@ describe('scaler-primitives ledger', () => {
         maxCpu: 4,
         memBytes: 3072,
         maxMemoryBytes: 8192,
+        extended: {},
         live: 2,
         stale: 0,
       },
@@ -151,8 +161,10 @@ describe('scaler-primitives ledger', () => {
       ['agent-1', 'live'],
       ['agent-22', 'live'],
     ]);
-    expect(table.stdout).toMatch(/^POOL\s+CPU\s+MAX_CPU\s+MEMORY\s+MAX_MEMORY\s+LIVE\s+STALE\n/);
-    expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3Ki\s+8Ki\s+2\s+0\n$/);
+    expect(table.stdout).toMatch(
+      /^POOL\s+CPU\s+MAX_CPU\s+MEMORY\s+MAX_MEMORY\s+LIVE\s+STALE\s+EXTENDED\n/,
+    );
+    expect(table.stdout).toMatch(/\nbuild\s+1\.75\s+4\s+3Ki\s+8Ki\s+2\s+0\s+-\n$/);
   });
 
   it('reap removes rows of another boot (not lease-expired ones) and release removes one agent', async () => {

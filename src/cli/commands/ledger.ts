@@ -30,7 +30,7 @@ Inspect and repair the machine-pool ledger shared by orchestrators on this host.
 Subcommands:
   ls [pool]       List reservations (every pool, or one), live and stale, with
                   the device ids each row holds.
-  usage [pool]    Show used and maximum CPU and memory per pool.
+  usage [pool]    Show used and maximum CPU, memory and extended resources (free device ids) per pool.
   reap [pool]     Remove stale rows now (rows of another boot or of a dead process;
                   rows whose lease expired are left to the running instances).
   release --pool P --agent A [--instance I]
@@ -103,7 +103,10 @@ export const ledgerCommand: CliCommand = {
       'ls [pool]',
       "List reservations (every pool, or one), live and stale. DEVICES shows the device ids\neach row holds (<resource>=<id>,<id>); '?' marks a row that counts a resource whose\nids the pool lists but carries none (written by a writer that does not assign them).",
     ),
-    usage: subHelp('usage [pool]', 'Show used and maximum CPU and memory per pool.'),
+    usage: subHelp(
+      'usage [pool]',
+      'Show used and maximum CPU, memory and extended resources (with the free device ids) per pool.',
+    ),
     reap: subHelp(
       'reap [pool]',
       'Remove stale rows now (rows of another boot or of a dead process). Rows whose lease\nexpired are reaped by the running ledger instances: a peer is judged only by an\ninstance that has renewed its own lease for leaseTtlMs + margin, which this one-shot\ncommand has not. Use release for such a row.',
@@ -254,6 +257,13 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   return 0;
 }
 
+/** One extended resource of a pool: held by live rows, the cap, and the ids no live row holds. */
+interface ExtendedUsage {
+  used: number;
+  max: number | null;
+  free?: string[];
+}
+
 function usageOf(s: PoolSnapshot) {
   return {
     pool: s.pool,
@@ -261,9 +271,48 @@ function usageOf(s: PoolSnapshot) {
     maxCpu: s.cap.maxCpu ?? null,
     memBytes: s.usage.memBytes,
     maxMemoryBytes: s.cap.maxMemoryBytes ?? null,
+    extended: extendedUsage(s),
     live: s.live.length,
     stale: s.stale.length,
   };
+}
+
+// Every extended resource the cap names or a live row holds. `free` (for a
+// resource whose ids the cap lists) is what the next grant may be given: the
+// ids no live row holds; a row of a writer that assigns no ids (`?` in `ls`)
+// still counts in `used`.
+function extendedUsage(s: PoolSnapshot): Record<string, ExtendedUsage> {
+  const names = new Set([
+    ...Object.keys(s.cap.maxExtended ?? {}),
+    ...Object.keys(s.cap.devices ?? {}),
+    ...(s.cap.provides ?? []),
+    ...Object.keys(s.usage.extended ?? {}),
+  ]);
+  const out: Record<string, ExtendedUsage> = {};
+  for (const name of [...names].sort()) {
+    const entry: ExtendedUsage = {
+      used: s.usage.extended?.[name] ?? 0,
+      max: s.cap.maxExtended?.[name] ?? null,
+    };
+    const ids = s.cap.devices?.[name];
+    if (ids !== undefined) {
+      const held = new Set(s.live.flatMap((row) => row.devices?.[name] ?? []));
+      entry.free = ids.filter((id) => !held.has(id));
+    }
+    out[name] = entry;
+  }
+  return out;
+}
+
+// `<resource> <used>/<max>` per resource (`;` between them), with `free <ids>`
+// when the cap lists ids; `-` for none.
+function showExtended(extended: Record<string, ExtendedUsage>): string {
+  const parts = Object.entries(extended).map(([name, e]) => {
+    const free =
+      e.free === undefined ? '' : ` free ${e.free.length === 0 ? '-' : e.free.join(',')}`;
+    return `${name} ${e.used}/${e.max ?? '-'}${free}`;
+  });
+  return parts.length === 0 ? '-' : parts.join('; ');
 }
 
 async function usage(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
@@ -278,7 +327,7 @@ async function usage(ledger: MachineLedger, pools: string[], values: Values, io:
   }
   io.out(
     table(
-      ['POOL', 'CPU', 'MAX_CPU', 'MEMORY', 'MAX_MEMORY', 'LIVE', 'STALE'],
+      ['POOL', 'CPU', 'MAX_CPU', 'MEMORY', 'MAX_MEMORY', 'LIVE', 'STALE', 'EXTENDED'],
       usages.map((u) => [
         u.pool,
         showCpu(u.cpus),
@@ -287,6 +336,7 @@ async function usage(ledger: MachineLedger, pools: string[], values: Values, io:
         u.maxMemoryBytes === null ? '-' : showMemory(u.maxMemoryBytes),
         String(u.live),
         String(u.stale),
+        showExtended(u.extended),
       ]),
       [1, 2, 3, 4, 5, 6],
     ),
