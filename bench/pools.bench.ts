@@ -219,8 +219,7 @@ const MANAGER_CONFIG: ScalerConfigInput = {
 
 /**
  * Spawn for a job, then end the agent: `drain` (destroyed through the backend;
- * it resolves once the agent is gone, before its rows are released, so the
- * next cycle's reserve may share their write) or `disconnect`
+ * it resolves once the agent is gone and its rows are released) or `disconnect`
  * (`onAgentDisconnected`, which resolves once the rows are released in every pool).
  */
 function spawnAndEnd(m: ScalerManager, label: string, gpus: number, end: End): Cycle {
@@ -312,9 +311,9 @@ export default async function bench(): Promise<BenchTable[]> {
       notes: [
         target(managed),
         "Scalers with machinePool 'a', machinePool 'b' (one GPU) and machinePools ['a', 'b'] (one",
-        'GPU) on one manager; a cycle spawns an agent for a job, then drains it (destroyed; drain',
-        'resolves when the agent is gone, before its rows are released) or reports it',
-        'disconnected (resolves once its rows are released in every pool). Cycles in turn as above.',
+        'GPU) on one manager; a cycle spawns an agent for a job, then drains it (destroyed) or',
+        'reports it disconnected; either resolves once its rows are released in every pool.',
+        'Cycles in turn as above.',
         ...notes,
       ],
     },
