@@ -32,6 +32,11 @@ export interface Held {
   ext: ExtEntries;
 }
 
+// What a scope can count exactly: an uncapped dimension is bounded by it, so a
+// sum never passes 2^53 and starts to round (reachable only with requests near
+// the 2^43-core CPU bound or 2^52-byte memory amounts).
+const COUNTABLE = Number.MAX_SAFE_INTEGER;
+
 export function check(
   name: string,
   state: Scope,
@@ -39,26 +44,28 @@ export function check(
   bytes: number,
   ext: ExtEntries,
 ): CapRefusal | undefined {
-  if (state.maxMilli !== undefined && state.milli + milli > state.maxMilli) {
+  const maxMilli = state.maxMilli ?? COUNTABLE;
+  if (state.milli + milli > maxMilli) {
     return {
       ok: false,
       scope: name,
       dimension: 'cpu',
       requested: milli / 1000,
       used: state.milli / 1000,
-      max: state.maxMilli / 1000,
-      neverFits: milli > state.maxMilli,
+      max: maxMilli / 1000,
+      neverFits: milli > maxMilli,
     };
   }
-  if (state.maxBytes !== undefined && state.bytes + bytes > state.maxBytes) {
+  const maxBytes = state.maxBytes ?? COUNTABLE;
+  if (state.bytes + bytes > maxBytes) {
     return {
       ok: false,
       scope: name,
       dimension: 'memory',
       requested: bytes,
       used: state.bytes,
-      max: state.maxBytes,
-      neverFits: bytes > state.maxBytes,
+      max: maxBytes,
+      neverFits: bytes > maxBytes,
     };
   }
   if (state.maxAgents !== undefined && state.count + 1 > state.maxAgents) {
@@ -73,10 +80,9 @@ export function check(
     };
   }
   // Extended resources fail closed: a capped scope that does not name one has none.
-  if (ext !== undefined && state.cap !== undefined) {
+  if (ext !== undefined) {
     for (const [resource, n] of ext) {
-      const max = extMax(state, resource);
-      if (max === undefined) continue;
+      const max = (state.cap === undefined ? undefined : extMax(state, resource)) ?? COUNTABLE;
       const used = state.ext?.get(resource) ?? 0;
       if (used + n > max) {
         return {
