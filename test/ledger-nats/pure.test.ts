@@ -327,12 +327,92 @@ describe('combine wire with device ids', () => {
     expect(() => decodeRequest(bad({ [GPU]: ['a b'] }))).toThrow(/Invalid device id/);
   });
 
+  const gpuRow = (agentId: string, gpus: number): ReservationRow => ({
+    instanceId: 'i',
+    pid: 1,
+    bootId: 'b',
+    agentId,
+    cpus: 1,
+    memBytes: 0,
+    reservedAt: 1,
+    extended: { [GPU]: gpus },
+  });
+  const replyOps: LedgerOp[] = [
+    { kind: 'reserve', row: gpuRow('a', 2) },
+    { kind: 'adopt', rows: [gpuRow('b', 1)] },
+    { kind: 'release', agentId: 'c' },
+    { kind: 'reap' },
+  ];
+  const reply = (answers: unknown[]) =>
+    encoder.encode(JSON.stringify({ v: 1, kind: 'answers', answers }));
+
   it('a reply keeps the ids of each grant', () => {
     const answers = [
       { ok: true as const, value: { ok: true, devices: { [GPU]: ['1', '3'] } } },
       { ok: true as const, value: [{ ok: true, adopted: true, devices: { [GPU]: ['0'] } }] },
+      { ok: true as const, value: true },
+      { ok: true as const, value: 0 },
     ];
-    const reply = decodeReply(encoder.encode(encodeReply({ kind: 'answers', answers })), 'gpu', 2);
-    expect(reply).toEqual({ kind: 'answers', answers });
+    const decoded = decodeReply(
+      encoder.encode(encodeReply({ kind: 'answers', answers })),
+      'gpu',
+      replyOps,
+    );
+    expect(decoded).toEqual({ kind: 'answers', answers });
+  });
+
+  it('refuses a reply whose answer does not have the shape of its call (ids that would reach a command line)', () => {
+    const good = [
+      { ok: true, value: { ok: true, devices: { [GPU]: ['1', '3'] } } },
+      { ok: true, value: [{ ok: false, heldBy: 'other' }] },
+      { ok: true, value: false },
+      { ok: true, value: 2 },
+    ];
+    expect(decodeReply(reply(good), 'gpu', replyOps).kind).toBe('answers');
+    const bad = (i: number, value: unknown) =>
+      reply(good.map((answer, j) => (j === i ? { ok: true, value } : answer)));
+    for (const [i, value, message] of [
+      [0, { ok: true, devices: { [GPU]: ['1; reboot', '2'] } }, /Invalid device id/],
+      [0, { ok: true, devices: { [GPU]: ['1'] } }, /1 ids for a request of 2/],
+      [0, { ok: true, devices: { 'example.com/x': ['1', '2'] } }, /a request of 0/],
+      [0, { ok: true, devices: { [GPU]: ['1', '1'] } }, /listed twice/],
+      [0, { ok: true, admin: true }, /unknown key "admin"/],
+      [
+        0,
+        {
+          ok: false,
+          pool: 'other',
+          dimension: 'cpu',
+          requested: 1,
+          used: 0,
+          max: 1,
+          neverFits: false,
+        },
+        /another pool/,
+      ],
+      [
+        0,
+        {
+          ok: false,
+          pool: 'gpu',
+          dimension: 'cpu',
+          requested: -1,
+          used: 0,
+          max: 1,
+          neverFits: false,
+        },
+        /not a number >= 0/,
+      ],
+      [0, 'granted', /neither a grant nor a refusal/],
+      [1, { ok: true, adopted: true }, /one result per row/],
+      [1, [{ ok: true, adopted: 'yes' }], /adopted is not a boolean/],
+      [1, [{ ok: false, heldBy: '' }], /heldBy/],
+      [2, 'true', /not a boolean/],
+      [3, -1, /not a count/],
+    ] as Array<[number, unknown, RegExp]>) {
+      expect(() => decodeReply(bad(i, value), 'gpu', replyOps), JSON.stringify(value)).toThrow(
+        message,
+      );
+    }
   });
 });

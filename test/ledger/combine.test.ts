@@ -94,7 +94,18 @@ describe('combining channel', () => {
     const answers = [
       { ok: true as const, value: { ok: true } },
       { ok: true as const, value: { ok: true } },
-      { ok: true as const, value: { ok: false } },
+      {
+        ok: true as const,
+        value: {
+          ok: false,
+          pool: 'p',
+          dimension: 'cpu',
+          requested: 1,
+          used: 2,
+          max: 2,
+          neverFits: false,
+        },
+      },
     ];
     const split = splitAnswers(plan, answers);
     expect(split[plan.parts.indexOf(own)]).toEqual([answers[1]]);
@@ -129,7 +140,7 @@ describe('combining channel', () => {
     expect(plan.ops).toEqual([]);
   });
 
-  it('a waiter reads its answer once it is complete; one that does not decode means "not applied"', () => {
+  it('a waiter reads its answer once it is complete; one that does not decode, or answers a value of the wrong shape, is settled from the pool file', () => {
     const { inbox, request } = post('lease-w', 1000, [reserve('w', 'lease-w')]);
     claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
     expect(request.answer()).toBeUndefined();
@@ -142,8 +153,27 @@ describe('combining channel', () => {
     expect(readdirSync(inbox.path)).toEqual([`${request.id}.ans`]);
     writeFileSync(file, 'garbage\n');
     const answer = request.answer();
-    expect(answer?.reply).toMatchObject({ kind: 'direct', maybeApplied: [false] });
+    // Its holder may have written the call before it answered garbage.
+    expect(answer?.reply).toMatchObject({ kind: 'direct', maybeApplied: [true] });
     expect(readdirSync(inbox.path)).toEqual([]);
+    inbox.close();
+  });
+
+  it('an answer granting a reserve with ids it did not ask for is not taken', () => {
+    const { inbox, request } = post('lease-v', 1000, [reserve('v', 'lease-v')]);
+    claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
+    const file = join(inbox.path, `${request.id}.ans`);
+    const value = { ok: true, devices: { 'nvidia.com/gpu': ['0 --privileged'] } };
+    writeFileSync(
+      file,
+      `${JSON.stringify({ v: 1, lost: null })}\n${JSON.stringify({ v: 1, kind: 'answers', answers: [{ ok: true, value }] })}\n`,
+    );
+    const answer = request.answer();
+    expect(answer?.reply).toMatchObject({
+      kind: 'direct',
+      maybeApplied: [true],
+      reason: expect.stringMatching(/did not decode \(answer 0: devices of "nvidia.com\/gpu"/),
+    });
     inbox.close();
   });
 

@@ -236,11 +236,11 @@ describe('device ids through combined calls', () => {
     expect(request.ops).toEqual([{ kind: 'adopt', rows: [row] }]);
     const reply = encodeReply({
       kind: 'answers',
-      answers: [{ ok: true, value: { ok: true, devices: { [GPU]: ['1', '3'] } } }],
+      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
     });
-    expect(decodeReply(new TextEncoder().encode(reply), 'p', 1)).toEqual({
+    expect(decodeReply(new TextEncoder().encode(reply), 'p', request.ops)).toEqual({
       kind: 'answers',
-      answers: [{ ok: true, value: { ok: true, devices: { [GPU]: ['1', '3'] } } }],
+      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
     });
   });
 

@@ -95,7 +95,7 @@ export class PostedRequest {
     private readonly inbox: string,
     /** The request id. */
     readonly id: string,
-    private readonly count: number,
+    private readonly ops: readonly LedgerOp[],
     private readonly pool: string,
     private readonly maxBytes: number,
   ) {}
@@ -134,7 +134,7 @@ export class PostedRequest {
       }
       return undefined;
     }
-    return new PostedRequest(fs, dir, inbox.path, id, request.ops.length, request.pool, maxBytes);
+    return new PostedRequest(fs, dir, inbox.path, id, request.ops, request.pool, maxBytes);
   }
 
   /**
@@ -174,7 +174,7 @@ export class PostedRequest {
       const reply = decodeReply(
         new TextEncoder().encode(text.slice(newline + 1)),
         this.pool,
-        this.count,
+        this.ops,
       );
       if (!isObject(head) || head.v !== 1) throw new TypeError('answer head is not version 1');
       const lost = head.lost;
@@ -184,7 +184,7 @@ export class PostedRequest {
         typeof lost.index !== 'number' ||
         !Number.isInteger(lost.index) ||
         lost.index < 0 ||
-        lost.index >= this.count ||
+        lost.index >= this.ops.length ||
         !Array.isArray(lost.agentIds) ||
         lost.agentIds.some((a) => typeof a !== 'string')
       ) {
@@ -192,11 +192,14 @@ export class PostedRequest {
       }
       return { reply, lost: { index: lost.index, agentIds: lost.agentIds as string[] } };
     } catch (error) {
-      // Only a holder that applied nothing posts what does not decode.
+      // An answer that does not decode (or answers a call with a value of the
+      // wrong shape) says nothing usable; its holder may still have written
+      // the calls, so each is settled from the pool file as one whose write
+      // may have landed.
       return {
         reply: {
           kind: 'direct',
-          maybeApplied: Array.from({ length: this.count }, () => false),
+          maybeApplied: this.ops.map(() => true),
           reason: `the answer did not decode (${(error as Error).message})`,
         },
       };

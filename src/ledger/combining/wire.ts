@@ -20,6 +20,7 @@ import { validatePoolName } from '../document/pool-name.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { LedgerOp } from '../ops.js';
 import { MAX_ADOPT, type ReservationRow } from '../types.js';
+import { answerValueProblem } from './answer-check.js';
 
 /** The wire version; a message of another version is refused. */
 export const COMBINE_WIRE_VERSION = 1;
@@ -183,11 +184,17 @@ export function encodeReply(reply: CombineReply): string {
 }
 
 /**
- * Parse a reply to a request of `count` calls on `pool`.
+ * Parse a reply to the calls `ops` on `pool`: one answer per call, each of the
+ * shape its call answers (a grant's device ids checked, see `answer-check.ts`).
  *
  * @throws TypeError when it is malformed.
  */
-export function decodeReply(data: Uint8Array, pool: string, count: number): CombineReply {
+export function decodeReply(
+  data: Uint8Array,
+  pool: string,
+  ops: readonly LedgerOp[],
+): CombineReply {
+  const count = ops.length;
   if (data.length > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
   const value: unknown = JSON.parse(new TextDecoder().decode(data));
   if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
@@ -211,9 +218,13 @@ export function decodeReply(data: Uint8Array, pool: string, count: number): Comb
   }
   return {
     kind: 'answers',
-    answers: value.answers.map((answer: unknown): OpAnswer => {
+    answers: value.answers.map((answer: unknown, i: number): OpAnswer => {
       if (!isObject(answer)) throw new TypeError('answer is not an object');
-      if (answer.ok === true) return { ok: true, value: answer.value ?? undefined };
+      if (answer.ok === true) {
+        const problem = answerValueProblem(ops[i]!, answer.value, pool);
+        if (problem !== undefined) throw new TypeError(`answer ${i}: ${problem}`);
+        return { ok: true, value: answer.value ?? undefined };
+      }
       const message = typeof answer.message === 'string' ? answer.message.slice(0, 1000) : '';
       if (answer.code === ErrorCode.DUPLICATE_RESERVATION && typeof answer.id === 'string') {
         return { ok: false, error: new DuplicateReservationError(answer.id, message) };

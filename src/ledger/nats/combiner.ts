@@ -280,7 +280,7 @@ export class Combiner {
       const msg = await this.host.nc.request(target.subject, encodeRequest({ pool, cap, ops }), {
         timeout: Math.max(100, Math.min(deadline - monotonicNow(), 2500)),
       });
-      reply = decodeReply(msg.data, pool, ops.length);
+      reply = decodeReply(msg.data, pool, ops);
     } catch (error) {
       if (isNoResponders(error)) {
         // Nothing listens: the combiner is gone and cannot apply anything it had.
