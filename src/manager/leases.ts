@@ -87,10 +87,13 @@ export class LeaseWatch {
     }
   }
 
-  /** The refusal this policy gives a scaler in a machine pool while a lease it uses is at risk. */
-  refusal(scaler: ScalerState): CapacityLimit | undefined {
-    if (this.policy === 'report' || scaler.pools.length === 0) return undefined;
-    for (const pool of scaler.pools) {
+  /**
+   * The refusal this policy gives a spawn of `scaler` in `pools` (by default
+   * every pool the scaler uses) while a lease of one of them is at risk.
+   */
+  refusal(scaler: ScalerState, pools = scaler.pools): CapacityLimit | undefined {
+    if (this.policy === 'report' || pools.length === 0) return undefined;
+    for (const pool of pools) {
       const watched = this.#of(pool);
       if (watched === undefined || !fenced(watched)) continue;
       const lease = read(watched.ledger);

@@ -124,7 +124,7 @@ export class ManagerParts {
     this.warm = new WarmPool(
       this.core,
       this.spawner,
-      (scaler) => this.pacing.check(scaler) ?? this.refusal(scaler),
+      (scaler, pools) => this.pacing.check(scaler) ?? this.refusal(scaler, pools),
     );
     this.maintenance = new Maintenance(this.core, this.warm, (scaler) =>
       this.pacing.failed(scaler, new Error('The agent did not register in time')),
@@ -139,9 +139,12 @@ export class ManagerParts {
     this.leases = new LeaseWatch(this.core, this.ledgers, leaseLostPolicy);
   }
 
-  /** Why the policies (lease at risk, lost rows) hold spawns at this scaler now, if they do. */
-  refusal(scaler: ScalerState): CapacityLimit | undefined {
-    return this.leases.refusal(scaler) ?? this.lost.refusal(scaler);
+  /**
+   * Why the policies (lease at risk, lost rows) hold spawns of this scaler in
+   * `pools` (by default any of its pools) now, if they do.
+   */
+  refusal(scaler: ScalerState, pools = scaler.pools): CapacityLimit | undefined {
+    return this.leases.refusal(scaler, pools) ?? this.lost.refusal(scaler, pools);
   }
 
   #attachStore(store: ScalerManagerOptions['stateStore']): void {

@@ -61,10 +61,13 @@ export class LostReservations {
     return !this.mayStart(scaler);
   }
 
-  /** The refusal `stop-spawning` gives a scaler one of whose pools lost rows, if any. */
-  refusal(scaler: ScalerState): CapacityLimit | undefined {
+  /**
+   * The refusal `stop-spawning` gives a spawn of `scaler` in `pools` (by
+   * default every pool the scaler uses) when one of them lost rows, if any.
+   */
+  refusal(scaler: ScalerState, pools = scaler.pools): CapacityLimit | undefined {
     if (this.#policy !== 'stop-spawning' || this.#lost.size === 0) return undefined;
-    const pool = scaler.pools.find((name) => (this.#lost.get(name)?.size ?? 0) > 0);
+    const pool = pools.find((name) => (this.#lost.get(name)?.size ?? 0) > 0);
     if (pool === undefined) return undefined;
     return { limit: 'reservation-lost', scaler: scaler.name, pool, neverFits: false };
   }

@@ -164,7 +164,7 @@ export async function decideScale(
   const refusals: CapacityLimit[] = [];
   for (const { scaler, labelSet } of candidates) {
     const resolved = parts.spawner.resolve(scaler, labelSet, resources);
-    const stopped = parts.refusal(scaler);
+    const stopped = parts.refusal(scaler, labelSet.pools);
     const outcome = stopped ?? (await parts.spawner.attempt(scaler, labelSet, resolved, jobId));
     if ('kind' in outcome) return outcome;
     refusals.push(outcome);

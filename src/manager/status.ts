@@ -143,9 +143,10 @@ export interface ScalerEntryStatus {
   /** The spawn-failure backoff, when failures were counted. */
   backoff?: BackoffStatus;
   /**
-   * True while spawns in its machine pool are held: by `reservationLostPolicy`
-   * `stop-spawning` after a lost pool reservation, or by `leaseLostPolicy`
-   * while the ledger lease is at risk or lost.
+   * True while spawns in one of its machine pools are held: by
+   * `reservationLostPolicy` `stop-spawning` after a lost pool reservation, or
+   * by `leaseLostPolicy` while the lease of that pool's ledger is at risk or
+   * lost. A label set whose pools are all unaffected spawns on.
    */
   spawningStopped?: boolean;
   /** True once `reload` removed it; it goes when its last agent goes. */

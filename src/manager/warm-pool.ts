@@ -16,7 +16,7 @@ import type { ScalerEntryStatus, WarmPoolHold } from './status.js';
 export class WarmPool {
   readonly #core: FleetCore;
   readonly #spawner: Spawner;
-  readonly #mayStart: (scaler: ScalerState) => CapacityLimit | undefined;
+  readonly #mayStart: (scaler: ScalerState, pools: readonly string[]) => CapacityLimit | undefined;
   readonly #schedules = new Schedules();
   /** Why each scaler's pool is held now, if it is. */
   readonly #holds = new Map<string, WarmPoolHold>();
@@ -24,7 +24,7 @@ export class WarmPool {
   constructor(
     core: FleetCore,
     spawner: Spawner,
-    mayStart: (scaler: ScalerState) => CapacityLimit | undefined,
+    mayStart: (scaler: ScalerState, pools: readonly string[]) => CapacityLimit | undefined,
   ) {
     this.#core = core;
     this.#spawner = spawner;
@@ -128,7 +128,7 @@ export class WarmPool {
       let stopped: Hold | undefined;
       for (let missing = target - ready; missing > 0 && stopped === undefined; missing--) {
         if (core.shuttingDown) return;
-        const refusal = this.#mayStart(scaler);
+        const refusal = this.#mayStart(scaler, labelSet.pools);
         const outcome =
           refusal ?? (await this.#spawner.attempt(scaler, labelSet, resources, undefined));
         if (!('kind' in outcome)) {

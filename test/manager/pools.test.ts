@@ -758,6 +758,8 @@ describe('leases across several ledgers', () => {
       kind: 'at-capacity',
       limit: { limit: 'lease-at-risk', pool: 'gpu-box' },
     });
+    // The CPU-only label set reserves in `local` alone: its spawns go on.
+    expect(await h.manager.requestScale(['cpu'], 'jc2')).toMatchObject({ kind: 'spawned' });
     expect(h.manager.getStatus().lease).toMatchObject({ health: 'at-risk', spawningStopped: true });
     h.gpu.failRenewals(false);
     expect(h.manager.getStatus().lease?.spawningStopped).toBe(false);
