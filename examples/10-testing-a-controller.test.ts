@@ -4,7 +4,8 @@
  * never registers, tested end to end on virtual time. A day of timeouts runs
  * in milliseconds. Walked through in docs/testing.md.
  *
- * Run: npx vitest run examples/10-testing-a-controller.test.ts
+ * Run: npx vitest run examples/10-testing-a-controller.test.ts (in a clone). From an
+ * installed package, copy it into your tests first: vitest skips node_modules.
  */
 import type { Clock, ClockTimer } from 'scaler-primitives';
 import type { ScalerConfigInput, ScalerEvent, ScalerManager } from 'scaler-primitives/manager';
