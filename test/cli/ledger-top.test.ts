@@ -42,6 +42,8 @@ async function seed(): Promise<void> {
   await ledger.reserve('build', 'a1', 2, 4 * GiB);
   await ledger.reserve('build', 'a2', 2, 0);
   await ledger.reserve('open', 'o1', 1, GiB);
+  ledger.registerPool('gpus', { devices: { 'nvidia.com/gpu': ['0', '1', '2', '3'] } });
+  await ledger.reserve('gpus', 'g1', 0, 0, { extended: { 'nvidia.com/gpu': 1 } });
   // Keep the rows live for the CLI (their lease file stays): no close().
   // A row of another boot: stale.
   const file = join(dir, 'stale.json');
@@ -75,8 +77,9 @@ describe('ledger top', () => {
     expect(frames).toHaveLength(2);
     const build = frames[0]!.split('\n').find((l) => l.startsWith('build'))!;
     expect(build).toMatch(
-      /^build\s+2\s+0\s+\[#{10}\.{10}\] 4\/8\s+\[#{5}\.{15}\] 4Gi\/16Gi\s+\d+s$/,
+      /^build\s+2\s+0\s+\[#{10}\.{10}\] 4\/8\s+\[#{5}\.{15}\] 4Gi\/16Gi\s+\d+s\s+-$/,
     );
+    expect(frames[0]).toMatch(/^gpus\s+1\s+0\s.*\s+\d+s\s+nvidia\.com\/gpu 1\/4 free 1,2,3$/m);
     expect(frames[0]).toMatch(/^open\s+1\s+0\s+1 \(no cap\)\s+1Gi \(no cap\)/m);
     expect(frames[0]).toMatch(/^stale\s+0\s+1\s+\[\.{20}\] 0\/4/m);
   });
@@ -106,7 +109,16 @@ describe('ledger top', () => {
       memoryBytes: { used: 4 * GiB, max: 16 * GiB },
     });
     expect(typeof build.oldestReservedAt).toBe('number');
-    expect(lines[0].pools.map((p: { pool: string }) => p.pool)).toEqual(['build', 'open', 'stale']);
+    expect(lines[0].pools.map((p: { pool: string }) => p.pool)).toEqual([
+      'build',
+      'gpus',
+      'open',
+      'stale',
+    ]);
+    expect(lines[0].pools[1].extended).toEqual({
+      'nvidia.com/gpu': { used: 1, max: 4, free: ['1', '2', '3'] },
+    });
+    expect(build.extended).toEqual({});
     expect(lines[0].dir).toBe(dir);
   });
 

@@ -9,6 +9,7 @@ import type { MachineLedger, PoolSnapshot } from '../../ledger/index.js';
 import { formatCpu, formatMemory } from '../../resources/index.js';
 import { escapeText } from '../escape.js';
 import { type CliIO, table, UsageError } from '../registry.js';
+import { type ExtendedUsage, extendedUsage, showExtended } from './ledger-extended.js';
 
 /** The options of `ledger top`, parsed. @internal */
 export interface TopOptions {
@@ -56,6 +57,7 @@ interface PoolFrame {
   stale: number;
   cpu: { used: number; max?: number };
   memoryBytes: { used: number; max?: number };
+  extended: Record<string, ExtendedUsage>;
   oldestReservedAt?: number;
   error?: string;
 }
@@ -95,6 +97,7 @@ async function poolFrame(ledger: MachineLedger, pool: string): Promise<PoolFrame
       stale: 0,
       cpu: { used: 0 },
       memoryBytes: { used: 0 },
+      extended: {},
       error: typeof code === 'string' ? code : String(error).slice(0, 200),
     };
   }
@@ -104,6 +107,7 @@ async function poolFrame(ledger: MachineLedger, pool: string): Promise<PoolFrame
     stale: snapshot.stale.length,
     cpu: { used: snapshot.usage.cpus },
     memoryBytes: { used: snapshot.usage.memBytes },
+    extended: extendedUsage(snapshot),
   };
   if (snapshot.cap.maxCpu !== undefined) out.cpu.max = snapshot.cap.maxCpu;
   if (snapshot.cap.maxMemoryBytes !== undefined) out.memoryBytes.max = snapshot.cap.maxMemoryBytes;
@@ -117,7 +121,7 @@ function render(frames: PoolFrame[], dir: string, at: number, interval: number):
   if (frames.length === 0) return `${head}\nNo pools\n`;
   const cells = frames.map((f) =>
     f.error !== undefined
-      ? [f.pool, '-', '-', `error: ${f.error}`, '', '-']
+      ? [f.pool, '-', '-', `error: ${f.error}`, '', '-', '']
       : [
           f.pool,
           String(f.rows),
@@ -125,9 +129,10 @@ function render(frames: PoolFrame[], dir: string, at: number, interval: number):
           bar(f.cpu.used, f.cpu.max, cpu),
           bar(f.memoryBytes.used, f.memoryBytes.max, memory),
           f.oldestReservedAt === undefined ? '-' : age(at - f.oldestReservedAt),
+          showExtended(f.extended),
         ],
   );
-  return `${head}\n${table(['POOL', 'ROWS', 'STALE', 'CPU', 'MEMORY', 'OLDEST'], cells, [1, 2])}`;
+  return `${head}\n${table(['POOL', 'ROWS', 'STALE', 'CPU', 'MEMORY', 'OLDEST', 'EXTENDED'], cells, [1, 2])}`;
 }
 
 /** `[#####...............] 2/8` (no bar without a cap). */

@@ -17,6 +17,7 @@ import { parseCommandArgs, subcommandError } from '../args.js';
 import { escapeText, jsonText } from '../escape.js';
 import { forFlag } from '../flags.js';
 import { type CliCommand, type CliIO, table, UsageError } from '../registry.js';
+import { extendedUsage, showExtended } from './ledger-extended.js';
 import { top, topOptions } from './ledger-top.js';
 
 // Rows this CLI judges as a bystander: it has no rows of its own, so only the
@@ -257,13 +258,6 @@ async function ls(ledger: MachineLedger, pools: string[], values: Values, io: Cl
   return 0;
 }
 
-/** One extended resource of a pool: held by live rows, the cap, and the ids no live row holds. */
-interface ExtendedUsage {
-  used: number;
-  max: number | null;
-  free?: string[];
-}
-
 function usageOf(s: PoolSnapshot) {
   return {
     pool: s.pool,
@@ -275,44 +269,6 @@ function usageOf(s: PoolSnapshot) {
     live: s.live.length,
     stale: s.stale.length,
   };
-}
-
-// Every extended resource the cap names or a live row holds. `free` (for a
-// resource whose ids the cap lists) is what the next grant may be given: the
-// ids no live row holds; a row of a writer that assigns no ids (`?` in `ls`)
-// still counts in `used`.
-function extendedUsage(s: PoolSnapshot): Record<string, ExtendedUsage> {
-  const names = new Set([
-    ...Object.keys(s.cap.maxExtended ?? {}),
-    ...Object.keys(s.cap.devices ?? {}),
-    ...(s.cap.provides ?? []),
-    ...Object.keys(s.usage.extended ?? {}),
-  ]);
-  const out: Record<string, ExtendedUsage> = {};
-  for (const name of [...names].sort()) {
-    const entry: ExtendedUsage = {
-      used: s.usage.extended?.[name] ?? 0,
-      max: s.cap.maxExtended?.[name] ?? null,
-    };
-    const ids = s.cap.devices?.[name];
-    if (ids !== undefined) {
-      const held = new Set(s.live.flatMap((row) => row.devices?.[name] ?? []));
-      entry.free = ids.filter((id) => !held.has(id));
-    }
-    out[name] = entry;
-  }
-  return out;
-}
-
-// `<resource> <used>/<max>` per resource (`;` between them), with `free <ids>`
-// when the cap lists ids; `-` for none.
-function showExtended(extended: Record<string, ExtendedUsage>): string {
-  const parts = Object.entries(extended).map(([name, e]) => {
-    const free =
-      e.free === undefined ? '' : ` free ${e.free.length === 0 ? '-' : e.free.join(',')}`;
-    return `${name} ${e.used}/${e.max ?? '-'}${free}`;
-  });
-  return parts.length === 0 ? '-' : parts.join('; ');
 }
 
 async function usage(ledger: MachineLedger, pools: string[], values: Values, io: CliIO) {
