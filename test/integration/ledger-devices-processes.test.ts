@@ -10,10 +10,11 @@
  * can be replaced before it reads), so every grant is checked too: each
  * worker prints when its grants were answered and released, on the
  * system-wide monotonic clock, and no id may be in two of those intervals at
- * once. At the end, once the killed processes' rows are reaped, no id is lost:
- * all four are free.
+ * once. The two workers killed last are killed while they hold ids and are
+ * not restarted: at the end, once their rows are reaped, no id is lost: all
+ * four are free.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -165,10 +166,15 @@ describe('device ids across processes', () => {
       const index = live.indexOf(victim);
       live[index] = worker(`w${index}`);
     }
-    // The last two killed are not restarted: their rows wait for a peer's reap.
+    // The last two killed are not restarted, and are killed while they hold
+    // ids (each holds its next grant 30 s once its flag file exists): their
+    // rows and ids wait for a peer's reap, and must all come back.
     for (const index of [0, 1]) {
       const ready = live[index]!;
       await ready.waitFor('ready', STARTUP_MS);
+      writeFileSync(join(dir, `hold-w${index}`), '');
+      const granted = () => ready.events.some((e) => e.event === 'grant' && e.long === true);
+      for (let i = 0; i < 60_000 && !granted(); i += 5) await pause(5);
       await pause(50 + Math.random() * 100);
       killedAt.set(ready, process.hrtime.bigint());
       ready.child.kill('SIGKILL');
@@ -215,6 +221,8 @@ describe('device ids across processes', () => {
       `device proof: ${holds.count} grants checked by their intervals, ${holds.open} of them cut short by a SIGKILL`,
     );
     expect(holds.overlaps).toEqual([]);
+    // At least the two killed last held ids when they died.
+    expect(holds.open).toBeGreaterThanOrEqual(2);
     expect(holds.count).toBeGreaterThanOrEqual(granted);
     expect(granted).toBeGreaterThan(0);
     expect(killed.length).toBeGreaterThanOrEqual(8);
