@@ -51,16 +51,6 @@ export class LostReservations {
     });
   }
 
-  /** True unless the policy stops spawning in this scaler's pool now. */
-  mayStart(scaler: ScalerState): boolean {
-    return this.refusal(scaler) === undefined;
-  }
-
-  /** True when spawning in the scaler's pool is stopped. */
-  stopped(scaler: ScalerState): boolean {
-    return !this.mayStart(scaler);
-  }
-
   /**
    * The refusal `stop-spawning` gives a spawn of `scaler` in `pools` (by
    * default every pool the scaler uses) when one of them lost rows, if any.

@@ -13,14 +13,15 @@ import {
   InvalidInputError,
   LedgerUnavailableError,
 } from '../../errors.js';
+import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
+import { MAX_ID_LENGTH } from '../checks.js';
 import { CAP_KEYS, normalizeCap } from '../document/cap.js';
 import { validateDocument } from '../document/codec.js';
 import { validatePoolName } from '../document/pool-name.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { LedgerOp } from '../ops.js';
 import { MAX_ADOPT, type ReservationRow } from '../types.js';
-import { answerValueProblem } from './answer-check.js';
 
 /** The wire version; a message of another version is refused. */
 export const COMBINE_WIRE_VERSION = 1;
@@ -185,7 +186,7 @@ export function encodeReply(reply: CombineReply): string {
 
 /**
  * Parse a reply to the calls `ops` on `pool`: one answer per call, each of the
- * shape its call answers (a grant's device ids checked, see `answer-check.ts`).
+ * shape its call answers (a grant's device ids checked).
  *
  * @throws TypeError when it is malformed.
  */
@@ -243,11 +244,19 @@ export function isObject(value: unknown): value is Record<string, unknown> {
 }
 
 function onlyKeys(value: Record<string, unknown>, keys: readonly string[], what: string): void {
-  for (const key of Object.keys(value)) {
-    if (!keys.includes(key)) {
-      throw new TypeError(`${what} has an unknown key ${JSON.stringify(key.slice(0, 64))}`);
-    }
-  }
+  const problem = unknownKeyProblem(value, keys, what);
+  if (problem !== undefined) throw new TypeError(problem);
+}
+
+function unknownKeyProblem(
+  value: Record<string, unknown>,
+  keys: readonly string[],
+  what: string,
+): string | undefined {
+  const extra = Object.keys(value).find((key) => !keys.includes(key));
+  return extra === undefined
+    ? undefined
+    : `${what} has an unknown key ${JSON.stringify(extra.slice(0, 64))}`;
 }
 
 function flag<K extends string>(
@@ -258,4 +267,101 @@ function flag<K extends string>(
   if (v === undefined) return {};
   if (typeof v !== 'boolean') throw new TypeError(`${key} is not a boolean`);
   return { [key]: v } as Partial<Record<K, boolean>>;
+}
+
+const isCount = (value: unknown): boolean =>
+  typeof value === 'number' && Number.isFinite(value) && value >= 0;
+
+/**
+ * What is wrong with `value` as the answer of `op` on `pool`, or `undefined`
+ * when it is well formed. A reply comes from another process (over NATS, from
+ * any client allowed to answer), and a grant's device ids go on to a
+ * backend's command line (`--gpus device=1,3`): each answer must have the
+ * shape its call answers, and a grant exactly as many well-formed ids as it
+ * asked for.
+ */
+function answerValueProblem(op: LedgerOp, value: unknown, pool: string): string | undefined {
+  switch (op.kind) {
+    case 'reserve':
+      return isObject(value) && value.ok === true
+        ? grantProblem(value, ['ok', 'devices'], op.row.extended)
+        : refusalProblem(value, pool);
+    case 'adopt': {
+      if (!Array.isArray(value) || value.length !== op.rows.length) {
+        return 'an adopt answer is not one result per row';
+      }
+      for (const [i, result] of value.entries()) {
+        const problem =
+          isObject(result) && result.ok === true
+            ? (grantProblem(result, ['ok', 'adopted', 'devices'], undefined) ??
+              (typeof result.adopted === 'boolean' ? undefined : 'adopted is not a boolean'))
+            : isObject(result) && 'heldBy' in result
+              ? heldByProblem(result)
+              : refusalProblem(result, pool);
+        if (problem !== undefined) return `adopt result ${i}: ${problem}`;
+      }
+      return undefined;
+    }
+    case 'release':
+      return typeof value === 'boolean' ? undefined : 'a release answer is not a boolean';
+    case 'releaseInstance':
+      return value === undefined || value === null
+        ? undefined
+        : 'a releaseInstance answer has a value';
+    default:
+      return isCount(value) && Number.isInteger(value) ? undefined : 'a reap answer is not a count';
+  }
+}
+
+// A grant: only `keys`, and its device ids well formed; for a reserve (`asked`
+// given) one list per resource it asked for that has ids, as long as the count.
+function grantProblem(
+  value: Record<string, unknown>,
+  keys: readonly string[],
+  asked: Readonly<Record<string, number>> | undefined,
+): string | undefined {
+  const extra = unknownKeyProblem(value, keys, 'a grant');
+  if (extra !== undefined) return extra;
+  if (value.devices === undefined) return undefined;
+  if (!isObject(value.devices)) return 'devices is not an object';
+  for (const [name, ids] of Object.entries(value.devices)) {
+    const problem = extendedNameProblem(name) ?? deviceIdsProblem(ids);
+    if (problem !== undefined) return `devices of ${JSON.stringify(name.slice(0, 64))}: ${problem}`;
+    if (asked !== undefined && (ids as string[]).length !== asked[name]) {
+      return `devices of ${JSON.stringify(name)}: ${(ids as string[]).length} ids for a request of ${asked[name] ?? 0}`;
+    }
+  }
+  return undefined;
+}
+
+const REFUSAL_KEYS = ['ok', 'pool', 'dimension', 'requested', 'used', 'max', 'neverFits'];
+
+function refusalProblem(value: unknown, pool: string): string | undefined {
+  if (!isObject(value) || value.ok !== false) return 'an answer is neither a grant nor a refusal';
+  const extra = unknownKeyProblem(value, REFUSAL_KEYS, 'a refusal');
+  if (extra !== undefined) return extra;
+  if (value.pool !== pool) return 'a refusal names another pool';
+  const dimension = value.dimension;
+  if (
+    typeof dimension !== 'string' ||
+    (dimension !== 'cpu' &&
+      dimension !== 'memory' &&
+      dimension !== 'agents' &&
+      extendedNameProblem(dimension) !== undefined)
+  ) {
+    return 'a refusal names no known dimension';
+  }
+  if (!isCount(value.requested) || !isCount(value.used) || !isCount(value.max)) {
+    return 'a refusal has an amount that is not a number >= 0';
+  }
+  return typeof value.neverFits === 'boolean' ? undefined : 'neverFits is not a boolean';
+}
+
+function heldByProblem(value: Record<string, unknown>): string | undefined {
+  if (value.ok !== false || Object.keys(value).length !== 2)
+    return 'a held-by answer has other keys';
+  const by = value.heldBy;
+  return typeof by === 'string' && by.length > 0 && by.length <= MAX_ID_LENGTH
+    ? undefined
+    : 'heldBy is not an instance id';
 }
