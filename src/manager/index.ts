@@ -15,15 +15,13 @@ export { ConfigError, StateStoreError } from '../errors.js';
 export type { AgentState } from './agents.js';
 export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
 export type { CapacityLimit } from './capacity.js';
+export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config.js';
 export {
   type ConfigValidation,
   formatConfigPath,
   parseScalerConfig,
-  type ScalerConfig,
-  type ScalerConfigInput,
-  scalerConfigSchema,
   validateScalerConfig,
-} from './config.js';
+} from './config-check.js';
 export type { ClaimRequest, ClaimResult } from './dispatch.js';
 export type { ScalerEvent } from './events.js';
 export type { AgentFilter, AgentSnapshot } from './inventory.js';

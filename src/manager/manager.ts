@@ -1,6 +1,7 @@
 import type { ResourceRequest } from '../resources/types.js';
 import { checkId } from './checks.js';
-import type { ConfigValidation, ScalerConfigInput } from './config.js';
+import type { ScalerConfigInput } from './config.js';
+import type { ConfigValidation } from './config-check.js';
 import type { ClaimRequest, ClaimResult } from './dispatch.js';
 import {
   type AgentFilter,

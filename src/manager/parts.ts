@@ -1,13 +1,8 @@
 import { type Clock, resolveClock } from '../clock.js';
 import type { CapacityLimit } from './capacity.js';
 import { nonNegative, positive } from './checks.js';
-import {
-  type ConfigValidation,
-  configError,
-  type ScalerConfig,
-  type ScalerConfigInput,
-  validateScalerConfig,
-} from './config.js';
+import type { ScalerConfig, ScalerConfigInput } from './config.js';
+import { type ConfigValidation, configError, validateScalerConfig } from './config-check.js';
 import { FleetCore } from './core.js';
 import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
