@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { watchRevisions } from '../test/helpers/nats-ledger.js';
-import { freePort, type NatsServer, startNatsServer } from '../test/helpers/nats-server.js';
+import { type NatsServer, startNatsCluster, startNatsServer } from '../test/helpers/nats-server.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const DURATION_MS = 2500;
@@ -197,12 +197,7 @@ async function single(rows: Array<Record<string, string | number>>): Promise<voi
 }
 
 async function cluster(rows: Array<Record<string, string | number>>): Promise<void> {
-  const routes = [await freePort(), await freePort(), await freePort()];
-  const servers: NatsServer[] = await Promise.all(
-    routes.map((port, i) =>
-      startNatsServer({ cluster: { name: 'bench', port, routes, serverName: `n${i}` } }),
-    ),
-  );
+  const servers: NatsServer[] = await startNatsCluster('bench');
   try {
     const urls = servers.map((s) => s.url);
     await prepare(urls, 3);

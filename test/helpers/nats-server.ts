@@ -68,8 +68,48 @@ export interface StartNatsOptions {
   config?: string;
 }
 
-/** Start `nats-server -js` (or plain nats-server with `jetstream: false`) on 127.0.0.1 with a temp store dir. */
+/**
+ * Start `nats-server -js` (or plain nats-server with `jetstream: false`) on 127.0.0.1 with a
+ * temp store dir. A port picked by {@link freePort} can be taken by another process before
+ * the server binds it (the suite runs test files in parallel): when the server then fails
+ * with "address already in use", it is started again on other free ports (a few times).
+ */
 export async function startNatsServer(opts: StartNatsOptions = {}): Promise<NatsServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(opts);
+    } catch (error) {
+      if (opts.port !== undefined || attempt >= 5 || !portTaken(error)) throw error;
+    }
+  }
+}
+
+/**
+ * Start a JetStream cluster of `size` servers on loopback (routes between them on free
+ * ports); started again on other ports when a port was taken before a server bound it.
+ */
+export async function startNatsCluster(name: string, size = 3): Promise<NatsServer[]> {
+  for (let attempt = 1; ; attempt++) {
+    const routes: number[] = [];
+    for (let i = 0; i < size; i++) routes.push(await freePort());
+    const started = await Promise.allSettled(
+      routes.map((port, i) =>
+        startNatsServer({ cluster: { name, port, routes, serverName: `n${i}` } }),
+      ),
+    );
+    const servers = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed === undefined) return servers;
+    await Promise.all(servers.map((server) => server.stop()));
+    if (attempt >= 5 || !portTaken(failed.reason)) throw failed.reason;
+  }
+}
+
+function portTaken(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('address already in use');
+}
+
+async function startOnce(opts: StartNatsOptions): Promise<NatsServer> {
   const port = opts.port ?? (await freePort());
   const storeDir = opts.storeDir ?? (await mkdtemp(join(tmpdir(), 'sp-nats-')));
   const args = ['-a', '127.0.0.1', '-p', String(port), '-sd', storeDir];

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, revisionChecker } from '../helpers/nats-ledger.js';
-import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { type NatsServer, startNatsCluster } from '../helpers/nats-server.js';
 import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';
 import { hasSystem } from '../helpers/system.js';
 
@@ -35,14 +35,7 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
   let admin: NatsConnection | undefined;
 
   beforeAll(async () => {
-    const routes = [await freePort(), await freePort(), await freePort()];
-    servers.push(
-      ...(await Promise.all(
-        routes.map((port, i) =>
-          startNatsServer({ cluster: { name: 'ledger', port, routes, serverName: `n${i}` } }),
-        ),
-      )),
-    );
+    servers.push(...(await startNatsCluster('ledger')));
   });
   afterAll(async () => {
     await Promise.all(running.splice(0).map((p) => stopFixture(p)));

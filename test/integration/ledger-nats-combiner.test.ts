@@ -13,7 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, revisionChecker, watchRevisions } from '../helpers/nats-ledger.js';
-import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { type NatsServer, startNatsCluster, startNatsServer } from '../helpers/nats-server.js';
 import {
   type FixtureEvent,
   type FixtureProcess,
@@ -294,14 +294,7 @@ describe.runIf(ok)('NatsPoolLedger combiner, 3-node cluster', () => {
   let admin: NatsConnection | undefined;
 
   beforeAll(async () => {
-    const routes = [await freePort(), await freePort(), await freePort()];
-    servers.push(
-      ...(await Promise.all(
-        routes.map((port, i) =>
-          startNatsServer({ cluster: { name: 'combiner', port, routes, serverName: `n${i}` } }),
-        ),
-      )),
-    );
+    servers.push(...(await startNatsCluster('combiner')));
   });
   afterAll(async () => {
     await Promise.all(running.splice(0).map((p) => stopFixture(p)));
