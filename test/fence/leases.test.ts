@@ -54,6 +54,11 @@ describe('leaseEnv with several leases, and readLeasesEnv', () => {
       leases: [natsLease, fileLease],
     });
     expect(readLeasesEnv(env)).toEqual([natsLease, fileLease]);
+    // The reader of 0.1 accepts only `version`, `location`, `leaseMs` and
+    // `marginMs` and refuses any other key (checked by hand against its code:
+    // `Unknown key "leases"`), so an agent of 0.1 refuses a list at start
+    // rather than fencing one of its leases.
+    expect(Object.keys(JSON.parse(env.SCALER_LEASE!))).toEqual(['version', 'leases']);
     // The same lease twice is handed over once.
     expect(readLeasesEnv(leaseEnv([fileLease, natsLease, fileLease]))).toEqual([
       fileLease,
