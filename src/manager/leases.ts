@@ -122,7 +122,9 @@ export class LeaseWatch {
       const lease = read(ledger);
       if (lease !== undefined) leases.push(lease);
     }
-    leases.sort((a, b) => (a.deadline ?? Infinity) - (b.deadline ?? Infinity));
+    // Earliest deadline first; a lease without one (none held yet) last. Stable.
+    const at = (lease: LeaseInfo) => lease.deadline ?? Number.POSITIVE_INFINITY;
+    leases.sort((a, b) => (at(a) < at(b) ? -1 : at(a) > at(b) ? 1 : 0));
     return leases.map((lease) => ({
       location: { ...lease.location },
       leaseMs: lease.leaseMs,
