@@ -30,7 +30,7 @@ export interface FenceExpiry {
   reason: FenceStopReason;
   /** The deadline the fence judged by (see {@link LeaseFence.deadline}); `undefined` when none was known. */
   deadline: number | undefined;
-  /** The lease watched. */
+  /** The lease that lapsed (of several watched together, the first to lapse). */
   lease: FenceLease;
 }
 
