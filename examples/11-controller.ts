@@ -123,8 +123,9 @@ const processes: ScalerBackend = {
       execArgv: process.execArgv,
       env: {
         ...process.env,
-        // The controller's lease, for the agent's fence (SCALER_LEASE).
-        ...leaseEnv(request.lease),
+        // Every lease of the controller the agent's rows are held under, for
+        // the agent's fence (SCALER_LEASE): it stops at the first that lapses.
+        ...leaseEnv(request.leases),
         AGENT_ID: request.agentId,
         AGENT_LABELS: JSON.stringify(request.labels),
       },

@@ -5,10 +5,14 @@
 // dispatcher that forked it (over the IPC channel), runs the one job it is
 // given (a sleep), reports it done and exits: an ephemeral agent.
 //
-// It fences itself: when its backend passed the controller's lease
-// (SCALER_LEASE, from `leaseEnv(request.lease)`), it stops before that lease's
-// deadline, so an agent whose controller was killed or stalled is gone before
-// another controller may be given its capacity (docs/fence.md).
+// It fences itself: when its backend passed the controller's leases
+// (SCALER_LEASE, from `leaseEnv(request.leases)`), it stops before the first
+// of them lapses, so an agent whose controller was killed or stalled is gone
+// before another controller may be given its capacity (docs/fence.md). The
+// quickstart's pool is a MachineLedger (a lease file): the dependency-free
+// fence reads it. An agent whose pools may be on NATS calls
+// `await watchLeasesFromEnv({ servers })` of 'scaler-primitives/fence/nats'
+// instead, which reads file and NATS leases alike.
 import { watchLeaseFromEnv } from 'scaler-primitives/fence';
 
 watchLeaseFromEnv();

@@ -11,9 +11,9 @@ import {
   resolveClock,
   systemClock,
 } from '../clock.js';
-import { ErrorCode, InvalidInputError, ScalerError } from '../errors.js';
+import { ErrorCode, ScalerError } from '../errors.js';
 import { assertKnownKeys, showValue } from '../internal/strict-keys.js';
-import { checkLease, type FenceLease, LEASE_ENV, readLeaseEnv } from './lease.js';
+import { checkLease, type FenceLease } from './lease.js';
 
 /**
  * Why a fence fired: `deadline` (no renewal seen in time), `gone` (the lease
@@ -30,7 +30,7 @@ export interface FenceExpiry {
   reason: FenceStopReason;
   /** The deadline the fence judged by (see {@link LeaseFence.deadline}); `undefined` when none was known. */
   deadline: number | undefined;
-  /** The lease watched. */
+  /** The lease that lapsed (of several watched together, the first to lapse). */
   lease: FenceLease;
 }
 
@@ -501,60 +501,4 @@ class Fence implements LeaseFence {
  */
 export function watchLease(options: WatchLeaseOptions): LeaseFence {
   return new Fence(resolveOptions(options)).start();
-}
-
-/**
- * Options of {@link watchLeaseFromEnv}: those of {@link WatchLeaseOptions} but
- * the lease, plus where to read it and whether it must be there.
- */
-export interface WatchLeaseFromEnvOptions
-  extends Omit<WatchLeaseOptions, 'location' | 'leaseMs' | 'marginMs'> {
-  /** The environment to read `SCALER_LEASE` from. @default process.env */
-  env?: Record<string, string | undefined>;
-  /** Throw when `SCALER_LEASE` is not set, instead of returning `undefined`. @default false */
-  required?: boolean;
-}
-
-/**
- * In an agent process: read the lease its backend passed with `leaseEnv`
- * (`SCALER_LEASE`) and {@link watchLease} it. Returns `undefined` when the
- * variable is not set (the controller has no lease an agent can watch) unless
- * `required` is set.
- *
- * @throws InvalidInputError when `SCALER_LEASE` is malformed (unknown key, bad
- *   value: the message names it), or missing with `required`; as
- *   {@link watchLease} otherwise.
- *
- * @example
- * ```ts
- * // agent.ts, started by a backend with { env: { ...process.env, ...leaseEnv(request.lease) } }
- * import { watchLeaseFromEnv } from 'scaler-primitives/fence';
- * const fence = watchLeaseFromEnv(); // stops this process before its controller's lease runs out
- * ```
- */
-export function watchLeaseFromEnv(options: WatchLeaseFromEnvOptions = {}): LeaseFence | undefined {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError(`Expected \`options\` to be an object, got \`${showValue(options)}\``);
-  }
-  assertKnownKeys(
-    options,
-    ['env', 'required', 'stopBeforeMs', 'pollMs', 'onExpire', 'read', 'clock'],
-    'watchLeaseFromEnv options',
-  );
-  const { env, required, ...rest } = options;
-  if (required !== undefined && typeof required !== 'boolean') {
-    throw new TypeError(`Expected \`required\` to be a boolean, got \`${showValue(required)}\``);
-  }
-  const lease = readLeaseEnv(env ?? process.env);
-  if (lease === undefined) {
-    if (required) {
-      throw new InvalidInputError(
-        LEASE_ENV,
-        undefined,
-        `${LEASE_ENV} is not set: start this agent from a backend that passes \`leaseEnv(request.lease)\``,
-      );
-    }
-    return undefined;
-  }
-  return watchLease({ ...rest, ...lease });
 }

@@ -36,13 +36,23 @@ export interface SpawnRequest {
   /** The resolved requests and limits. */
   resources: AgentResources;
   /**
-   * The controller's ledger lease the agent's pool row is held under, for an
-   * agent-side fence: pass it to the agent so it stops itself before peers
-   * may take its capacity, even when this controller is SIGKILLed or stalled.
-   * Present when the agent is in a machine pool and the ledger has `lease()`
-   * (`MachineLedger`, `NatsPoolLedger`); absent otherwise. When the agent's
-   * pools are served by several ledgers, this is the lease with the earliest
-   * deadline among them (the first that can lapse).
+   * Every ledger lease the agent's pool rows are held under, for an
+   * agent-side fence: pass them all to the agent (`leaseEnv(request.leases)`
+   * of `scaler-primitives/fence`) so it stops itself at the first that
+   * lapses, before peers may take its capacity, even when this controller is
+   * SIGKILLed, stalled or cut off from one of its stores. One lease per
+   * ledger serving a pool the agent has a row in, earliest deadline first.
+   * Present (never empty) when the agent is in a machine pool whose ledger
+   * has `lease()` (`MachineLedger`, `NatsPoolLedger`, the test kit's
+   * `MemoryPoolLedger`); absent otherwise.
+   */
+  leases?: readonly SpawnLease[];
+  /**
+   * The first of {@link SpawnRequest.leases} (the earliest deadline).
+   *
+   * @deprecated An agent with rows on several ledgers depends on every one of
+   * their leases, and this is one of them: hand the agent `leases` instead
+   * (`leaseEnv(request.leases)`). Kept for one release.
    */
   lease?: SpawnLease;
   /**
@@ -63,8 +73,8 @@ export interface SpawnRequest {
 }
 
 /**
- * What {@link SpawnRequest.lease} tells a backend about the controller's
- * ledger lease: where it lives (a lease file, a NATS key), how long it is,
+ * What each of {@link SpawnRequest.leases} tells a backend about a
+ * controller's ledger lease: where it lives (a lease file, a NATS key), how long it is,
  * and the margin peers add to its deadline before they take its rows. An
  * agent-side fence watching `location` stops the agent when no renewal was
  * seen for `leaseMs` (so before `deadline + marginMs`, when peers may reuse

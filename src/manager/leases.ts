@@ -113,19 +113,23 @@ export class LeaseWatch {
 
   /**
    * What a backend passes to an agent in these machine pools, so it can watch
-   * the lease: with several ledgers, the lease with the earliest deadline.
+   * every lease its rows are held under: one per ledger (that has a lease),
+   * earliest deadline first.
    */
-  spawnLease(pools: readonly string[]): SpawnLease | undefined {
-    let best: LeaseInfo | undefined;
+  spawnLeases(pools: readonly string[]): SpawnLease[] {
+    const leases: LeaseInfo[] = [];
     for (const ledger of this.#ledgers.byLedger(pools).keys()) {
       const lease = read(ledger);
-      if (lease === undefined) continue;
-      if (best === undefined || (lease.deadline ?? Infinity) < (best.deadline ?? Infinity)) {
-        best = lease;
-      }
+      if (lease !== undefined) leases.push(lease);
     }
-    if (best === undefined) return undefined;
-    return { location: { ...best.location }, leaseMs: best.leaseMs, marginMs: best.marginMs };
+    // Earliest deadline first; a lease without one (none held yet) last. Stable.
+    const at = (lease: LeaseInfo) => lease.deadline ?? Number.POSITIVE_INFINITY;
+    leases.sort((a, b) => (at(a) < at(b) ? -1 : at(a) > at(b) ? 1 : 0));
+    return leases.map((lease) => ({
+      location: { ...lease.location },
+      leaseMs: lease.leaseMs,
+      marginMs: lease.marginMs,
+    }));
   }
 
   /**

@@ -114,7 +114,7 @@ export class ManagerParts {
       options.generateAgentId,
       this.pacing,
       (pool, lost) => this.lost.handle(pool, lost),
-      (pools) => this.leases.spawnLease(pools),
+      (pools) => this.leases.spawnLeases(pools),
     );
     this.warm = new WarmPool(
       this.core,

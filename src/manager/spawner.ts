@@ -30,15 +30,15 @@ export class Spawner {
   readonly #layers = new WeakMap<LabelSetState, ResolvedLayers>();
   /** Called when the pool ledger reports rows of ours lost. */
   readonly #onLost: (pool: string, records: AgentRecord[]) => void;
-  /** The ledger lease an agent in machine pools is told about. */
-  readonly #lease: (pools: readonly string[]) => SpawnLease | undefined;
+  /** The ledger leases an agent in machine pools is told about. */
+  readonly #leases: (pools: readonly string[]) => SpawnLease[];
 
   constructor(
     core: FleetCore,
     generateAgentId: ((scaler: string) => string) | undefined,
     pacing: Pacing,
     onLost: (pool: string, records: AgentRecord[]) => void,
-    lease: (pools: readonly string[]) => SpawnLease | undefined,
+    leases: (pools: readonly string[]) => SpawnLease[],
   ) {
     if (generateAgentId !== undefined && typeof generateAgentId !== 'function') {
       throw new TypeError(
@@ -49,7 +49,7 @@ export class Spawner {
     this.#generateAgentId = generateAgentId ?? defaultAgentId;
     this.#pacing = pacing;
     this.#onLost = onLost;
-    this.#lease = lease;
+    this.#leases = leases;
   }
 
   /**
@@ -283,8 +283,11 @@ export class Spawner {
     };
     if (jobId !== undefined) request.jobId = jobId;
     if (record.shares.length > 0) {
-      const lease = this.#lease(record.shares.map((share) => share.pool));
-      if (lease !== undefined) request.lease = lease;
+      const leases = this.#leases(record.shares.map((share) => share.pool));
+      if (leases.length > 0) {
+        request.leases = leases;
+        request.lease = leases[0]!;
+      }
     }
     if (record.devices !== undefined) {
       const devices: Record<string, string[]> = {};

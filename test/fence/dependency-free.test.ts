@@ -46,6 +46,28 @@ describe('scaler-primitives/fence is dependency-free', () => {
     ]);
   });
 
+  it('scaler-primitives/fence/nats loads the fence, the errors and nats.js only', () => {
+    const seen = new Set<string>();
+    const outside = new Set<string>();
+    const stack = [join(src, 'fence', 'nats', 'index.ts')];
+    while (stack.length > 0) {
+      const file = stack.pop()!;
+      if (seen.has(file)) continue;
+      seen.add(file);
+      for (const spec of runtimeImports(file)) {
+        if (spec.startsWith('.')) stack.push(resolve(dirname(file), spec.replace(/\.js$/, '.ts')));
+        else if (!spec.startsWith('node:')) outside.add(spec);
+      }
+    }
+    expect([...outside].sort()).toEqual(['@nats-io/kv', '@nats-io/transport-node']);
+    const files = [...seen].map((file) => relative(src, file)).sort();
+    expect(files.filter((f) => !f.startsWith('fence/') && !f.startsWith('errors'))).toEqual([
+      'clock.ts',
+      'internal/strict-keys.ts',
+    ]);
+    expect(files).toContain('fence/nats/watch.ts'); // the walk went through the adapter
+  });
+
   it('the scan sees a runtime import (so it can fail)', () => {
     const probe = join(import.meta.dirname, 'dependency-free.test.ts');
     expect(runtimeImports(probe)).toContain('vitest');

@@ -300,17 +300,19 @@ describe('leaseLostPolicy report', () => {
   });
 });
 
-describe('SpawnRequest.lease', () => {
+describe('SpawnRequest.leases', () => {
   it('tells a backend where the lease of a pool agent lives; absent outside a pool and for a ledger without lease()', async () => {
     const h = setup();
     await fill(h);
     const spawn = (backend: FakeBackend) =>
       backend.callsOf('spawn').map((c) => (c.args[0] as SpawnRequest).lease);
-    expect(spawn(h.vm)).toEqual([
-      { location: { kind: 'memory' }, leaseMs: 30_000, marginMs: 3_000 },
-      { location: { kind: 'memory' }, leaseMs: 30_000, marginMs: 3_000 },
-    ]);
+    const spawnLeases = (backend: FakeBackend) =>
+      backend.callsOf('spawn').map((c) => (c.args[0] as SpawnRequest).leases);
+    const memory = { location: { kind: 'memory' }, leaseMs: 30_000, marginMs: 3_000 };
+    expect(spawn(h.vm)).toEqual([memory, memory]);
+    expect(spawnLeases(h.vm)).toEqual([[memory], [memory]]);
     expect(spawn(h.free)).toEqual([undefined]);
+    expect(spawnLeases(h.free)).toEqual([undefined]);
 
     // A third-party ledger without the optional lease methods.
     const clock = new TestClock(T0);
@@ -334,6 +336,7 @@ describe('SpawnRequest.lease', () => {
     });
     expect((await manager.requestScale(['linux'], 'j')).kind).toBe('spawned');
     expect(spawn(vm)).toEqual([undefined]);
+    expect(spawnLeases(vm)).toEqual([undefined]);
     expect(manager.getStatus().lease).toBeUndefined();
   });
 });

@@ -718,7 +718,7 @@ describe('recovery and adoption with several pools', () => {
 });
 
 describe('leases across several ledgers', () => {
-  it('a lease at risk on one of two ledgers stops the agents with a row there; SpawnRequest.lease is the earliest deadline', async () => {
+  it('a lease at risk on one of two ledgers stops the agents with a row there; SpawnRequest.leases holds both, earliest deadline first', async () => {
     const clock = new TestClock('2026-01-05T09:00:00Z');
     const stores = { local: new MemoryPoolStore(), gpu: new MemoryPoolStore() };
     // A CPU-only label set on `local` alone, beside the GPU set on both pools.
@@ -737,17 +737,18 @@ describe('leases across several ledgers', () => {
     const gpuLease = h.gpu.lease();
     const localLease = h.local.lease();
     expect(gpuLease.deadline!).toBeLessThan(localLease.deadline!);
-    // The GPU agent is told of the lease that lapses first; the CPU agent of its only one.
-    expect(gpuRequest!.lease).toEqual({
-      location: gpuLease.location,
-      leaseMs: gpuLease.leaseMs,
-      marginMs: gpuLease.marginMs,
+    // The GPU agent (rows on both ledgers) is told of both leases, the one that
+    // lapses first first; the CPU agent of its only one. The deprecated `lease`
+    // is the first of them.
+    const spawnLease = (lease: typeof gpuLease) => ({
+      location: lease.location,
+      leaseMs: lease.leaseMs,
+      marginMs: lease.marginMs,
     });
-    expect(cpuRequest!.lease).toEqual({
-      location: localLease.location,
-      leaseMs: localLease.leaseMs,
-      marginMs: localLease.marginMs,
-    });
+    expect(gpuRequest!.leases).toEqual([spawnLease(gpuLease), spawnLease(localLease)]);
+    expect(cpuRequest!.leases).toEqual([spawnLease(localLease)]);
+    expect(gpuRequest!.lease).toEqual(spawnLease(gpuLease));
+    expect(cpuRequest!.lease).toEqual(spawnLease(localLease));
 
     h.gpu.failRenewals(true);
     await clock.advance(10_000); // two thirds of the gpu-box lease without a renewal: at risk
