@@ -291,6 +291,7 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_UNAVAILABLE,
   ErrorCode.LEDGER_IO,
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
+  ErrorCode.LEDGER_INSTANCE_IN_USE,
 ]);
 
 export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGER_CORRUPT]);
@@ -313,6 +314,54 @@ export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
 
+export const isLedgerInstanceInUseError = hasCode<LedgerInstanceInUseError>([
+  ErrorCode.LEDGER_INSTANCE_IN_USE,
+]);
+
 export const isLedgerOutcomeUnknownError = hasCode<LedgerOutcomeUnknownError>([
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);
+
+/**
+ * Another live process holds this instance id's lease. `NatsPoolLedger.connect`
+ * raises it when the process that holds the lease of the same `instanceId` is
+ * provably alive on this host (same boot id, same pid and process start time):
+ * two processes must never renew one lease. A ledger whose lease was taken over
+ * by a newer process with the same `instanceId` raises it from every later call
+ * (it writes nothing more; close it). `pool` is empty when no pool is involved.
+ *
+ * @example
+ * ```ts
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
+ * try {
+ *   await NatsPoolLedger.connect({ servers: 'nats://127.0.0.1:4222', instanceId: 'ci-1' });
+ * } catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_INSTANCE_IN_USE)) console.error(error.holder);
+ *   else throw error;
+ * }
+ * ```
+ */
+export class LedgerInstanceInUseError extends LedgerError {
+  /** The instance id. */
+  readonly instanceId: string;
+  /** Who holds the lease, as its heartbeat says (`host`, `pid`, `bootId`, `session`), where known. */
+  readonly holder: Readonly<Record<string, string | number>>;
+  /**
+   * @param pool - The pool involved, or `''`.
+   * @param instanceId - The instance id.
+   * @param holder - Who holds the lease.
+   * @param message - The full sentence.
+   */
+  constructor(
+    pool: string,
+    instanceId: string,
+    holder: Readonly<Record<string, string | number>>,
+    message: string,
+  ) {
+    super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message);
+    this.name = 'LedgerInstanceInUseError';
+    this.instanceId = instanceId;
+    this.holder = holder;
+  }
+}
