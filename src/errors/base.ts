@@ -76,8 +76,8 @@ export const ErrorCode = {
    */
   LEDGER_OUTCOME_UNKNOWN: 'ERR_LEDGER_OUTCOME_UNKNOWN',
   /**
-   * Another live process holds this instance id's lease: a ledger was refused at start, or its
-   * lease was taken over by a newer process with the same instance id.
+   * Another live process holds the lease of this ledger's `instanceId`: two processes
+   * must never write rows under one instance id.
    */
   LEDGER_INSTANCE_IN_USE: 'ERR_LEDGER_INSTANCE_IN_USE',
   /** An input (interface name, address, port, uid, pool or agent name) is invalid. */

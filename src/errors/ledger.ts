@@ -279,6 +279,51 @@ export class LedgerOutcomeUnknownError extends LedgerError {
   }
 }
 
+/**
+ * Another live process holds the lease of this ledger's `instanceId` (on this
+ * host: its pid is alive, and its start time matches the one its lease file
+ * names). Two processes must never write rows under one instance id, so this
+ * instance writes nothing. Stop the other process, or give this one another
+ * `instanceId`. The call may be retried once the other process is gone.
+ *
+ * @example
+ * ```ts
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * try { await ledger.openLease(); }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_INSTANCE_IN_USE)) console.error(error.instanceId, error.holderPid);
+ *   else throw error;
+ * }
+ * ```
+ */
+export class LedgerInstanceInUseError extends LedgerError {
+  /** The instance id in use. */
+  readonly instanceId: string;
+  /** The pid of the process that holds it, when known. */
+  readonly holderPid: number | undefined;
+  /**
+   * @param pool - The pool of the refused call (`''` when none).
+   * @param instanceId - The instance id in use.
+   * @param holderPid - The pid of the process that holds it, when known.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    pool: string,
+    instanceId: string,
+    holderPid: number | undefined,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message, options);
+    this.name = 'LedgerInstanceInUseError';
+    this.instanceId = instanceId;
+    this.holderPid = holderPid;
+  }
+}
+
 // Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_CORRUPT,
@@ -314,54 +359,6 @@ export const isLedgerUnavailableError = hasCode<LedgerUnavailableError>([
   ErrorCode.LEDGER_UNAVAILABLE,
 ]);
 
-export const isLedgerInstanceInUseError = hasCode<LedgerInstanceInUseError>([
-  ErrorCode.LEDGER_INSTANCE_IN_USE,
-]);
-
 export const isLedgerOutcomeUnknownError = hasCode<LedgerOutcomeUnknownError>([
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
 ]);
-
-/**
- * Another live process holds this instance id's lease. `NatsPoolLedger.connect`
- * raises it when the process that holds the lease of the same `instanceId` is
- * provably alive on this host (same boot id, same pid and process start time):
- * two processes must never renew one lease. A ledger whose lease was taken over
- * by a newer process with the same `instanceId` raises it from every later call
- * (it writes nothing more; close it). `pool` is empty when no pool is involved.
- *
- * @example
- * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
- * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
- * try {
- *   await NatsPoolLedger.connect({ servers: 'nats://127.0.0.1:4222', instanceId: 'ci-1' });
- * } catch (error) {
- *   if (isScalerError(error, ErrorCode.LEDGER_INSTANCE_IN_USE)) console.error(error.holder);
- *   else throw error;
- * }
- * ```
- */
-export class LedgerInstanceInUseError extends LedgerError {
-  /** The instance id. */
-  readonly instanceId: string;
-  /** Who holds the lease, as its heartbeat says (`host`, `pid`, `bootId`, `session`), where known. */
-  readonly holder: Readonly<Record<string, string | number>>;
-  /**
-   * @param pool - The pool involved, or `''`.
-   * @param instanceId - The instance id.
-   * @param holder - Who holds the lease.
-   * @param message - The full sentence.
-   */
-  constructor(
-    pool: string,
-    instanceId: string,
-    holder: Readonly<Record<string, string | number>>,
-    message: string,
-  ) {
-    super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message);
-    this.name = 'LedgerInstanceInUseError';
-    this.instanceId = instanceId;
-    this.holder = holder;
-  }
-}

@@ -76,7 +76,7 @@ describe.runIf(ok)('NatsPoolLedger restart with the same instance id', () => {
     expect(message).toContain(JSON.stringify(id));
     expect(message).toContain(`pid ${process.pid}`);
     expect(message).toMatch(/stop that process first|another instanceId/);
-    expect((error as { holder: Record<string, unknown> }).holder.pid).toBe(process.pid);
+    expect((error as { holderPid?: number }).holderPid).toBe(process.pid);
     // The refused newcomer wrote nothing to the lease: the first still renews it.
     await first.reserve('p', 'a1', 1, 2 ** 20);
     expect(first.lease().health).toBe('held');

@@ -301,7 +301,7 @@ export class OwnLease {
     throw new LedgerInstanceInUseError(
       '',
       instanceId,
-      holder,
+      body.pid,
       `Instance id ${JSON.stringify(instanceId)} is in use on NATS KV ${this.#options.bucket}: its lease is held by ${describeHolder(holder)}, which is alive on this host. Two processes must not share an instance id: stop that process first (a restart continues its lease when it is gone), or give this one another instanceId.`,
     );
   }
@@ -471,7 +471,7 @@ export class OwnLease {
     throw new LedgerInstanceInUseError(
       pool,
       instanceId,
-      holder,
+      typeof holder.pid === 'number' ? holder.pid : undefined,
       `Instance ${JSON.stringify(instanceId)}: its lease ${lease.id} on NATS KV ${bucket} was taken over by ${describeHolder(holder)}, a newer process with the same instance id, which now holds its reservations${pool === '' ? '' : ` in pool ${JSON.stringify(pool)}`}. This ledger writes nothing more: stop its agents and close it.`,
     );
   }
