@@ -285,6 +285,9 @@ export class LedgerOutcomeUnknownError extends LedgerError {
  * names). Two processes must never write rows under one instance id, so this
  * instance writes nothing. Stop the other process, or give this one another
  * `instanceId`. The call may be retried once the other process is gone.
+ * `NatsPoolLedger` raises it from `connect()` for a holder alive on this host,
+ * and from every call of a ledger whose lease a newer process with the same
+ * `instanceId` took over (that ledger writes nothing more: close it).
  *
  * @example
  * ```ts
