@@ -1,9 +1,12 @@
 /**
  * A host restart, for real: a host process runs ScalerManager with a
- * MachineLedger and a FileStateStore; its agents are separate processes. The
- * host is killed with SIGKILL while one agent runs a job and another is being
- * drained; a new host process starts on the same directories, recovers, and
- * prints the fleet it found: the same agents, in the same states, bound to the
+ * MachineLedger and a FileStateStore; its agents are separate processes that
+ * fence themselves on the host's lease (`watchLeaseFromEnv`: an agent stops
+ * itself before a lease nobody renews runs out). The host is killed with
+ * SIGKILL while one agent runs a job and another is being drained; a new host
+ * process starts on the same directories within the lease, continues the same
+ * lease (so the agents' fences stay satisfied), recovers, and prints the fleet
+ * it found: the same agents, still running, in the same states, bound to the
  * same jobs, each holding exactly one pool row (now the new process's).
  *
  * No root needed: everything lives in a throwaway directory.
@@ -15,6 +18,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { leaseEnv, stopAgentProcess, watchLeaseFromEnv } from 'scaler-primitives/fence';
 import { MachineLedger } from 'scaler-primitives/ledger';
 import { FileStateStore, type ScalerBackend, ScalerManager } from 'scaler-primitives/manager';
 
@@ -28,22 +32,26 @@ if (role === undefined) {
     const first = startHost('first', dir);
     const ready = await line(first, 'ready');
     console.log(
-      `host ${first.pid}: ${ready.busy} runs job-build, ${ready.draining} drains after job-test`,
+      `host ${first.pid}: ${ready.busy} runs job-build, ${ready.draining} drains after job-test (lease ${ready.leaseId})`,
     );
     first.kill('SIGKILL');
     await new Promise((resolve) => first.once('exit', resolve));
     console.log(`host ${first.pid} killed with SIGKILL (no shutdown): its agents keep running`);
     const second = startHost('second', dir);
     const recovered = await line(second, 'recovered');
-    console.log(`host ${second.pid} recovered in ${recovered.tookMs} ms:`);
+    const continued = recovered.leaseId === ready.leaseId ? 'continued' : 'did not continue';
+    console.log(
+      `host ${second.pid} recovered in ${recovered.tookMs} ms and ${continued} lease ${ready.leaseId}:`,
+    );
     for (const agent of recovered.fleet as Array<{
       agentId: string;
       state: string;
       job?: string;
       rowPid: number;
+      running: boolean;
     }>) {
       console.log(
-        `  ${agent.agentId}  ${agent.state.padEnd(8)}  job ${agent.job ?? '-'}  pool row held by pid ${agent.rowPid}`,
+        `  ${agent.agentId}  ${agent.state.padEnd(8)}  job ${agent.job ?? '-'}  pool row held by pid ${agent.rowPid}  ${agent.running ? 'still running' : 'STOPPED'}`,
       );
     }
     const done = await line(second, 'done');
@@ -61,6 +69,10 @@ if (role === undefined) {
     }
     rmSync(dir, { recursive: true, force: true });
   }
+} else if (role === 'agent') {
+  // An agent: it stops itself before its controller's lease runs out unrenewed.
+  watchLeaseFromEnv({ required: true, onExpire: stopAgentProcess });
+  setInterval(() => {}, 1 << 30);
 } else {
   await host(role, root!);
 }
@@ -92,9 +104,12 @@ async function host(name: string, dir: string): Promise<void> {
   const agents = join(dir, 'agents');
   const backend: ScalerBackend = {
     async spawn(request) {
-      const agent = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], {
+      // The agent watches the lease its pool row is held under (SpawnRequest.lease).
+      const env = { ...process.env, ...(request.lease ? leaseEnv(request.lease) : {}) };
+      const agent = spawn(process.execPath, [...process.execArgv, process.argv[1]!, 'agent'], {
         detached: true,
         stdio: 'ignore',
+        env,
       });
       agent.unref();
       writeFileSync(join(agents, request.agentId), String(agent.pid));
@@ -111,7 +126,8 @@ async function host(name: string, dir: string): Promise<void> {
       return readdirSync(agents);
     },
   };
-  // The same ledger instance id across restarts: the new process takes the old rows over.
+  // The same ledger instance id across restarts: the new process continues the
+  // old lease (within its deadline) and takes the old rows over.
   const ledger = new MachineLedger({ instanceId: 'example-host', dir: join(dir, 'ledger') });
   let n = 0;
   const manager = new ScalerManager({
@@ -145,7 +161,7 @@ async function host(name: string, dir: string): Promise<void> {
     }
     void manager.drain(ids[1]!);
     await new Promise((resolve) => setTimeout(resolve, 100)); // the draining state is committed
-    say('ready', { busy: ids[0], draining: ids[1] });
+    say('ready', { busy: ids[0], draining: ids[1], leaseId: ledger.leaseId });
     setInterval(() => {}, 1000); // wait to be killed
     return;
   }
@@ -161,8 +177,9 @@ async function host(name: string, dir: string): Promise<void> {
     state: status.draining.includes(agentId) ? 'draining' : 'busy',
     job: manager.onAgentRegistered(agentId, ['linux'])?.boundJobId,
     rowPid: rows.get(agentId),
+    running: isRunning(Number(readFileSync(join(agents, agentId), 'utf8'))),
   }));
-  say('recovered', { tookMs, fleet });
+  say('recovered', { tookMs, fleet, leaseId: ledger.leaseId });
   const draining = status.draining[0]!;
   const gone = manager.drain(draining);
   manager.onJobComplete(draining);
@@ -173,4 +190,13 @@ async function host(name: string, dir: string): Promise<void> {
     running: (await backend.list!()).length,
   });
   await ledger.close();
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }

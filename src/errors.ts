@@ -25,6 +25,7 @@ export {
   LedgerCapMismatchError,
   LedgerCorruptError,
   LedgerError,
+  LedgerInstanceInUseError,
   LedgerLeaseExpiredError,
   LedgerLockCompromisedError,
   LedgerOutcomeUnknownError,

@@ -7,6 +7,7 @@ import type {
   LedgerBusyError,
   LedgerCapMismatchError,
   LedgerCorruptError,
+  LedgerInstanceInUseError,
   LedgerLeaseExpiredError,
   LedgerLockCompromisedError,
   LedgerOutcomeUnknownError,
@@ -74,6 +75,11 @@ export const ErrorCode = {
    * answer nor the pool file could settle it. The ledger settles it itself later.
    */
   LEDGER_OUTCOME_UNKNOWN: 'ERR_LEDGER_OUTCOME_UNKNOWN',
+  /**
+   * Another live process holds the lease of this ledger's `instanceId`: two processes
+   * must never write rows under one instance id.
+   */
+  LEDGER_INSTANCE_IN_USE: 'ERR_LEDGER_INSTANCE_IN_USE',
   /** An input (interface name, address, port, uid, pool or agent name) is invalid. */
   INVALID_INPUT: 'ERR_INVALID_INPUT',
   /** The `nft` binary is not installed. */
@@ -157,6 +163,7 @@ interface ErrorOfCode {
   ERR_LEDGER_UNAVAILABLE: LedgerUnavailableError;
   ERR_LEDGER_IO: LedgerIoError;
   ERR_LEDGER_OUTCOME_UNKNOWN: LedgerOutcomeUnknownError;
+  ERR_LEDGER_INSTANCE_IN_USE: LedgerInstanceInUseError;
   ERR_INVALID_INPUT: InvalidInputError;
   ERR_NFT_NOT_INSTALLED: NftError;
   ERR_NFT_PERMISSION: NftError;

@@ -279,6 +279,54 @@ export class LedgerOutcomeUnknownError extends LedgerError {
   }
 }
 
+/**
+ * Another live process holds the lease of this ledger's `instanceId` (on this
+ * host: its pid is alive, and its start time matches the one its lease file
+ * names). Two processes must never write rows under one instance id, so this
+ * instance writes nothing. Stop the other process, or give this one another
+ * `instanceId`. The call may be retried once the other process is gone.
+ * `NatsPoolLedger` raises it from `connect()` for a holder alive on this host,
+ * and from every call of a ledger whose lease a newer process with the same
+ * `instanceId` took over (that ledger writes nothing more: close it).
+ *
+ * @example
+ * ```ts
+ * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import type { MachineLedger } from 'scaler-primitives/ledger';
+ * declare const ledger: MachineLedger;
+ * try { await ledger.openLease(); }
+ * catch (error) {
+ *   if (isScalerError(error, ErrorCode.LEDGER_INSTANCE_IN_USE)) console.error(error.instanceId, error.holderPid);
+ *   else throw error;
+ * }
+ * ```
+ */
+export class LedgerInstanceInUseError extends LedgerError {
+  /** The instance id in use. */
+  readonly instanceId: string;
+  /** The pid of the process that holds it, when known. */
+  readonly holderPid: number | undefined;
+  /**
+   * @param pool - The pool of the refused call (`''` when none).
+   * @param instanceId - The instance id in use.
+   * @param holderPid - The pid of the process that holds it, when known.
+   * @param message - The full sentence.
+   * @param options - `cause`.
+   */
+  constructor(
+    pool: string,
+    instanceId: string,
+    holderPid: number | undefined,
+    message: string,
+    options?: ScalerErrorOptions,
+  ) {
+    super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message, options);
+    this.name = 'LedgerInstanceInUseError';
+    this.instanceId = instanceId;
+    this.holderPid = holderPid;
+  }
+}
+
 // Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_CORRUPT,
@@ -291,6 +339,7 @@ export const isLedgerError = hasCode<LedgerError>([
   ErrorCode.LEDGER_UNAVAILABLE,
   ErrorCode.LEDGER_IO,
   ErrorCode.LEDGER_OUTCOME_UNKNOWN,
+  ErrorCode.LEDGER_INSTANCE_IN_USE,
 ]);
 
 export const isLedgerCorruptError = hasCode<LedgerCorruptError>([ErrorCode.LEDGER_CORRUPT]);

@@ -15,7 +15,8 @@ export class HeldRows {
 
   constructor(
     private readonly instanceId: string,
-    private readonly leaseId: string,
+    /** The lease this instance's rows are written under (it may be a continued one). */
+    private readonly leaseId: () => string,
     private readonly leaseTtlMs: number,
   ) {}
 
@@ -49,7 +50,7 @@ export class HeldRows {
     doc: LedgerDocument,
     ops: LedgerOp[],
   ): { index: number; error: LedgerLeaseExpiredError } | undefined {
-    const lost = findLostRows(doc, this.rows.get(pool), this.instanceId, this.leaseId, ops);
+    const lost = findLostRows(doc, this.rows.get(pool), this.instanceId, this.leaseId(), ops);
     if (!lost) return undefined;
     return { index: lost.index, error: this.lostError(pool, file, lost.agentIds) };
   }

@@ -19,6 +19,7 @@ import type { LeaseEvent, LeaseHealth, LeaseInfo } from './types.js';
 export interface LeaseOwner {
   readonly fs: LedgerFs;
   readonly clock: Clock;
+  /** The lease id (read each time: the claim may switch it to a predecessor's). */
   readonly leaseId: string;
   readonly leaseTtlMs: number;
   /** What peers add to the deadline before they take this instance's rows. */
@@ -28,6 +29,13 @@ export interface LeaseOwner {
   monotonic(): number;
   /** The lease file's body. */
   body(): string;
+  /**
+   * Once, before the first lease write: continue a dead predecessor's lease
+   * (switching `leaseId` to it, its file renewed) or keep the new one.
+   *
+   * @throws LedgerInstanceInUseError when a live process holds this instance id.
+   */
+  claim(dir: string, pool: string): void;
   /** True once the ledger is closed (no renewal timer is started then). */
   closed(): boolean;
   /** The directory the lease file would be in before the first renewal resolved it. */
@@ -42,6 +50,7 @@ export class LeaseKeeper {
   private transitionTimer: ClockTimer | undefined;
   private dir: string | undefined;
   private attempted = false;
+  private claimed = false;
   private stopped = false;
   // When the last confirmed renewal was sent: ledger clock (the mtime written) and monotonic.
   private confirmedAt: number | undefined;
@@ -218,7 +227,7 @@ export class LeaseKeeper {
 
   private renewOrThrow(dir: string, pool: string): void {
     try {
-      this.renew(dir);
+      this.renew(dir, pool);
     } catch (error) {
       if (isLedgerError(error)) throw error;
       const file = this.file(dir);
@@ -235,12 +244,16 @@ export class LeaseKeeper {
     }
   }
 
-  private renew(dir: string): void {
+  private renew(dir: string, pool = ''): void {
     const { owner } = this;
     const sentAt = owner.clock.now();
     const sentMono = owner.monotonic();
-    this.attempted = true;
     try {
+      if (!this.claimed) {
+        owner.claim(dir, pool);
+        this.claimed = true;
+      }
+      this.attempted = true;
       touchLeaseSync(owner.fs, this.file(dir), sentAt, owner.body());
     } catch (error) {
       this.lastError = error;

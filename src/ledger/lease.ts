@@ -17,6 +17,74 @@ export function leasePath(dir: string, leaseId: string): string | undefined {
 }
 
 /**
+ * The closed marker of `leaseId`: `<dir>/<leaseId>.closed`, left by `close()`
+ * after it removed the lease file. Its presence says the lease ended cleanly,
+ * so any peer may reap the lease's rows at once (a missing lease file alone
+ * may be a crash, judged after the lease and margin). `undefined` when the id
+ * cannot name a file safely.
+ */
+export function closedPath(dir: string, leaseId: string): string | undefined {
+  return LEASE_ID.test(leaseId) ? join(dir, `${leaseId}.closed`) : undefined;
+}
+
+/** Who holds a lease: what its lease file (and closed marker) says. */
+export interface LeaseHolder {
+  /** The ledger instance id. */
+  instanceId: string;
+  /** The holder's pid. */
+  pid: number;
+  /** The host's boot id when it was written. */
+  bootId: string;
+  /** The holder's start time (clock ticks since boot, `/proc/<pid>/stat` field 22), when known. */
+  pidStartTime?: number;
+}
+
+/** The body of a lease file naming `holder` (one JSON line). */
+export function leaseBody(holder: LeaseHolder): string {
+  const { instanceId, pid, bootId, pidStartTime } = holder;
+  const body: LeaseHolder = { instanceId, pid, bootId };
+  if (pidStartTime !== undefined) body.pidStartTime = pidStartTime;
+  return `${JSON.stringify(body)}\n`;
+}
+
+/** The holder a lease file's body names, or `undefined` when it names none (torn, foreign). */
+export function parseLeaseBody(text: string): LeaseHolder | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { instanceId, pid, bootId, pidStartTime } = value as Record<string, unknown>;
+  if (typeof instanceId !== 'string' || typeof bootId !== 'string') return undefined;
+  if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return undefined;
+  const holder: LeaseHolder = { instanceId, pid, bootId };
+  if (typeof pidStartTime === 'number' && Number.isSafeInteger(pidStartTime) && pidStartTime >= 0) {
+    holder.pidStartTime = pidStartTime;
+  }
+  return holder;
+}
+
+/**
+ * Leave the closed marker of a lease whose file was just removed (best
+ * effort: without it, peers judge the missing file after the lease and margin).
+ */
+export function markClosed(fs: LedgerFs, dir: string, leaseId: string, body: string): void {
+  const file = closedPath(dir, leaseId);
+  if (file === undefined) return;
+  let fd: number | undefined;
+  try {
+    fd = createExclusive(fs, file, 0o644);
+    writeAll(fs, fd, body);
+  } catch {
+    // Exists already (closed before), or the directory is not writable.
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
+  }
+}
+
+/**
  * Create or touch a lease file, setting its mtime to `nowMs`. The file is opened
  * without following a link and checked (a regular file of ours, not writable by
  * others) before its times are set through the descriptor; a new one is created
@@ -85,11 +153,12 @@ export interface LeaseJudgement {
  * outage: the lease is `expired` only when it was seen not renewing for
  * `ttlMs + marginMs` while this instance was renewing its own, that is
  * `nowMs - max(mtime, healthySince) > ttlMs + marginMs`. A missing file counts
- * as renewed never (a closed peer removes its file, so a healthy instance
- * reaps its rows at once). `fresh` within the window; `unknown` (rows kept)
- * past it while this instance cannot judge, and for an unreadable file or
- * anything but a regular file (a link is not followed). Synchronous: it runs
- * under the pool lock and is one `lstat`.
+ * as renewed never; a missing file with the lease's closed marker (see
+ * {@link closedPath}: a clean `close()`) is `expired` at once, whoever judges.
+ * `fresh` within the window; `unknown` (rows kept) past it while this instance
+ * cannot judge, and for an unreadable file or anything but a regular file (a
+ * link is not followed). Synchronous: it runs under the pool lock and is one
+ * `lstat` (two for a missing file).
  */
 export function leaseState(
   fs: LedgerFs,
@@ -107,6 +176,7 @@ export function leaseState(
     mtimeMs = stat.mtimeMs;
   } catch (error) {
     if (!hasErrorCode(error, 'ENOENT')) return 'unknown';
+    if (isClosed(fs, dir, leaseId)) return 'expired';
     mtimeMs = Number.NEGATIVE_INFINITY;
   }
   const window = judgement.ttlMs + judgement.marginMs;
@@ -114,4 +184,15 @@ export function leaseState(
   const { healthySince } = judgement;
   if (healthySince === undefined) return 'unknown';
   return nowMs - Math.max(mtimeMs, healthySince) > window ? 'expired' : 'unknown';
+}
+
+/** True when the closed marker of `leaseId` is in `dir` (a regular file; a link is not followed). */
+export function isClosed(fs: LedgerFs, dir: string, leaseId: string): boolean {
+  const file = closedPath(dir, leaseId);
+  if (file === undefined) return false;
+  try {
+    return fs.lstatSync(file, { throwIfNoEntry: false })?.isFile() === true;
+  } catch {
+    return false;
+  }
 }

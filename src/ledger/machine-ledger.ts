@@ -23,7 +23,8 @@ import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
-import { leasePath } from './lease.js';
+import { type LeaseHolder, leaseBody, leasePath, markClosed } from './lease.js';
+import { claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
 import type { LedgerOp } from './ops.js';
@@ -248,8 +249,7 @@ export function leaseMarginOption(value: unknown, leaseTtlMs: number): number {
  * ```
  */
 export class MachineLedger extends LedgerFrontEnd {
-  /** This ledger's lease id, written into its rows. */
-  readonly leaseId: string;
+  #leaseId: string;
 
   readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#parts.run(pool, ops));
   // Per pool, this instance's inbox for combined answers (undefined: the
@@ -280,16 +280,22 @@ export class MachineLedger extends LedgerFrontEnd {
       ownRow: (agentId, cpus, memBytes) => this.#parts.identity.row(agentId, cpus, memBytes),
       commit: (pool, op) => this.#batches.enqueue(pool, op),
     });
-    this.leaseId = randomUUID();
+    this.#leaseId = randomUUID();
     this.#bootIdValue = options.bootId;
     const telemetry = this.#core.instrument(
       options,
       'file',
       resolveClock(options.clock, options.now),
     );
+    const self = this;
     this.#parts = assembleParts(options, {
       instanceId: this.instanceId,
-      leaseId: this.leaseId,
+      get leaseId() {
+        return self.#leaseId;
+      },
+      continueLease: (leaseId) => {
+        this.#leaseId = leaseId;
+      },
       caps: this.#core.caps,
       inboxes: this.#inboxes,
       telemetry,
@@ -298,6 +304,18 @@ export class MachineLedger extends LedgerFrontEnd {
       bootId: () => this.bootId,
       closed: () => this.#core.closed,
     });
+  }
+
+  /**
+   * This ledger's lease id, written into its rows: `<dir>/<leaseId>.lease` is
+   * its lease file. A new random id at construction; the first write (or
+   * {@link MachineLedger.openLease}) may switch it, once, to the lease of a
+   * dead predecessor with the same `instanceId` that is still within its
+   * deadline (a restart continues that lease, so the agents that watch it keep
+   * running). Read it (or `lease()`) after the first write, not before.
+   */
+  get leaseId(): string {
+    return this.#leaseId;
   }
 
   /** The boot id rows are written with and compared against. */
@@ -400,6 +418,31 @@ export class MachineLedger extends LedgerFrontEnd {
   }
 
   /**
+   * Make (or continue) this instance's lease now, without writing a row, and
+   * say how it stands. The first write does the same; a restarted host calls
+   * this first thing, so that a predecessor's lease its agents watch is
+   * renewed as early as possible and a second live process with the same
+   * `instanceId` is refused before it does anything.
+   *
+   * A dead predecessor (a process of this `instanceId` on this host, same boot,
+   * whose pid is gone or names a newer process) whose lease is still within its
+   * deadline is continued: same `leaseId`, same lease file, renewed from now on
+   * by this instance. Past its deadline a new lease is made (the agents have
+   * stopped, and peers may take the old rows after the margin).
+   *
+   * @throws LedgerInstanceInUseError when a live process holds a lease of this
+   *   `instanceId` (the message names its pid); nothing was written.
+   * @throws LedgerIoError, LedgerUnavailableError or LedgerDirError when the
+   *   lease cannot be written.
+   */
+  async openLease(): Promise<LeaseInfo> {
+    this.#core.assertOpen();
+    const dir = await this.dir();
+    await this.#parts.lease.ensure(dir, '');
+    return this.lease();
+  }
+
+  /**
    * Call `listener` on every change of this instance's lease: `lease-at-risk`
    * (renewals failed for a third of `leaseTtlMs`), `lease-lost` (the deadline
    * passed), `lease-renewed` (a renewal succeeded again after either). They
@@ -414,8 +457,11 @@ export class MachineLedger extends LedgerFrontEnd {
   }
 
   /**
-   * Stop the timers and end this instance's lease (its file is removed), so
-   * peers reap rows it leaves behind. Waits for operations in progress.
+   * Stop the timers and end this instance's lease: its file is removed and a
+   * closed marker (`<leaseId>.closed`) is left in its place, so any peer, even
+   * one that started a moment ago, reaps the rows it leaves behind at once
+   * (without the marker, a crash, a peer waits for the lease and its margin),
+   * and agents that watch the lease stop at once. Waits for operations in progress.
    */
   async close(): Promise<void> {
     this.#core.markClosed();
@@ -428,7 +474,16 @@ export class MachineLedger extends LedgerFrontEnd {
     if (this.#parts.lease.started()) {
       const dir = await this.dir().catch(() => undefined);
       const file = dir === undefined ? undefined : leasePath(dir, this.leaseId);
-      if (file) await this.#parts.fs.promises.unlink(file).catch(() => {});
+      if (dir !== undefined && file) {
+        const { fs } = this.#parts;
+        // Removed first: a marker beside a lease file still fresh would let
+        // peers take rows whose agents still see a lease.
+        const removed = await fs.promises.unlink(file).then(
+          () => true,
+          (error: unknown) => hasErrorCode(error, 'ENOENT'),
+        );
+        if (removed) markClosed(fs, dir, this.leaseId, this.#parts.leaseBody());
+      }
     }
   }
 
@@ -441,7 +496,10 @@ export class MachineLedger extends LedgerFrontEnd {
 /** What the parts need from the ledger they make up. */
 export interface PartsOwner {
   readonly instanceId: string;
+  /** The lease id (read each time: a claim may switch it once). */
   readonly leaseId: string;
+  /** Switch to a continued predecessor's lease id (before its first row). */
+  continueLease(leaseId: string): void;
   readonly caps: ReadonlyMap<string, ResourceCap>;
   readonly inboxes: Map<string, Inbox | undefined>;
   readonly telemetry: LedgerTelemetry | undefined;
@@ -462,6 +520,8 @@ export interface LedgerParts {
   held: HeldRows;
   identity: InstanceFacts;
   lease: LeaseKeeper;
+  /** The body of this instance's lease file (and closed marker). */
+  leaseBody(): string;
   locker: PoolLocker;
   cycles: FileCycle;
   /**
@@ -477,7 +537,7 @@ export interface LedgerParts {
  * @throws TypeError when a timing is out of range.
  */
 export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner): LedgerParts {
-  const { instanceId, leaseId } = owner;
+  const { instanceId } = owner;
   const fs = options.fs ?? defaultFs;
   const clock = resolveClock(options.clock, options.now);
   const now = () => clock.now();
@@ -494,17 +554,43 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   const hooks = testHooksOf<MachineLedgerHooks>(options);
   checkKnownKeys('MachineLedger hooks', hooks, MACHINE_LEDGER_HOOK_KEYS);
   const leaseMarginMs = leaseMarginOption(options.leaseMarginMs, leaseTtlMs);
-  const held = new HeldRows(instanceId, leaseId, leaseTtlMs);
+  const held = new HeldRows(instanceId, () => owner.leaseId, leaseTtlMs);
+  const probe = options.isProcessAlive ?? isProcessAlive;
+  const startTimeOf = options.processStartTime ?? ((pid: number) => readProcessStartTime(fs, pid));
+  let ownStart: { value: number | undefined } | undefined;
+  const self = (): LeaseHolder => {
+    ownStart ??= { value: startTimeOf(process.pid) };
+    const holder: LeaseHolder = { instanceId, pid: process.pid, bootId: owner.bootId() };
+    if (ownStart.value !== undefined) holder.pidStartTime = ownStart.value;
+    return holder;
+  };
+  const leaseBodyText = () => leaseBody(self());
   const lease = new LeaseKeeper({
     fs,
     clock,
-    leaseId,
+    get leaseId() {
+      return owner.leaseId;
+    },
     leaseTtlMs,
     marginMs: leaseMarginMs,
     telemetry: owner.telemetry,
     // With an injected clock (a TestClock driving a fleet), stalls are in its time too.
     monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
-    body: () => `${JSON.stringify({ instanceId, pid: process.pid, bootId: owner.bootId() })}\n`,
+    body: leaseBodyText,
+    claim: (dir, pool) => {
+      const claimed = claimLease({
+        fs,
+        dir,
+        pool,
+        self: self(),
+        leaseTtlMs,
+        marginMs: leaseMarginMs,
+        now,
+        probe,
+        startTimeOf,
+      });
+      if (claimed.kind === 'continued') owner.continueLease(claimed.leaseId);
+    },
     closed: owner.closed,
     expectedDir: owner.expectedDir,
   });
@@ -512,14 +598,16 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   const identity = new InstanceFacts({
     fs,
     instanceId,
-    leaseId,
+    get leaseId() {
+      return owner.leaseId;
+    },
     leaseTtlMs,
     leaseMarginMs,
     healthySince,
     now,
     bootId: owner.bootId,
-    probe: options.isProcessAlive ?? isProcessAlive,
-    startTimeOf: options.processStartTime ?? ((pid) => readProcessStartTime(fs, pid)),
+    probe,
+    startTimeOf,
   });
   const locker = new PoolLocker(fs, clock);
   const cycles = new FileCycle({
@@ -531,7 +619,9 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     telemetry: owner.telemetry,
     hooks,
     instanceId,
-    leaseId,
+    get leaseId() {
+      return owner.leaseId;
+    },
     fsync: options.fsync ?? true,
     maxFileBytes,
     staleMs,
@@ -542,7 +632,13 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     confirmLease: (dir, pool) => lease.confirm(dir, pool),
     facts: (dir, doc) => identity.facts(dir, doc),
     sweepLeftovers: (dir, file) =>
-      sweepLeftovers(fs, dir, file, { leaseId, staleMs, leaseTtlMs, healthySince, now }),
+      sweepLeftovers(fs, dir, file, {
+        leaseId: owner.leaseId,
+        staleMs,
+        leaseTtlMs,
+        healthySince,
+        now,
+      }),
   });
   const recovery = new DirRecovery({
     fs,
@@ -570,6 +666,7 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     held,
     identity,
     lease,
+    leaseBody: leaseBodyText,
     locker,
     cycles,
     run,

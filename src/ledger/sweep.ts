@@ -27,11 +27,17 @@ export interface SweepOptions {
   now(): number;
 }
 
+// What a lease leaves besides its file: the closed marker of a clean close,
+// the claim tickets of restarts that continued it, and a claim's temp file.
+const LEASE_MARK = /^[A-Za-z0-9_-]{1,128}\.(closed|[0-9]+-(?:[0-9]+|x)\.claim)$/;
+const LEASE_TEMP = /^[A-Za-z0-9_-]{1,128}\.lease\.[0-9]+-[a-z0-9]+\.tmp$/;
+
 /**
  * Under the pool lock of `file`: remove temp files that writers of this pool
- * left when they were killed (older than the stale window, so no live writer
- * owns them), locks a taker moved away and died before removing, and lease
- * files expired for ten lease windows (while this instance renewed its own).
+ * (or a lease claim) left when they were killed (older than the stale window,
+ * so no live writer owns them), locks a taker moved away and died before
+ * removing, lease files expired for ten lease windows (while this instance
+ * renewed its own), and closed markers and claim tickets ten lease windows old.
  */
 export function sweepLeftovers(
   fs: LedgerFs,
@@ -62,10 +68,11 @@ export function sweepLeftovers(
       }
       continue;
     }
-    const temp = name.startsWith(prefix) && name.endsWith('.tmp');
+    const temp = (name.startsWith(prefix) && name.endsWith('.tmp')) || LEASE_TEMP.test(name);
     const lease =
       healthySince !== undefined && name.endsWith('.lease') && name !== `${options.leaseId}.lease`;
-    if (!temp && !lease) continue;
+    const mark = LEASE_MARK.test(name);
+    if (!temp && !lease && !mark) continue;
     const path = join(dir, name);
     try {
       // lstat: a link is judged (and removed) as itself, never by its target.

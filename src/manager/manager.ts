@@ -298,8 +298,14 @@ export class ScalerManager {
    * are left or destroyed (`recovery.unrecordedAgents`). `requestScale` calls wait
    * for it. Runs once; later calls return the first run's result.
    *
+   * A ledger with `openLease()` (`MachineLedger`) makes its lease first: a
+   * restart within the lease of a dead predecessor with the same `instanceId`
+   * continues that lease, so the recovered agents' fences stay satisfied.
+   *
    * @returns What was recovered, released, and found unrecorded.
    * @throws StateStoreError when the store cannot be read (it is left as it is).
+   * @throws LedgerInstanceInUseError when another live process holds this
+   *   instance id's lease: nothing was revived, adopted or destroyed.
    */
   recoverState(): Promise<RecoveryResult> {
     return this.#parts.recover();

@@ -172,8 +172,9 @@ describe.runIf(ok)('NatsPoolLedger device ids across processes, with SIGKILLs', 
 
     // SIGKILL a random worker at a random moment and restart it, until the run is over.
     // Starting a process under tsx takes seconds (more on a loaded machine), so the
-    // restarted process of the slot is started before the kill, connected and waiting;
-    // it goes on the kill, and first adopts what the killed process left.
+    // restarted process of the slot is started before the kill, loaded and waiting;
+    // it connects on the kill (continuing the killed process's lease), and first
+    // adopts what the killed process left.
     const killed: FixtureProcess[] = [];
     let restarts = 0;
     const standby = () => {

@@ -50,7 +50,7 @@ describe.runIf(ok)('NatsPoolLedger device ids', () => {
   /** A ledger whose own commits and forwarded calls are recorded. */
   async function ledger(
     instanceId: string,
-    options: { combine?: boolean; leaseMs?: number; nc?: NatsConnection } = {},
+    options: { combine?: boolean; leaseMs?: number; nc?: NatsConnection; bootId?: string } = {},
   ) {
     const commits: number[] = [];
     const forwards: string[] = [];
@@ -62,6 +62,7 @@ describe.runIf(ok)('NatsPoolLedger device ids', () => {
           timeoutMs: 15_000,
           ...(options.combine === undefined ? {} : { combine: options.combine }),
           ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+          ...(options.bootId === undefined ? {} : { bootId: options.bootId }),
         },
         {
           afterCommit: (_pool, revision) => commits.push(revision),
@@ -184,9 +185,11 @@ describe.runIf(ok)('NatsPoolLedger device ids', () => {
         ok: true,
         devices: { [GPU]: ['2', '3'] },
       });
-      // b restarts: a new process of instance b (a new lease) adopts its agents.
+      // b restarts: a new process of instance b adopts its agents. (b1 still runs
+      // in this test process, so b2 says it is on another host: a live process
+      // on this host is refused; b2 continues b1's lease and fences b1.)
       // b-1 says which ids it uses; b-2 does not (its row keeps its own).
-      const b2 = await ledger('b', { combine });
+      const b2 = await ledger('b', { combine, bootId: 'another-host' });
       b2.l.registerPool(pool, cap);
       expect(
         await b2.l.adopt(pool, [

@@ -12,7 +12,7 @@ import {
 import { emptyDocument } from '../../src/ledger/document/codec.js';
 import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
-import { leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
+import { instanceKey, leaseKey, poolKey } from '../../src/ledger/nats/keys.js';
 import {
   foreignLeases,
   leaseVerdict,
@@ -40,6 +40,11 @@ describe('keys', () => {
   it('names pool and lease keys', () => {
     expect(poolKey('gpu-pool_1.eu')).toBe('pool.gpu-pool_1.eu');
     expect(leaseKey('abc')).toBe('lease.abc');
+    // Any instance id fits a key: its hash names it, the same for the same id.
+    expect(instanceKey('orchestrator-eu-1')).toMatch(/^instance\.[0-9a-f]{32}$/);
+    expect(instanceKey('ü ci/host:1 *')).toMatch(/^instance\.[0-9a-f]{32}$/);
+    expect(instanceKey('a')).toBe(instanceKey('a'));
+    expect(instanceKey('a')).not.toBe(instanceKey('b'));
   });
   it.each(['.a', 'a.', 'a..b', '', '..', 'a b', 'a/b', 'x'.repeat(129)])(
     'refuses pool name %j',

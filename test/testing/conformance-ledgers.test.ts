@@ -91,6 +91,7 @@ describe.runIf(natsOk)('poolLedgerConformance: NatsPoolLedger (real nats-server)
   // renewals cuts that proxy (a real outage of one client), healing lets it reconnect.
   const proxies = new Map<PoolLedger, TcpProxy>();
   const connections: NatsConnection[] = [];
+  let hosts = 0;
   afterAll(async () => {
     await Promise.all(connections.map((c) => c.close().catch(() => {})));
     await Promise.all([...proxies.values()].map((p) => p.close()));
@@ -105,9 +106,14 @@ describe.runIf(natsOk)('poolLedgerConformance: NatsPoolLedger (real nats-server)
         pingInterval: 500,
       });
       connections.push(own);
+      // Each ledger as if on a host of its own: the restart checks open an
+      // instance id again while its first ledger still runs in this process,
+      // which on one host is refused (LedgerInstanceInUseError); from another
+      // host the newcomer continues the lease and fences the first.
       const ledger = await NatsPoolLedger.connect({
         nc: own,
         instanceId,
+        bootId: `conformance-host-${hosts++}`,
         leaseMs: 1500,
         leaseMarginMs: 300,
         timeoutMs: 1000,

@@ -236,11 +236,14 @@ export class Combiner {
         entry !== null && entry.operation === 'PUT'
           ? decodeLeader(entry.string(), this.host.bucket)
           : undefined;
-      if (record && entry) {
-        if (record.leaseId === this.host.leaseId()) {
+      if (record && entry && record.leaseId === this.host.leaseId()) {
+        if (record.subject === this.subject) {
           this.leaders.set(pool, { record, revision: entry.revision });
           return 'here';
         }
+        // This process continued the lease of one that combined the pool
+        // (a restart): claim it with this process's subject, below.
+      } else if (record && entry) {
         const state = await this.host.leaseState(record.leaseId);
         if (state !== 'expired') {
           // A combiner that is gone but whose lease still runs: write directly meanwhile.

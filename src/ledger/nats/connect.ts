@@ -8,7 +8,7 @@ import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { monotonicNow, sleep } from '../../clock.js';
-import { LedgerUnavailableError } from '../../errors.js';
+import { LedgerUnavailableError, ScalerError } from '../../errors.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
 import { positiveOption } from '../checks.js';
@@ -136,6 +136,8 @@ export async function retryUntil<T>(
     try {
       return await attempt();
     } catch (error) {
+      // A typed refusal (another live process holds the instance id) is final.
+      if (error instanceof ScalerError) throw error;
       if (monotonicNow() >= deadline || isConnectionClosed(error)) throw fail(error);
       await sleep(backoff(n, 50, 1000));
     }

@@ -1,6 +1,8 @@
 /**
- * Key names in the bucket: one key per pool, one heartbeat key per lease.
+ * Key names in the bucket: one key per pool, one heartbeat key per lease, and
+ * one key per instance id naming the lease it holds.
  */
+import { createHash } from 'node:crypto';
 import { assertSubjectSafePool } from '../combining/wire.js';
 
 /**
@@ -11,6 +13,10 @@ export const POOL_KEY_PREFIX = 'pool.';
  * The prefix of every heartbeat key: `lease.<leaseId>`.
  */
 export const LEASE_KEY_PREFIX = 'lease.';
+/**
+ * The prefix of every instance key: `instance.<hash of the instance id>`.
+ */
+export const INSTANCE_KEY_PREFIX = 'instance.';
 
 /**
  * The KV key of a pool. Pool names follow the file ledger's rule; a name that
@@ -28,4 +34,13 @@ export function poolKey(pool: string): string {
  */
 export function leaseKey(leaseId: string): string {
   return `${LEASE_KEY_PREFIX}${leaseId}`;
+}
+
+/**
+ * The KV key naming the lease an instance id holds: `instance.` and the first
+ * 32 hex digits of the SHA-256 of the id (any id fits a key this way).
+ */
+export function instanceKey(instanceId: string): string {
+  const hash = createHash('sha256').update(instanceId, 'utf8').digest('hex').slice(0, 32);
+  return `${INSTANCE_KEY_PREFIX}${hash}`;
 }

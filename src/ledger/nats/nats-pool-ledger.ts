@@ -41,7 +41,9 @@ const CONNECTED = Symbol('NatsPoolLedger.connect');
  * revision that was judged, so a late refresh and the fence cannot both win)
  * and its rows are reaped. An instance that finds its own heartbeat fenced fails its next
  * operation on each pool with `LedgerLeaseExpiredError`, then carries on under
- * a new lease.
+ * a new lease. A restart with the same `instanceId` within the lease continues
+ * it (a compare-and-set that fences the old session: that one, if it still
+ * runs, fails every later call with `LedgerInstanceInUseError`).
  *
  * Concurrent calls on one pool in this process share one read and one
  * compare-and-set (group commit); each still gets its own answer, in call order.
@@ -138,6 +140,11 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
+   * @throws LedgerInstanceInUseError when the lease of `instanceId` is held by a
+   *   process alive on this host (same boot id, pid and process start time):
+   *   stop it, or use another `instanceId`. A predecessor that is gone (or on
+   *   another host) and whose lease is within its deadline is not an error:
+   *   this ledger continues its lease (see {@link NatsPoolLedger.leaseId}).
    * @throws NatsServerVersionError when the server is older than
    *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
    *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
@@ -168,7 +175,14 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     }
   }
 
-  /** This instance's current lease id, written into its rows (it changes after a lost lease). */
+  /**
+   * This instance's current lease id, written into its rows. After `connect()`
+   * it is either a new lease or, when a process with the same `instanceId`
+   * (a restart) left a lease still within its deadline, that same lease,
+   * continued so that agents fencing on its heartbeat key keep running
+   * (its rows are then this instance's own). It changes after a lost lease
+   * (fenced by a peer); read it when you need it rather than keeping a copy.
+   */
   get leaseId(): string {
     return this.#store.leaseId;
   }

@@ -9,19 +9,69 @@
  * health, and says so from its own timers: `lease-at-risk` at two thirds of
  * the window without a confirmation, `lease-lost` at the deadline (or at once
  * when it is found fenced), `lease-renewed` at the next confirmation.
+ *
+ * A process that starts with the instance id of a predecessor whose lease is
+ * still within its deadline continues that lease (the agents fencing on its
+ * key stay satisfied): the key `instance.<hash>` names the lease, and the
+ * newcomer takes the heartbeat key over by a compare-and-set that writes its
+ * own session id. The old session, if it still runs, finds its next refresh
+ * refused and a heartbeat of another session there: it counts its lease lost
+ * and writes nothing more. A predecessor provably alive on this host (same boot
+ * id, its pid alive with the same start time) is never taken over.
  */
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { KV } from '@nats-io/kv';
+import type { KV, KvEntry } from '@nats-io/kv';
 import type { Clock, ClockTimer } from '../../clock.js';
+import { LedgerInstanceInUseError } from '../../errors.js';
+import { defaultFs } from '../fs.js';
+import { isProcessAlive, readProcessStartTime } from '../proc.js';
 import type { LedgerTelemetry } from '../telemetry.js';
 import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../types.js';
 import { type CasWriter, isRevisionConflict } from './cas.js';
-import { leaseKey } from './keys.js';
+import { instanceKey, leaseKey } from './keys.js';
 import type { ServerClock } from './liveness.js';
 import { hasEnded } from './peer-leases.js';
 
-type LeaseStatus = 'live' | 'lapsed';
+/** `lapsed`: fenced or deleted (a new lease replaces it); `taken-over`: another session renews it now (terminal). */
+type LeaseStatus = 'live' | 'lapsed' | 'taken-over';
+
+/** What a heartbeat key says of the session that wrote it. */
+interface HeartbeatBody {
+  instanceId?: unknown;
+  session?: unknown;
+  host?: unknown;
+  pid?: unknown;
+  pidStart?: unknown;
+  bootId?: unknown;
+  leaseMs?: unknown;
+  ended?: unknown;
+}
+
+function bodyOf(entry: KvEntry | null): HeartbeatBody | undefined {
+  if (entry === null || entry.operation !== 'PUT') return undefined;
+  try {
+    const value = entry.json() as unknown;
+    return typeof value === 'object' && value !== null ? (value as HeartbeatBody) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The fields of a heartbeat that say who holds a lease, for messages and errors. */
+function holderOf(body: HeartbeatBody | undefined): Record<string, string | number> {
+  const out: Record<string, string | number> = {};
+  for (const field of ['host', 'pid', 'bootId', 'session'] as const) {
+    const value = body?.[field];
+    if (typeof value === 'string' || typeof value === 'number') out[field] = value;
+  }
+  return out;
+}
+
+function describeHolder(holder: Record<string, string | number>): string {
+  const parts = Object.entries(holder).map(([k, v]) => `${k} ${JSON.stringify(v)}`);
+  return parts.length === 0 ? 'an unknown process' : `the process with ${parts.join(', ')}`;
+}
 
 interface Lease {
   id: string;
@@ -32,6 +82,8 @@ interface Lease {
   /** Ledger clock (epoch ms) when the last acknowledged heartbeat was sent; undefined before the first. */
   confirmedAt: number | undefined;
   status: LeaseStatus;
+  /** Who took the lease over (status `taken-over`). */
+  takenBy?: Record<string, string | number>;
 }
 
 function newLease(): Lease {
@@ -80,7 +132,17 @@ export interface OwnLeaseOptions {
   onLapse: () => void;
   /** Called with the old id once a lapsed lease has been replaced. */
   onRenewed: (lostLeaseId: string) => void;
+  /** Whether a pid is alive, and its start time: a predecessor alive on this host is not taken over. */
+  processProbe?: {
+    isAlive(pid: number): boolean;
+    startTime(pid: number): number | undefined;
+  };
 }
+
+const defaultProbe = {
+  isAlive: isProcessAlive,
+  startTime: (pid: number) => readProcessStartTime(defaultFs, pid),
+};
 
 /** This instance's lease. */
 export class OwnLease {
@@ -100,10 +162,24 @@ export class OwnLease {
   #healthySince: number | undefined;
   /** Monotonic ack time of the last confirmation. */
   #lastAck = Number.NEGATIVE_INFINITY;
+  /** This session: written into every heartbeat, so that a takeover is told from our own refresh. */
+  readonly #session = randomUUID();
+  /** This process's start time, written into heartbeats for a successor on this host. */
+  readonly #pidStart: number | undefined;
+  /** Whether the first lease was taken (the next `open` replaces a lapsed lease). */
+  #opened = false;
+  /** How the first lease was had: a new one, or continued from a predecessor. */
+  #origin: 'new' | 'continued' = 'new';
 
   constructor(options: OwnLeaseOptions) {
     this.#options = options;
     this.#lease = newLease();
+    this.#pidStart = (options.processProbe ?? defaultProbe).startTime(process.pid);
+  }
+
+  /** Whether the first lease continued a predecessor's (a restart within its deadline) or is new. */
+  get origin(): 'new' | 'continued' {
+    return this.#origin;
   }
 
   /** The current lease id, written into this instance's rows. */
@@ -161,15 +237,109 @@ export class OwnLease {
   }
 
   #health(lease: Lease): LeaseHealth {
-    if (lease.confirmedAt === undefined) return lease.status === 'lapsed' ? 'lost' : 'none';
-    if (lease.status === 'lapsed') return 'lost';
+    if (lease.confirmedAt === undefined) return lease.status === 'live' ? 'none' : 'lost';
+    if (lease.status !== 'live') return 'lost';
     const age = this.#options.timers.now() - lease.confirmedAt;
     if (age >= this.#options.leaseMs) return 'lost';
     return age >= (2 * this.#options.leaseMs) / 3 ? 'at-risk' : 'held';
   }
 
-  /** Take a new lease: a fresh id and a heartbeat key created for it. */
+  /**
+   * Take this instance's first lease: continue the lease of a predecessor with
+   * the same instance id while it is within its deadline (a restart), else a
+   * new one. Later calls take a new lease (after a fence).
+   *
+   * @throws LedgerInstanceInUseError when the predecessor's process is alive on this host.
+   */
   async open(): Promise<void> {
+    if (this.#opened) {
+      await this.#openNew();
+      await this.#pointInstanceKey(this.#lease.id, true).catch(() => {});
+      return;
+    }
+    const { kv } = this.#options;
+    const key = instanceKey(this.#options.instanceId);
+    const pointer = await kv.get(key);
+    const previous = bodyOf(pointer) as { leaseId?: unknown } | undefined;
+    const predecessorId = typeof previous?.leaseId === 'string' ? previous.leaseId : undefined;
+    let predecessor: KvEntry | null = null;
+    if (predecessorId !== undefined) {
+      predecessor = await kv.get(leaseKey(predecessorId));
+      this.#refuseIfAlive(bodyOf(predecessor));
+    }
+    // Claim the instance key (it names the predecessor's lease until one is
+    // continued or replaced); its server timestamp dates the predecessor's heartbeat.
+    const claimRevision = await this.#writeInstanceKey(key, predecessorId, pointer?.revision ?? 0);
+    if (predecessorId !== undefined && predecessor !== null) {
+      if (await this.#continue(predecessorId, predecessor)) {
+        this.#opened = true;
+        this.#origin = 'continued';
+        return;
+      }
+    }
+    await this.#openNew();
+    this.#opened = true;
+    // Name the new lease, for a restart to continue. Best effort: a failure
+    // costs only that continuation (the restart then takes a new lease).
+    await this.#options.cas
+      .write(key, this.#instanceBody(this.#lease.id), claimRevision)
+      .catch(() => this.#pointInstanceKey(this.#lease.id, true))
+      .catch(() => {});
+  }
+
+  // A predecessor provably alive on this host (same boot id, its pid alive with
+  // the start time it wrote) keeps its lease: two processes must not renew one.
+  #refuseIfAlive(body: HeartbeatBody | undefined): void {
+    if (body === undefined || body.ended !== undefined || body.session === this.#session) return;
+    const { bootId, instanceId } = this.#options;
+    const probe = this.#options.processProbe ?? defaultProbe;
+    if (body.instanceId !== instanceId || bootId === 'unknown-boot' || body.bootId !== bootId)
+      return;
+    if (typeof body.pid !== 'number' || typeof body.pidStart !== 'number') return;
+    if (!probe.isAlive(body.pid) || probe.startTime(body.pid) !== body.pidStart) return;
+    const holder = holderOf(body);
+    throw new LedgerInstanceInUseError(
+      '',
+      instanceId,
+      body.pid,
+      `Instance id ${JSON.stringify(instanceId)} is in use on NATS KV ${this.#options.bucket}: its lease is held by ${describeHolder(holder)}, which is alive on this host. Two processes must not share an instance id: stop that process first (a restart continues its lease when it is gone), or give this one another instanceId.`,
+    );
+  }
+
+  // Continue a predecessor's lease by a compare-and-set at the revision read,
+  // writing this session's heartbeat, while it is within its deadline and of
+  // the same window. False when it cannot be (then a new lease is taken).
+  async #continue(id: string, entry: KvEntry): Promise<boolean> {
+    const { cas, kv, monotonic, timers, serverClock, leaseMs, instanceId } = this.#options;
+    let current: KvEntry | null = entry;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const body = bodyOf(current);
+      if (current === null || body === undefined || body.ended !== undefined) return false;
+      if (body.instanceId !== instanceId || body.leaseMs !== leaseMs) return false;
+      const now = serverClock.now();
+      if (now === undefined || now - current.created.getTime() >= leaseMs) return false;
+      const lease: Lease = { ...newLease(), id, key: leaseKey(id) };
+      const sent = monotonic();
+      const sentClock = timers.now();
+      try {
+        lease.revision = await cas.write(lease.key, this.#heartbeatBody(), current.revision);
+      } catch (error) {
+        if (!isRevisionConflict(error)) throw error;
+        // Its owner (a live session elsewhere) refreshed it meanwhile: try again from the new revision.
+        current = await kv.get(lease.key);
+        continue;
+      }
+      this.#lease = lease;
+      const acked = monotonic();
+      this.#confirm(lease, sent, sentClock, acked);
+      await this.#anchorClock(lease.key, lease.revision, acked).catch(() => {});
+      return true;
+    }
+    return false;
+  }
+
+  /** Take a new lease: a fresh id and a heartbeat key created for it. */
+  async #openNew(): Promise<void> {
     const { cas, monotonic, timers } = this.#options;
     const lease = newLease();
     const sent = monotonic();
@@ -186,12 +356,46 @@ export class OwnLease {
     await this.#anchorClock(lease.key, lease.revision, acked).catch(() => {});
   }
 
+  // Write the instance key at `revision`, naming `leaseId`; learn the server's time from it.
+  async #writeInstanceKey(
+    key: string,
+    leaseId: string | undefined,
+    revision: number,
+  ): Promise<number> {
+    const { cas, monotonic } = this.#options;
+    const written = await cas.write(key, this.#instanceBody(leaseId), revision);
+    await this.#anchorClock(key, written, monotonic()).catch(() => {});
+    return written;
+  }
+
+  // After a fence: point the instance key at the new lease, unless another session claimed it since.
+  async #pointInstanceKey(leaseId: string, onlyOwn: boolean): Promise<void> {
+    const key = instanceKey(this.#options.instanceId);
+    const entry = await this.#options.kv.get(key);
+    const body = bodyOf(entry);
+    if (onlyOwn && body !== undefined && body.session !== this.#session) return;
+    await this.#options.cas.write(key, this.#instanceBody(leaseId), entry?.revision ?? 0);
+  }
+
+  #instanceBody(leaseId: string | undefined): string {
+    const { instanceId, bootId } = this.#options;
+    return JSON.stringify({
+      instanceId,
+      ...(leaseId === undefined ? {} : { leaseId }),
+      session: this.#session,
+      host: hostname(),
+      pid: process.pid,
+      bootId,
+    });
+  }
+
   /** Refresh the heartbeat every third of the window (at least every 100 ms apart). */
   startHeartbeat(): void {
     this.#timer = this.#options.timers.setInterval(
       () => {
-        const lapsed = this.#lease.status === 'lapsed';
-        (lapsed ? this.#renew() : this.beat()).catch(() => {});
+        const { status } = this.#lease;
+        if (status === 'taken-over') return;
+        (status === 'lapsed' ? this.#renew() : this.beat()).catch(() => {});
       },
       Math.max(100, Math.floor(this.#options.leaseMs / 3)),
     );
@@ -220,12 +424,18 @@ export class OwnLease {
       } catch (error) {
         this.#broken(error);
         if (!isRevisionConflict(error)) throw error;
-        // The revision moved. Only a peer's end marker (or an operator's delete)
-        // means the lease is lost; a heartbeat body is our own earlier refresh
-        // that landed although its answer did not arrive: carry on from it.
+        // The revision moved. A peer's end marker (or an operator's delete)
+        // means the lease is lost; a heartbeat of this session is our own earlier
+        // refresh that landed although its answer did not arrive: carry on from
+        // it. A heartbeat of another session: a restart took the lease over.
         const entry = await kv.get(lease.key);
         if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
-          lease.revision = Math.max(lease.revision, entry.revision);
+          const body = bodyOf(entry);
+          if (body?.session === this.#session) {
+            lease.revision = Math.max(lease.revision, entry.revision);
+            return;
+          }
+          if (lease === this.#lease && lease.status === 'live') this.#takenOver(lease, body);
           return;
         }
         if (lease === this.#lease && lease.status === 'live') this.#lapse(lease);
@@ -243,11 +453,27 @@ export class OwnLease {
    * @throws LeaseNotConfirmed when the lease is still not confirmed within a
    *   third of the window (the server did not acknowledge the refresh).
    */
-  async refresh(): Promise<void> {
+  async refresh(pool = ''): Promise<void> {
+    this.#assertNotTakenOver(pool);
     if (this.#lease.status === 'lapsed') await this.#renew();
     if (!this.confirmed) await this.beat();
+    this.#assertNotTakenOver(pool);
     if (this.#lease.status === 'lapsed') await this.#renew();
     if (!this.confirmed) throw new LeaseNotConfirmed(this.#health(this.#lease));
+  }
+
+  /** @throws LedgerInstanceInUseError once another session took this lease over. */
+  #assertNotTakenOver(pool: string): void {
+    const lease = this.#lease;
+    if (lease.status !== 'taken-over') return;
+    const { instanceId, bucket } = this.#options;
+    const holder = lease.takenBy ?? {};
+    throw new LedgerInstanceInUseError(
+      pool,
+      instanceId,
+      typeof holder.pid === 'number' ? holder.pid : undefined,
+      `Instance ${JSON.stringify(instanceId)}: its lease ${lease.id} on NATS KV ${bucket} was taken over by ${describeHolder(holder)}, a newer process with the same instance id, which now holds its reservations${pool === '' ? '' : ` in pool ${JSON.stringify(pool)}`}. This ledger writes nothing more: stop its agents and close it.`,
+    );
   }
 
   #renew(): Promise<void> {
@@ -301,6 +527,23 @@ export class OwnLease {
   #broken(error: unknown): void {
     this.#healthySince = undefined;
     this.#lastError = error;
+  }
+
+  // Another session wrote the heartbeat key: a restart with this instance id
+  // continues the lease. This session is fenced for good and writes nothing more.
+  #takenOver(lease: Lease, body: HeartbeatBody | undefined): void {
+    lease.status = 'taken-over';
+    lease.takenBy = holderOf(body);
+    this.#healthySince = undefined;
+    const { timers } = this.#options;
+    timers.clearInterval(this.#timer);
+    timers.clearTimeout(this.#atRiskTimer);
+    timers.clearTimeout(this.#lostTimer);
+    this.#timer = this.#atRiskTimer = this.#lostTimer = undefined;
+    if (this.#reported !== 'lost') {
+      this.#reported = 'lost';
+      this.#emit('lease-lost');
+    }
   }
 
   // The lease was found fenced (or deleted): lost for good, whatever its deadline said.
@@ -365,8 +608,10 @@ export class OwnLease {
     const { instanceId, bootId, leaseMs, marginMs } = this.#options;
     return JSON.stringify({
       instanceId,
+      session: this.#session,
       host: hostname(),
       pid: process.pid,
+      ...(this.#pidStart === undefined ? {} : { pidStart: this.#pidStart }),
       bootId,
       leaseMs,
       marginMs,

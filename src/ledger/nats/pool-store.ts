@@ -438,7 +438,7 @@ export class PoolStore {
    * @throws LeaseNotConfirmed (retried by the callers) when the server did not confirm it.
    */
   async #ensureLease(pool: string, report = true): Promise<void> {
-    await this.#lease.refresh();
+    await this.#lease.refresh(pool);
     if (report && this.#unreported.delete(pool)) {
       throw new LedgerLeaseExpiredError(
         pool,

@@ -4,6 +4,7 @@
  * over under the same agent ids), and what is stored but no longer runs, or
  * runs but is not stored, is settled by policy.
  */
+import { ErrorCode, isScalerError } from '../../errors/base.js';
 import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
 import type { AgentRecord } from '../agents.js';
 import { adoptRequest } from '../capacity.js';
@@ -125,6 +126,7 @@ export async function recoverFleet(
     failed: [],
   };
   if (writer === undefined) return result;
+  await openLeases(core);
   const stored = await writer.store.load();
   const listed = new Map<ScalerState, Set<string> | undefined>();
   for (const scaler of core.scalers.order) {
@@ -223,6 +225,24 @@ export async function recoverFleet(
   }
   await Promise.all(destroys);
   return result;
+}
+
+// Before anything is revived: a ledger that can (MachineLedger.openLease)
+// makes its lease now, continuing the lease of a dead predecessor with this
+// instance id while it is within its deadline, so that the agents watching it
+// keep running; a live process holding this instance id refuses recovery here,
+// before it touches an agent or a row. Other failures are left to the calls
+// that follow (they report them as they do).
+async function openLeases(core: FleetCore): Promise<void> {
+  for (const ledger of core.gate.ledgers.all()) {
+    const open = (ledger as { openLease?: unknown }).openLease;
+    if (typeof open !== 'function') continue;
+    try {
+      await (open as () => Promise<unknown>).call(ledger);
+    } catch (error) {
+      if (isScalerError(error, ErrorCode.LEDGER_INSTANCE_IN_USE)) throw error;
+    }
+  }
 }
 
 // The tracked agent a stored record describes, in its stored state. Its spawn

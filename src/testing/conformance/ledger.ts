@@ -8,7 +8,7 @@ import type { PoolLedger } from '../../ledger/types.js';
 import { type ConformanceCheck, sample } from './check.js';
 import { capacityChecks } from './ledger/capacity.js';
 import { deviceChecks } from './ledger/devices.js';
-import { checkMaker, instanceOf, type LedgerSuite, rows } from './ledger/harness.js';
+import { checkMaker, instanceOf, type LedgerSuite, rows, staleWaitOf } from './ledger/harness.js';
 import { leaseChecks } from './ledger/lease.js';
 import { lifecycleChecks } from './ledger/lifecycle.js';
 import { ownershipChecks } from './ledger/ownership.js';
@@ -45,7 +45,9 @@ export interface PoolLedgerConformanceOptions {
   reservesPerInstance?: number;
   /**
    * How long (real milliseconds) a peer may take to see a closed instance's
-   * rows as stale (the ledger's documented rule after `close()`). @default 10000
+   * rows as stale (the ledger's documented rule after `close()`).
+   * @default for a ledger with `lease()`: its `leaseMs + marginMs` plus 5000,
+   *   at least 10000 (read from the closing instance); else 10000
    */
   staleAfterCloseMs?: number;
   /**
@@ -122,7 +124,10 @@ export function poolLedgerConformance(
   }
   const instances = count('instances', options.instances, 3, 2);
   const perInstance = count('reservesPerInstance', options.reservesPerInstance, 8, 1);
-  const staleMs = count('staleAfterCloseMs', options.staleAfterCloseMs, 10_000, 0);
+  const staleAfterCloseMs =
+    options.staleAfterCloseMs === undefined
+      ? undefined
+      : count('staleAfterCloseMs', options.staleAfterCloseMs, 10_000, 0);
   const failRenewals = options.failRenewals;
   if (failRenewals !== undefined && typeof failRenewals !== 'function') {
     throw new TypeError(
@@ -136,7 +141,7 @@ export function poolLedgerConformance(
     instanceOf,
     instances,
     perInstance,
-    staleMs,
+    staleWait: staleWaitOf(staleAfterCloseMs),
     failRenewals,
   };
   return [

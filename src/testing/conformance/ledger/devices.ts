@@ -39,7 +39,7 @@ export function deviceChecks({
   check,
   instances,
   perInstance,
-  staleMs,
+  staleWait,
 }: LedgerSuite): ConformanceCheck[] {
   return [
     check(
@@ -91,6 +91,7 @@ export function deviceChecks({
           'reserve w (the last GPU)',
         );
         // b closes without releasing: once a peer reaps its rows, their ids are free.
+        const staleMs = staleWait(b);
         await b.close();
         let reaped = 0;
         await eventually(

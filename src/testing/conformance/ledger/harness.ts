@@ -45,8 +45,11 @@ export interface LedgerSuite {
   instances: number;
   /** Reserves each of them makes at once. */
   perInstance: number;
-  /** How long a peer may take to see a closed instance's rows as stale. */
-  staleMs: number;
+  /**
+   * How long a peer may take to see the rows of `owner` as stale once it is
+   * closed: read before `close()` (from its `lease()` when it has one).
+   */
+  staleWait: (owner: PoolLedger) => number;
   /** Make one instance's lease renewals fail or work again, when the suite was given a way. */
   failRenewals: ((ledger: PoolLedger, on: boolean) => void | Promise<void>) | undefined;
 }
@@ -116,4 +119,28 @@ async function runCheck(
       await ledger.close().catch(() => {});
     }
   }
+}
+
+/** What is added to a lease and its margin for timers and a loaded machine. */
+const LEASE_SLACK_MS = 5000;
+
+/**
+ * The wait for a peer to reap a closed instance's rows: `fixed` when the suite
+ * was given one; else, for a ledger with `lease()`, its lease plus its margin
+ * plus some slack (the longest any lease rule lets a peer wait); else 10 s.
+ */
+export function staleWaitOf(fixed: number | undefined): (owner: PoolLedger) => number {
+  return (owner) => {
+    if (fixed !== undefined) return fixed;
+    if (typeof owner.lease !== 'function') return 10_000;
+    try {
+      const { leaseMs, marginMs } = owner.lease();
+      if (Number.isFinite(leaseMs) && Number.isFinite(marginMs)) {
+        return Math.max(10_000, leaseMs + marginMs + LEASE_SLACK_MS);
+      }
+    } catch {
+      // A lease that cannot be read: the default.
+    }
+    return 10_000;
+  };
 }

@@ -17,7 +17,7 @@ export function lifecycleChecks({
   check,
   rows,
   instanceOf,
-  staleMs,
+  staleWait,
 }: LedgerSuite): ConformanceCheck[] {
   return [
     check(
@@ -32,6 +32,7 @@ export function lifecycleChecks({
           false,
           'b is refused while a holds the pool',
         );
+        const staleMs = staleWait(a);
         await a.close(); // without releaseAllForInstance
         let reaped = 0;
         await eventually(
