@@ -105,8 +105,9 @@ export function shutdownManager(
   parts.shutdown ??= (async () => {
     parts.core.shuttingDown = true;
     parts.timers.stop();
-    await parts.maintenance.running;
-    const result = await shutdownFleet(parts.core, options);
+    // A maintenance pass in flight is waited for with the spawns (bounded):
+    // a warm-pool spawn that hangs must not hold shutdown forever.
+    const result = await shutdownFleet(parts.core, options, parts.maintenance.running);
     await parts.core.state?.flush();
     if (parts.ledgerStarted) for (const ledger of parts.ledgers.all()) ledger.stop();
     parts.ledgerStarted = false;

@@ -109,13 +109,15 @@ export const SPAWN_ABORT_GRACE_MS = 5000;
 /**
  * Stop every agent and release every reservation, in an order that never
  * releases a pool row while its agent may still run: drain (optional), wait for
- * spawns in flight (aborting those that do not answer), destroy (or the
- * backend's `shutdown()`), and only then release. Every wait is bounded.
+ * spawns in flight and the maintenance `pass` in flight (aborting spawns that
+ * do not answer), destroy (or the backend's `shutdown()`), and only then
+ * release. Every wait is bounded.
  * @internal
  */
 export async function shutdownFleet(
   core: FleetCore,
   options: ShutdownOptions,
+  pass?: Promise<void>,
 ): Promise<ShutdownResult> {
   const timeoutMs = options.timeoutMs ?? 300_000;
   if (options.drain === true) {
@@ -140,7 +142,9 @@ export async function shutdownFleet(
   // Spawns in flight destroy their own agent once the backend answers. No
   // attempt starts after shutdownAll() (Spawner.attempt refuses): this set is
   // every spawn there will be.
-  const attempts = Promise.allSettled([...core.attempts]);
+  const attempts = Promise.allSettled(
+    pass === undefined ? [...core.attempts] : [...core.attempts, pass],
+  );
   if (!(await within(core.clock, attempts, timeoutMs))) {
     for (const record of core.book.values()) {
       if (record.spawnSettled || record.abort === undefined) continue;

@@ -253,6 +253,30 @@ describe('shutdownAll while requestScale is in flight', () => {
     checkInvariants();
   });
 
+  it('a warm-pool spawn that hangs in a maintenance pass does not hold shutdownAll forever', async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet({
+      config: { ...config, scalers: [{ ...config.scalers[0]!, warmPool: { size: 1 } }] },
+    });
+    backend.hangNext();
+    const pass = manager.maintain();
+    await clock.settle();
+    expect(backend.spawned().map((r) => r.warm)).toEqual([true]);
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    await clock.advance(4999);
+    expect(resolved).toBe(false);
+    await clock.advance(1); // aborted: the backend gives up
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+    await pass;
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
   it('a request refused by its first scaler does not go on to spawn on the next after shutdownAll()', async () => {
     const { manager, backends, ledger, clock, rows, checkInvariants } = handFleet(
       {
