@@ -10,9 +10,11 @@ import { type ReconcileSweep, runSweeps } from './sweeps.js';
 import type { ReconcileResult } from './teardown.js';
 import {
   reconcileFleet,
+  SHUTDOWN_TIMEOUT_MS,
   type ShutdownOptions,
   type ShutdownResult,
   shutdownFleet,
+  within,
 } from './teardown.js';
 
 /**
@@ -108,7 +110,9 @@ export function shutdownManager(
     // A maintenance pass in flight is waited for with the spawns (bounded):
     // a warm-pool spawn that hangs must not hold shutdown forever.
     const result = await shutdownFleet(parts.core, options, parts.maintenance.running);
-    await parts.core.state?.flush();
+    const flushed = parts.core.state?.flush();
+    if (flushed !== undefined)
+      await within(parts.core.clock, flushed, options.timeoutMs ?? SHUTDOWN_TIMEOUT_MS);
     if (parts.ledgerStarted) for (const ledger of parts.ledgers.all()) ledger.stop();
     parts.ledgerStarted = false;
     parts.leases.close();

@@ -17,7 +17,8 @@ export interface ShutdownOptions {
   /**
    * The longest wait of each stage: draining agents; spawns in flight (a spawn
    * still unanswered then is aborted through its request's `signal` and given
-   * up to 5 s more); destroys and backend `shutdown()` calls. What is still
+   * up to 5 s more); destroys and backend `shutdown()` calls; the ledger
+   * releases and the state store's flush at the end. What is still
    * unanswered is listed in {@link ShutdownResult.unconfirmed} with its pool
    * rows kept, and destroyed and released as soon as it answers.
    * @default 300000
@@ -103,6 +104,9 @@ export async function within(
   }
 }
 
+/** The default of `ShutdownOptions.timeoutMs`. @internal */
+export const SHUTDOWN_TIMEOUT_MS = 300_000;
+
 /** How long an aborted spawn is given to answer, at most (see `ShutdownOptions.timeoutMs`). @internal */
 export const SPAWN_ABORT_GRACE_MS = 5000;
 
@@ -119,7 +123,7 @@ export async function shutdownFleet(
   options: ShutdownOptions,
   pass?: Promise<void>,
 ): Promise<ShutdownResult> {
-  const timeoutMs = options.timeoutMs ?? 300_000;
+  const timeoutMs = options.timeoutMs ?? SHUTDOWN_TIMEOUT_MS;
   if (options.drain === true) {
     const gone = core.book.list().map((record) => core.drain(record, 'shutdown'));
     await within(core.clock, Promise.all(gone), timeoutMs);
@@ -223,14 +227,13 @@ export async function shutdownFleet(
       { unconfirmed: unconfirmed.map((agent) => ({ ...agent })) },
     );
   }
-  await core.gate.settled();
+  // A ledger that does not answer is left to its own reaper (bounded waits).
+  await within(core.clock, core.gate.settled(), timeoutMs);
   if (kept === 0) {
     for (const ledger of core.gate.ledgers.all()) {
-      try {
-        await ledger.releaseAllForInstance();
-      } catch {
-        // The ledger's own reaper removes rows of an instance whose lease ended.
-      }
+      // The ledger's own reaper removes rows of an instance whose lease ended.
+      const released = ledger.releaseAllForInstance().catch(() => undefined);
+      await within(core.clock, released, timeoutMs);
     }
   }
   return { unconfirmed };

@@ -277,6 +277,24 @@ describe('shutdownAll while requestScale is in flight', () => {
     checkInvariants();
   });
 
+  it('a ledger release that never answers does not hold shutdownAll forever', async () => {
+    const { manager, backend, ledger, clock } = fleet();
+    await manager.requestScale(['linux'], 'job-1');
+    ledger.release = () => new Promise<never>(() => {});
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    // Each wait that involves the release is bounded by timeoutMs.
+    for (let i = 0; i < 30 && !resolved; i++) await clock.advance(1000);
+    expect(resolved).toBe(true);
+    // The agent was confirmed stopped; its row is the ledger's business now.
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+  });
+
   it('a request refused by its first scaler does not go on to spawn on the next after shutdownAll()', async () => {
     const { manager, backends, ledger, clock, rows, checkInvariants } = handFleet(
       {
