@@ -178,15 +178,24 @@ export async function shutdownFleet(
   for (const [backend, scalers] of viaShutdown) {
     const names = scalers.map((scaler) => scaler.name).join(', ');
     failedShutdown.add(backend); // until it answers
+    // What shutdown() stops: the agents whose spawn has answered (one still
+    // unanswered may start its agent after it; its spawn destroys it).
+    const stopped: AgentRecord[] = [];
+    for (const scaler of scalers) {
+      for (const id of scaler.agents) {
+        const record = core.book.get(id)!;
+        if (record.spawnSettled) stopped.push(record);
+      }
+    }
     stops.push(
       backend.shutdown!().then(
         () => {
           failedShutdown.delete(backend);
-          for (const scaler of scalers) {
-            for (const id of [...scaler.agents]) {
-              const record = core.book.get(id)!;
-              // An unanswered spawn may still start its agent after shutdown().
-              if (record.spawnSettled) void core.forget(record);
+          for (const record of stopped) {
+            if (core.book.get(record.agentId) === record) void core.forget(record);
+            else if (record.keepPoolRow && !record.disconnected) {
+              // Answered after shutdownAll() resolved and kept its rows: stopped now.
+              record.released = core.gate.releasePool(record);
             }
           }
         },

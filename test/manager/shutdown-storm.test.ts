@@ -107,7 +107,8 @@ async function storm(seed: number) {
   const random = prng(seed);
   const fleet = createTestFleet(config, {
     seed,
-    backend: { registerAfterMs: 2000, jobDurationMs: 4000, shutdown: false },
+    // Odd seeds: backends without shutdown() (destroy per agent); even seeds: with it.
+    backend: { registerAfterMs: 2000, jobDurationMs: 4000, shutdown: seed % 2 === 0 },
     backends: { second: { registerAfterMs: 1500, jobDurationMs: 3000 } },
   });
   const { manager, clock, ledger, backends } = fleet;

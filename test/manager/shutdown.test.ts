@@ -295,6 +295,31 @@ describe('shutdownAll while requestScale is in flight', () => {
     expect(await shutdown).toEqual({ unconfirmed: [] });
   });
 
+  it("a backend's shutdown() that answers late: reported, rows kept, released once it answers", async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet({}, {});
+    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale(['linux'], 'job-2');
+    const answer = backend.holdNext(1, 'shutdown');
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    for (let i = 0; i < 30 && !resolved; i++) await clock.advance(1000);
+    expect(await shutdown).toEqual({
+      unconfirmed: [
+        { agentId: 'vm-1', scaler: 'vm', reason: 'shutdown-failed' },
+        { agentId: 'vm-2', scaler: 'vm', reason: 'shutdown-failed' },
+      ],
+    });
+    expect(rows()).toEqual(['vm-1', 'vm-2']);
+    answer();
+    await clock.settle();
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
   it('a request refused by its first scaler does not go on to spawn on the next after shutdownAll()', async () => {
     const { manager, backends, ledger, clock, rows, checkInvariants } = handFleet(
       {
