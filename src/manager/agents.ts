@@ -70,6 +70,8 @@ export interface AgentRecord {
   goneWaiters: Array<() => void> | undefined;
   /** The release of its pool rows, started when it was forgotten (settles, never rejects). */
   released: Promise<void> | undefined;
+  /** Aborts its backend `spawn` (the request's `signal`), while that call is unanswered. */
+  abort?: AbortController | undefined;
 }
 
 const TOMBSTONE_LIMIT = 16_384;

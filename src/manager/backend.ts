@@ -65,6 +65,15 @@ export interface SpawnRequest {
    */
   devices?: Record<string, string[]>;
   /**
+   * Aborted when the manager no longer wants this agent and gives up waiting
+   * for the spawn: `shutdownAll()` aborts every spawn still unanswered after
+   * its `timeoutMs`. A backend that can cancel its work (`fetch`, execa's
+   * `cancelSignal`, a cloud SDK's `abortSignal`) should pass it on and reject
+   * once nothing runs; a spawn that answers after the abort is destroyed and
+   * its capacity released. Set on every request the manager makes.
+   */
+  signal?: AbortSignal;
+  /**
    * Report a backend event about this agent (image pulled, VM booted, log line...).
    * Events are relayed to `onScalerEvent` once the agent is correlated with a job,
    * and buffered until then.

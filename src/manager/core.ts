@@ -153,7 +153,10 @@ export class FleetCore {
     return whenGone(record).then(() => record.released);
   }
 
-  /** Call the backend's `destroy` (once at a time), then forget. Never rejects. */
+  /**
+   * Call the backend's `destroy` (once at a time), then forget (or, for an
+   * agent `shutdownAll()` already forgot, release its kept rows). Never rejects.
+   */
   runDestroy(record: AgentRecord): Promise<void> {
     if (record.destroyCall !== undefined) return record.destroyCall;
     record.destroyFailed = false;
@@ -172,7 +175,13 @@ export class FleetCore {
       this.emitFor(record, 'destroyed', `${record.agentId} destroyed (${record.destroyReason})`, {
         reason: record.destroyReason,
       });
-      await this.forget(record);
+      if (this.book.get(record.agentId) === record) {
+        await this.forget(record);
+      } else if (!record.disconnected) {
+        // shutdownAll() forgot it unconfirmed, keeping its rows: stopped now, so they go.
+        record.released = this.gate.releasePool(record);
+        await record.released;
+      }
     })();
     record.destroyCall = call;
     return call;

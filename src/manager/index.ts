@@ -36,4 +36,4 @@ export type { RecoveryResult } from './state/recovery.js';
 export type { AgentStateRecord, StateChange, StateStore } from './state/types.js';
 export type { ScalerEntryStatus, ScalerStatus, WarmPoolHold } from './status.js';
 export type { ReconcileSweep } from './sweeps.js';
-export type { ReconcileResult } from './teardown.js';
+export type { ReconcileResult, ShutdownResult, UnconfirmedAgent } from './teardown.js';

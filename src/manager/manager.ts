@@ -19,7 +19,7 @@ import { requestScale } from './scale.js';
 import type { RecoveryResult } from './state/recovery.js';
 import type { ScalerStatus } from './status.js';
 import { checkSweeps, type ReconcileSweep } from './sweeps.js';
-import type { ReconcileResult, ShutdownOptions } from './teardown.js';
+import type { ReconcileResult, ShutdownOptions, ShutdownResult } from './teardown.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what
@@ -351,16 +351,22 @@ export class ScalerManager {
 
   /**
    * Stop timers, stop every agent and release every reservation; new
-   * `requestScale` calls answer `shutting-down`. Spawns in flight are waited for
-   * and their agents destroyed; no pool row is released while its agent may
-   * still run. With `drain`, busy agents finish their job first (up to
-   * `timeoutMs`). Stops the ledger's reaper if `start()` started it (the ledger
-   * belongs to the host). Idempotent; never rejects (failures become events).
+   * `requestScale` calls answer `shutting-down`, and no spawn starts after the
+   * call. Spawns in flight are waited for and their agents destroyed; a spawn
+   * still unanswered after `timeoutMs` is aborted (`SpawnRequest.signal`). No
+   * pool row is released while its agent may still run: what could not be
+   * confirmed stopped is listed in the result with its rows kept, and is
+   * destroyed and released as soon as its spawn or destroy answers. With
+   * `drain`, busy agents finish their job first (up to `timeoutMs`). Stops the
+   * ledger's reaper if `start()` started it (the ledger belongs to the host).
+   * Idempotent (later calls share the first run's result); never rejects
+   * (failures become events).
    *
    * @param options - `drain`: let busy agents finish their job first (default false);
-   *   `timeoutMs`: the longest wait for draining agents and for spawns in flight (default 300000).
+   *   `timeoutMs`: the longest wait of each stage (draining, spawns in flight, destroys; default 300000).
+   * @returns The agents it could not confirm stopped (`unconfirmed`, empty when all stopped).
    */
-  shutdownAll(options: ShutdownOptions = {}): Promise<void> {
+  shutdownAll(options: ShutdownOptions = {}): Promise<ShutdownResult> {
     return shutdownManager(this.#parts, options);
   }
 

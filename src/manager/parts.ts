@@ -24,6 +24,7 @@ import {
 } from './state/recovery.js';
 import type { ScalerStatus } from './status.js';
 import { buildStatus } from './status.js';
+import type { ShutdownResult } from './teardown.js';
 import { createManagerTelemetry } from './telemetry.js';
 import { WarmPool } from './warm-pool.js';
 
@@ -47,7 +48,7 @@ export class ManagerParts {
   readonly maintenanceIntervalMs: number;
   readonly reconcileIntervalMs: number | undefined;
   ledgerStarted = false;
-  shutdown: Promise<void> | undefined;
+  shutdown: Promise<ShutdownResult> | undefined;
   readonly recovery: Required<RecoveryOptions>;
   /** The one recovery run (`start()` or `recoverState()`), once begun. */
   recovering: Promise<RecoveryResult> | undefined;

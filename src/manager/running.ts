@@ -8,7 +8,14 @@ import type { ManagerParts } from './parts.js';
 import type { RecoveryResult } from './state/recovery.js';
 import { type ReconcileSweep, runSweeps } from './sweeps.js';
 import type { ReconcileResult } from './teardown.js';
-import { reconcileFleet, type ShutdownOptions, shutdownFleet } from './teardown.js';
+import {
+  reconcileFleet,
+  SHUTDOWN_TIMEOUT_MS,
+  type ShutdownOptions,
+  type ShutdownResult,
+  shutdownFleet,
+  within,
+} from './teardown.js';
 
 /**
  * What a running manager calls on itself: the manager's own public passes, so
@@ -82,7 +89,10 @@ export async function reconcileManager(
  * ledger's reaper once (later calls share the first run).
  * @internal
  */
-export function shutdownManager(parts: ManagerParts, options: ShutdownOptions): Promise<void> {
+export function shutdownManager(
+  parts: ManagerParts,
+  options: ShutdownOptions,
+): Promise<ShutdownResult> {
   if (typeof options !== 'object' || options === null) {
     throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
   }
@@ -97,12 +107,16 @@ export function shutdownManager(parts: ManagerParts, options: ShutdownOptions): 
   parts.shutdown ??= (async () => {
     parts.core.shuttingDown = true;
     parts.timers.stop();
-    await parts.maintenance.running;
-    await shutdownFleet(parts.core, options);
-    await parts.core.state?.flush();
+    // A maintenance pass in flight is waited for with the spawns (bounded):
+    // a warm-pool spawn that hangs must not hold shutdown forever.
+    const result = await shutdownFleet(parts.core, options, parts.maintenance.running);
+    const flushed = parts.core.state?.flush();
+    if (flushed !== undefined)
+      await within(parts.core.clock, flushed, options.timeoutMs ?? SHUTDOWN_TIMEOUT_MS);
     if (parts.ledgerStarted) for (const ledger of parts.ledgers.all()) ledger.stop();
     parts.ledgerStarted = false;
     parts.leases.close();
+    return result;
   })();
   return parts.shutdown;
 }

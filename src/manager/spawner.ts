@@ -125,6 +125,9 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
+    // The one door to the backend: after shutdownAll() nothing starts (a request
+    // refused by one scaler must not go on to spawn on the next).
+    if (core.shuttingDown) return Promise.resolve({ kind: 'shutting-down' });
     const pools = labelSet.pools;
     const shares =
       pools.length === 0
@@ -193,7 +196,10 @@ export class Spawner {
         const { pool, error, tried } = outcome;
         // A store that failed mid-write may hold the row: releasing is idempotent.
         record.spawnSettled = true;
-        if (record.shares.length === 1) void core.forget(record);
+        if (record.state === 'gone') {
+          // Forgotten by shutdownAll while the ledger answered: the row may be there.
+          if (!record.disconnected) await core.gate.releasePool(record, tried);
+        } else if (record.shares.length === 1) void core.forget(record);
         else await core.forget(record, tried); // every pool's row goes before the answer
         if (isLedgerLeaseExpiredError(error)) {
           this.#onLost(pool, core.reservationsLost(pool, agentId, error));
@@ -294,14 +300,21 @@ export class Spawner {
       for (const [name, ids] of Object.entries(record.devices)) devices[name] = [...ids];
       request.devices = devices;
     }
+    const abort = new AbortController();
+    record.abort = abort;
+    request.signal = abort.signal;
     let result: Awaited<ReturnType<ScalerBackend['spawn']>>;
     try {
       result = await (core.telemetry?.spawn(record, () => scaler.backend.spawn(request)) ??
         scaler.backend.spawn(request));
     } catch (error) {
       record.spawnSettled = true;
+      record.abort = undefined;
       const doomed = record.state === 'destroying';
-      if (record.state !== 'gone') {
+      if (record.state === 'gone') {
+        // Forgotten by shutdownAll while it spawned (its row kept): nothing runs now.
+        if (!record.disconnected) await core.gate.releasePool(record);
+      } else {
         // Nothing runs: everything goes back.
         await core.forget(record);
         core.counters.spawnFailures++;
@@ -319,6 +332,7 @@ export class Spawner {
       return { kind: 'spawn-failed', scaler: scaler.name, agentId, stage: 'spawn', error };
     }
     record.spawnSettled = true;
+    record.abort = undefined;
     core.book.touch(record);
     if (record.state === 'destroying') {
       // Doomed before the backend answered: it must not live on. Its rows go
@@ -327,7 +341,8 @@ export class Spawner {
       return lostWhileSpawning(record, 'spawn');
     }
     if (record.state === 'gone' && !record.disconnected) {
-      // Forgotten by a forced shutdown: destroy what the backend just started.
+      // Forgotten by shutdownAll while it spawned (its row kept): destroy what
+      // the backend just started, then release its rows.
       await core.runDestroy(record);
       return lostWhileSpawning(record, 'spawn');
     }

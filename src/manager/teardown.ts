@@ -1,4 +1,5 @@
 import type { Clock, ClockTimer } from '../clock.js';
+import { BackendError } from '../errors.js';
 import type { AgentRecord } from './agents.js';
 import type { ScalerBackend } from './backend.js';
 import type { FleetCore } from './core.js';
@@ -14,12 +15,43 @@ export interface ShutdownOptions {
    */
   drain?: boolean;
   /**
-   * The longest wait for draining agents, and (separately) for spawns in flight
-   * to settle before their agents are destroyed. A spawn still unsettled after it
-   * keeps its pool row (the ledger's reaper removes it once this instance's lease ends).
+   * The longest wait of each stage: draining agents; spawns in flight (a spawn
+   * still unanswered then is aborted through its request's `signal` and given
+   * up to 5 s more); destroys and backend `shutdown()` calls; the ledger
+   * releases and the state store's flush at the end. What is still
+   * unanswered is listed in {@link ShutdownResult.unconfirmed} with its pool
+   * rows kept, and destroyed and released as soon as it answers.
    * @default 300000
    */
   timeoutMs?: number;
+}
+
+/** An agent `shutdownAll()` could not confirm stopped: its pool rows are kept. */
+export interface UnconfirmedAgent {
+  /** The agent. */
+  agentId: string;
+  /** Its scaler. */
+  scaler: string;
+  /**
+   * What was not confirmed:
+   * - `spawn-unanswered`: its spawn (or pool reservation) had not answered, even after the abort;
+   * - `destroy-unanswered`: its `destroy` had not answered;
+   * - `destroy-failed`: its `destroy` rejected (twice, when it had failed before);
+   * - `shutdown-failed`: its backend's `shutdown()` rejected or had not answered.
+   */
+  reason: 'spawn-unanswered' | 'destroy-unanswered' | 'destroy-failed' | 'shutdown-failed';
+}
+
+/** What `shutdownAll()` did. */
+export interface ShutdownResult {
+  /**
+   * Agents that may still run, with their pool rows kept (empty when every
+   * agent was confirmed stopped and every row released). A spawn or destroy
+   * listed here that answers later, while the process lives, is destroyed and
+   * its rows released at once; otherwise peers reclaim the rows once this
+   * instance's lease ends.
+   */
+  unconfirmed: UnconfirmedAgent[];
 }
 
 /** What `reconcile` found. */
@@ -72,14 +104,26 @@ export async function within(
   }
 }
 
+/** The default of `ShutdownOptions.timeoutMs`. @internal */
+export const SHUTDOWN_TIMEOUT_MS = 300_000;
+
+/** How long an aborted spawn is given to answer, at most (see `ShutdownOptions.timeoutMs`). @internal */
+export const SPAWN_ABORT_GRACE_MS = 5000;
+
 /**
  * Stop every agent and release every reservation, in an order that never
  * releases a pool row while its agent may still run: drain (optional), wait for
- * spawns in flight, destroy (or the backend's `shutdown()`), and only then release.
+ * spawns in flight and the maintenance `pass` in flight (aborting spawns that
+ * do not answer), destroy (or the backend's `shutdown()`), and only then
+ * release. Every wait is bounded.
  * @internal
  */
-export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): Promise<void> {
-  const timeoutMs = options.timeoutMs ?? 300_000;
+export async function shutdownFleet(
+  core: FleetCore,
+  options: ShutdownOptions,
+  pass?: Promise<void>,
+): Promise<ShutdownResult> {
+  const timeoutMs = options.timeoutMs ?? SHUTDOWN_TIMEOUT_MS;
   if (options.drain === true) {
     const gone = core.book.list().map((record) => core.drain(record, 'shutdown'));
     await within(core.clock, Promise.all(gone), timeoutMs);
@@ -99,16 +143,60 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
     }
     destroys.push(core.destroy(record, 'shutdown', true));
   }
-  // Spawns in flight destroy their own agent once the backend answers.
-  await within(core.clock, Promise.allSettled([...core.attempts]), timeoutMs);
+  // Spawns in flight destroy their own agent once the backend answers. No
+  // attempt starts after shutdownAll() (Spawner.attempt refuses): this set is
+  // every spawn there will be.
+  const attempts = Promise.allSettled(
+    pass === undefined ? [...core.attempts] : [...core.attempts, pass],
+  );
+  if (!(await within(core.clock, attempts, timeoutMs))) {
+    for (const record of core.book.values()) {
+      if (record.spawnSettled || record.abort === undefined) continue;
+      record.abort.abort(
+        new BackendError(
+          record.scaler.name,
+          `shutdownAll() aborted the spawn of ${record.agentId}: no answer within ${timeoutMs} ms`,
+        ),
+      );
+    }
+    await within(core.clock, attempts, Math.min(timeoutMs, SPAWN_ABORT_GRACE_MS));
+  }
+  // A destroy that failed (before the call or while it waited) is tried once
+  // more: maintenance, which retries them, no longer runs.
+  for (const record of core.book.values()) {
+    if (
+      record.destroyFailed &&
+      record.spawnSettled &&
+      record.destroyCall === undefined &&
+      !viaShutdown.has(record.scaler.backend)
+    ) {
+      destroys.push(core.runDestroy(record));
+    }
+  }
+  const failedShutdown = new Set<ScalerBackend>();
   const stops: Promise<unknown>[] = [];
   for (const [backend, scalers] of viaShutdown) {
     const names = scalers.map((scaler) => scaler.name).join(', ');
+    failedShutdown.add(backend); // until it answers
+    // What shutdown() stops: the agents whose spawn has answered (one still
+    // unanswered may start its agent after it; its spawn destroys it).
+    const stopped: AgentRecord[] = [];
+    for (const scaler of scalers) {
+      for (const id of scaler.agents) {
+        const record = core.book.get(id)!;
+        if (record.spawnSettled) stopped.push(record);
+      }
+    }
     stops.push(
       backend.shutdown!().then(
         () => {
-          for (const scaler of scalers) {
-            for (const id of [...scaler.agents]) void core.forget(core.book.get(id)!);
+          failedShutdown.delete(backend);
+          for (const record of stopped) {
+            if (core.book.get(record.agentId) === record) void core.forget(record);
+            else if (record.keepPoolRow && !record.disconnected) {
+              // Answered after shutdownAll() resolved and kept its rows: stopped now.
+              record.released = core.gate.releasePool(record);
+            }
           }
         },
         (error: unknown) => {
@@ -124,30 +212,50 @@ export async function shutdownFleet(core: FleetCore, options: ShutdownOptions): 
       ),
     );
   }
-  await Promise.all([...stops, ...destroys]);
-  // Whatever is left may still run (a failed destroy or shutdown, a spawn that
-  // never settled): forget it in memory but keep its pool row.
+  await within(core.clock, Promise.all([...stops, ...destroys]), timeoutMs);
+  // Whatever is left may still run: forget it in memory but keep its pool rows
+  // (released once its spawn or destroy answers, else reaped after the lease).
+  const unconfirmed: UnconfirmedAgent[] = [];
   let kept = 0;
   for (const record of core.book.list()) {
-    keepRow(record);
+    unconfirmed.push({
+      agentId: record.agentId,
+      scaler: record.scaler.name,
+      reason: unconfirmedReason(record, failedShutdown),
+    });
+    record.keepPoolRow = true;
     kept += record.shares.length > 0 ? 1 : 0;
     void core.forget(record);
   }
   core.book.clearJobs();
-  await core.gate.settled();
+  if (unconfirmed.length > 0) {
+    core.emitGeneral(
+      [...new Set(unconfirmed.map((agent) => agent.scaler))].join(', '),
+      'shutdown-incomplete',
+      `shutdownAll() could not confirm that ${unconfirmed.length} agent(s) stopped; their pool rows are kept`,
+      { unconfirmed: unconfirmed.map((agent) => ({ ...agent })) },
+    );
+  }
+  // A ledger that does not answer is left to its own reaper (bounded waits).
+  await within(core.clock, core.gate.settled(), timeoutMs);
   if (kept === 0) {
     for (const ledger of core.gate.ledgers.all()) {
-      try {
-        await ledger.releaseAllForInstance();
-      } catch {
-        // The ledger's own reaper removes rows of an instance whose lease ended.
-      }
+      // The ledger's own reaper removes rows of an instance whose lease ended.
+      const released = ledger.releaseAllForInstance().catch(() => undefined);
+      await within(core.clock, released, timeoutMs);
     }
   }
+  return { unconfirmed };
 }
 
-function keepRow(record: AgentRecord): void {
-  record.keepPoolRow = true;
+function unconfirmedReason(
+  record: AgentRecord,
+  failedShutdown: ReadonlySet<ScalerBackend>,
+): UnconfirmedAgent['reason'] {
+  if (!record.spawnSettled) return 'spawn-unanswered';
+  if (record.destroyCall !== undefined) return 'destroy-unanswered';
+  if (failedShutdown.has(record.scaler.backend)) return 'shutdown-failed';
+  return 'destroy-failed';
 }
 
 /**

@@ -67,7 +67,12 @@ export interface FakeScript {
   when?: (call: FakeCall) => boolean;
   /** Reject with this. */
   fail?: unknown;
-  /** Never settle (a spawn stuck in a cloud API). */
+  /**
+   * Never settle (a spawn stuck in a cloud API), unless the spawn request's
+   * `signal` aborts: the call then rejects with the signal's reason, as a
+   * backend that cancels its API call does. (`holdNext` holds a call that
+   * ignores the abort.)
+   */
   hang?: boolean;
   /** Answer after this many milliseconds of clock time (instead of the backend's latency). */
   latencyMs?: number;
@@ -312,7 +317,7 @@ export class FakeBackend implements ScalerBackend {
     };
     if (request?.jobId !== undefined) slot.jobId = request.jobId;
     this.#agents.set(agentId, slot);
-    await this.#answer(call, rule);
+    await this.#answer(call, rule, request?.signal);
     if (this.#agents.get(agentId) === slot) {
       slot.state = 'started';
       const after = this.#registerAfterMs;
@@ -489,7 +494,7 @@ export class FakeBackend implements ScalerBackend {
     return undefined;
   }
 
-  async #answer(call: FakeCall, rule: Rule | undefined): Promise<void> {
+  async #answer(call: FakeCall, rule: Rule | undefined, signal?: AbortSignal): Promise<void> {
     const hold = this.#holds.find((h) => h.method === call.method && h.left > 0);
     if (hold !== undefined) {
       hold.left--;
@@ -498,7 +503,14 @@ export class FakeBackend implements ScalerBackend {
     }
     if (rule?.hang) {
       call.outcome = 'hung';
-      await new Promise<never>(() => {});
+      await abortedOnly(signal);
+      call.settledAt = this.#clock.now();
+      call.outcome = 'failed';
+      call.error = signal!.reason;
+      if (call.agentId !== undefined && this.#agents.get(call.agentId)?.state === 'starting') {
+        this.#remove(call.agentId);
+      }
+      throw signal!.reason;
     }
     const ms = rule?.latencyMs ?? this.#latency[call.method] ?? 0;
     if (ms > 0) await new Promise<void>((resolve) => this.#clock.setTimeout(resolve, ms));
@@ -548,4 +560,13 @@ export class FakeBackend implements ScalerBackend {
     }
     return this.#manager;
   }
+}
+
+// Settles only when `signal` aborts (never without one).
+function abortedOnly(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (signal === undefined) return;
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
 }

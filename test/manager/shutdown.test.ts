@@ -5,8 +5,8 @@
  * agent ran, canRunJob true for an agent being destroyed.
  */
 import { describe, expect, it, vi } from 'vitest';
-import type { ScalerManagerOptions } from '../../src/manager/index.js';
-import type { FleetBackendOptions } from '../../src/testing/index.js';
+import type { ScalerManagerOptions, ShutdownResult } from '../../src/manager/index.js';
+import { type FleetBackendOptions, MemoryPoolLedger } from '../../src/testing/index.js';
 import { handFleet, vmOnHost } from './hand-fleet.js';
 
 const config = vmOnHost(4);
@@ -113,7 +113,9 @@ describe('shutdownAll while requestScale is in flight', () => {
     const releaseAll = vi.spyOn(ledger, 'releaseAllForInstance');
     await manager.requestScale(['linux'], 'job-1');
     backend.script({ method: 'destroy', fail: new Error('boom destroying'), times: Infinity });
-    await manager.shutdownAll();
+    expect(await manager.shutdownAll()).toEqual({
+      unconfirmed: [{ agentId: 'vm-1', scaler: 'vm', reason: 'destroy-failed' }],
+    });
     expect(events.some((e) => e.kind === 'destroy-failed')).toBe(true);
     expect(rows()).toEqual(['vm-1']);
     expect(releaseAll).not.toHaveBeenCalled();
@@ -130,23 +132,243 @@ describe('shutdownAll while requestScale is in flight', () => {
     );
   });
 
-  it('a spawn that never settles is waited for up to timeoutMs, then its row is kept', async () => {
-    const { manager, backend, clock, rows } = fleet();
+  it('a spawn that never answers is aborted after timeoutMs; one that honours the abort gives its row back before it resolves', async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet();
     backend.hangNext();
-    void manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale(['linux'], 'job-1');
     await clock.settle();
+    const signal = backend.spawned()[0]!.signal!;
     let resolved = false;
-    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then(() => {
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
       resolved = true;
+      return result;
     });
     await clock.settle(); // its wait starts now
     await clock.advance(4999);
     expect(resolved).toBe(false);
+    expect(signal.aborted).toBe(false);
     // The host awaits shutdown: its timer keeps the process alive.
     expect(clock.pending().filter((t) => t.ref)).toHaveLength(1);
     await clock.advance(1);
-    await shutdown;
+    expect(signal.aborted).toBe(true);
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+    expect(signal.reason).toMatchObject({
+      name: 'BackendError',
+      message: expect.stringMatching(/vm-1/),
+    });
+    expect(await pending).toMatchObject({ kind: 'spawn-failed', stage: 'spawn' });
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a spawn that ignores the abort is reported with its row kept, then destroyed and released as soon as it answers', async () => {
+    const { manager, backend, clock, rows, events, checkInvariants } = fleet();
+    const answer = backend.holdNext(); // a backend that does not look at the signal
+    void manager.requestScale(['linux'], 'job-1');
+    await clock.settle();
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    await clock.advance(5000); // the spawn wait ends: aborted
+    await clock.advance(4999); // the grace after the abort
+    expect(resolved).toBe(false);
+    await clock.advance(1);
+    expect(await shutdown).toEqual({
+      unconfirmed: [{ agentId: 'vm-1', scaler: 'vm', reason: 'spawn-unanswered' }],
+    });
+    expect(events.find((e) => e.kind === 'shutdown-incomplete')?.data).toEqual({
+      unconfirmed: [{ agentId: 'vm-1', scaler: 'vm', reason: 'spawn-unanswered' }],
+    });
+    // It may still start: its row stays.
     expect(rows()).toEqual(['vm-1']);
+    answer();
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a late spawn that fails after shutdownAll resolved gives its row back', async () => {
+    const { manager, backend, clock, rows } = fleet();
+    const answer = backend.holdNext();
+    backend.failNext(1);
+    void manager.requestScale(['linux'], 'job-1');
+    await clock.settle();
+    let result: ShutdownResult | undefined;
+    void manager.shutdownAll({ timeoutMs: 0 }).then((answer) => {
+      result = answer;
+    });
+    for (let i = 0; i < 10 && result === undefined; i++) await clock.advance(1);
+    expect(result?.unconfirmed).toEqual([
+      { agentId: 'vm-1', scaler: 'vm', reason: 'spawn-unanswered' },
+    ]);
+    expect(rows()).toEqual(['vm-1']);
+    answer();
+    await clock.settle();
+    expect(rows()).toEqual([]);
+  });
+
+  it('a destroy that never answers does not hold shutdownAll: reported, row kept, released once it answers', async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet();
+    await manager.requestScale(['linux'], 'job-1');
+    const answer = backend.holdNext(1, 'destroy');
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    await clock.advance(4999);
+    expect(resolved).toBe(false);
+    await clock.advance(1);
+    expect(await shutdown).toEqual({
+      unconfirmed: [{ agentId: 'vm-1', scaler: 'vm', reason: 'destroy-unanswered' }],
+    });
+    expect(rows()).toEqual(['vm-1']);
+    answer();
+    await clock.settle();
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a destroy that failed before the call is tried once more', async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet();
+    await manager.requestScale(['linux'], 'job-1');
+    manager.onAgentRegistered('vm-1', []);
+    manager.onJobComplete('vm-1');
+    backend.failNext(1, new Error('boom'), 'destroy');
+    const drained = manager.drain('vm-1');
+    await clock.settle();
+    expect(manager.getAgent('vm-1')?.state).toBe('destroying');
+    expect(await manager.shutdownAll()).toEqual({ unconfirmed: [] });
+    await drained;
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a warm-pool spawn that hangs in a maintenance pass does not hold shutdownAll forever', async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet({
+      config: { ...config, scalers: [{ ...config.scalers[0]!, warmPool: { size: 1 } }] },
+    });
+    backend.hangNext();
+    const pass = manager.maintain();
+    await clock.settle();
+    expect(backend.spawned().map((r) => r.warm)).toEqual([true]);
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    await clock.advance(4999);
+    expect(resolved).toBe(false);
+    await clock.advance(1); // aborted: the backend gives up
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+    await pass;
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a ledger release that never answers does not hold shutdownAll forever', async () => {
+    const { manager, backend, ledger, clock } = fleet();
+    await manager.requestScale(['linux'], 'job-1');
+    ledger.release = () => new Promise<never>(() => {});
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    await clock.settle();
+    expect(backend.destroyed()).toEqual(['vm-1']);
+    // Each wait that involves the release is bounded by timeoutMs.
+    for (let i = 0; i < 30 && !resolved; i++) await clock.advance(1000);
+    expect(resolved).toBe(true);
+    // The agent was confirmed stopped; its row is the ledger's business now.
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+  });
+
+  it("a backend's shutdown() that answers late: reported, rows kept, released once it answers", async () => {
+    const { manager, backend, clock, rows, checkInvariants } = fleet({}, {});
+    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale(['linux'], 'job-2');
+    const answer = backend.holdNext(1, 'shutdown');
+    let resolved = false;
+    const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
+      resolved = true;
+      return result;
+    });
+    for (let i = 0; i < 30 && !resolved; i++) await clock.advance(1000);
+    expect(await shutdown).toEqual({
+      unconfirmed: [
+        { agentId: 'vm-1', scaler: 'vm', reason: 'shutdown-failed' },
+        { agentId: 'vm-2', scaler: 'vm', reason: 'shutdown-failed' },
+      ],
+    });
+    expect(rows()).toEqual(['vm-1', 'vm-2']);
+    answer();
+    await clock.settle();
+    expect(backend.running()).toEqual([]);
+    expect(rows()).toEqual([]);
+    checkInvariants();
+  });
+
+  it('a request refused by its first scaler does not go on to spawn on the next after shutdownAll()', async () => {
+    const { manager, backends, ledger, clock, rows, checkInvariants } = handFleet(
+      {
+        globalMaxAgents: 10,
+        machinePools: { a: { maxCpu: 1 }, b: { maxCpu: 4 } },
+        scalers: [
+          {
+            name: 'first',
+            type: 'vm',
+            maxAgents: 4,
+            machinePool: 'a',
+            labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+          },
+          {
+            name: 'second',
+            type: 'vm',
+            maxAgents: 4,
+            machinePool: 'b',
+            labelSets: [{ labels: ['linux'], resources: { cpus: 1 } }],
+          },
+        ],
+      },
+      { backend: { shutdown: false } },
+    );
+    // Another controller holds all of pool a.
+    const peer = new MemoryPoolLedger({ instanceId: 'peer', store: ledger.store, clock });
+    await peer.registerPool('a', { maxCpu: 1 });
+    expect((await peer.reserve('a', 'peer-1', 1, 0)).ok).toBe(true);
+    // The ledger answers the next reserve only when the test says so.
+    let answer!: () => void;
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    const reserve = ledger.reserve.bind(ledger);
+    ledger.reserve = async (...args) => {
+      await answered;
+      return reserve(...args);
+    };
+    const pending = manager.requestScale(['linux'], 'job-2');
+    await clock.settle();
+    const shutdown = manager.shutdownAll();
+    await clock.settle();
+    answer(); // pool a refuses job-2: before the fix it spawned on `second`
+    expect(await shutdown).toEqual({ unconfirmed: [] });
+    expect(await pending).toEqual({ kind: 'shutting-down' });
+    expect(backends.second!.spawned()).toEqual([]);
+    expect(backends.first!.spawned()).toEqual([]);
+    expect(rows('b')).toEqual([]);
+    checkInvariants();
   });
 
   it('refuses unknown options', () => {

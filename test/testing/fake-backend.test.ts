@@ -109,6 +109,21 @@ describe('FakeBackend', () => {
     expect(backend.callsOf('spawn').map((c) => c.outcome)).toEqual(['ok', 'hung', 'ok']);
   });
 
+  it("a hanging spawn rejects with the signal's reason once its request is aborted, and starts nothing", async () => {
+    const clock = new TestClock(T0);
+    const backend = new FakeBackend({ clock });
+    backend.hangNext();
+    const abort = new AbortController();
+    const spawn = backend.spawn({ ...request('stuck', 'j'), signal: abort.signal });
+    await clock.advance(60_000);
+    expect(backend.agent('stuck')?.state).toBe('starting');
+    const reason = new Error('given up');
+    abort.abort(reason);
+    await expect(spawn).rejects.toBe(reason);
+    expect(backend.running()).toEqual([]);
+    expect(backend.callsOf('spawn')[0]).toMatchObject({ outcome: 'failed', error: reason });
+  });
+
   it('plays agent and dispatcher: registers after a delay, runs the bound job, completes it', async () => {
     const clock = new TestClock(T0);
     const manager = host();
