@@ -24,7 +24,7 @@ import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
 import { type LeaseHolder, leaseBody, leasePath, markClosed } from './lease.js';
-import { claimLease } from './lease-claim.js';
+import { type ClaimContext, checkAlone, claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
 import type { LedgerOp } from './ops.js';
@@ -565,6 +565,17 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     return holder;
   };
   const leaseBodyText = () => leaseBody(self());
+  const claimContext = (dir: string, pool: string): ClaimContext => ({
+    fs,
+    dir,
+    pool,
+    self: self(),
+    leaseTtlMs,
+    marginMs: leaseMarginMs,
+    now,
+    probe,
+    startTimeOf,
+  });
   const lease = new LeaseKeeper({
     fs,
     clock,
@@ -578,19 +589,12 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
     body: leaseBodyText,
     claim: (dir, pool) => {
-      const claimed = claimLease({
-        fs,
-        dir,
-        pool,
-        self: self(),
-        leaseTtlMs,
-        marginMs: leaseMarginMs,
-        now,
-        probe,
-        startTimeOf,
-      });
-      if (claimed.kind === 'continued') owner.continueLease(claimed.leaseId);
+      const claimed = claimLease(claimContext(dir, pool));
+      if (claimed.kind === 'new') return false;
+      owner.continueLease(claimed.leaseId);
+      return true;
     },
+    checkAlone: (dir, pool) => checkAlone(claimContext(dir, pool), owner.leaseId),
     closed: owner.closed,
     expectedDir: owner.expectedDir,
   });

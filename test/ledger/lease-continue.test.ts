@@ -192,24 +192,7 @@ describe('a restart within the lease continues it', () => {
       ]),
     );
     fixtures.push(...claimers);
-    const outcomes = await Promise.all(
-      claimers.map(
-        (c) =>
-          new Promise<Record<string, unknown>>((resolve, reject) => {
-            const timer = setInterval(() => {
-              const done = c.events.find((e) => e.event === 'opened' || e.event === 'refused');
-              if (done) {
-                clearInterval(timer);
-                resolve(done);
-              }
-            }, 20);
-            c.exited.then(() => {
-              clearInterval(timer);
-              reject(new Error(`claimer exited: ${c.stderr()}`));
-            });
-          }),
-      ),
-    );
+    const outcomes = await Promise.all(claimers.map((c) => outcomeOf(c)));
     const continued = outcomes.filter((o) => o.event === 'opened' && o.leaseId === PREDECESSOR);
     const refused = outcomes.filter((o) => o.event === 'refused');
     expect(continued).toHaveLength(1);
@@ -217,6 +200,26 @@ describe('a restart within the lease continues it', () => {
     for (const o of refused) expect(o.code).toBe('ERR_LEDGER_INSTANCE_IN_USE');
     const body = JSON.parse(readFileSync(join(dir, `${PREDECESSOR}.lease`), 'utf8'));
     expect(body.pid).toBe(continued[0]!.pid);
+  }, 60_000);
+});
+
+describe('processes started with one instance id at the same instant', () => {
+  it('at most one of four holds a lease; the others are refused and leave no lease file', async () => {
+    const at = Date.now() + 4000;
+    const starters = Array.from({ length: 4 }, () =>
+      startFixture('lease-claim-worker.ts', [
+        JSON.stringify({ dir, instanceId: 'twin', leaseTtlMs: 20_000, at }),
+      ]),
+    );
+    fixtures.push(...starters);
+    const outcomes = await Promise.all(starters.map((c) => outcomeOf(c)));
+    const opened = outcomes.filter((o) => o.event === 'opened');
+    expect(opened.length).toBeLessThanOrEqual(1);
+    expect(outcomes.filter((o) => o.event === 'refused')).toHaveLength(4 - opened.length);
+    // Only the holder's lease file is left.
+    expect(readdirSync(dir).filter((n) => n.endsWith('.lease'))).toEqual(
+      opened.map((o) => `${String(o.leaseId)}.lease`),
+    );
   }, 60_000);
 });
 
@@ -273,3 +276,20 @@ describe('a clean close frees capacity at once', () => {
     expect(left).toContain('young.closed');
   });
 });
+
+/** The claim outcome a lease-claim worker printed: `opened` or `refused`. */
+function outcomeOf(worker: FixtureProcess): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const timer = setInterval(() => {
+      const done = worker.events.find((e) => e.event === 'opened' || e.event === 'refused');
+      if (done) {
+        clearInterval(timer);
+        resolve(done);
+      }
+    }, 20);
+    void worker.exited.then(() => {
+      clearInterval(timer);
+      reject(new Error(`the worker exited: ${worker.stderr()}`));
+    });
+  });
+}
