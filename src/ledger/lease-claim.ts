@@ -46,8 +46,12 @@ export type ClaimResult = { kind: 'continued'; leaseId: string } | { kind: 'new'
 const MAX_BODY_BYTES = 4096;
 const LEASE_FILE = /^([A-Za-z0-9_-]{1,128})\.lease$/;
 
-/** Whose a lease holder is: this process, another live process, or a dead one. */
-type HolderState = 'self' | 'alive' | 'alive-confirmed' | 'dead';
+/**
+ * Whose a lease holder is: this process, another live process, a dead one, or
+ * one in another PID namespace (its pid cannot be judged here: neither
+ * continued nor a reason to refuse, as before leases could be continued).
+ */
+type HolderState = 'self' | 'alive' | 'alive-confirmed' | 'dead' | 'foreign';
 
 /**
  * Continue a dead predecessor's lease or say a new one is needed.
@@ -136,7 +140,7 @@ function scan(ctx: ClaimContext, now: number, skip: string | undefined): Seen[] 
     const lease = readLease(ctx, leaseId);
     if (lease === undefined) continue;
     const state = holderState(ctx, lease.holder);
-    if (state === 'self') continue;
+    if (state === 'self' || state === 'foreign') continue;
     if (
       state === 'alive-confirmed' ||
       (state === 'alive' && now - lease.mtimeMs <= windowOf(ctx))
@@ -179,6 +183,7 @@ function readLease(
 // not), or gone (no such pid, or the pid now names a newer process)?
 function holderState(ctx: ClaimContext, holder: LeaseHolder): HolderState {
   const { self } = ctx;
+  if (holder.pidNs !== undefined && holder.pidNs !== self.pidNs) return 'foreign';
   if (holder.pid === self.pid) {
     if (holder.pidStartTime === undefined || self.pidStartTime === undefined) return 'self';
     return holder.pidStartTime === self.pidStartTime ? 'self' : 'dead';

@@ -28,7 +28,7 @@ import { type ClaimContext, checkAlone, claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
 import type { LedgerOp } from './ops.js';
-import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from './proc.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile } from './store.js';
 import { sweepLeftovers } from './sweep.js';
@@ -557,11 +557,12 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   const held = new HeldRows(instanceId, () => owner.leaseId, leaseTtlMs);
   const probe = options.isProcessAlive ?? isProcessAlive;
   const startTimeOf = options.processStartTime ?? ((pid: number) => readProcessStartTime(fs, pid));
-  let ownStart: { value: number | undefined } | undefined;
+  let own: { start: number | undefined; ns: string | undefined } | undefined;
   const self = (): LeaseHolder => {
-    ownStart ??= { value: startTimeOf(process.pid) };
+    own ??= { start: startTimeOf(process.pid), ns: readPidNamespace(fs) };
     const holder: LeaseHolder = { instanceId, pid: process.pid, bootId: owner.bootId() };
-    if (ownStart.value !== undefined) holder.pidStartTime = ownStart.value;
+    if (own.start !== undefined) holder.pidStartTime = own.start;
+    if (own.ns !== undefined) holder.pidNs = own.ns;
     return holder;
   };
   const leaseBodyText = () => leaseBody(self());

@@ -14,6 +14,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   utimesSync,
   writeFileSync,
@@ -56,7 +57,7 @@ const PREDECESSOR = '0b7c2f4e-1111-4222-8333-944455556666';
 /** A lease file as a dead (or live) process of `instanceId` left it, renewed `ageMs` ago. */
 function plantLease(
   instanceId: string,
-  holder: { pid: number; pidStartTime?: number },
+  holder: { pid: number; pidStartTime?: number; pidNs?: string },
   ageMs: number,
   leaseId = PREDECESSOR,
 ): string {
@@ -96,6 +97,7 @@ describe('a restart within the lease continues it', () => {
       pid: process.pid,
       bootId,
       pidStartTime: readProcessStartTime(defaultFs, process.pid),
+      pidNs: readlinkSync('/proc/self/ns/pid'),
     });
     expect(readFileSync(file, 'utf8')).not.toBe(before);
     // The rows it writes carry the continued lease.
@@ -130,6 +132,17 @@ describe('a restart within the lease continues it', () => {
     writeFileSync(join(dir, 'lease-closed.closed'), '{}\n');
     const lease = await make('ctl', { leaseTtlMs: 5000 }).openLease();
     expect(['lease-other', 'lease-boot', 'lease-closed']).not.toContain(lease.leaseId);
+  });
+
+  it('a holder in another PID namespace (a container) is neither continued nor a reason to refuse: its pid means nothing here', async () => {
+    plantLease('ctl', { pid: await deadPid(), pidStartTime: 1, pidNs: 'pid:[1]' }, 100);
+    const lease = await make('ctl', { leaseTtlMs: 5000 }).openLease();
+    expect(lease.leaseId).not.toBe(PREDECESSOR);
+    const child = liveChild();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const start = readProcessStartTime(defaultFs, child.pid!);
+    plantLease('ctl2', { pid: child.pid!, pidStartTime: start!, pidNs: 'pid:[1]' }, 100);
+    expect((await make('ctl2', { leaseTtlMs: 5000 }).openLease()).leaseId).not.toBe(PREDECESSOR);
   });
 
   it('a live process holding the instance id refuses this one with a typed error naming both', async () => {
