@@ -46,8 +46,12 @@ export type ClaimResult = { kind: 'continued'; leaseId: string } | { kind: 'new'
 const MAX_BODY_BYTES = 4096;
 const LEASE_FILE = /^([A-Za-z0-9_-]{1,128})\.lease$/;
 
-/** Whose a lease holder is: this process, another live process, or a dead one. */
-type HolderState = 'self' | 'alive' | 'alive-confirmed' | 'dead';
+/**
+ * Whose a lease holder is: this process, another live process, a dead one, or
+ * one in another PID namespace (its pid cannot be judged here: neither
+ * continued nor a reason to refuse, as before leases could be continued).
+ */
+type HolderState = 'self' | 'alive' | 'alive-confirmed' | 'dead' | 'foreign';
 
 /**
  * Continue a dead predecessor's lease or say a new one is needed.
@@ -58,26 +62,9 @@ type HolderState = 'self' | 'alive' | 'alive-confirmed' | 'dead';
  */
 export function claimLease(ctx: ClaimContext): ClaimResult {
   const { fs, dir } = ctx;
-  let names: string[];
-  try {
-    names = fs.readdirSync(dir);
-  } catch (error) {
-    if (hasErrorCode(error, 'ENOENT')) return { kind: 'new' };
-    throw error;
-  }
   const now = ctx.now();
   let best: { leaseId: string; holder: LeaseHolder; mtimeMs: number } | undefined;
-  for (const name of names) {
-    const leaseId = LEASE_FILE.exec(name)?.[1];
-    if (leaseId === undefined) continue;
-    const seen = readLease(ctx, leaseId);
-    if (seen === undefined) continue;
-    const { holder, mtimeMs } = seen;
-    const state = holderState(ctx, holder);
-    if (state === 'self') continue;
-    if (state === 'alive-confirmed' || (state === 'alive' && now - mtimeMs <= windowOf(ctx))) {
-      throw inUse(ctx, holder.pid, leaseId);
-    }
+  for (const { leaseId, holder, mtimeMs, state } of scan(ctx, now, undefined)) {
     if (state !== 'dead' || now >= mtimeMs + ctx.leaseTtlMs || isClosed(fs, dir, leaseId)) continue;
     if (best === undefined || mtimeMs > best.mtimeMs) best = { leaseId, holder, mtimeMs };
   }
@@ -117,6 +104,54 @@ export function claimLease(ctx: ClaimContext): ClaimResult {
   return { kind: 'continued', leaseId };
 }
 
+/**
+ * Right after a new lease (`ownLeaseId`) was first written: no other live
+ * process holds a lease of this instance id. Of two processes that made new
+ * leases at the same instant, the one that looks second sees the first; if
+ * both see each other, both are refused (and retry on their next call).
+ *
+ * @throws LedgerInstanceInUseError when one does.
+ */
+export function checkAlone(ctx: ClaimContext, ownLeaseId: string): void {
+  scan(ctx, ctx.now(), ownLeaseId);
+}
+
+interface Seen {
+  leaseId: string;
+  holder: LeaseHolder;
+  mtimeMs: number;
+  state: HolderState;
+}
+
+// The lease files of this instance id and boot but `skip` (not this
+// process's), each with its holder's state; throws for a live holder.
+function scan(ctx: ClaimContext, now: number, skip: string | undefined): Seen[] {
+  let names: string[];
+  try {
+    names = ctx.fs.readdirSync(ctx.dir);
+  } catch (error) {
+    if (hasErrorCode(error, 'ENOENT')) return [];
+    throw error;
+  }
+  const seen: Seen[] = [];
+  for (const name of names) {
+    const leaseId = LEASE_FILE.exec(name)?.[1];
+    if (leaseId === undefined || leaseId === skip) continue;
+    const lease = readLease(ctx, leaseId);
+    if (lease === undefined) continue;
+    const state = holderState(ctx, lease.holder);
+    if (state === 'self' || state === 'foreign') continue;
+    if (
+      state === 'alive-confirmed' ||
+      (state === 'alive' && now - lease.mtimeMs <= windowOf(ctx))
+    ) {
+      throw inUse(ctx, lease.holder.pid, leaseId);
+    }
+    seen.push({ leaseId, ...lease, state });
+  }
+  return seen;
+}
+
 function windowOf(ctx: ClaimContext): number {
   return ctx.leaseTtlMs + ctx.marginMs;
 }
@@ -148,6 +183,7 @@ function readLease(
 // not), or gone (no such pid, or the pid now names a newer process)?
 function holderState(ctx: ClaimContext, holder: LeaseHolder): HolderState {
   const { self } = ctx;
+  if (holder.pidNs !== undefined && holder.pidNs !== self.pidNs) return 'foreign';
   if (holder.pid === self.pid) {
     if (holder.pidStartTime === undefined || self.pidStartTime === undefined) return 'self';
     return holder.pidStartTime === self.pidStartTime ? 'self' : 'dead';

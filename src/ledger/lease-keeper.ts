@@ -31,11 +31,19 @@ export interface LeaseOwner {
   body(): string;
   /**
    * Once, before the first lease write: continue a dead predecessor's lease
-   * (switching `leaseId` to it, its file renewed) or keep the new one.
+   * (switching `leaseId` to it, its file renewed; `true`) or keep the new one
+   * (`false`).
    *
    * @throws LedgerInstanceInUseError when a live process holds this instance id.
    */
-  claim(dir: string, pool: string): void;
+  claim(dir: string, pool: string): boolean;
+  /**
+   * Right after a new lease's file was first written: no other live process
+   * holds a lease of this instance id.
+   *
+   * @throws LedgerInstanceInUseError when one does.
+   */
+  checkAlone(dir: string, pool: string): void;
   /** True once the ledger is closed (no renewal timer is started then). */
   closed(): boolean;
   /** The directory the lease file would be in before the first renewal resolved it. */
@@ -249,18 +257,37 @@ export class LeaseKeeper {
     const sentAt = owner.clock.now();
     const sentMono = owner.monotonic();
     try {
-      if (!this.claimed) {
-        owner.claim(dir, pool);
+      if (this.claimed) {
+        touchLeaseSync(owner.fs, this.file(dir), sentAt, owner.body());
+      } else {
+        const continued = owner.claim(dir, pool);
+        this.attempted = true;
+        touchLeaseSync(owner.fs, this.file(dir), sentAt, owner.body());
+        if (!continued) this.checkAlone(dir, pool);
         this.claimed = true;
       }
-      this.attempted = true;
-      touchLeaseSync(owner.fs, this.file(dir), sentAt, owner.body());
     } catch (error) {
       this.lastError = error;
       this.healthyFrom = undefined;
       throw error;
     }
     this.confirmed(sentAt, sentMono);
+  }
+
+  // A new lease another live process of this instance id made at the same
+  // time: ours is removed again (nothing was written under it) and the call refused.
+  private checkAlone(dir: string, pool: string): void {
+    try {
+      this.owner.checkAlone(dir, pool);
+    } catch (error) {
+      try {
+        this.owner.fs.unlinkSync(this.file(dir));
+      } catch {
+        // Gone already.
+      }
+      this.attempted = false;
+      throw error;
+    }
   }
 
   private confirmed(sentAt: number, sentMono: number): void {

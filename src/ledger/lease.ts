@@ -37,13 +37,16 @@ export interface LeaseHolder {
   bootId: string;
   /** The holder's start time (clock ticks since boot, `/proc/<pid>/stat` field 22), when known. */
   pidStartTime?: number;
+  /** The holder's PID namespace (`/proc/self/ns/pid`), when known: its pid means nothing in another. */
+  pidNs?: string;
 }
 
 /** The body of a lease file naming `holder` (one JSON line). */
 export function leaseBody(holder: LeaseHolder): string {
-  const { instanceId, pid, bootId, pidStartTime } = holder;
+  const { instanceId, pid, bootId, pidStartTime, pidNs } = holder;
   const body: LeaseHolder = { instanceId, pid, bootId };
   if (pidStartTime !== undefined) body.pidStartTime = pidStartTime;
+  if (pidNs !== undefined) body.pidNs = pidNs;
   return `${JSON.stringify(body)}\n`;
 }
 
@@ -56,13 +59,14 @@ export function parseLeaseBody(text: string): LeaseHolder | undefined {
     return undefined;
   }
   if (typeof value !== 'object' || value === null) return undefined;
-  const { instanceId, pid, bootId, pidStartTime } = value as Record<string, unknown>;
+  const { instanceId, pid, bootId, pidStartTime, pidNs } = value as Record<string, unknown>;
   if (typeof instanceId !== 'string' || typeof bootId !== 'string') return undefined;
   if (typeof pid !== 'number' || !Number.isSafeInteger(pid) || pid <= 0) return undefined;
   const holder: LeaseHolder = { instanceId, pid, bootId };
   if (typeof pidStartTime === 'number' && Number.isSafeInteger(pidStartTime) && pidStartTime >= 0) {
     holder.pidStartTime = pidStartTime;
   }
+  if (typeof pidNs === 'string' && pidNs !== '') holder.pidNs = pidNs;
   return holder;
 }
 

@@ -24,11 +24,11 @@ import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
 import { type LeaseHolder, leaseBody, leasePath, markClosed } from './lease.js';
-import { claimLease } from './lease-claim.js';
+import { type ClaimContext, checkAlone, claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
 import type { LedgerOp } from './ops.js';
-import { isProcessAlive, readBootId, readProcessStartTime } from './proc.js';
+import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from './proc.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile } from './store.js';
 import { sweepLeftovers } from './sweep.js';
@@ -557,14 +557,26 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
   const held = new HeldRows(instanceId, () => owner.leaseId, leaseTtlMs);
   const probe = options.isProcessAlive ?? isProcessAlive;
   const startTimeOf = options.processStartTime ?? ((pid: number) => readProcessStartTime(fs, pid));
-  let ownStart: { value: number | undefined } | undefined;
+  let own: { start: number | undefined; ns: string | undefined } | undefined;
   const self = (): LeaseHolder => {
-    ownStart ??= { value: startTimeOf(process.pid) };
+    own ??= { start: startTimeOf(process.pid), ns: readPidNamespace(fs) };
     const holder: LeaseHolder = { instanceId, pid: process.pid, bootId: owner.bootId() };
-    if (ownStart.value !== undefined) holder.pidStartTime = ownStart.value;
+    if (own.start !== undefined) holder.pidStartTime = own.start;
+    if (own.ns !== undefined) holder.pidNs = own.ns;
     return holder;
   };
   const leaseBodyText = () => leaseBody(self());
+  const claimContext = (dir: string, pool: string): ClaimContext => ({
+    fs,
+    dir,
+    pool,
+    self: self(),
+    leaseTtlMs,
+    marginMs: leaseMarginMs,
+    now,
+    probe,
+    startTimeOf,
+  });
   const lease = new LeaseKeeper({
     fs,
     clock,
@@ -578,19 +590,12 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
     monotonic: hooks.monotonic ?? (options.clock === undefined ? monotonicNow : () => clock.now()),
     body: leaseBodyText,
     claim: (dir, pool) => {
-      const claimed = claimLease({
-        fs,
-        dir,
-        pool,
-        self: self(),
-        leaseTtlMs,
-        marginMs: leaseMarginMs,
-        now,
-        probe,
-        startTimeOf,
-      });
-      if (claimed.kind === 'continued') owner.continueLease(claimed.leaseId);
+      const claimed = claimLease(claimContext(dir, pool));
+      if (claimed.kind === 'new') return false;
+      owner.continueLease(claimed.leaseId);
+      return true;
     },
+    checkAlone: (dir, pool) => checkAlone(claimContext(dir, pool), owner.leaseId),
     closed: owner.closed,
     expectedDir: owner.expectedDir,
   });

@@ -46,3 +46,16 @@ export function readProcessStartTime(fs: LedgerFs, pid: number): number | undefi
   const value = Number(rest[19]);
   return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
 }
+
+/**
+ * This process's PID namespace (`/proc/self/ns/pid`, e.g. `pid:[4026531836]`):
+ * pids name the same processes only within one. `undefined` where it cannot be read.
+ */
+export function readPidNamespace(fs: LedgerFs): string | undefined {
+  try {
+    const link = fs.readlinkSync('/proc/self/ns/pid', 'utf8');
+    return typeof link === 'string' && link !== '' ? link : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -169,10 +169,13 @@ describe('scaler-primitives ledger', () => {
 
   it('reap removes rows of another boot (not lease-expired ones) and release removes one agent', async () => {
     const ledger = await seed();
-    // Its lease ends (the file is removed), but a one-shot command has not renewed
-    // a lease of its own for a window plus the margin, so it judges no lease
-    // expired: those rows are left to the running instances.
+    // Its lease file is gone without a closed marker (as after a crash), and a
+    // one-shot command has not renewed a lease of its own for a window plus the
+    // margin, so it judges no lease expired: those rows are left to the running
+    // instances. (A clean close() leaves a marker: then any reaper takes them at once.)
+    const leaseId = ledger.leaseId;
     await ledger.close();
+    rmSync(join(dir, `${leaseId}.closed`));
     writeFileSync(
       join(dir, 'gpu.json'),
       JSON.stringify({

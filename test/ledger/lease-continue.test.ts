@@ -14,6 +14,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   utimesSync,
   writeFileSync,
@@ -56,7 +57,7 @@ const PREDECESSOR = '0b7c2f4e-1111-4222-8333-944455556666';
 /** A lease file as a dead (or live) process of `instanceId` left it, renewed `ageMs` ago. */
 function plantLease(
   instanceId: string,
-  holder: { pid: number; pidStartTime?: number },
+  holder: { pid: number; pidStartTime?: number; pidNs?: string },
   ageMs: number,
   leaseId = PREDECESSOR,
 ): string {
@@ -96,6 +97,7 @@ describe('a restart within the lease continues it', () => {
       pid: process.pid,
       bootId,
       pidStartTime: readProcessStartTime(defaultFs, process.pid),
+      pidNs: readlinkSync('/proc/self/ns/pid'),
     });
     expect(readFileSync(file, 'utf8')).not.toBe(before);
     // The rows it writes carry the continued lease.
@@ -130,6 +132,17 @@ describe('a restart within the lease continues it', () => {
     writeFileSync(join(dir, 'lease-closed.closed'), '{}\n');
     const lease = await make('ctl', { leaseTtlMs: 5000 }).openLease();
     expect(['lease-other', 'lease-boot', 'lease-closed']).not.toContain(lease.leaseId);
+  });
+
+  it('a holder in another PID namespace (a container) is neither continued nor a reason to refuse: its pid means nothing here', async () => {
+    plantLease('ctl', { pid: await deadPid(), pidStartTime: 1, pidNs: 'pid:[1]' }, 100);
+    const lease = await make('ctl', { leaseTtlMs: 5000 }).openLease();
+    expect(lease.leaseId).not.toBe(PREDECESSOR);
+    const child = liveChild();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const start = readProcessStartTime(defaultFs, child.pid!);
+    plantLease('ctl2', { pid: child.pid!, pidStartTime: start!, pidNs: 'pid:[1]' }, 100);
+    expect((await make('ctl2', { leaseTtlMs: 5000 }).openLease()).leaseId).not.toBe(PREDECESSOR);
   });
 
   it('a live process holding the instance id refuses this one with a typed error naming both', async () => {
@@ -192,24 +205,7 @@ describe('a restart within the lease continues it', () => {
       ]),
     );
     fixtures.push(...claimers);
-    const outcomes = await Promise.all(
-      claimers.map(
-        (c) =>
-          new Promise<Record<string, unknown>>((resolve, reject) => {
-            const timer = setInterval(() => {
-              const done = c.events.find((e) => e.event === 'opened' || e.event === 'refused');
-              if (done) {
-                clearInterval(timer);
-                resolve(done);
-              }
-            }, 20);
-            c.exited.then(() => {
-              clearInterval(timer);
-              reject(new Error(`claimer exited: ${c.stderr()}`));
-            });
-          }),
-      ),
-    );
+    const outcomes = await Promise.all(claimers.map((c) => outcomeOf(c)));
     const continued = outcomes.filter((o) => o.event === 'opened' && o.leaseId === PREDECESSOR);
     const refused = outcomes.filter((o) => o.event === 'refused');
     expect(continued).toHaveLength(1);
@@ -217,6 +213,26 @@ describe('a restart within the lease continues it', () => {
     for (const o of refused) expect(o.code).toBe('ERR_LEDGER_INSTANCE_IN_USE');
     const body = JSON.parse(readFileSync(join(dir, `${PREDECESSOR}.lease`), 'utf8'));
     expect(body.pid).toBe(continued[0]!.pid);
+  }, 60_000);
+});
+
+describe('processes started with one instance id at the same instant', () => {
+  it('at most one of four holds a lease; the others are refused and leave no lease file', async () => {
+    const at = Date.now() + 4000;
+    const starters = Array.from({ length: 4 }, () =>
+      startFixture('lease-claim-worker.ts', [
+        JSON.stringify({ dir, instanceId: 'twin', leaseTtlMs: 20_000, at }),
+      ]),
+    );
+    fixtures.push(...starters);
+    const outcomes = await Promise.all(starters.map((c) => outcomeOf(c)));
+    const opened = outcomes.filter((o) => o.event === 'opened');
+    expect(opened.length).toBeLessThanOrEqual(1);
+    expect(outcomes.filter((o) => o.event === 'refused')).toHaveLength(4 - opened.length);
+    // Only the holder's lease file is left.
+    expect(readdirSync(dir).filter((n) => n.endsWith('.lease'))).toEqual(
+      opened.map((o) => `${String(o.leaseId)}.lease`),
+    );
   }, 60_000);
 });
 
@@ -273,3 +289,20 @@ describe('a clean close frees capacity at once', () => {
     expect(left).toContain('young.closed');
   });
 });
+
+/** The claim outcome a lease-claim worker printed: `opened` or `refused`. */
+function outcomeOf(worker: FixtureProcess): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const timer = setInterval(() => {
+      const done = worker.events.find((e) => e.event === 'opened' || e.event === 'refused');
+      if (done) {
+        clearInterval(timer);
+        resolve(done);
+      }
+    }, 20);
+    void worker.exited.then(() => {
+      clearInterval(timer);
+      reject(new Error(`the worker exited: ${worker.stderr()}`));
+    });
+  });
+}
