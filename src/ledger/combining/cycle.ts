@@ -17,7 +17,7 @@ import {
   serializeDocument,
 } from '../document/codec.js';
 import { type LivenessFacts, partitionRows } from '../document/verdict.js';
-import type { LedgerFs } from '../fs.js';
+import { hasErrorCode, type LedgerFs } from '../fs.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { HeldRows } from '../held-rows.js';
 import { ledgerIoError } from '../io-error.js';
@@ -36,6 +36,7 @@ import {
   combinablePool,
   combineDirPath,
   prepareCombineDir,
+  sweepCombineLeftovers,
   wakeOldest,
 } from './channel.js';
 import { answerTexts, failAnswers, planCombined, splitAnswers } from './plan.js';
@@ -120,7 +121,22 @@ export class FileCycle {
   // Per batch, a posted request that could not be withdrawn after a failed wait.
   readonly #stuck = new WeakMap<LedgerOp[], Unsettled['request']>();
 
+  // Staged answer files of ours that could not be removed (a read-only
+  // filesystem): removed again before each later cycle.
+  readonly #leftStaged = new Set<string>();
+
   constructor(private readonly host: CycleHost) {}
+
+  #removeStaged(file: string): void {
+    try {
+      this.host.fs.unlinkSync(file);
+      this.#leftStaged.delete(file);
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT')) this.#leftStaged.delete(file);
+      // Bounded: past it, the sweep of stale files removes the rest.
+      else if (this.#leftStaged.size < 256) this.#leftStaged.add(file);
+    }
+  }
 
   /**
    * Run `ops` on `pool`: take the lock (or have a holder apply them, when
@@ -291,6 +307,7 @@ export class FileCycle {
 
   // One try of run(): the lock (or a holder's answer), then the cycle.
   private async attempt(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    for (const file of this.#leftStaged) this.#removeStaged(file);
     const stamp = batchStamp();
     const dir = await this.host.dir();
     await this.host.ensureLease(dir, pool);
@@ -361,14 +378,8 @@ export class FileCycle {
       if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
     }
     // Every waiter has its answer: the staged copy is not needed any more. (A
-    // cycle that failed leaves it for them; it is swept once stale.)
-    if (done.stagedFile !== undefined) {
-      try {
-        this.host.fs.unlinkSync(done.stagedFile);
-      } catch {
-        // Swept already.
-      }
-    }
+    // cycle that failed after its write leaves it for them; it is swept once stale.)
+    if (done.stagedFile !== undefined) this.#removeStaged(done.stagedFile);
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release
     // (callers still hear back only once it is durable).
@@ -455,7 +466,11 @@ export class FileCycle {
         outcome.doc.reservations,
         wrote ? partition.stale : [],
       );
-      if (ops.some((op) => op.kind === 'reap')) this.host.sweepLeftovers(dir, file);
+      if (ops.some((op) => op.kind === 'reap')) {
+        this.host.sweepLeftovers(dir, file);
+        if (combineDir !== undefined)
+          sweepCombineLeftovers(this.host.fs, combineDir, dir, this.host.staleMs);
+      }
       if (texts && combineDir !== undefined) {
         // Waiters hear back only once the write is durable: one directory
         // fsync, under the lock, serves all of them.
@@ -474,6 +489,10 @@ export class FileCycle {
       // Every claimed waiter does its calls itself.
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
+      // Nothing was written, so what was staged never took effect: the pool
+      // file alone tells a waiter's redo what is there. (Once written, the
+      // staged answers stay for the waiters; they are swept once stale.)
+      if (!wrote && stagedFile !== undefined) this.#removeStaged(stagedFile);
       // Written (a later step failed): our calls may have landed.
       if (wrote) redo(ops, true, undefined);
       throw ledgerIoError(error, { pool, path: file, mayHaveWritten: wrote });

@@ -68,9 +68,19 @@ export class Inbox {
     });
   }
 
-  /** Stop watching and remove the inbox (when empty). */
+  /**
+   * Stop watching and remove the inbox with the answers left in it (late
+   * answers to calls this instance settled otherwise: nobody reads them now).
+   */
   close(): void {
     this.unwatch();
+    try {
+      for (const name of this.fs.readdirSync(this.path)) {
+        if (name.endsWith('.ans')) this.fs.unlinkSync(join(this.path, name));
+      }
+    } catch {
+      // Gone, or not removable now: swept with the pool's leftovers.
+    }
     try {
       this.fs.rmdirSync(this.path);
     } catch {
