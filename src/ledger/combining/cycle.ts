@@ -99,7 +99,18 @@ export interface CycleHost {
   confirmLease(dir: string, pool: string): void;
   facts(dir: string, doc: LedgerDocument): LivenessFacts;
   sweepLeftovers(dir: string, file: string): void;
+  /**
+   * Queue a call on `pool` that changes nothing by itself (a background reap),
+   * so that calls left unsettled there are settled without waiting for the
+   * caller's next call. Resolves false once the ledger is closed.
+   */
+  settleSoon(pool: string): Promise<boolean>;
 }
+
+// While calls of a pool are unsettled, how often a background call tries to
+// settle them (jittered up to twice as long): a fault that clears frees their
+// rows within about this long, even on an instance that makes no more calls.
+const SETTLE_RETRY_MS = 200;
 
 /**
  * Calls of this instance whose outcome it could not settle (see
@@ -124,6 +135,8 @@ export class FileCycle {
   // Staged answer files of ours that could not be removed (a read-only
   // filesystem): removed again before each later cycle.
   readonly #leftStaged = new Set<string>();
+  // Pools with a background settle scheduled or running.
+  readonly #settling = new Set<string>();
 
   constructor(private readonly host: CycleHost) {}
 
@@ -155,6 +168,28 @@ export class FileCycle {
       else this.#unsettled.set(pool, left);
     }
     return answers.slice(cleanup.length);
+  }
+
+  // Settle the unsettled calls of `pool` in the background, one queued call
+  // at a time, until none is left (or the ledger is closed).
+  #settleInBackground(pool: string): void {
+    if (this.#settling.has(pool)) return;
+    this.#settling.add(pool);
+    const tick = () => {
+      if (!this.#unsettled.has(pool)) {
+        this.#settling.delete(pool);
+        return;
+      }
+      this.host.settleSoon(pool).then(
+        (open) => (open ? later() : this.#settling.delete(pool)),
+        // Still failing (the fault lasts): try again.
+        () => later(),
+      );
+    };
+    const later = () => {
+      systemClock.setTimeout(tick, SETTLE_RETRY_MS * (1 + Math.random())).unref();
+    };
+    later();
   }
 
   /** The number of calls on `pool` still to be settled (for tests and telemetry). */
@@ -243,7 +278,9 @@ export class FileCycle {
    * whose row is gone is done. Otherwise they fail with
    * `LedgerOutcomeUnknownError`, and are remembered: the next successful cycle
    * on the pool releases them first (a reserve's row, if any, is removed), so
-   * no row stays whose caller was told it was not granted.
+   * no row stays whose caller was told it was not granted. A background call
+   * retries such a cycle until it succeeds, so an instance that makes no
+   * more calls on the pool settles them too.
    * Unmarked calls of the batch get the typed error of the failure.
    */
   private async settle(pool: string, ops: LedgerOp[], error: unknown): Promise<OpAnswer[]> {
@@ -264,13 +301,14 @@ export class FileCycle {
       const pending = this.#unsettled.get(pool) ?? [];
       pending.push({ ops: unknown, request: stuck });
       this.#unsettled.set(pool, pending);
+      this.#settleInBackground(pool);
       const agentIds = unknown.flatMap((op) =>
         op.kind === 'adopt' ? op.rows.map((row) => row.agentId) : [agentOf(op)],
       );
       const outcome = new LedgerOutcomeUnknownError(
         pool,
         agentIds,
-        `Pool ${JSON.stringify(pool)}: the outcome of ${unknown.map((op) => `${op.kind} of agent ${JSON.stringify(agentOf(op))}`).join(', ')} is unknown. Another process that combines calls took ${unknown.length === 1 ? 'it' : 'them'} and may have written ${unknown.length === 1 ? 'it' : 'them'}, but its answer never came, and this process could not settle ${unknown.length === 1 ? 'it' : 'them'} from the pool file (${(cause as Error).message ?? String(cause)}). Treat a reserve as not granted and a release as done: this instance settles ${unknown.length === 1 ? 'it' : 'them'} so in its next successful write on the pool (a row written for such a reserve is removed).`,
+        `Pool ${JSON.stringify(pool)}: the outcome of ${unknown.map((op) => `${op.kind} of agent ${JSON.stringify(agentOf(op))}`).join(', ')} is unknown. Another process that combines calls took ${unknown.length === 1 ? 'it' : 'them'} and may have written ${unknown.length === 1 ? 'it' : 'them'}, but its answer never came, and this process could not settle ${unknown.length === 1 ? 'it' : 'them'} from the pool file (${(cause as Error).message ?? String(cause)}). Treat a reserve as not granted and a release as done: this instance makes that true in its next successful write on the pool, which it retries in the background until the pool can be written again (a row written for such a reserve is removed).`,
         { cause },
       );
       ops.forEach((op, i) => {
