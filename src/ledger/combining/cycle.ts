@@ -201,8 +201,9 @@ export class FileCycle {
   // written) is removed, a release is done again; but never for an agent this
   // instance holds again (its caller reserved it anew since). An entry whose
   // request is still posted first tries to withdraw it: withdrawn, nothing of
-  // it was applied (dropped); claimed, it is settled like the others; still
-  // stuck, it waits (a release now could come before a holder applies it).
+  // it was applied (its reserves are dropped, its releases done now);
+  // claimed, it is settled like the others; still stuck, it waits (a release
+  // now could come before a holder applies it).
   #cleanup(pool: string, pending: Unsettled[]): { entries: Unsettled[]; cleanup: LedgerOp[] } {
     const entries: Unsettled[] = [];
     const cleanup: LedgerOp[] = [];
@@ -213,10 +214,10 @@ export class FileCycle {
         const state = entry.request.withdraw();
         if (state === 'stuck') continue;
         entry.request = undefined;
-        if (state === 'withdrawn') {
-          drop.push(entry);
-          continue;
-        }
+        // Withdrawn: none of it was applied, so a reserve left no row. A
+        // release was not done either, but its caller was told to treat it
+        // as done: it is done now.
+        if (state === 'withdrawn') entry.ops = entry.ops.filter((op) => op.kind === 'release');
       }
       const ops: LedgerOp[] = [];
       for (const op of entry.ops) {
@@ -345,7 +346,9 @@ export class FileCycle {
 
   // One try of run(): the lock (or a holder's answer), then the cycle.
   private async attempt(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    // Files a read-only spell kept: removed once it is over.
     for (const file of this.#leftStaged) this.#removeStaged(file);
+    this.host.inboxes.get(pool)?.removeLeft();
     const stamp = batchStamp();
     const dir = await this.host.dir();
     await this.host.ensureLease(dir, pool);

@@ -20,6 +20,8 @@ import { type CombineRequest, decodeReply, encodeRequest, isObject } from './wir
 export class Inbox {
   private watcher: ReturnType<LedgerFs['watch']> | undefined;
   private wake: (() => void) | undefined;
+  // Answers already read that could not be removed (a read-only filesystem).
+  private readonly left = new Set<string>();
 
   private constructor(
     private readonly fs: LedgerFs,
@@ -52,6 +54,23 @@ export class Inbox {
   /** True while arrivals wake the waiter (else it only polls). */
   get watched(): boolean {
     return this.watcher !== undefined;
+  }
+
+  /** Remove an answer file that was read; one that cannot be removed now is removed by {@link Inbox.removeLeft}. */
+  remove(file: string): void {
+    try {
+      this.fs.unlinkSync(file);
+      this.left.delete(file);
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT')) this.left.delete(file);
+      // Bounded: past it, the sweep of stale answers removes the rest.
+      else if (this.left.size < 256) this.left.add(file);
+    }
+  }
+
+  /** Try again to remove the answers read earlier that could not be removed then. */
+  removeLeft(): void {
+    for (const file of this.left) this.remove(file);
   }
 
   /** Resolve after `ms`, or earlier when something arrives in the inbox. */
@@ -102,7 +121,7 @@ export class PostedRequest {
   private constructor(
     private readonly fs: LedgerFs,
     private readonly dir: string,
-    private readonly inbox: string,
+    private readonly inbox: Inbox,
     /** The request id. */
     readonly id: string,
     private readonly ops: readonly LedgerOp[],
@@ -144,7 +163,7 @@ export class PostedRequest {
       }
       return undefined;
     }
-    return new PostedRequest(fs, dir, inbox.path, id, request.ops, request.pool, maxBytes);
+    return new PostedRequest(fs, dir, inbox, id, request.ops, request.pool, maxBytes);
   }
 
   /**
@@ -155,7 +174,7 @@ export class PostedRequest {
    */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox, `${this.id}.ans`);
+    const file = join(this.inbox.path, `${this.id}.ans`);
     let text: string | undefined;
     try {
       // Asked every time the waiter wakes: "not yet" costs no error thrown.
@@ -165,11 +184,7 @@ export class PostedRequest {
       return undefined;
     }
     if (text === undefined || !text.endsWith('\n')) return undefined;
-    try {
-      this.fs.unlinkSync(file);
-    } catch {
-      // Gone already.
-    }
+    this.inbox.remove(file);
     // A linked staged file holds the whole cycle's answers: ours is one entry.
     const answer = this.decode(answerIn(text, this.id) ?? '');
     if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
