@@ -139,6 +139,8 @@ function combineFiles(combine: string, dirs: boolean): string[] {
  */
 export async function runStorageSpells(options: SpellOptions): Promise<SpellRun> {
   const faultMs = options.faultMs ?? 1000;
+  const log =
+    options.log ?? (process.env.DEBUG_SPELLS ? (line: string) => console.log(line) : undefined);
   const mount = mkdtempSync(join(tmpdir(), 'ledger-spells-'));
   execFileSync('mount', ['-t', 'tmpfs', '-o', 'mode=0700,size=1m,nr_inodes=200', 'tmpfs', mount]);
   const running: FixtureProcess[] = [];
@@ -246,11 +248,12 @@ export async function runStorageSpells(options: SpellOptions): Promise<SpellRun>
         killed,
       };
       spells.push(figures);
-      options.log?.(`spell ${index} ${JSON.stringify(figures)}`);
+      log?.(`spell ${index} ${JSON.stringify(figures)}`);
       if (process.env.DEBUG_SPELLS) {
+        log?.(`codes so far: ${JSON.stringify(pausedEvents.map((e) => e.codes))}`);
         for (const name of leftovers) {
           try {
-            options.log?.(`${name}: ${readFileSync(join(combine, name), 'utf8').slice(0, 600)}`);
+            log?.(`${name}: ${readFileSync(join(combine, name), 'utf8').slice(0, 600)}`);
           } catch {}
         }
       }

@@ -123,7 +123,7 @@ const SETTLE_RETRY_MS = 200;
  */
 interface Unsettled {
   ops: LedgerOp[];
-  request: { withdraw(): 'withdrawn' | 'claimed' | 'stuck' } | undefined;
+  request: { withdraw(): 'withdrawn' | 'claimed' | 'stuck'; abandon?(): void } | undefined;
 }
 
 /** Runs the locked cycles of one MachineLedger. */
@@ -213,6 +213,7 @@ export class FileCycle {
       if (entry.request !== undefined) {
         const state = entry.request.withdraw();
         if (state === 'stuck') continue;
+        entry.request.abandon?.();
         entry.request = undefined;
         // Withdrawn: none of it was applied, so a reserve left no row. A
         // release was not done either, but its caller was told to treat it
@@ -408,6 +409,7 @@ export class FileCycle {
         return this.answered(pool, file, ops, late);
       }
       this.redoClaimed(pool, ops, true, prepared);
+      waiter.request()?.abandon();
     }
     const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
     let done: CycleResult;
@@ -637,6 +639,7 @@ export class FileCycle {
     if (late) return late;
     this.redoClaimed(pool, ops, true, state === 'claimed' ? waiter.prepared() : undefined);
     if (state === 'stuck') this.#stuck.set(ops, request);
+    else request.abandon();
     return undefined;
   }
 

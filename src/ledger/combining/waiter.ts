@@ -16,12 +16,19 @@ import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './wire.js';
 
+// How long a late answer to a request nobody waits for is looked for, to be
+// removed (after that, the sweep of stale answers removes it).
+const LATE_MS = 30_000;
+
 /** Where one ledger instance's answers for one pool arrive. */
 export class Inbox {
   private watcher: ReturnType<LedgerFs['watch']> | undefined;
   private wake: (() => void) | undefined;
   // Answers already read that could not be removed (a read-only filesystem).
   private readonly left = new Set<string>();
+  // Answers that may still arrive for requests nobody waits for any more
+  // (their calls were redone or settled), until when they are looked for.
+  private readonly late = new Map<string, number>();
 
   private constructor(
     private readonly fs: LedgerFs,
@@ -68,9 +75,29 @@ export class Inbox {
     }
   }
 
-  /** Try again to remove the answers read earlier that could not be removed then. */
+  /**
+   * The answer `file` may still arrive, but nobody will read it: remove it
+   * when it is there (looked for by {@link Inbox.removeLeft} for `LATE_MS`).
+   */
+  discardLate(file: string): void {
+    if (this.late.size < 256) this.late.set(file, systemClock.now() + LATE_MS);
+  }
+
+  /**
+   * Try again to remove the answers read earlier that could not be removed
+   * then, and remove late answers nobody waits for.
+   */
   removeLeft(): void {
     for (const file of this.left) this.remove(file);
+    for (const [file, until] of this.late) {
+      try {
+        this.fs.unlinkSync(file);
+        this.late.delete(file);
+      } catch {
+        // Not there yet (or not removable now): looked for again until `until`.
+        if (systemClock.now() > until) this.late.delete(file);
+      }
+    }
   }
 
   /** Resolve after `ms`, or earlier when something arrives in the inbox. */
@@ -242,6 +269,15 @@ export class PostedRequest {
     if (text === undefined) return undefined;
     const answer = this.decode(text);
     return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;
+  }
+
+  /**
+   * Nobody reads this request's answer any more (its calls are redone or
+   * settled otherwise): one that arrives late is removed.
+   */
+  abandon(): void {
+    if (this.answerValue !== undefined) return;
+    this.inbox.discardLate(join(this.inbox.path, `${this.id}.ans`));
   }
 
   /**
