@@ -224,6 +224,19 @@ export async function runStorageSpells(options: SpellOptions): Promise<SpellRun>
           return w.events.slice(before[i]).find((e) => e.event === 'paused')!;
         }),
       );
+      // Every worker is idle now: one more call each deals with what the
+      // others' last cycles left for it.
+      const swept = workers.map((w) => w.events.length);
+      for (const w of workers) w.child.kill('SIGUSR2');
+      await Promise.all(
+        workers.map((w, i) =>
+          until(
+            `worker ${i} to sweep after spell ${index}`,
+            () => w.events.slice(swept[i]).some((e) => e.event === 'swept'),
+            60_000,
+          ),
+        ),
+      );
       const doc = JSON.parse(readFileSync(join(dir, 'p.json'), 'utf8')) as {
         reservations: Array<{ agentId: string }>;
       };
