@@ -303,6 +303,11 @@ export class MachineLedger extends LedgerFrontEnd {
       expectedDir: () => this.#expectedDir(),
       bootId: () => this.bootId,
       closed: () => this.#core.closed,
+      settleSoon: async (pool) => {
+        if (this.#core.closed) return false;
+        await this.#core.submit(pool, { kind: 'reap', background: true });
+        return true;
+      },
     });
   }
 
@@ -508,6 +513,8 @@ export interface PartsOwner {
   expectedDir(): string;
   bootId(): string;
   closed(): boolean;
+  /** Queue a background reap of `pool` (false once closed; see `CycleHost.settleSoon`). */
+  settleSoon(pool: string): Promise<boolean>;
 }
 
 /** A MachineLedger's parts. */
@@ -644,6 +651,7 @@ export function assembleParts(options: MachineLedgerOptions, owner: PartsOwner):
         healthySince,
         now,
       }),
+    settleSoon: owner.settleSoon,
   });
   const recovery = new DirRecovery({
     fs,

@@ -14,6 +14,7 @@ import {
   claimPending,
   combineDirPath,
   prepareCombineDir,
+  sweepCombineLeftovers,
 } from '../../src/ledger/combining/channel.js';
 import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combining/plan.js';
 import { Inbox, PostedRequest, redo } from '../../src/ledger/combining/waiter.js';
@@ -201,5 +202,58 @@ describe('combining channel', () => {
     await waiting;
     expect(performance.now() - started).toBeLessThan(4_000);
     inbox.close();
+  });
+
+  it('an answer that cannot be written whole (a full disk) leaves no file behind', () => {
+    const { inbox, request } = post('lease-f', 1000, [reserve('f', 'lease-f')]);
+    const claimed = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
+    expect(claimed.map((c) => c.id)).toEqual([request.id]);
+    const full = {
+      ...nodeFs,
+      writeSync: () => {
+        throw Object.assign(new Error('ENOSPC: no space left on device, write'), {
+          code: 'ENOSPC',
+          syscall: 'write',
+        });
+      },
+    } as unknown as typeof nodeFs;
+    const text = `${JSON.stringify({ v: 1, lost: null })}\n${JSON.stringify({ v: 1, kind: 'answers', answers: [{ ok: true, value: { ok: true } }] })}\n`;
+    // Neither the staged file nor the answer alone stays, empty, where a waiter would wait on it.
+    expect(stageAnswers(full, combine, new Map([[request.id, text]]))).toBeUndefined();
+    publishStaged(full, combine, undefined, new Map([[request.id, text]]));
+    expect(readdirSync(combine).filter((name) => name.endsWith('.pre'))).toEqual([]);
+    expect(readdirSync(inbox.path)).toEqual([]);
+    inbox.close();
+  });
+
+  it('a sweep removes stale answers and the inboxes of closed instances, never a posted request', () => {
+    const live = post('lease-live', 1000, [reserve('l', 'lease-live')]);
+    const gone = Inbox.open(nodeFs, combine, 'lease-gone')!;
+    writeFileSync(join(dir, 'lease-live.lease'), '');
+    writeFileSync(join(live.inbox.path, 'old.ans'), 'x\n');
+    writeFileSync(join(gone.path, 'old.ans'), 'x\n');
+    writeFileSync(join(combine, '1.x.pre'), 'x\n');
+    const past = Date.now() / 1000 - 60;
+    for (const path of [
+      join(live.inbox.path, 'old.ans'),
+      join(gone.path, 'old.ans'),
+      join(combine, '1.x.pre'),
+      join(combine, `${live.request.id}.req`),
+    ])
+      nodeFs.utimesSync(path, past, past);
+    writeFileSync(join(live.inbox.path, 'new.ans'), 'x\n');
+    nodeFs.utimesSync(gone.path, past, past);
+    sweepCombineLeftovers(nodeFs, combine, dir, 10_000);
+    expect(readdirSync(combine).sort()).toEqual([`${live.request.id}.req`, 'lease-live']);
+    expect(readdirSync(live.inbox.path)).toEqual(['new.ans']);
+    live.inbox.close();
+    gone.close();
+  });
+
+  it('an inbox closed with answers left in it is removed with them', () => {
+    const { inbox } = post('lease-c', 1000, [reserve('c', 'lease-c')]);
+    writeFileSync(join(inbox.path, 'late.ans'), 'x\n');
+    inbox.close();
+    expect(readdirSync(combine).filter((name) => name === 'lease-c')).toEqual([]);
   });
 });

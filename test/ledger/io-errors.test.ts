@@ -248,6 +248,86 @@ describe('typed I/O errors', () => {
     expect(rows()).toEqual(['w', 'x', 'y']);
   });
 
+  it('an unknown reserve whose row a holder wrote is removed once the fault clears, without another call', async () => {
+    let releaseA!: () => void;
+    const aMayClaim = new Promise<void>((resolve) => {
+      releaseA = resolve;
+    });
+    let armed = false;
+    const a = ledgers.make({
+      instanceId: 'a',
+      hooks: {
+        beforeClaim: async () => {
+          if (armed) await aMayClaim;
+        },
+      },
+    });
+    a.registerPool('p', { maxCpu: 4 });
+    const fault = { current: none };
+    const b = ledgers.make({ instanceId: 'b', fs: faultyFs(fault), lockTimeoutMs: 300 });
+    b.registerPool('p', { maxCpu: 4 });
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toEqual({ ok: true });
+    armed = true;
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    for (let i = 0; i < 500 && !existsSync(lock()); i++) await new Promise((r) => setTimeout(r, 2));
+    fault.current = (call, path) =>
+      call === 'unlink' && path.endsWith('.req') ? 'EROFS' : undefined;
+    const error = await failure(b.reserve('p', 'z', 1, 0));
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_OUTCOME_UNKNOWN', agentIds: ['z'] });
+    fault.current = none;
+    armed = false;
+    releaseA();
+    await expect(reservingY).resolves.toEqual({ ok: true });
+    // B makes no more calls: its own background settle removes z (the
+    // bound is generous; it takes a few hundred ms on a quiet machine).
+    const started = Date.now();
+    while (rows().includes('z') && Date.now() - started < 10_000)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(rows()).toEqual(['x', 'y']);
+  });
+
+  it('an unknown release whose request is withdrawn once the fault clears is still done', async () => {
+    let releaseA!: () => void;
+    const aMayClaim = new Promise<void>((resolve) => {
+      releaseA = resolve;
+    });
+    let armed = false;
+    const a = ledgers.make({
+      instanceId: 'a',
+      hooks: {
+        beforeClaim: async () => {
+          if (armed) await aMayClaim;
+        },
+      },
+    });
+    a.registerPool('p', { maxCpu: 4 });
+    const fault = { current: none };
+    const b = ledgers.make({ instanceId: 'b', fs: faultyFs(fault), lockTimeoutMs: 300 });
+    b.registerPool('p', { maxCpu: 4 });
+    await expect(b.reserve('p', 'x', 1, 0)).resolves.toEqual({ ok: true });
+    armed = true;
+    const reservingY = a.reserve('p', 'y', 1, 0);
+    for (let i = 0; i < 500 && !existsSync(lock()); i++) await new Promise((r) => setTimeout(r, 2));
+    // B's release is posted behind A, and cannot be taken back (read-only for B).
+    fault.current = (call, path) =>
+      call === 'unlink' && path.endsWith('.req') ? 'EROFS' : undefined;
+    const error = await failure(b.release('p', 'x'));
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_OUTCOME_UNKNOWN', agentIds: ['x'] });
+    // The fault clears before A claims anything: B withdraws its request, so
+    // nothing of it was applied, and it must do the release itself.
+    fault.current = none;
+    const combine = join(dir, '.p.combine');
+    const posted = () => readdirSync(combine).filter((n) => n.endsWith('.req')).length;
+    for (let i = 0; i < 500 && posted() > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    armed = false;
+    releaseA();
+    await expect(reservingY).resolves.toEqual({ ok: true });
+    const started = Date.now();
+    while (rows().includes('x') && Date.now() - started < 10_000)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(rows()).toEqual(['y']);
+  });
+
   it('a reserve a holder wrote but could not answer is granted from the pool file, not a raw ENOSPC', async () => {
     const combine = join(dir, '.p.combine');
     const posted = () =>

@@ -131,17 +131,35 @@ export function postAnswer(fs: LedgerFs, dir: string, id: string, text: string):
   return inbox !== undefined && writeExclusive(fs, join(inbox, `${id}.ans`), text);
 }
 
-// Create `file` (0600, never through a link, never over an existing file) holding `text`.
+// Create `file` (0600, never through a link, never over an existing file)
+// holding `text`. A file made but not written whole (a full filesystem) is
+// removed again: an empty answer would never be read (it lacks its newline)
+// and nobody would remove it.
 function writeExclusive(fs: LedgerFs, file: string, text: string): boolean {
   let fd: number | undefined;
+  let whole = false;
   try {
     fd = createExclusive(fs, file, 0o600);
     writeAll(fs, fd, text);
+    whole = true;
     return true;
   } catch {
     return false;
   } finally {
-    if (fd !== undefined) fs.closeSync(fd);
+    if (fd !== undefined) {
+      try {
+        fs.closeSync(fd);
+      } catch {
+        // Closed with the error below.
+      }
+      if (!whole) {
+        try {
+          fs.unlinkSync(file);
+        } catch {
+          // Removed once stale (see `sweepCombineLeftovers`).
+        }
+      }
+    }
   }
 }
 

@@ -235,6 +235,62 @@ export function claimPending(
   return claimed;
 }
 
+/**
+ * Under the pool lock, when the ledger sweeps (a reap): remove what faults
+ * and crashes left in the combining directory `dir` of the ledger directory
+ * `ledgerDir`. Answers in inboxes older than `staleMs` (their waiter read
+ * none of them: it was killed, gave up, or redid its calls; a waiter that
+ * only stalled that long redoes its calls as one whose holder never
+ * answered), and inboxes left empty by instances that have no lease file any
+ * more (closed or long dead), once they are older than `staleMs`. Posted
+ * requests are never removed here: a live waiter's request is applied or
+ * withdrawn by the protocol, and a dead waiter's is applied by the next holder
+ * (its row is reaped with its lease).
+ */
+export function sweepCombineLeftovers(
+  fs: LedgerFs,
+  dir: string,
+  ledgerDir: string,
+  staleMs: number,
+): void {
+  if (!safeCombineDir(fs, dir)) return;
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (/\.(tmp|ans|pre)$/.test(name)) {
+      sweep(fs, join(dir, name), staleMs);
+      continue;
+    }
+    if (!/^[\w-]{1,128}$/.test(name)) continue;
+    const inbox = join(dir, name);
+    if (!safeCombineDir(fs, inbox)) continue;
+    let answers: string[];
+    let idle: boolean;
+    try {
+      // Judged before its stale answers go (removing them touches it).
+      idle = systemClock.now() - fs.lstatSync(inbox).mtimeMs > staleMs;
+      answers = fs.readdirSync(inbox);
+    } catch {
+      continue;
+    }
+    for (const answer of answers) {
+      if (answer.endsWith('.ans')) sweep(fs, join(inbox, answer), staleMs);
+    }
+    try {
+      if (!idle) continue;
+      if (fs.lstatSync(join(ledgerDir, `${name}.lease`), { throwIfNoEntry: false }) !== undefined)
+        continue;
+      fs.rmdirSync(inbox);
+    } catch {
+      // Not empty (a fresh answer), or gone already.
+    }
+  }
+}
+
 function sweep(fs: LedgerFs, path: string, staleMs: number): void {
   try {
     const stat = fs.lstatSync(path);

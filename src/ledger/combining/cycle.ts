@@ -17,7 +17,7 @@ import {
   serializeDocument,
 } from '../document/codec.js';
 import { type LivenessFacts, partitionRows } from '../document/verdict.js';
-import type { LedgerFs } from '../fs.js';
+import { hasErrorCode, type LedgerFs } from '../fs.js';
 import type { OpAnswer } from '../group-commit.js';
 import type { HeldRows } from '../held-rows.js';
 import { ledgerIoError } from '../io-error.js';
@@ -36,6 +36,7 @@ import {
   combinablePool,
   combineDirPath,
   prepareCombineDir,
+  sweepCombineLeftovers,
   wakeOldest,
 } from './channel.js';
 import { answerTexts, failAnswers, planCombined, splitAnswers } from './plan.js';
@@ -98,7 +99,18 @@ export interface CycleHost {
   confirmLease(dir: string, pool: string): void;
   facts(dir: string, doc: LedgerDocument): LivenessFacts;
   sweepLeftovers(dir: string, file: string): void;
+  /**
+   * Queue a call on `pool` that changes nothing by itself (a background reap),
+   * so that calls left unsettled there are settled without waiting for the
+   * caller's next call. Resolves false once the ledger is closed.
+   */
+  settleSoon(pool: string): Promise<boolean>;
 }
+
+// While calls of a pool are unsettled, how often a background call tries to
+// settle them (jittered up to twice as long): a fault that clears frees their
+// rows within about this long, even on an instance that makes no more calls.
+const SETTLE_RETRY_MS = 200;
 
 /**
  * Calls of this instance whose outcome it could not settle (see
@@ -111,7 +123,7 @@ export interface CycleHost {
  */
 interface Unsettled {
   ops: LedgerOp[];
-  request: { withdraw(): 'withdrawn' | 'claimed' | 'stuck' } | undefined;
+  request: { withdraw(): 'withdrawn' | 'claimed' | 'stuck'; abandon?(): void } | undefined;
 }
 
 /** Runs the locked cycles of one MachineLedger. */
@@ -120,7 +132,24 @@ export class FileCycle {
   // Per batch, a posted request that could not be withdrawn after a failed wait.
   readonly #stuck = new WeakMap<LedgerOp[], Unsettled['request']>();
 
+  // Staged answer files of ours that could not be removed (a read-only
+  // filesystem): removed again before each later cycle.
+  readonly #leftStaged = new Set<string>();
+  // Pools with a background settle scheduled or running.
+  readonly #settling = new Set<string>();
+
   constructor(private readonly host: CycleHost) {}
+
+  #removeStaged(file: string): void {
+    try {
+      this.host.fs.unlinkSync(file);
+      this.#leftStaged.delete(file);
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT')) this.#leftStaged.delete(file);
+      // Bounded: past it, the sweep of stale files removes the rest.
+      else if (this.#leftStaged.size < 256) this.#leftStaged.add(file);
+    }
+  }
 
   /**
    * Run `ops` on `pool`: take the lock (or have a holder apply them, when
@@ -141,6 +170,28 @@ export class FileCycle {
     return answers.slice(cleanup.length);
   }
 
+  // Settle the unsettled calls of `pool` in the background, one queued call
+  // at a time, until none is left (or the ledger is closed).
+  #settleInBackground(pool: string): void {
+    if (this.#settling.has(pool)) return;
+    this.#settling.add(pool);
+    const tick = () => {
+      if (!this.#unsettled.has(pool)) {
+        this.#settling.delete(pool);
+        return;
+      }
+      this.host.settleSoon(pool).then(
+        (open) => (open ? later() : this.#settling.delete(pool)),
+        // Still failing (the fault lasts): try again.
+        () => later(),
+      );
+    };
+    const later = () => {
+      systemClock.setTimeout(tick, SETTLE_RETRY_MS * (1 + Math.random())).unref();
+    };
+    later();
+  }
+
   /** The number of calls on `pool` still to be settled (for tests and telemetry). */
   unsettledCount(pool: string): number {
     return (this.#unsettled.get(pool) ?? []).reduce((sum, entry) => sum + entry.ops.length, 0);
@@ -150,8 +201,9 @@ export class FileCycle {
   // written) is removed, a release is done again; but never for an agent this
   // instance holds again (its caller reserved it anew since). An entry whose
   // request is still posted first tries to withdraw it: withdrawn, nothing of
-  // it was applied (dropped); claimed, it is settled like the others; still
-  // stuck, it waits (a release now could come before a holder applies it).
+  // it was applied (its reserves are dropped, its releases done now);
+  // claimed, it is settled like the others; still stuck, it waits (a release
+  // now could come before a holder applies it).
   #cleanup(pool: string, pending: Unsettled[]): { entries: Unsettled[]; cleanup: LedgerOp[] } {
     const entries: Unsettled[] = [];
     const cleanup: LedgerOp[] = [];
@@ -161,11 +213,12 @@ export class FileCycle {
       if (entry.request !== undefined) {
         const state = entry.request.withdraw();
         if (state === 'stuck') continue;
+        entry.request.abandon?.();
         entry.request = undefined;
-        if (state === 'withdrawn') {
-          drop.push(entry);
-          continue;
-        }
+        // Withdrawn: none of it was applied, so a reserve left no row. A
+        // release was not done either, but its caller was told to treat it
+        // as done: it is done now.
+        if (state === 'withdrawn') entry.ops = entry.ops.filter((op) => op.kind === 'release');
       }
       const ops: LedgerOp[] = [];
       for (const op of entry.ops) {
@@ -227,7 +280,9 @@ export class FileCycle {
    * whose row is gone is done. Otherwise they fail with
    * `LedgerOutcomeUnknownError`, and are remembered: the next successful cycle
    * on the pool releases them first (a reserve's row, if any, is removed), so
-   * no row stays whose caller was told it was not granted.
+   * no row stays whose caller was told it was not granted. A background call
+   * retries such a cycle until it succeeds, so an instance that makes no
+   * more calls on the pool settles them too.
    * Unmarked calls of the batch get the typed error of the failure.
    */
   private async settle(pool: string, ops: LedgerOp[], error: unknown): Promise<OpAnswer[]> {
@@ -248,13 +303,14 @@ export class FileCycle {
       const pending = this.#unsettled.get(pool) ?? [];
       pending.push({ ops: unknown, request: stuck });
       this.#unsettled.set(pool, pending);
+      this.#settleInBackground(pool);
       const agentIds = unknown.flatMap((op) =>
         op.kind === 'adopt' ? op.rows.map((row) => row.agentId) : [agentOf(op)],
       );
       const outcome = new LedgerOutcomeUnknownError(
         pool,
         agentIds,
-        `Pool ${JSON.stringify(pool)}: the outcome of ${unknown.map((op) => `${op.kind} of agent ${JSON.stringify(agentOf(op))}`).join(', ')} is unknown. Another process that combines calls took ${unknown.length === 1 ? 'it' : 'them'} and may have written ${unknown.length === 1 ? 'it' : 'them'}, but its answer never came, and this process could not settle ${unknown.length === 1 ? 'it' : 'them'} from the pool file (${(cause as Error).message ?? String(cause)}). Treat a reserve as not granted and a release as done: this instance settles ${unknown.length === 1 ? 'it' : 'them'} so in its next successful write on the pool (a row written for such a reserve is removed).`,
+        `Pool ${JSON.stringify(pool)}: the outcome of ${unknown.map((op) => `${op.kind} of agent ${JSON.stringify(agentOf(op))}`).join(', ')} is unknown. Another process that combines calls took ${unknown.length === 1 ? 'it' : 'them'} and may have written ${unknown.length === 1 ? 'it' : 'them'}, but its answer never came, and this process could not settle ${unknown.length === 1 ? 'it' : 'them'} from the pool file (${(cause as Error).message ?? String(cause)}). Treat a reserve as not granted and a release as done: this instance makes that true in its next successful write on the pool, which it retries in the background until the pool can be written again (a row written for such a reserve is removed).`,
         { cause },
       );
       ops.forEach((op, i) => {
@@ -291,6 +347,9 @@ export class FileCycle {
 
   // One try of run(): the lock (or a holder's answer), then the cycle.
   private async attempt(pool: string, ops: LedgerOp[], combine: boolean): Promise<OpAnswer[]> {
+    // Files a read-only spell kept: removed once it is over.
+    for (const file of this.#leftStaged) this.#removeStaged(file);
+    this.host.inboxes.get(pool)?.removeLeft();
     const stamp = batchStamp();
     const dir = await this.host.dir();
     await this.host.ensureLease(dir, pool);
@@ -350,6 +409,7 @@ export class FileCycle {
         return this.answered(pool, file, ops, late);
       }
       this.redoClaimed(pool, ops, true, prepared);
+      waiter.request()?.abandon();
     }
     const where: CycleWhere = { pool, dir, file, source, registered, combineDir, handle };
     let done: CycleResult;
@@ -361,14 +421,8 @@ export class FileCycle {
       if (combineDir !== undefined) wakeOldest(this.host.fs, combineDir);
     }
     // Every waiter has its answer: the staged copy is not needed any more. (A
-    // cycle that failed leaves it for them; it is swept once stale.)
-    if (done.stagedFile !== undefined) {
-      try {
-        this.host.fs.unlinkSync(done.stagedFile);
-      } catch {
-        // Swept already.
-      }
-    }
+    // cycle that failed after its write leaves it for them; it is swept once stale.)
+    if (done.stagedFile !== undefined) this.#removeStaged(done.stagedFile);
     // The rename is visible to every process already; making it survive a power
     // loss does not need the lock, so the directory fsync runs after the release
     // (callers still hear back only once it is durable).
@@ -455,7 +509,11 @@ export class FileCycle {
         outcome.doc.reservations,
         wrote ? partition.stale : [],
       );
-      if (ops.some((op) => op.kind === 'reap')) this.host.sweepLeftovers(dir, file);
+      if (ops.some((op) => op.kind === 'reap')) {
+        this.host.sweepLeftovers(dir, file);
+        if (combineDir !== undefined)
+          sweepCombineLeftovers(this.host.fs, combineDir, dir, this.host.staleMs);
+      }
       if (texts && combineDir !== undefined) {
         // Waiters hear back only once the write is durable: one directory
         // fsync, under the lock, serves all of them.
@@ -474,6 +532,10 @@ export class FileCycle {
       // Every claimed waiter does its calls itself.
       if (combineDir !== undefined && !published)
         failAnswers(this.host.fs, combineDir, remote, wrote);
+      // Nothing was written, so what was staged never took effect: the pool
+      // file alone tells a waiter's redo what is there. (Once written, the
+      // staged answers stay for the waiters; they are swept once stale.)
+      if (!wrote && stagedFile !== undefined) this.#removeStaged(stagedFile);
       // Written (a later step failed): our calls may have landed.
       if (wrote) redo(ops, true, undefined);
       throw ledgerIoError(error, { pool, path: file, mayHaveWritten: wrote });
@@ -577,6 +639,7 @@ export class FileCycle {
     if (late) return late;
     this.redoClaimed(pool, ops, true, state === 'claimed' ? waiter.prepared() : undefined);
     if (state === 'stuck') this.#stuck.set(ops, request);
+    else request.abandon();
     return undefined;
   }
 

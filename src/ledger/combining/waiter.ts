@@ -16,10 +16,19 @@ import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
 import { type CombineRequest, decodeReply, encodeRequest, isObject } from './wire.js';
 
+// How long a late answer to a request nobody waits for is looked for, to be
+// removed (after that, the sweep of stale answers removes it).
+const LATE_MS = 30_000;
+
 /** Where one ledger instance's answers for one pool arrive. */
 export class Inbox {
   private watcher: ReturnType<LedgerFs['watch']> | undefined;
   private wake: (() => void) | undefined;
+  // Answers already read that could not be removed (a read-only filesystem).
+  private readonly left = new Set<string>();
+  // Answers that may still arrive for requests nobody waits for any more
+  // (their calls were redone or settled), until when they are looked for.
+  private readonly late = new Map<string, number>();
 
   private constructor(
     private readonly fs: LedgerFs,
@@ -54,6 +63,43 @@ export class Inbox {
     return this.watcher !== undefined;
   }
 
+  /** Remove an answer file that was read; one that cannot be removed now is removed by {@link Inbox.removeLeft}. */
+  remove(file: string): void {
+    try {
+      this.fs.unlinkSync(file);
+      this.left.delete(file);
+    } catch (error) {
+      if (hasErrorCode(error, 'ENOENT')) this.left.delete(file);
+      // Bounded: past it, the sweep of stale answers removes the rest.
+      else if (this.left.size < 256) this.left.add(file);
+    }
+  }
+
+  /**
+   * The answer `file` may still arrive, but nobody will read it: remove it
+   * when it is there (looked for by {@link Inbox.removeLeft} for `LATE_MS`).
+   */
+  discardLate(file: string): void {
+    if (this.late.size < 256) this.late.set(file, systemClock.now() + LATE_MS);
+  }
+
+  /**
+   * Try again to remove the answers read earlier that could not be removed
+   * then, and remove late answers nobody waits for.
+   */
+  removeLeft(): void {
+    for (const file of this.left) this.remove(file);
+    for (const [file, until] of this.late) {
+      try {
+        this.fs.unlinkSync(file);
+        this.late.delete(file);
+      } catch {
+        // Not there yet (or not removable now): looked for again until `until`.
+        if (systemClock.now() > until) this.late.delete(file);
+      }
+    }
+  }
+
   /** Resolve after `ms`, or earlier when something arrives in the inbox. */
   wait(ms: number): Promise<void> {
     return new Promise((resolve) => {
@@ -68,9 +114,19 @@ export class Inbox {
     });
   }
 
-  /** Stop watching and remove the inbox (when empty). */
+  /**
+   * Stop watching and remove the inbox with the answers left in it (late
+   * answers to calls this instance settled otherwise: nobody reads them now).
+   */
   close(): void {
     this.unwatch();
+    try {
+      for (const name of this.fs.readdirSync(this.path)) {
+        if (name.endsWith('.ans')) this.fs.unlinkSync(join(this.path, name));
+      }
+    } catch {
+      // Gone, or not removable now: swept with the pool's leftovers.
+    }
     try {
       this.fs.rmdirSync(this.path);
     } catch {
@@ -92,7 +148,7 @@ export class PostedRequest {
   private constructor(
     private readonly fs: LedgerFs,
     private readonly dir: string,
-    private readonly inbox: string,
+    private readonly inbox: Inbox,
     /** The request id. */
     readonly id: string,
     private readonly ops: readonly LedgerOp[],
@@ -134,7 +190,7 @@ export class PostedRequest {
       }
       return undefined;
     }
-    return new PostedRequest(fs, dir, inbox.path, id, request.ops, request.pool, maxBytes);
+    return new PostedRequest(fs, dir, inbox, id, request.ops, request.pool, maxBytes);
   }
 
   /**
@@ -145,7 +201,7 @@ export class PostedRequest {
    */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox, `${this.id}.ans`);
+    const file = join(this.inbox.path, `${this.id}.ans`);
     let text: string | undefined;
     try {
       // Asked every time the waiter wakes: "not yet" costs no error thrown.
@@ -155,11 +211,7 @@ export class PostedRequest {
       return undefined;
     }
     if (text === undefined || !text.endsWith('\n')) return undefined;
-    try {
-      this.fs.unlinkSync(file);
-    } catch {
-      // Gone already.
-    }
+    this.inbox.remove(file);
     // A linked staged file holds the whole cycle's answers: ours is one entry.
     const answer = this.decode(answerIn(text, this.id) ?? '');
     if (answer.reply.kind === 'direct') answer.prepared = this.prepared();
@@ -217,6 +269,15 @@ export class PostedRequest {
     if (text === undefined) return undefined;
     const answer = this.decode(text);
     return answer.reply.kind === 'answers' ? answer.reply.answers : undefined;
+  }
+
+  /**
+   * Nobody reads this request's answer any more (its calls are redone or
+   * settled otherwise): one that arrives late is removed.
+   */
+  abandon(): void {
+    if (this.answerValue !== undefined) return;
+    this.inbox.discardLate(join(this.inbox.path, `${this.id}.ans`));
   }
 
   /**
