@@ -138,15 +138,20 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    *   `servers`, or a timing, replica count or bucket name out of range.
    * @throws LedgerUnavailableError when the servers cannot be reached, JetStream
    *   is not enabled, or the bucket cannot be opened within `timeoutMs`.
-   * @throws NatsServerVersionError when the server is older than
-   *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
-   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
+   * @throws NatsServerVersionError when the server is part of a cluster, older than
+   *   `MIN_SAFE_NATS_SERVER_VERSION`, and `serverVersionPolicy` is `'refuse'` (with
+   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead;
+   *   with `'ignore'`, nothing).
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
     const checked = checkConnectOptions(options);
     const { nc, owns } = await openConnection(checked);
     try {
-      checkServerVersion(nc.info?.version, checked.serverVersionPolicy);
+      checkServerVersion(
+        nc.info?.version,
+        checked.serverVersionPolicy,
+        typeof nc.info?.cluster === 'string' && nc.info.cluster !== '',
+      );
       const deadline = monotonicNow() + checked.timeoutMs;
       const { js, kv } = await openBucket(nc, checked, deadline);
       const ledger = new NatsPoolLedger(CONNECTED, kv, js, nc, owns, checked);
