@@ -78,6 +78,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   readonly #store: PoolStore;
   readonly #timeSource: Clock;
   readonly #core: LedgerCore;
+  readonly #timeoutMs: number;
+  readonly #monotonic: () => number;
 
   private constructor(
     token: symbol,
@@ -102,7 +104,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
         return pool;
       },
       ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
-      commit: (pool, op) => this.#batches.enqueue(pool, op),
+      commit: (pool, op) => this.#call(pool, op),
     });
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
@@ -111,6 +113,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     this.#bootId = options.bootId ?? readBootId(defaultFs);
     const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
     this.#timeSource = clock;
+    this.#timeoutMs = options.timeoutMs;
+    this.#monotonic = hooks.monotonic ?? monotonicNow;
     const telemetry = this.#core.instrument(options, 'nats', clock);
     this.#store = new PoolStore({
       kv,
@@ -119,7 +123,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       options,
       bootId: this.#bootId,
       hooks,
-      monotonic: hooks.monotonic ?? monotonicNow,
+      monotonic: this.#monotonic,
       timers: clock,
       caps: this.#core.caps,
       telemetry,
@@ -214,7 +218,27 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     poolKey(pool);
     this.#core.assertOpen();
-    return this.#store.read(pool);
+    const read = this.#store.read(pool);
+    return new Promise((resolve, reject) => {
+      const timer = this.#timeSource.setTimeout(() => {
+        reject(
+          new LedgerUnavailableError(
+            pool,
+            `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: NATS did not answer the read within ${this.#timeoutMs} ms. Nothing was written. Retry when the server is back.`,
+          ),
+        );
+      }, this.#timeoutMs);
+      read.then(
+        (snapshot) => {
+          this.#timeSource.clearTimeout(timer);
+          resolve(snapshot);
+        },
+        (error: unknown) => {
+          this.#timeSource.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   }
 
   /**
@@ -229,6 +253,30 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     await this.#batches.idle();
     await this.#store.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
+  }
+
+  // Every call is answered within `timeoutMs`, whatever NATS does: at the
+  // deadline a call still queued is never sent ("nothing was written"), and one
+  // that was sent is answered `LedgerOutcomeUnknownError` and settled by the
+  // store once NATS answers (see PoolStore.abandon).
+  #call(pool: string, op: LedgerOp): Promise<unknown> {
+    this.#store.track(op, this.#monotonic() + this.#timeoutMs);
+    const done = this.#batches.enqueue(pool, op);
+    return new Promise((resolve, reject) => {
+      const timer = this.#timeSource.setTimeout(() => {
+        reject(this.#store.deadlineError(pool, op, this.#store.abandon(op)));
+      }, this.#timeoutMs);
+      done.then(
+        (value) => {
+          this.#timeSource.clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#timeSource.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   }
 
   #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {

@@ -183,7 +183,7 @@ export class OwnLease {
     this.#lease = lease;
     const acked = monotonic();
     this.#confirm(lease, sent, sentClock, acked);
-    await this.#anchorClock(lease.key, lease.revision, acked).catch(() => {});
+    await this.#anchorClock(lease.key, lease.revision, acked, sent).catch(() => {});
   }
 
   /** Refresh the heartbeat every third of the window (at least every 100 ms apart). */
@@ -216,7 +216,7 @@ export class OwnLease {
         if (lease === this.#lease && lease.status === 'live') {
           this.#confirm(lease, sent, sentClock, acked);
         }
-        await this.#anchorClock(lease.key, revision, acked).catch(() => {});
+        await this.#anchorClock(lease.key, revision, acked, sent).catch(() => {});
       } catch (error) {
         this.#broken(error);
         if (!isRevisionConflict(error)) throw error;
@@ -374,8 +374,13 @@ export class OwnLease {
   }
 
   // Learn the server's time from the heartbeat just written.
-  async #anchorClock(key: string, revision: number, ackedAt: number): Promise<void> {
+  async #anchorClock(
+    key: string,
+    revision: number,
+    ackedAt: number,
+    sentAt: number,
+  ): Promise<void> {
     const entry = await this.#options.kv.get(key, { revision });
-    if (entry) this.#options.serverClock.anchor(entry.created.getTime(), ackedAt);
+    if (entry) this.#options.serverClock.anchor(entry.created.getTime(), ackedAt, sentAt);
   }
 }
