@@ -425,8 +425,21 @@ export class PoolStore {
       for (const agentId of unsettled) set.add(agentId);
       this.#unsettled.set(pool, set);
     }
-    if (answer.ok || abandoned || unsettled.length === 0) return answer;
-    return { ok: false, error: this.#outcomeUnknown(pool, op, answer.error) };
+    if (answer.ok || abandoned) return answer;
+    if (unsettled.length > 0) {
+      return { ok: false, error: this.#outcomeUnknown(pool, op, answer.error) };
+    }
+    // Not written: a batch-wide "may or may not" is not true of this call.
+    const error = answer.error;
+    if (
+      !maybe &&
+      error instanceof ScalerError &&
+      error.code === 'ERR_LEDGER_UNAVAILABLE' &&
+      error.message.includes(MAYBE_STORED)
+    ) {
+      return { ok: false, error: this.#unavailable(pool, error.cause ?? error, false) };
+    }
+    return answer;
   }
 
   #outcomeUnknown(pool: string, op: LedgerOp, cause: unknown): LedgerOutcomeUnknownError {
@@ -621,7 +634,7 @@ export class PoolStore {
       ? 'the connection to NATS is closed'
       : `NATS did not complete the operation within ${this.#timeoutMs} ms`;
     const outcome = maybe
-      ? 'A change this call was making may or may not have been stored; a later read shows which.'
+      ? `A change this call was making ${MAYBE_STORED}; a later read shows which.`
       : 'Nothing was written.';
     return new LedgerUnavailableError(
       pool,
@@ -664,6 +677,9 @@ export class PoolStore {
     }
   }
 }
+
+/** What an unavailable error says of a change that may have been stored. */
+const MAYBE_STORED = 'may or may not have been stored';
 
 /** The agents a call names. */
 function agentsOf(op: LedgerOp): string[] {
