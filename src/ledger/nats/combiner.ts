@@ -90,8 +90,19 @@ class NotCombining extends Error {
   }
 }
 
-/** The longest a sender waits for one request to a combiner (then it sends again, to the same one). */
-const REQUEST_TIMEOUT_MS = 2500;
+/**
+ * The longest a sender waits for one request to a combiner, then it sends again
+ * to the same one: a combiner killed with the request is found out by the next
+ * send ("no responders") within about this time.
+ */
+const REQUEST_TIMEOUT_MS = 1000;
+/**
+ * How long after a call arrives a combiner still starts an attempt for it: past
+ * this, its sender has stopped waiting for that request (and sent it again, or
+ * answered its caller), so a backlog left by a stall or a partition is not
+ * worked through for callers that are gone.
+ */
+const FORWARDED_WAIT_MS = 3 * REQUEST_TIMEOUT_MS;
 
 interface Led {
   record: LeaderRecord;
@@ -394,8 +405,8 @@ export class Combiner {
   private serve(msg: Msg): void {
     const epoch = this.epoch;
     // A sender waits at most one request timeout for the answer, then sends its
-    // calls again (to this combiner): no attempt starts for them after that.
-    const deadline = monotonicNow() + REQUEST_TIMEOUT_MS;
+    // calls again (to this combiner): no attempt starts for them a while after that.
+    const deadline = monotonicNow() + FORWARDED_WAIT_MS;
     const respond = (reply: CombineReply) => {
       try {
         msg.respond(encodeReply(reply));

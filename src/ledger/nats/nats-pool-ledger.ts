@@ -46,6 +46,11 @@ const CONNECTED = Symbol('NatsPoolLedger.connect');
  * Concurrent calls on one pool in this process share one read and one
  * compare-and-set (group commit); each still gets its own answer, in call order.
  *
+ * Every call answers within `timeoutMs`: `LedgerUnavailableError` when nothing
+ * was sent (nothing was written), `LedgerOutcomeUnknownError` when a write went
+ * out without an answer (treat a reserve as not granted, a release as done: the
+ * ledger releases such a row itself once NATS answers).
+ *
  * @example
  * ```ts
  * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';

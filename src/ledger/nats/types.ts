@@ -57,8 +57,10 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
   /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
   replicas?: number;
   /**
-   * How long one operation keeps retrying lost compare-and-set races (then
-   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
+   * The longest any call takes, from the call to its answer: it keeps retrying
+   * lost compare-and-set races (then `LedgerBusyError`) or an unreachable server
+   * (then `LedgerUnavailableError` when nothing was sent, `LedgerOutcomeUnknownError`
+   * when a write went out without an answer; the ledger settles those itself).
    * @default 10000
    */
   timeoutMs?: number;
