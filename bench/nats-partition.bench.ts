@@ -69,7 +69,7 @@ export default async function bench(): Promise<BenchTable[]> {
       'split heal': cell('bridge split'),
       'pause resume': cell('worker paused'),
       'combiner kill': cell('combiner killed'),
-      silent: round.heals.reduce((s, h) => s + h.silent.length, 0),
+      'silent / never': `${round.heals.reduce((s, h) => s + h.silent.length, 0)} / ${round.heals.reduce((s, h) => s + h.never.length, 0)}`,
       'fenced grants': round.fencedGrants.length,
       'over cap': round.overCap,
       orphans: round.orphans.length,
@@ -90,7 +90,7 @@ export default async function bench(): Promise<BenchTable[]> {
       notes: [
         `first grant within 2 s of a heal: ${under2s} of ${firsts.length}; worst ${ms(Math.max(...firsts))} ms`,
         `first grant within 2 s of the stream having a leader again: ${afterUnder2s} of ${afterLeader.length}; worst ${ms(Math.max(...afterLeader))} ms`,
-        `fenced grants ${rounds.reduce((s, r) => s + r.fencedGrants.length, 0)}, over cap ${rounds.reduce((s, r) => s + r.overCap, 0)}, orphan rows ${rounds.reduce((s, r) => s + r.orphans.length, 0)}, late calls ${rounds.reduce((s, r) => s + r.lateCalls.length, 0)}, silent workers after a heal ${rounds.reduce((s, r) => s + r.heals.reduce((t, h) => t + h.silent.length, 0), 0)}`,
+        `fenced grants ${rounds.reduce((s, r) => s + r.fencedGrants.length, 0)}, over cap ${rounds.reduce((s, r) => s + r.overCap, 0)}, orphan rows ${rounds.reduce((s, r) => s + r.orphans.length, 0)}, late calls ${rounds.reduce((s, r) => s + r.lateCalls.length, 0)}, workers not granted or refused within 10 s of a heal (or of the stream's leader coming back) ${rounds.reduce((s, r) => s + r.heals.reduce((t, h) => t + h.silent.length, 0), 0)}, never again in the round ${rounds.reduce((s, r) => s + r.heals.reduce((t, h) => t + h.never.length, 0), 0)}`,
         ...failures.map((f) => `failed: ${f}`),
       ],
     },

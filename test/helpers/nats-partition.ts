@@ -136,6 +136,8 @@ export interface HealFigures {
   longestGapMs: number;
   /** Live workers that had no call granted or refused within `ANSWER_WITHIN_MS` of the heal (or of the stream's leader coming back). */
   silent: string[];
+  /** Live workers that had no call granted or refused at all after the heal, to the end of the round. */
+  never: string[];
   /** Stream leader changes in the 10 s after the heal. */
   leaderChanges: number;
   /** Per second from 3 s before the heal: grants/refusals/other answers, and leader changes. */
@@ -487,6 +489,10 @@ export async function runPartitionRound(
       const points = [at, ...after, ...(next === undefined ? [Date.now()] : [next])];
       let gap = 0;
       for (let k = 1; k < points.length; k++) gap = Math.max(gap, points[k]! - points[k - 1]!);
+      const never = indexes
+        .filter((i) => i !== combinerIndex)
+        .filter((i) => !calls[i]!.some((c) => c[2] > at && (c[3] === 'ok' || c[3] === 'refused')))
+        .map((i) => `w${i}`);
       const changes = report.leaders.filter(([t]) => t > at && t <= at + 10_000).length;
       // The stream has a leader again: the last change to a leader in the 10 s after the
       // heal that came after a time without one (or the heal itself).
@@ -537,6 +543,7 @@ export async function runPartitionRound(
         afterLeaderMs: afterBack === undefined ? Number.POSITIVE_INFINITY : afterBack - leaderBack,
         longestGapMs: gap,
         silent,
+        never,
         leaderChanges: changes,
         timeline: seconds.join(' '),
       };
@@ -611,7 +618,7 @@ export function describeRound(round: RoundFigures): string {
   const heals = round.heals
     .map(
       (h) =>
-        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s)${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}`,
+        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s)${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}${h.never.length ? `, never again ${h.never.join(' ')}` : ''}`,
     )
     .join('; ');
   return `nats-server ${round.serverVersion}${round.busy ? ', CPUs busy' : ''}, leader ${round.leader}: ${heals}; fenced grants ${round.fencedGrants.length}, over cap ${round.overCap}, orphans ${round.orphans.length}, late calls ${round.lateCalls.length} (slowest ${round.slowestCallMs} ms), outcome unknown ${round.outcomeUnknown}, fences ${round.fences.join('/')}, ${round.grants} grants, ${round.revisions} revisions`;
