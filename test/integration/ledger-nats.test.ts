@@ -371,6 +371,51 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
 });
 
 describe.runIf(ok)('NatsPoolLedger when the server goes away', () => {
+  it('answers every call within timeoutMs while the server is stopped, and settles what it could not answer', async () => {
+    const server = await startNatsServer();
+    const a = await NatsPoolLedger.connect({
+      servers: server.url,
+      instanceId: 'stall',
+      leaseMs: 20_000,
+      timeoutMs: 1000,
+    });
+    try {
+      a.registerPool('p', { maxCpu: 8 });
+      expect(await a.tryReserve('p', 'kept', 1, 0)).toBe(true);
+      // Stopped, not gone: the connection stays open and the writes go out unanswered.
+      server.process.kill('SIGSTOP');
+      const calls = ['s1', 's2', 's3', 's4'].map(async (agent) => {
+        const started = performance.now();
+        const error = await a.reserve('p', agent, 1, 0).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        return { agent, took: performance.now() - started, error };
+      });
+      const answers = await Promise.all(calls);
+      server.process.kill('SIGCONT');
+      for (const { agent, took, error } of answers) {
+        // Within timeoutMs, plus a little for a timer late on a loaded machine.
+        expect(took, agent).toBeLessThan(1000 + 1000);
+        const code = (error as { code?: string } | undefined)?.code;
+        expect(['ERR_LEDGER_UNAVAILABLE', 'ERR_LEDGER_OUTCOME_UNKNOWN'], agent).toContain(code);
+      }
+      // Once the server runs again, a reserve whose outcome was unknown leaves no row.
+      let rows: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        rows = (await a.list('p').catch(() => [])).map((r) => r.agentId);
+        if (rows.length === 1) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(rows).toEqual(['kept']);
+      expect(await a.tryReserve('p', 's1', 1, 0)).toBe(true);
+    } finally {
+      server.process.kill('SIGCONT');
+      await a.close();
+      await server.stop();
+    }
+  });
+
   it('fails with LedgerUnavailableError while down and works again when it is back', async () => {
     let server = await startNatsServer();
     const { port, storeDir } = server;
