@@ -33,11 +33,16 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
   const servers: NatsServer[] = [];
   const running: FixtureProcess[] = [];
   let admin: NatsConnection | undefined;
+  // Process warnings from the first connect on: the version warning is said once per process.
+  const warnings: Error[] = [];
+  const onWarning = (w: Error) => warnings.push(w);
 
   beforeAll(async () => {
+    process.on('warning', onWarning);
     servers.push(...(await startNatsCluster('ledger')));
   });
   afterAll(async () => {
+    process.off('warning', onWarning);
     await Promise.all(running.splice(0).map((p) => stopFixture(p)));
     await admin?.close();
     await Promise.all(servers.map((s) => s.stop()));
@@ -62,6 +67,56 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
     } finally {
       await ledger.close();
     }
+  });
+
+  it('warns about a cluster older than 2.11.0 (refuse fails connect, ignore silences it)', async () => {
+    const urls = servers.map((s) => s.url);
+    const l = await retry(
+      () => NatsPoolLedger.connect({ servers: urls, bucket: 'r3-version', instanceId: 'version' }),
+      20_000,
+    );
+    const version = await connect({ servers: urls });
+    const serverVersion = version.info!.version;
+    await version.close();
+    await l.close();
+    await new Promise((r) => setTimeout(r, 10));
+    const ours = warnings.filter(
+      (w) => (w as { code?: string }).code === 'SCALER_NATS_SERVER_VERSION',
+    );
+    const refused = await NatsPoolLedger.connect({
+      servers: urls,
+      bucket: 'r3-version',
+      instanceId: 'version-refuse',
+      serverVersionPolicy: 'refuse',
+    }).then(
+      (ledger) => ledger.close().then(() => undefined),
+      (e: unknown) => e,
+    );
+    const silent = await retry(
+      () =>
+        NatsPoolLedger.connect({
+          servers: urls,
+          bucket: 'r3-version',
+          instanceId: 'version-ignore',
+          serverVersionPolicy: 'ignore',
+        }),
+      20_000,
+    );
+    await silent.close();
+    if (!/^2\.(\d|10)\./.test(serverVersion)) {
+      expect(ours).toEqual([]);
+      expect(refused).toBeUndefined();
+      return;
+    }
+    // Once per process and version, however many ledgers connected.
+    expect(ours).toHaveLength(1);
+    expect(ours[0]!.message).toContain(`nats-server ${serverVersion} is older than 2.11.0`);
+    expect(ours[0]!.message).toContain("serverVersionPolicy: 'ignore'");
+    expect(refused).toMatchObject({
+      code: 'ERR_NATS_SERVER_VERSION',
+      version: serverVersion,
+      minimum: '2.11.0',
+    });
   });
 
   it('of 12 concurrent writers from one revision, exactly one wins (nats-server#4320 guard)', async () => {

@@ -64,8 +64,8 @@ describe('NatsPoolLedger lease margin and server version options', () => {
     [{ leaseMarginMs: '5' }, /got `5`/],
     [{ leaseMs: 1000, leaseMarginMs: 1000 }, /< `leaseMs` \(1000\)/],
     [
-      { serverVersionPolicy: 'ignore' },
-      /`serverVersionPolicy` to be 'warn' or 'refuse', got `ignore`/,
+      { serverVersionPolicy: 'quiet' },
+      /`serverVersionPolicy` to be 'warn', 'refuse' or 'ignore', got `quiet`/,
     ],
   ])('refuses %j before connecting', async (extra, message) => {
     const error = await NatsPoolLedger.connect({

@@ -139,6 +139,23 @@ describe('ServerClock', () => {
     clock.anchor(5_000_400, 350);
     expect(clock.now()).toBe(5_000_400);
   });
+
+  it('bounds the server time from above by the send times, never below the lower bound', () => {
+    let mono = 1000;
+    const clock = new ServerClock(() => mono);
+    expect(clock.upperNow()).toBeUndefined();
+    // Sent at 1000, stamped 9_000_000 by the server, acknowledged at 3000 (a slow answer):
+    // the server's time now lies between 9_000_000 + (now - 3000) and 9_000_000 + (now - 1000).
+    clock.anchor(9_000_000, 3000, 1000);
+    mono = 4000;
+    expect(clock.now()).toBe(9_001_000);
+    expect(clock.upperNow()).toBe(9_003_000);
+    // A quicker answer later narrows both bounds (the server's time is 4000 + 8_998_500 here).
+    clock.anchor(9_002_450, 4000, 3900);
+    expect(clock.upperNow()).toBe(9_002_550);
+    expect(clock.now()).toBe(9_002_450);
+    expect(clock.upperNow()!).toBeGreaterThanOrEqual(clock.now()!);
+  });
 });
 
 describe('applyBatch', () => {

@@ -24,10 +24,10 @@ describe('nats-server version check', () => {
     expect(isSafeServerVersion('3.0.0')).toBe(true);
   });
 
-  it('refuses an older server under refuse, naming both versions; a safe one passes', () => {
+  it('refuses an older clustered server under refuse, naming both versions; a safe one passes', () => {
     let error: unknown;
     try {
-      checkServerVersion('2.9.10', 'refuse');
+      checkServerVersion('2.9.10', 'refuse', true);
     } catch (e) {
       error = e;
     }
@@ -38,18 +38,38 @@ describe('nats-server version check', () => {
       minimum: '2.11.0',
     });
     expect((error as Error).message).toMatch(/nats-server 2\.9\.10 is older than 2\.11\.0/);
-    expect(() => checkServerVersion('2.11.3', 'refuse')).not.toThrow();
-    expect(() => checkServerVersion('2.11.3', 'loud' as never)).toThrow(TypeError);
+    expect(() => checkServerVersion('2.11.3', 'refuse', true)).not.toThrow();
+    expect(() => checkServerVersion('2.11.3', 'loud' as never, true)).toThrow(
+      /`serverVersionPolicy` to be 'warn', 'refuse' or 'ignore', got `loud`/,
+    );
   });
 
-  it('warns once per version and process under warn', async () => {
+  it('passes a single server of any version, and an older cluster under ignore', async () => {
     const seen: Error[] = [];
     const onWarning = (w: Error) => seen.push(w);
     process.on('warning', onWarning);
     try {
-      checkServerVersion('2.8.4', 'warn');
-      checkServerVersion('2.8.4', 'warn');
-      checkServerVersion(undefined, 'warn');
+      for (const policy of ['warn', 'refuse', 'ignore'] as const) {
+        expect(() => checkServerVersion('2.9.10', policy, false)).not.toThrow();
+      }
+      expect(() => checkServerVersion('2.9.10', 'ignore', true)).not.toThrow();
+      await new Promise((r) => setImmediate(r));
+      expect(
+        seen.filter((w) => (w as { code?: string }).code === 'SCALER_NATS_SERVER_VERSION'),
+      ).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('warns once per version and process about an older cluster under warn', async () => {
+    const seen: Error[] = [];
+    const onWarning = (w: Error) => seen.push(w);
+    process.on('warning', onWarning);
+    try {
+      checkServerVersion('2.8.4', 'warn', true);
+      checkServerVersion('2.8.4', 'warn', true);
+      checkServerVersion(undefined, 'warn', true);
       await new Promise((r) => setImmediate(r));
       expect(seen.map((w) => [(w as { code?: string }).code, w.message.slice(0, 42)])).toEqual([
         ['SCALER_NATS_SERVER_VERSION', 'nats-server 2.8.4 is older than 2.11.0, th'],

@@ -10,8 +10,10 @@
  * on without it), the one new way to go wrong:
  * - the combiner starts an attempt for a forwarded call only while it still
  *   combines the pool under its current lease, that lease was confirmed by the
- *   server within a third of its window, the sender's lease is not judged ended, and its connection has not dropped since
- *   the call arrived (checked after the read, before the write);
+ *   server within a third of its window, the sender's lease is known fresh
+ *   (checked again right before the write), its connection has not dropped
+ *   since the call arrived, and its sender still waits for the answer
+ *   (checked after the read, before the write);
  * - a sender whose request got no reply sends every later call on the pool to
  *   the same combiner (NATS keeps their order) until it has an answer, the
  *   combiner's subject has no subscriber, or the combiner's lease has ended.
@@ -63,12 +65,18 @@ export interface CombinerHost {
   assertSendable(): void;
   /** A peer lease's state (fences a lease found expired). */
   leaseState(leaseId: string): Promise<LeaseState>;
+  /** Whether a peer lease is known fresh now, without a read. */
+  leaseFreshNow(leaseId: string): boolean;
+  /** The error of an own call whose caller was answered before it was sent (it is never sent), or undefined. */
+  withdrawn(pool: string, op: LedgerOp): Error | undefined;
+  /** Own calls about to go out in a request to another instance's combiner. */
+  sending(ops: readonly LedgerOp[]): void;
   /** The cap registered for a pool. */
   registeredCap(pool: string): ResourceCap | undefined;
   /** Queue a call received from another instance in this ledger's batches. */
   enqueue(pool: string, op: LedgerOp): Promise<unknown>;
-  /** Commit calls here, by compare-and-set. */
-  commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]>;
+  /** Commit calls here, by compare-and-set, retrying until `deadline` (monotonic ms). */
+  commitHere(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]>;
   isClosed(): boolean;
   /** Test hook: called before each request sent to another instance's combiner. */
   onForward?: (pool: string, subject: string) => void;
@@ -82,6 +90,20 @@ class NotCombining extends Error {
   }
 }
 
+/**
+ * The longest a sender waits for one request to a combiner, then it sends again
+ * to the same one: a combiner killed with the request is found out by the next
+ * send ("no responders") within about this time.
+ */
+const REQUEST_TIMEOUT_MS = 1000;
+/**
+ * How long after a call arrives a combiner still starts an attempt for it: past
+ * this, its sender has stopped waiting for that request (and sent it again, or
+ * answered its caller), so a backlog left by a stall or a partition is not
+ * worked through for callers that are gone.
+ */
+const FORWARDED_WAIT_MS = 3 * REQUEST_TIMEOUT_MS;
+
 interface Led {
   record: LeaderRecord;
   revision: number;
@@ -91,7 +113,8 @@ interface Led {
 export class Combiner {
   /** The subject this instance listens on while it combines pools. */
   readonly subject: string;
-  private readonly forwarded = new WeakMap<LedgerOp, { epoch: number }>();
+  /** Calls from other instances: the connection epoch they came in, and until when their sender waits. */
+  private readonly forwarded = new WeakMap<LedgerOp, { epoch: number; deadline: number }>();
   /** Leader records by pool, as last read (own records included). */
   private readonly leaders = new Map<string, Led>();
   /** Subjects that had no subscriber: their combiner is gone. */
@@ -127,9 +150,10 @@ export class Combiner {
   /**
    * Before an attempt writes: the forwarded calls among `ops` that may not be
    * applied now (see the module comment), each with the reason. A forwarded
-   * row whose sender's lease this instance judges ended or expired is refused
-   * too: the sender answers its caller itself (with `LedgerLeaseExpiredError`
-   * once it learns its lease was lost).
+   * row whose sender's lease this instance does not know fresh (its last
+   * heartbeat within its window, by the server's time as an upper bound) is
+   * refused too: the sender writes it itself under its own confirmed lease, or
+   * answers its caller (with `LedgerLeaseExpiredError` once it learns its lease was lost).
    */
   async refused(pool: string, ops: readonly LedgerOp[]): Promise<Map<LedgerOp, NotCombining>> {
     const out = new Map<LedgerOp, NotCombining>();
@@ -147,14 +171,21 @@ export class Combiner {
       if (!from) continue;
       let reason: string | undefined;
       if (from.epoch !== this.epoch) reason = 'the connection dropped since the call arrived';
+      else if (monotonicNow() >= from.deadline) reason = 'its sender stopped waiting for it';
       else if (!this.combines(pool)) reason = 'this instance no longer combines the pool';
       else if (!this.host.leaseConfirmed()) reason = 'the lease was not confirmed recently enough';
       else {
         const rows = op.kind === 'reserve' ? [op.row] : op.kind === 'adopt' ? op.rows : [];
         for (const row of rows) {
           if (typeof row.leaseId !== 'string' || row.leaseId === this.host.leaseId()) continue;
-          if ((await senderState(row.leaseId)) === 'expired') {
-            reason = "the sender's lease has ended";
+          // Only under a lease known fresh: a peer may fence a lease it cannot
+          // see renewed (unknown here), and the write must land before that.
+          const state = await senderState(row.leaseId);
+          if (state !== 'fresh') {
+            reason =
+              state === 'expired'
+                ? "the sender's lease has ended"
+                : "the sender's lease is not known fresh";
             break;
           }
         }
@@ -164,27 +195,69 @@ export class Combiner {
     return out;
   }
 
+  /**
+   * Right before a write: true when every forwarded row among `applied` is
+   * still under a sender lease known fresh without a read (`refused` found it
+   * so, but the read and the decision took time).
+   */
+  sendersFresh(applied: readonly LedgerOp[]): boolean {
+    for (const op of applied) {
+      if (!this.forwarded.has(op)) continue;
+      const rows = op.kind === 'reserve' ? [op.row] : op.kind === 'adopt' ? op.rows : [];
+      for (const row of rows) {
+        if (typeof row.leaseId !== 'string' || row.leaseId === this.host.leaseId()) continue;
+        if (!this.host.leaseFreshNow(row.leaseId)) return false;
+      }
+    }
+    return true;
+  }
+
   /** Whether `op` came from another instance (its row keeps the sender's lease). */
   isForwarded(op: LedgerOp): boolean {
     return this.forwarded.has(op);
   }
 
-  /** Commit `ops` on `pool`: here when this instance combines it, else through its combiner. */
-  async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
-    const deadline = monotonicNow() + this.host.timeoutMs;
+  /** Until when the sender of a forwarded call waits for its answer (monotonic ms). */
+  deadlineOf(op: LedgerOp): number | undefined {
+    return this.forwarded.get(op)?.deadline;
+  }
+
+  /**
+   * Commit `ops` on `pool`: here when this instance combines it, else through
+   * its combiner, until `deadline` (monotonic ms).
+   */
+  async commit(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]> {
+    // Calls whose callers were answered before they were sent are never sent.
+    const withdrawn = new Map<LedgerOp, Error>();
+    let live = ops;
+    const answer = (got: OpAnswer[]): OpAnswer[] => {
+      if (withdrawn.size === 0) return got;
+      const answers = got[Symbol.iterator]();
+      return ops.map((op) => {
+        const error = withdrawn.get(op);
+        return error ? { ok: false, error } : answers.next().value!;
+      });
+    };
     for (let attempt = 0; ; attempt++) {
       const target = await this.route(pool);
-      if (target === 'here') return this.host.commitHere(pool, ops);
+      for (const op of live) {
+        const error = this.host.withdrawn(pool, op);
+        if (error) withdrawn.set(op, error);
+      }
+      if (withdrawn.size > 0) live = live.filter((op) => !withdrawn.has(op));
+      if (live.length === 0) return answer([]);
+      if (target === 'here') return answer(await this.host.commitHere(pool, live, deadline));
       this.host.assertSendable();
-      const outcome = await this.forward(pool, target, ops, deadline);
-      if (outcome !== 'again') return outcome;
+      this.host.sending(live);
+      const outcome = await this.forward(pool, target, live, deadline);
+      if (outcome !== 'again') return answer(outcome);
       if (monotonicNow() >= deadline) {
         throw new LedgerUnavailableError(
           pool,
           `Pool ${JSON.stringify(pool)} in NATS KV ${this.host.bucket}: its combiner (instance ${JSON.stringify(target.instanceId)}) did not answer within ${this.host.timeoutMs} ms. A change this call was making may or may not have been stored; a later read shows which.`,
         );
       }
-      await sleep(Math.min(50, 2 ** attempt));
+      await sleep(Math.max(0, Math.min(50, 2 ** attempt, deadline - monotonicNow())));
     }
   }
 
@@ -281,7 +354,7 @@ export class Combiner {
     let reply: CombineReply;
     try {
       const msg = await this.host.nc.request(target.subject, encodeRequest({ pool, cap, ops }), {
-        timeout: Math.max(100, Math.min(deadline - monotonicNow(), 2500)),
+        timeout: Math.max(100, Math.min(deadline - monotonicNow(), REQUEST_TIMEOUT_MS)),
       });
       reply = decodeReply(msg.data, pool, ops);
     } catch (error) {
@@ -297,7 +370,9 @@ export class Combiner {
         // It may still apply them: everything on this pool goes to it until it answers.
         this.pending.set(pool, target);
         for (const op of ops) {
-          if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+          if (op.kind === 'reserve' || op.kind === 'release' || op.kind === 'adopt') {
+            op.maybeApplied = true;
+          }
           // Its write may have removed the row: a retry that finds none reports the release
           // as done (it cannot tell that from a release of an agent already gone).
           if (op.kind === 'release') op.removedBefore = true;
@@ -309,7 +384,7 @@ export class Combiner {
         this.pending.delete(pool);
         for (const op of ops)
           if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
-        return this.host.commitHere(pool, ops);
+        return this.host.commitHere(pool, ops, deadline);
       }
       throw error;
     }
@@ -325,13 +400,16 @@ export class Combiner {
           const op = ops[i]!;
           if (maybe && (op.kind === 'reserve' || op.kind === 'release')) op.maybeApplied = true;
         });
-        return this.host.commitHere(pool, ops);
+        return this.host.commitHere(pool, ops, deadline);
     }
   }
 
   // Answer a request from another instance.
   private serve(msg: Msg): void {
     const epoch = this.epoch;
+    // A sender waits at most one request timeout for the answer, then sends its
+    // calls again (to this combiner): no attempt starts for them a while after that.
+    const deadline = monotonicNow() + FORWARDED_WAIT_MS;
     const respond = (reply: CombineReply) => {
       try {
         msg.respond(encodeReply(reply));
@@ -364,7 +442,7 @@ export class Combiner {
       });
       return;
     }
-    for (const op of ops) this.forwarded.set(op, { epoch });
+    for (const op of ops) this.forwarded.set(op, { epoch, deadline });
     void Promise.allSettled(ops.map((op) => this.host.enqueue(pool, op))).then((settled) => {
       // A refused call (see `refused`) or a failed batch: this instance will not
       // apply these calls any more; the sender does them itself, told which

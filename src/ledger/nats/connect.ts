@@ -19,6 +19,7 @@ import {
   NATS_POOL_LEDGER_OPTION_KEYS,
   type NatsPoolLedgerHooks,
 } from './options.js';
+import { SERVER_VERSION_POLICIES } from './server-version.js';
 import type { NatsPoolLedgerOptions } from './types.js';
 
 const DEFAULT_BUCKET = 'scaler-pools';
@@ -31,7 +32,7 @@ export type CheckedOptions = NatsPoolLedgerOptions & {
   bucket: string;
   leaseMs: number;
   leaseMarginMs: number;
-  serverVersionPolicy: 'warn' | 'refuse';
+  serverVersionPolicy: 'warn' | 'refuse' | 'ignore';
   timeoutMs: number;
   replicas: number;
 };
@@ -79,9 +80,9 @@ export function checkConnectOptions(options: NatsPoolLedgerOptions): CheckedOpti
     );
   }
   const serverVersionPolicy = options.serverVersionPolicy ?? 'warn';
-  if (serverVersionPolicy !== 'warn' && serverVersionPolicy !== 'refuse') {
+  if (!(SERVER_VERSION_POLICIES as readonly unknown[]).includes(serverVersionPolicy)) {
     throw new TypeError(
-      `Expected \`serverVersionPolicy\` to be 'warn' or 'refuse', got \`${String(serverVersionPolicy)}\``,
+      `Expected \`serverVersionPolicy\` to be 'warn', 'refuse' or 'ignore', got \`${String(serverVersionPolicy)}\``,
     );
   }
   const timeoutMs = positiveOption('timeoutMs', options.timeoutMs, DEFAULT_TIMEOUT_MS);

@@ -59,12 +59,23 @@ export function foreignLeases(rows: readonly ReservationRow[], ownLeaseId: strin
 export class ServerClock {
   private anchorServerMs: number | undefined;
   private anchorLocalMs = 0;
+  /** The smallest `serverMs - sentMs` seen: the upper bound's offset. */
+  private upperOffset: number | undefined;
 
   /** @param monotonic - This host's monotonic clock in ms (`performance.now`). */
   constructor(private readonly monotonic: () => number) {}
 
-  /** Record that an entry stamped `serverMs` was acknowledged at local `localMs`. */
-  anchor(serverMs: number, localMs: number): void {
+  /**
+   * Record that an entry stamped `serverMs` was acknowledged at local `localMs`,
+   * and (for the upper bound) sent at local `sentMs`.
+   */
+  anchor(serverMs: number, localMs: number, sentMs?: number): void {
+    // The server stamped the entry after it was sent: its clock read at most
+    // `serverMs` then, so `serverMs + (now - sentMs)` never runs behind it.
+    if (sentMs !== undefined && sentMs <= localMs) {
+      const offset = serverMs - sentMs;
+      if (this.upperOffset === undefined || offset < this.upperOffset) this.upperOffset = offset;
+    }
     // Keep the later anchor: it carries less drift.
     if (this.anchorServerMs === undefined || serverMs >= this.anchorServerMs) {
       this.anchorServerMs = serverMs;
@@ -76,6 +87,16 @@ export class ServerClock {
   at(localMs: number): number | undefined {
     if (this.anchorServerMs === undefined) return undefined;
     return this.anchorServerMs + (localMs - this.anchorLocalMs);
+  }
+
+  /**
+   * The server's time now as an upper bound (from the send times), or undefined
+   * before the first anchor: what judges a peer's heartbeat still fresh, so that
+   * an error makes it look older, never younger.
+   */
+  upperNow(): number | undefined {
+    if (this.upperOffset === undefined) return undefined;
+    return this.upperOffset + this.monotonic();
   }
 
   /** The server's time now (a lower bound), or undefined before the first anchor. */

@@ -48,6 +48,11 @@ const CONNECTED = Symbol('NatsPoolLedger.connect');
  * Concurrent calls on one pool in this process share one read and one
  * compare-and-set (group commit); each still gets its own answer, in call order.
  *
+ * Every call answers within `timeoutMs`: `LedgerUnavailableError` when nothing
+ * was sent (nothing was written), `LedgerOutcomeUnknownError` when a write went
+ * out without an answer (treat a reserve as not granted, a release as done: the
+ * ledger releases such a row itself once NATS answers).
+ *
  * @example
  * ```ts
  * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
@@ -80,6 +85,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   readonly #store: PoolStore;
   readonly #timeSource: Clock;
   readonly #core: LedgerCore;
+  readonly #timeoutMs: number;
+  readonly #monotonic: () => number;
 
   private constructor(
     token: symbol,
@@ -104,7 +111,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
         return pool;
       },
       ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
-      commit: (pool, op) => this.#batches.enqueue(pool, op),
+      commit: (pool, op) => this.#call(pool, op),
     });
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
@@ -113,6 +120,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     this.#bootId = options.bootId ?? readBootId(defaultFs);
     const hooks = testHooksOf<NatsPoolLedgerHooks>(options);
     this.#timeSource = clock;
+    this.#timeoutMs = options.timeoutMs;
+    this.#monotonic = hooks.monotonic ?? monotonicNow;
     const telemetry = this.#core.instrument(options, 'nats', clock);
     this.#store = new PoolStore({
       kv,
@@ -121,7 +130,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       options,
       bootId: this.#bootId,
       hooks,
-      monotonic: hooks.monotonic ?? monotonicNow,
+      monotonic: this.#monotonic,
       timers: clock,
       caps: this.#core.caps,
       telemetry,
@@ -145,15 +154,20 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    *   stop it, or use another `instanceId`. A predecessor that is gone (or on
    *   another host) and whose lease is within its deadline is not an error:
    *   this ledger continues its lease (see {@link NatsPoolLedger.leaseId}).
-   * @throws NatsServerVersionError when the server is older than
-   *   `MIN_SAFE_NATS_SERVER_VERSION` and `serverVersionPolicy` is `'refuse'` (with
-   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead).
+   * @throws NatsServerVersionError when the server is part of a cluster, older than
+   *   `MIN_SAFE_NATS_SERVER_VERSION`, and `serverVersionPolicy` is `'refuse'` (with
+   *   `'warn'`, the default, a `SCALER_NATS_SERVER_VERSION` process warning instead;
+   *   with `'ignore'`, nothing).
    */
   static async connect(options: NatsPoolLedgerOptions): Promise<NatsPoolLedger> {
     const checked = checkConnectOptions(options);
     const { nc, owns } = await openConnection(checked);
     try {
-      checkServerVersion(nc.info?.version, checked.serverVersionPolicy);
+      checkServerVersion(
+        nc.info?.version,
+        checked.serverVersionPolicy,
+        typeof nc.info?.cluster === 'string' && nc.info.cluster !== '',
+      );
       const deadline = monotonicNow() + checked.timeoutMs;
       const { js, kv } = await openBucket(nc, checked, deadline);
       const ledger = new NatsPoolLedger(CONNECTED, kv, js, nc, owns, checked);
@@ -223,7 +237,27 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     poolKey(pool);
     this.#core.assertOpen();
-    return this.#store.read(pool);
+    const read = this.#store.read(pool);
+    return new Promise((resolve, reject) => {
+      const timer = this.#timeSource.setTimeout(() => {
+        reject(
+          new LedgerUnavailableError(
+            pool,
+            `Pool ${JSON.stringify(pool)} in NATS KV ${this.bucket}: NATS did not answer the read within ${this.#timeoutMs} ms. Nothing was written. Retry when the server is back.`,
+          ),
+        );
+      }, this.#timeoutMs);
+      read.then(
+        (snapshot) => {
+          this.#timeSource.clearTimeout(timer);
+          resolve(snapshot);
+        },
+        (error: unknown) => {
+          this.#timeSource.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   }
 
   /**
@@ -238,6 +272,30 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     await this.#batches.idle();
     await this.#store.end();
     if (this.#ownsConnection) await this.#nc.close().catch(() => {});
+  }
+
+  // Every call is answered within `timeoutMs`, whatever NATS does: at the
+  // deadline a call still queued is never sent ("nothing was written"), and one
+  // that was sent is answered `LedgerOutcomeUnknownError` and settled by the
+  // store once NATS answers (see PoolStore.abandon).
+  #call(pool: string, op: LedgerOp): Promise<unknown> {
+    this.#store.track(op, this.#monotonic() + this.#timeoutMs);
+    const done = this.#batches.enqueue(pool, op);
+    return new Promise((resolve, reject) => {
+      const timer = this.#timeSource.setTimeout(() => {
+        reject(this.#store.deadlineError(pool, op, this.#store.abandon(op)));
+      }, this.#timeoutMs);
+      done.then(
+        (value) => {
+          this.#timeSource.clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          this.#timeSource.clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
   }
 
   #ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow {

@@ -332,7 +332,7 @@ export class OwnLease {
       this.#lease = lease;
       const acked = monotonic();
       this.#confirm(lease, sent, sentClock, acked);
-      await this.#anchorClock(lease.key, lease.revision, acked).catch(() => {});
+      await this.#anchorClock(lease.key, lease.revision, acked, sent).catch(() => {});
       return true;
     }
     return false;
@@ -353,7 +353,7 @@ export class OwnLease {
     this.#lease = lease;
     const acked = monotonic();
     this.#confirm(lease, sent, sentClock, acked);
-    await this.#anchorClock(lease.key, lease.revision, acked).catch(() => {});
+    await this.#anchorClock(lease.key, lease.revision, acked, sent).catch(() => {});
   }
 
   // Write the instance key at `revision`, naming `leaseId`; learn the server's time from it.
@@ -363,8 +363,9 @@ export class OwnLease {
     revision: number,
   ): Promise<number> {
     const { cas, monotonic } = this.#options;
+    const sent = monotonic();
     const written = await cas.write(key, this.#instanceBody(leaseId), revision);
-    await this.#anchorClock(key, written, monotonic()).catch(() => {});
+    await this.#anchorClock(key, written, monotonic(), sent).catch(() => {});
     return written;
   }
 
@@ -420,7 +421,7 @@ export class OwnLease {
         if (lease === this.#lease && lease.status === 'live') {
           this.#confirm(lease, sent, sentClock, acked);
         }
-        await this.#anchorClock(lease.key, revision, acked).catch(() => {});
+        await this.#anchorClock(lease.key, revision, acked, sent).catch(() => {});
       } catch (error) {
         this.#broken(error);
         if (!isRevisionConflict(error)) throw error;
@@ -619,8 +620,13 @@ export class OwnLease {
   }
 
   // Learn the server's time from the heartbeat just written.
-  async #anchorClock(key: string, revision: number, ackedAt: number): Promise<void> {
+  async #anchorClock(
+    key: string,
+    revision: number,
+    ackedAt: number,
+    sentAt: number,
+  ): Promise<void> {
     const entry = await this.#options.kv.get(key, { revision });
-    if (entry) this.#options.serverClock.anchor(entry.created.getTime(), ackedAt);
+    if (entry) this.#options.serverClock.anchor(entry.created.getTime(), ackedAt, sentAt);
   }
 }

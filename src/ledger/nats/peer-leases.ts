@@ -111,19 +111,20 @@ export class PeerLeases {
   }
 
   /**
-   * A peer lease's state, by server timestamps only. A heartbeat seen fresh
-   * stays fresh until the server clock passes its time plus the window, so a
-   * busy pool reads each peer's heartbeat about once per window. A lease is
-   * `expired` when its key ended, or when it was not renewed for its window
-   * plus the margin while this instance's own heartbeats were confirmed
-   * throughout (then it is fenced). Anything uncertain is `unknown`, which keeps the rows.
+   * A peer lease's state, by server timestamps only. A heartbeat is `fresh`
+   * while the server's time, as an upper bound, is within its window of it (a
+   * heartbeat seen fresh is not read again until then, so a busy pool reads
+   * each peer's heartbeat about once per window). A lease is `expired` when
+   * its key ended, or when it was not renewed for its window plus the margin
+   * by the server's time as a lower bound, while this instance's own
+   * heartbeats were confirmed throughout (then it is fenced). Anything
+   * uncertain is `unknown`, which keeps the rows.
    */
   async state(id: string): Promise<LeaseState> {
     if (this.#ended.has(id)) return 'expired';
     const now = this.#options.clock.now();
     if (now === undefined) return 'unknown';
-    const known = this.#fresh.get(id);
-    if (known && now - known.created <= known.windowMs) return 'fresh';
+    if (this.freshNow(id)) return 'fresh';
     const key = leaseKey(id);
     try {
       const entry = await this.#options.kv.get(key);
@@ -133,27 +134,33 @@ export class PeerLeases {
       }
       const created = entry.created.getTime();
       const windowMs = Math.max(this.#options.leaseMs, declaredLeaseMs(entry));
-      if (now - created <= windowMs) {
-        this.#noteFresh(id, created, windowMs);
-        return 'fresh';
-      }
-      // Not renewed for a window: expired only if seen so while this instance
-      // was itself renewing (its own outage proves nothing about the peer).
+      this.#noteFresh(id, created, windowMs);
+      if (this.freshNow(id)) return 'fresh';
+      const later = this.#options.clock.now() ?? now;
       const since = this.#options.healthySince();
       if (
         since === undefined ||
-        now - Math.max(created, since) <= windowMs + this.#options.marginMs
+        later - Math.max(created, since) <= windowMs + this.#options.marginMs
       ) {
         return 'unknown';
       }
-      // Fence: end exactly the heartbeat judged expired. If its owner
-      // refreshed it meanwhile, this fails and the lease stays.
       await this.#options.cas.write(key, this.#options.fencedBody(), entry.revision);
       this.end(id);
       return 'expired';
     } catch {
       return 'unknown';
     }
+  }
+
+  /**
+   * Whether a peer lease is known fresh right now, without a read: its last
+   * heartbeat seen is within its window by the server's time as an upper bound.
+   */
+  freshNow(id: string): boolean {
+    if (this.#ended.has(id)) return false;
+    const known = this.#fresh.get(id);
+    const upper = this.#options.clock.upperNow();
+    return known !== undefined && upper !== undefined && upper - known.created <= known.windowMs;
   }
 
   /** Remember that a lease has ended (a peer's, or this instance's own previous one). */

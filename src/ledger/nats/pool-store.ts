@@ -7,10 +7,11 @@
 import type { JetStreamClient } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { type Clock, sleep } from '../../clock.js';
+import { type Clock, type ClockTimer, sleep } from '../../clock.js';
 import {
   LedgerBusyError,
   LedgerLeaseExpiredError,
+  LedgerOutcomeUnknownError,
   LedgerUnavailableError,
   ScalerError,
 } from '../../errors.js';
@@ -61,6 +62,9 @@ export interface PoolStoreParts {
   isClosed(): boolean;
 }
 
+/** What became of a call whose caller was answered at its deadline (see {@link PoolStore.abandon}). */
+export type Abandoned = 'not-sent' | 'unknown';
+
 /** Reads and compare-and-set writes of the pool keys of one NatsPoolLedger, under its lease. */
 export class PoolStore {
   readonly #kv: KV;
@@ -83,6 +87,23 @@ export class PoolStore {
   readonly #peers: PeerLeases;
   /** The cross-process combiner; undefined with `combine: false`. */
   readonly #combiner: Combiner | undefined;
+  /** Each own call's deadline (monotonic ms): when its caller is answered, whatever happens. */
+  readonly #deadlines = new WeakMap<LedgerOp, number>();
+  /** Own calls that went out in a write or a request to a combiner (they may be written). */
+  readonly #sent = new WeakSet<LedgerOp>();
+  /** Own calls answered at their deadline: never started (`not-sent`), or settled later (`unknown`). */
+  readonly #abandoned = new WeakMap<LedgerOp, Abandoned>();
+  /**
+   * Per pool, the agents whose reserve or release this instance's caller was
+   * told the outcome of is unknown ("treat the reserve as not granted, the
+   * release as done"): the next batch on the pool releases each first.
+   */
+  readonly #unsettled = new Map<string, Set<string>>();
+  readonly #timers: Clock;
+  /** Per pool, the timer of the next settling round while calls are unsettled. */
+  readonly #settleTimers = new Map<string, ClockTimer>();
+  #stopped = false;
+  readonly #enqueue: (pool: string, op: LedgerOp) => Promise<unknown>;
 
   constructor(parts: PoolStoreParts) {
     const { kv, nc, options } = parts;
@@ -101,6 +122,8 @@ export class PoolStore {
     this.#caps = parts.caps;
     this.#telemetry = parts.telemetry;
     this.#monotonic = parts.monotonic;
+    this.#timers = parts.timers;
+    this.#enqueue = parts.enqueue;
     const serverClock = new ServerClock(this.#monotonic);
     this.#lease = new OwnLease({
       kv,
@@ -147,9 +170,14 @@ export class PoolStore {
           if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
         },
         leaseState: (id) => this.#peers.state(id),
+        leaseFreshNow: (id) => this.#peers.freshNow(id),
+        withdrawn: (pool, op) => this.#withdrawn(pool, op),
+        sending: (ops) => {
+          for (const op of ops) this.#sent.add(op);
+        },
         registeredCap: (pool) => this.#caps.get(pool),
         enqueue: (pool, op) => parts.enqueue(pool, op),
-        commitHere: (pool, ops) => this.#commitHere(pool, ops),
+        commitHere: (pool, ops, deadline) => this.#commitHere(pool, ops, deadline),
         isClosed: () => parts.isClosed(),
         ...(this.#hooks.onForward ? { onForward: this.#hooks.onForward } : {}),
       });
@@ -185,8 +213,56 @@ export class PoolStore {
 
   /** Stop the heartbeat and the watch of peer leases. */
   stop(): void {
+    this.#stopped = true;
+    for (const timer of this.#settleTimers.values()) this.#timers.clearTimeout(timer);
+    this.#settleTimers.clear();
     this.#lease.stop();
     this.#peers.stop();
+  }
+
+  /** Give an own call its deadline (monotonic ms), before it is queued. */
+  track(op: LedgerOp, deadline: number): void {
+    this.#deadlines.set(op, deadline);
+  }
+
+  /**
+   * The caller of `op` is answered now, at its deadline: a call not yet sent
+   * is never sent from now on (`not-sent`); one that went out may still be
+   * written, and is settled when its batch ends (`unknown`: a reserve granted
+   * after all is released, a release not done is done again).
+   */
+  abandon(op: LedgerOp): Abandoned {
+    const how: Abandoned = this.#sent.has(op) ? 'unknown' : 'not-sent';
+    this.#abandoned.set(op, how);
+    return how;
+  }
+
+  /** The error for an own call answered at its deadline before it was sent, or undefined. */
+  #withdrawn(pool: string, op: LedgerOp): Error | undefined {
+    return this.#abandoned.get(op) === 'not-sent'
+      ? this.deadlineError(pool, op, 'not-sent')
+      : undefined;
+  }
+
+  /** The number of agents on `pool` whose calls are still to be settled (tests). */
+  unsettledCount(pool: string): number {
+    return this.#unsettled.get(pool)?.size ?? 0;
+  }
+
+  /** The error a call answered at its deadline gets (see {@link PoolStore.abandon}). */
+  deadlineError(pool: string, op: LedgerOp, how: Abandoned): Error {
+    const agents = agentsOf(op);
+    if (how === 'unknown' && agents.length > 0 && op.kind !== 'reap') {
+      return new LedgerOutcomeUnknownError(
+        pool,
+        agents,
+        `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: NATS did not answer the ${op.kind} of ${agents.map((a) => `agent ${JSON.stringify(a)}`).join(', ')} within ${this.#timeoutMs} ms, so its outcome is unknown. Treat a reserve as not granted and a release as done: this instance settles ${agents.length === 1 ? 'it' : 'them'} so as soon as NATS answers (a row written for such a reserve is removed).`,
+      );
+    }
+    return new LedgerUnavailableError(
+      pool,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: NATS did not complete the operation within ${this.#timeoutMs} ms (this ${op.kind} call ${how === 'unknown' ? 'was sent but not answered' : 'was not sent: the server did not answer, or earlier calls on the pool were still waiting for it'}). ${how === 'unknown' ? 'A change it was making may or may not have been stored; a later read shows which.' : 'Nothing was written.'} Retry when the server is back.`,
+    );
   }
 
   /** Close the combiner and end the lease (peers reap rows left behind at once). */
@@ -226,9 +302,9 @@ export class PoolStore {
       } catch (error) {
         if (error instanceof ScalerError) throw error;
         if (isConnectionClosed(error) || this.#monotonic() >= deadline) {
-          throw this.#unavailable(pool, error);
+          throw this.#unavailable(pool, error, false);
         }
-        await sleep(backoff(attempt, 50, 1000));
+        await sleep(this.#pause(backoff(attempt, 50, 500), deadline));
       }
     }
   }
@@ -258,16 +334,148 @@ export class PoolStore {
     return doc;
   }
 
+  /**
+   * Commit one batch of calls on `pool` (the group commit's cycle). Calls whose
+   * caller was answered before the batch started are not sent; calls left
+   * unsettled by earlier batches are released first, in the same write; a call
+   * that may have been written but got no answer by its deadline is answered
+   * `LedgerOutcomeUnknownError` and settled by a later batch.
+   */
+  async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+    const now = this.#monotonic();
+    const answers: OpAnswer[] = new Array(ops.length);
+    const send: LedgerOp[] = [];
+    const at: number[] = [];
+    ops.forEach((op, i) => {
+      const own = !this.#combiner?.isForwarded(op);
+      const deadline = own ? this.#deadlines.get(op) : this.#combiner?.deadlineOf(op);
+      if (own && (this.#abandoned.has(op) || (deadline !== undefined && now >= deadline))) {
+        this.#abandoned.set(op, 'not-sent');
+        answers[i] = { ok: false, error: this.deadlineError(pool, op, 'not-sent') };
+        return;
+      }
+      send.push(op);
+      at.push(i);
+    });
+    if (send.length === 0) return answers;
+    const cleanup = this.#cleanupOps(pool);
+    const batch = cleanup.length === 0 ? send : [...cleanup, ...send];
+    // The batch runs until the last of its calls' deadlines (the reaper's and
+    // the settling releases have none of their own: `timeoutMs` from now).
+    let deadline = 0;
+    for (const op of send) {
+      deadline = Math.max(
+        deadline,
+        this.#deadlines.get(op) ?? this.#combiner?.deadlineOf(op) ?? now + this.#timeoutMs,
+      );
+    }
+    if (deadline === 0) deadline = now + this.#timeoutMs;
+    let got: OpAnswer[];
+    try {
+      got = await this.#run(pool, batch, deadline);
+    } catch (error) {
+      got = batch.map(() => ({ ok: false, error }));
+    }
+    cleanup.forEach((op, i) => {
+      if (got[i]?.ok && op.kind === 'release') this.#unsettled.get(pool)?.delete(op.agentId);
+    });
+    send.forEach((op, j) => {
+      const answer = got[cleanup.length + j]!;
+      answers[at[j]!] = this.#combiner?.isForwarded(op) ? answer : this.#settle(pool, op, answer);
+    });
+    if (this.#unsettled.get(pool)?.size === 0) this.#unsettled.delete(pool);
+    this.#scheduleSettle(pool);
+    return answers;
+  }
+
+  // The releases that settle this instance's unsettled calls on `pool`, first
+  // in the batch: a later reserve of the same agent in the batch (its caller
+  // was told to treat the first as not granted) then finds the agent free.
+  #cleanupOps(pool: string): LedgerOp[] {
+    const agents = this.#unsettled.get(pool);
+    if (!agents?.size) return [];
+    return [...agents].map((agentId) => ({
+      kind: 'release',
+      agentId,
+      instanceId: this.#instanceId,
+    }));
+  }
+
+  // An own call's answer, settled: a call whose outcome is unknown (it may have
+  // been written, no answer came) is answered `LedgerOutcomeUnknownError` and
+  // its agent is released by a later batch; so is a call answered at its
+  // deadline whose batch then wrote it.
+  #settle(pool: string, op: LedgerOp, answer: OpAnswer): OpAnswer {
+    if (op.kind !== 'reserve' && op.kind !== 'adopt' && op.kind !== 'release') return answer;
+    const abandoned = this.#abandoned.get(op) === 'unknown';
+    const maybe = op.maybeApplied === true;
+    let unsettled: string[] = [];
+    if (answer.ok) {
+      if (abandoned && op.kind === 'reserve' && (answer.value as { ok?: boolean }).ok === true) {
+        unsettled = [op.row.agentId];
+      } else if (abandoned && op.kind === 'adopt') {
+        const results = answer.value as Array<{ ok?: boolean }>;
+        unsettled = op.rows.filter((_, i) => results[i]?.ok === true).map((row) => row.agentId);
+      }
+    } else if (!isFinalError(answer.error) && (maybe || (abandoned && op.kind === 'release'))) {
+      unsettled = agentsOf(op);
+    }
+    if (unsettled.length > 0) {
+      const set = this.#unsettled.get(pool) ?? new Set<string>();
+      for (const agentId of unsettled) set.add(agentId);
+      this.#unsettled.set(pool, set);
+    }
+    if (answer.ok || abandoned) return answer;
+    if (unsettled.length > 0) {
+      return { ok: false, error: this.#outcomeUnknown(pool, op, answer.error) };
+    }
+    // Not written: a batch-wide "may or may not" is not true of this call.
+    const error = answer.error;
+    if (
+      !maybe &&
+      error instanceof ScalerError &&
+      error.code === 'ERR_LEDGER_UNAVAILABLE' &&
+      error.message.includes(MAYBE_STORED)
+    ) {
+      return { ok: false, error: this.#unavailable(pool, error.cause ?? error, false) };
+    }
+    return answer;
+  }
+
+  #outcomeUnknown(pool: string, op: LedgerOp, cause: unknown): LedgerOutcomeUnknownError {
+    const agents = agentsOf(op);
+    return new LedgerOutcomeUnknownError(
+      pool,
+      agents,
+      `Pool ${JSON.stringify(pool)} in NATS KV ${this.#bucket}: the ${op.kind} of ${agents.map((a) => `agent ${JSON.stringify(a)}`).join(', ')} was sent but NATS did not confirm it within ${this.#timeoutMs} ms (last error: ${describeNatsError(cause)}), so its outcome is unknown. Treat a reserve as not granted and a release as done: this instance settles ${agents.length === 1 ? 'it' : 'them'} so as soon as NATS answers (a row written for such a reserve is removed).`,
+      { cause },
+    );
+  }
+
+  // While calls on `pool` are unsettled, a settling round (a background reap,
+  // which carries the releases) runs every second, whether or not callers call.
+  #scheduleSettle(pool: string): void {
+    if (this.#stopped || !this.#unsettled.has(pool) || this.#settleTimers.has(pool)) return;
+    const timer = this.#timers.setTimeout(() => {
+      this.#settleTimers.delete(pool);
+      if (this.#stopped) return;
+      this.#enqueue(pool, { kind: 'reap', background: true }).catch(() => {});
+    }, 1000);
+    timer.unref();
+    this.#settleTimers.set(pool, timer);
+  }
+
   // A batch with calls from other instances is committed here (or refused);
   // this instance's own calls go through the pool's combiner.
-  async commit(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+  async #run(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]> {
     const combiner = this.#combiner;
-    if (!combiner || ops.some((op) => combiner.isForwarded(op))) return this.#commitHere(pool, ops);
+    if (!combiner || ops.some((op) => combiner.isForwarded(op))) {
+      return this.#commitHere(pool, ops, deadline);
+    }
     // A lost lease is reported to this instance's callers whoever commits, and
     // nothing is sent under a lease the server has not confirmed within a third
     // of its window (the combiner would write the rows under it).
     const report = ops.some((op) => !(op.kind === 'reap' && op.background));
-    const deadline = this.#monotonic() + this.#timeoutMs;
     for (let attempt = 0; ; attempt++) {
       let unconfirmed: unknown;
       try {
@@ -283,7 +491,7 @@ export class PoolStore {
           else if (op.kind === 'adopt') for (const row of op.rows) row.leaseId = this.#lease.id;
         }
         try {
-          return await combiner.commit(pool, ops);
+          return await combiner.commit(pool, ops, deadline);
         } catch (error) {
           // The combiner checks the lease again before every send (retries to a
           // combiner that does not answer can outlast the confirmation).
@@ -297,15 +505,19 @@ export class PoolStore {
       if (this.#monotonic() >= deadline) {
         throw maybe ? this.#unavailable(pool, unconfirmed) : this.#unconfirmed(pool, unconfirmed);
       }
-      await sleep(backoff(attempt, 50, 1000));
+      await sleep(this.#pause(backoff(attempt, 50, 500), deadline));
     }
   }
 
-  async #commitHere(pool: string, ops: LedgerOp[]): Promise<OpAnswer[]> {
+  // A pause between attempts, never past the deadline.
+  #pause(ms: number, deadline: number): number {
+    return Math.max(0, Math.min(ms, deadline - this.#monotonic()));
+  }
+
+  async #commitHere(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]> {
     const key = poolKey(pool);
     const source = this.#source(pool);
     const registered = this.#caps.get(pool);
-    const deadline = this.#monotonic() + this.#timeoutMs;
     let conflicts = 0;
     const local = (op: LedgerOp) => this.#combiner?.isForwarded(op) !== true;
     const report = ops.some((op) => local(op) && !(op.kind === 'reap' && op.background));
@@ -332,8 +544,15 @@ export class PoolStore {
           else if (op.kind === 'adopt' && local(op)) {
             for (const row of op.rows) row.leaseId = this.#lease.id;
           }
-        // Calls from other instances that may not be applied now are answered apart.
-        const refused = await this.#combiner?.refused(pool, ops);
+        // Calls from other instances that may not be applied now are answered
+        // apart, and so are own calls answered at their deadline before they were sent.
+        const refused: Map<LedgerOp, Error> = new Map(
+          (await this.#combiner?.refused(pool, ops)) ?? [],
+        );
+        for (const op of ops) {
+          const withdrawn = this.#withdrawn(pool, op);
+          if (withdrawn) refused.set(op, withdrawn);
+        }
         const applied = refused?.size ? ops.filter((op) => !refused.has(op)) : ops;
         const outcome = withRefused(ops, refused, applyBatch(pool, base, partition, applied));
         // Answers from a document no write confirmed must come from a fresh read.
@@ -344,17 +563,26 @@ export class PoolStore {
           return outcome.answers;
         }
         const data = serializeDocument(outcome.doc);
-        // The read and the lease judgements took time: the lease must still be confirmed.
+        // The read and the lease judgements took time: the lease must still be
+        // confirmed, and the senders of forwarded rows still known fresh.
         if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
+        if (this.#combiner && !this.#combiner.sendersFresh(applied)) {
+          throw new Error("a forwarded call's sender lease is no longer known fresh");
+        }
+        for (const op of applied) if (local(op)) this.#sent.add(op);
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
-          revision = await this.#cas.write(key, data, baseRevision);
+          revision = await this.#cas.write(key, data, baseRevision, {
+            timeoutMs: Math.max(200, Math.min(2000, deadline - this.#monotonic())),
+          });
         } catch (error) {
           if (!isRevisionConflict(error)) {
             // No answer: the write may have landed. The retry recognizes our own rows.
             for (const op of applied) {
-              if (op.kind === 'reserve' || op.kind === 'release') op.maybeApplied = true;
+              if (op.kind === 'reserve' || op.kind === 'release' || op.kind === 'adopt') {
+                op.maybeApplied = true;
+              }
             }
           }
           throw error;
@@ -395,7 +623,9 @@ export class PoolStore {
           { cause: lastError },
         );
       }
-      await sleep(conflict ? backoff(attempt, 2, 100) : backoff(attempt, 50, 1000));
+      await sleep(
+        this.#pause(conflict ? backoff(attempt, 2, 100) : backoff(attempt, 50, 500), deadline),
+      );
     }
   }
 
@@ -404,7 +634,7 @@ export class PoolStore {
       ? 'the connection to NATS is closed'
       : `NATS did not complete the operation within ${this.#timeoutMs} ms`;
     const outcome = maybe
-      ? 'A change this call was making may or may not have been stored; a later read shows which.'
+      ? `A change this call was making ${MAYBE_STORED}; a later read shows which.`
       : 'Nothing was written.';
     return new LedgerUnavailableError(
       pool,
@@ -446,6 +676,28 @@ export class PoolStore {
       );
     }
   }
+}
+
+/** What an unavailable error says of a change that may have been stored. */
+const MAYBE_STORED = 'may or may not have been stored';
+
+/** The agents a call names. */
+function agentsOf(op: LedgerOp): string[] {
+  if (op.kind === 'reserve') return [op.row.agentId];
+  if (op.kind === 'adopt') return op.rows.map((row) => row.agentId);
+  if (op.kind === 'release') return [op.agentId];
+  return [];
+}
+
+// Errors after which a call is known not written or its rows are judged
+// elsewhere: a lost lease (its rows are reaped by peers), a bad document or
+// cap, a duplicate. Anything else (no answer, busy) leaves a sent call unknown.
+function isFinalError(error: unknown): boolean {
+  return (
+    error instanceof ScalerError &&
+    error.code !== 'ERR_LEDGER_UNAVAILABLE' &&
+    error.code !== 'ERR_LEDGER_BUSY'
+  );
 }
 
 /** A batch outcome over `applied` ops, answered for every op of `ops` (refused ones with their error). */

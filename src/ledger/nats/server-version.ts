@@ -38,21 +38,33 @@ export function isSafeServerVersion(version: unknown): boolean {
   return true;
 }
 
+/** The accepted values of `serverVersionPolicy`. */
+export const SERVER_VERSION_POLICIES = ['warn', 'refuse', 'ignore'] as const;
+
 /**
- * Check the version a server reported on connect: nothing when it is safe;
- * otherwise a process warning (once per version and process) or, with
- * `policy: 'refuse'`, a `NatsServerVersionError`.
+ * Check the version a server reported on connect. Only a clustered server
+ * older than {@link MIN_SAFE_NATS_SERVER_VERSION} is at risk (its faults are
+ * in leader changes): a single server, or a safe one, passes. Otherwise a
+ * process warning (once per version and process) under `'warn'`, a
+ * `NatsServerVersionError` under `'refuse'`, nothing under `'ignore'`.
  *
- * @throws TypeError for a policy other than 'warn' or 'refuse'.
- * @throws NatsServerVersionError for an older server under 'refuse'.
+ * @param clustered - Whether the server is part of a cluster (its INFO names one).
+ * @throws TypeError for a policy other than 'warn', 'refuse' or 'ignore'.
+ * @throws NatsServerVersionError for an older clustered server under 'refuse'.
  */
-export function checkServerVersion(version: unknown, policy: 'warn' | 'refuse'): void {
-  if (policy !== 'warn' && policy !== 'refuse') {
-    throw new TypeError(`Expected \`policy\` to be 'warn' or 'refuse', got \`${String(policy)}\``);
+export function checkServerVersion(
+  version: unknown,
+  policy: 'warn' | 'refuse' | 'ignore',
+  clustered: boolean,
+): void {
+  if (!(SERVER_VERSION_POLICIES as readonly unknown[]).includes(policy)) {
+    throw new TypeError(
+      `Expected \`serverVersionPolicy\` to be 'warn', 'refuse' or 'ignore', got \`${String(policy)}\``,
+    );
   }
-  if (isSafeServerVersion(version)) return;
+  if (policy === 'ignore' || !clustered || isSafeServerVersion(version)) return;
   const shown = typeof version === 'string' ? version.slice(0, 64) : 'unknown';
-  const message = `nats-server ${shown} is older than ${MIN_SAFE_NATS_SERVER_VERSION}, the oldest version the NATS pool ledger is safe on: older servers can lose acknowledged writes when a stream leader is isolated or changes (a lost grant or lease fence) and can block a key for their duplicate window. Upgrade the servers to ${MIN_SAFE_NATS_SERVER_VERSION} or later (see docs/ledger.md).`;
+  const message = `nats-server ${shown} is older than ${MIN_SAFE_NATS_SERVER_VERSION}, the oldest version the NATS pool ledger is safe on in a cluster: older clustered servers can lose acknowledged writes when a stream leader is isolated or changes (a lost grant or lease fence) and can block a key for their duplicate window. Upgrade the servers to ${MIN_SAFE_NATS_SERVER_VERSION} or later, or silence this with \`serverVersionPolicy: 'ignore'\` (see docs/ledger.md, "Server version").`;
   if (policy === 'refuse')
     throw new NatsServerVersionError(shown, MIN_SAFE_NATS_SERVER_VERSION, message);
   if (warned.has(shown)) return;

@@ -45,18 +45,22 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
    */
   leaseMarginMs?: number;
   /**
-   * What to do when the server connected to is older than
-   * {@link MIN_SAFE_NATS_SERVER_VERSION}: `'warn'` emits a process warning
-   * (code `SCALER_NATS_SERVER_VERSION`) and goes on; `'refuse'` fails
-   * `connect` with `NatsServerVersionError`.
+   * What to do when the server connected to is part of a cluster and older than
+   * {@link MIN_SAFE_NATS_SERVER_VERSION} (a single server of any version
+   * passes: the faults of older servers are in leader changes): `'warn'` emits
+   * a process warning (code `SCALER_NATS_SERVER_VERSION`, once per version and
+   * process) and goes on; `'refuse'` fails `connect` with
+   * `NatsServerVersionError`; `'ignore'` says nothing (you accept the risk).
    * @default 'warn'
    */
-  serverVersionPolicy?: 'warn' | 'refuse';
+  serverVersionPolicy?: 'warn' | 'refuse' | 'ignore';
   /** Replicas of the bucket when this call creates it (1, 3 or 5 in a cluster). @default 1 */
   replicas?: number;
   /**
-   * How long one operation keeps retrying lost compare-and-set races (then
-   * `LedgerBusyError`) or an unreachable server (then `LedgerUnavailableError`).
+   * The longest any call takes, from the call to its answer: it keeps retrying
+   * lost compare-and-set races (then `LedgerBusyError`) or an unreachable server
+   * (then `LedgerUnavailableError` when nothing was sent, `LedgerOutcomeUnknownError`
+   * when a write went out without an answer; the ledger settles those itself).
    * @default 10000
    */
   timeoutMs?: number;
