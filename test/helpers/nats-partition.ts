@@ -118,6 +118,8 @@ const SPLIT_TABLE = 'sp_partition_split';
  * live worker must have had a call answered by the ledger, a grant or a refusal: two call timeouts.
  */
 export const ANSWER_WITHIN_MS = 2 * TIMEOUT_MS;
+/** How long a round waits after a heal for the stream to have a leader again (ms). */
+export const LEADER_WAIT_MS = 60_000;
 
 /** A heal, or the kill of the combiner: when, and what followed. */
 export interface HealFigures {
@@ -140,6 +142,12 @@ export interface HealFigures {
   never: string[];
   /** Stream leader changes in the 10 s after the heal. */
   leaderChanges: number;
+  /**
+   * ms from the heal until the observer, asking every 500 ms, found the stream
+   * with a leader (the round waits up to `LEADER_WAIT_MS` for it before the
+   * next fault); Infinity when it had none by then.
+   */
+  leaderFoundMs: number;
   /** Per second from 3 s before the heal: grants/refusals/other answers, and leader changes. */
   timeline: string;
 }
@@ -350,8 +358,23 @@ export async function runPartitionRound(
     const all = workers.map((_, i) => i);
 
     // 1. The bucket stream's leader, cut off from everyone.
-    process.kill(observer.child.pid!, 'SIGUSR1');
-    const leader = (await nth(observer, 'leader', 0)).leader as string;
+    let leaderAsks = 0;
+    const askLeader = async () => {
+      process.kill(observer.child.pid!, 'SIGUSR1');
+      return (await nth(observer, 'leader', leaderAsks++)).leader as string | null;
+    };
+    // After a heal, wait until the stream has a leader again before the next fault:
+    // nats-server 2.9 can go for tens of seconds without one after a node rejoins, and a
+    // fault started meanwhile would measure the servers, not the ledger.
+    const leaderFound: number[] = [];
+    const waitForLeader = async (at: number) => {
+      for (const until = at + LEADER_WAIT_MS; ; ) {
+        if ((await askLeader()) !== null) return leaderFound.push(Date.now() - at);
+        if (Date.now() > until) return leaderFound.push(Number.POSITIVE_INFINITY);
+        await sleep(500);
+      }
+    };
+    const leader = (await askLeader()) as string;
     if (!/^n[012]$/.test(leader)) throw new Error(`no stream leader: ${String(leader)}`);
     const leaderNode = nodes.get(leader)!;
     cut(leaderNode);
@@ -359,12 +382,12 @@ export async function runPartitionRound(
     heal(leaderNode);
     heals.push({ what: 'leader isolated', at: Date.now(), live: all });
     log(`leader ${leader} isolated and healed`);
+    await waitForLeader(heals.at(-1)!.at);
     await sleep(6000);
 
     // 2. The bridge split: w0 and a server that is not the stream leader now, apart
     // from the rest past w0's lease plus the margin.
-    process.kill(observer.child.pid!, 'SIGUSR1');
-    const now = (await nth(observer, 'leader', 1)).leader as string | null;
+    const now = await askLeader();
     const apartServer = serverNodes.find((n) => n.name !== now)!;
     const w0 = nodes.get('w0')!;
     split([w0, apartServer]);
@@ -373,6 +396,7 @@ export async function runPartitionRound(
     unsplit();
     heals.push({ what: 'bridge split', at: Date.now(), live: all });
     log(`bridge split (w0, ${apartServer.name}) healed`);
+    await waitForLeader(heals.at(-1)!.at);
     await sleep(5000);
 
     // 3. A worker stopped (SIGSTOP) past its lease plus the margin.
@@ -384,6 +408,7 @@ export async function runPartitionRound(
     const resumedAt = Date.now();
     heals.push({ what: 'worker paused', at: resumedAt, live: all });
     log('w1 paused and resumed');
+    await waitForLeader(resumedAt);
     await sleep(5000);
 
     // 4. The combiner killed.
@@ -394,6 +419,7 @@ export async function runPartitionRound(
       live: all.filter((i) => i !== combinerIndex),
     });
     log(`w${combinerIndex} (the combiner) killed`);
+    await waitForLeader(heals.at(-1)!.at);
     await sleep(6000);
 
     // Every live worker stops calling and releases what it holds: the pool must empty
@@ -482,7 +508,8 @@ export async function runPartitionRound(
       .filter((c) => c[3] === 'ok')
       .map((c) => c[2])
       .sort((a, b) => a - b);
-    const healFigures: HealFigures[] = heals.map(({ what, at, live: indexes }) => {
+    const healFigures: HealFigures[] = heals.map(({ what, at, live: indexes }, h) => {
+      const leaderFoundMs = leaderFound[h] ?? Number.POSITIVE_INFINITY;
       const after = oks.filter((t) => t > at && t <= at + 10_000);
       // Gaps from the heal through the 10 s after it, up to the next grant past them.
       const next = oks.find((t) => t > at + 10_000);
@@ -500,6 +527,8 @@ export async function runPartitionRound(
       for (const [t, who] of report.leaders) {
         if (t > at && t <= at + 10_000 && who !== null) leaderBack = t;
       }
+      // Later when the round had to wait longer than that for a leader.
+      if (Number.isFinite(leaderFoundMs)) leaderBack = Math.max(leaderBack, at + leaderFoundMs);
       const afterBack = oks.find((t) => t > leaderBack);
       const silent = indexes
         .filter((i) => i !== combinerIndex || what === 'combiner killed')
@@ -545,6 +574,7 @@ export async function runPartitionRound(
         silent,
         never,
         leaderChanges: changes,
+        leaderFoundMs,
         timeline: seconds.join(' '),
       };
     });
@@ -618,7 +648,7 @@ export function describeRound(round: RoundFigures): string {
   const heals = round.heals
     .map(
       (h) =>
-        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s)${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}${h.never.length ? `, never again ${h.never.join(' ')}` : ''}`,
+        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s), leader found after ${h.leaderFoundMs} ms${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}${h.never.length ? `, never again ${h.never.join(' ')}` : ''}`,
     )
     .join('; ');
   return `nats-server ${round.serverVersion}${round.busy ? ', CPUs busy' : ''}, leader ${round.leader}: ${heals}; fenced grants ${round.fencedGrants.length}, over cap ${round.overCap}, orphans ${round.orphans.length}, late calls ${round.lateCalls.length} (slowest ${round.slowestCallMs} ms), outcome unknown ${round.outcomeUnknown}, fences ${round.fences.join('/')}, ${round.grants} grants, ${round.revisions} revisions`;

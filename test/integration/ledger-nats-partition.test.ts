@@ -9,7 +9,12 @@
  * answering again after each heal, a grant soon after each heal.
  */
 import { describe, expect, it } from 'vitest';
-import { describeRound, runPartitionRound, TIMEOUT_MS } from '../helpers/nats-partition.js';
+import {
+  describeRound,
+  LEADER_WAIT_MS,
+  runPartitionRound,
+  TIMEOUT_MS,
+} from '../helpers/nats-partition.js';
 import { hasSystem } from '../helpers/system.js';
 
 const ok = hasSystem(['nats-server', 'nft', 'ip', 'root'], 'NatsPoolLedger under partitions');
@@ -19,9 +24,17 @@ const ok = hasSystem(['nats-server', 'nft', 'ip', 'root'], 'NatsPoolLedger under
 // changes (docs/ledger.md, "Server version"): for seconds no write is acknowledged, whatever
 // the clients do (the first grant came within 2 s of 31 of 40 heals in the soak, within 8.6 s
 // of the rest but two, when the stream had no leader for 10-30 s; bench/RESULTS.md). So the
-// bound asserted here tells a working ledger from one frozen after a heal (as it was: no grant
+// round waits after each heal until the stream has a leader again, the bound asserted here runs
+// from that moment (it tells a working ledger from one frozen after a heal, as it was: no grant
 // for the rest of a run), and the figures are printed.
 const FIRST_GRANT_BOUND_MS = 20_000;
+
+function olderThan(version: string, than: [number, number, number]): boolean {
+  const parts = version.split('.').map(Number);
+  if (parts.length !== 3 || parts.some((n) => !Number.isInteger(n))) return false;
+  for (let i = 0; i < 3; i++) if (parts[i] !== than[i]) return parts[i]! < than[i]!;
+  return false;
+}
 
 describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () => {
   it('leader isolated, bridge split, worker paused, combiner killed: no grant under a fenced lease, never over the cap, no orphan row, every call answered in time, every worker answering again', async () => {
@@ -36,14 +49,25 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
     expect(round.orphans).toEqual([]);
     // Every call answered within its timeout (plus 1 s for timers late on a loaded machine).
     expect(round.lateCalls, `timeoutMs ${TIMEOUT_MS}`).toEqual([]);
+    const older = olderThan(round.serverVersion, [2, 11, 0]);
     for (const heal of round.heals) {
-      // Every call answers (above); every live worker is granted or refused again. How soon
-      // depends on the servers (a worker cut off with a server rejoining it), so the workers
-      // without a grant or refusal within two call timeouts are printed, not asserted.
+      if (!Number.isFinite(heal.leaderFoundMs)) {
+        // The servers never elected a stream leader again within LEADER_WAIT_MS: no client
+        // can be granted then. Servers before 2.11 do that (docs/ledger.md, "Server
+        // version"): logged there, a failure on a newer server.
+        const line = `${heal.what}: the stream had no leader for ${LEADER_WAIT_MS} ms after it`;
+        if (older) {
+          console.log(`nats-server ${round.serverVersion}: ${line}; liveness not judged`);
+          continue;
+        }
+        throw new Error(line);
+      }
+      // Every call answers (above); every live worker is granted or refused again once the
+      // stream has a leader, and a grant follows soon after (the ledger's part of the delay).
       expect(heal.never, `${heal.what}: workers never granted or refused again`).toEqual([]);
-      expect(heal.firstGrantMs, `${heal.what}: first grant after it`).toBeLessThan(
+      expect(heal.afterLeaderMs, `${heal.what}: first grant after a leader`).toBeLessThan(
         FIRST_GRANT_BOUND_MS,
       );
     }
-  }, 170_000);
+  }, 420_000);
 });
