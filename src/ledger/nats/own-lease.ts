@@ -433,7 +433,10 @@ export class OwnLease {
         if (entry !== null && entry.operation === 'PUT' && !hasEnded(entry)) {
           const body = bodyOf(entry);
           if (body?.session === this.#session) {
-            lease.revision = Math.max(lease.revision, entry.revision);
+            // Its revision, even below the one we hold: a server that lost an
+            // acknowledged heartbeat (nats-server before 2.11, docs/ledger.md) holds an
+            // older one of ours, and every refresh at the lost revision would conflict.
+            lease.revision = entry.revision;
             return;
           }
           if (lease === this.#lease && lease.status === 'live') this.#takenOver(lease, body);
