@@ -125,7 +125,7 @@ export class Spawner {
     jobId: string | undefined,
   ): Promise<ScaleResult | CapacityLimit> {
     const core = this.#core;
-    // The one door to the backend: after shutdownAll() nothing starts (a request
+    // The one entry point to the backend: after shutdownAll() nothing starts (a request
     // refused by one scaler must not go on to spawn on the next).
     if (core.shuttingDown) return Promise.resolve({ kind: 'shutting-down' });
     const pools = labelSet.pools;

@@ -21,6 +21,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { pidAlive } from '../helpers/pid.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
 
 const LEASE_MS = 2000;
@@ -101,14 +102,6 @@ async function until(what: string, predicate: () => boolean, timeoutMs = 60_000)
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const agentStarts = () => readLog().filter((l) => l.event === 'start');
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** A controller with four running fenced agents, a peer trying for the pool, and the restart waiting. */
 async function fillContendAndStage() {
@@ -144,7 +137,7 @@ describe.sequential('a controller restart on MachineLedger, with real fenced age
     expect(lines.filter((l) => l.event === 'stop')).toEqual([]);
     const starts = lines.filter((l) => l.event === 'start');
     expect(starts).toHaveLength(4);
-    for (const start of starts) expect(alive(start.pid!), `agent ${start.agent}`).toBe(true);
+    for (const start of starts) expect(pidAlive(start.pid!), `agent ${start.agent}`).toBe(true);
     expect(lines.filter((l) => l.event === 'granted')).toEqual([]);
     // Their rows are held under the lease that never lapsed.
     const doc = JSON.parse(readFileSync(join(paths.ledgerDir, 'gpu.json'), 'utf8')) as {
@@ -181,7 +174,7 @@ describe.sequential('a controller restart on MachineLedger, with real fenced age
       expect(stop.t).toBeLessThan(firstGrant.t);
     }
     for (const start of lines.filter((l) => l.event === 'start')) {
-      expect(alive(start.pid!), `agent ${start.agent}`).toBe(false);
+      expect(pidAlive(start.pid!), `agent ${start.agent}`).toBe(false);
     }
   }, 150_000);
 
@@ -199,7 +192,7 @@ describe.sequential('a controller restart on MachineLedger, with real fenced age
     await sleep(LEASE_MS);
     const lines = readLog();
     expect(lines.filter((l) => l.event === 'stop')).toEqual([]);
-    for (const start of agentStarts()) expect(alive(start.pid!)).toBe(true);
+    for (const start of agentStarts()) expect(pidAlive(start.pid!)).toBe(true);
     const doc = JSON.parse(readFileSync(join(paths.ledgerDir, 'gpu.json'), 'utf8')) as {
       reservations: Array<{ leaseId: string; pid: number }>;
     };

@@ -25,6 +25,7 @@ import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { pidAlive } from '../helpers/pid.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
 import { hasSystem } from '../helpers/system.js';
 
@@ -161,14 +162,6 @@ describe.runIf(hasSystem(['nats-server'], 'restart keeps agents on NATS'))(
       lines.filter((l) => l.event === 'stop' && l.agent?.startsWith(prefix));
     const peerGrants = (lines: LogLine[], peerId: string) =>
       lines.filter((l) => l.event === 'spawned' && l.instanceId === peerId);
-    const agentAlive = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
 
     /**
      * A controller with 4 running agents and a peer contending for the pool,
@@ -214,7 +207,7 @@ describe.runIf(hasSystem(['nats-server'], 'restart keeps agents on NATS'))(
       await sleep(Math.max(0, killedAt + 3 * LEASE_MS - Date.now()));
       const lines = readLog();
       expect(stopped(lines, 'agent-start-')).toEqual([]);
-      expect(agentPids.every(agentAlive)).toBe(true);
+      expect(agentPids.every(pidAlive)).toBe(true);
       expect(peerGrants(lines, peerId)).toEqual([]);
       console.log(
         'restart within the lease: connect took',

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseDocument } from '../../src/ledger/document/codec.js';
+import { pidAlive } from '../helpers/pid.js';
 import {
   type FixtureProcess,
   finishFixture,
@@ -41,15 +42,6 @@ function pids(): number[] {
   const file = join(dir, 'pids');
   if (!existsSync(file)) return [];
   return readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 function rows(): string[] {
@@ -84,7 +76,7 @@ describe('shutdownAll() storm with real processes and a MachineLedger', () => {
     expect(done).toMatchObject({ running: [], rows: [] });
     const all = pids();
     expect(all.length).toBeGreaterThan(100);
-    expect(all.filter(alive)).toEqual([]);
+    expect(all.filter(pidAlive)).toEqual([]);
     expect(rows()).toEqual([]);
   }, 120_000);
 });
