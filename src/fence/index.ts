@@ -14,6 +14,7 @@ export { type HeartbeatBucket, natsHeartbeatReader } from './heartbeat.js';
 export { type FenceLease, leaseEnv, readLeaseEnv, readLeasesEnv } from './lease.js';
 export {
   type FenceExpiry,
+  type FenceStopReason,
   type LeaseFence,
   stopAgentProcess,
   type WatchLeaseOptions,
