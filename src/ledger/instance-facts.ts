@@ -6,6 +6,7 @@
 import type { LeaseState, LivenessFacts, ProcessState } from './document/verdict.js';
 import type { LedgerFs } from './fs.js';
 import { leaseState } from './lease.js';
+import { judgeProcess } from './proc.js';
 import type { LedgerDocument, ReservationRow } from './types.js';
 
 /** What the facts are gathered with. */
@@ -94,16 +95,12 @@ export class InstanceFacts {
   }
 
   private processStateOf(row: ReservationRow): ProcessState {
-    if (row.pid === process.pid) {
-      const own = this.selfStartTime();
-      if (row.pidStartTime === undefined || own === undefined || row.pidStartTime === own) {
-        return 'alive';
-      }
-      return 'reused';
-    }
-    if (!this.id.probe(row.pid)) return 'gone';
-    if (row.pidStartTime === undefined) return 'alive';
-    const start = this.id.startTimeOf(row.pid);
-    return start === undefined || start === row.pidStartTime ? 'alive' : 'reused';
+    const state = judgeProcess(
+      { pid: row.pid, startTime: row.pidStartTime },
+      { pid: process.pid, startTime: () => this.selfStartTime() },
+      (pid) => this.id.probe(pid),
+      (pid) => this.id.startTimeOf(pid),
+    );
+    return state === 'gone' || state === 'reused' ? state : 'alive';
   }
 }

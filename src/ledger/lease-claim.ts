@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { LedgerInstanceInUseError } from '../errors.js';
 import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 import { isClosed, type LeaseHolder, leaseBody, leasePath, parseLeaseBody } from './lease.js';
+import { judgeProcess } from './proc.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
 
 /** What a claim is judged with. */
@@ -184,15 +185,13 @@ function readLease(
 function holderState(ctx: ClaimContext, holder: LeaseHolder): HolderState {
   const { self } = ctx;
   if (holder.pidNs !== undefined && holder.pidNs !== self.pidNs) return 'foreign';
-  if (holder.pid === self.pid) {
-    if (holder.pidStartTime === undefined || self.pidStartTime === undefined) return 'self';
-    return holder.pidStartTime === self.pidStartTime ? 'self' : 'dead';
-  }
-  if (!ctx.probe(holder.pid)) return 'dead';
-  if (holder.pidStartTime === undefined) return 'alive';
-  const start = ctx.startTimeOf(holder.pid);
-  if (start === undefined) return 'alive';
-  return start === holder.pidStartTime ? 'alive-confirmed' : 'dead';
+  const state = judgeProcess(
+    { pid: holder.pid, startTime: holder.pidStartTime },
+    { pid: self.pid, startTime: () => self.pidStartTime },
+    (pid) => ctx.probe(pid),
+    (pid) => ctx.startTimeOf(pid),
+  );
+  return state === 'gone' || state === 'reused' ? 'dead' : state;
 }
 
 function inUse(

@@ -59,3 +59,29 @@ export function readPidNamespace(fs: LedgerFs): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * How a process recorded as `pid` (started at `startTime` clock ticks, when
+ * known) stands now: this process (`self`), `gone` (no such pid), `reused`
+ * (the pid names a process started at another time), or alive, `confirmed`
+ * when its start time matched. A record without a start time, or a pid whose
+ * start time cannot be read, counts as alive unconfirmed (never as gone).
+ * `own` is this process's start time, read only when the pid is this one's.
+ */
+export function judgeProcess(
+  recorded: { pid: number; startTime: number | undefined },
+  own: { pid: number; startTime: () => number | undefined },
+  probe: (pid: number) => boolean,
+  startTimeOf: (pid: number) => number | undefined,
+): 'self' | 'gone' | 'reused' | 'alive' | 'alive-confirmed' {
+  if (recorded.pid === own.pid) {
+    if (recorded.startTime === undefined) return 'self';
+    const ownStart = own.startTime();
+    return ownStart === undefined || ownStart === recorded.startTime ? 'self' : 'reused';
+  }
+  if (!probe(recorded.pid)) return 'gone';
+  if (recorded.startTime === undefined) return 'alive';
+  const start = startTimeOf(recorded.pid);
+  if (start === undefined) return 'alive';
+  return start === recorded.startTime ? 'alive-confirmed' : 'reused';
+}
