@@ -11,14 +11,17 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
   truncateSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -65,9 +68,31 @@ function remount(mount: string, mode: 'ro' | 'rw'): void {
   }
 }
 
-// Fill the filesystem's space: one file written until ENOSPC.
-function fillSpace(mount: string): void {
-  spawnSync('dd', ['if=/dev/zero', `of=${join(mount, 'fill')}`, 'bs=64k'], { stdio: 'ignore' });
+// Fill the filesystem's space (one file written until ENOSPC), and keep taking
+// every page the workers free until stopped: a rename frees the replaced file's
+// page, and without this the workers could go on forever in the one page a
+// rename left free, never meeting the fault. The returned function stops and
+// removes the file.
+function fillSpace(mount: string): () => void {
+  const file = join(mount, 'fill');
+  spawnSync('dd', ['if=/dev/zero', `of=${file}`, 'bs=64k'], { stdio: 'ignore' });
+  const fd = openSync(file, 'a');
+  const page = Buffer.alloc(4096);
+  const grab = () => {
+    for (;;) {
+      try {
+        writeSync(fd, page);
+      } catch {
+        return;
+      }
+    }
+  };
+  const timer = setInterval(grab, 1);
+  return () => {
+    clearInterval(timer);
+    closeSync(fd);
+    rmSync(file);
+  };
 }
 
 // Use up every free inode (empty files until ENOSPC), and keep taking every
@@ -216,10 +241,7 @@ describe.runIf(canMount)('file ledger under real storage faults (tmpfs)', () => 
     const mount = mountTmpfs('size=1m');
     const dir = join(mount, 'ledger');
     mkdirSync(dir, { mode: 0o700 });
-    const run = await contend(dir, () => {
-      fillSpace(mount);
-      return () => rmSync(join(mount, 'fill'));
-    });
+    const run = await contend(dir, () => fillSpace(mount));
     check(dir, run, 'ENOSPC');
   });
 
