@@ -11,13 +11,16 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
+  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
+  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,11 +96,43 @@ function remount(mount: string, mode: 'ro' | 'rw'): void {
   }
 }
 
+// Fill the filesystem's space: one file, `fill`, written until ENOSPC. Returns its path.
+export function fillSpaceOnce(mount: string): string {
+  const file = join(mount, 'fill');
+  spawnSync('dd', ['if=/dev/zero', `of=${file}`, 'bs=64k'], { stdio: 'ignore' });
+  return file;
+}
+
+// Fill the filesystem's space (one file written until ENOSPC), and keep taking
+// every page the workers free until stopped: a rename frees the replaced file's
+// page, and without this the workers could go on forever in the one page a
+// rename left free, never meeting the fault. The returned function stops and
+// removes the file.
+export function fillSpace(mount: string): () => void {
+  const file = fillSpaceOnce(mount);
+  const fd = openSync(file, 'a');
+  const page = Buffer.alloc(4096);
+  const grab = () => {
+    for (;;) {
+      try {
+        writeSync(fd, page);
+      } catch {
+        return;
+      }
+    }
+  };
+  const timer = setInterval(grab, 1);
+  return () => {
+    clearInterval(timer);
+    closeSync(fd);
+    rmSync(file);
+  };
+}
+
 // Start a fault of `kind` on `mount`; returns the function that clears it.
 function startFault(kind: SpellKind, mount: string): () => void {
   if (kind === 'space') {
-    spawnSync('dd', ['if=/dev/zero', `of=${join(mount, 'fill')}`, 'bs=64k'], { stdio: 'ignore' });
-    return () => rmSync(join(mount, 'fill'), { force: true });
+    return fillSpace(mount);
   }
   if (kind === 'readonly') {
     remount(mount, 'ro');

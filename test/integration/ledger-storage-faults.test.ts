@@ -11,17 +11,14 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import {
-  closeSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
-  openSync,
   readdirSync,
   readFileSync,
   rmSync,
   truncateSync,
   writeFileSync,
-  writeSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -35,7 +32,13 @@ import {
   startFixture,
   stopFixture,
 } from '../helpers/processes.js';
-import { runStorageSpells, SPELL_KINDS, type SpellRun } from '../helpers/storage-spells.js';
+import {
+  fillSpace,
+  fillSpaceOnce,
+  runStorageSpells,
+  SPELL_KINDS,
+  type SpellRun,
+} from '../helpers/storage-spells.js';
 import { hasSystem } from '../helpers/system.js';
 
 const canMount = hasSystem(['root'], 'ledger storage-fault tests (tmpfs mounts)');
@@ -66,33 +69,6 @@ function remount(mount: string, mode: 'ro' | 'rw'): void {
     if (result.status === 0) return;
     if (Date.now() - started > 5000) throw new Error(`remount ${mode} failed: ${result.stderr}`);
   }
-}
-
-// Fill the filesystem's space (one file written until ENOSPC), and keep taking
-// every page the workers free until stopped: a rename frees the replaced file's
-// page, and without this the workers could go on forever in the one page a
-// rename left free, never meeting the fault. The returned function stops and
-// removes the file.
-function fillSpace(mount: string): () => void {
-  const file = join(mount, 'fill');
-  spawnSync('dd', ['if=/dev/zero', `of=${file}`, 'bs=64k'], { stdio: 'ignore' });
-  const fd = openSync(file, 'a');
-  const page = Buffer.alloc(4096);
-  const grab = () => {
-    for (;;) {
-      try {
-        writeSync(fd, page);
-      } catch {
-        return;
-      }
-    }
-  };
-  const timer = setInterval(grab, 1);
-  return () => {
-    clearInterval(timer);
-    closeSync(fd);
-    rmSync(file);
-  };
 }
 
 // Use up every free inode (empty files until ENOSPC), and keep taking every
@@ -294,8 +270,7 @@ describe.runIf(canMount)('FileStateStore on a nearly full tmpfs', () => {
     ]);
     const before = readFileSync(store.path, 'utf8');
     // Fill the disk, then give back one page: a document of 3 pages starts to fit.
-    fillSpace(mount);
-    const fill = join(mount, 'fill');
+    const fill = fillSpaceOnce(mount);
     truncateSync(
       fill,
       Math.max(0, Number(execFileSync('stat', ['-c', '%s', fill]).toString()) - 4096),
