@@ -2,6 +2,7 @@
  * The cap tracker's internals: per-scope state, the fit check in every dimension,
  * and input validation. Internal to `scaler-primitives/caps`.
  */
+import type { CapFieldName } from '../resources/cap-fields.js';
 import { type ExtendedResourceName, validateExtendedResourceName } from '../resources/names.js';
 import { capToMillicores, coresToMillicores, MAX_CPU_CORES } from '../resources/quantity.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
@@ -31,6 +32,19 @@ export interface Held {
   bytes: number;
   ext: ExtEntries;
 }
+
+// How the tracker reads each cap field (setCap parses them into a Scope,
+// check() tests them): a field added to the table of cap fields fails to
+// compile here until the tracker handles it.
+const TRACKER_READS = {
+  maxCpu: 'maxMilli',
+  maxMemoryBytes: 'maxBytes',
+  maxAgents: 'maxAgents',
+  maxExtended: 'maxExt',
+  provides: 'provides',
+  devices: 'not read: the count is in maxExtended; only machine pool ledgers assign ids',
+} as const satisfies Record<CapFieldName, string>;
+void TRACKER_READS;
 
 // What a scope can count exactly: an uncapped dimension is bounded by it, so a
 // sum never passes 2^53 and starts to round (reachable only with requests near

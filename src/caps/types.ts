@@ -2,14 +2,10 @@
  * What the cap tracker answers and takes: refusals and grants, reservations,
  * usage and snapshots, and the constructor's options.
  */
-import type { ExtendedResourceName } from '../resources/names.js';
+import type { CapDimension } from '../resources/cap-fields.js';
 import type { ResourceCap } from '../resources/types.js';
 
-/**
- * The dimensions a cap can refuse on: CPU, memory, the number of reservations
- * (`agents`), or an extended resource by name (`nvidia.com/gpu`).
- */
-export type CapDimension = 'cpu' | 'memory' | 'agents' | ExtendedResourceName;
+export type { CapDimension };
 
 /** Why {@link CapTracker.tryReserve} refused: the first scope and dimension that did not fit. */
 export interface CapRefusal {

@@ -1,3 +1,4 @@
+import type { CapDimension } from '../resources/cap-fields.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 
 /**
@@ -57,6 +58,11 @@ export interface LedgerDocument {
   version: 1;
   /** The pool's cap; every writer must have registered the same one. */
   cap: ResourceCap;
+  /**
+   * The cap features the cap uses beyond the baseline fields; absent when it
+   * uses none. A writer that does not know one of them refuses the pool.
+   */
+  capFeatures?: string[];
   /** Every reservation, live or not yet reaped. */
   reservations: ReservationRow[];
   /** Fields written by other writers, kept as they are. */
@@ -91,7 +97,7 @@ export interface ReserveRefusal {
    * The dimension that did not fit: `cpu`, `memory`, `agents` (the pool's
    * `maxAgents`) or an extended resource name. CPU is checked first.
    */
-  dimension: 'cpu' | 'memory' | 'agents' | `${string}/${string}`;
+  dimension: CapDimension;
   /** What was asked for, in cores, bytes, agents or a count. */
   requested: number;
   /** What live rows already hold, in cores, bytes, agents or a count. */

@@ -1,22 +1,9 @@
 import { z } from 'zod';
 import { strictShape } from '../internal/zod-strict.js';
+import { capFromConfig, configCapShape } from './cap-fields.js';
 import type { QuantityOptions } from './convention.js';
-import { parseExtendedCount } from './extended.js';
-import { deviceIdsProblem, extendedNameProblem } from './names.js';
-import { parseCpu, parseMemory } from './parse.js';
 import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
-
-function quantity(parse: (value: number | string) => number) {
-  return z.union([z.number(), z.string()]).transform((value, ctx) => {
-    try {
-      return parse(value);
-    } catch (error) {
-      ctx.addIssue({ code: 'custom', message: (error as Error).message });
-      return z.NEVER;
-    }
-  });
-}
 
 /** A {@link ResourceSpec} after parsing: canonical numbers. */
 export interface ParsedResourceSpec {
@@ -104,42 +91,19 @@ function report(issues: ShapeIssue[], ctx: z.RefinementCtx, drop: number): never
   return z.NEVER;
 }
 
-const extendedName = z.string().superRefine((name, ctx) => {
-  const problem = extendedNameProblem(name);
-  if (problem !== undefined) {
-    ctx.addIssue({
-      code: 'custom',
-      message: `Invalid extended resource name ${JSON.stringify(name.slice(0, 80))}: ${problem}. Expected <dns-prefix>/<name>, e.g. "nvidia.com/gpu".`,
-    });
-  }
-});
-
-const count = z.union([z.number(), z.string()]).transform((value, ctx) => {
-  try {
-    return parseExtendedCount('the cap', value);
-  } catch (error) {
-    ctx.addIssue({ code: 'custom', message: (error as Error).message });
-    return z.NEVER;
-  }
-});
-
-// The ids of one resource's devices: unique device ids, 1 to MAX_DEVICE_IDS of them.
-const deviceIds = z.array(z.string()).superRefine((ids, ctx) => {
-  const problem = deviceIdsProblem(ids);
-  if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
-});
+// A cap's configuration keys after parsing (quantities in cores and bytes).
+interface ParsedCapConfig {
+  maxMemory?: number;
+  maxMemoryBytes?: number;
+  maxExtended?: Record<string, number>;
+  provides?: string[];
+  devices?: Record<string, string[]>;
+}
 
 function buildCap(opts: QuantityOptions) {
-  return strictShape({
-    maxCpu: quantity((v) => parseCpu(v, opts)).optional(),
-    maxMemory: quantity((v) => parseMemory(v, opts)).optional(),
-    maxMemoryBytes: z.number().int().nonnegative().optional(),
-    maxExtended: z.record(extendedName, count).optional(),
-    provides: z.array(extendedName).max(1024).optional(),
-    maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
-    devices: z.record(extendedName, deviceIds).optional(),
-  })
-    .superRefine((cap, ctx) => {
+  return strictShape(configCapShape(opts))
+    .superRefine((parsed, ctx) => {
+      const cap = parsed as ParsedCapConfig;
       for (const [name, ids] of Object.entries(cap.devices ?? {})) {
         const max = cap.maxExtended?.[name];
         if (max !== undefined && max !== ids.length) {
@@ -174,22 +138,7 @@ function buildCap(opts: QuantityOptions) {
         }
       }
     })
-    .transform((cap) => {
-      const out: ResourceCap = {};
-      if (cap.maxCpu !== undefined) out.maxCpu = cap.maxCpu;
-      const memory = cap.maxMemory ?? cap.maxMemoryBytes;
-      if (memory !== undefined) out.maxMemoryBytes = memory;
-      if (cap.maxExtended !== undefined) out.maxExtended = cap.maxExtended;
-      if (cap.provides !== undefined) out.provides = cap.provides;
-      if (cap.maxAgents !== undefined) out.maxAgents = cap.maxAgents;
-      if (cap.devices !== undefined) {
-        const max: Record<string, number> = { ...out.maxExtended };
-        for (const [name, ids] of Object.entries(cap.devices)) max[name] = ids.length;
-        out.maxExtended = max;
-        out.devices = cap.devices;
-      }
-      return out;
-    });
+    .transform((cap) => capFromConfig(cap));
 }
 
 /**

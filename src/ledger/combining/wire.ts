@@ -13,6 +13,7 @@ import {
   InvalidInputError,
   LedgerUnavailableError,
 } from '../../errors.js';
+import { SCALAR_DIMENSIONS } from '../../resources/cap-fields.js';
 import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import { MAX_ID_LENGTH } from '../checks.js';
@@ -344,10 +345,7 @@ function refusalProblem(value: unknown, pool: string): string | undefined {
   const dimension = value.dimension;
   if (
     typeof dimension !== 'string' ||
-    (dimension !== 'cpu' &&
-      dimension !== 'memory' &&
-      dimension !== 'agents' &&
-      extendedNameProblem(dimension) !== undefined)
+    (!SCALAR_DIMENSIONS.includes(dimension) && extendedNameProblem(dimension) !== undefined)
   ) {
     return 'a refusal names no known dimension';
   }

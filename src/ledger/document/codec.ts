@@ -4,11 +4,16 @@
  */
 
 import { z } from 'zod';
-import { LedgerCorruptError } from '../../errors.js';
+import { LedgerCapMismatchError, LedgerCorruptError } from '../../errors.js';
+import {
+  capFeaturesOf,
+  KNOWN_CAP_FEATURES,
+  normalizeCap,
+  storedCapShape,
+} from '../../resources/cap-fields.js';
 import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';
-import { normalizeCap } from './cap.js';
 
 /**
  * The document version this library reads and writes.
@@ -27,14 +32,7 @@ const deviceIds = z.record(
   z.array(z.string()).refine((ids) => deviceIdsProblem(ids, 0) === undefined, 'not device ids'),
 );
 
-const capSchema = z.looseObject({
-  maxCpu: finiteNonNegative.optional(),
-  maxMemoryBytes: finiteNonNegative.optional(),
-  maxExtended: extendedCounts.optional(),
-  provides: z.array(resourceName).optional(),
-  maxAgents: count.optional(),
-  devices: deviceIds.optional(),
-});
+const capSchema = z.looseObject(storedCapShape());
 
 const rowSchema = z.looseObject({
   instanceId: z.string(),
@@ -53,6 +51,7 @@ const rowSchema = z.looseObject({
 const documentSchema = z.looseObject({
   version: z.literal(LEDGER_VERSION),
   cap: capSchema,
+  capFeatures: z.array(z.string()).optional(),
   reservations: z.array(rowSchema),
 });
 
@@ -115,6 +114,9 @@ export function validateDocument(value: unknown, source: DocumentSource): Ledger
       result.error.issues.length > 1 ? ` (and ${result.error.issues.length - 1} more)` : '';
     throw corrupt(source, `${where}: ${first.message}${more}`, result.error);
   }
+  const features = (value as { capFeatures?: string[] }).capFeatures;
+  const unknown = features?.find((feature) => !KNOWN_CAP_FEATURES.includes(feature));
+  if (unknown !== undefined) throw unknownFeature(source, value as LedgerDocument, unknown);
   // The schema only checks (no defaults, no transforms), so the value itself is
   // the document. zod's output would drop a field named `__proto__` (JSON allows
   // one; JSON.parse makes it an own property, never the prototype); the value
@@ -130,10 +132,32 @@ export function serializeDocument(doc: LedgerDocument): string {
 }
 
 /**
- * A fresh, empty document for a pool with this cap.
+ * A fresh, empty document for a pool with this cap. It lists the cap features
+ * the cap uses beyond the baseline in `capFeatures`, and has no such field when
+ * it uses none (so a baseline document is byte for byte what kici writes).
  */
 export function emptyDocument(cap: ResourceCap): LedgerDocument {
-  return { version: LEDGER_VERSION, cap: normalizeCap(cap), reservations: [] };
+  const normalized = normalizeCap(cap);
+  const capFeatures = capFeaturesOf(normalized);
+  return capFeatures.length === 0
+    ? { version: LEDGER_VERSION, cap: normalized, reservations: [] }
+    : { version: LEDGER_VERSION, cap: normalized, capFeatures, reservations: [] };
+}
+
+// A pool whose cap uses a feature this copy does not know: it cannot enforce
+// that cap, so it refuses the pool rather than grant past a limit it cannot read.
+function unknownFeature(
+  source: DocumentSource,
+  doc: LedgerDocument,
+  feature: string,
+): LedgerCapMismatchError {
+  const known = KNOWN_CAP_FEATURES.length === 0 ? 'none' : KNOWN_CAP_FEATURES.join(', ');
+  return new LedgerCapMismatchError(
+    source.pool,
+    doc.cap,
+    undefined,
+    `Pool ${JSON.stringify(source.pool)} at ${source.location} has a cap that uses the feature ${JSON.stringify(feature.slice(0, 64))}, which this copy of scaler-primitives does not know (it knows the baseline cap fields and these features: ${known}). It cannot enforce that cap, so it refuses the pool; nothing was written. Upgrade every writer of the pool to a version that knows the feature.`,
+  );
 }
 
 function corrupt(source: DocumentSource, detail: string, cause?: unknown): LedgerCorruptError {

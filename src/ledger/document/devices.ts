@@ -14,69 +14,8 @@
  *   more ids than its count, written by a faulty writer) is refused, never
  *   given an id another live row holds.
  */
-import { InvalidInputError } from '../../errors.js';
-import { deviceIdsProblem, validateExtendedResourceName } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { ReservationRow, ReserveRefusal } from '../types.js';
-
-/**
- * Validate the `devices` of a cap against its `maxExtended`, and fill in a
- * missing `maxExtended` count from the number of ids.
- *
- * @param devices - The cap's `devices` field (unchecked input).
- * @param maxExtended - The cap's validated `maxExtended`, completed in place.
- * @returns The validated ids by resource name.
- * @throws InvalidInputError naming the resource and the bad value: not an
- *   object of arrays, a bad or repeated id, more than {@link MAX_DEVICE_IDS}
- *   ids, or a `maxExtended` count that differs from the number of ids.
- */
-export function normalizeDevices(
-  devices: unknown,
-  maxExtended: Record<string, number>,
-): Record<string, readonly string[]> {
-  if (typeof devices !== 'object' || devices === null || Array.isArray(devices)) {
-    throw new InvalidInputError(
-      'cap.devices',
-      devices,
-      `Expected \`cap.devices\` to be an object of device id arrays by extended resource name, e.g. { "nvidia.com/gpu": ["0", "1"] }, got \`${String(devices)}\``,
-    );
-  }
-  const out: Record<string, readonly string[]> = {};
-  for (const [name, ids] of Object.entries(devices)) {
-    validateExtendedResourceName(name, 'cap.devices');
-    const where = `cap.devices[${JSON.stringify(name)}]`;
-    const problem = deviceIdsProblem(ids);
-    if (problem !== undefined) {
-      throw new InvalidInputError(where, ids, `Invalid \`${where}\`: ${problem}`);
-    }
-    const count = maxExtended[name];
-    if (count === undefined) maxExtended[name] = ids.length;
-    else if (count !== ids.length) {
-      throw new InvalidInputError(
-        `cap.maxExtended[${JSON.stringify(name)}]`,
-        count,
-        `\`cap.maxExtended[${JSON.stringify(name)}]\` is ${count} but \`${where}\` lists ${ids.length} device ids; give the same number, or leave maxExtended out for that resource (it is then the number of ids)`,
-      );
-    }
-    out[name] = [...(ids as string[])];
-  }
-  return out;
-}
-
-/** True when two caps list the same device ids, in the same order, for the same resources. */
-export function sameDevices(a: ResourceCap, b: ResourceCap): boolean {
-  const da = a.devices ?? {};
-  const db = b.devices ?? {};
-  const names = Object.keys(da);
-  if (names.length !== Object.keys(db).length) return false;
-  for (const name of names) {
-    const ia = da[name]!;
-    const ib = db[name];
-    if (ib === undefined || ia.length !== ib.length) return false;
-    for (let i = 0; i < ia.length; i++) if (ia[i] !== ib[i]) return false;
-  }
-  return true;
-}
 
 /**
  * Choose the device ids of a grant: for each requested resource whose ids the

@@ -4,6 +4,8 @@
  * millicore is a whole one), caps round **down**, so no rounding can admit more
  * than the cap. Pure; shared by every ledger backend.
  */
+
+import { type CapFieldName, capBytes } from '../../resources/cap-fields.js';
 import {
   capToMillicores,
   coresToMillicores,
@@ -35,11 +37,6 @@ export function capMillicores(maxCpu: number): number {
   return capToMillicores(maxCpu);
 }
 
-/** A memory cap in whole bytes, rounded down (saturating at `Number.MAX_SAFE_INTEGER`). */
-export function capBytes(maxMemoryBytes: number): number {
-  return Math.min(Math.floor(maxMemoryBytes), Number.MAX_SAFE_INTEGER);
-}
-
 /**
  * The summed CPU (cores, at millicore precision) and memory (whole bytes) of
  * rows, each rounded up to whole millicores and bytes before it is added.
@@ -66,6 +63,18 @@ function addExtended(
   for (const [name, n] of Object.entries(row)) out[name] = (out[name] ?? 0) + n;
   return out;
 }
+
+// How checkFit reads each cap field: a field added to the table of cap fields
+// fails to compile here until checkFit handles it.
+const FIT_READS = {
+  maxCpu: 'cpu, in millicores rounded down',
+  maxMemoryBytes: 'memory, in bytes rounded down',
+  maxAgents: 'agents: the number of live rows',
+  maxExtended: 'each extended resource asked for',
+  provides: 'an extended resource without a limit',
+  devices: 'not here: its count is in maxExtended; ids are chosen by devices.ts',
+} as const satisfies Record<CapFieldName, string>;
+void FIT_READS;
 
 const NO_NAMES: readonly string[] = [];
 const NO_SUMS: number[] = [];
