@@ -17,16 +17,9 @@ import {
   type Scope,
   usageOf,
 } from './scope.js';
-import type {
-  CapGranted,
-  CapReservation,
-  CapReserveResult,
-  CapSnapshot,
-  CapTrackerOptions,
-  ScopeUsage,
-} from './types.js';
+import type { CapReservation, CapReserveResult, CapSnapshot, ScopeUsage } from './types.js';
 
-const OK: CapGranted = Object.freeze({ ok: true as const });
+const OK: CapReserveResult = Object.freeze({ ok: true as const });
 
 /**
  * In-memory usage accounting for named scopes (`global`, `scaler:linux-small`,
@@ -58,9 +51,9 @@ export class CapTracker {
   readonly #held = new Map<string, Held>();
 
   /**
-   * @param options - Initial caps by scope.
+   * @param options - `caps`: initial caps by scope name.
    */
-  constructor(options: CapTrackerOptions = {}) {
+  constructor(options: { caps?: Record<string, ResourceCap | undefined> } = {}) {
     for (const [scope, cap] of Object.entries(options.caps ?? {})) this.setCap(scope, cap);
   }
 

@@ -10,10 +10,10 @@
  */
 export { CapTracker } from './cap-tracker.js';
 export type {
+  CapDimension,
   CapRefusal,
   CapReservation,
   CapReserveResult,
   CapSnapshot,
-  CapTrackerOptions,
   ScopeUsage,
 } from './types.js';

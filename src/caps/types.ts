@@ -1,6 +1,6 @@
 /**
  * What the cap tracker answers and takes: refusals and grants, reservations,
- * usage and snapshots, and the constructor's options.
+ * usage and snapshots.
  */
 import type { CapDimension } from '../resources/cap-fields.js';
 import type { ResourceCap } from '../resources/types.js';
@@ -28,14 +28,13 @@ export interface CapRefusal {
   neverFits: boolean;
 }
 
-/** The outcome of {@link CapTracker.tryReserve}. */
-export type CapReserveResult = CapGranted | CapRefusal;
-
-/** A granted reservation. */
-export interface CapGranted {
-  /** Always `true`. */
-  ok: true;
-}
+/** The outcome of {@link CapTracker.tryReserve}: granted (`{ ok: true }`) or refused. */
+export type CapReserveResult =
+  | {
+      /** Granted: held in every scope named. */
+      ok: true;
+    }
+  | CapRefusal;
 
 /** What {@link CapTracker.release} released. */
 export interface CapReservation {
@@ -65,22 +64,16 @@ export interface ScopeUsage {
 
 /** A point-in-time copy of the tracker's state. */
 export interface CapSnapshot {
-  /** Every scope with a cap or with live reservations. */
-  scopes: Record<string, ScopeSnapshot>;
+  /** Every scope with a cap or with live reservations: its cap, if it has one, and its usage. */
+  scopes: Record<
+    string,
+    {
+      /** The scope's cap, if it has one. */
+      cap: ResourceCap | undefined;
+      /** The scope's usage. */
+      usage: ScopeUsage;
+    }
+  >;
   /** Every live reservation. */
   reservations: CapReservation[];
-}
-
-/** One scope in a {@link CapSnapshot}. */
-export interface ScopeSnapshot {
-  /** The scope's cap, if it has one. */
-  cap: ResourceCap | undefined;
-  /** The scope's usage. */
-  usage: ScopeUsage;
-}
-
-/** Options of the {@link CapTracker} constructor. */
-export interface CapTrackerOptions {
-  /** Initial caps by scope name. */
-  caps?: Record<string, ResourceCap | undefined>;
 }

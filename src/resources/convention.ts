@@ -4,7 +4,8 @@
  */
 
 /**
- * Which grammar quantity strings follow.
+ * Which grammar quantity strings follow (the public type is
+ * `QuantityOptions['convention']`, written out there).
  * - `binary` (the default, kici-compatible): CPU is cores or whole millicores
  *   (`"1.5"`, `"500m"`); memory single-letter suffixes `k m g t p e` /
  *   `K M G T P E` are powers of 1024, as in Docker, systemd and the kici
@@ -24,7 +25,7 @@ export interface QuantityOptions {
    * (exactly what apimachinery's `resource.ParseQuantity` accepts).
    * @default 'binary'
    */
-  convention?: QuantityConvention;
+  convention?: 'binary' | 'kubernetes';
 }
 
 /** The convention `opts` names (`binary` when absent); a TypeError for any other. */

@@ -7,6 +7,7 @@
  *
  * @packageDocumentation
  */
+export type { QuantityOptions } from './convention.js';
 export { parseExtendedCount } from './extended.js';
 export { formatCpu, formatMemory } from './format.js';
 export {
@@ -19,6 +20,8 @@ export { isExtendedResourceName } from './names.js';
 export { parseCpu, parseMemory, parseMillicores } from './parse.js';
 export { type ResolvedResources, resolveResources } from './resolve.js';
 export {
+  type ParsedResourceRequest,
+  type ResourceCapInput,
   resourceCapSchema,
   resourceRequestSchema,
   resourceSchemas,

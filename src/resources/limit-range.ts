@@ -16,51 +16,33 @@ import { coresToMillicores } from './quantity.js';
 import type { ResolvedResources } from './resolve.js';
 import type { ResourceRequest } from './types.js';
 
-/** One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise. */
-export interface LimitRangeItem {
-  /** Request and limit must be at least this. */
-  min?: number;
-  /** Request and limit must be at most this. */
-  max?: number;
-  /** The limit may be at most this many times the request (>= 1). */
-  maxLimitRequestRatio?: number;
-  /** The request when no layer declares one. */
-  defaultRequest?: number;
-  /** The limit when no layer declares one. */
-  default?: number;
-}
-
 /** A parsed policy: rules by resource (`cpus`, `memory`, or an extended resource name). */
-export type LimitRangePolicy = Readonly<Record<string, LimitRangeItem>>;
+export type LimitRangePolicy = Readonly<
+  Record<
+    string,
+    {
+      /** Request and limit must be at least this. */
+      min?: number;
+      /** Request and limit must be at most this. */
+      max?: number;
+      /** The limit may be at most this many times the request (>= 1). */
+      maxLimitRequestRatio?: number;
+      /** The request when no layer declares one. */
+      defaultRequest?: number;
+      /** The limit when no layer declares one. */
+      default?: number;
+    }
+  >
+>;
+
+// One resource's rules, parsed: cores for `cpus`, bytes for `memory`, counts otherwise.
+type LimitRangeItem = LimitRangePolicy[string];
 
 /** The rule that refused a job. */
 export type LimitRangeRule = 'min' | 'max' | 'maxLimitRequestRatio';
 
-/** The outcome of {@link checkLimitRange}. */
-export type LimitRangeResult =
-  | {
-      /** Inside the range. */
-      ok: true;
-    }
-  | {
-      /** Outside the range. */
-      ok: false;
-      /** The resource (`cpus`, `memory` or an extended name). */
-      resource: string;
-      /** The rule that refused. */
-      rule: LimitRangeRule;
-      /** The side checked (`limits` for the ratio). */
-      side: 'requests' | 'limits';
-      /**
-       * The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`);
-       * `Infinity` for an unset limit, which is unbounded.
-       */
-      value: number;
-      /** The rule's bound. */
-      bound: number;
-      /** A sentence naming all of it. */
-      message: string;
-    };
+// The outcome of checkLimitRange.
+type LimitRangeResult = ReturnType<typeof checkLimitRange>;
 
 const FIELDS = ['min', 'max', 'maxLimitRequestRatio', 'defaultRequest', 'default'] as const;
 
@@ -236,7 +218,30 @@ export function limitRangeDefaults(policy: LimitRangePolicy): ResourceRequest {
 export function checkLimitRange(
   policy: LimitRangePolicy,
   resolved: Pick<ResolvedResources, 'requests' | 'limits'>,
-): LimitRangeResult {
+):
+  | {
+      /** Inside the range. */
+      ok: true;
+    }
+  | {
+      /** Outside the range. */
+      ok: false;
+      /** The resource (`cpus`, `memory` or an extended name). */
+      resource: string;
+      /** The rule that refused. */
+      rule: 'min' | 'max' | 'maxLimitRequestRatio';
+      /** The side checked (`limits` for the ratio). */
+      side: 'requests' | 'limits';
+      /**
+       * The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`);
+       * `Infinity` for an unset limit, which is unbounded.
+       */
+      value: number;
+      /** The rule's bound. */
+      bound: number;
+      /** A sentence naming all of it. */
+      message: string;
+    } {
   const problems = limitRangeProblems(policy);
   if (problems.length > 0) {
     throw new InvalidInputError(

@@ -92,7 +92,7 @@ export function extendedNameProblem(name: string): string | undefined {
  * isExtendedResourceName('gpu'); // false: a name needs a domain prefix
  * ```
  */
-export function isExtendedResourceName(name: unknown): name is ExtendedResourceName {
+export function isExtendedResourceName(name: unknown): name is `${string}/${string}` {
   return typeof name === 'string' && extendedNameProblem(name) === undefined;
 }
 

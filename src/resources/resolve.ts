@@ -47,8 +47,24 @@ export interface ResolvedResources {
    * (or one declared as 0) is absent: unset, no cap.
    */
   limits: ResourceLimits;
-  /** Which layer every value came from. */
-  provenance: ResourceProvenance;
+  /**
+   * Which layer every value came from, per side: a layer name; `zero` for a
+   * request no layer declared (a request of nothing), `unset` for a limit no
+   * layer declared. A limit declared as 0 is absent from the limits (unset)
+   * and keeps the name of the layer that declared it here. `extended` names
+   * the layer of each extended resource (absent when none is declared).
+   */
+  provenance: Record<
+    'requests' | 'limits',
+    {
+      /** The layer of the CPU value, or `zero` (a request) / `unset` (a limit). */
+      cpus: string;
+      /** The layer of the memory value, or `zero` (a request) / `unset` (a limit). */
+      memBytes: string;
+      /** The layer of each extended resource (absent when none is declared). */
+      extended?: Record<string, string>;
+    }
+  >;
 }
 
 /**

@@ -5,23 +5,24 @@ import type { QuantityOptions } from './convention.js';
 import { readLayer, type ShapeIssue } from './shape.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from './types.js';
 
-/** A {@link ResourceSpec} after parsing: canonical numbers. */
-export interface ParsedResourceSpec {
-  /** Cores, at millicore precision. */
-  cpus?: number;
-  /** Whole bytes. */
-  memory?: number;
-  /** Whole counts of extended resources by name. */
-  [extended: `${string}/${string}`]: number | undefined;
-}
-
-/** A {@link ResourceRequest} after parsing: always the nested form, canonical numbers. */
-export interface ParsedResourceRequest {
-  /** What the job needs. */
-  requests?: ParsedResourceSpec;
-  /** What the job may use at most. */
-  limits?: ParsedResourceSpec;
-}
+/**
+ * A {@link ResourceRequest} after parsing: always the nested form, canonical
+ * numbers (cores at millicore precision, whole bytes, whole counts of extended
+ * resources by name). `requests` is what the job needs, `limits` what it may use at most.
+ */
+export type ParsedResourceRequest = Partial<
+  Record<
+    'requests' | 'limits',
+    {
+      /** Cores, at millicore precision. */
+      cpus?: number;
+      /** Whole bytes. */
+      memory?: number;
+      /** Whole counts of extended resources by name. */
+      [extended: `${string}/${string}`]: number | undefined;
+    }
+  >
+>;
 
 /** A cap as written in configuration. */
 export interface ResourceCapInput {
@@ -44,15 +45,19 @@ export interface ResourceCapInput {
   devices?: Record<string, readonly string[]>;
 }
 
-/** The zod schemas of {@link resourceSchemas}, built for one memory convention. */
-export interface ResourceSchemas {
-  /** `{ cpus?, memory? }` -> `{ cpus?: cores, memory?: bytes }`. */
-  spec: z.ZodType<ParsedResourceSpec, ResourceSpec>;
-  /** Nested `{ requests?, limits? }` or the flat `{ cpus?, memory? }` (both sides). */
-  request: z.ZodType<ParsedResourceRequest, ResourceRequest | ResourceSpec>;
-  /** `{ maxCpu?, maxMemory? }` -> `{ maxCpu?, maxMemoryBytes? }`. */
-  cap: z.ZodType<ResourceCap, ResourceCapInput>;
+// The zod schemas of resourceSchemas, built for one memory convention.
+interface ResourceSchemas {
+  spec: typeof resourceSpecSchema;
+  request: typeof resourceRequestSchema;
+  cap: typeof resourceCapSchema;
 }
+
+// Every field of a cap can be written in configuration: a field added to the
+// table of cap fields (and so to ResourceCap) fails to compile here until it is.
+const CONFIG_HAS_EVERY_FIELD: [Exclude<keyof ResourceCap, keyof ResourceCapInput>] extends [never]
+  ? true
+  : false = true;
+void CONFIG_HAS_EVERY_FIELD;
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -154,7 +159,14 @@ function buildCap(opts: QuantityOptions) {
  * k8s.spec.parse({ memory: '500M' }); // { memory: 500000000 }
  * ```
  */
-export function resourceSchemas(opts: QuantityOptions = {}): ResourceSchemas {
+export function resourceSchemas(opts: QuantityOptions = {}): {
+  /** `{ cpus?, memory? }` -> `{ cpus?: cores, memory?: bytes }`. */
+  spec: typeof resourceSpecSchema;
+  /** Nested `{ requests?, limits? }` or the flat `{ cpus?, memory? }` (both sides). */
+  request: typeof resourceRequestSchema;
+  /** `{ maxCpu?, maxMemory? }` -> `{ maxCpu?, maxMemoryBytes? }`. */
+  cap: typeof resourceCapSchema;
+} {
   return { spec: buildSpec(opts), request: buildRequest(opts), cap: buildCap(opts) };
 }
 
@@ -172,7 +184,17 @@ const binary = resourceSchemas();
  * resourceSpecSchema.parse({ cpus: '250m', memory: '512Mi' }); // { cpus: 0.25, memory: 536870912 }
  * ```
  */
-export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
+export const resourceSpecSchema: z.ZodType<
+  {
+    /** Cores, at millicore precision. */
+    cpus?: number;
+    /** Whole bytes. */
+    memory?: number;
+    /** Whole counts of extended resources by name. */
+    [extended: `${string}/${string}`]: number | undefined;
+  },
+  ResourceSpec
+> = binary.spec;
 
 /**
  * zod schema of a {@link ResourceRequest}. Accepts the nested form
@@ -186,7 +208,10 @@ export const resourceSpecSchema: ResourceSchemas['spec'] = binary.spec;
  * resourceRequestSchema.parse({ requests: { cpus: 1 }, limits: { cpus: 2, memory: '4Gi' } });
  * ```
  */
-export const resourceRequestSchema: ResourceSchemas['request'] = binary.request;
+export const resourceRequestSchema: z.ZodType<
+  ParsedResourceRequest,
+  ResourceRequest | ResourceSpec
+> = binary.request;
 
 /**
  * zod schema of a cap in configuration: `{ maxCpu?, maxMemory? }` (quantities)
@@ -200,4 +225,4 @@ export const resourceRequestSchema: ResourceSchemas['request'] = binary.request;
  * const cap = resourceCapSchema.parse({ maxCpu: 12, maxMemory: '48Gi' }); // { maxCpu: 12, maxMemoryBytes: ... }
  * ```
  */
-export const resourceCapSchema: ResourceSchemas['cap'] = binary.cap;
+export const resourceCapSchema: z.ZodType<ResourceCap, ResourceCapInput> = binary.cap;
