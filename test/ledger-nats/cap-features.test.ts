@@ -1,7 +1,7 @@
 /**
  * Cap features on NatsPoolLedger against a real nats-server: a pool document
  * whose `capFeatures` names a feature this copy does not know is refused by
- * reserve, tryReserve, adopt, release (both paths) and reap, with and without
+ * reserve, tryReserve, adopt, release (both paths), reap, list and getUsage, with and without
  * the combiner, and the KV value is left as it was (same revision, same bytes).
  */
 import { type KV, Kvm } from '@nats-io/kv';
@@ -40,6 +40,8 @@ const calls: Array<[string, Call]> = [
   ['release', (l, pool) => l.release(pool, 'held')],
   ['release (operator path)', (l, pool) => l.release(pool, 'held', { anyInstance: true })],
   ['reapStale', (l, pool) => l.reapStale(pool)],
+  ['list', (l, pool) => l.list(pool)],
+  ['getUsage', (l, pool) => l.getUsage(pool)],
 ];
 
 describe.runIf(ok)('NatsPoolLedger refuses a pool that uses an unknown cap feature', () => {

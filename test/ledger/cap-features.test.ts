@@ -5,8 +5,8 @@
  * features it knows) instead of granting past a limit it cannot read. Baseline
  * documents carry no such field (byte for byte what kici writes). Pure checks
  * of the codec and the table of cap fields, then the file ledger on a temp dir:
- * reserve, tryReserve, adopt, release (both paths) and reap are refused and the
- * pool file is left as it was.
+ * reserve, tryReserve, adopt, release (both paths), reap, list and getUsage are
+ * refused and the pool file is left as it was.
  */
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -210,6 +210,8 @@ describe('the file ledger refuses a pool that uses an unknown cap feature', () =
       (l: ReturnType<typeof ledgers.make>) => l.release('p', 'held', { anyInstance: true }),
     ],
     ['reapStale', (l: ReturnType<typeof ledgers.make>) => l.reapStale('p')],
+    ['list', (l: ReturnType<typeof ledgers.make>) => l.list('p')],
+    ['getUsage', (l: ReturnType<typeof ledgers.make>) => l.getUsage('p')],
   ])('%s is refused and the pool file is left as it was', async (_name, call) => {
     const file = join(dir, 'p.json');
     const text = `${JSON.stringify(futureDocument(), null, 2)}\n`;
