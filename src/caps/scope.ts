@@ -40,7 +40,6 @@ const TRACKER_READS = {
   maxCpu: 'maxMilli',
   maxMemoryBytes: 'maxBytes',
   maxAgents: 'maxAgents',
-  maxDummy: 'cap.maxDummy',
   maxExtended: 'maxExt',
   provides: 'provides',
   devices: 'not read: the count is in maxExtended; only machine pool ledgers assign ids',
@@ -92,18 +91,6 @@ export function check(
       used: state.count,
       max: state.maxAgents,
       neverFits: state.maxAgents < 1,
-    };
-  }
-  const maxDummy = state.cap?.maxDummy;
-  if (maxDummy !== undefined && state.count + 1 > maxDummy) {
-    return {
-      ok: false,
-      scope: name,
-      dimension: 'agents',
-      requested: 1,
-      used: state.count,
-      max: maxDummy,
-      neverFits: maxDummy < 1,
     };
   }
   // Extended resources fail closed: a capped scope that does not name one has none.

@@ -230,18 +230,6 @@ export const CAP_FIELDS = {
     same: (a, b) => a === b,
     describe: (value) => `maxAgents: ${value}`,
   },
-  maxDummy: {
-    dimension: 'agents',
-    feature: 'max-dummy',
-    stored: storedCount,
-    config: () => ({
-      maxDummy: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
-    }),
-    fromConfig: sameKey('maxDummy'),
-    normalize: (value) => ({ maxDummy: checkCount('cap.maxDummy', value) }),
-    same: (a, b) => a === b,
-    describe: (value) => `maxDummy: ${value}`,
-  },
   devices: {
     dimension: 'extended',
     feature: undefined,

@@ -38,8 +38,6 @@ export interface ResourceCapInput {
   provides?: readonly string[];
   /** Maximum number of agents (reservations) at once. */
   maxAgents?: number;
-  /** TRIAL: a dummy per-pool cap. */
-  maxDummy?: number;
   /**
    * Device ids of an extended resource (`{ "nvidia.com/gpu": ["0", "1"] }`),
    * for a machine pool that assigns them; its `maxExtended` count is the number of ids.

@@ -92,8 +92,6 @@ export interface ResourceCap {
   provides?: readonly string[];
   /** Maximum number of reservations (agents) held at once. */
   maxAgents?: number;
-  /** TRIAL: a dummy per-pool cap: at most this many reservations (a cap feature). */
-  maxDummy?: number;
   /**
    * The ids of an extended resource's devices, by resource name
    * (`{ "nvidia.com/gpu": ["0", "1", "2", "3"] }`). Only machine pool ledgers

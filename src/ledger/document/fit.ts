@@ -70,7 +70,6 @@ const FIT_READS = {
   maxCpu: 'cpu, in millicores rounded down',
   maxMemoryBytes: 'memory, in bytes rounded down',
   maxAgents: 'agents: the number of live rows',
-  maxDummy: 'agents: the number of live rows (trial)',
   maxExtended: 'each extended resource asked for',
   provides: 'an extended resource without a limit',
   devices: 'not here: its count is in maxExtended; ids are chosen by devices.ts',
@@ -149,17 +148,6 @@ export function checkFit(
       used: rows.length,
       max: cap.maxAgents,
       neverFits: cap.maxAgents < 1,
-    };
-  }
-  if (cap.maxDummy !== undefined && rows.length + 1 > cap.maxDummy) {
-    return {
-      ok: false,
-      pool,
-      dimension: 'agents',
-      requested: 1,
-      used: rows.length,
-      max: cap.maxDummy,
-      neverFits: cap.maxDummy < 1,
     };
   }
   for (let i = 0; i < names.length; i++) {
