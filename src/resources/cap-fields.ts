@@ -68,6 +68,18 @@ const storedName = z
   .string()
   .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
 const storedCounts = z.record(storedName, storedCount);
+const storedDeviceIds = z.record(
+  storedName,
+  z.array(z.string()).refine((ids) => deviceIdsProblem(ids, 0) === undefined, 'not device ids'),
+);
+
+/** The stored forms a pool document's rows share with its cap (counts, names, device ids). */
+export const STORED = {
+  finiteNonNegative,
+  count: storedCount,
+  extendedCounts: storedCounts,
+  deviceIds: storedDeviceIds,
+} as const;
 
 const configName = z.string().superRefine((name, ctx) => {
   const problem = extendedNameProblem(name);
@@ -222,9 +234,7 @@ export const CAP_FIELDS = {
     dimension: 'agents',
     feature: undefined,
     stored: storedCount,
-    config: () => ({
-      maxAgents: z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER).optional(),
-    }),
+    config: () => ({ maxAgents: storedCount.optional() }),
     fromConfig: sameKey('maxAgents'),
     normalize: (value) => ({ maxAgents: checkCount('cap.maxAgents', value) }),
     same: (a, b) => a === b,
@@ -233,10 +243,7 @@ export const CAP_FIELDS = {
   devices: {
     dimension: 'extended',
     feature: undefined,
-    stored: z.record(
-      storedName,
-      z.array(z.string()).refine((ids) => deviceIdsProblem(ids, 0) === undefined, 'not device ids'),
-    ),
+    stored: storedDeviceIds,
     config: () => ({ devices: z.record(configName, configDeviceIds).optional() }),
     // A resource with device ids is capped by their number.
     fromConfig: (parsed, done) => {

@@ -9,9 +9,9 @@ import {
   capFeaturesOf,
   KNOWN_CAP_FEATURES,
   normalizeCap,
+  STORED,
   storedCapShape,
 } from '../../resources/cap-fields.js';
-import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';
 
@@ -20,17 +20,8 @@ import type { LedgerDocument } from '../types.js';
  */
 export const LEDGER_VERSION = 1;
 
-const finiteNonNegative = z.number().finite().nonnegative();
-
-const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
-const resourceName = z
-  .string()
-  .refine((name) => extendedNameProblem(name) === undefined, 'not an extended resource name');
-const extendedCounts = z.record(resourceName, count);
-const deviceIds = z.record(
-  resourceName,
-  z.array(z.string()).refine((ids) => deviceIdsProblem(ids, 0) === undefined, 'not device ids'),
-);
+// The row's counts, names and device ids are stored as a cap stores them.
+const { finiteNonNegative, extendedCounts, deviceIds } = STORED;
 
 const capSchema = z.looseObject(storedCapShape());
 
