@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CapsValueError } from '../errors.js';
+import { CapsValueError } from '../errors/index.js';
 import { showValue, strictObject, strictOptions } from '../internal/strict-keys.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 

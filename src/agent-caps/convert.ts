@@ -1,4 +1,4 @@
-import { CapsValueError } from '../errors.js';
+import { CapsValueError } from '../errors/index.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { ceilScaled, decimalOfNumber } from '../resources/decimal.js';
 import {

@@ -1,6 +1,6 @@
 // Errors of refused input: configuration documents and single values.
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /** One problem found in a configuration document. */
 export interface ConfigIssue {
@@ -33,7 +33,7 @@ export class ConfigError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`, e.g. the underlying `ZodError`.
    */
-  constructor(issues: readonly ConfigIssue[], message: string, options?: ScalerErrorOptions) {
+  constructor(issues: readonly ConfigIssue[], message: string, options?: { cause?: unknown }) {
     super(ErrorCode.CONFIG_INVALID, message, options);
     this.name = 'ConfigError';
     this.issues = issues;

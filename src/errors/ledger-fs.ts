@@ -1,7 +1,7 @@
 // The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
 // src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
 
-import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode } from './code.js';
 import { LedgerError } from './ledger.js';
 
 /**
@@ -27,7 +27,7 @@ export class LedgerDirError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(dir: string, message: string, options?: ScalerErrorOptions) {
+  constructor(dir: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_DIR_UNSAFE, '', message, options);
     this.name = 'LedgerDirError';
     this.dir = dir;
@@ -88,7 +88,7 @@ export class LedgerFileError extends LedgerError {
     path: string,
     problem: LedgerFileProblemName,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_FILE_UNSAFE, pool, message, options);
     this.name = 'LedgerFileError';
@@ -146,7 +146,7 @@ export class LedgerIoError extends LedgerError {
     errno: string,
     mayHaveWritten: boolean,
     message: string,
-    options?: ScalerErrorOptions & { syscall?: string | undefined },
+    options?: { cause?: unknown } & { syscall?: string | undefined },
   ) {
     super(ErrorCode.LEDGER_IO, pool, message, options);
     this.name = 'LedgerIoError';

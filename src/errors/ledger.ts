@@ -1,13 +1,7 @@
 // The ledger's errors (src/ledger, src/ledger/nats): the `LedgerError` base and its
 // document, cap, lock, lease and availability failures. File-system refusals: ./ledger-fs.ts.
 
-import {
-  ErrorCode,
-  type ErrorCodeName,
-  hasCode,
-  ScalerError,
-  type ScalerErrorOptions,
-} from './base.js';
+import { ErrorCode, type ErrorCodeName, hasCode, ScalerError } from './code.js';
 
 /**
  * Base class of the ledger's errors; `pool` names the pool involved.
@@ -33,7 +27,7 @@ export class LedgerError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(code: ErrorCodeName, pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(code: ErrorCodeName, pool: string, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
     this.name = 'LedgerError';
     this.pool = pool;
@@ -64,7 +58,7 @@ export class LedgerCorruptError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, location: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, location: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_CORRUPT, pool, message, options);
     this.name = 'LedgerCorruptError';
     this.location = location;
@@ -133,7 +127,7 @@ export class LedgerBusyError extends LedgerError {
     pool: string,
     lockAgeMs: number | undefined,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_BUSY, pool, message, options);
     this.name = 'LedgerBusyError';
@@ -165,7 +159,7 @@ export class LedgerLockCompromisedError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_LOCK_COMPROMISED, pool, message, options);
     this.name = 'LedgerLockCompromisedError';
   }
@@ -230,7 +224,7 @@ export class LedgerUnavailableError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_UNAVAILABLE, pool, message, options);
     this.name = 'LedgerUnavailableError';
   }
@@ -271,7 +265,7 @@ export class LedgerOutcomeUnknownError extends LedgerError {
     pool: string,
     agentIds: readonly string[],
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_OUTCOME_UNKNOWN, pool, message, options);
     this.name = 'LedgerOutcomeUnknownError';
@@ -318,7 +312,7 @@ export class LedgerInstanceInUseError extends LedgerError {
     instanceId: string,
     holderPid: number | undefined,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message, options);
     this.name = 'LedgerInstanceInUseError';

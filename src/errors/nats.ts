@@ -1,6 +1,6 @@
 // A failed or timed-out NATS request (src/agent-caps/nats, src/internal/nats-errors.ts).
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
  * A NATS request failed or timed out.
@@ -31,7 +31,7 @@ export class NatsRequestError extends ScalerError {
     code: typeof ErrorCode.NATS_TIMEOUT | typeof ErrorCode.NATS_REQUEST,
     subject: string,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(code, message, options);
     this.name = 'NatsRequestError';

@@ -1,6 +1,6 @@
 // Errors of resource quantities and reservations (src/resources, src/caps, the ledger ops).
 
-import { ErrorCode, hasCode, ScalerError } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /** Which kind of quantity was refused (`extended`: a countable resource such as `nvidia.com/gpu`). */
 export type ResourceKind = 'cpu' | 'memory' | 'extended';

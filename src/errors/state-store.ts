@@ -1,6 +1,6 @@
 // Errors of the manager's state stores (src/manager/state, src/manager/nats).
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /** What a {@link StateStoreError} is about: the values of its `problem`. */
 export const StateStoreProblem = {
@@ -50,7 +50,7 @@ export class StateStoreError extends ScalerError {
     location: string,
     problem: StateStoreProblemName,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.STATE_STORE, message, options);
     this.name = 'StateStoreError';

@@ -2,7 +2,7 @@
  * kici's scaler config (0.1.1 and 0.9.1 shapes, as its YAML parses or as its loader returns
  * it) -> a `ScalerManager` config, with a report of every setting that has no equivalent.
  */
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../errors/index.js';
 import {
   formatConfigPath,
   type ScalerConfig,

@@ -5,7 +5,7 @@
 import * as nodeFs from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LedgerDirError } from '../errors.js';
+import { LedgerDirError } from '../errors/index.js';
 import { resolveLedgerDir } from '../ledger/dir.js';
 
 /**

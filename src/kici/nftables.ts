@@ -2,7 +2,7 @@
  * The kici seed's nftables functions, with its call shapes, on this library's plan builder,
  * writing the seed's table: `ip kici`, the agents' rules appended to its shared chains.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import {
   addIsolationRules as coreAdd,
   parseRuleHandles as coreParseRuleHandles,

@@ -6,7 +6,7 @@
  */
 
 import { isLedgerIoError } from '../errors/ledger-fs.js';
-import { isScalerError, LedgerIoError } from '../errors.js';
+import { isScalerError, LedgerIoError } from '../errors/index.js';
 
 /** The system error code (`ENOSPC`, `EROFS`...) of `error`, or `undefined` for anything else. */
 export function systemErrorCode(error: unknown): string | undefined {

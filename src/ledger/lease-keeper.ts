@@ -8,7 +8,7 @@
  */
 import type { Clock, ClockTimer } from '../clock.js';
 import { isLedgerError } from '../errors/ledger.js';
-import { LedgerUnavailableError } from '../errors.js';
+import { LedgerUnavailableError } from '../errors/index.js';
 import type { LedgerFs } from './fs.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { leasePath, touchLeaseSync } from './lease.js';

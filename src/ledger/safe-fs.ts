@@ -11,7 +11,7 @@
  */
 
 import { LedgerFileProblem } from '../errors/ledger-fs.js';
-import { LedgerFileError } from '../errors.js';
+import { LedgerFileError } from '../errors/index.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
 
 /**

@@ -5,7 +5,7 @@
  */
 import { basename } from 'node:path';
 import { LedgerFileProblem } from '../errors/ledger-fs.js';
-import { LedgerFileError } from '../errors.js';
+import { LedgerFileError } from '../errors/index.js';
 import type { LedgerFs } from './fs.js';
 import { type FileCheck, readLedgerFile } from './safe-fs.js';
 

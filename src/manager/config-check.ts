@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import type { ConfigIssue } from '../errors/input.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../errors/index.js';
 import { resourceCapSchema } from '../resources/schema.js';
 import {
   baseSchema,

@@ -4,7 +4,7 @@
  * to those rules, the commands that install them in either layout, and the verdicts an
  * installed agent is expected to have.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictOptions } from '../internal/strict-keys.js';
 import {
   type AgentPart,

@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictObject } from '../internal/strict-keys.js';
 import {
   type Cidr,

@@ -1,5 +1,5 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode, NatsRequestError } from '../../errors.js';
+import { ErrorCode, NatsRequestError } from '../../errors/index.js';
 import { isNoResponders, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type DecodeAgentCapsOptions, decodeAgentCaps } from '../codec.js';
 import { directGetSubject } from '../names.js';

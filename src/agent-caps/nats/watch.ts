@@ -1,7 +1,7 @@
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection, QueuedIterator } from '@nats-io/transport-node';
 import { isCapsValueError } from '../../errors/agent-caps.js';
-import type { CapsValueError } from '../../errors.js';
+import type { CapsValueError } from '../../errors/index.js';
 import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, decodeAgentCaps } from '../codec.js';
 import { BUCKET, keySubject } from '../names.js';

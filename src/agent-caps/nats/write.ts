@@ -1,5 +1,5 @@
 import type { KV } from '@nats-io/kv';
-import { RevisionConflictError } from '../../errors.js';
+import { RevisionConflictError } from '../../errors/index.js';
 import { isJetStreamRevisionConflict, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, encodeAgentCaps } from '../codec.js';
 import { assertAgentName, keySubject } from '../names.js';

@@ -3,7 +3,7 @@
  * fail on a stored cap that differs, describe a cap for messages.
  */
 
-import { LedgerCapMismatchError } from '../../errors.js';
+import { LedgerCapMismatchError } from '../../errors/index.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';
 import type { DocumentSource } from './codec.js';

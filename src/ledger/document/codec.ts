@@ -4,7 +4,7 @@
  */
 
 import { z } from 'zod';
-import { LedgerCorruptError } from '../../errors.js';
+import { LedgerCorruptError } from '../../errors/index.js';
 import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';

@@ -14,7 +14,7 @@
  *   more ids than its count, written by a faulty writer) is refused, never
  *   given an id another live row holds.
  */
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../../errors/index.js';
 import { deviceIdsProblem, validateExtendedResourceName } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { ReservationRow, ReserveRefusal } from '../types.js';

@@ -14,7 +14,7 @@ import {
   LedgerFileProblem,
 } from '../../errors/ledger-fs.js';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { StateStoreError } from '../../errors.js';
+import { StateStoreError } from '../../errors/index.js';
 import { ensureSafeDir } from '../../ledger/dir.js';
 import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
 import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';

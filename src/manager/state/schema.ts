@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { StateStoreError } from '../../errors.js';
+import { StateStoreError } from '../../errors/index.js';
 import { MAX_ID_LENGTH, MAX_LABEL_LENGTH, MAX_LABELS } from '../checks.js';
 import { type AgentStateRecord, STATE_RECORD_VERSION } from './types.js';
 
