@@ -90,7 +90,25 @@ function isRemoved(headers: MsgHdrs | undefined): boolean {
 export async function readAgentCaps(
   nc: NatsConnection,
   agent: string,
-  options?: ReadAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+    /**
+     * Return the values as stored, without the systemd grammar check (the JSON shape is
+     * still checked). For inspection tools only: never hand raw values to systemd.
+     * @default false
+     */
+    raw?: boolean;
+    /**
+     * How long to wait for the reply, in milliseconds.
+     * @default 2000
+     */
+    timeout?: number;
+  },
 ): Promise<AgentCapsRead> {
   // Everything is checked before anything is sent: an over-long subject would make
   // the server close this connection for every other user of it.

@@ -116,7 +116,14 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
 export async function watchAgentCaps(
   nc: NatsConnection,
   agent?: string,
-  options?: WatchAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+  },
 ): Promise<AgentCapsWatch> {
   checkHandle(nc, 'nc', ['request', 'subscribe']);
   const opts = checkNatsOptions<WatchAgentCapsOptions>(
