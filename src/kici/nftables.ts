@@ -14,7 +14,6 @@ import {
   validateAgentId,
   validateInterfaceName,
 } from '../nftables/index.js';
-import type { HostPort } from '../nftables/policy.js';
 import { parseAddress } from '../nftables/validate.js';
 
 /**
@@ -49,7 +48,7 @@ export interface KiciNftOptions extends NftOptions {
    * (`[8080]`) and DNS (`{ port: 53, protocol: 'udp' }`). Traffic from the agent to the host
    * itself is dropped otherwise; the seed did not filter it at all. @default []
    */
-  hostAccess?: readonly HostPort[];
+  hostAccess?: IsolationPolicy['hostAccess'];
   /** Called with the error a best-effort {@link removeIsolationRules} swallowed (the seed logged it). */
   onError?: (error: unknown) => void;
 }
