@@ -28,36 +28,6 @@ import type { StateStoreError } from './state-store.js';
 
 export { ErrorCode, type ErrorCodeName, ScalerError } from './code.js';
 
-/** The error class each code is raised with, for {@link isScalerError}'s narrowing. */
-interface ErrorOfCode {
-  ERR_RESOURCE_PARSE: ResourceParseError;
-  ERR_RESOURCE_CONFLICT: ResourceConflictError;
-  ERR_DUPLICATE_RESERVATION: DuplicateReservationError;
-  ERR_CONFIG_INVALID: ConfigError;
-  ERR_LEDGER_CORRUPT: LedgerCorruptError;
-  ERR_LEDGER_CAP_MISMATCH: LedgerCapMismatchError;
-  ERR_LEDGER_BUSY: LedgerBusyError;
-  ERR_LEDGER_LOCK_COMPROMISED: LedgerLockCompromisedError;
-  ERR_LEDGER_DIR_UNSAFE: LedgerDirError;
-  ERR_LEDGER_FILE_UNSAFE: LedgerFileError;
-  ERR_LEDGER_LEASE_EXPIRED: LedgerLeaseExpiredError;
-  ERR_LEDGER_UNAVAILABLE: LedgerUnavailableError;
-  ERR_LEDGER_IO: LedgerIoError;
-  ERR_LEDGER_OUTCOME_UNKNOWN: LedgerOutcomeUnknownError;
-  ERR_LEDGER_INSTANCE_IN_USE: LedgerInstanceInUseError;
-  ERR_INVALID_INPUT: InvalidInputError;
-  ERR_NFT_NOT_INSTALLED: NftError;
-  ERR_NFT_PERMISSION: NftError;
-  ERR_NFT_COMMAND: NftError;
-  ERR_CAPS_VALUE: CapsValueError;
-  ERR_REVISION_CONFLICT: RevisionConflictError;
-  ERR_NATS_TIMEOUT: NatsRequestError;
-  ERR_NATS_REQUEST: NatsRequestError;
-  ERR_NATS_SERVER_VERSION: NatsServerVersionError;
-  ERR_BACKEND: BackendError;
-  ERR_STATE_STORE: StateStoreError;
-}
-
 /**
  * True for an error raised by scaler-primitives, by any copy of it (the ESM and the CJS
  * build loaded side by side, or two versions in one tree): it checks a brand and the
@@ -85,7 +55,35 @@ export function isScalerError(error: unknown): error is ScalerError;
 export function isScalerError<C extends ErrorCodeName>(
   error: unknown,
   code: C | readonly C[],
-): error is ErrorOfCode[C];
+): error is {
+  // The error class each code is raised with: a code without one fails to compile here.
+  ERR_RESOURCE_PARSE: ResourceParseError;
+  ERR_RESOURCE_CONFLICT: ResourceConflictError;
+  ERR_DUPLICATE_RESERVATION: DuplicateReservationError;
+  ERR_CONFIG_INVALID: ConfigError;
+  ERR_LEDGER_CORRUPT: LedgerCorruptError;
+  ERR_LEDGER_CAP_MISMATCH: LedgerCapMismatchError;
+  ERR_LEDGER_BUSY: LedgerBusyError;
+  ERR_LEDGER_LOCK_COMPROMISED: LedgerLockCompromisedError;
+  ERR_LEDGER_DIR_UNSAFE: LedgerDirError;
+  ERR_LEDGER_FILE_UNSAFE: LedgerFileError;
+  ERR_LEDGER_LEASE_EXPIRED: LedgerLeaseExpiredError;
+  ERR_LEDGER_UNAVAILABLE: LedgerUnavailableError;
+  ERR_LEDGER_IO: LedgerIoError;
+  ERR_LEDGER_OUTCOME_UNKNOWN: LedgerOutcomeUnknownError;
+  ERR_LEDGER_INSTANCE_IN_USE: LedgerInstanceInUseError;
+  ERR_INVALID_INPUT: InvalidInputError;
+  ERR_NFT_NOT_INSTALLED: NftError;
+  ERR_NFT_PERMISSION: NftError;
+  ERR_NFT_COMMAND: NftError;
+  ERR_CAPS_VALUE: CapsValueError;
+  ERR_REVISION_CONFLICT: RevisionConflictError;
+  ERR_NATS_TIMEOUT: NatsRequestError;
+  ERR_NATS_REQUEST: NatsRequestError;
+  ERR_NATS_SERVER_VERSION: NatsServerVersionError;
+  ERR_BACKEND: BackendError;
+  ERR_STATE_STORE: StateStoreError;
+}[C];
 export function isScalerError(
   error: unknown,
   code?: ErrorCodeName | readonly ErrorCodeName[],
