@@ -2,14 +2,6 @@
 
 import { ErrorCode, hasCode, ScalerError } from './code.js';
 
-/** One problem found in a configuration document. */
-export interface ConfigIssue {
-  /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
-  path: ReadonlyArray<string | number>;
-  /** What is wrong with it. */
-  message: string;
-}
-
 /**
  * A configuration document failed validation; `issues` lists every problem with its path.
  *
@@ -27,13 +19,18 @@ export interface ConfigIssue {
  */
 export class ConfigError extends ScalerError {
   /** Every problem found, each with the path to the offending value. */
-  readonly issues: readonly ConfigIssue[];
+  readonly issues: readonly {
+    /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
+    path: ReadonlyArray<string | number>;
+    /** What is wrong with it. */
+    message: string;
+  }[];
   /**
    * @param issues - The problems, each with its path.
    * @param message - The full sentence.
    * @param options - `cause`, e.g. the underlying `ZodError`.
    */
-  constructor(issues: readonly ConfigIssue[], message: string, options?: { cause?: unknown }) {
+  constructor(issues: ConfigError['issues'], message: string, options?: { cause?: unknown }) {
     super(ErrorCode.CONFIG_INVALID, message, options);
     this.name = 'ConfigError';
     this.issues = issues;
@@ -77,3 +74,6 @@ export class InvalidInputError extends ScalerError {
 export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
 
 export const isInvalidInputError = hasCode<InvalidInputError>([ErrorCode.INVALID_INPUT]);
+
+/** One problem found in a configuration document. */
+export type ConfigIssue = ConfigError['issues'][number];

@@ -49,12 +49,6 @@ export const LedgerFileProblem = {
 } as const satisfies Record<string, LedgerFileProblemName>;
 
 /**
- * Why a ledger file was refused: a symbolic link (never followed), not a regular file,
- * owned by another user, writable by its group or others, or larger than `maxFileBytes`.
- */
-export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
-
-/**
  * A file in the ledger directory (pool file, lease file, temp file) was refused
  * before it was read or written. The message names the path and what it is,
  * never the file's contents. Nothing was written.
@@ -74,8 +68,12 @@ export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode'
 export class LedgerFileError extends LedgerError {
   /** The refused path. */
   readonly path: string;
-  /** Why it was refused. */
-  readonly problem: LedgerFileProblemName;
+  /**
+   * Why it was refused: `symlink` (never followed), `not-regular` (a FIFO, a device, a
+   * directory or a socket), `owner` (owned by another user than this process's, or root),
+   * `mode` (writable by its group or others) or `too-large` (larger than `maxFileBytes`).
+   */
+  readonly problem: 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
   /**
    * @param pool - The pool involved (`''` when none).
    * @param path - The refused path.
@@ -86,7 +84,7 @@ export class LedgerFileError extends LedgerError {
   constructor(
     pool: string,
     path: string,
-    problem: LedgerFileProblemName,
+    problem: LedgerFileError['problem'],
     message: string,
     options?: { cause?: unknown },
   ) {
@@ -158,3 +156,6 @@ export class LedgerIoError extends LedgerError {
 }
 
 export const isLedgerIoError = hasCode<LedgerIoError>([ErrorCode.LEDGER_IO]);
+
+/** Why a ledger file was refused. */
+export type LedgerFileProblemName = LedgerFileError['problem'];

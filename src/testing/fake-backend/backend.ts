@@ -97,7 +97,7 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /** Call back this manager (registration, jobs, disconnects). @returns this backend. */
-  attach(manager: FakeBackendHost): this {
+  attach(manager: NonNullable<FakeBackendOptions['manager']>): this {
     if (typeof manager?.onAgentRegistered !== 'function') {
       throw new TypeError('Expected `manager` to be a ScalerManager (with onAgentRegistered)');
     }
@@ -133,14 +133,14 @@ export class FakeBackend implements ScalerBackend {
    * backend.failNext(2, new Error('quota exceeded')); // the third spawn works
    * ```
    */
-  failNext(n: number, error?: unknown, method: FakeMethod = 'spawn'): this {
+  failNext(n: number, error?: unknown, method: FakeCall['method'] = 'spawn'): this {
     const fail =
       error ?? new Error(`FakeBackend ${this.name}: scripted ${method} failure (failNext)`);
     return this.script({ method, times: n, fail });
   }
 
   /** The next `n` calls of `method` never settle. */
-  hangNext(n = 1, method: FakeMethod = 'spawn'): this {
+  hangNext(n = 1, method: FakeCall['method'] = 'spawn'): this {
     return this.script({ method, times: n, hang: true });
   }
 
@@ -153,7 +153,7 @@ export class FakeBackend implements ScalerBackend {
    * @returns The release function (calling it again does nothing).
    * @throws TypeError for a bad `n` or `method`.
    */
-  holdNext(n = 1, method: FakeMethod = 'spawn'): () => void {
+  holdNext(n = 1, method: FakeCall['method'] = 'spawn'): () => void {
     readScript({ method, times: n });
     let release!: () => void;
     const hold: Hold = {
@@ -275,7 +275,7 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /** The calls of one method, in order. */
-  callsOf(method: FakeMethod): FakeCall[] {
+  callsOf(method: FakeCall['method']): FakeCall[] {
     return this.calls.filter((call) => call.method === method);
   }
 
