@@ -7,7 +7,7 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { decodeAgentCaps } from 'scaler-primitives/agent-caps';
  * declare const value: string;
  * try { decodeAgentCaps(value); }
@@ -42,7 +42,7 @@ export class CapsValueError extends ScalerError {
  * @example
  * ```ts
  * import type { KV } from '@nats-io/kv';
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { AgentCaps } from 'scaler-primitives/agent-caps';
  * import { writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const kv: KV;

@@ -38,7 +38,7 @@ export { ErrorCode, type ErrorCodeName, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * declare const error: unknown;
  * if (isScalerError(error, ErrorCode.LEDGER_BUSY)) console.error(error.pool, error.lockAgeMs);
  * else if (isScalerError(error)) console.error(error.code, error.message);

@@ -9,7 +9,7 @@
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * declare const error: unknown;
  * declare function retryLater(): void;
  * if (isScalerError(error, ErrorCode.LEDGER_BUSY)) retryLater();
@@ -94,7 +94,7 @@ const brand = Symbol.for('scaler-primitives.ScalerError');
  *
  * @example
  * ```ts
- * import { isScalerError } from 'scaler-primitives';
+ * import { isScalerError } from 'scaler-primitives/errors';
  * import { parseMemory } from 'scaler-primitives/resources';
  * try {
  *   parseMemory('8GB');

@@ -7,7 +7,7 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { parseScalerConfig } from 'scaler-primitives/manager';
  * declare const text: string;
  * try { parseScalerConfig(JSON.parse(text)); }
@@ -42,7 +42,7 @@ export class ConfigError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { validateInterfaceName } from 'scaler-primitives/nftables';
  * declare const input: string;
  * try { validateInterfaceName(input); }

@@ -9,7 +9,7 @@ import { LedgerError } from './ledger.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -55,7 +55,7 @@ export const LedgerFileProblem = {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -110,7 +110,7 @@ export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function alertOperator(path: string, errno: string): void;

@@ -8,7 +8,7 @@ import { ErrorCode, type ErrorCodeName, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -39,7 +39,7 @@ export class LedgerError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -70,7 +70,7 @@ export class LedgerCorruptError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -104,7 +104,7 @@ export class LedgerCapMismatchError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -143,7 +143,7 @@ export class LedgerBusyError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -173,7 +173,7 @@ export class LedgerLockCompromisedError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function reconcileAgents(): Promise<void>;
@@ -208,7 +208,7 @@ export class LedgerLeaseExpiredError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -242,7 +242,7 @@ export class LedgerUnavailableError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -285,7 +285,7 @@ export class LedgerOutcomeUnknownError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.openLease(); }

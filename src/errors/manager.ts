@@ -9,7 +9,7 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try { await manager.shutdownAll(); }

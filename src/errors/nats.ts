@@ -8,7 +8,7 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  * @example
  * ```ts
  * import type { NatsConnection } from '@nats-io/transport-node';
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const nc: NatsConnection;
  * try { await readAgentCaps(nc, 'iris'); }
@@ -51,7 +51,7 @@ export const isNatsRequestError = hasCode<NatsRequestError>([
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
  * try {
  *   await NatsPoolLedger.connect({ servers: 'nats://nats:4222', instanceId: 'a', serverVersionPolicy: 'refuse' });

@@ -9,7 +9,7 @@ import { ErrorCode, type ErrorCodeName, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
  * declare const agent: string;
  * declare const policy: IsolationPolicy;

@@ -7,7 +7,7 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { parseCpu } from 'scaler-primitives/resources';
  * declare const input: string;
  * try { parseCpu(input); }
@@ -43,7 +43,7 @@ export class ResourceParseError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  * declare const layers: ResourceRequest[];
  * try { resolveResources(layers); }
@@ -93,7 +93,7 @@ export class ResourceConflictError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { CapTracker } from 'scaler-primitives/caps';
  * import type { ResourceAmount } from 'scaler-primitives/resources';
  * declare const caps: CapTracker;

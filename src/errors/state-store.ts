@@ -21,7 +21,7 @@ export const StateStoreProblem = {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try {
