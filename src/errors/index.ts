@@ -20,7 +20,7 @@
 
 export { CapsValueError, RevisionConflictError } from './agent-caps.js';
 export { ErrorCode, type ErrorCodeName, isScalerError, ScalerError } from './base.js';
-export { ConfigError, InvalidInputError } from './input.js';
+export { ConfigError, type ConfigIssue, InvalidInputError } from './input.js';
 export {
   LedgerBusyError,
   LedgerCapMismatchError,

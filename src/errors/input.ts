@@ -3,6 +3,17 @@
 import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
+ * One problem found in a configuration document: what {@link ConfigError.issues} lists, and
+ * what `validateScalerConfig` returns in `errors`.
+ */
+export interface ConfigIssue {
+  /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
+  path: ReadonlyArray<string | number>;
+  /** What is wrong with it. */
+  message: string;
+}
+
+/**
  * A configuration document failed validation; `issues` lists every problem with its path.
  *
  * @example
@@ -19,18 +30,13 @@ import { ErrorCode, hasCode, ScalerError } from './code.js';
  */
 export class ConfigError extends ScalerError {
   /** Every problem found, each with the path to the offending value. */
-  readonly issues: readonly {
-    /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
-    path: ReadonlyArray<string | number>;
-    /** What is wrong with it. */
-    message: string;
-  }[];
+  readonly issues: readonly ConfigIssue[];
   /**
    * @param issues - The problems, each with its path.
    * @param message - The full sentence.
    * @param options - `cause`, e.g. the underlying `ZodError`.
    */
-  constructor(issues: ConfigError['issues'], message: string, options?: { cause?: unknown }) {
+  constructor(issues: readonly ConfigIssue[], message: string, options?: { cause?: unknown }) {
     super(ErrorCode.CONFIG_INVALID, message, options);
     this.name = 'ConfigError';
     this.issues = issues;
@@ -74,6 +80,3 @@ export class InvalidInputError extends ScalerError {
 export const isConfigError = hasCode<ConfigError>([ErrorCode.CONFIG_INVALID]);
 
 export const isInvalidInputError = hasCode<InvalidInputError>([ErrorCode.INVALID_INPUT]);
-
-/** One problem found in a configuration document. */
-export type ConfigIssue = ConfigError['issues'][number];
