@@ -9,7 +9,7 @@
 
 export { CapTracker } from './caps/index.js';
 export { type Clock, type ClockTimer, systemClock } from './clock.js';
-export * from './errors.js';
+export * from './errors/index.js';
 export { MachineLedger, type MachineLedgerOptions, type PoolLedger } from './ledger/index.js';
 export * from './manager/index.js';
 export {

@@ -46,6 +46,31 @@ describe('API report', () => {
     expect(countProblems(reports.counts)).toEqual([]);
   });
 
+  it('every type a public signature uses is exported by a subpath', () => {
+    expect(reports.unnameable).toEqual([]);
+  });
+
+  it('the name check fails on an unnameable type, a root over 40 names, or over 250 in all', () => {
+    const within = {
+      perSubpath: { 'scaler-primitives': 40, 'scaler-primitives/ledger': 30 },
+      total: 250,
+      aliases: [],
+      unnameable: [],
+    };
+    expect(countProblems(within)).toEqual([]);
+    expect(
+      countProblems({ ...within, unnameable: ['scaler-primitives/nftables: NftCommand'] }),
+    ).toEqual([
+      'exported by no subpath, yet used by a public signature: scaler-primitives/nftables: NftCommand',
+    ]);
+    expect(countProblems({ ...within, perSubpath: { 'scaler-primitives': 41 } })).toEqual([
+      'scaler-primitives exports 41 names, at most 40',
+    ]);
+    expect(countProblems({ ...within, total: 251 })).toEqual([
+      '251 distinct public names, at most 250',
+    ]);
+  });
+
   it('the published declarations type-check on their own, without skipLibCheck', () => {
     expect(declarationErrors(root)).toEqual([]);
   });

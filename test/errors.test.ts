@@ -1,3 +1,7 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import * as root from 'scaler-primitives';
+import * as errors from 'scaler-primitives/errors';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, isScalerError, ScalerError } from '../src/errors/base.js';
 import { isLedgerBusyError, isLedgerError, LedgerBusyError } from '../src/errors/ledger.js';
@@ -74,5 +78,36 @@ describe('ScalerError', () => {
     const codes = Object.values(ErrorCode);
     expect(new Set(codes).size).toBe(codes.length);
     for (const code of codes) expect(code).toMatch(/^ERR_[A-Z_]+$/);
+  });
+});
+
+describe('scaler-primitives/errors', () => {
+  it('exports the codes, the predicate and every error class, the same objects as the root', () => {
+    expect(errors.ErrorCode).toBe(root.ErrorCode);
+    expect(errors.isScalerError).toBe(root.isScalerError);
+    expect(errors.ScalerError).toBe(root.ScalerError);
+    const classes = Object.entries(errors).filter(([name]) => /^[A-Z]\w*Error$/.test(name));
+    expect(classes.length).toBeGreaterThanOrEqual(20);
+    for (const [name, value] of classes) {
+      expect(typeof value, name).toBe('function');
+      if (value !== ScalerError) {
+        expect((value as { prototype: unknown }).prototype, name).toBeInstanceOf(ScalerError);
+      }
+    }
+    // Every error class the root exports comes from this subpath.
+    const byName = new Map<string, unknown>(classes);
+    for (const [name, value] of Object.entries(root)) {
+      if (/^[A-Z]\w*Error$/.test(name)) expect(byName.get(name), name).toBe(value);
+    }
+  });
+
+  it('loads nothing but its own files (a user of ./ledger alone need not load the facade)', () => {
+    const dir = join(import.meta.dirname, '..', 'src', 'errors');
+    for (const file of readdirSync(dir).filter((name) => name.endsWith('.ts'))) {
+      const text = readFileSync(join(dir, file), 'utf8');
+      for (const [, spec] of text.matchAll(/^(?:import|export)[^;]*?from '([^']+)'/gm)) {
+        expect(spec, `src/errors/${file}`).toMatch(/^\.\/[a-z-]+\.js$/);
+      }
+    }
   });
 });

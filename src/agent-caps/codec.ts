@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CapsValueError } from '../errors.js';
+import { CapsValueError } from '../errors/index.js';
 import { showValue, strictObject, strictOptions } from '../internal/strict-keys.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 
@@ -148,7 +148,17 @@ function checkField(
  * validateAgentCaps({ memoryMax: '8GB' }); // throws CapsValueError
  * ```
  */
-export function validateAgentCaps(caps: AgentCaps, options?: CapsValueOptions): AgentCaps {
+export function validateAgentCaps(
+  caps: AgentCaps,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+  },
+): AgentCaps {
   checkCaps(caps, checkCapsOptions(options, CAPS_OPTION_KEYS, 'caps options'));
   return caps;
 }
@@ -175,9 +185,23 @@ export function checkCaps(caps: AgentCaps, options: CapsValueOptions): void {
 }
 
 /**
- * True when no field is set: the same as no key at all for a host applying caps.
+ * True when no field is set (`AgentCaps::is_empty` of the Rust crate): such caps mean the
+ * same as no key at all to a host applying them, so a controller can delete the key
+ * instead of writing `{}`. A field set to `null` (as a raw decode may hold) counts as unset.
+ * Only the shape is checked, not the systemd grammar.
  *
  * @param caps - The caps.
+ * @throws {@link errors!InvalidInputError} for an unknown key in `caps` (`cpu_quota` for
+ * `cpuQuota`, say), naming the nearest accepted key.
+ * @throws `TypeError` when `caps` is not an object.
+ *
+ * @example
+ * ```ts
+ * import { isEmpty } from 'scaler-primitives/agent-caps';
+ *
+ * isEmpty({}); // true
+ * isEmpty({ memoryMax: '8G' }); // false
+ * ```
  */
 export function isEmpty(caps: AgentCaps): boolean {
   // Shape only (no grammar check): raw decoded caps may be asked too.
@@ -216,7 +240,17 @@ const encoder = new TextEncoder();
  * new TextDecoder().decode(encodeAgentCaps({ memoryMax: '8G' })); // '{"memory_max":"8G"}'
  * ```
  */
-export function encodeAgentCaps(caps: AgentCaps, options?: CapsValueOptions): Uint8Array {
+export function encodeAgentCaps(
+  caps: AgentCaps,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+  },
+): Uint8Array {
   validateAgentCaps(caps, options);
   // Built by hand rather than from an object so the field order is fixed.
   const parts: string[] = [];
@@ -259,7 +293,20 @@ const decoder = new TextDecoder('utf-8', { fatal: true });
  */
 export function decodeAgentCaps(
   data: Uint8Array | string,
-  options?: DecodeAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+    /**
+     * Return the values as stored, without the systemd grammar check (the JSON shape is
+     * still checked). For inspection tools only: never hand raw values to systemd.
+     * @default false
+     */
+    raw?: boolean;
+  },
 ): AgentCaps {
   const opts = checkCapsOptions<DecodeAgentCapsOptions>(
     options,

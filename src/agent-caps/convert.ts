@@ -1,4 +1,4 @@
-import { CapsValueError } from '../errors.js';
+import { CapsValueError } from '../errors/index.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { ceilScaled, decimalOfNumber } from '../resources/decimal.js';
 import {
@@ -6,7 +6,7 @@ import {
   type ResourceAmount,
   type ResourceLimits,
 } from '../resources/types.js';
-import { type AgentCaps, type CapsValueOptions, validateAgentCaps } from './codec.js';
+import { type AgentCaps, validateAgentCaps } from './codec.js';
 import { parseCpuQuota, parseMemoryMax } from './grammar.js';
 
 /**
@@ -130,7 +130,14 @@ export function capsFromResources(amount: ResourceLimits): AgentCaps {
  */
 export function resourcesFromCaps(
   caps: AgentCaps,
-  options: CapsValueOptions = {},
+  options: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+  } = {},
 ): Partial<ResourceAmount> {
   validateAgentCaps(caps, options);
   const amount: Partial<ResourceAmount> = {};

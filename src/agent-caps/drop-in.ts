@@ -59,7 +59,23 @@ export interface RenderDropInOptions extends CapsValueOptions {
  * renderDropIn({ memoryMax: '8G' }, { section: 'Scope' }); // '[Scope]\nMemoryMax=8G\n'
  * ```
  */
-export function renderDropIn(caps: AgentCaps, options?: RenderDropInOptions): string {
+export function renderDropIn(
+  caps: AgentCaps,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+    /**
+     * The unit section the settings go under: a `.service`, a `.scope` (e.g. a container
+     * started with `systemd-run --scope`) or a `.slice` (caps on a whole group of units).
+     * @default 'Service'
+     */
+    section?: 'Service' | 'Scope' | 'Slice';
+  },
+): string {
   const opts = checkCapsOptions<RenderDropInOptions>(
     options,
     [...CAPS_OPTION_KEYS, 'section'],

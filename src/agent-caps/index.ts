@@ -12,6 +12,7 @@ export {
   type AgentCaps,
   decodeAgentCaps,
   encodeAgentCaps,
+  isEmpty,
   validateAgentCaps,
 } from './codec.js';
 export { capsFromResources, resourcesFromCaps } from './convert.js';

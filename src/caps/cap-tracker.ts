@@ -1,4 +1,4 @@
-import { DuplicateReservationError } from '../errors.js';
+import { DuplicateReservationError } from '../errors/index.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
 import {
   capBytes,

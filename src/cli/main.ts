@@ -1,5 +1,5 @@
 import pkg from '../../package.json' with { type: 'json' };
-import { isScalerError } from '../errors.js';
+import { isScalerError } from '../errors/index.js';
 import { nearest } from '../internal/strict-keys.js';
 import { capsCommand } from './commands/caps.js';
 import { configCommand } from './commands/config.js';

@@ -1,13 +1,13 @@
 // Errors of per-agent caps (src/agent-caps): an invalid systemd value, a lost KV write race.
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
  * A per-agent caps value is not valid systemd syntax; it was not written or applied.
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { decodeAgentCaps } from 'scaler-primitives/agent-caps';
  * declare const value: string;
  * try { decodeAgentCaps(value); }
@@ -28,7 +28,7 @@ export class CapsValueError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(field: string, value: unknown, message: string, options?: ScalerErrorOptions) {
+  constructor(field: string, value: unknown, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.CAPS_VALUE, message, options);
     this.name = 'CapsValueError';
     this.field = field;
@@ -42,7 +42,7 @@ export class CapsValueError extends ScalerError {
  * @example
  * ```ts
  * import type { KV } from '@nats-io/kv';
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { AgentCaps } from 'scaler-primitives/agent-caps';
  * import { writeAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const kv: KV;
@@ -62,7 +62,7 @@ export class RevisionConflictError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(key: string, message: string, options?: ScalerErrorOptions) {
+  constructor(key: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.REVISION_CONFLICT, message, options);
     this.name = 'RevisionConflictError';
     this.key = key;

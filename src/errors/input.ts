@@ -1,8 +1,11 @@
 // Errors of refused input: configuration documents and single values.
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
-/** One problem found in a configuration document. */
+/**
+ * One problem found in a configuration document: what {@link ConfigError.issues} lists, and
+ * what `validateScalerConfig` returns in `errors`.
+ */
 export interface ConfigIssue {
   /** Path to the offending value, e.g. `['scalers', 0, 'maxAgents']`. */
   path: ReadonlyArray<string | number>;
@@ -15,7 +18,7 @@ export interface ConfigIssue {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { parseScalerConfig } from 'scaler-primitives/manager';
  * declare const text: string;
  * try { parseScalerConfig(JSON.parse(text)); }
@@ -33,7 +36,7 @@ export class ConfigError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`, e.g. the underlying `ZodError`.
    */
-  constructor(issues: readonly ConfigIssue[], message: string, options?: ScalerErrorOptions) {
+  constructor(issues: readonly ConfigIssue[], message: string, options?: { cause?: unknown }) {
     super(ErrorCode.CONFIG_INVALID, message, options);
     this.name = 'ConfigError';
     this.issues = issues;
@@ -45,7 +48,7 @@ export class ConfigError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { validateInterfaceName } from 'scaler-primitives/nftables';
  * declare const input: string;
  * try { validateInterfaceName(input); }

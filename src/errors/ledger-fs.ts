@@ -1,7 +1,7 @@
 // The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
 // src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
 
-import { ErrorCode, hasCode, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode } from './code.js';
 import { LedgerError } from './ledger.js';
 
 /**
@@ -9,7 +9,7 @@ import { LedgerError } from './ledger.js';
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -27,7 +27,7 @@ export class LedgerDirError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(dir: string, message: string, options?: ScalerErrorOptions) {
+  constructor(dir: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_DIR_UNSAFE, '', message, options);
     this.name = 'LedgerDirError';
     this.dir = dir;
@@ -49,19 +49,13 @@ export const LedgerFileProblem = {
 } as const satisfies Record<string, LedgerFileProblemName>;
 
 /**
- * Why a ledger file was refused: a symbolic link (never followed), not a regular file,
- * owned by another user, writable by its group or others, or larger than `maxFileBytes`.
- */
-export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
-
-/**
  * A file in the ledger directory (pool file, lease file, temp file) was refused
  * before it was read or written. The message names the path and what it is,
  * never the file's contents. Nothing was written.
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -74,8 +68,12 @@ export type LedgerFileProblemName = 'symlink' | 'not-regular' | 'owner' | 'mode'
 export class LedgerFileError extends LedgerError {
   /** The refused path. */
   readonly path: string;
-  /** Why it was refused. */
-  readonly problem: LedgerFileProblemName;
+  /**
+   * Why it was refused: `symlink` (never followed), `not-regular` (a FIFO, a device, a
+   * directory or a socket), `owner` (owned by another user than this process's, or root),
+   * `mode` (writable by its group or others) or `too-large` (larger than `maxFileBytes`).
+   */
+  readonly problem: 'symlink' | 'not-regular' | 'owner' | 'mode' | 'too-large';
   /**
    * @param pool - The pool involved (`''` when none).
    * @param path - The refused path.
@@ -86,9 +84,9 @@ export class LedgerFileError extends LedgerError {
   constructor(
     pool: string,
     path: string,
-    problem: LedgerFileProblemName,
+    problem: LedgerFileError['problem'],
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_FILE_UNSAFE, pool, message, options);
     this.name = 'LedgerFileError';
@@ -112,7 +110,7 @@ export const isLedgerFileError = hasCode<LedgerFileError>([ErrorCode.LEDGER_FILE
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function alertOperator(path: string, errno: string): void;
@@ -146,7 +144,7 @@ export class LedgerIoError extends LedgerError {
     errno: string,
     mayHaveWritten: boolean,
     message: string,
-    options?: ScalerErrorOptions & { syscall?: string | undefined },
+    options?: { cause?: unknown } & { syscall?: string | undefined },
   ) {
     super(ErrorCode.LEDGER_IO, pool, message, options);
     this.name = 'LedgerIoError';
@@ -158,3 +156,6 @@ export class LedgerIoError extends LedgerError {
 }
 
 export const isLedgerIoError = hasCode<LedgerIoError>([ErrorCode.LEDGER_IO]);
+
+/** Why a ledger file was refused. */
+export type LedgerFileProblemName = LedgerFileError['problem'];

@@ -1,20 +1,14 @@
 // The ledger's errors (src/ledger, src/ledger/nats): the `LedgerError` base and its
 // document, cap, lock, lease and availability failures. File-system refusals: ./ledger-fs.ts.
 
-import {
-  ErrorCode,
-  type ErrorCodeName,
-  hasCode,
-  ScalerError,
-  type ScalerErrorOptions,
-} from './base.js';
+import { ErrorCode, type ErrorCodeName, hasCode, ScalerError } from './code.js';
 
 /**
  * Base class of the ledger's errors; `pool` names the pool involved.
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -33,7 +27,7 @@ export class LedgerError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(code: ErrorCodeName, pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(code: ErrorCodeName, pool: string, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
     this.name = 'LedgerError';
     this.pool = pool;
@@ -45,7 +39,7 @@ export class LedgerError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -64,7 +58,7 @@ export class LedgerCorruptError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, location: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, location: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_CORRUPT, pool, message, options);
     this.name = 'LedgerCorruptError';
     this.location = location;
@@ -76,7 +70,7 @@ export class LedgerCorruptError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -110,7 +104,7 @@ export class LedgerCapMismatchError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -133,7 +127,7 @@ export class LedgerBusyError extends LedgerError {
     pool: string,
     lockAgeMs: number | undefined,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_BUSY, pool, message, options);
     this.name = 'LedgerBusyError';
@@ -149,7 +143,7 @@ export class LedgerBusyError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -165,7 +159,7 @@ export class LedgerLockCompromisedError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_LOCK_COMPROMISED, pool, message, options);
     this.name = 'LedgerLockCompromisedError';
   }
@@ -179,7 +173,7 @@ export class LedgerLockCompromisedError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * declare function reconcileAgents(): Promise<void>;
@@ -214,7 +208,7 @@ export class LedgerLeaseExpiredError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -230,7 +224,7 @@ export class LedgerUnavailableError extends LedgerError {
    * @param message - The full sentence.
    * @param options - `cause`.
    */
-  constructor(pool: string, message: string, options?: ScalerErrorOptions) {
+  constructor(pool: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.LEDGER_UNAVAILABLE, pool, message, options);
     this.name = 'LedgerUnavailableError';
   }
@@ -248,7 +242,7 @@ export class LedgerUnavailableError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.reserve('build-host', 'agent-1', 2, 4 * 2 ** 30); }
@@ -271,7 +265,7 @@ export class LedgerOutcomeUnknownError extends LedgerError {
     pool: string,
     agentIds: readonly string[],
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_OUTCOME_UNKNOWN, pool, message, options);
     this.name = 'LedgerOutcomeUnknownError';
@@ -291,7 +285,7 @@ export class LedgerOutcomeUnknownError extends LedgerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { MachineLedger } from 'scaler-primitives/ledger';
  * declare const ledger: MachineLedger;
  * try { await ledger.openLease(); }
@@ -318,7 +312,7 @@ export class LedgerInstanceInUseError extends LedgerError {
     instanceId: string,
     holderPid: number | undefined,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.LEDGER_INSTANCE_IN_USE, pool, message, options);
     this.name = 'LedgerInstanceInUseError';

@@ -1,6 +1,6 @@
 // Errors of the manager's host backends (src/manager/spawner.ts).
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
  * A spawn ended without an agent for a reason of the manager's own (the agent
@@ -9,7 +9,7 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try { await manager.shutdownAll(); }
@@ -27,7 +27,7 @@ export class BackendError extends ScalerError {
    * @param message - The full sentence.
    * @param options - `cause`: what the backend threw.
    */
-  constructor(scaler: string, message: string, options?: ScalerErrorOptions) {
+  constructor(scaler: string, message: string, options?: { cause?: unknown }) {
     super(ErrorCode.BACKEND, message, options);
     this.name = 'BackendError';
     this.scaler = scaler;

@@ -1,6 +1,6 @@
 // A failed or timed-out NATS request (src/agent-caps/nats, src/internal/nats-errors.ts).
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
  * A NATS request failed or timed out.
@@ -8,7 +8,7 @@ import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base
  * @example
  * ```ts
  * import type { NatsConnection } from '@nats-io/transport-node';
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
  * declare const nc: NatsConnection;
  * try { await readAgentCaps(nc, 'iris'); }
@@ -31,7 +31,7 @@ export class NatsRequestError extends ScalerError {
     code: typeof ErrorCode.NATS_TIMEOUT | typeof ErrorCode.NATS_REQUEST,
     subject: string,
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(code, message, options);
     this.name = 'NatsRequestError';
@@ -51,7 +51,7 @@ export const isNatsRequestError = hasCode<NatsRequestError>([
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
  * try {
  *   await NatsPoolLedger.connect({ servers: 'nats://nats:4222', instanceId: 'a', serverVersionPolicy: 'refuse' });

@@ -1,12 +1,6 @@
 // Errors raised while running `nft` (src/nftables).
 
-import {
-  ErrorCode,
-  type ErrorCodeName,
-  hasCode,
-  ScalerError,
-  type ScalerErrorOptions,
-} from './base.js';
+import { ErrorCode, type ErrorCodeName, hasCode, ScalerError } from './code.js';
 
 /**
  * Running `nft` failed. `code` says how: `ERR_NFT_NOT_INSTALLED` (`nft`, `sudo` or `ip`
@@ -15,7 +9,7 @@ import {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { addIsolationRules, type IsolationPolicy } from 'scaler-primitives/nftables';
  * declare const agent: string;
  * declare const policy: IsolationPolicy;
@@ -41,7 +35,7 @@ export class NftError extends ScalerError {
     code: ErrorCodeName,
     message: string,
     details: { command?: string; stderr?: string } = {},
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(code, message, options);
     this.name = 'NftError';
@@ -59,7 +53,7 @@ export class NftNotInstalledError extends NftError {
    * @param details - The command.
    * @param options - `cause`.
    */
-  constructor(message: string, details?: { command?: string }, options?: ScalerErrorOptions) {
+  constructor(message: string, details?: { command?: string }, options?: { cause?: unknown }) {
     super(ErrorCode.NFT_NOT_INSTALLED, message, details, options);
     this.name = 'NftNotInstalledError';
   }
@@ -75,7 +69,7 @@ export class NftPermissionError extends NftError {
   constructor(
     message: string,
     details?: { command?: string; stderr?: string },
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.NFT_PERMISSION, message, details, options);
     this.name = 'NftPermissionError';
@@ -92,7 +86,7 @@ export class NftCommandError extends NftError {
   constructor(
     message: string,
     details?: { command?: string; stderr?: string },
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.NFT_COMMAND, message, details, options);
     this.name = 'NftCommandError';

@@ -1,16 +1,13 @@
 // Errors of resource quantities and reservations (src/resources, src/caps, the ledger ops).
 
-import { ErrorCode, hasCode, ScalerError } from './base.js';
-
-/** Which kind of quantity was refused (`extended`: a countable resource such as `nvidia.com/gpu`). */
-export type ResourceKind = 'cpu' | 'memory' | 'extended';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /**
  * A CPU or memory quantity that could not be parsed; names the value and the accepted forms.
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { parseCpu } from 'scaler-primitives/resources';
  * declare const input: string;
  * try { parseCpu(input); }
@@ -23,14 +20,17 @@ export type ResourceKind = 'cpu' | 'memory' | 'extended';
 export class ResourceParseError extends ScalerError {
   /** The value that was refused, as given. */
   readonly value: unknown;
-  /** Whether a CPU or a memory quantity was expected. */
-  readonly kind: ResourceKind;
+  /**
+   * Which kind of quantity was refused: `cpu`, `memory` or `extended` (a countable resource
+   * such as `nvidia.com/gpu`).
+   */
+  readonly kind: 'cpu' | 'memory' | 'extended';
   /**
    * @param kind - `cpu` or `memory`.
    * @param value - The refused value.
    * @param message - The full sentence.
    */
-  constructor(kind: ResourceKind, value: unknown, message: string) {
+  constructor(kind: ResourceParseError['kind'], value: unknown, message: string) {
     super(ErrorCode.RESOURCE_PARSE, message);
     this.name = 'ResourceParseError';
     this.kind = kind;
@@ -43,7 +43,7 @@ export class ResourceParseError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import { resolveResources, type ResourceRequest } from 'scaler-primitives/resources';
  * declare const layers: ResourceRequest[];
  * try { resolveResources(layers); }
@@ -93,7 +93,7 @@ export class ResourceConflictError extends ScalerError {
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { CapTracker } from 'scaler-primitives/caps';
  * import type { ResourceAmount } from 'scaler-primitives/resources';
  * declare const caps: CapTracker;
@@ -129,3 +129,6 @@ export const isResourceConflictError = hasCode<ResourceConflictError>([
 export const isDuplicateReservationError = hasCode<DuplicateReservationError>([
   ErrorCode.DUPLICATE_RESERVATION,
 ]);
+
+/** Which kind of quantity was refused. */
+export type ResourceKind = ResourceParseError['kind'];

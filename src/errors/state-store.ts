@@ -1,6 +1,6 @@
 // Errors of the manager's state stores (src/manager/state, src/manager/nats).
 
-import { ErrorCode, hasCode, ScalerError, type ScalerErrorOptions } from './base.js';
+import { ErrorCode, hasCode, ScalerError } from './code.js';
 
 /** What a {@link StateStoreError} is about: the values of its `problem`. */
 export const StateStoreProblem = {
@@ -14,17 +14,14 @@ export const StateStoreProblem = {
   CONFLICT: 'conflict',
   /** The backing store could not be read or written. */
   UNAVAILABLE: 'unavailable',
-} as const;
-
-/** The union of the values of `StateStoreProblem`. */
-export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
+} as const satisfies Record<string, StateStoreError['problem']>;
 
 /**
  * A manager state store (file or NATS) refused its stored state or failed to write.
  *
  * @example
  * ```ts
- * import { ErrorCode, isScalerError } from 'scaler-primitives';
+ * import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
  * import type { ScalerManager } from 'scaler-primitives/manager';
  * declare const manager: ScalerManager;
  * try {
@@ -38,19 +35,26 @@ export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof Stat
 export class StateStoreError extends ScalerError {
   /** Where: a file path or a KV bucket and key. */
   readonly location: string;
-  /** What went wrong: one of `StateStoreProblem`. */
-  readonly problem: StateStoreProblemName;
+  /**
+   * What went wrong: `corrupt` (the stored state is unreadable, of the wrong shape or of an
+   * unknown version: left as it is), `unsafe-file` (a file refused before it was read: a
+   * link, not a regular file, foreign owner, writable by others), `too-large` (larger than
+   * the store's size limit), `conflict` (another writer changed the stored state since this
+   * store last read or wrote it) or `unavailable` (the backing store could not be read or
+   * written).
+   */
+  readonly problem: 'corrupt' | 'unsafe-file' | 'too-large' | 'conflict' | 'unavailable';
   /**
    * @param location - A file path, or a bucket and key.
-   * @param problem - One of `StateStoreProblem`.
+   * @param problem - What went wrong (see `problem`).
    * @param message - The full sentence.
    * @param options - `cause`.
    */
   constructor(
     location: string,
-    problem: StateStoreProblemName,
+    problem: StateStoreError['problem'],
     message: string,
-    options?: ScalerErrorOptions,
+    options?: { cause?: unknown },
   ) {
     super(ErrorCode.STATE_STORE, message, options);
     this.name = 'StateStoreError';
@@ -61,3 +65,10 @@ export class StateStoreError extends ScalerError {
 
 // Internal guards (the package exports `isScalerError(error, code)` instead).
 export const isStateStoreError = hasCode<StateStoreError>([ErrorCode.STATE_STORE]);
+
+/** The union of the values of `StateStoreProblem` (every one of them is a `problem`). */
+export type StateStoreProblemName = (typeof StateStoreProblem)[keyof typeof StateStoreProblem];
+// Each `problem` has a constant: a value added to one list and not the other fails here.
+const problemsAgree: [StateStoreError['problem']] extends [StateStoreProblemName] ? true : false =
+  true;
+void problemsAgree;

@@ -3,7 +3,7 @@
  * that fires at the first lapse, and the agent's entry point that reads the
  * leases from its environment. Node builtins only.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { assertKnownKeys, showValue } from '../internal/strict-keys.js';
 import { type FenceLease, LEASE_ENV, readLeasesEnv } from './lease.js';
 import {

@@ -4,24 +4,25 @@
  */
 
 /**
- * What {@link natsHeartbeatReader} needs of a KV entry: `@nats-io/kv`'s `KvEntry` has it.
- */
-export interface HeartbeatEntry {
-  /** The entry's revision (its stream sequence). */
-  revision: number;
-  /** `PUT`, or `DEL`/`PURGE` for a deleted key. */
-  operation: string;
-  /** The value as text. */
-  string(): string;
-}
-
-/**
  * What {@link natsHeartbeatReader} needs of a KV bucket: `@nats-io/kv`'s `KV` has it.
  */
 export interface HeartbeatBucket {
-  /** The key's current entry, or `null` when it has none. */
-  get(key: string): Promise<HeartbeatEntry | null>;
+  /**
+   * The key's current entry, or `null` when it has none (`@nats-io/kv`'s `KvEntry` has
+   * what is needed of it).
+   */
+  get(key: string): Promise<{
+    /** The entry's revision (its stream sequence). */
+    revision: number;
+    /** `PUT`, or `DEL`/`PURGE` for a deleted key. */
+    operation: string;
+    /** The value as text. */
+    string(): string;
+  } | null>;
 }
+
+/** What {@link natsHeartbeatReader} needs of a KV entry. */
+export type HeartbeatEntry = NonNullable<Awaited<ReturnType<HeartbeatBucket['get']>>>;
 
 /**
  * The `read` option of `watchLease` for a NATS lease: the heartbeat key's

@@ -3,7 +3,7 @@
  * one-variable form in an agent's environment. Validation only: no I/O.
  */
 import { isAbsolute } from 'node:path';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { assertKnownKeys, showValue } from '../internal/strict-keys.js';
 import type { LeaseLocation } from '../ledger/types.js';
 

@@ -11,7 +11,7 @@ import {
   resolveClock,
   systemClock,
 } from '../clock.js';
-import { ErrorCode, ScalerError } from '../errors.js';
+import { ErrorCode, ScalerError } from '../errors/index.js';
 import { assertKnownKeys, showValue } from '../internal/strict-keys.js';
 import { checkLease, type FenceLease } from './lease.js';
 

@@ -4,7 +4,7 @@
  * `@nats-io/*` than the one this library resolved. Shared by the NATS adapters
  * (agent caps, ledger). Internal: not part of the public surface.
  */
-import { ErrorCode, NatsRequestError } from '../errors.js';
+import { ErrorCode, NatsRequestError } from '../errors/index.js';
 
 /** JetStream API error codes this library reacts to (nats.js `JetStreamApiCodes`). */
 export const JetStreamCode = {

@@ -4,7 +4,7 @@
  * fail open), so an unknown key is an error naming the key, the nearest accepted key
  * and every accepted one. Internal: not part of the public surface.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 
 /**
  * Optimal string alignment distance: insert, delete, substitute and swap two neighbours

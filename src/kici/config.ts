@@ -2,142 +2,17 @@
  * kici's scaler config (0.1.1 and 0.9.1 shapes, as its YAML parses or as its loader returns
  * it) -> a `ScalerManager` config, with a report of every setting that has no equivalent.
  */
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../errors/index.js';
 import {
   formatConfigPath,
   type ScalerConfig,
   type ScalerConfigInput,
   validateScalerConfig,
 } from '../manager/index.js';
-import {
-  fromKiciCap,
-  fromKiciResources,
-  type KiciResourceCap,
-  type KiciResourceRequest,
-  type KiciResourceSpec,
-} from './resources.js';
+import { fromKiciCap, fromKiciResources } from './resources.js';
 
 type ScalerEntryInput = ScalerConfigInput['scalers'][number];
 type LabelSetInput = ScalerEntryInput['labelSets'][number];
-
-/**
- * A kici label set (`scalers[].labelSets[]`).
- */
-export interface KiciLabelSet {
-  /** The labels agents of this set have. */
-  labels: string[];
-  /** Resources (nested or flat). */
-  resources?: KiciResourceRequest | KiciResourceSpec;
-  /** Backend setting, kept in `options.labelSets[j]`: the container image. */
-  image?: string;
-  /** Backend setting: `Always`, `IfNotPresent`, `Never`. */
-  imagePullPolicy?: unknown;
-  /** Backend setting: the agent binary (bare metal). */
-  binaryPath?: string;
-  /** Backend setting: volumes to mount. */
-  volumes?: string[];
-  /** Backend setting: mount the container socket into the agent. */
-  containerSocket?: boolean;
-  /** Backend setting: environment of the agent. */
-  env?: Record<string, string>;
-  /** Backend setting: `pause` or `drop`. */
-  backpressureMode?: unknown;
-  /** Backend setting: `{ allowlist?, denyAll?, hostAccess? }` (see `addIsolationRules`). */
-  networkPolicy?: unknown;
-  /** Backend setting (Firecracker): root filesystem image. */
-  rootfsPath?: string;
-  /** Backend setting (Firecracker): kernel image. */
-  kernelPath?: string;
-  /** Backend setting (Firecracker): vCPUs. */
-  vcpuCount?: number;
-  /** Backend setting (Firecracker): memory in MiB. */
-  memSizeMib?: number;
-  /** Backend setting (Firecracker): overlay drive size in MiB. */
-  overlayDriveSizeMib?: number;
-}
-
-/**
- * A kici warm pool (`scalers[].warmPool`).
- */
-export interface KiciWarmPool {
-  /** Whether the warm pool runs. @default false */
-  enabled?: boolean;
-  /** Idle agents to keep, per label set in kici. @default 0 */
-  size?: number;
-  /** Idle timeout. @default 300 */
-  idleTimeoutSeconds?: number;
-}
-
-/**
- * A kici scaler entry (`scalers[]`).
- */
-export interface KiciScalerEntry {
-  /** Unique name. */
-  name: string;
-  /** `container`, `firecracker`, `bare-metal`, `event`. */
-  type: string;
-  /** The most agents at once. */
-  maxAgents: number;
-  /** The label sets. */
-  labelSets: KiciLabelSet[];
-  /** Labels a job must name to run here. */
-  mandatoryLabels?: string[];
-  /** The machine pool. */
-  machinePool?: string;
-  /** The scaler's cap. */
-  resourceCap?: KiciResourceCap;
-  /** The warm pool. */
-  warmPool?: KiciWarmPool;
-  /** Concurrent `backend.spawn` calls (kici default 8); kept in `options`, reported. */
-  maxConcurrentSpawns?: number;
-  /** Job roles served (`builder`, `init-runner`, `all`); kept in `options`, an error unless acknowledged. */
-  roles?: string[];
-  /** `{ os, arch }`; kept in `options`; a non-linux/x64 platform is an error unless acknowledged. */
-  platform?: {
-    /** `linux`, `macos`, `windows`. */
-    os?: string;
-    /** `x64`, `arm64`. */
-    arch?: string;
-  };
-  /** Isolate agents with nftables (kici default true); kept in `options`. */
-  networkIsolation?: boolean;
-  /** Backend setting: container engine host. */
-  host?: string;
-  /** Backend setting: container engine socket. */
-  socketPath?: string;
-  /** Backend setting: `docker`, `podman`, `auto`. */
-  runtime?: string;
-  /** Backend setting: the URL agents connect to. */
-  orchestratorUrl?: string;
-  /** Backend setting: extra `/etc/hosts` entries. */
-  extraHosts?: string[];
-  /** Backend setting: enforce limits with cgroups. */
-  enforceCgroups?: boolean;
-  /** Backend setting (Firecracker): firecracker binary. */
-  firecrackerPath?: string;
-  /** Backend setting (Firecracker): jailer binary. */
-  jailerPath?: string;
-  /** Backend setting (Firecracker): kernel image. */
-  kernelPath?: string;
-  /** Backend setting (Firecracker): jailer chroot base. */
-  chrootBaseDir?: string;
-  /** Backend setting: uid agents run as. */
-  uid?: number;
-  /** Backend setting: gid agents run as. */
-  gid?: number;
-  /** Backend setting (Firecracker): vCPUs. */
-  vcpuCount?: number;
-  /** Backend setting (Firecracker): memory in MiB. */
-  memSizeMib?: number;
-  /** Backend setting: wrap privileged commands in `sudo -n`. */
-  requireSudo?: boolean;
-  /** Backend setting (event scalers): workflow refs. */
-  provisioningTargets?: string[];
-  /** Backend setting (event scalers): claim code lifetime. */
-  claimTtlSeconds?: number;
-  /** Backend setting (event scalers): agent token lifetime. */
-  agentTokenTtlSeconds?: number;
-}
 
 /**
  * A kici scaler config file (`version: 1`), in the 0.1.1 or 0.9.1 shape: `machinePools` as an
@@ -151,20 +26,156 @@ export interface KiciScalerConfig {
   globalMaxAgents?: number;
   /** Default resources. */
   defaults?: {
-    /** Resources for label sets that declare none. */
-    resources?: KiciResourceRequest | KiciResourceSpec;
+    /** Resources for label sets that declare none: nested `{ requests?, limits? }` or flat. */
+    resources?:
+      | {
+          /** What the job needs; summed by caps. */
+          requests?: {
+            /** Cores. */
+            cpus?: number;
+            /** `"<number><k|m|g>"` (1024-based, case-insensitive, blanks allowed before the unit), or bytes. */
+            memory?: string | number;
+          };
+          /** What the job may use at most. */
+          limits?: {
+            /** Cores. */
+            cpus?: number;
+            /** `"<number><k|m|g>"` (1024-based, case-insensitive, blanks allowed before the unit), or bytes. */
+            memory?: string | number;
+          };
+        }
+      | {
+          /** Cores. */
+          cpus?: number;
+          /** `"<number><k|m|g>"` (1024-based, case-insensitive, blanks allowed before the unit), or bytes. */
+          memory?: string | number;
+        };
   };
-  /** The orchestrator-wide cap. */
-  globalResourceCap?: KiciResourceCap;
+  /**
+   * The orchestrator-wide cap, as written in kici's YAML (`maxMemory: "64g"`) or as its
+   * loader returns it (`maxMemoryBytes`).
+   */
+  globalResourceCap?: {
+    /** Maximum summed cores. */
+    maxCpu?: number;
+    /** Maximum summed memory as a kici memory string (`"64g"`, as written in its YAML). */
+    maxMemory?: string;
+    /** Maximum summed memory in bytes (kici's parsed form). */
+    maxMemoryBytes?: number;
+  };
   /** Named machine pools shared across orchestrators on one host. */
   machinePools?: Array<{
     /** The pool name. */
     name: string;
-    /** The pool's cap. */
-    cap: KiciResourceCap;
+    /** The pool's cap (as `globalResourceCap`). */
+    cap: NonNullable<KiciScalerConfig['globalResourceCap']>;
   }>;
-  /** The scalers. */
-  scalers: KiciScalerEntry[];
+  /** The scalers (`scalers[]`). */
+  scalers: Array<{
+    /** Unique name. */
+    name: string;
+    /** `container`, `firecracker`, `bare-metal`, `event`. */
+    type: string;
+    /** The most agents at once. */
+    maxAgents: number;
+    /** The label sets (`scalers[].labelSets[]`). */
+    labelSets: Array<{
+      /** The labels agents of this set have. */
+      labels: string[];
+      /** Resources (nested `{ requests?, limits? }` or flat `{ cpus?, memory? }`), as `defaults.resources`. */
+      resources?: NonNullable<KiciScalerConfig['defaults']>['resources'];
+      /** Backend setting, kept in `options.labelSets[j]`: the container image. */
+      image?: string;
+      /** Backend setting: `Always`, `IfNotPresent`, `Never`. */
+      imagePullPolicy?: unknown;
+      /** Backend setting: the agent binary (bare metal). */
+      binaryPath?: string;
+      /** Backend setting: volumes to mount. */
+      volumes?: string[];
+      /** Backend setting: mount the container socket into the agent. */
+      containerSocket?: boolean;
+      /** Backend setting: environment of the agent. */
+      env?: Record<string, string>;
+      /** Backend setting: `pause` or `drop`. */
+      backpressureMode?: unknown;
+      /** Backend setting: `{ allowlist?, denyAll?, hostAccess? }` (see `addIsolationRules`). */
+      networkPolicy?: unknown;
+      /** Backend setting (Firecracker): root filesystem image. */
+      rootfsPath?: string;
+      /** Backend setting (Firecracker): kernel image. */
+      kernelPath?: string;
+      /** Backend setting (Firecracker): vCPUs. */
+      vcpuCount?: number;
+      /** Backend setting (Firecracker): memory in MiB. */
+      memSizeMib?: number;
+      /** Backend setting (Firecracker): overlay drive size in MiB. */
+      overlayDriveSizeMib?: number;
+    }>;
+    /** Labels a job must name to run here. */
+    mandatoryLabels?: string[];
+    /** The machine pool. */
+    machinePool?: string;
+    /** The scaler's cap (as `globalResourceCap`). */
+    resourceCap?: KiciScalerConfig['globalResourceCap'];
+    /** The warm pool (`scalers[].warmPool`). */
+    warmPool?: {
+      /** Whether the warm pool runs. @default false */
+      enabled?: boolean;
+      /** Idle agents to keep, per label set in kici. @default 0 */
+      size?: number;
+      /** Idle timeout. @default 300 */
+      idleTimeoutSeconds?: number;
+    };
+    /** Concurrent `backend.spawn` calls (kici default 8); kept in `options`, reported. */
+    maxConcurrentSpawns?: number;
+    /** Job roles served (`builder`, `init-runner`, `all`); kept in `options`, an error unless acknowledged. */
+    roles?: string[];
+    /** `{ os, arch }`; kept in `options`; a non-linux/x64 platform is an error unless acknowledged. */
+    platform?: {
+      /** `linux`, `macos`, `windows`. */
+      os?: string;
+      /** `x64`, `arm64`. */
+      arch?: string;
+    };
+    /** Isolate agents with nftables (kici default true); kept in `options`. */
+    networkIsolation?: boolean;
+    /** Backend setting: container engine host. */
+    host?: string;
+    /** Backend setting: container engine socket. */
+    socketPath?: string;
+    /** Backend setting: `docker`, `podman`, `auto`. */
+    runtime?: string;
+    /** Backend setting: the URL agents connect to. */
+    orchestratorUrl?: string;
+    /** Backend setting: extra `/etc/hosts` entries. */
+    extraHosts?: string[];
+    /** Backend setting: enforce limits with cgroups. */
+    enforceCgroups?: boolean;
+    /** Backend setting (Firecracker): firecracker binary. */
+    firecrackerPath?: string;
+    /** Backend setting (Firecracker): jailer binary. */
+    jailerPath?: string;
+    /** Backend setting (Firecracker): kernel image. */
+    kernelPath?: string;
+    /** Backend setting (Firecracker): jailer chroot base. */
+    chrootBaseDir?: string;
+    /** Backend setting: uid agents run as. */
+    uid?: number;
+    /** Backend setting: gid agents run as. */
+    gid?: number;
+    /** Backend setting (Firecracker): vCPUs. */
+    vcpuCount?: number;
+    /** Backend setting (Firecracker): memory in MiB. */
+    memSizeMib?: number;
+    /** Backend setting: wrap privileged commands in `sudo -n`. */
+    requireSudo?: boolean;
+    /** Backend setting (event scalers): workflow refs. */
+    provisioningTargets?: string[];
+    /** Backend setting (event scalers): claim code lifetime. */
+    claimTtlSeconds?: number;
+    /** Backend setting (event scalers): agent token lifetime. */
+    agentTokenTtlSeconds?: number;
+  }>;
   /** kici's Firecracker network settings: reported, not translated (they belong to the backend). */
   firecracker?: {
     /** Guest network. */
@@ -180,63 +191,6 @@ export interface KiciScalerConfig {
     /** Provision the host network on start. */
     autoProvisionHost?: boolean;
   };
-}
-
-/**
- * How much a kici setting without an equivalent matters.
- */
-export type KiciIssueSeverity = 'error' | 'warning';
-
-/**
- * One kici setting that has no equivalent in a `ScalerManager` config, or a schema problem.
- */
-export interface KiciConfigIssue {
-  /** Path in the kici config, e.g. `['scalers', 0, 'roles']`. */
-  path: ReadonlyArray<string | number>;
-  /**
-   * `error`: dropping or moving it changes what is allowed to run (routing, isolation,
-   * caps), or the config is invalid. `warning`: behaviour differs in a way that does not
-   * loosen a guarantee (pacing, warm-pool size, settings kept for the backend).
-   */
-  severity: KiciIssueSeverity;
-  /** What differs and what to do. */
-  message: string;
-}
-
-/**
- * Options of {@link toScalerConfig}.
- */
-export interface ToScalerConfigOptions {
-  /**
-   * kici setting names (`'roles'`, `'platform'`, ...) whose errors you have read and
-   * handled (e.g. with `mandatoryLabels` or in your backend): they are reported as warnings.
-   * @default []
-   */
-  acknowledge?: readonly string[];
-}
-
-/**
- * The result of {@link toScalerConfig}.
- */
-export interface KiciConfigTranslation {
-  /** True when there is no error: `config` is set. */
-  ok: boolean;
-  /** The validated config (set when `ok`). */
-  config?: ScalerConfig;
-  /** The translated config as written, before validation (always set; inspect or edit it). */
-  input: ScalerConfigInput;
-  /** Every setting without an equivalent and every schema problem, errors first. */
-  issues: KiciConfigIssue[];
-}
-
-/**
- * The result of {@link parseKiciScalerConfig}.
- */
-export interface KiciParsedConfig {
-  /** The validated `ScalerManager` config. */
-  config: ScalerConfig;
-  /** The warnings of the translation (settings kept for the backend, behaviour that differs). */
-  warnings: KiciConfigIssue[];
 }
 
 /**
@@ -285,8 +239,35 @@ const KICI_GLOBAL_MAX_AGENTS = 50;
  */
 export function toScalerConfig(
   kici: KiciScalerConfig,
-  options: ToScalerConfigOptions = {},
-): KiciConfigTranslation {
+  options: {
+    /**
+     * kici setting names (`'roles'`, `'platform'`, ...) whose errors you have read and
+     * handled (e.g. with `mandatoryLabels` or in your backend): they are reported as warnings.
+     * @default []
+     */
+    acknowledge?: readonly string[];
+  } = {},
+): {
+  /** True when there is no error: `config` is set. */
+  ok: boolean;
+  /** The validated config (set when `ok`). */
+  config?: ScalerConfig;
+  /** The translated config as written, before validation (always set; inspect or edit it). */
+  input: ScalerConfigInput;
+  /** Every setting without an equivalent and every schema problem, errors first. */
+  issues: Array<{
+    /** Path in the kici config, e.g. `['scalers', 0, 'roles']`. */
+    path: ReadonlyArray<string | number>;
+    /**
+     * `error`: dropping or moving it changes what is allowed to run (routing, isolation,
+     * caps), or the config is invalid. `warning`: behaviour differs in a way that does not
+     * loosen a guarantee (pacing, warm-pool size, settings kept for the backend).
+     */
+    severity: 'error' | 'warning';
+    /** What differs and what to do. */
+    message: string;
+  }>;
+} {
   const report = new Report(new Set(options.acknowledge ?? []));
   // kici's automatic labels (`kici:scaler:<name>`); the core's default is `scaler-primitives:`.
   const input: ScalerConfigInput = {
@@ -404,8 +385,13 @@ function translatePools(report: Report, value: unknown): ScalerConfigInput['mach
  */
 export function parseKiciScalerConfig(
   kici: KiciScalerConfig,
-  options?: ToScalerConfigOptions,
-): KiciParsedConfig {
+  options?: Parameters<typeof toScalerConfig>[1],
+): {
+  /** The validated `ScalerManager` config. */
+  config: ScalerConfig;
+  /** The warnings of the translation (settings kept for the backend, behaviour that differs). */
+  warnings: ReturnType<typeof toScalerConfig>['issues'];
+} {
   const result = toScalerConfig(kici, options);
   const warnings = result.issues.filter((i) => i.severity === 'warning');
   if (result.ok && result.config) return { config: result.config, warnings };
@@ -470,7 +456,8 @@ function translateLabelSet(
   }
   const out: LabelSetInput = { labels: set.labels as string[] };
   const backend: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(set)) {
+  // Values are checked one by one below (a hand-written config may hold anything).
+  for (const [key, value] of Object.entries(set as object)) {
     if (key === 'labels' || value === undefined) continue;
     if (key === 'resources') {
       const resources = report.attempt([...path, key], () => fromKiciResources(value as never));
@@ -509,7 +496,8 @@ function translateScaler(
   };
   const options: Record<string, unknown> = {};
   const labelSetOptions: Record<string, unknown>[] = [];
-  for (const [key, value] of Object.entries(entry)) {
+  // Values are checked one by one below (a hand-written config may hold anything).
+  for (const [key, value] of Object.entries(entry as object)) {
     if (value === undefined || ['name', 'type', 'maxAgents'].includes(key)) continue;
     const at = [...path, key];
     switch (key) {
@@ -669,7 +657,7 @@ function unknownKey(report: Report, path: Path, key: string): void {
 }
 
 /** Validate the translated config and turn the report into the answer (errors first, then warnings). */
-function finish(report: Report, input: ScalerConfigInput): KiciConfigTranslation {
+function finish(report: Report, input: ScalerConfigInput): ReturnType<typeof toScalerConfig> {
   const validation = validateScalerConfig(input);
   if (!validation.ok) {
     for (const error of validation.errors) {
@@ -702,3 +690,7 @@ function mapPath(
   }
   return path;
 }
+
+// The names this file uses for parts of the public types above (each declared once, there).
+type KiciScalerEntry = KiciScalerConfig['scalers'][number];
+type KiciConfigIssue = ReturnType<typeof toScalerConfig>['issues'][number];

@@ -5,7 +5,7 @@
 import * as nodeFs from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LedgerDirError } from '../errors.js';
+import { LedgerDirError } from '../errors/index.js';
 import { resolveLedgerDir } from '../ledger/dir.js';
 
 /**
@@ -61,7 +61,9 @@ export function kiciLedgerDirCandidates(env: KiciEnv = process.env): string[] {
  * const ledger = new MachineLedger({ explicitDir: kiciLedgerDirFromEnv(), instanceId: 'orch-a' });
  * ```
  */
-export function kiciLedgerDirFromEnv(env: KiciEnv = process.env): string | undefined {
+export function kiciLedgerDirFromEnv(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): string | undefined {
   const value = env[KICI_LEDGER_DIR_ENV];
   return value === undefined || value === '' ? undefined : value;
 }
@@ -98,7 +100,7 @@ function codeOf(error: unknown): string | undefined {
  */
 export async function resolveKiciLedgerDir(
   explicitDir: string | undefined,
-  env: KiciEnv = process.env,
+  env: Readonly<Record<string, string | undefined>> = process.env,
 ): Promise<string> {
   if (explicitDir !== undefined && typeof explicitDir !== 'string') {
     throw new TypeError(`Expected \`explicitDir\` to be a string, got \`${typeof explicitDir}\``);

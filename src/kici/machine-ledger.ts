@@ -11,37 +11,6 @@ import {
 import type { ResourceAmount, ResourceCap } from '../resources/index.js';
 import { type KiciEnv, resolveKiciLedgerDir } from './ledger-dir.js';
 
-/**
- * Options of the adapter's {@link MachineLedger}: kici's two, plus optional extras.
- */
-export interface KiciMachineLedgerOptions {
-  /**
-   * The ledger directory. When absent (or empty) the directory is resolved as kici does,
-   * see {@link resolveKiciLedgerDir}. kici's orchestrator fills it from
-   * `KICI_MACHINE_LEDGER_DIR` (see {@link kiciLedgerDirFromEnv}); the ledger itself does not.
-   */
-  explicitDir?: string;
-  /** This orchestrator instance's id, written into every row it makes. */
-  instanceId: string;
-  /** The environment for `XDG_STATE_HOME` and `HOME`. @default `process.env` */
-  env?: KiciEnv;
-  /**
-   * Options for the underlying `scaler-primitives/ledger` `MachineLedger` (lease, lock and
-   * clock timings, `fsync`, ...). `instanceId` and the directory come from above.
-   */
-  core?: Omit<CoreMachineLedgerOptions, 'instanceId' | 'dir' | 'explicitDir' | 'env'>;
-}
-
-/**
- * What {@link MachineLedger.getUsage} returns (kici's shape).
- */
-export interface KiciUsage {
-  /** Summed cores of the live rows. */
-  cpus: number;
-  /** Summed bytes of the live rows. */
-  memBytes: number;
-}
-
 // kici's reaper period.
 const DEFAULT_REAP_INTERVAL_MS = 30_000;
 
@@ -81,7 +50,7 @@ export class MachineLedger {
 
   readonly #explicitDir: string | undefined;
   readonly #env: KiciEnv | undefined;
-  readonly #coreOptions: KiciMachineLedgerOptions['core'];
+  readonly #coreOptions: ConstructorParameters<typeof MachineLedger>[0]['core'];
   readonly #caps = new Map<string, ResourceCap>();
   #core: CoreMachineLedger | undefined;
   #pending: Promise<CoreMachineLedger> | undefined;
@@ -91,7 +60,23 @@ export class MachineLedger {
    * @param opts - kici's `{ explicitDir?, instanceId }`, plus optional `env` and `core` (options of the core ledger).
    * @throws TypeError when `instanceId` is not a non-empty string or `explicitDir` not a string.
    */
-  constructor(opts: KiciMachineLedgerOptions) {
+  constructor(opts: {
+    /**
+     * The ledger directory. When absent (or empty) the directory is resolved as kici does,
+     * see {@link resolveKiciLedgerDir}. kici's orchestrator fills it from
+     * `KICI_MACHINE_LEDGER_DIR` (see {@link kiciLedgerDirFromEnv}); the ledger itself does not.
+     */
+    explicitDir?: string;
+    /** This orchestrator instance's id, written into every row it makes. */
+    instanceId: string;
+    /** The environment for `XDG_STATE_HOME` and `HOME`. @default `process.env` */
+    env?: Readonly<Record<string, string | undefined>>;
+    /**
+     * Options for the underlying `scaler-primitives/ledger` `MachineLedger` (lease, lock and
+     * clock timings, `fsync`, ...). `instanceId` and the directory come from above.
+     */
+    core?: Omit<CoreMachineLedgerOptions, 'instanceId' | 'dir' | 'explicitDir' | 'env'>;
+  }) {
     if (typeof opts?.instanceId !== 'string' || opts.instanceId === '') {
       throw new TypeError(
         `Expected \`instanceId\` to be a non-empty string, got \`${String(opts?.instanceId)}\``,
@@ -202,7 +187,12 @@ export class MachineLedger {
    *
    * @throws TypeError when the pool is not registered; LedgerCorruptError for a bad file.
    */
-  async getUsage(poolName: string): Promise<KiciUsage> {
+  async getUsage(poolName: string): Promise<{
+    /** Summed cores of the live rows. */
+    cpus: number;
+    /** Summed bytes of the live rows. */
+    memBytes: number;
+  }> {
     this.#registered(poolName);
     const usage: ResourceAmount = await (await this.ledger()).getUsage(poolName);
     return { cpus: usage.cpus, memBytes: usage.memBytes };

@@ -2,7 +2,7 @@
  * The kici seed's nftables functions, with its call shapes, on this library's plan builder,
  * writing the seed's table: `ip kici`, the agents' rules appended to its shared chains.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import {
   addIsolationRules as coreAdd,
   parseRuleHandles as coreParseRuleHandles,
@@ -14,7 +14,6 @@ import {
   validateAgentId,
   validateInterfaceName,
 } from '../nftables/index.js';
-import type { HostPort } from '../nftables/policy.js';
 import { parseAddress } from '../nftables/validate.js';
 
 /**
@@ -49,7 +48,7 @@ export interface KiciNftOptions extends NftOptions {
    * (`[8080]`) and DNS (`{ port: 53, protocol: 'udp' }`). Traffic from the agent to the host
    * itself is dropped otherwise; the seed did not filter it at all. @default []
    */
-  hostAccess?: readonly HostPort[];
+  hostAccess?: IsolationPolicy['hostAccess'];
   /** Called with the error a best-effort {@link removeIsolationRules} swallowed (the seed logged it). */
   onError?: (error: unknown) => void;
 }

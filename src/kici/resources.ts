@@ -1,7 +1,7 @@
 /**
  * kici's resource quantities, read with kici's grammar and rounding.
  */
-import { InvalidInputError, ResourceParseError } from '../errors.js';
+import { InvalidInputError, ResourceParseError } from '../errors/index.js';
 import {
   parseCpu,
   parseMemory,

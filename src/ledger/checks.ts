@@ -4,7 +4,7 @@
  * value of the right type that is refused (too long, an unknown option key)
  * raises `InvalidInputError`.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { nearest } from '../internal/strict-keys.js';
 import {
   deviceIdsProblem,

@@ -3,7 +3,7 @@
  * has not released), and the lost-lease report made from it when rows of it
  * vanished although it did not release them.
  */
-import { LedgerLeaseExpiredError } from '../errors.js';
+import { LedgerLeaseExpiredError } from '../errors/index.js';
 import type { OpAnswer } from './group-commit.js';
 import { findLostRows } from './lost.js';
 import type { LedgerOp } from './ops.js';

@@ -13,7 +13,7 @@
  * body by an atomic rename, naming itself, so the lease file is never missing.
  */
 import { join } from 'node:path';
-import { LedgerInstanceInUseError } from '../errors.js';
+import { LedgerInstanceInUseError } from '../errors/index.js';
 import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 import { isClosed, type LeaseHolder, leaseBody, leasePath, parseLeaseBody } from './lease.js';
 import { judgeProcess } from './proc.js';

@@ -7,8 +7,8 @@
  * its own timers, and it judges peers only while it renews its own lease.
  */
 import type { Clock, ClockTimer } from '../clock.js';
+import { LedgerUnavailableError } from '../errors/index.js';
 import { isLedgerError } from '../errors/ledger.js';
-import { LedgerUnavailableError } from '../errors.js';
 import type { LedgerFs } from './fs.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { leasePath, touchLeaseSync } from './lease.js';

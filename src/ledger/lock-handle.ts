@@ -4,7 +4,7 @@
  */
 import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../clock.js';
-import { LedgerLockCompromisedError } from '../errors.js';
+import { LedgerLockCompromisedError } from '../errors/index.js';
 import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
 
 /** Options of {@link LockHandle.write}. */

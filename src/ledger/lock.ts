@@ -25,7 +25,7 @@
  */
 import { join } from 'node:path';
 import { type Clock, type ClockTimer, systemClock } from '../clock.js';
-import { LedgerBusyError, LedgerDirError } from '../errors.js';
+import { LedgerBusyError, LedgerDirError } from '../errors/index.js';
 import { hasErrorCode, type LedgerFs } from './fs.js';
 import { directoryId, holdLock, type LockHandle, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';

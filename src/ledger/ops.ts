@@ -5,7 +5,7 @@
  * attempts is on the ops themselves (`maybeApplied`, set by the caller, and
  * `removedBefore`, set here).
  */
-import { DuplicateReservationError } from '../errors.js';
+import { DuplicateReservationError } from '../errors/index.js';
 import { checkInstanceId, checkKnownKeys } from './checks.js';
 import { assignDevices, checkHeldDevices } from './document/devices.js';
 import { checkFit } from './document/fit.js';

@@ -10,8 +10,8 @@
  * The queue file and the lock directory have their own guards in `lock.ts`.
  */
 
+import { LedgerFileError } from '../errors/index.js';
 import { LedgerFileProblem } from '../errors/ledger-fs.js';
-import { LedgerFileError } from '../errors.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
 
 /**

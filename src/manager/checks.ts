@@ -1,5 +1,5 @@
 import type { CapDimension } from '../caps/types.js';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { nearest as nearestKey } from '../internal/strict-keys.js';
 import { isExtendedResourceName } from '../resources/names.js';
 import { capToMillicores, coresToMillicores } from '../resources/quantity.js';

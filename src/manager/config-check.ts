@@ -4,8 +4,8 @@
  * parts that parsed (zod runs them only on a config that parsed whole).
  */
 import type { z } from 'zod';
+import { ConfigError } from '../errors/index.js';
 import type { ConfigIssue } from '../errors/input.js';
-import { ConfigError } from '../errors.js';
 import { resourceCapSchema } from '../resources/schema.js';
 import {
   baseSchema,

@@ -1,5 +1,5 @@
 import type { Clock } from '../clock.js';
-import type { LedgerLeaseExpiredError } from '../errors.js';
+import type { LedgerLeaseExpiredError } from '../errors/index.js';
 import { AgentBook, type AgentRecord, whenGone } from './agents.js';
 import type { BackendEventInput } from './backend.js';
 import { CapacityGate } from './capacity.js';

@@ -11,7 +11,7 @@
  *
  * @packageDocumentation
  */
-export { ConfigError, StateStoreError } from '../errors.js';
+export { ConfigError, StateStoreError } from '../errors/index.js';
 export type { AgentState } from './agents.js';
 export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
 export type { CapacityLimit } from './capacity.js';

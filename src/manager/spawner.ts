@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
+import { BackendError } from '../errors/index.js';
 import { isLedgerLeaseExpiredError } from '../errors/ledger.js';
-import { BackendError } from '../errors.js';
 import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';

@@ -1,5 +1,5 @@
 import type { Clock, ClockTimer } from '../clock.js';
-import { BackendError } from '../errors.js';
+import { BackendError } from '../errors/index.js';
 import type { AgentRecord } from './agents.js';
 import type { ScalerBackend } from './backend.js';
 import type { FleetCore } from './core.js';

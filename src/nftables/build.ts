@@ -4,7 +4,7 @@
  * to those rules, the commands that install them in either layout, and the verdicts an
  * installed agent is expected to have.
  */
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictOptions } from '../internal/strict-keys.js';
 import {
   type AgentPart,
@@ -26,6 +26,7 @@ import type {
 } from './plan.js';
 import { type IsolationPolicy, type NormalizedPolicy, normalizePolicy } from './policy.js';
 import { renderPlan } from './render.js';
+import type { NftOptions } from './session.js';
 import {
   type Cidr,
   DEFAULT_FAMILY,
@@ -256,9 +257,9 @@ export interface PlanOptions {
    * Table family: `inet` (IPv4 and IPv6) or `ip` (IPv4 only: IPv6 rules, maps and the ICMPv6
    * rule are left out; an IPv6 `saddr` agent is refused). @default 'inet'
    */
-  family?: TableFamily;
-  /** Layout. @default 'vmap' */
-  layout?: NftLayoutName;
+  family?: NftOptions['family'];
+  /** Layout: `vmap` or `rules` (as {@link NftOptions.layout}). @default 'vmap' */
+  layout?: NftOptions['layout'];
   /** Prepend the commands that create the table skeleton. @default false */
   includeTable?: boolean;
 }

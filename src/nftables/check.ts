@@ -1,7 +1,7 @@
 // The whole-plan check: every object of a plan, every key and every value, checked
 // before a byte of nft text is produced. The builder only makes valid plans, but the
 // renderer is exported, so it trusts nothing it is handed.
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictObject } from '../internal/strict-keys.js';
 import { DISPATCH_MAPS } from './layout.js';
 import type {

@@ -103,18 +103,6 @@ export async function ensureTable(opts?: NftOptions): Promise<boolean> {
   }
 }
 
-/**
- * What {@link addIsolationRules} did.
- */
-export interface AddResult {
-  /** Rules the agent now owns. */
-  rules: number;
-  /** `nft` processes it ran. */
-  nftCalls: number;
-  /** Whether rules of an earlier application were replaced. */
-  replaced: boolean;
-}
-
 export async function replaceAgent(
   ctx: Context,
   agentId: string,
@@ -171,7 +159,14 @@ export async function addIsolationRules(
   agentId: string,
   policy: IsolationPolicy,
   opts?: NftOptions,
-): Promise<AddResult> {
+): Promise<{
+  /** Rules the agent now owns. */
+  rules: number;
+  /** `nft` processes it ran. */
+  nftCalls: number;
+  /** Whether rules of an earlier application were replaced. */
+  replaced: boolean;
+}> {
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
   const ctx = context(opts);
@@ -192,23 +187,6 @@ export async function addIsolationRules(
 }
 
 /**
- * Options of {@link removeIsolationRules}.
- */
-export interface RemoveOptions extends NftOptions {
-  /**
-   * The policy the agent was isolated with. In the `vmap` layout this allows a teardown in
-   * one nft process without reading the table (the return value is then the number of rules
-   * that policy installs). If the table does not hold what the policy says, it falls back to
-   * reading the table.
-   */
-  policy?: IsolationPolicy;
-  /** Never throw: report failures to `onError` and return 0. @default false */
-  bestEffort?: boolean;
-  /** Called with the error a best-effort removal swallowed. */
-  onError?: (error: unknown) => void;
-}
-
-/**
  * Remove every rule, chain and map element of one agent (either layout) in one transaction.
  * Other agents are untouched, including ones whose id or identity starts the same way.
  *
@@ -224,7 +202,22 @@ export interface RemoveOptions extends NftOptions {
  * await removeIsolationRules('ci-42', { policy, bestEffort: true, onError: console.warn });
  * ```
  */
-export async function removeIsolationRules(agentId: string, opts?: RemoveOptions): Promise<number> {
+export async function removeIsolationRules(
+  agentId: string,
+  opts?: NftOptions & {
+    /**
+     * The policy the agent was isolated with. In the `vmap` layout this allows a teardown in
+     * one nft process without reading the table (the return value is then the number of rules
+     * that policy installs). If the table does not hold what the policy says, it falls back to
+     * reading the table.
+     */
+    policy?: IsolationPolicy;
+    /** Never throw: report failures to `onError` and return 0. @default false */
+    bestEffort?: boolean;
+    /** Called with the error a best-effort removal swallowed. */
+    onError?: (error: unknown) => void;
+  },
+): Promise<number> {
   // Bad options are a programmer's mistake: refused even with `bestEffort`.
   const checkedOpts = context(opts, REMOVE_OPTION_KEYS);
   try {
@@ -256,3 +249,8 @@ export async function removeIsolationRules(agentId: string, opts?: RemoveOptions
     return 0;
   }
 }
+
+/** What {@link addIsolationRules} did. */
+export type AddResult = Awaited<ReturnType<typeof addIsolationRules>>;
+/** Options of {@link removeIsolationRules}. */
+export type RemoveOptions = NonNullable<Parameters<typeof removeIsolationRules>[1]>;

@@ -22,7 +22,7 @@ export {
 } from './exec.js';
 export { listIsolatedAgents, sweepIsolation, verifyIsolation } from './inspect.js';
 export { parseRuleHandles, parseRuleHandlesJson } from './parse.js';
-export type { NftPlan } from './plan.js';
+export type { NftCommand, NftExpr, NftPlan, NftRule } from './plan.js';
 export {
   DEFAULT_BLOCKED_RANGES,
   DEFAULT_METADATA_ADDRESSES,

@@ -18,22 +18,6 @@ import {
 } from './session.js';
 import { validateAgentId } from './validate.js';
 
-/**
- * One agent found in the table.
- */
-export interface IsolatedAgent {
-  /** The agent id (from rule comments and chain names). */
-  agentId: string;
-  /** Where its rules live. */
-  layout: NftLayoutName;
-  /** How many rules it owns. */
-  rules: number;
-  /** Identities dispatching to it (vmap layout: map keys; rules layout: matched values). */
-  identities: Array<string | number>;
-  /** Policy digests in its rule comments (one, unless an update was interrupted). */
-  digests: string[];
-}
-
 function identitiesOf(footprint: AgentFootprint): Array<string | number> {
   if (footprint.elements.length > 0) {
     return [...new Set(footprint.elements.map((e) => e.key.value))];
@@ -59,7 +43,20 @@ function identitiesOf(footprint: AgentFootprint): Array<string | number> {
  * }
  * ```
  */
-export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAgent[]> {
+export async function listIsolatedAgents(opts?: NftOptions): Promise<
+  {
+    /** The agent id (from rule comments and chain names). */
+    agentId: string;
+    /** Where its rules live: `vmap` or `rules`. */
+    layout: NonNullable<NftOptions['layout']>;
+    /** How many rules it owns. */
+    rules: number;
+    /** Identities dispatching to it (vmap layout: map keys; rules layout: matched values). */
+    identities: Array<string | number>;
+    /** Policy digests in its rule comments (one, unless an update was interrupted). */
+    digests: string[];
+  }[]
+> {
   const state = await readState(context(opts));
   return [...agentFootprints(state).values()]
     .map((f) => ({
@@ -70,16 +67,6 @@ export async function listIsolatedAgents(opts?: NftOptions): Promise<IsolatedAge
       digests: [...f.digests].sort(),
     }))
     .sort((a, b) => (a.agentId < b.agentId ? -1 : a.agentId > b.agentId ? 1 : 0));
-}
-
-/**
- * What {@link sweepIsolation} removed.
- */
-export interface SweepResult {
-  /** Agents whose rules were removed. */
-  removedAgents: string[];
-  /** Rules removed in total. */
-  removedRules: number;
 }
 
 /**
@@ -99,7 +86,12 @@ export interface SweepResult {
 export async function sweepIsolation(
   liveAgentIds: Iterable<string>,
   opts?: NftOptions,
-): Promise<SweepResult> {
+): Promise<{
+  /** Agents whose rules were removed. */
+  removedAgents: string[];
+  /** Rules removed in total. */
+  removedRules: number;
+}> {
   // Checked before nft runs; read again after the table (an agent that became alive
   // meanwhile, in a live view, keeps its rules), unless it is a one-shot iterator.
   const liveNow = liveAgentView(liveAgentIds);
@@ -118,26 +110,6 @@ export async function sweepIsolation(
       if (!isNftCommandError(error) || attempt >= 2) throw error;
     }
   }
-}
-
-/**
- * Options of {@link verifyIsolation}.
- */
-export interface VerifyOptions extends NftOptions {
-  /** Re-apply the policy when something is missing or different. @default false */
-  repair?: boolean;
-}
-
-/**
- * What {@link verifyIsolation} found.
- */
-export interface VerifyResult {
-  /** True when the agent's rules were in place as the policy says (before any repair). */
-  ok: boolean;
-  /** One sentence per problem found. */
-  problems: string[];
-  /** True when `repair` re-applied the policy. */
-  repaired: boolean;
 }
 
 function compare(
@@ -204,8 +176,18 @@ function compare(
 export async function verifyIsolation(
   agentId: string,
   policy: IsolationPolicy,
-  opts?: VerifyOptions,
-): Promise<VerifyResult> {
+  opts?: NftOptions & {
+    /** Re-apply the policy when something is missing or different. @default false */
+    repair?: boolean;
+  },
+): Promise<{
+  /** True when the agent's rules were in place as the policy says (before any repair). */
+  ok: boolean;
+  /** One sentence per problem found. */
+  problems: string[];
+  /** True when `repair` re-applied the policy. */
+  repaired: boolean;
+}> {
   const id = validateAgentId(agentId);
   const normalized = normalizePolicy(policy);
   const ctx = context(opts, VERIFY_OPTION_KEYS);
@@ -216,3 +198,12 @@ export async function verifyIsolation(
   await replaceAgent(ctx, id, normalized);
   return { ok: false, problems, repaired: true };
 }
+
+/** One agent found in the table. */
+export type IsolatedAgent = Awaited<ReturnType<typeof listIsolatedAgents>>[number];
+/** What {@link sweepIsolation} removed. */
+export type SweepResult = Awaited<ReturnType<typeof sweepIsolation>>;
+/** Options of {@link verifyIsolation}. */
+export type VerifyOptions = NonNullable<Parameters<typeof verifyIsolation>[2]>;
+/** What {@link verifyIsolation} found. */
+export type VerifyResult = Awaited<ReturnType<typeof verifyIsolation>>;

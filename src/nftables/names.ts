@@ -4,7 +4,7 @@
  * its parser. Nothing is ever matched by substring.
  */
 import { createHash } from 'node:crypto';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import type { AgentPart, NftLayoutName } from './layout.js';
 import type { TableFamily } from './plan.js';
 import type { NormalizedPolicy } from './policy.js';

@@ -2,28 +2,6 @@
 // these, the renderer is the only code that turns them into nft text.
 
 /**
- * Family of the table a plan writes: `inet` (one table for IPv4 and IPv6: the default) or
- * `ip` (IPv4 only, as the kici orchestrator's `ip kici` table). An `ip` table never sees
- * IPv6 packets, so it holds no IPv6 match and does not filter IPv6 at all.
- */
-export type TableFamily = 'inet' | 'ip';
-
-/**
- * Address family of an address match (`ip6` only in an `inet` table).
- */
-export type AddrFamily = 'ip' | 'ip6';
-
-/**
- * A key a verdict map dispatches on.
- */
-export type DispatchKey = 'iifname' | 'ip saddr' | 'ip6 saddr' | 'meta skuid';
-
-/**
- * ICMPv6 types the host input chain lets through (neighbour discovery).
- */
-export type Icmpv6Type = 'nd-neighbor-solicit' | 'nd-neighbor-advert' | 'nd-router-solicit';
-
-/**
  * One match expression of a rule.
  */
 export type NftExpr =
@@ -42,16 +20,16 @@ export type NftExpr =
   | {
       /** Match the source address. */
       readonly type: 'saddr';
-      /** `ip` or `ip6`. */
-      readonly family: AddrFamily;
+      /** `ip` or `ip6` (`ip6` only in an `inet` table). */
+      readonly family: 'ip' | 'ip6';
       /** Normalized addresses or CIDRs; several make an anonymous set. */
       readonly addrs: readonly string[];
     }
   | {
       /** Match the destination address. */
       readonly type: 'daddr';
-      /** `ip` or `ip6`. */
-      readonly family: AddrFamily;
+      /** `ip` or `ip6` (`ip6` only in an `inet` table). */
+      readonly family: 'ip' | 'ip6';
       /** Normalized addresses or CIDRs; several make an anonymous set. */
       readonly addrs: readonly string[];
     }
@@ -78,14 +56,18 @@ export type NftExpr =
   | {
       /** Match ICMPv6 types. */
       readonly type: 'icmpv6Type';
-      /** The types that match. */
-      readonly types: readonly Icmpv6Type[];
+      /** The types that match: those of neighbour discovery the host input chain lets through. */
+      readonly types: readonly (
+        | 'nd-neighbor-solicit'
+        | 'nd-neighbor-advert'
+        | 'nd-router-solicit'
+      )[];
     }
   | {
       /** Dispatch through a verdict map. */
       readonly type: 'vmap';
       /** What the map is keyed by. */
-      readonly key: DispatchKey;
+      readonly key: 'iifname' | 'ip saddr' | 'ip6 saddr' | 'meta skuid';
       /** The map's name. */
       readonly map: string;
     };
@@ -103,34 +85,6 @@ export interface NftRule {
 }
 
 /**
- * A key of a verdict-map element.
- */
-export type NftElementKey =
-  | {
-      /** An interface name key. */
-      readonly kind: 'ifname';
-      /** The interface name. */
-      readonly value: string;
-    }
-  | {
-      /** An address key. */
-      readonly kind: 'addr';
-      /** The normalized address. */
-      readonly value: string;
-    }
-  | {
-      /** A uid key. */
-      readonly kind: 'uid';
-      /** The uid. */
-      readonly value: number;
-    };
-
-/**
- * Hooks of the base chains.
- */
-export type NftHook = 'forward' | 'input' | 'output';
-
-/**
  * One line of an `nft -f` script.
  */
 export type NftCommand =
@@ -144,7 +98,7 @@ export type NftCommand =
       /** The chain's name. */
       readonly chain: string;
       /** Set for a base chain: `type filter hook <hook> priority 0; policy accept;`. */
-      readonly hook?: NftHook;
+      readonly hook?: 'forward' | 'input' | 'output';
     }
   | {
       /** Empty or delete a chain. */
@@ -157,8 +111,8 @@ export type NftCommand =
       readonly op: 'add map' | 'create map';
       /** The map's name. */
       readonly map: string;
-      /** What the map is keyed by. */
-      readonly key: DispatchKey;
+      /** What the map is keyed by (as the `vmap` expression that dispatches through it). */
+      readonly key: Extract<NftExpr, { type: 'vmap' }>['key'];
     }
   | {
       /** Append (`add`) or prepend (`insert`) a rule. */
@@ -181,8 +135,26 @@ export type NftCommand =
       readonly op: 'add element';
       /** The map. */
       readonly map: string;
-      /** The element's key. */
-      readonly key: NftElementKey;
+      /** The element's key: an interface name, a normalized address or a uid. */
+      readonly key:
+        | {
+            /** An interface name key. */
+            readonly kind: 'ifname';
+            /** The interface name. */
+            readonly value: string;
+          }
+        | {
+            /** An address key. */
+            readonly kind: 'addr';
+            /** The normalized address. */
+            readonly value: string;
+          }
+        | {
+            /** A uid key. */
+            readonly kind: 'uid';
+            /** The uid. */
+            readonly value: number;
+          };
       /** The chain the element jumps to. */
       readonly target: string;
     }
@@ -191,18 +163,40 @@ export type NftCommand =
       readonly op: 'delete element';
       /** The map. */
       readonly map: string;
-      /** The element's key. */
-      readonly key: NftElementKey;
+      /** The element's key (as in `add element`). */
+      readonly key: Extract<NftCommand, { op: 'add element' }>['key'];
     };
 
 /**
  * A transaction: commands against one table, applied together or not at all.
  */
 export interface NftPlan {
-  /** `inet` (IPv4 and IPv6 in one table) or `ip` (IPv4 only: no `ip6` match, map or key). */
-  readonly family: TableFamily;
+  /**
+   * `inet` (one table for IPv4 and IPv6: the default) or `ip` (IPv4 only, as the kici
+   * orchestrator's `ip kici` table). An `ip` table never sees IPv6 packets, so it holds no
+   * `ip6` match, map or key, and does not filter IPv6 at all.
+   */
+  readonly family: 'inet' | 'ip';
   /** Table name. */
   readonly table: string;
   /** Commands in order. */
   readonly commands: readonly NftCommand[];
 }
+
+// The names the package's own code uses for the parts of the public types above (each
+// declared once, there).
+
+/** Family of the table a plan writes. */
+export type TableFamily = NftPlan['family'];
+/** Address family of an address match. */
+export type AddrFamily = Extract<NftExpr, { type: 'saddr' }>['family'];
+/** A key a verdict map dispatches on. */
+export type DispatchKey = Extract<NftExpr, { type: 'vmap' }>['key'];
+/** ICMPv6 types the host input chain lets through (neighbour discovery). */
+export type Icmpv6Type = Extract<NftExpr, { type: 'icmpv6Type' }>['types'][number];
+/** A key of a verdict-map element. */
+export type NftElementKey = Extract<NftCommand, { op: 'add element' }>['key'];
+/** Hooks of the base chains. */
+export type NftHook = NonNullable<
+  Extract<NftCommand, { op: 'add chain' | 'create chain' }>['hook']
+>;

@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictObject } from '../internal/strict-keys.js';
 import {
   type Cidr,
@@ -10,62 +10,38 @@ import {
 } from './validate.js';
 
 /**
- * Match the agent by the interface its packets arrive on (TAP or veth: Firecracker, VMs).
+ * An agent's identity plus its rules. The identity says how the rules recognise the agent's
+ * packets: exactly one of `iifname` (the interface they arrive on: TAP or veth, for
+ * Firecracker and VMs), `saddr` (its source address: containers on a bridge) or `skuid` (the
+ * uid of the local process that sends: bare-metal agents, output hook). The rules say what
+ * it may and may not reach.
  */
-export interface IfnameIdentity {
-  /** Interface name, e.g. `tap-ab12`. Matched exactly, never as a prefix. */
-  iifname: string;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  saddr?: never;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  skuid?: never;
-}
-
-/**
- * Match the agent by its source address (containers on a bridge).
- */
-export interface SaddrIdentity {
-  /** The agent's own IPv4 or IPv6 address (a single address, not a network). */
-  saddr: string;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  iifname?: never;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  skuid?: never;
-}
-
-/**
- * Match the agent by the uid of the local process that sends (bare-metal agents, output hook).
- */
-export interface SkuidIdentity {
-  /** Numeric uid the agent's processes run as. */
-  skuid: number;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  iifname?: never;
-  /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
-  saddr?: never;
-}
-
-/**
- * How the rules recognise an agent's packets: exactly one of `iifname`, `saddr`, `skuid`.
- */
-export type AgentIdentity = IfnameIdentity | SaddrIdentity | SkuidIdentity;
-
-/**
- * A port on the host's own addresses the agent may reach; a bare number means TCP.
- */
-export type HostPort =
-  | number
+export type IsolationPolicy = (
   | {
-      /** The port, 1-65535. */
-      port: number;
-      /** Transport protocol. @defaultValue `'tcp'` */
-      protocol?: 'tcp' | 'udp';
-    };
-
-/**
- * What an agent may and may not reach.
- */
-export interface IsolationRules {
+      /** Interface name, e.g. `tap-ab12`. Matched exactly, never as a prefix. */
+      iifname: string;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      saddr?: never;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      skuid?: never;
+    }
+  | {
+      /** The agent's own IPv4 or IPv6 address (a single address, not a network). */
+      saddr: string;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      iifname?: never;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      skuid?: never;
+    }
+  | {
+      /** Numeric uid the agent's processes run as. */
+      skuid: number;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      iifname?: never;
+      /** Not set: an identity has exactly one of `iifname`, `saddr`, `skuid`. */
+      saddr?: never;
+    }
+) & {
   /**
    * Addresses that stay reachable through the forward path even inside a blocked range
    * (e.g. an upstream router or proxy on a private network). Traffic to the host itself is
@@ -78,11 +54,12 @@ export interface IsolationRules {
   denyAll?: boolean;
   /**
    * Ports on the host's own addresses the agent may open (e.g. the orchestrator's port, DNS
-   * as `{ port: 53, protocol: 'udp' }`). Everything else addressed to the host from the agent
-   * is dropped. Not available for `skuid` agents, which run on the host itself.
+   * as `{ port: 53, protocol: 'udp' }`); a bare number means TCP, a port is 1-65535.
+   * Everything else addressed to the host from the agent is dropped. Not available for
+   * `skuid` agents, which run on the host itself.
    * @default []
    */
-  hostAccess?: readonly HostPort[];
+  hostAccess?: readonly (number | { port: number; protocol?: 'tcp' | 'udp' })[];
   /**
    * Metadata service addresses, dropped before the allowlist is consulted (an allowlist entry
    * cannot re-open them; pass `[]` to allow them).
@@ -94,12 +71,13 @@ export interface IsolationRules {
    * @default {@link DEFAULT_BLOCKED_RANGES}
    */
   blocked?: readonly string[];
-}
+};
 
-/**
- * An agent's identity plus its rules.
- */
-export type IsolationPolicy = AgentIdentity & IsolationRules;
+/** What an agent may and may not reach: the policy without its identity. */
+export type IsolationRules = Omit<IsolationPolicy, 'iifname' | 'saddr' | 'skuid'>;
+
+/** A port on the host's own addresses the agent may reach; a bare number means TCP. */
+export type HostPort = NonNullable<IsolationPolicy['hostAccess']>[number];
 
 /**
  * Private, shared, link-local and unique-local ranges an agent may not reach by default.

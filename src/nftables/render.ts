@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { validatePlan } from './check.js';
 import type { NftCommand, NftElementKey, NftExpr, NftPlan, NftRule } from './plan.js';
 

@@ -16,7 +16,7 @@ import {
   skeletonCommands,
 } from './layout.js';
 import { MISSING_TABLE, parseTableState, type TableState } from './parse.js';
-import type { NftCommand, NftHook, TableFamily } from './plan.js';
+import type { NftCommand, NftHook, NftPlan, TableFamily } from './plan.js';
 import { renderPlan } from './render.js';
 import {
   DEFAULT_FAMILY,
@@ -28,18 +28,6 @@ import {
 } from './validate.js';
 
 /**
- * What a command runner reports for a process that ran (whatever its exit code).
- */
-export interface NftRunResult {
-  /** Standard output. */
-  stdout: string;
-  /** Standard error. */
-  stderr: string;
-  /** Exit code. */
-  exitCode: number;
-}
-
-/**
  * Runs one process. Resolves for any exit code; rejects (with `code: 'ENOENT'` when the
  * binary is missing) only when the process could not be started.
  */
@@ -47,7 +35,17 @@ export type NftRunner = (
   file: string,
   args: readonly string[],
   options: { input?: string },
-) => Promise<NftRunResult>;
+) => Promise<{
+  /** Standard output. */
+  stdout: string;
+  /** Standard error. */
+  stderr: string;
+  /** Exit code. */
+  exitCode: number;
+}>;
+
+/** What a command runner reports for a process that ran (whatever its exit code). */
+export type NftRunResult = Awaited<ReturnType<NftRunner>>;
 
 /**
  * Options shared by every function that runs `nft`. Strict: an unknown key is an
@@ -65,14 +63,24 @@ export interface NftOptions {
    * `ip kici`: IPv6 rules are left out and IPv6 traffic is not filtered at all).
    * @default 'inet'
    */
-  family?: TableFamily;
-  /** Layout for new rules; removal and listing understand both. @default 'vmap' */
-  layout?: NftLayoutName;
+  family?: NftPlan['family'];
+  /**
+   * Layout for new rules (see docs/nftables.md): `vmap` (one chain per agent, reached through
+   * verdict maps keyed by the agent's identity) or `rules` (the agent's rules appended to the
+   * shared base chains: the kici orchestrator's layout). Removal and listing understand both.
+   * @default 'vmap'
+   */
+  layout?: 'vmap' | 'rules';
   /** The nft binary. @default 'nft' */
   nftPath?: string;
   /** Command runner (tests record commands with it). @default execa */
   runner?: NftRunner;
 }
+
+// `NftOptions.layout` spells out the layouts of layout.ts for users: a lagging copy fails here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const layoutsAgree: Same<NftLayoutName, NonNullable<NftOptions['layout']>> = true;
+void layoutsAgree;
 
 const defaultRunner: NftRunner = async (file, args, { input }) => {
   // Loaded here only, so importing the pure builder never loads execa.

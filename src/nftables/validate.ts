@@ -1,5 +1,5 @@
 import { isIP } from 'node:net';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { showValue } from '../internal/strict-keys.js';
 
 // Every value that ends up in nft script text passes through one of these

@@ -15,7 +15,7 @@
  * `caps/scope.ts` the compiler asks for.
  */
 import { z } from 'zod';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { deviceIdsProblem, extendedNameProblem, validateExtendedResourceName } from './names.js';

@@ -1,4 +1,4 @@
-import { ResourceParseError } from '../errors.js';
+import { ResourceParseError } from '../errors/index.js';
 import { decimalOfNumber, MAX_QUANTITY_LENGTH, wholeOf } from './decimal.js';
 import { parseKubernetesQuantity } from './kubernetes.js';
 

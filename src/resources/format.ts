@@ -2,7 +2,7 @@
  * Formatting cores and bytes as canonical quantity strings that the parsers
  * (same convention) read back to the same value.
  */
-import { ResourceParseError } from '../errors.js';
+import { ResourceParseError } from '../errors/index.js';
 import { checkConvention, type QuantityOptions } from './convention.js';
 import { formatBinarySI, formatDecimalSI } from './kubernetes.js';
 import { parseMillicores } from './parse.js';

@@ -5,7 +5,7 @@
  * configuration error when the policy is read, not a surprise at admission.
  */
 import { z } from 'zod';
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { strictShape } from '../internal/zod-strict.js';
 import type { QuantityOptions } from './convention.js';
 import { ceilScaled, decimalOfNumber } from './decimal.js';

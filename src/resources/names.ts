@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../errors.js';
+import { InvalidInputError } from '../errors/index.js';
 import { nearest } from '../internal/strict-keys.js';
 
 /** A domain-prefixed resource name such as `nvidia.com/gpu`. */

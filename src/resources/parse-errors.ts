@@ -2,7 +2,7 @@
  * What a bad quantity is told: the accepted forms per convention, and a hint
  * for the common mistakes (`"8GB"`, `"500M"` cores, surrounding whitespace).
  */
-import { ResourceParseError } from '../errors.js';
+import { ResourceParseError } from '../errors/index.js';
 import type { QuantityConvention } from './convention.js';
 import { MAX_QUANTITY_LENGTH } from './decimal.js';
 

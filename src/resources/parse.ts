@@ -3,7 +3,7 @@
  * millicores and whole bytes: exact (digits counted as integers), a finer
  * value rounded **up**, every bad value a `ResourceParseError`.
  */
-import { ResourceParseError } from '../errors.js';
+import { ResourceParseError } from '../errors/index.js';
 import { checkConvention, type QuantityConvention, type QuantityOptions } from './convention.js';
 import {
   bytesOf,

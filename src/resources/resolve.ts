@@ -1,4 +1,4 @@
-import { ResourceConflictError, ResourceParseError } from '../errors.js';
+import { ResourceConflictError, ResourceParseError } from '../errors/index.js';
 import type { QuantityOptions } from './convention.js';
 import { type ParsedLayerShape, readLayer, type ShapeIssue } from './shape.js';
 import {

@@ -5,7 +5,7 @@
  * `{ requests?, limits? }` or the flat form `{ cpus?, memory?, <name>? }` (both
  * sides), every value parsed.
  */
-import { InvalidInputError, ResourceParseError } from '../errors.js';
+import { InvalidInputError, ResourceParseError } from '../errors/index.js';
 import type { QuantityOptions } from './convention.js';
 import { parseExtendedCount } from './extended.js';
 import { extendedNameProblem, unknownKeyMessage } from './names.js';

@@ -11,13 +11,13 @@ import {
   ScalerManager,
   type ScalerManagerOptions,
 } from '../manager/index.js';
-import { FakeBackend, type FakeBackendOptions } from './fake-backend.js';
+import { FakeBackend, type FakeBackendOptions } from './fake-backend/backend.js';
 import {
   MemoryPoolLedger,
   type MemoryPoolLedgerOptions,
   MemoryPoolStore,
 } from './memory-ledger.js';
-import { type Instant, TestClock, type TestClockOptions } from './test-clock.js';
+import { TestClock } from './test-clock/clock.js';
 
 /**
  * What a fleet's FakeBackends are made with (the fleet supplies `clock`, `name` and `manager`).
@@ -29,9 +29,9 @@ export type FleetBackendOptions = Omit<FakeBackendOptions, 'clock' | 'name' | 'm
  */
 export interface TestFleetOptions {
   /** Where the fleet's clock starts. @default '2026-01-05T09:00:00Z' (a Monday) */
-  start?: Instant;
-  /** Options of the fleet's {@link TestClock}. */
-  clockOptions?: TestClockOptions;
+  start?: Date | string | number;
+  /** Options of the fleet's {@link TestClock} (`settleTurns`), as its constructor takes them. */
+  clockOptions?: ConstructorParameters<typeof TestClock>[1];
   /** The ledger's instance id (this orchestrator replica). @default 'test-fleet' */
   instanceId?: string;
   /** The ledger store, to share a pool with other replicas. @default a new store */

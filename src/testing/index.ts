@@ -19,9 +19,14 @@ export {
   ConformanceError,
   ConformanceSkipped,
 } from './conformance/check.js';
-export { type MakeLedger, poolLedgerConformance } from './conformance/ledger.js';
+export { type MakeLedger, poolLedgerConformance } from './conformance/ledger/suite.js';
 export { type MakeStateStore, stateStoreConformance } from './conformance/state-store.js';
-export { FakeBackend } from './fake-backend.js';
+export {
+  FakeBackend,
+  type FakeBackendOptions,
+  type FakeCall,
+  type FakeScript,
+} from './fake-backend/backend.js';
 export {
   createTestFleet,
   type FleetBackendOptions,
@@ -30,4 +35,4 @@ export {
   type TestFleetOptions,
 } from './fleet.js';
 export { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
-export { TestClock } from './test-clock.js';
+export { TestClock } from './test-clock/clock.js';

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Clock, systemClock } from '../clock.js';
-import { LedgerLeaseExpiredError } from '../errors.js';
+import { LedgerLeaseExpiredError } from '../errors/index.js';
 import { positiveOption } from '../ledger/checks.js';
 import { assertCap } from '../ledger/document/cap.js';
 import { emptyDocument } from '../ledger/document/codec.js';

@@ -13,7 +13,7 @@ import { nftCommand } from '../../src/cli/commands/nft.js';
 import { flagMessage } from '../../src/cli/flags.js';
 import { main } from '../../src/cli/main.js';
 import type { CliCommand } from '../../src/cli/registry.js';
-import { CapsValueError, InvalidInputError } from '../../src/errors.js';
+import { CapsValueError, InvalidInputError } from '../../src/errors/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-flags-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -37,7 +37,7 @@ describe('scaler-primitives/kici surface', () => {
         const allowed =
           spec.startsWith('node:') ||
           spec.startsWith('./') ||
-          spec === '../errors.js' ||
+          spec === '../errors/index.js' ||
           /^\.\.\/(ledger|nftables|resources|manager)\/([a-z-]+\/)?[a-z-]+\.js$/.test(spec);
         expect(allowed, `${file}: ${spec}`).toBe(true);
       }

@@ -6,7 +6,7 @@
  * a lease at risk on one of two ledgers.
  */
 import { describe, expect, it } from 'vitest';
-import type { ConfigError } from '../../src/errors.js';
+import type { ConfigError } from '../../src/errors/index.js';
 import type { PoolLedger, ReleaseOptions, ReserveOptions } from '../../src/ledger/index.js';
 import {
   MemoryStateStore,

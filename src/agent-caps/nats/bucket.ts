@@ -75,7 +75,13 @@ function bind(nc: NatsConnection, options: CapsBucketOptions): Promise<KV> {
  */
 export async function openOrCreateCapsBucket(
   nc: NatsConnection,
-  options?: CapsBucketOptions,
+  options?: {
+    /**
+     * How long each JetStream API request may take, in milliseconds.
+     * @default 5000
+     */
+    timeout?: number;
+  },
 ): Promise<KV> {
   checkHandle(nc, 'nc', ['request']);
   const opts = checkNatsOptions<CapsBucketOptions>(options, ['timeout'], 'bucket options');
@@ -121,7 +127,13 @@ export async function openOrCreateCapsBucket(
  */
 export async function openCapsBucket(
   nc: NatsConnection,
-  options?: CapsBucketOptions,
+  options?: {
+    /**
+     * How long each JetStream API request may take, in milliseconds.
+     * @default 5000
+     */
+    timeout?: number;
+  },
 ): Promise<KV | null> {
   checkHandle(nc, 'nc', ['request']);
   const opts = checkNatsOptions<CapsBucketOptions>(options, ['timeout'], 'bucket options');

@@ -1,5 +1,5 @@
 import type { Msg, MsgHdrs, NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode, NatsRequestError } from '../../errors.js';
+import { ErrorCode, NatsRequestError } from '../../errors/index.js';
 import { isNoResponders, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type DecodeAgentCapsOptions, decodeAgentCaps } from '../codec.js';
 import { directGetSubject } from '../names.js';
@@ -90,7 +90,25 @@ function isRemoved(headers: MsgHdrs | undefined): boolean {
 export async function readAgentCaps(
   nc: NatsConnection,
   agent: string,
-  options?: ReadAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+    /**
+     * Return the values as stored, without the systemd grammar check (the JSON shape is
+     * still checked). For inspection tools only: never hand raw values to systemd.
+     * @default false
+     */
+    raw?: boolean;
+    /**
+     * How long to wait for the reply, in milliseconds.
+     * @default 2000
+     */
+    timeout?: number;
+  },
 ): Promise<AgentCapsRead> {
   // Everything is checked before anything is sent: an over-long subject would make
   // the server close this connection for every other user of it.

@@ -88,8 +88,31 @@ function isAgentName(key: string): boolean {
 export async function sweepAgentCaps(
   kv: KV,
   liveAgentIds: Iterable<string>,
-  options?: SweepAgentCapsOptions,
-): Promise<AgentCapsSweepResult> {
+  options?: {
+    /**
+     * Purge the removed keys (drop their history, leave a purge marker) instead of
+     * leaving delete markers. Hosts read both as unset.
+     * @default false
+     */
+    purge?: boolean;
+    /**
+     * Only keys this accepts are candidates for removal. Needed when several
+     * controllers write one bucket, each knowing only its own agents: pass a test
+     * for yours (e.g. `(agent) => agent.startsWith('ci-')`), or a sweep by one
+     * removes the caps of the others' agents. Called once per key.
+     * @default every key
+     */
+    owns?: (agent: string) => boolean;
+  },
+): Promise<{
+  /** Agents whose caps key was removed, sorted. */
+  removedAgents: string[];
+  /**
+   * Agents not alive whose key was written again between the listing and the
+   * removal (the compare-and-set lost): left in place, for the next sweep. Sorted.
+   */
+  changedAgents: string[];
+}> {
   checkHandle(kv, 'kv', ['keys', 'get', 'delete', 'purge']);
   const opts = checkNatsOptions<SweepAgentCapsOptions>(options, ['purge', 'owns'], 'sweep options');
   if (opts.owns !== undefined && typeof opts.owns !== 'function') {

@@ -1,7 +1,7 @@
 import { Kvm, type KvWatchEntry } from '@nats-io/kv';
 import type { NatsConnection, QueuedIterator } from '@nats-io/transport-node';
 import { isCapsValueError } from '../../errors/agent-caps.js';
-import type { CapsValueError } from '../../errors.js';
+import type { CapsValueError } from '../../errors/index.js';
 import { isStreamNotFound, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, decodeAgentCaps } from '../codec.js';
 import { BUCKET, keySubject } from '../names.js';
@@ -116,7 +116,14 @@ function toChange(entry: KvWatchEntry, options: CapsValueOptions): AgentCapsChan
 export async function watchAgentCaps(
   nc: NatsConnection,
   agent?: string,
-  options?: WatchAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+  },
 ): Promise<AgentCapsWatch> {
   checkHandle(nc, 'nc', ['request', 'subscribe']);
   const opts = checkNatsOptions<WatchAgentCapsOptions>(

@@ -1,5 +1,5 @@
 import type { KV } from '@nats-io/kv';
-import { RevisionConflictError } from '../../errors.js';
+import { RevisionConflictError } from '../../errors/index.js';
 import { isJetStreamRevisionConflict, toNatsRequestError } from '../../internal/nats-errors.js';
 import { type AgentCaps, type CapsValueOptions, encodeAgentCaps } from '../codec.js';
 import { assertAgentName, keySubject } from '../names.js';
@@ -68,7 +68,20 @@ export async function writeAgentCaps(
   kv: KV,
   agent: string,
   caps: AgentCaps,
-  options?: WriteAgentCapsOptions,
+  options?: {
+    /**
+     * Accept a percentage for `memoryMax` (`"50%"` of the host's memory). Refused by
+     * default: caps travel between hosts with different amounts of memory.
+     * @default false
+     */
+    allowMemoryPercent?: boolean;
+    /**
+     * Write only if the key's current revision is this one (compare-and-set):
+     * `0` means "only if the key has no value" (never written, deleted or
+     * purged). Unset writes unconditionally.
+     */
+    expectRevision?: number;
+  },
 ): Promise<number> {
   checkHandle(kv, 'kv', ['put', 'create', 'update']);
   const opts = checkNatsOptions<WriteAgentCapsOptions>(
@@ -122,7 +135,14 @@ export async function writeAgentCaps(
 export async function deleteAgentCaps(
   kv: KV,
   agent: string,
-  options?: DeleteAgentCapsOptions,
+  options?: {
+    /**
+     * Purge (drop the key's history and leave a purge marker) instead of
+     * leaving a delete marker. Hosts read both as unset.
+     * @default false
+     */
+    purge?: boolean;
+  },
 ): Promise<void> {
   checkHandle(kv, 'kv', ['delete', 'purge']);
   const opts = checkNatsOptions<DeleteAgentCapsOptions>(options, ['purge'], 'delete options');

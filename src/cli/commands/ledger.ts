@@ -2,7 +2,7 @@
  * `scaler-primitives ledger ls|usage|reap|release`: inspect and repair machine-pool ledgers.
  */
 
-import { InvalidInputError, LedgerDirError } from '../../errors.js';
+import { InvalidInputError, LedgerDirError } from '../../errors/index.js';
 import { checkAgentId, checkInstanceId } from '../../ledger/checks.js';
 import { fallbackLedgerDir } from '../../ledger/dir.js';
 import {

@@ -4,7 +4,7 @@
  */
 import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { ErrorCode, ScalerError } from '../../errors.js';
+import { ErrorCode, ScalerError } from '../../errors/index.js';
 import { assertKnownKeys, showValue } from '../../internal/strict-keys.js';
 import {
   FROM_ENV_KEYS,

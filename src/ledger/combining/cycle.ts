@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import { sleep, systemClock } from '../../clock.js';
-import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../../errors.js';
+import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../../errors/index.js';
 import type { ResourceCap } from '../../resources/types.js';
 import { assertCap } from '../document/cap.js';
 import {

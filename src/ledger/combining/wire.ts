@@ -12,7 +12,7 @@ import {
   ErrorCode,
   InvalidInputError,
   LedgerUnavailableError,
-} from '../../errors.js';
+} from '../../errors/index.js';
 import { SCALAR_DIMENSIONS } from '../../resources/cap-fields.js';
 import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
 import type { ResourceCap } from '../../resources/types.js';

@@ -4,7 +4,7 @@
  * each field are in the one table of cap fields (`resources/cap-fields.ts`).
  */
 
-import { LedgerCapMismatchError } from '../../errors.js';
+import { LedgerCapMismatchError } from '../../errors/index.js';
 import { capsEqual, describeCap } from '../../resources/cap-fields.js';
 import type { ResourceCap } from '../../resources/types.js';
 import type { LedgerDocument } from '../types.js';

@@ -4,7 +4,7 @@
  */
 
 import { z } from 'zod';
-import { LedgerCapMismatchError, LedgerCorruptError } from '../../errors.js';
+import { LedgerCapMismatchError, LedgerCorruptError } from '../../errors/index.js';
 import {
   capFeaturesOf,
   KNOWN_CAP_FEATURES,

@@ -11,7 +11,7 @@
  * rows. Extended resources are therefore safe in a mixed pool (kici rows hold
  * none), but `maxAgents` is not: kici writers add rows without checking it.
  */
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../../errors/index.js';
 import type { ResourceCap } from '../../resources/types.js';
 
 /**

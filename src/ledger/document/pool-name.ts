@@ -3,7 +3,7 @@
  * path (the file ledger) or a key (the NATS ledger).
  */
 
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../../errors/index.js';
 
 // No leading dot: `.<pool>.queue` and temp files are dot names, and a dot pool
 // would be hidden from listings (and is not a valid NATS KV key).

@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import type { KV } from '@nats-io/kv';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { monotonicNow, sleep } from '../../clock.js';
-import { LedgerUnavailableError, ScalerError } from '../../errors.js';
+import { LedgerUnavailableError, ScalerError } from '../../errors/index.js';
 import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
 import {

@@ -8,7 +8,7 @@ import { type JetStreamClient, jetstream } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { monotonicNow, sleep } from '../../clock.js';
-import { LedgerUnavailableError, ScalerError } from '../../errors.js';
+import { LedgerUnavailableError, ScalerError } from '../../errors/index.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
 import { positiveOption } from '../checks.js';

@@ -2,7 +2,7 @@ import type { JetStreamClient } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
-import { LedgerUnavailableError } from '../../errors.js';
+import { LedgerUnavailableError } from '../../errors/index.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
 import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../front-end.js';
 import { defaultFs } from '../fs.js';

@@ -3,7 +3,7 @@
  * as `leasMs`) is an error naming the key, the nearest accepted key and every
  * accepted key, never silently ignored.
  */
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../../errors/index.js';
 import { nearest } from '../../internal/strict-keys.js';
 import { withTestHooks } from '../../internal/test-hooks.js';
 import { LEDGER_TELEMETRY_KEYS } from '../telemetry.js';

@@ -23,7 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { KV, KvEntry } from '@nats-io/kv';
 import type { Clock, ClockTimer } from '../../clock.js';
-import { LedgerInstanceInUseError } from '../../errors.js';
+import { LedgerInstanceInUseError } from '../../errors/index.js';
 import { defaultFs } from '../fs.js';
 import { isProcessAlive, readProcessStartTime } from '../proc.js';
 import type { LedgerTelemetry } from '../telemetry.js';

@@ -14,7 +14,7 @@ import {
   LedgerOutcomeUnknownError,
   LedgerUnavailableError,
   ScalerError,
-} from '../../errors.js';
+} from '../../errors/index.js';
 import { isConnectionClosed } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
 import { assertCap } from '../document/cap.js';

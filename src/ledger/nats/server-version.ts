@@ -2,7 +2,7 @@
  * The nats-server versions the NATS ledger is safe on, and the check made on
  * connect (see docs/ledger.md, "Server version").
  */
-import { NatsServerVersionError } from '../../errors.js';
+import { NatsServerVersionError } from '../../errors/index.js';
 
 /**
  * The oldest nats-server the NATS ledger is safe on: 2.11.0. Older servers

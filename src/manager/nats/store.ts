@@ -7,8 +7,8 @@
 import { jetstream } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { StateStoreError } from '../../errors/index.js';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { StateStoreError } from '../../errors.js';
 import { isJetStreamRevisionConflict, isStreamNotFound } from '../../internal/nats-errors.js';
 import { checkChanges } from '../state/check.js';
 import { agentStateRecordSchema, parseStored } from '../state/schema.js';

@@ -1,4 +1,4 @@
-import { InvalidInputError } from '../../errors.js';
+import { InvalidInputError } from '../../errors/index.js';
 import { agentStateRecordSchema } from './schema.js';
 import type { StateChange } from './types.js';
 

@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { basename, join } from 'node:path';
+import { StateStoreError } from '../../errors/index.js';
 import {
   isLedgerDirError,
   isLedgerFileError,
@@ -14,7 +15,6 @@ import {
   LedgerFileProblem,
 } from '../../errors/ledger-fs.js';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { StateStoreError } from '../../errors.js';
 import { ensureSafeDir } from '../../ledger/dir.js';
 import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
 import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';

@@ -4,8 +4,8 @@
  * limit and unknown versions are refused, never repaired.
  */
 import { z } from 'zod';
+import { StateStoreError } from '../../errors/index.js';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { StateStoreError } from '../../errors.js';
 import { MAX_ID_LENGTH, MAX_LABEL_LENGTH, MAX_LABELS } from '../checks.js';
 import { type AgentStateRecord, STATE_RECORD_VERSION } from './types.js';
 

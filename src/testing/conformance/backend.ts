@@ -9,37 +9,12 @@ import { type ConformanceCheck, expectEqual, expectTrue, sample, show } from './
 type BackendEventInput = Parameters<SpawnRequest['emit']>[0];
 
 /**
- * What {@link scalerBackendConformance} passes to the factory.
- */
-export interface BackendFactoryArgs {
-  /** The check being run, for logs. */
-  check: string;
-}
-
-/**
  * Makes a fresh backend for one check.
  */
-export type MakeBackend = (args: BackendFactoryArgs) => ScalerBackend | Promise<ScalerBackend>;
-
-/**
- * Options of {@link scalerBackendConformance}.
- */
-export interface ScalerBackendConformanceOptions {
-  /** The scaler name put in spawn requests. @default 'conformance' */
-  scaler?: string;
-  /** Labels put in spawn requests. @default ['conformance'] */
-  labels?: string[];
-  /** Requested CPU cores and memory bytes. @default 0.1 core, 64 MiB */
-  resources?: ResourceAmount;
-  /** Prefix of the agent ids (1-40 of `[a-z0-9-]`). @default `conf-<random>` */
-  prefix?: string;
-  /**
-   * The backend implements `list()`: include the checks that need it. Set false
-   * for a backend without one (the manager's `reconcile` then skips it).
-   * @default true
-   */
-  list?: boolean;
-}
+export type MakeBackend = (args: {
+  /** The check being run, for logs. */
+  check: string;
+}) => ScalerBackend | Promise<ScalerBackend>;
 
 /**
  * What the manager relies on from a {@link ScalerBackend}, as named checks:
@@ -66,7 +41,22 @@ export interface ScalerBackendConformanceOptions {
  */
 export function scalerBackendConformance(
   makeBackend: MakeBackend,
-  options: ScalerBackendConformanceOptions = {},
+  options: {
+    /** The scaler name put in spawn requests. @default 'conformance' */
+    scaler?: string;
+    /** Labels put in spawn requests. @default ['conformance'] */
+    labels?: string[];
+    /** Requested CPU cores and memory bytes. @default 0.1 core, 64 MiB */
+    resources?: ResourceAmount;
+    /** Prefix of the agent ids (1-40 of `[a-z0-9-]`). @default `conf-<random>` */
+    prefix?: string;
+    /**
+     * The backend implements `list()`: include the checks that need it. Set false
+     * for a backend without one (the manager's `reconcile` then skips it).
+     * @default true
+     */
+    list?: boolean;
+  } = {},
 ): ConformanceCheck[] {
   if (typeof makeBackend !== 'function') {
     throw new TypeError(`Expected \`makeBackend\` to be a function, got \`${typeof makeBackend}\``);

@@ -21,17 +21,18 @@ export interface ConformanceCheck {
    * is given to them as the test function); without one it rejects with
    * {@link ConformanceSkipped}, so a skip is never counted as a pass.
    */
-  run: (...context: [ConformanceRunContext?]) => Promise<void>;
-}
-
-/**
- * What a test runner passes to a test function, as far as the conformance
- * suites use it: vitest's `TestContext` and `node:test`'s `TestContext` both
- * have `skip`.
- */
-export interface ConformanceRunContext {
-  /** Mark the running test skipped (vitest also aborts it by throwing). */
-  skip?: (note?: string) => unknown;
+  run: (
+    ...context: [
+      {
+        /**
+         * Mark the running test skipped (vitest also aborts it by throwing): what a test
+         * runner passes to a test function, as far as the suites use it (vitest's and
+         * `node:test`'s `TestContext` both have `skip`).
+         */
+        skip?: (note?: string) => unknown;
+      }?,
+    ]
+  ) => Promise<void>;
 }
 
 /**
@@ -169,3 +170,6 @@ export async function eventually(
 export function sample(): string {
   return Math.random().toString(36).slice(2, 8);
 }
+
+/** What a test runner passes to a check's `run`, as far as the conformance suites use it. */
+export type ConformanceRunContext = NonNullable<Parameters<ConformanceCheck['run']>[0]>;

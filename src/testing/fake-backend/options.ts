@@ -1,23 +1,15 @@
 /**
- * FakeBackend's checked options and scripts, and the agent slots it keeps.
+ * FakeBackend's checked options and scripts.
  * @internal
  */
-import { type Clock, type ClockTimer, systemClock } from '../../clock.js';
+import { type Clock, systemClock } from '../../clock.js';
 import type {
-  FakeAgent,
   FakeBackendHost,
   FakeBackendOptions,
   FakeCall,
   FakeMethod,
   FakeScript,
-} from '../fake-backend.js';
-
-/** An agent as the backend keeps it: its timers and the job it runs. @internal */
-export interface AgentSlot extends FakeAgent {
-  timers: Set<ClockTimer>;
-  jobRunId?: string;
-  jobStartedAt?: number;
-}
+} from './types.js';
 
 /** Calls of `method` held until `released` settles, with the uses left. @internal */
 export interface Hold {

@@ -3,7 +3,7 @@
  * with the health, events and "healthy since" every ledger keeps, and a switch that makes renewals fail (`failRenewals`).
  */
 import type { Clock, ClockTimer } from '../../clock.js';
-import { LedgerUnavailableError } from '../../errors.js';
+import { LedgerUnavailableError } from '../../errors/index.js';
 import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/types.js';
 
 type Listener = (event: LeaseEvent) => void;

@@ -6,7 +6,7 @@
  * contention; release and the reap of a closed instance's rows free them;
  * adoption keeps them; a cap that lists other ids is a cap mismatch.
  */
-import { ErrorCode, isScalerError } from '../../../errors.js';
+import { ErrorCode, isScalerError } from '../../../errors/index.js';
 import type { PoolLedger, ReserveResult } from '../../../ledger/types.js';
 import {
   type ConformanceCheck,

@@ -4,7 +4,7 @@
  * refused, `releaseAllForInstance` takes only this instance's rows.
  */
 
-import { ErrorCode, isScalerError } from '../../../errors.js';
+import { ErrorCode, isScalerError } from '../../../errors/index.js';
 import { type ConformanceCheck, expectEqual, expectReject } from '../check.js';
 import type { LedgerSuite } from './harness.js';
 

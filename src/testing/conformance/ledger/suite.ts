@@ -4,60 +4,26 @@
  * group (`ledger/capacity.ts`, `ledger/ownership.ts`, `ledger/lifecycle.ts`,
  * `ledger/devices.ts`, `ledger/lease.ts`).
  */
-import type { PoolLedger } from '../../ledger/types.js';
-import { type ConformanceCheck, sample } from './check.js';
-import { capacityChecks } from './ledger/capacity.js';
-import { deviceChecks } from './ledger/devices.js';
-import { checkMaker, instanceOf, type LedgerSuite, rows, staleWaitOf } from './ledger/harness.js';
-import { leaseChecks } from './ledger/lease.js';
-import { lifecycleChecks } from './ledger/lifecycle.js';
-import { ownershipChecks } from './ledger/ownership.js';
-
-/**
- * What {@link poolLedgerConformance} passes to the factory, once per instance a check needs.
- */
-export interface LedgerFactoryArgs {
-  /** The instance id the new ledger must use (every check uses ids of its own). */
-  instanceId: string;
-  /** The check being run, for logs. */
-  check: string;
-}
+import type { PoolLedger } from '../../../ledger/types.js';
+import { type ConformanceCheck, sample } from '../check.js';
+import { capacityChecks } from './capacity.js';
+import { deviceChecks } from './devices.js';
+import { checkMaker, instanceOf, type LedgerSuite, rows, staleWaitOf } from './harness.js';
+import { leaseChecks } from './lease.js';
+import { lifecycleChecks } from './lifecycle.js';
+import { ownershipChecks } from './ownership.js';
 
 /**
  * Makes one ledger instance. Every instance of a check must share one backing
  * store (one directory, one KV bucket); checks use pool names of their own, so
  * one store serves the whole suite.
  */
-export type MakeLedger = (args: LedgerFactoryArgs) => PoolLedger | Promise<PoolLedger>;
-
-/**
- * Options of {@link poolLedgerConformance}.
- */
-export interface PoolLedgerConformanceOptions {
-  /**
-   * Prefix of every pool name the suite uses (1-40 characters of
-   * `[A-Za-z0-9_-]`). @default `conformance-<random>`
-   */
-  prefix?: string;
-  /** Instances reserving at once in the contention checks. @default 3 */
-  instances?: number;
-  /** Reserves each of them makes at once. @default 8 */
-  reservesPerInstance?: number;
-  /**
-   * How long (real milliseconds) a peer may take to see a closed instance's
-   * rows as stale (the ledger's documented rule after `close()`).
-   * @default for a ledger with `lease()`: its `leaseMs + marginMs` plus 5000,
-   *   at least 10000 (read from the closing instance); else 10000
-   */
-  staleAfterCloseMs?: number;
-  /**
-   * Make one instance's lease renewals fail (`on` true) or work again, as a
-   * storage outage would, for the lease checks (at risk, lost, renewed, peers
-   * and the margin, no judging from one's own outage). They run on real time:
-   * give the ledgers a short lease. Without it those checks are skipped.
-   */
-  failRenewals?: (ledger: PoolLedger, on: boolean) => void | Promise<void>;
-}
+export type MakeLedger = (args: {
+  /** The instance id the new ledger must use (every check uses ids of its own). */
+  instanceId: string;
+  /** The check being run, for logs. */
+  check: string;
+}) => PoolLedger | Promise<PoolLedger>;
 
 /**
  * The {@link PoolLedger} contract as named checks: concurrent reserves from
@@ -103,7 +69,31 @@ export interface PoolLedgerConformanceOptions {
  */
 export function poolLedgerConformance(
   makeLedger: MakeLedger,
-  options: PoolLedgerConformanceOptions = {},
+  options: {
+    /**
+     * Prefix of every pool name the suite uses (1-40 characters of
+     * `[A-Za-z0-9_-]`). @default `conformance-<random>`
+     */
+    prefix?: string;
+    /** Instances reserving at once in the contention checks. @default 3 */
+    instances?: number;
+    /** Reserves each of them makes at once. @default 8 */
+    reservesPerInstance?: number;
+    /**
+     * How long (real milliseconds) a peer may take to see a closed instance's
+     * rows as stale (the ledger's documented rule after `close()`).
+     * @default for a ledger with `lease()`: its `leaseMs + marginMs` plus 5000,
+     *   at least 10000 (read from the closing instance); else 10000
+     */
+    staleAfterCloseMs?: number;
+    /**
+     * Make one instance's lease renewals fail (`on` true) or work again, as a
+     * storage outage would, for the lease checks (at risk, lost, renewed, peers
+     * and the margin, no judging from one's own outage). They run on real time:
+     * give the ledgers a short lease. Without it those checks are skipped.
+     */
+    failRenewals?: (ledger: PoolLedger, on: boolean) => void | Promise<void>;
+  } = {},
 ): ConformanceCheck[] {
   if (typeof makeLedger !== 'function') {
     throw new TypeError(`Expected \`makeLedger\` to be a function, got \`${typeof makeLedger}\``);
@@ -162,3 +152,6 @@ function count(name: string, value: number | undefined, fallback: number, min: n
   }
   return value;
 }
+
+/** Options of {@link poolLedgerConformance}. */
+export type PoolLedgerConformanceOptions = NonNullable<Parameters<typeof poolLedgerConformance>[1]>;

@@ -3,62 +3,10 @@
  * moves only when the test says so; due timers fire in time order, and the
  * promise chains each one starts settle before the next one fires.
  */
-import type { Clock, ClockTimer } from '../clock.js';
-import { type Instant, iso, toEpoch } from './test-clock/instant.js';
-import { settleChains } from './test-clock/settle.js';
-import { TIMEOUT_MAX, TimerQueue, VirtualTimer } from './test-clock/timers.js';
-
-export type { Instant } from './test-clock/instant.js';
-
-/**
- * Options of {@link TestClock}.
- */
-export interface TestClockOptions {
-  /**
-   * The most real event-loop turns (`setImmediate`) to take after each timer
-   * fires (and at the end of `advance`), after the microtask queue is drained.
-   * A turn is taken only while one would run something: an immediate is
-   * queued or an I/O request (a file read, a DNS lookup, a socket write) is in
-   * flight. Promise chains settle without any; a turn also lets `setImmediate`
-   * callbacks and I/O that is already complete run. 0 never takes one.
-   * @default 1
-   */
-  settleTurns?: number;
-}
-
-/**
- * Options of {@link TestClock.runAll}.
- */
-export interface RunAllOptions {
-  /**
-   * The most timers to fire before giving up with an error (an interval that
-   * keeps the clock busy forever).
-   * @default 10000
-   */
-  limit?: number;
-}
-
-/**
- * One timer waiting on a {@link TestClock}, as {@link TestClock.pending} lists it.
- */
-export interface PendingTimer {
-  /** The timer's id on this clock (in creation order). */
-  id: number;
-  /** `timeout` (fires once) or `interval` (fires every `intervalMs`). */
-  kind: 'timeout' | 'interval';
-  /** When it fires next, in epoch milliseconds. */
-  dueAt: number;
-  /** The same instant as an ISO string. */
-  due: string;
-  /** Milliseconds from now until it fires. */
-  inMs: number;
-  /** The interval's period. */
-  intervalMs?: number;
-  /** False when `unref()` was called: it does not keep {@link TestClock.runAll} going. */
-  ref: boolean;
-  /** The callback's function name, when it has one. */
-  name: string;
-}
+import type { Clock, ClockTimer } from '../../clock.js';
+import { iso, toEpoch } from './instant.js';
+import { settleChains } from './settle.js';
+import { TIMEOUT_MAX, TimerQueue, VirtualTimer } from './timers.js';
 
 /**
  * A `Clock` with virtual time. It starts at a given instant and moves
@@ -93,10 +41,24 @@ export class TestClock implements Clock {
   /**
    * @param start - Where time starts: a `Date`, an ISO 8601 string
    *   (`2026-01-05T09:00:00Z`), or epoch milliseconds.
-   * @param options - See `TestClockOptions`.
+   * @param options - `settleTurns`.
    * @throws TypeError when `start` is not a valid instant or an option is out of range.
    */
-  constructor(start: Instant, options: TestClockOptions = {}) {
+  constructor(
+    start: Date | string | number,
+    options: {
+      /**
+       * The most real event-loop turns (`setImmediate`) to take after each timer
+       * fires (and at the end of `advance`), after the microtask queue is drained.
+       * A turn is taken only while one would run something: an immediate is
+       * queued or an I/O request (a file read, a DNS lookup, a socket write) is in
+       * flight. Promise chains settle without any; a turn also lets `setImmediate`
+       * callbacks and I/O that is already complete run. 0 never takes one.
+       * @default 1
+       */
+      settleTurns?: number;
+    } = {},
+  ) {
     this.#now = toEpoch('start', start);
     const unknown = Object.keys(options ?? {}).filter((key) => key !== 'settleTurns');
     if (unknown.length > 0) {
@@ -166,7 +128,7 @@ export class TestClock implements Clock {
    *
    * @throws TypeError when `instant` is invalid or earlier than now.
    */
-  advanceTo(instant: Instant): Promise<void> {
+  advanceTo(instant: Date | string | number): Promise<void> {
     let target: number;
     try {
       target = toEpoch('instant', instant);
@@ -192,7 +154,16 @@ export class TestClock implements Clock {
    * @throws Error when `limit` timers fired and ref'd timers remain (an
    *   interval that never stops); the message lists them.
    */
-  runAll(options: RunAllOptions = {}): Promise<number> {
+  runAll(
+    options: {
+      /**
+       * The most timers to fire before giving up with an error (an interval that
+       * keeps the clock busy forever).
+       * @default 10000
+       */
+      limit?: number;
+    } = {},
+  ): Promise<number> {
     const limit = options?.limit ?? 10_000;
     if (!Number.isInteger(limit) || limit < 1) {
       return Promise.reject(
@@ -221,11 +192,28 @@ export class TestClock implements Clock {
   }
 
   /** Every waiting timer, soonest first (for debugging a test). */
-  pending(): PendingTimer[] {
+  pending(): {
+    /** The timer's id on this clock (in creation order). */
+    id: number;
+    /** `timeout` (fires once) or `interval` (fires every `intervalMs`). */
+    kind: 'timeout' | 'interval';
+    /** When it fires next, in epoch milliseconds. */
+    dueAt: number;
+    /** The same instant as an ISO string. */
+    due: string;
+    /** Milliseconds from now until it fires. */
+    inMs: number;
+    /** The interval's period. */
+    intervalMs?: number;
+    /** False when `unref()` was called: it does not keep {@link TestClock.runAll} going. */
+    ref: boolean;
+    /** The callback's function name, when it has one. */
+    name: string;
+  }[] {
     return [...this.#queue.all()]
       .sort((a, b) => a.dueAt - b.dueAt || a.seq - b.seq)
       .map((timer) => {
-        const out: PendingTimer = {
+        const out: ReturnType<TestClock['pending']>[number] = {
           id: timer.id,
           kind: timer.intervalMs === undefined ? 'timeout' : 'interval',
           dueAt: timer.dueAt,

@@ -4,165 +4,23 @@
  * the agent and the dispatcher: register each agent with the manager after a
  * delay, run its job for a while, report it done.
  */
-import type { Clock } from '../clock.js';
+import type { Clock, ClockTimer } from '../../clock.js';
 import type {
   AgentRegistration,
   ScalerBackend,
-  ScalerManager,
   SpawnRequest,
   SpawnResult,
-} from '../manager/index.js';
-import {
-  type AgentSlot,
-  checkMs,
-  type Hold,
-  type Rule,
-  readFakeBackendOptions,
-  readScript,
-} from './fake-backend/options.js';
-/**
- * The methods of a `ScalerBackend` a {@link FakeBackend} records and scripts.
- */
-export type FakeMethod = 'spawn' | 'destroy' | 'list' | 'shutdown';
+} from '../../manager/index.js';
+import { checkMs, type Hold, type Rule, readFakeBackendOptions, readScript } from './options.js';
+import type {
+  FakeBackendHost,
+  FakeBackendOptions,
+  FakeCall,
+  FakeMethod,
+  FakeScript,
+} from './types.js';
 
-/**
- * What a {@link FakeBackend} calls on the manager, as a real backend and
- * dispatcher would: a `ScalerManager` fits.
- */
-export type FakeBackendHost = Pick<
-  ScalerManager,
-  'onAgentRegistered' | 'correlateAgentToJob' | 'onJobComplete' | 'onAgentDisconnected'
->;
-
-/**
- * One call a {@link FakeBackend} received.
- */
-export interface FakeCall {
-  /** Which method. */
-  method: FakeMethod;
-  /** When it was called, on the backend's clock (epoch milliseconds). */
-  at: number;
-  /** The arguments as given: `[request]` for spawn, `[agentId]` for destroy, `[]` otherwise. */
-  args: readonly unknown[];
-  /** The agent, for spawn and destroy. */
-  agentId?: string;
-  /** `pending` until it settles; `hung` for a scripted call that never settles. */
-  outcome: 'pending' | 'ok' | 'failed' | 'hung';
-  /** When it settled, on the backend's clock. */
-  settledAt?: number;
-  /** What it rejected with, when `failed`. */
-  error?: unknown;
-}
-
-/**
- * A scripted answer. Rules are tried in the order they were added; the first
- * whose `method` and `when` match the call and that has `times` left applies.
- */
-export interface FakeScript {
-  /** The method it applies to. @default 'spawn' */
-  method?: FakeMethod;
-  /** How many calls it applies to. @default 1 (use `Infinity` for every call) */
-  times?: number;
-  /** Apply only to calls this predicate accepts (e.g. by `agentId` or `args[0].jobId`). */
-  when?: (call: FakeCall) => boolean;
-  /** Reject with this. */
-  fail?: unknown;
-  /**
-   * Never settle (a spawn stuck in a cloud API), unless the spawn request's
-   * `signal` aborts: the call then rejects with the signal's reason, as a
-   * backend that cancels its API call does. (`holdNext` holds a call that
-   * ignores the abort.)
-   */
-  hang?: boolean;
-  /** Answer after this many milliseconds of clock time (instead of the backend's latency). */
-  latencyMs?: number;
-  /** What `spawn` resolves to. */
-  result?: SpawnResult;
-}
-
-/**
- * Options of {@link FakeBackend}.
- */
-export interface FakeBackendOptions {
-  /** The clock calls are timed and delayed with (a `TestClock` in tests). @default systemClock */
-  clock?: Clock;
-  /** A name for messages and errors. @default 'fake' */
-  name?: string;
-  /** The manager to call back (also settable with {@link FakeBackend.attach}). */
-  manager?: FakeBackendHost;
-  /** Clock time every call takes, or per method. @default 0 */
-  latencyMs?: number | Partial<Record<FakeMethod, number>>;
-  /**
-   * Register each spawned agent with the manager this long after its spawn
-   * resolves (`onAgentRegistered` with the request's labels). Unset: agents
-   * register only when the test calls {@link FakeBackend.register}.
-   */
-  registerAfterMs?: number;
-  /**
-   * Once an agent spawned for a job registers, run that job for this long
-   * (`correlateAgentToJob`, then `onJobComplete`). Unset: the test runs jobs
-   * with {@link FakeBackend.runJob}.
-   */
-  jobDurationMs?: number;
-  /** The run id passed to `correlateAgentToJob` for a job. @default `run-<jobId>` */
-  runIdOf?: (jobId: string) => string;
-  /**
-   * Called with each call as it is recorded, before it answers (its
-   * `outcome` is `pending`): to look at the world at that instant, or to act
-   * during a spawn as a real backend would (`request.emit(...)`). What it
-   * throws is thrown to the caller.
-   */
-  onCall?: (call: FakeCall) => void;
-  /**
-   * Whether the backend has `list()`. `false` leaves the method out, as a
-   * backend that cannot list its agents does (the manager's reconcile then
-   * skips it). @default true
-   */
-  list?: boolean;
-  /**
-   * Whether the backend has `shutdown()`. `false` leaves the method out: the
-   * manager's `shutdownAll` then destroys its agents one by one. @default true
-   */
-  shutdown?: boolean;
-}
-
-/**
- * An agent a {@link FakeBackend} runs, as {@link FakeBackend.agent} reports it.
- */
-export interface FakeAgent {
-  /** The agent id. */
-  agentId: string;
-  /** The spawn request it was started with. */
-  request: SpawnRequest;
-  /**
-   * `starting` (spawn not settled), `started` (not registered), `idle`
-   * (registered, no job), `busy` (running `jobId`).
-   */
-  state: 'starting' | 'started' | 'idle' | 'busy';
-  /** The job it runs, when `busy`. */
-  jobId?: string;
-  /** When its spawn was called (clock time). */
-  startedAt: number;
-  /** When it registered (clock time). */
-  registeredAt?: number;
-}
-
-/**
- * A job a {@link FakeBackend} agent ran to the end.
- */
-export interface FakeJobRun {
-  /** The agent. */
-  agentId: string;
-  /** The job. */
-  jobId: string;
-  /** The run id it was correlated with. */
-  runId: string;
-  /** When it started (clock time). */
-  startedAt: number;
-  /** When it completed (clock time). */
-  completedAt: number;
-}
-
+export type { FakeBackendOptions, FakeCall, FakeScript } from './types.js';
 /**
  * A {@link ScalerBackend} for tests: nothing leaves the process. Every call is
  * recorded in {@link FakeBackend.calls} with its clock time; answers can be
@@ -192,7 +50,18 @@ export class FakeBackend implements ScalerBackend {
   /** Every call received, in order. */
   readonly calls: FakeCall[] = [];
   /** Jobs that ran to the end on this backend's agents, in completion order. */
-  readonly jobsCompleted: FakeJobRun[] = [];
+  readonly jobsCompleted: {
+    /** The agent. */
+    agentId: string;
+    /** The job. */
+    jobId: string;
+    /** The run id it was correlated with. */
+    runId: string;
+    /** When it started (clock time). */
+    startedAt: number;
+    /** When it completed (clock time). */
+    completedAt: number;
+  }[] = [];
   /** The backend's name, for messages. */
   readonly name: string;
 
@@ -228,7 +97,7 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /** Call back this manager (registration, jobs, disconnects). @returns this backend. */
-  attach(manager: FakeBackendHost): this {
+  attach(manager: NonNullable<FakeBackendOptions['manager']>): this {
     if (typeof manager?.onAgentRegistered !== 'function') {
       throw new TypeError('Expected `manager` to be a ScalerManager (with onAgentRegistered)');
     }
@@ -264,14 +133,14 @@ export class FakeBackend implements ScalerBackend {
    * backend.failNext(2, new Error('quota exceeded')); // the third spawn works
    * ```
    */
-  failNext(n: number, error?: unknown, method: FakeMethod = 'spawn'): this {
+  failNext(n: number, error?: unknown, method: FakeCall['method'] = 'spawn'): this {
     const fail =
       error ?? new Error(`FakeBackend ${this.name}: scripted ${method} failure (failNext)`);
     return this.script({ method, times: n, fail });
   }
 
   /** The next `n` calls of `method` never settle. */
-  hangNext(n = 1, method: FakeMethod = 'spawn'): this {
+  hangNext(n = 1, method: FakeCall['method'] = 'spawn'): this {
     return this.script({ method, times: n, hang: true });
   }
 
@@ -284,7 +153,7 @@ export class FakeBackend implements ScalerBackend {
    * @returns The release function (calling it again does nothing).
    * @throws TypeError for a bad `n` or `method`.
    */
-  holdNext(n = 1, method: FakeMethod = 'spawn'): () => void {
+  holdNext(n = 1, method: FakeCall['method'] = 'spawn'): () => void {
     readScript({ method, times: n });
     let release!: () => void;
     const hold: Hold = {
@@ -371,7 +240,25 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /** What this backend knows about a running agent, or `undefined`. */
-  agent(agentId: string): FakeAgent | undefined {
+  agent(agentId: string):
+    | {
+        /** The agent id. */
+        agentId: string;
+        /** The spawn request it was started with. */
+        request: SpawnRequest;
+        /**
+         * `starting` (spawn not settled), `started` (not registered), `idle`
+         * (registered, no job), `busy` (running `jobId`).
+         */
+        state: 'starting' | 'started' | 'idle' | 'busy';
+        /** The job it runs, when `busy`. */
+        jobId?: string;
+        /** When its spawn was called (clock time). */
+        startedAt: number;
+        /** When it registered (clock time). */
+        registeredAt?: number;
+      }
+    | undefined {
     const slot = this.#agents.get(agentId);
     if (slot === undefined) return undefined;
     // Built field by field: a rest pattern is several times slower, and a
@@ -388,7 +275,7 @@ export class FakeBackend implements ScalerBackend {
   }
 
   /** The calls of one method, in order. */
-  callsOf(method: FakeMethod): FakeCall[] {
+  callsOf(method: FakeCall['method']): FakeCall[] {
     return this.calls.filter((call) => call.method === method);
   }
 
@@ -569,4 +456,14 @@ function abortedOnly(signal: AbortSignal | undefined): Promise<void> {
     if (signal.aborted) resolve();
     else signal.addEventListener('abort', () => resolve(), { once: true });
   });
+}
+
+/** An agent a FakeBackend runs, as {@link FakeBackend.agent} reports it. */
+type FakeAgent = NonNullable<ReturnType<FakeBackend['agent']>>;
+
+/** An agent as the backend keeps it: its timers and the job it runs. */
+interface AgentSlot extends FakeAgent {
+  timers: Set<ClockTimer>;
+  jobRunId?: string;
+  jobStartedAt?: number;
 }

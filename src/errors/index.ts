@@ -1,5 +1,5 @@
 /**
- * Errors raised by scaler-primitives.
+ * Errors raised by scaler-primitives (`scaler-primitives/errors`; the root exports them too).
  *
  * Every error the library raises for bad data or a failed operation is a
  * {@link ScalerError}: it carries a readonly string `code` (one of {@link ErrorCode}),
@@ -14,12 +14,13 @@
  * @packageDocumentation
  */
 
-// The public error surface. The classes are defined in ./errors/, one file per module;
-// the internal `is*` guards there are imported by file path.
+// The public error surface (`scaler-primitives/errors`, and the root). The classes are
+// defined one file per module beside this one; the internal `is*` guards there are
+// imported by file path.
 
-export { CapsValueError, RevisionConflictError } from './errors/agent-caps.js';
-export { ErrorCode, isScalerError, ScalerError } from './errors/base.js';
-export { ConfigError, InvalidInputError } from './errors/input.js';
+export { CapsValueError, RevisionConflictError } from './agent-caps.js';
+export { ErrorCode, type ErrorCodeName, isScalerError, ScalerError } from './base.js';
+export { ConfigError, type ConfigIssue, InvalidInputError } from './input.js';
 export {
   LedgerBusyError,
   LedgerCapMismatchError,
@@ -30,14 +31,14 @@ export {
   LedgerLockCompromisedError,
   LedgerOutcomeUnknownError,
   LedgerUnavailableError,
-} from './errors/ledger.js';
-export { LedgerDirError, LedgerFileError, LedgerIoError } from './errors/ledger-fs.js';
-export { BackendError } from './errors/manager.js';
-export { NatsRequestError, NatsServerVersionError } from './errors/nats.js';
-export { NftError } from './errors/nftables.js';
+} from './ledger.js';
+export { LedgerDirError, LedgerFileError, LedgerIoError } from './ledger-fs.js';
+export { BackendError } from './manager.js';
+export { NatsRequestError, NatsServerVersionError } from './nats.js';
+export { NftError } from './nftables.js';
 export {
   DuplicateReservationError,
   ResourceConflictError,
   ResourceParseError,
-} from './errors/resources.js';
-export { StateStoreError } from './errors/state-store.js';
+} from './resources.js';
+export { StateStoreError } from './state-store.js';
