@@ -3,12 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
-import {
-  decodeReply,
-  decodeRequest,
-  encodeReply,
-  encodeRequest,
-} from '../../src/ledger/combining/wire.js';
 import { emptyDocument } from '../../src/ledger/document/codec.js';
 import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
@@ -21,6 +15,7 @@ import {
 } from '../../src/ledger/nats/liveness.js';
 import { applyBatch, type LedgerOp } from '../../src/ledger/ops.js';
 import type { LedgerDocument, ReservationRow } from '../../src/ledger/types.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../../src/ledger/wire.js';
 
 function row(agentId: string, extra: Partial<ReservationRow> = {}): ReservationRow {
   return {

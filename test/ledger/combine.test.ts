@@ -9,16 +9,16 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { publishStaged, stageAnswers } from '../../src/ledger/combining/answers.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
+import { publishStaged, stageAnswers } from '../../src/ledger/file/combining/answers.js';
 import {
   claimPending,
   combineDirPath,
   prepareCombineDir,
   sweepCombineLeftovers,
-} from '../../src/ledger/combining/channel.js';
-import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combining/plan.js';
-import { Inbox, PostedRequest, redo } from '../../src/ledger/combining/waiter.js';
-import { emptyDocument } from '../../src/ledger/document/codec.js';
+} from '../../src/ledger/file/combining/channel.js';
+import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/file/combining/plan.js';
+import { Inbox, PostedRequest, redo } from '../../src/ledger/file/combining/waiter.js';
 import type { LedgerOp } from '../../src/ledger/ops.js';
 
 let dir: string;

@@ -10,17 +10,12 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { combineDirPath } from '../../src/ledger/combining/channel.js';
-import { settledFrom } from '../../src/ledger/combining/cycle.js';
-import {
-  decodeReply,
-  decodeRequest,
-  encodeReply,
-  encodeRequest,
-} from '../../src/ledger/combining/wire.js';
 import { normalizeCap } from '../../src/ledger/document/cap.js';
 import { parseDocument, serializeDocument } from '../../src/ledger/document/codec.js';
+import { combineDirPath } from '../../src/ledger/file/combining/channel.js';
+import { settledFrom } from '../../src/ledger/file/combining/cycle.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../../src/ledger/wire.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 const GPU = 'nvidia.com/gpu';

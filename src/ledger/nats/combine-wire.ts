@@ -1,9 +1,9 @@
 /**
  * The `leader.<pool>` record that names a pool's combiner, and the subject it
  * listens on. The calls and replies it exchanges are the shared combine wire
- * format (`../combining/wire.ts`).
+ * format (`../wire.ts`).
  */
-import { COMBINE_WIRE_VERSION, isObject } from '../combining/wire.js';
+import { COMBINE_WIRE_VERSION, isObject } from '../wire.js';
 import { poolKey } from './keys.js';
 
 /** The prefix of every combiner key: `leader.<pool>`. */

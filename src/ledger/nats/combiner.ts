@@ -25,17 +25,17 @@ import { monotonicNow, sleep } from '../../clock.js';
 import { LedgerUnavailableError, ScalerError } from '../../errors.js';
 import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
+import { capsEqual } from '../document/cap.js';
+import type { LeaseState } from '../document/verdict.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
 import {
   type CombineReply,
   decodeReply,
   decodeRequest,
   encodeReply,
   encodeRequest,
-} from '../combining/wire.js';
-import { capsEqual } from '../document/cap.js';
-import type { LeaseState } from '../document/verdict.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
+} from '../wire.js';
 import type { CasWriter } from './cas.js';
 import { isRevisionConflict } from './cas.js';
 import {

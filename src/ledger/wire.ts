@@ -12,16 +12,16 @@ import {
   ErrorCode,
   InvalidInputError,
   LedgerUnavailableError,
-} from '../../errors.js';
-import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
-import type { ResourceCap } from '../../resources/types.js';
-import { MAX_ID_LENGTH } from '../checks.js';
-import { CAP_KEYS, normalizeCap } from '../document/cap.js';
-import { validateDocument } from '../document/codec.js';
-import { validatePoolName } from '../document/pool-name.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
-import { MAX_ADOPT, type ReservationRow } from '../types.js';
+} from '../errors.js';
+import { deviceIdsProblem, extendedNameProblem } from '../resources/names.js';
+import type { ResourceCap } from '../resources/types.js';
+import { MAX_ID_LENGTH } from './checks.js';
+import { CAP_KEYS, normalizeCap } from './document/cap.js';
+import { validateDocument } from './document/codec.js';
+import { validatePoolName } from './document/pool-name.js';
+import type { OpAnswer } from './group-commit.js';
+import type { LedgerOp } from './ops.js';
+import { MAX_ADOPT, type ReservationRow } from './types.js';
 
 /** The wire version; a message of another version is refused. */
 export const COMBINE_WIRE_VERSION = 1;

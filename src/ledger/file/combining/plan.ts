@@ -5,12 +5,12 @@
  * pool file is written, posted after it: see `answers.ts`).
  */
 
-import type { DocumentSource } from '../document/codec.js';
-import type { LedgerFs } from '../fs.js';
-import type { OpAnswer } from '../group-commit.js';
+import type { DocumentSource } from '../../document/codec.js';
+import type { LedgerFs } from '../../fs.js';
+import type { OpAnswer } from '../../group-commit.js';
+import type { LedgerOp } from '../../ops.js';
+import type { LedgerDocument } from '../../types.js';
 import { findLostRows, type LostRows } from '../lost.js';
-import type { LedgerOp } from '../ops.js';
-import type { LedgerDocument } from '../types.js';
 import { encodeAnswer, notApplied, postNotApplied } from './answers.js';
 import { type ClaimedRequest, usableRequest } from './channel.js';
 

@@ -6,14 +6,14 @@
  * deadline and says so (`lease-at-risk`, `lease-lost`, `lease-renewed`) from
  * its own timers, and it judges peers only while it renews its own lease.
  */
-import type { Clock, ClockTimer } from '../clock.js';
-import { isLedgerError } from '../errors/ledger.js';
-import { LedgerUnavailableError } from '../errors.js';
-import type { LedgerFs } from './fs.js';
+import type { Clock, ClockTimer } from '../../clock.js';
+import { isLedgerError } from '../../errors/ledger.js';
+import { LedgerUnavailableError } from '../../errors.js';
+import type { LedgerFs } from '../fs.js';
+import type { LedgerTelemetry } from '../telemetry.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../types.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { leasePath, touchLeaseSync } from './lease.js';
-import type { LedgerTelemetry } from './telemetry.js';
-import type { LeaseEvent, LeaseHealth, LeaseInfo } from './types.js';
 
 /** What the lease needs from its ledger. */
 export interface LeaseOwner {

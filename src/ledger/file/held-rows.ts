@@ -3,11 +3,11 @@
  * has not released), and the lost-lease report made from it when rows of it
  * vanished although it did not release them.
  */
-import { LedgerLeaseExpiredError } from '../errors.js';
-import type { OpAnswer } from './group-commit.js';
+import { LedgerLeaseExpiredError } from '../../errors.js';
+import type { OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
+import type { AdoptResult, LedgerDocument, ReserveResult } from '../types.js';
 import { findLostRows } from './lost.js';
-import type { LedgerOp } from './ops.js';
-import type { AdoptResult, LedgerDocument, ReserveResult } from './types.js';
 
 /** Per pool, the agents this instance reserved and has not released. */
 export class HeldRows {

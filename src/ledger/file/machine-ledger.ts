@@ -5,21 +5,33 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { type Clock, monotonicNow, resolveClock } from '../clock.js';
-import { testHooksOf, withTestHooks } from '../internal/test-hooks.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { checkInstanceId, checkKnownKeys, positiveOption } from './checks.js';
+import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
+import { testHooksOf, withTestHooks } from '../../internal/test-hooks.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { checkInstanceId, checkKnownKeys, positiveOption } from '../checks.js';
+import { emptyDocument, parseDocument } from '../document/codec.js';
+import { sumRows } from '../document/fit.js';
+import { validatePoolName } from '../document/pool-name.js';
+import { type LivenessFacts, partitionRows, type StaleRow } from '../document/verdict.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../front-end.js';
+import { defaultFs, hasErrorCode, type LedgerFs } from '../fs.js';
+import { GroupCommit, type OpAnswer } from '../group-commit.js';
+import type { LedgerOp } from '../ops.js';
+import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from '../proc.js';
+import {
+  LEDGER_TELEMETRY_KEYS,
+  type LedgerTelemetry,
+  type LedgerTelemetryOptions,
+} from '../telemetry.js';
+import type { LeaseEvent, LeaseInfo, LedgerDocument, ReservationRow } from '../types.js';
 import { FileCycle } from './combining/cycle.js';
+import { MACHINE_LEDGER_HOOK_KEYS, type MachineLedgerHooks } from './hooks.js';
+
+export type { MachineLedgerHooks } from './hooks.js';
+
 import type { Inbox } from './combining/waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import { DirRecovery } from './dir-recovery.js';
-import { emptyDocument, parseDocument } from './document/codec.js';
-import { sumRows } from './document/fit.js';
-import { validatePoolName } from './document/pool-name.js';
-import { type LivenessFacts, partitionRows, type StaleRow } from './document/verdict.js';
-import { attachStorage, type LedgerCore, LedgerFrontEnd } from './front-end.js';
-import { defaultFs, hasErrorCode, type LedgerFs } from './fs.js';
-import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
@@ -27,17 +39,9 @@ import { type LeaseHolder, leaseBody, leasePath, markClosed } from './lease.js';
 import { type ClaimContext, checkAlone, claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
-import type { LedgerOp } from './ops.js';
-import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from './proc.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile } from './store.js';
 import { sweepLeftovers } from './sweep.js';
-import {
-  LEDGER_TELEMETRY_KEYS,
-  type LedgerTelemetry,
-  type LedgerTelemetryOptions,
-} from './telemetry.js';
-import type { LeaseEvent, LeaseInfo, LedgerDocument, ReservationRow } from './types.js';
 
 /**
  * Options of {@link MachineLedger}.
@@ -110,32 +114,6 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** The environment used to resolve the directory. @default `process.env` */
   env?: NodeJS.ProcessEnv;
 }
-
-/**
- * What tests can hook into (passed with {@link withMachineLedgerHooks}; not
- * public API: no subpath exports this, and no string option key reaches it).
- */
-export interface MachineLedgerHooks {
-  /** Under the lock, before the pool file is written. */
-  beforeCommit: (pool: string) => Promise<void> | void;
-  /** Under the lock, before claiming waiters' requests (combining crash tests). */
-  beforeClaim: (pool: string) => Promise<void> | void;
-  /** Under the lock, after the pool file was written, before answers are posted. */
-  afterWrite: (pool: string) => Promise<void> | void;
-  /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
-  monotonic: () => number;
-  /** The lock's stale window without the 2000 ms minimum (stall-injection tests). @default `staleMs` */
-  lockStaleMs: number;
-}
-
-/** Every key of {@link MachineLedgerHooks}. */
-export const MACHINE_LEDGER_HOOK_KEYS = [
-  'beforeCommit',
-  'beforeClaim',
-  'afterWrite',
-  'monotonic',
-  'lockStaleMs',
-] as const satisfies readonly (keyof MachineLedgerHooks)[];
 
 /**
  * `options` carrying test hooks (see src/internal/test-hooks.ts): for tests,

@@ -4,15 +4,15 @@
  * share one MemoryPoolStore to play several orchestrator replicas.
  */
 import { randomUUID } from 'node:crypto';
-import { type Clock, systemClock } from '../clock.js';
-import { LedgerLeaseExpiredError } from '../errors.js';
-import { positiveOption } from '../ledger/checks.js';
-import { assertCap } from '../ledger/document/cap.js';
-import { emptyDocument } from '../ledger/document/codec.js';
-import { validatePoolName } from '../ledger/document/pool-name.js';
-import { partitionRows, type StaleRow } from '../ledger/document/verdict.js';
-import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../ledger/front-end.js';
-import { applyBatch, type LedgerOp } from '../ledger/ops.js';
+import { type Clock, systemClock } from '../../clock.js';
+import { LedgerLeaseExpiredError } from '../../errors.js';
+import { positiveOption } from '../../ledger/checks.js';
+import { assertCap } from '../../ledger/document/cap.js';
+import { emptyDocument } from '../../ledger/document/codec.js';
+import { validatePoolName } from '../../ledger/document/pool-name.js';
+import { partitionRows, type StaleRow } from '../../ledger/document/verdict.js';
+import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../../ledger/front-end.js';
+import { applyBatch, type LedgerOp } from '../../ledger/ops.js';
 import type {
   AdoptResult,
   LeaseEvent,
@@ -21,12 +21,12 @@ import type {
   RegisterPoolOptions,
   ReservationRow,
   ReserveResult,
-} from '../ledger/types.js';
-import type { ResourceCap } from '../resources/index.js';
-import { MemoryLease } from './memory-ledger/lease.js';
-import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';
+} from '../../ledger/types.js';
+import type { ResourceCap } from '../../resources/index.js';
+import { MemoryLease } from './lease.js';
+import { MemoryPoolStore, type StoreInternals, storeInternals } from './store.js';
 
-export { MemoryPoolStore, type MemoryPoolStoreOptions } from './memory-ledger/store.js';
+export { MemoryPoolStore, type MemoryPoolStoreOptions } from './store.js';
 
 /**
  * What {@link MemoryPoolLedger.inspect} answers.
