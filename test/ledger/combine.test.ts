@@ -19,7 +19,7 @@ import {
 } from '../../src/ledger/file/combining/channel.js';
 import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/file/combining/plan.js';
 import { Inbox, PostedRequest, redo } from '../../src/ledger/file/combining/waiter.js';
-import type { LedgerOp } from '../../src/ledger/ops.js';
+import type { LedgerOp, OpAnswer } from '../../src/ledger/ops.js';
 
 let dir: string;
 let combine: string;
@@ -92,13 +92,14 @@ describe('combining channel', () => {
       'own',
       'late',
     ]);
-    const answers = [
-      { ok: true as const, value: { ok: true } },
-      { ok: true as const, value: { ok: true } },
+    const answers: OpAnswer[] = [
+      { ok: true as const, kind: 'reserve' as const, value: { ok: true as const } },
+      { ok: true as const, kind: 'reserve' as const, value: { ok: true as const } },
       {
         ok: true as const,
+        kind: 'reserve' as const,
         value: {
-          ok: false,
+          ok: false as const,
           pool: 'p',
           dimension: 'cpu',
           requested: 1,

@@ -231,11 +231,23 @@ describe('device ids through combined calls', () => {
     expect(request.ops).toEqual([{ kind: 'adopt', rows: [row] }]);
     const reply = encodeReply({
       kind: 'answers',
-      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
+      answers: [
+        {
+          ok: true,
+          kind: 'adopt',
+          value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }],
+        },
+      ],
     });
     expect(decodeReply(new TextEncoder().encode(reply), 'p', request.ops)).toEqual({
       kind: 'answers',
-      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
+      answers: [
+        {
+          ok: true,
+          kind: 'adopt',
+          value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }],
+        },
+      ],
     });
   });
 
@@ -258,13 +270,18 @@ describe('device ids through combined calls', () => {
     };
     const op = { kind: 'reserve' as const, row, maybeApplied: true };
     const settled = settledFrom(doc, op);
-    expect(settled).toEqual({ ok: true, value: { ok: true, devices: { [GPU]: ['1', '3'] } } });
+    expect(settled).toEqual({
+      ok: true,
+      kind: 'reserve',
+      value: { ok: true, devices: { [GPU]: ['1', '3'] } },
+    });
     // A copy: the answer never shares the document's arrays.
     (settled as { value: { devices: Record<string, string[]> } }).value.devices[GPU]!.push('0');
     expect(doc.reservations[0]!.devices[GPU]).toEqual(['1', '3']);
     expect(settledFrom({ ...doc, reservations: [] }, op)).toBe('not-applied');
     expect(settledFrom({ ...doc, reservations: [row] }, op)).toEqual({
       ok: true,
+      kind: 'reserve',
       value: { ok: true },
     });
   });

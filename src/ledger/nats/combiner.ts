@@ -27,8 +27,7 @@ import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
 import { capsEqual } from '../document/cap.js';
 import type { LeaseState } from '../document/verdict.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
+import type { LedgerAnswer, LedgerOp, OpAnswer } from '../ops.js';
 import {
   type CombineReply,
   decodeReply,
@@ -74,7 +73,7 @@ export interface CombinerHost {
   /** The cap registered for a pool. */
   registeredCap(pool: string): ResourceCap | undefined;
   /** Queue a call received from another instance in this ledger's batches. */
-  enqueue(pool: string, op: LedgerOp): Promise<unknown>;
+  enqueue(pool: string, op: LedgerOp): Promise<LedgerAnswer>;
   /** Commit calls here, by compare-and-set, retrying until `deadline` (monotonic ms). */
   commitHere(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]>;
   isClosed(): boolean;
@@ -467,7 +466,7 @@ export class Combiner {
         kind: 'answers',
         answers: settled.map((s) =>
           s.status === 'fulfilled'
-            ? { ok: true, value: s.value }
+            ? { ok: true, ...s.value }
             : { ok: false, error: (s as PromiseRejectedResult).reason },
         ),
       });

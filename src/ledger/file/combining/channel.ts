@@ -44,7 +44,7 @@ import { monotonicEpochNow, systemClock } from '../../../clock.js';
 import { assertCap } from '../../document/cap.js';
 import type { DocumentSource } from '../../document/codec.js';
 import { hasErrorCode, type LedgerFs } from '../../fs.js';
-import type { OpAnswer } from '../../group-commit.js';
+import type { OpAnswer } from '../../ops.js';
 import type { LedgerDocument } from '../../types.js';
 import { type CombineReply, type CombineRequest, decodeRequest, isObject } from '../../wire.js';
 import type { LostRows } from '../lost.js';

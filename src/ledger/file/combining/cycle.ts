@@ -18,7 +18,7 @@ import {
 } from '../../document/codec.js';
 import { type LivenessFacts, partitionRows } from '../../document/verdict.js';
 import { hasErrorCode, type LedgerFs } from '../../fs.js';
-import type { OpAnswer } from '../../group-commit.js';
+import type { OpAnswer } from '../../ops.js';
 import { applyBatch, granted, type LedgerOp } from '../../ops.js';
 import type { LedgerTelemetry } from '../../telemetry.js';
 import type { LedgerDocument } from '../../types.js';
@@ -712,7 +712,7 @@ export function settledFrom(
     );
     if (own === undefined) return 'not-applied';
     // The grant answers the device ids its row holds, as the write that added it did.
-    return { ok: true, value: granted({ ok: true }, own.devices) };
+    return { ok: true, kind: 'reserve', value: granted({ ok: true }, own.devices) };
   }
   if (op.kind === 'release') {
     const present = doc.reservations.some(
@@ -720,7 +720,9 @@ export function settledFrom(
         row.agentId === op.agentId &&
         (op.instanceId === undefined || row.instanceId === op.instanceId),
     );
-    return present ? 'not-applied' : { ok: true, value: op.removedBefore === true };
+    return present
+      ? 'not-applied'
+      : { ok: true, kind: 'release', value: op.removedBefore === true };
   }
   return undefined;
 }
