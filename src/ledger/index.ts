@@ -14,7 +14,11 @@ export {
   type MachineLedgerOptions,
   type PoolSnapshot,
 } from './file/machine-ledger.js';
+export type { LedgerFs } from './fs.js';
+export type { LedgerTelemetryOptions } from './telemetry.js';
 export type {
+  AdoptGranted,
+  AdoptHeldBy,
   AdoptRequest,
   AdoptResult,
   LeaseEvent,
