@@ -31,7 +31,6 @@ export type LedgerOp =
   | {
       /** Add `row` if it fits (answers a {@link ReserveResult}). */
       kind: 'reserve';
-      /** The row to add. */
       row: ReservationRow;
       /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
@@ -45,17 +44,14 @@ export type LedgerOp =
       kind: 'adopt';
       /** The rows as this process writes them. */
       rows: ReservationRow[];
-      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
     }
   | {
       /** Remove the agent's row (answers whether one was removed). */
       kind: 'release';
-      /** The agent. */
       agentId: string;
       /** Only this instance's row; any instance's when absent. */
       instanceId?: string;
-      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
       /** An earlier attempt removed the row. */
       removedBefore?: boolean;
@@ -63,13 +59,11 @@ export type LedgerOp =
   | {
       /** Remove every row of an instance. */
       kind: 'releaseInstance';
-      /** The instance. */
       instanceId: string;
     }
   | {
       /** Drop stale rows (answers how many). */
       kind: 'reap';
-      /** The reaper's own round, not a caller's call. */
       background?: boolean;
     };
 
