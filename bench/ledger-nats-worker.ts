@@ -14,7 +14,7 @@ import { isJetStreamRevisionConflict } from '../src/internal/nats-errors.js';
 import { emptyDocument, parseDocument, serializeDocument } from '../src/ledger/document/codec.js';
 import { checkFit } from '../src/ledger/document/fit.js';
 import { addRow, removeRows } from '../src/ledger/document/rows.js';
-import { MachineLedger } from '../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../src/ledger/file/machine-ledger.js';
 import { NatsPoolLedger } from '../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../src/ledger/nats/options.js';
 import type { PoolLedger } from '../src/ledger/types.js';

@@ -10,7 +10,7 @@
  */
 import * as nodeFs from 'node:fs';
 import { createInterface } from 'node:readline';
-import { MachineLedger } from '../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../src/ledger/file/machine-ledger.js';
 
 const config = JSON.parse(process.argv[2]!) as {
   impl: 'ours' | 'kici';

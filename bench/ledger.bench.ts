@@ -20,7 +20,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MachineLedger } from '../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../src/ledger/file/machine-ledger.js';
 import { kiciLedgerModule } from '../test/helpers/kici-ledger.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 

@@ -1,5 +1,5 @@
-// The ledger's file-system refusals and failures (src/ledger/dir.ts, src/ledger/safe-fs.ts,
-// src/ledger/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
+// The ledger's file-system refusals and failures (src/ledger/file/dir.ts, src/ledger/file/safe-fs.ts,
+// src/ledger/file/io-error.ts): an unsafe directory, a refused file, a failed I/O call.
 
 import { ErrorCode, hasCode } from './code.js';
 import { LedgerError } from './ledger.js';

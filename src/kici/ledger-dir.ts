@@ -6,7 +6,7 @@ import * as nodeFs from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LedgerDirError } from '../errors/index.js';
-import { resolveLedgerDir } from '../ledger/dir.js';
+import { resolveLedgerDir } from '../ledger/file/dir.js';
 
 /**
  * kici's default ledger directory (the core's default is `/var/lib/scaler-primitives/ledger`).

@@ -1,14 +1,11 @@
 /**
  * The front end every ledger shares (file, NATS, memory): argument checks,
  * registered caps, the closed state, the reaper timer and the telemetry
- * wrapping of each call. A ledger extends {@link LedgerFrontEnd}, calls
- * {@link attachStorage} in its constructor with what only it knows (how a pool
- * name is checked, the row it writes, how one call is committed) and keeps
- * the {@link LedgerCore} it gets back; it implements `inspect`, `lease`,
+ * wrapping of each call. A ledger makes one {@link LedgerFrontEnd} in its
+ * constructor, gives it its {@link LedgerStorage} (how a pool name is checked,
+ * the row it writes, how one call is committed, how a pool is read) and
+ * forwards the `PoolLedger` calls to it; it implements `inspect`, `lease`,
  * `onLeaseEvent` and `close` itself.
- *
- * The shared state lives in `LedgerCore`, not in protected members, so the
- * published declarations of the ledgers show only their public methods.
  */
 import type { Clock } from '../clock.js';
 import type { ResourceAmount, ResourceCap } from '../resources/types.js';
@@ -20,7 +17,7 @@ import {
   registeredCap,
 } from './checks.js';
 import { sumRows } from './document/fit.js';
-import { type LedgerOp, releaseOp } from './ops.js';
+import { type LedgerAnswer, type LedgerOp, releaseOp } from './ops.js';
 import { DEFAULT_REAP_INTERVAL_MS, Reaper } from './reaper.js';
 import {
   createLedgerTelemetry,
@@ -31,9 +28,6 @@ import {
 import type {
   AdoptRequest,
   AdoptResult,
-  LeaseEvent,
-  LeaseInfo,
-  PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,
   ReservationRow,
@@ -41,7 +35,7 @@ import type {
   ReserveResult,
 } from './types.js';
 
-/** What a ledger supplies to the shared front end: its storage. */
+/** What a ledger gives its front end: its storage. */
 export interface LedgerStorage {
   /** The message of the `TypeError` a closed ledger rejects calls with. */
   closedMessage: string;
@@ -51,23 +45,31 @@ export interface LedgerStorage {
   checkPool(pool: string): string;
   /** The row this instance writes for an agent, now, under its current lease. */
   ownRow(agentId: string, cpus: number, memBytes: number): ReservationRow;
-  /** Commit one checked call on `pool`; resolves with its answer. */
-  commit(pool: string, op: LedgerOp): Promise<unknown>;
+  /** Commit one checked call on `pool`; resolves with its answer, tagged with the call's kind. */
+  commit(pool: string, op: LedgerOp): Promise<LedgerAnswer>;
+  /** Read `pool` without writing (`list`, `getUsage`, the telemetry's background read). */
+  inspect(pool: string): { live: ReservationRow[] } | Promise<{ live: ReservationRow[] }>;
 }
 
-/** The state a ledger shares with its front end. */
-export class LedgerCore {
+/**
+ * The shared front end of a `PoolLedger`: every public call is checked here,
+ * then handed to the ledger's storage. A ledger holds one (private) and
+ * forwards its `PoolLedger` methods to it.
+ */
+export class LedgerFrontEnd {
+  /** The instance id, written into every row. */
+  readonly instanceId: string;
   /** The registered caps, by pool. */
   readonly caps = new Map<string, ResourceCap>();
-  /** The ledger's telemetry, when a provider was given (see {@link LedgerCore.instrument}). */
+  /** The ledger's telemetry, when a provider was given (see {@link LedgerFrontEnd.instrument}). */
   telemetry: LedgerTelemetry | undefined;
-  readonly #ledger: LedgerFrontEnd;
   readonly #storage: LedgerStorage;
   readonly #reaper: Reaper;
   #closed = false;
 
-  constructor(ledger: LedgerFrontEnd, storage: LedgerStorage) {
-    this.#ledger = ledger;
+  /** @param instanceId - Checked by the ledger before. */
+  constructor(instanceId: string, storage: LedgerStorage) {
+    this.instanceId = instanceId;
     this.#storage = storage;
     // The reaper's rounds are not the caller's calls: they never use up the
     // one-time lost-lease report a caller's next call on the pool is owed.
@@ -76,16 +78,6 @@ export class LedgerCore {
       (pool) => this.submit(pool, { kind: 'reap', background: true }),
       () => storage.clock(),
     );
-  }
-
-  /** The ledger's storage. */
-  get storage(): LedgerStorage {
-    return this.#storage;
-  }
-
-  /** The periodic reaper of `start` and `stop`. */
-  get reaper(): Reaper {
-    return this.#reaper;
   }
 
   /** Whether `close` has begun. */
@@ -118,57 +110,16 @@ export class LedgerCore {
     this.telemetry = createLedgerTelemetry(options, backend, {
       clock,
       pools: () => this.caps.keys(),
-      read: (pool) => Promise.resolve(this.#ledger.inspect(pool)),
+      read: (pool) => Promise.resolve(this.#storage.inspect(pool)),
     });
     return this.telemetry;
   }
 
   /** Commit a checked call, unless closed, inside its telemetry span. */
-  submit(pool: string, op: LedgerOp): Promise<unknown> {
+  submit(pool: string, op: LedgerOp): Promise<LedgerAnswer> {
     if (this.#closed) return Promise.reject(new TypeError(this.#storage.closedMessage));
     const done = this.#storage.commit(pool, op);
     return this.telemetry?.op(pool, op, done) ?? done;
-  }
-}
-
-let attach: (ledger: LedgerFrontEnd, storage: LedgerStorage) => LedgerCore;
-
-/**
- * Give `ledger` its storage (once, in its constructor); returns the state it
- * shares with its front end.
- */
-export function attachStorage(ledger: LedgerFrontEnd, storage: LedgerStorage): LedgerCore {
-  return attach(ledger, storage);
-}
-
-/**
- * The shared front end of a `PoolLedger`: every public call is checked
- * here, then handed to the ledger's storage.
- */
-export abstract class LedgerFrontEnd implements PoolLedger {
-  /** This instance's id, written into every row it makes. */
-  readonly instanceId: string;
-  #core: LedgerCore | undefined;
-
-  static {
-    attach = (ledger, storage) => {
-      ledger.#core = new LedgerCore(ledger, storage);
-      return ledger.#core;
-    };
-  }
-
-  /** @param instanceId - Checked by the ledger before. */
-  protected constructor(instanceId: string) {
-    this.instanceId = instanceId;
-  }
-
-  abstract inspect(pool: string): { live: ReservationRow[] } | Promise<{ live: ReservationRow[] }>;
-  abstract lease(): LeaseInfo;
-  abstract onLeaseEvent(listener: (event: LeaseEvent) => void): () => void;
-  abstract close(): Promise<void>;
-
-  get #front(): LedgerCore {
-    return this.#core!;
   }
 
   /**
@@ -179,14 +130,11 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws TypeError for a cap field that is not a finite number >= 0.
    */
   registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    const pool = this.#front.storage.checkPool(name);
-    this.#front.caps.set(pool, registeredCap(pool, cap, options));
+    const pool = this.#storage.checkPool(name);
+    this.caps.set(pool, registeredCap(pool, cap, options));
   }
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
-   *
-   * @throws as `reserve`.
-   */
+
+  /** Reserve; true when granted (see `reserve`). */
   async tryReserve(
     pool: string,
     agentId: string,
@@ -197,20 +145,7 @@ export abstract class LedgerFrontEnd implements PoolLedger {
     return (await this.reserve(pool, agentId, cpus, memBytes, options)).ok;
   }
 
-  /**
-   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
-   * out of the sum (and dropped when the pool is written). A refusal says
-   * which dimension did not fit and writes nothing.
-   *
-   * @throws TypeError when the pool is not registered, an amount is not a finite
-   *   number >= 0, or the ledger is closed.
-   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
-   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored pool is bad (it is left as it is).
-   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
-   *   although it did not release them; `agentIds` names them. This call did nothing;
-   *   each loss is reported once, so the next call proceeds.
-   * @throws the storage's errors: see the ledger class.
-   */
+  /** Check a reserve call, commit it, answer its result (see `PoolLedger.reserve`). */
   async reserve(
     pool: string,
     agentId: string,
@@ -218,72 +153,57 @@ export abstract class LedgerFrontEnd implements PoolLedger {
     memBytes: number,
     options?: ReserveOptions,
   ): Promise<ReserveResult> {
-    this.#front.storage.checkPool(pool);
-    checkReserve(this.#front.caps, pool, agentId, cpus, memBytes);
+    this.#storage.checkPool(pool);
+    checkReserve(this.caps, pool, agentId, cpus, memBytes);
     const extended = checkReserveOptions(options);
-    const row = this.#front.storage.ownRow(agentId, cpus, memBytes);
+    const row = this.#storage.ownRow(agentId, cpus, memBytes);
     if (extended !== undefined) row.extended = extended;
-    return (await this.#front.submit(pool, { kind: 'reserve', row })) as ReserveResult;
+    const answer = await this.submit(pool, { kind: 'reserve', row });
+    if (answer.kind !== 'reserve') throw mismatch('reserve', answer);
+    return answer.value;
   }
 
-  /**
-   * Take over the rows these agents hold in `pool` under this instance id but
-   * another process or lease (this host before a restart), or reserve them
-   * again when gone, in one write; see {@link PoolLedger.adopt}.
-   *
-   * @returns One answer per agent, in order.
-   * @throws TypeError or InvalidInputError for bad agents; otherwise as `reserve`.
-   */
+  /** Check an adopt call, commit it, answer one result per agent (see `PoolLedger.adopt`). */
   async adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
-    this.#front.storage.checkPool(pool);
-    const rows = checkAdopt(this.#front.caps, pool, agents).map(
+    this.#storage.checkPool(pool);
+    const rows = checkAdopt(this.caps, pool, agents).map(
       ({ agentId, cpus, memBytes, extended, devices }) => {
-        const row = this.#front.storage.ownRow(agentId, cpus, memBytes);
+        const row = this.#storage.ownRow(agentId, cpus, memBytes);
         if (extended !== undefined) row.extended = extended;
         if (devices !== undefined) row.devices = devices;
         return row;
       },
     );
-    return (await this.#front.submit(pool, { kind: 'adopt', rows })) as AdoptResult[];
+    const answer = await this.submit(pool, { kind: 'adopt', rows });
+    if (answer.kind !== 'adopt') throw mismatch('adopt', answer);
+    return answer.value;
   }
 
-  /**
-   * Remove the reservation of `agentId` in `pool` that this instance made
-   * (another instance's row answers `false`; `{ anyInstance: true }` and
-   * `{ instanceId }` are the operator paths). Idempotent.
-   *
-   * @returns true when a row was removed.
-   * @throws as `reserve`, except the registration, duplicate and lost-lease errors.
-   */
+  /** Check a release call, commit it; true when a row was removed (see `PoolLedger.release`). */
   async release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
-    this.#front.storage.checkPool(pool);
+    this.#storage.checkPool(pool);
     checkAgentId(agentId);
-    return (await this.#front.submit(
-      pool,
-      releaseOp(agentId, this.instanceId, options),
-    )) as boolean;
+    const answer = await this.submit(pool, releaseOp(agentId, this.instanceId, options));
+    if (answer.kind !== 'release') throw mismatch('release', answer);
+    return answer.value;
   }
 
-  /**
-   * Remove stale rows from `pool` now.
-   *
-   * @returns The number of rows removed.
-   * @throws as `release`, and `LedgerLeaseExpiredError` as `reserve` (the
-   *   reaper of `start()` never consumes that report).
-   */
+  /** Remove stale rows from `pool` now; how many (see `PoolLedger.reapStale`). */
   async reapStale(pool: string): Promise<number> {
-    this.#front.storage.checkPool(pool);
-    return (await this.#front.submit(pool, { kind: 'reap' })) as number;
+    this.#storage.checkPool(pool);
+    const answer = await this.submit(pool, { kind: 'reap' });
+    if (answer.kind !== 'reap') throw mismatch('reap', answer);
+    return answer.value;
   }
 
   /** Summed CPU and memory of `pool`'s live rows (no write). */
   async getUsage(pool: string): Promise<ResourceAmount> {
-    return sumRows(await this.list(pool));
+    return sumRows((await this.#storage.inspect(pool)).live);
   }
 
   /** `pool`'s live rows (no write). */
   async list(pool: string): Promise<ReservationRow[]> {
-    return (await this.inspect(pool)).live;
+    return (await this.#storage.inspect(pool)).live;
   }
 
   /**
@@ -293,20 +213,28 @@ export abstract class LedgerFrontEnd implements PoolLedger {
    * @throws TypeError when `intervalMs` is not a finite number >= 0.
    */
   start(intervalMs = DEFAULT_REAP_INTERVAL_MS): void {
-    this.#front.reaper.start(intervalMs);
+    this.#reaper.start(intervalMs);
   }
 
   /** Stop the reaper started by `start`. */
   stop(): void {
-    this.#front.reaper.stop();
+    this.#reaper.stop();
   }
 
   /** Release every row this instance holds in every registered pool. Best effort per pool. */
   async releaseAllForInstance(): Promise<void> {
     await Promise.allSettled(
-      [...this.#front.caps.keys()].map((pool) =>
-        this.#front.submit(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
+      [...this.caps.keys()].map((pool) =>
+        this.submit(pool, { kind: 'releaseInstance', instanceId: this.instanceId }),
       ),
     );
   }
+}
+
+// A storage that answers a call with another call's answer is a bug in this
+// library, never a caller's mistake.
+function mismatch(kind: LedgerOp['kind'], answer: LedgerAnswer): Error {
+  return new Error(
+    `Internal error: a ${kind} call was answered as a ${answer.kind} call; please report it`,
+  );
 }

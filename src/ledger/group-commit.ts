@@ -7,52 +7,38 @@
 
 import { sleep } from '../clock.js';
 
-/**
- * One call's answer from a commit: a value, or an error for that call alone.
- */
-export type OpAnswer =
-  | {
-      /** The call succeeded. */
-      ok: true;
-      /** Its answer. */
-      value: unknown;
-    }
-  | {
-      /** The call failed. */
-      ok: false;
-      /** What it throws. */
-      error: unknown;
-    };
+/** One call's answer `A` from a commit, or the error for that call alone. */
+export type Settled<A> = (A & { ok: true }) | { ok: false; error: unknown };
 
-interface Pending<Op> {
+interface Pending<Op, A> {
   op: Op;
-  resolve(value: unknown): void;
+  resolve(answer: A): void;
   reject(error: unknown): void;
 }
 
-interface PoolQueue<Op> {
-  pending: Pending<Op>[];
+interface PoolQueue<Op, A> {
+  pending: Pending<Op, A>[];
   running: boolean;
 }
 
 /** Per-pool queues feeding batches of calls to one commit function. */
-export class GroupCommit<Op> {
-  private readonly queues = new Map<string, PoolQueue<Op>>();
+export class GroupCommit<Op, A> {
+  private readonly queues = new Map<string, PoolQueue<Op, A>>();
 
   /**
    * @param commit - Runs one cycle for `ops` on `pool` and answers each, in order.
    *   A rejection fails every call of the batch.
    */
-  constructor(private readonly commit: (pool: string, ops: Op[]) => Promise<OpAnswer[]>) {}
+  constructor(private readonly commit: (pool: string, ops: Op[]) => Promise<Settled<A>[]>) {}
 
   /** Queue `op` on `pool`; resolves or rejects with its own answer. */
-  enqueue(pool: string, op: Op): Promise<unknown> {
+  enqueue(pool: string, op: Op): Promise<A> {
     let queue = this.queues.get(pool);
     if (!queue) {
       queue = { pending: [], running: false };
       this.queues.set(pool, queue);
     }
-    const promise = new Promise<unknown>((resolve, reject) => {
+    const promise = new Promise<A>((resolve, reject) => {
       queue.pending.push({ op, resolve, reject });
     });
     if (!queue.running) void this.drain(pool, queue);
@@ -71,7 +57,7 @@ export class GroupCommit<Op> {
     }
   }
 
-  private async drain(pool: string, queue: PoolQueue<Op>): Promise<void> {
+  private async drain(pool: string, queue: PoolQueue<Op, A>): Promise<void> {
     queue.running = true;
     try {
       while (queue.pending.length > 0) {
@@ -83,7 +69,7 @@ export class GroupCommit<Op> {
           );
           batch.forEach((item, i) => {
             const answer = answers[i]!;
-            if (answer.ok) item.resolve(answer.value);
+            if (answer.ok) item.resolve(answer);
             else item.reject(answer.error);
           });
         } catch (error) {

@@ -7,14 +7,18 @@
  * @packageDocumentation
  */
 
-export { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV } from './dir.js';
 export { StaleReason, type StaleRow } from './document/verdict.js';
+export { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV } from './file/dir.js';
 export {
   MachineLedger,
   type MachineLedgerOptions,
   type PoolSnapshot,
-} from './machine-ledger.js';
+} from './file/machine-ledger.js';
+export type { LedgerFs } from './fs.js';
+export type { LedgerTelemetryOptions } from './telemetry.js';
 export type {
+  AdoptGranted,
+  AdoptHeldBy,
   AdoptRequest,
   AdoptResult,
   LeaseEvent,

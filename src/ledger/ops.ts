@@ -11,7 +11,7 @@ import { assignDevices, checkHeldDevices } from './document/devices.js';
 import { checkFit } from './document/fit.js';
 import { addRow, keepRows, type RowMatch, removeRows } from './document/rows.js';
 import type { RowPartition } from './document/verdict.js';
-import type { OpAnswer } from './group-commit.js';
+import type { Settled } from './group-commit.js';
 import type {
   AdoptResult,
   LedgerDocument,
@@ -31,7 +31,6 @@ export type LedgerOp =
   | {
       /** Add `row` if it fits (answers a {@link ReserveResult}). */
       kind: 'reserve';
-      /** The row to add. */
       row: ReservationRow;
       /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
@@ -45,17 +44,14 @@ export type LedgerOp =
       kind: 'adopt';
       /** The rows as this process writes them. */
       rows: ReservationRow[];
-      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
     }
   | {
       /** Remove the agent's row (answers whether one was removed). */
       kind: 'release';
-      /** The agent. */
       agentId: string;
       /** Only this instance's row; any instance's when absent. */
       instanceId?: string;
-      /** A write carrying this op failed without an answer: it may have landed. */
       maybeApplied?: boolean;
       /** An earlier attempt removed the row. */
       removedBefore?: boolean;
@@ -63,15 +59,35 @@ export type LedgerOp =
   | {
       /** Remove every row of an instance. */
       kind: 'releaseInstance';
-      /** The instance. */
       instanceId: string;
     }
   | {
       /** Drop stale rows (answers how many). */
       kind: 'reap';
-      /** The reaper's own round, not a caller's call. */
       background?: boolean;
     };
+
+/** What each kind of call answers. */
+export interface LedgerAnswers {
+  reserve: ReserveResult;
+  adopt: AdoptResult[];
+  release: boolean;
+  releaseInstance: undefined;
+  reap: number;
+}
+
+/**
+ * A call's answer, tagged with the kind of the call (the tag stays in the
+ * process: the combine wire carries the value alone, and the receiver tags it
+ * with the kind of the call it sent). `placeholder` is the answer slot of a
+ * call that carried a lost-rows report: its sender answers it with its own error.
+ */
+export type LedgerAnswer =
+  | { [K in keyof LedgerAnswers]: { kind: K; value: LedgerAnswers[K] } }[keyof LedgerAnswers]
+  | { kind: 'placeholder'; value: null };
+
+/** One call's answer from a commit, or the error for that call alone. */
+export type OpAnswer = Settled<LedgerAnswer>;
 
 /**
  * The release op for `agentId` asked by instance `caller`: the release contract
@@ -177,7 +193,7 @@ export function applyBatch(
             // A write that failed without an answer may have landed: our own row
             // (same lease, same timestamp) means it did, and the grant stands.
             if (op.maybeApplied && sameReservation(held, op.row))
-              return { ok: true, value: granted({ ok: true }, held.devices) };
+              return { ok: true, kind: 'reserve', value: granted({ ok: true }, held.devices) };
             throw new DuplicateReservationError(
               op.row.agentId,
               `Agent ${JSON.stringify(op.row.agentId)} already holds a reservation in pool ${JSON.stringify(pool)}; release it before reserving again.`,
@@ -189,16 +205,16 @@ export function applyBatch(
             current.cap,
             amountOf(op.row),
           );
-          if (!fit.ok) return { ok: true, value: fit };
+          if (!fit.ok) return { ok: true, kind: 'reserve', value: fit };
           const assigned = assignDevices(pool, current.reservations, current.cap, op.row.extended);
-          if (!assigned.ok) return { ok: true, value: assigned };
+          if (!assigned.ok) return { ok: true, kind: 'reserve', value: assigned };
           const devices = assigned.devices;
           current = addRow(current, devices === undefined ? op.row : { ...op.row, devices });
           dirty = true;
-          return { ok: true, value: granted({ ok: true }, devices) };
+          return { ok: true, kind: 'reserve', value: granted({ ok: true }, devices) };
         }
         case 'adopt':
-          return { ok: true, value: op.rows.map((row) => adoptRow(row)) };
+          return { ok: true, kind: 'adopt', value: op.rows.map((row) => adoptRow(row)) };
         case 'release': {
           const match = { agentId: op.agentId, instanceId: op.instanceId };
           const wasStale = partition.stale.some((s) => matches(s.row, match));
@@ -209,6 +225,7 @@ export function applyBatch(
           op.removedBefore ||= removed;
           return {
             ok: true,
+            kind: 'release',
             value: removed || (op.maybeApplied === true && op.removedBefore === true),
           };
         }
@@ -218,11 +235,11 @@ export function applyBatch(
             current = keepRows(current, kept);
             dirty = true;
           }
-          return { ok: true, value: undefined };
+          return { ok: true, kind: 'releaseInstance', value: undefined };
         }
         default:
           if (partition.stale.length > 0) dirty = true;
-          return { ok: true, value: partition.stale.length };
+          return { ok: true, kind: 'reap', value: partition.stale.length };
       }
     } catch (error) {
       return { ok: false, error };

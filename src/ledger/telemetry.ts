@@ -28,9 +28,9 @@ import {
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
 import type { StaleRow } from './document/verdict.js';
-import type { LedgerOp } from './ops.js';
+import type { LedgerAnswer, LedgerOp } from './ops.js';
 import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
-import type { ReservationRow, ReserveResult } from './types.js';
+import type { ReservationRow } from './types.js';
 
 /**
  * Telemetry options of `MachineLedger` and `NatsPoolLedger`.
@@ -188,7 +188,7 @@ export class LedgerTelemetry {
    * of the caller's; called in the same synchronous stretch as the enqueue, so
    * a parent span the manager offered is still there to take.
    */
-  op<T>(pool: string, op: LedgerOp, answer: Promise<T>): Promise<T> {
+  op(pool: string, op: LedgerOp, answer: Promise<LedgerAnswer>): Promise<LedgerAnswer> {
     // The reaper's own rounds are counted but make no span of their own.
     const span =
       this.#tracer === undefined || (op.kind === 'reap' && op.background)
@@ -196,16 +196,13 @@ export class LedgerTelemetry {
         : this.#span(this.#tracer, pool, op);
     return answer.then(
       (value) => {
-        const result = resultOf(op, value);
+        const result = resultOf(value);
         this.#m?.operations.add(1, pool, OPERATION[op.kind], result);
         if (span !== undefined) {
           if (isRecording(span)) {
             span.setAttribute('scaler.result', result);
-            if (op.kind === 'reserve' && !(value as ReserveResult).ok) {
-              span.setAttribute(
-                'scaler.limit.dimension',
-                (value as { dimension: string }).dimension,
-              );
+            if (value.kind === 'reserve' && !value.value.ok) {
+              span.setAttribute('scaler.limit.dimension', value.value.dimension);
             }
           }
           span.end();
@@ -330,12 +327,12 @@ export class LedgerTelemetry {
   }
 }
 
-function resultOf(op: LedgerOp, value: unknown): string {
-  switch (op.kind) {
+function resultOf(answer: LedgerAnswer): string {
+  switch (answer.kind) {
     case 'reserve':
-      return (value as ReserveResult).ok ? 'granted' : 'refused';
+      return answer.value.ok ? 'granted' : 'refused';
     case 'release':
-      return value === true ? 'released' : 'absent';
+      return answer.value ? 'released' : 'absent';
     default:
       return 'ok';
   }

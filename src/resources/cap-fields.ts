@@ -2,7 +2,7 @@
  * The one table of cap fields. Every place that must know the fields of a
  * {@link ResourceCap} derives from {@link CAP_FIELDS}: the configuration schema
  * (`resourceCapSchema`), the pool document's schema and its cap checks
- * (`ledger/document/`), the combine wire (`ledger/combining/wire.ts`), the cap
+ * (`ledger/document/`), the combine wire (`ledger/wire.ts`), the cap
  * tracker (`caps/`) and the dimension a refusal names ({@link CapDimension}).
  * A field of `ResourceCap` missing here, or a field here that `ResourceCap`
  * lacks, fails to compile, and so does a dimension that the fit checks of the

@@ -16,7 +16,7 @@ import {
   MemoryPoolLedger,
   type MemoryPoolLedgerOptions,
   MemoryPoolStore,
-} from './memory-ledger.js';
+} from './memory-ledger/index.js';
 import { TestClock } from './test-clock/clock.js';
 
 /**

@@ -34,5 +34,5 @@ export {
   type TestFleet,
   type TestFleetOptions,
 } from './fleet.js';
-export { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger.js';
+export { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger/index.js';
 export { TestClock } from './test-clock/clock.js';

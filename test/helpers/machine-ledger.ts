@@ -3,11 +3,12 @@
  * on boot `boot-1` in the test's directory, with the symbol-keyed test hooks
  * when asked, every ledger remembered so the test's `afterEach` closes them.
  */
-import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
+
 import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger.js';
+} from '../../src/ledger/file/machine-ledger.js';
+import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 
 /** The options of {@link LedgerFactory.make}: any ledger option, and the test hooks. */
 export type MakeLedgerOptions = Partial<MachineLedgerOptions> & {

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseDocument } from '../../src/ledger/document/codec.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import {
   type FixtureProcess,

@@ -11,10 +11,10 @@ import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import { decodeRequest, encodeRequest } from '../../src/ledger/combining/wire.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import type { PoolLedger } from '../../src/ledger/types.js';
+import { decodeRequest, encodeRequest } from '../../src/ledger/wire.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 
 const golden = join(import.meta.dirname, '../fixtures/ledger/seed-pool.json');
 const seedBootId = '3f1c2a9e-8b7d-4e21-9c55-0d6a1b2c3d4e';

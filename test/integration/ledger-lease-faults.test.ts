@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isLedgerIoError } from '../../src/errors/ledger-fs.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';

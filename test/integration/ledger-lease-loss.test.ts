@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
 

@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import type { MachineLedgerOptions } from '../../src/ledger/file/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { readBootId, readProcessStartTime } from '../../src/ledger/proc.js';
 import type { WorkerConfig } from '../fixtures/ledger-worker.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';

@@ -10,7 +10,7 @@ import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
+import { decodeCombinerRecord } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { natsWorker, revisionChecker, watchRevisions } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsCluster, startNatsServer } from '../helpers/nats-server.js';
@@ -32,7 +32,7 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, what: str
   }
 }
 
-/** The worker that combines `pool` now, by the lease id in its leader key. */
+/** The worker that combines `pool` now, by the lease id in its combiner key (`leader.<pool>`). */
 async function combinerOf(
   kv: KV,
   pool: string,
@@ -42,7 +42,7 @@ async function combinerOf(
   await until(
     async () => {
       const entry = await kv.get(`leader.${pool}`);
-      const record = entry ? decodeLeader(entry.string(), 'scaler-pools') : undefined;
+      const record = entry ? decodeCombinerRecord(entry.string(), 'scaler-pools') : undefined;
       found = workers.find((w) => w.events.some((e) => e.leaseId === record?.leaseId));
       return found !== undefined;
     },
@@ -195,7 +195,10 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
       a.registerPool(pool, { maxCpu: 2 });
       b.registerPool(pool, { maxCpu: 2 });
       expect(await a.tryReserve(pool, 'a-1', 1, 0)).toBe(true);
-      const record = decodeLeader((await kv.get(`leader.${pool}`))!.string(), 'scaler-pools')!;
+      const record = decodeCombinerRecord(
+        (await kv.get(`leader.${pool}`))!.string(),
+        'scaler-pools',
+      )!;
       expect(record.leaseId).toBe(a.leaseId);
       const row = (agentId: string) => ({
         instanceId: 'x',
@@ -240,7 +243,10 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
       // b does not combine the pool: it redirects.
       b.registerPool('other', {});
       await b.reapStale('other');
-      const bSubject = decodeLeader((await kv.get('leader.other'))!.string(), 'scaler-pools')!;
+      const bSubject = decodeCombinerRecord(
+        (await kv.get('leader.other'))!.string(),
+        'scaler-pools',
+      )!;
       expect(
         await ask({ v: 1, pool, cap: { maxCpu: 2 }, ops: [reserve('x-4')] }, bSubject.subject),
       ).toMatchObject({ kind: 'redirect' });
@@ -279,7 +285,7 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
       expect((await kv.get(`pool.${pool}`))!.revision).toBeGreaterThanOrEqual(revisionBefore);
       // b now combines the pool (a's lease ended) and its own calls work.
       expect(await b.tryReserve(pool, 'b-1', 0, 0)).toBe(true);
-      const now = decodeLeader((await kv.get(`leader.${pool}`))!.string(), 'scaler-pools')!;
+      const now = decodeCombinerRecord((await kv.get(`leader.${pool}`))!.string(), 'scaler-pools')!;
       expect(now.leaseId).toBe(b.leaseId);
     } finally {
       await a.close().catch(() => {});

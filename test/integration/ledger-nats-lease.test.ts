@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { isLedgerLeaseExpiredError, isLedgerUnavailableError } from '../../src/errors/ledger.js';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
-import { decodeLeader } from '../../src/ledger/nats/combine-wire.js';
+import { decodeCombinerRecord } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
@@ -126,7 +126,10 @@ describe.runIf(ok)('NatsPoolLedger leases', () => {
     a.registerPool(pool, { maxCpu: 4 });
     b.registerPool(pool, { maxCpu: 4 });
     expect(await a.reserve(pool, 'a-1', 1, 0)).toEqual({ ok: true });
-    const record = decodeLeader((await kv.get(`leader.${pool}`))!.string(), 'scaler-pools')!;
+    const record = decodeCombinerRecord(
+      (await kv.get(`leader.${pool}`))!.string(),
+      'scaler-pools',
+    )!;
     expect(record.leaseId).toBe(a.leaseId);
     const row = (agentId: string, leaseId: string) => ({
       instanceId: 'b',

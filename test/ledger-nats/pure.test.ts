@@ -3,12 +3,6 @@ import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { isConnectionClosed } from '../../src/internal/nats-errors.js';
-import {
-  decodeReply,
-  decodeRequest,
-  encodeReply,
-  encodeRequest,
-} from '../../src/ledger/combining/wire.js';
 import { emptyDocument } from '../../src/ledger/document/codec.js';
 import { sumRows } from '../../src/ledger/document/fit.js';
 import { CasWriter, DuplicateWriteError, isRevisionConflict } from '../../src/ledger/nats/cas.js';
@@ -21,6 +15,7 @@ import {
 } from '../../src/ledger/nats/liveness.js';
 import { applyBatch, type LedgerOp } from '../../src/ledger/ops.js';
 import type { LedgerDocument, ReservationRow } from '../../src/ledger/types.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../../src/ledger/wire.js';
 
 function row(agentId: string, extra: Partial<ReservationRow> = {}): ReservationRow {
   return {
@@ -188,7 +183,7 @@ describe('applyBatch', () => {
     const again = applyBatch('p', doc, noStale(doc), [
       { kind: 'reserve', row: row('a'), maybeApplied: true },
     ]);
-    expect(again.answers[0]).toEqual({ ok: true, value: { ok: true } });
+    expect(again.answers[0]).toEqual({ ok: true, kind: 'reserve', value: { ok: true } });
     expect(again.dirty).toBe(false);
     // Same agent, our lease, but another reservation time: still a duplicate.
     const other = applyBatch('p', doc, noStale(doc), [
@@ -201,16 +196,16 @@ describe('applyBatch', () => {
     const doc = { ...emptyDocument(cap), reservations: [row('a')] };
     const op: LedgerOp = { kind: 'release', agentId: 'a' };
     const first = applyBatch('p', doc, noStale(doc), [op]);
-    expect(first.answers[0]).toEqual({ ok: true, value: true });
+    expect(first.answers[0]).toEqual({ ok: true, kind: 'release', value: true });
     // The write had no answer but landed: the re-read no longer has the row.
     op.maybeApplied = true;
     const retry = applyBatch('p', first.doc, noStale(first.doc), [op]);
-    expect(retry.answers[0]).toEqual({ ok: true, value: true });
+    expect(retry.answers[0]).toEqual({ ok: true, kind: 'release', value: true });
     expect(retry.dirty).toBe(false);
     expect(
       applyBatch('p', first.doc, noStale(first.doc), [{ kind: 'release', agentId: 'a' }])
         .answers[0],
-    ).toEqual({ ok: true, value: false });
+    ).toEqual({ ok: true, kind: 'release', value: false });
   });
 
   it('drops stale rows from what it writes and counts them on reap', () => {
@@ -224,11 +219,11 @@ describe('applyBatch', () => {
     ]);
     expect(refusal.dirty).toBe(false);
     const reap = applyBatch('p', doc, partition, [{ kind: 'reap' }]);
-    expect(reap.answers[0]).toEqual({ ok: true, value: 1 });
+    expect(reap.answers[0]).toEqual({ ok: true, kind: 'reap', value: 1 });
     expect(reap.dirty).toBe(true);
     expect(reap.doc.reservations.map((r) => r.agentId)).toEqual(['a']);
     const release = applyBatch('p', doc, partition, [{ kind: 'release', agentId: 'b' }]);
-    expect(release.answers[0]).toEqual({ ok: true, value: true });
+    expect(release.answers[0]).toEqual({ ok: true, kind: 'release', value: true });
     expect(release.dirty).toBe(true);
   });
 
@@ -240,12 +235,12 @@ describe('applyBatch', () => {
     };
     const release = (agentId: string, instanceId: string) =>
       applyBatch('p', doc, partition, [{ kind: 'release', agentId, instanceId }]);
-    expect(release('a', 'i2').answers[0]).toEqual({ ok: true, value: false });
+    expect(release('a', 'i2').answers[0]).toEqual({ ok: true, kind: 'release', value: false });
     expect(release('a', 'i2').doc.reservations.map((r) => r.agentId)).toEqual(['a']);
-    expect(release('b', 'i2').answers[0]).toEqual({ ok: true, value: false });
-    expect(release('a', 'i1').answers[0]).toEqual({ ok: true, value: true });
+    expect(release('b', 'i2').answers[0]).toEqual({ ok: true, kind: 'release', value: false });
+    expect(release('a', 'i1').answers[0]).toEqual({ ok: true, kind: 'release', value: true });
     expect(release('a', 'i1').doc.reservations).toEqual([]);
-    expect(release('b', 'i1').answers[0]).toEqual({ ok: true, value: true });
+    expect(release('b', 'i1').answers[0]).toEqual({ ok: true, kind: 'release', value: true });
   });
 
   it('releaseInstance removes only that instance', () => {
@@ -370,10 +365,18 @@ describe('combine wire with device ids', () => {
 
   it('a reply keeps the ids of each grant', () => {
     const answers = [
-      { ok: true as const, value: { ok: true, devices: { [GPU]: ['1', '3'] } } },
-      { ok: true as const, value: [{ ok: true, adopted: true, devices: { [GPU]: ['0'] } }] },
-      { ok: true as const, value: true },
-      { ok: true as const, value: 0 },
+      {
+        ok: true as const,
+        kind: 'reserve' as const,
+        value: { ok: true as const, devices: { [GPU]: ['1', '3'] } },
+      },
+      {
+        ok: true as const,
+        kind: 'adopt' as const,
+        value: [{ ok: true as const, adopted: true, devices: { [GPU]: ['0'] } }],
+      },
+      { ok: true as const, kind: 'release' as const, value: true },
+      { ok: true as const, kind: 'reap' as const, value: 0 },
     ];
     const decoded = decodeReply(
       encoder.encode(encodeReply({ kind: 'answers', answers })),

@@ -13,13 +13,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, isScalerError } from '../../src/index.js';
-import { decodeReply, decodeRequest, encodeRequest } from '../../src/ledger/combining/wire.js';
 import {
   emptyDocument,
   parseDocument,
   serializeDocument,
 } from '../../src/ledger/document/codec.js';
 import type { LedgerOp } from '../../src/ledger/ops.js';
+import { decodeReply, decodeRequest, encodeRequest } from '../../src/ledger/wire.js';
 import {
   CAP_FIELD_NAMES,
   CAP_FIELDS,

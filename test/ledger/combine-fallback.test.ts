@@ -21,10 +21,10 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { combineDirPath } from '../../src/ledger/combining/channel.js';
 import { parseDocument } from '../../src/ledger/document/codec.js';
-import { heldByCombiningHolder } from '../../src/ledger/lock.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { combineDirPath } from '../../src/ledger/file/combining/channel.js';
+import { heldByCombiningHolder } from '../../src/ledger/file/lock.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 
 let dir: string;
 let lock: string;

@@ -22,13 +22,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLedgerOutcomeUnknownError } from '../../src/errors/ledger.js';
-import { combineDirPath } from '../../src/ledger/combining/channel.js';
 import { parseDocument, serializeDocument } from '../../src/ledger/document/codec.js';
+import { combineDirPath } from '../../src/ledger/file/combining/channel.js';
 import {
   MachineLedger,
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger.js';
+} from '../../src/ledger/file/machine-ledger.js';
 
 let dir: string;
 let lock: string;

@@ -9,17 +9,17 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { publishStaged, stageAnswers } from '../../src/ledger/combining/answers.js';
+import { emptyDocument } from '../../src/ledger/document/codec.js';
+import { publishStaged, stageAnswers } from '../../src/ledger/file/combining/answers.js';
 import {
   claimPending,
   combineDirPath,
   prepareCombineDir,
   sweepCombineLeftovers,
-} from '../../src/ledger/combining/channel.js';
-import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/combining/plan.js';
-import { Inbox, PostedRequest, redo } from '../../src/ledger/combining/waiter.js';
-import { emptyDocument } from '../../src/ledger/document/codec.js';
-import type { LedgerOp } from '../../src/ledger/ops.js';
+} from '../../src/ledger/file/combining/channel.js';
+import { answerTexts, planCombined, splitAnswers } from '../../src/ledger/file/combining/plan.js';
+import { Inbox, PostedRequest, redo } from '../../src/ledger/file/combining/waiter.js';
+import type { LedgerOp, OpAnswer } from '../../src/ledger/ops.js';
 
 let dir: string;
 let combine: string;
@@ -92,13 +92,14 @@ describe('combining channel', () => {
       'own',
       'late',
     ]);
-    const answers = [
-      { ok: true as const, value: { ok: true } },
-      { ok: true as const, value: { ok: true } },
+    const answers: OpAnswer[] = [
+      { ok: true as const, kind: 'reserve' as const, value: { ok: true as const } },
+      { ok: true as const, kind: 'reserve' as const, value: { ok: true as const } },
       {
         ok: true as const,
+        kind: 'reserve' as const,
         value: {
-          ok: false,
+          ok: false as const,
           pool: 'p',
           dimension: 'cpu',
           requested: 1,

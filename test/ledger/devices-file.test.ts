@@ -10,17 +10,12 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { combineDirPath } from '../../src/ledger/combining/channel.js';
-import { settledFrom } from '../../src/ledger/combining/cycle.js';
-import {
-  decodeReply,
-  decodeRequest,
-  encodeReply,
-  encodeRequest,
-} from '../../src/ledger/combining/wire.js';
 import { normalizeCap } from '../../src/ledger/document/cap.js';
 import { parseDocument, serializeDocument } from '../../src/ledger/document/codec.js';
+import { combineDirPath } from '../../src/ledger/file/combining/channel.js';
+import { settledFrom } from '../../src/ledger/file/combining/cycle.js';
 import type { ReservationRow } from '../../src/ledger/types.js';
+import { decodeReply, decodeRequest, encodeReply, encodeRequest } from '../../src/ledger/wire.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 const GPU = 'nvidia.com/gpu';
@@ -236,11 +231,23 @@ describe('device ids through combined calls', () => {
     expect(request.ops).toEqual([{ kind: 'adopt', rows: [row] }]);
     const reply = encodeReply({
       kind: 'answers',
-      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
+      answers: [
+        {
+          ok: true,
+          kind: 'adopt',
+          value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }],
+        },
+      ],
     });
     expect(decodeReply(new TextEncoder().encode(reply), 'p', request.ops)).toEqual({
       kind: 'answers',
-      answers: [{ ok: true, value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }] }],
+      answers: [
+        {
+          ok: true,
+          kind: 'adopt',
+          value: [{ ok: true, adopted: true, devices: { [GPU]: ['3'] } }],
+        },
+      ],
     });
   });
 
@@ -263,13 +270,18 @@ describe('device ids through combined calls', () => {
     };
     const op = { kind: 'reserve' as const, row, maybeApplied: true };
     const settled = settledFrom(doc, op);
-    expect(settled).toEqual({ ok: true, value: { ok: true, devices: { [GPU]: ['1', '3'] } } });
+    expect(settled).toEqual({
+      ok: true,
+      kind: 'reserve',
+      value: { ok: true, devices: { [GPU]: ['1', '3'] } },
+    });
     // A copy: the answer never shares the document's arrays.
     (settled as { value: { devices: Record<string, string[]> } }).value.devices[GPU]!.push('0');
     expect(doc.reservations[0]!.devices[GPU]).toEqual(['1', '3']);
     expect(settledFrom({ ...doc, reservations: [] }, op)).toBe('not-applied');
     expect(settledFrom({ ...doc, reservations: [row] }, op)).toEqual({
       ok: true,
+      kind: 'reserve',
       value: { ok: true },
     });
   });

@@ -115,6 +115,7 @@ describe('a batch assigns ids in the write that adds the row', () => {
     ]);
     expect(taken.answers[0]).toEqual({
       ok: true,
+      kind: 'adopt',
       value: [
         { ok: true, adopted: true, devices: { [GPU]: ['0'] } },
         { ok: true, adopted: false, devices: { [GPU]: ['3'] } },

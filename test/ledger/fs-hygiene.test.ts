@@ -33,10 +33,10 @@ import {
   isLedgerFileError,
   type LedgerFileError,
 } from '../../src/errors/ledger-fs.js';
+import type { MachineLedgerOptions } from '../../src/ledger/file/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
+import { createExclusive, readLedgerFile } from '../../src/ledger/file/safe-fs.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
-import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
-import { createExclusive, readLedgerFile } from '../../src/ledger/safe-fs.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 import { hasSystem } from '../helpers/system.js';
 

@@ -6,11 +6,13 @@ import { codeOf } from '../helpers/source.js';
 // STYLE.md 6: the ledger reaches the filesystem only through the injected
 // `LedgerFs`. Only fs.ts may import node:fs.
 const srcDir = join(import.meta.dirname, '../../src/ledger');
-const files = readdirSync(srcDir).filter((f) => f.endsWith('.ts'));
+const files = readdirSync(srcDir, { recursive: true, encoding: 'utf8' })
+  .filter((f) => f.endsWith('.ts'))
+  .sort();
 
 describe('ledger sources route fs through the injected object', () => {
   it('finds the sources', () => {
-    expect(files).toContain('machine-ledger.ts');
+    expect(files).toContain(join('file', 'machine-ledger.ts'));
     expect(files).toContain('fs.ts');
   });
 
@@ -22,12 +24,12 @@ describe('ledger sources route fs through the injected object', () => {
     expect(text).not.toMatch(/import\(\s*['"](node:)?fs/);
   });
 
-  it('no ledger source loads proper-lockfile: the lock protocol is ours (lock.ts) and uses the injected fs', () => {
+  it('no ledger source loads proper-lockfile: the lock protocol is ours (file/lock.ts) and uses the injected fs', () => {
     for (const file of files) {
       const text = readFileSync(join(srcDir, file), 'utf8');
       expect(text, file).not.toMatch(/['"]proper-lockfile['"]/);
     }
-    const lock = readFileSync(join(srcDir, 'lock.ts'), 'utf8');
+    const lock = readFileSync(join(srcDir, 'file', 'lock.ts'), 'utf8');
     expect(lock).toMatch(/this\.#fs\.mkdirSync\(/);
   });
 });

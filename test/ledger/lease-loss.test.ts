@@ -12,12 +12,12 @@ import {
   isLedgerLeaseExpiredError,
   type LedgerLeaseExpiredError,
 } from '../../src/errors/ledger.js';
-import type { MachineLedgerOptions } from '../../src/ledger/machine-ledger.js';
+import type { MachineLedgerOptions } from '../../src/ledger/file/machine-ledger.js';
 import {
   MachineLedger,
   type MachineLedgerHooks,
   withMachineLedgerHooks,
-} from '../../src/ledger/machine-ledger.js';
+} from '../../src/ledger/file/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 
 let dir: string;

@@ -1,5 +1,5 @@
 /**
- * The pool lock protocol (src/ledger/lock.ts, takeover.ts): token directory,
+ * The pool lock protocol (src/ledger/file/lock.ts, takeover.ts): token directory,
  * refresh, fenced write, takeover, and what a lock entry we did not make does.
  */
 import * as nodeFs from 'node:fs';
@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isLedgerLockCompromisedError } from '../../src/errors/ledger.js';
 import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
-import { heldByCombiningHolder, PoolLocker } from '../../src/ledger/lock.js';
+import { heldByCombiningHolder, PoolLocker } from '../../src/ledger/file/lock.js';
 
 const dirs: string[] = [];
 afterEach(() => {

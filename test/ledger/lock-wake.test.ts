@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LockWaker } from '../../src/ledger/file/lock-wake.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
-import { LockWaker } from '../../src/ledger/lock-wake.js';
 
 let dir: string;
 let waker: LockWaker;

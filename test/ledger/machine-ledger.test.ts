@@ -22,8 +22,8 @@ import {
 } from '../../src/errors/ledger.js';
 import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isStateStoreError } from '../../src/errors/state-store.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { type LedgerFs, writeAll } from '../../src/ledger/fs.js';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
 import { type AgentStateRecord, FileStateStore } from '../../src/manager/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'sp-write-all-'));

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import {
   MemoryPoolLedger,
   MemoryPoolStore,

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/machine-ledger.js';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import type {
   AdoptRequest,

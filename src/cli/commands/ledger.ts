@@ -4,7 +4,7 @@
 
 import { InvalidInputError, LedgerDirError } from '../../errors/index.js';
 import { checkAgentId, checkInstanceId } from '../../ledger/checks.js';
-import { fallbackLedgerDir } from '../../ledger/dir.js';
+import { fallbackLedgerDir } from '../../ledger/file/dir.js';
 import {
   DEFAULT_LEDGER_DIR,
   LEDGER_DIR_ENV,

@@ -1,26 +1,28 @@
 /**
- * The `leader.<pool>` record that names a pool's combiner, and the subject it
- * listens on. The calls and replies it exchanges are the shared combine wire
- * format (`../combining/wire.ts`).
+ * A pool's combiner record, which names the instance that combines the pool's
+ * calls and the subject it listens on. Its key is `leader.<pool>`: the key
+ * keeps the spelling of the first release, which other hosts read. The calls
+ * and replies a combiner exchanges are the shared combine wire format
+ * (`../wire.ts`).
  */
-import { COMBINE_WIRE_VERSION, isObject } from '../combining/wire.js';
+import { COMBINE_WIRE_VERSION, isObject } from '../wire.js';
 import { poolKey } from './keys.js';
 
-/** The prefix of every combiner key: `leader.<pool>`. */
-export const LEADER_KEY_PREFIX = 'leader.';
+/** The prefix of every combiner key: `leader.<pool>` (a wire name: never change it). */
+export const COMBINER_KEY_PREFIX = 'leader.';
 /** The subject prefix a combiner listens under, for a bucket: `_SCALER_LEDGER.<bucket>.`. */
 export function combineSubjectPrefix(bucket: string): string {
   return `_SCALER_LEDGER.${bucket}.`;
 }
 
 /** The KV key naming a pool's combiner. */
-export function leaderKey(pool: string): string {
+export function combinerKey(pool: string): string {
   poolKey(pool);
-  return `${LEADER_KEY_PREFIX}${pool}`;
+  return `${COMBINER_KEY_PREFIX}${pool}`;
 }
 
 /** Who combines a pool: the lease it holds it under and the subject it listens on. */
-export interface LeaderRecord {
+export interface CombinerRecord {
   /** The combiner's lease id: the record is void once that lease has ended. */
   leaseId: string;
   /** The combiner's instance id (informational). */
@@ -29,17 +31,17 @@ export interface LeaderRecord {
   subject: string;
 }
 
-/** Serialize a leader record. */
-export function encodeLeader(record: LeaderRecord): string {
+/** Serialize a combiner record. */
+export function encodeCombinerRecord(record: CombinerRecord): string {
   return JSON.stringify({ v: COMBINE_WIRE_VERSION, ...record });
 }
 
 /**
- * Parse a leader record; undefined when the value is not one (an ended record,
+ * Parse a combiner record; undefined when the value is not one (an ended record,
  * or anything malformed: the key is only a hint, and a bad one is replaced by
  * compare-and-set like an absent one).
  */
-export function decodeLeader(text: string, bucket: string): LeaderRecord | undefined {
+export function decodeCombinerRecord(text: string, bucket: string): CombinerRecord | undefined {
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -25,25 +25,24 @@ import { monotonicNow, sleep } from '../../clock.js';
 import { LedgerUnavailableError, ScalerError } from '../../errors/index.js';
 import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
+import { capsEqual } from '../document/cap.js';
+import type { LeaseState } from '../document/verdict.js';
+import type { LedgerAnswer, LedgerOp, OpAnswer } from '../ops.js';
 import {
   type CombineReply,
   decodeReply,
   decodeRequest,
   encodeReply,
   encodeRequest,
-} from '../combining/wire.js';
-import { capsEqual } from '../document/cap.js';
-import type { LeaseState } from '../document/verdict.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
+} from '../wire.js';
 import type { CasWriter } from './cas.js';
 import { isRevisionConflict } from './cas.js';
 import {
+  type CombinerRecord,
+  combinerKey,
   combineSubjectPrefix,
-  decodeLeader,
-  encodeLeader,
-  type LeaderRecord,
-  leaderKey,
+  decodeCombinerRecord,
+  encodeCombinerRecord,
 } from './combine-wire.js';
 
 /** What the combiner needs from its ledger. */
@@ -74,7 +73,7 @@ export interface CombinerHost {
   /** The cap registered for a pool. */
   registeredCap(pool: string): ResourceCap | undefined;
   /** Queue a call received from another instance in this ledger's batches. */
-  enqueue(pool: string, op: LedgerOp): Promise<unknown>;
+  enqueue(pool: string, op: LedgerOp): Promise<LedgerAnswer>;
   /** Commit calls here, by compare-and-set, retrying until `deadline` (monotonic ms). */
   commitHere(pool: string, ops: LedgerOp[], deadline: number): Promise<OpAnswer[]>;
   isClosed(): boolean;
@@ -105,7 +104,7 @@ const REQUEST_TIMEOUT_MS = 1000;
 const FORWARDED_WAIT_MS = 3 * REQUEST_TIMEOUT_MS;
 
 interface Led {
-  record: LeaderRecord;
+  record: CombinerRecord;
   revision: number;
 }
 
@@ -115,12 +114,12 @@ export class Combiner {
   readonly subject: string;
   /** Calls from other instances: the connection epoch they came in, and until when their sender waits. */
   private readonly forwarded = new WeakMap<LedgerOp, { epoch: number; deadline: number }>();
-  /** Leader records by pool, as last read (own records included). */
-  private readonly leaders = new Map<string, Led>();
+  /** Combiner records by pool, as last read (own records included). */
+  private readonly combiners = new Map<string, Led>();
   /** Subjects that had no subscriber: their combiner is gone. */
   private readonly deadSubjects = new Set<string>();
   /** Pools with a request that got no reply: later calls go to the same combiner. */
-  private readonly pending = new Map<string, LeaderRecord>();
+  private readonly pending = new Map<string, CombinerRecord>();
   private epoch = 0;
   private sub: Subscription | undefined;
 
@@ -144,7 +143,7 @@ export class Combiner {
 
   /** Whether this instance combines `pool` under its current lease. */
   combines(pool: string): boolean {
-    return this.leaders.get(pool)?.record.leaseId === this.host.leaseId();
+    return this.combiners.get(pool)?.record.leaseId === this.host.leaseId();
   }
 
   /**
@@ -261,20 +260,20 @@ export class Combiner {
     }
   }
 
-  /** Step down from every pool (their leader keys are ended) and stop listening. */
+  /** Step down from every pool (their combiner keys are ended) and stop listening. */
   async close(): Promise<void> {
     await Promise.allSettled(
-      [...this.leaders.entries()]
+      [...this.combiners.entries()]
         .filter(([pool]) => this.combines(pool))
         .map(([pool, led]) =>
           this.host.cas.write(
-            leaderKey(pool),
+            combinerKey(pool),
             JSON.stringify({ ended: 'closed', by: this.host.instanceId }),
             led.revision,
           ),
         ),
     );
-    this.leaders.clear();
+    this.combiners.clear();
     // Not drain: on a connection that is reconnecting, drain waits for the server.
     // A request still buffered here goes unanswered; its sender retries elsewhere.
     try {
@@ -285,13 +284,13 @@ export class Combiner {
   }
 
   // Where to send calls on `pool`: here, or a combiner's record.
-  private async route(pool: string): Promise<'here' | LeaderRecord> {
+  private async route(pool: string): Promise<'here' | CombinerRecord> {
     const pending = this.pending.get(pool);
     if (pending) {
       if ((await this.host.leaseState(pending.leaseId)) !== 'expired') return pending;
       this.pending.delete(pool);
     }
-    const known = this.leaders.get(pool);
+    const known = this.combiners.get(pool);
     if (known && !this.deadSubjects.has(known.record.subject)) {
       if (known.record.leaseId === this.host.leaseId()) return 'here';
       // A combiner whose lease ended (fenced by a peer, or closed) combines nothing.
@@ -300,18 +299,18 @@ export class Combiner {
     return this.elect(pool);
   }
 
-  // Read the leader key; follow a live combiner, or claim a pool nobody combines.
-  private async elect(pool: string): Promise<'here' | LeaderRecord> {
-    const key = leaderKey(pool);
+  // Read the combiner key; follow a live combiner, or claim a pool nobody combines.
+  private async elect(pool: string): Promise<'here' | CombinerRecord> {
+    const key = combinerKey(pool);
     try {
       const entry = await this.host.kv.get(key);
       const record =
         entry !== null && entry.operation === 'PUT'
-          ? decodeLeader(entry.string(), this.host.bucket)
+          ? decodeCombinerRecord(entry.string(), this.host.bucket)
           : undefined;
       if (record && entry && record.leaseId === this.host.leaseId()) {
         if (record.subject === this.subject) {
-          this.leaders.set(pool, { record, revision: entry.revision });
+          this.combiners.set(pool, { record, revision: entry.revision });
           return 'here';
         }
         // This process continued the lease of one that combined the pool
@@ -321,23 +320,27 @@ export class Combiner {
         if (state !== 'expired') {
           // A combiner that is gone but whose lease still runs: write directly meanwhile.
           if (this.deadSubjects.has(record.subject)) return 'here';
-          this.leaders.set(pool, { record, revision: entry.revision });
+          this.combiners.set(pool, { record, revision: entry.revision });
           return record;
         }
       }
       // Nobody combines the pool (or its combiner's lease ended): claim it.
-      const mine: LeaderRecord = {
+      const mine: CombinerRecord = {
         leaseId: this.host.leaseId(),
         instanceId: this.host.instanceId,
         subject: this.subject,
       };
-      const revision = await this.host.cas.write(key, encodeLeader(mine), entry?.revision ?? 0);
-      this.leaders.set(pool, { record: mine, revision });
+      const revision = await this.host.cas.write(
+        key,
+        encodeCombinerRecord(mine),
+        entry?.revision ?? 0,
+      );
+      this.combiners.set(pool, { record: mine, revision });
       return 'here';
     } catch (error) {
       if (error instanceof ScalerError) throw error;
       // A lost claim: the winner is read next time. Meanwhile write directly.
-      if (!isRevisionConflict(error)) this.leaders.delete(pool);
+      if (!isRevisionConflict(error)) this.combiners.delete(pool);
       return 'here';
     }
   }
@@ -345,7 +348,7 @@ export class Combiner {
   // Send `ops` to a combiner. 'again' means route anew (nothing of `ops` is left with it).
   private async forward(
     pool: string,
-    target: LeaderRecord,
+    target: CombinerRecord,
     ops: LedgerOp[],
     deadline: number,
   ): Promise<OpAnswer[] | 'again'> {
@@ -363,7 +366,7 @@ export class Combiner {
         this.deadSubjects.add(target.subject);
         if (this.deadSubjects.size > 1000) this.deadSubjects.clear();
         this.pending.delete(pool);
-        this.leaders.delete(pool);
+        this.combiners.delete(pool);
         return 'again';
       }
       if (isNatsTimeout(error)) {
@@ -393,7 +396,7 @@ export class Combiner {
       case 'answers':
         return reply.answers;
       case 'redirect':
-        this.leaders.delete(pool);
+        this.combiners.delete(pool);
         return 'again';
       default:
         reply.maybeApplied.forEach((maybe, i) => {
@@ -467,7 +470,7 @@ export class Combiner {
         kind: 'answers',
         answers: settled.map((s) =>
           s.status === 'fulfilled'
-            ? { ok: true, value: s.value }
+            ? { ok: true, ...s.value }
             : { ok: false, error: (s as PromiseRejectedResult).reason },
         ),
       });

@@ -3,7 +3,7 @@
  * one key per instance id naming the lease it holds.
  */
 import { createHash } from 'node:crypto';
-import { assertSubjectSafePool } from '../combining/wire.js';
+import { assertSubjectSafePool } from '../wire.js';
 
 /**
  * The prefix of every pool key: `pool.<name>`.

@@ -4,12 +4,24 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors/index.js';
 import { testHooksOf } from '../../internal/test-hooks.js';
-import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../front-end.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { LedgerFrontEnd } from '../front-end.js';
 import { defaultFs } from '../fs.js';
 import { GroupCommit } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
+import type { LedgerAnswer, LedgerOp } from '../ops.js';
 import { readBootId } from '../proc.js';
-import type { LeaseEvent, LeaseInfo, ReservationRow } from '../types.js';
+import type {
+  AdoptRequest,
+  AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
+  PoolLedger,
+  RegisterPoolOptions,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveOptions,
+  ReserveResult,
+} from '../types.js';
 import {
   type CheckedOptions,
   checkConnectOptions,
@@ -71,7 +83,9 @@ const CONNECTED = Symbol('NatsPoolLedger.connect');
  * await ledger.close();
  * ```
  */
-export class NatsPoolLedger extends LedgerFrontEnd {
+export class NatsPoolLedger implements PoolLedger {
+  /** This orchestrator instance's id, written into every row it makes. */
+  readonly instanceId: string;
   /** The KV bucket. */
   readonly bucket: string;
   /** The lease window in ms. */
@@ -80,11 +94,13 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   readonly #nc: NatsConnection;
   readonly #ownsConnection: boolean;
   readonly #bootId: string;
-  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#store.commit(pool, ops));
+  readonly #batches = new GroupCommit<LedgerOp, LedgerAnswer>((pool, ops) =>
+    this.#store.commit(pool, ops),
+  );
   /** The pool keys: lease, reads and compare-and-set commits (pool-store.ts). */
   readonly #store: PoolStore;
   readonly #timeSource: Clock;
-  readonly #core: LedgerCore;
+  readonly #front: LedgerFrontEnd;
   readonly #timeoutMs: number;
   readonly #monotonic: () => number;
 
@@ -102,8 +118,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       );
     }
     const clock = resolveClock(options.clock, undefined);
-    super(options.instanceId);
-    this.#core = attachStorage(this, {
+    this.instanceId = options.instanceId;
+    this.#front = new LedgerFrontEnd(options.instanceId, {
       closedMessage: 'This NatsPoolLedger is closed; connect a new one',
       clock: () => clock,
       checkPool: (pool) => {
@@ -112,6 +128,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       },
       ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
       commit: (pool, op) => this.#call(pool, op),
+      inspect: (pool) => this.inspect(pool),
     });
     this.#nc = nc;
     this.#ownsConnection = ownsConnection;
@@ -122,7 +139,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
     this.#timeSource = clock;
     this.#timeoutMs = options.timeoutMs;
     this.#monotonic = hooks.monotonic ?? monotonicNow;
-    const telemetry = this.#core.instrument(options, 'nats', clock);
+    const telemetry = this.#front.instrument(options, 'nats', clock);
     this.#store = new PoolStore({
       kv,
       js,
@@ -132,11 +149,11 @@ export class NatsPoolLedger extends LedgerFrontEnd {
       hooks,
       monotonic: this.#monotonic,
       timers: clock,
-      caps: this.#core.caps,
+      caps: this.#front.caps,
       telemetry,
       queuedPools: () => this.#batches.pools(),
-      enqueue: (pool, op) => this.#core.submit(pool, op),
-      isClosed: () => this.#core.closed,
+      enqueue: (pool, op) => this.#front.submit(pool, op),
+      isClosed: () => this.#front.closed,
     });
   }
 
@@ -202,6 +219,121 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   }
 
   /**
+   * Declare the cap a pool must have. The first write creates the pool with
+   * this cap; a stored pool with another cap is refused with `LedgerCapMismatchError`.
+   *
+   * @throws InvalidInputError for an invalid pool name.
+   * @throws TypeError for a cap field that is not a finite number >= 0.
+   */
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    this.#front.registerPool(name, cap, options);
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
+   *
+   * @throws as `reserve`.
+   */
+  tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<boolean> {
+    return this.#front.tryReserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
+   * out of the sum (and dropped when the pool is written). A refusal says
+   * which dimension did not fit and writes nothing.
+   *
+   * @throws TypeError when the pool is not registered, an amount is not a finite
+   *   number >= 0, or the ledger is closed.
+   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
+   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored pool is bad (it is left as it is).
+   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
+   *   although it did not release them; `agentIds` names them. This call did nothing;
+   *   each loss is reported once, so the next call proceeds.
+   * @throws the storage's errors: see the class.
+   */
+  reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<ReserveResult> {
+    return this.#front.reserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another process or lease (this host before a restart), or reserve them
+   * again when gone, in one write; see {@link PoolLedger.adopt}.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as `reserve`.
+   */
+  adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    return this.#front.adopt(pool, agents);
+  }
+
+  /**
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; `{ anyInstance: true }` and
+   * `{ instanceId }` are the operator paths). Idempotent.
+   *
+   * @returns true when a row was removed.
+   * @throws as `reserve`, except the registration, duplicate and lost-lease errors.
+   */
+  release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
+    return this.#front.release(pool, agentId, options);
+  }
+
+  /**
+   * Remove stale rows from `pool` now.
+   *
+   * @returns The number of rows removed.
+   * @throws as `release`, and `LedgerLeaseExpiredError` as `reserve` (the
+   *   reaper of `start()` never consumes that report).
+   */
+  reapStale(pool: string): Promise<number> {
+    return this.#front.reapStale(pool);
+  }
+
+  /** Summed CPU and memory of `pool`'s live rows (no write). */
+  getUsage(pool: string): Promise<ResourceAmount> {
+    return this.#front.getUsage(pool);
+  }
+
+  /** `pool`'s live rows (no write). */
+  list(pool: string): Promise<ReservationRow[]> {
+    return this.#front.list(pool);
+  }
+
+  /**
+   * Reap every registered pool every `intervalMs`. Idempotent; the timer is
+   * unref'd and a failed round is retried on the next tick (it never throws).
+   *
+   * @throws TypeError when `intervalMs` is not a finite number >= 0.
+   */
+  start(intervalMs?: number): void {
+    this.#front.start(intervalMs);
+  }
+
+  /** Stop the reaper started by `start`. */
+  stop(): void {
+    this.#front.stop();
+  }
+
+  /** Release every row this instance holds in every registered pool. Best effort per pool. */
+  releaseAllForInstance(): Promise<void> {
+    return this.#front.releaseAllForInstance();
+  }
+
+  /**
    * This instance's own lease as of now: its id, when the server last
    * confirmed a heartbeat (`confirmedAt`, the ledger clock instant that
    * heartbeat was sent), the deadline (`confirmedAt + leaseMs`), the health
@@ -236,7 +368,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    */
   async inspect(pool: string): Promise<NatsPoolSnapshot> {
     poolKey(pool);
-    this.#core.assertOpen();
+    this.#front.assertOpen();
     const read = this.#store.read(pool);
     return new Promise((resolve, reject) => {
       const timer = this.#timeSource.setTimeout(() => {
@@ -266,8 +398,8 @@ export class NatsPoolLedger extends LedgerFrontEnd {
    * the connection when the ledger opened it.
    */
   async close(): Promise<void> {
-    if (this.#core.closed) return;
-    this.#core.markClosed();
+    if (this.#front.closed) return;
+    this.#front.markClosed();
     this.#store.stop();
     await this.#batches.idle();
     await this.#store.end();
@@ -278,7 +410,7 @@ export class NatsPoolLedger extends LedgerFrontEnd {
   // deadline a call still queued is never sent ("nothing was written"), and one
   // that was sent is answered `LedgerOutcomeUnknownError` and settled by the
   // store once NATS answers (see PoolStore.abandon).
-  #call(pool: string, op: LedgerOp): Promise<unknown> {
+  #call(pool: string, op: LedgerOp): Promise<LedgerAnswer> {
     this.#store.track(op, this.#monotonic() + this.#timeoutMs);
     const done = this.#batches.enqueue(pool, op);
     return new Promise((resolve, reject) => {

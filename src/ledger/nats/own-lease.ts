@@ -25,6 +25,14 @@ import type { KV, KvEntry } from '@nats-io/kv';
 import type { Clock, ClockTimer } from '../../clock.js';
 import { LedgerInstanceInUseError } from '../../errors/index.js';
 import { defaultFs } from '../fs.js';
+import {
+  atRiskAt,
+  breaksStreak,
+  deadlineOf,
+  healthAt,
+  LeaseEvents,
+  renewEveryMs,
+} from '../lease-health.js';
 import { isProcessAlive, readProcessStartTime } from '../proc.js';
 import type { LedgerTelemetry } from '../telemetry.js';
 import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../types.js';
@@ -154,10 +162,11 @@ export class OwnLease {
   #atRiskTimer: ClockTimer | undefined;
   #lostTimer: ClockTimer | undefined;
   #stopped = false;
-  /** The health last reported by an event (or 'held' once first confirmed). */
-  #reported: LeaseHealth = 'none';
   #lastError: unknown;
-  readonly #listeners = new Set<(event: LeaseEvent) => void>();
+  readonly #events = new LeaseEvents(
+    () => this.info(),
+    (type) => this.#options.telemetry?.leaseEvent(type),
+  );
   /** Monotonic ack time of the first confirmation of the current unbroken streak. */
   #healthySince: number | undefined;
   /** Monotonic ack time of the last confirmation. */
@@ -194,7 +203,7 @@ export class OwnLease {
 
   /** Whether the lease is live and was confirmed within a third of the window (the write gate). */
   get confirmed(): boolean {
-    return this.confirmedWithin(this.#options.leaseMs / 3);
+    return this.confirmedWithin(renewEveryMs(this.#options.leaseMs));
   }
 
   /**
@@ -204,7 +213,9 @@ export class OwnLease {
    */
   healthySince(): number | undefined {
     if (this.#healthySince === undefined || this.#lease.status !== 'live') return undefined;
-    if (this.#options.monotonic() - this.#lastAck > this.#options.leaseMs / 2) return undefined;
+    if (breaksStreak(this.#options.monotonic() - this.#lastAck, this.#options.leaseMs)) {
+      return undefined;
+    }
     return this.#healthySince;
   }
 
@@ -217,7 +228,7 @@ export class OwnLease {
       health: this.#health(lease),
       leaseId: lease.id,
       confirmedAt,
-      deadline: confirmedAt === undefined ? undefined : confirmedAt + leaseMs,
+      deadline: confirmedAt === undefined ? undefined : deadlineOf(confirmedAt, leaseMs),
       leaseMs,
       marginMs,
       location: { kind: 'nats', bucket, key: lease.key },
@@ -226,22 +237,13 @@ export class OwnLease {
 
   /** Call `listener` on every lease event; returns the function that removes it. */
   onEvent(listener: (event: LeaseEvent) => void): () => void {
-    if (typeof listener !== 'function') {
-      throw new TypeError(`Expected \`listener\` to be a function, got \`${typeof listener}\``);
-    }
-    const wrapped = (event: LeaseEvent) => listener(event);
-    this.#listeners.add(wrapped);
-    return () => {
-      this.#listeners.delete(wrapped);
-    };
+    return this.#events.listen(listener);
   }
 
   #health(lease: Lease): LeaseHealth {
     if (lease.confirmedAt === undefined) return lease.status === 'live' ? 'none' : 'lost';
     if (lease.status !== 'live') return 'lost';
-    const age = this.#options.timers.now() - lease.confirmedAt;
-    if (age >= this.#options.leaseMs) return 'lost';
-    return age >= (2 * this.#options.leaseMs) / 3 ? 'at-risk' : 'held';
+    return healthAt(lease.confirmedAt, this.#options.leaseMs, this.#options.timers.now());
   }
 
   /**
@@ -398,7 +400,7 @@ export class OwnLease {
         if (status === 'taken-over') return;
         (status === 'lapsed' ? this.#renew() : this.beat()).catch(() => {});
       },
-      Math.max(100, Math.floor(this.#options.leaseMs / 3)),
+      Math.max(100, Math.floor(renewEveryMs(this.#options.leaseMs))),
     );
     this.#timer.unref();
   }
@@ -517,13 +519,14 @@ export class OwnLease {
     if (sent < lease.sentAt) return;
     lease.sentAt = sent;
     lease.confirmedAt = sentClock;
-    if (this.#healthySince === undefined || acked - this.#lastAck > this.#options.leaseMs / 2) {
+    if (
+      this.#healthySince === undefined ||
+      breaksStreak(acked - this.#lastAck, this.#options.leaseMs)
+    ) {
       this.#healthySince = acked;
     }
     this.#lastAck = acked;
-    const before = this.#reported;
-    this.#reported = 'held';
-    if (before === 'at-risk' || before === 'lost') this.#emit('lease-renewed');
+    this.#events.renewed();
     this.#schedule(lease);
   }
 
@@ -544,10 +547,7 @@ export class OwnLease {
     timers.clearTimeout(this.#atRiskTimer);
     timers.clearTimeout(this.#lostTimer);
     this.#timer = this.#atRiskTimer = this.#lostTimer = undefined;
-    if (this.#reported !== 'lost') {
-      this.#reported = 'lost';
-      this.#emit('lease-lost');
-    }
+    this.#events.lost(this.#lastError);
   }
 
   // The lease was found fenced (or deleted): lost for good, whatever its deadline said.
@@ -557,10 +557,7 @@ export class OwnLease {
     const { timers } = this.#options;
     timers.clearTimeout(this.#atRiskTimer);
     timers.clearTimeout(this.#lostTimer);
-    if (this.#reported !== 'lost') {
-      this.#reported = 'lost';
-      this.#emit('lease-lost');
-    }
+    this.#events.lost(this.#lastError);
     this.#options.onLapse();
   }
 
@@ -581,31 +578,13 @@ export class OwnLease {
           else this.#atRiskTimer = again;
           return;
         }
-        if (type === 'lease-at-risk' && this.#reported === 'held') {
-          this.#reported = 'at-risk';
-          this.#emit('lease-at-risk');
-        } else if (type === 'lease-lost' && this.#reported !== 'lost') {
-          this.#reported = 'lost';
-          this.#emit('lease-lost');
-        }
+        if (type === 'lease-at-risk') this.#events.report('at-risk', this.#lastError);
+        else this.#events.lost(this.#lastError);
       };
       return timers.setTimeout(fire, Math.max(0, at - timers.now())).unref();
     };
-    this.#atRiskTimer = arm(confirmedAt + (2 * leaseMs) / 3, 'lease-at-risk');
-    this.#lostTimer = arm(confirmedAt + leaseMs, 'lease-lost');
-  }
-
-  #emit(type: LeaseEvent['type']): void {
-    this.#options.telemetry?.leaseEvent(type);
-    const event: LeaseEvent = { type, lease: this.info() };
-    if (type !== 'lease-renewed' && this.#lastError !== undefined) event.error = this.#lastError;
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(event);
-      } catch {
-        // A listener's failure is its own; the lease goes on.
-      }
-    }
+    this.#atRiskTimer = arm(atRiskAt(confirmedAt, leaseMs), 'lease-at-risk');
+    this.#lostTimer = arm(deadlineOf(confirmedAt, leaseMs), 'lease-lost');
   }
 
   #heartbeatBody(): string {

@@ -25,7 +25,7 @@ import {
   serializeDocument,
 } from '../document/codec.js';
 import { sumRows } from '../document/fit.js';
-import type { OpAnswer } from '../group-commit.js';
+import type { LedgerAnswer, OpAnswer } from '../ops.js';
 import { applyBatch, type LedgerOp } from '../ops.js';
 import type { LedgerTelemetry } from '../telemetry.js';
 import type { LeaseEvent, LeaseInfo, LedgerDocument } from '../types.js';
@@ -58,7 +58,7 @@ export interface PoolStoreParts {
   /** Pools with calls queued in this process (a lost lease is reported to them too). */
   queuedPools(): Iterable<string>;
   /** Queue a call received from another instance in the ledger's batches. */
-  enqueue(pool: string, op: LedgerOp): Promise<unknown>;
+  enqueue(pool: string, op: LedgerOp): Promise<LedgerAnswer>;
   isClosed(): boolean;
 }
 
@@ -103,7 +103,7 @@ export class PoolStore {
   /** Per pool, the timer of the next settling round while calls are unsettled. */
   readonly #settleTimers = new Map<string, ClockTimer>();
   #stopped = false;
-  readonly #enqueue: (pool: string, op: LedgerOp) => Promise<unknown>;
+  readonly #enqueue: (pool: string, op: LedgerOp) => Promise<LedgerAnswer>;
 
   constructor(parts: PoolStoreParts) {
     const { kv, nc, options } = parts;
@@ -411,10 +411,10 @@ export class PoolStore {
     const maybe = op.maybeApplied === true;
     let unsettled: string[] = [];
     if (answer.ok) {
-      if (abandoned && op.kind === 'reserve' && (answer.value as { ok?: boolean }).ok === true) {
+      if (abandoned && op.kind === 'reserve' && answer.kind === 'reserve' && answer.value.ok) {
         unsettled = [op.row.agentId];
-      } else if (abandoned && op.kind === 'adopt') {
-        const results = answer.value as Array<{ ok?: boolean }>;
+      } else if (abandoned && op.kind === 'adopt' && answer.kind === 'adopt') {
+        const results = answer.value;
         unsettled = op.rows.filter((_, i) => results[i]?.ok === true).map((row) => row.agentId);
       }
     } else if (!isFinalError(answer.error) && (maybe || (abandoned && op.kind === 'release'))) {

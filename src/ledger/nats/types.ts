@@ -6,18 +6,17 @@ import type { Clock } from '../../clock.js';
 import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
 import type { LedgerTelemetryOptions } from '../telemetry.js';
 import type { ReservationRow } from '../types.js';
-import type { NatsPoolLedger } from './nats-pool-ledger.js';
 import type { MIN_SAFE_NATS_SERVER_VERSION } from './server-version.js';
 
 /**
- * Options of {@link NatsPoolLedger.connect}.
+ * Options of `NatsPoolLedger.connect`.
  */
 export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
-  /** An open connection to use (it is not closed by {@link NatsPoolLedger.close}). Give this or `servers`. */
+  /** An open connection to use (it is not closed by `NatsPoolLedger.close`). Give this or `servers`. */
   nc?: NatsConnection;
   /**
    * Server URLs to connect to (needs `@nats-io/transport-node`); the ledger owns
-   * this connection, reconnects forever and closes it in {@link NatsPoolLedger.close}.
+   * this connection, reconnects forever and closes it in `NatsPoolLedger.close`.
    */
   servers?: string | string[];
   /**
@@ -87,7 +86,7 @@ export interface NatsPoolLedgerOptions extends LedgerTelemetryOptions {
 }
 
 /**
- * Everything about a pool as one instance sees it, from {@link NatsPoolLedger.inspect}.
+ * Everything about a pool as one instance sees it, from `NatsPoolLedger.inspect`.
  */
 export interface NatsPoolSnapshot {
   /** The pool name. */

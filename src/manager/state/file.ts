@@ -15,10 +15,10 @@ import {
   LedgerFileProblem,
 } from '../../errors/ledger-fs.js';
 import { StateStoreProblem } from '../../errors/state-store.js';
-import { ensureSafeDir } from '../../ledger/dir.js';
+import { ensureSafeDir } from '../../ledger/file/dir.js';
+import { createExclusive, readLedgerFile } from '../../ledger/file/safe-fs.js';
+import { syncDir } from '../../ledger/file/store.js';
 import { defaultFs, type LedgerFs, writeAll } from '../../ledger/fs.js';
-import { createExclusive, readLedgerFile } from '../../ledger/safe-fs.js';
-import { syncDir } from '../../ledger/store.js';
 import { checkChanges } from './check.js';
 import { parseStored, type StateDocument, stateDocumentSchema } from './schema.js';
 import type { AgentStateRecord, StateChange, StateStore } from './types.js';

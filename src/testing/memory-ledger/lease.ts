@@ -1,9 +1,19 @@
 /**
- * The lease of one MemoryPoolLedger: renewed on its clock every leaseMs/3,
- * with the health, events and "healthy since" every ledger keeps, and a switch that makes renewals fail (`failRenewals`).
+ * The lease of one MemoryPoolLedger: renewed on its clock, with the health,
+ * events and "healthy since" every ledger keeps (`ledger/lease-health.ts`), and
+ * a switch that makes renewals fail (`failRenewals`).
  */
 import type { Clock, ClockTimer } from '../../clock.js';
 import { LedgerUnavailableError } from '../../errors/index.js';
+import {
+  atRiskAt,
+  breaksStreak,
+  deadlineOf,
+  healthAt,
+  LeaseEvents,
+  renewDue,
+  renewEveryMs,
+} from '../../ledger/lease-health.js';
 import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../../ledger/types.js';
 
 type Listener = (event: LeaseEvent) => void;
@@ -24,12 +34,11 @@ export class MemoryLease {
   readonly #clock: Clock;
   // Records a confirmed renewal in the shared store (what peers see).
   readonly #record: (now: number) => void;
-  readonly #listeners = new Set<Listener>();
+  readonly #events = new LeaseEvents(() => this.info());
   #confirmedAt: number;
   #healthySince: number | undefined;
   #failing = false;
   #lastError: unknown;
-  #reported: Exclude<LeaseHealth, 'none'> = 'held';
   #renewer: ClockTimer | undefined;
   #atRisk: ClockTimer | undefined;
   #lost: ClockTimer | undefined;
@@ -51,7 +60,7 @@ export class MemoryLease {
     this.#confirmedAt = now;
     this.#healthySince = now;
     record(now);
-    this.#renewer = clock.setInterval(() => this.renew(), leaseMs / 3);
+    this.#renewer = clock.setInterval(() => this.renew(), renewEveryMs(leaseMs));
     this.#renewer.unref();
     this.#arm(now);
   }
@@ -77,16 +86,13 @@ export class MemoryLease {
     const before = this.health(now);
     if (before !== 'held') this.#report(before);
     // A gap of more than half a lease (this process stalled) breaks the streak.
-    if (this.#healthySince === undefined || now - this.#confirmedAt > this.leaseMs / 2) {
+    if (this.#healthySince === undefined || breaksStreak(now - this.#confirmedAt, this.leaseMs)) {
       this.#healthySince = now;
     }
     this.#confirmedAt = now;
     this.#record(now);
     this.#arm(now);
-    if (this.#reported !== 'held') {
-      this.#reported = 'held';
-      this.#emit('lease-renewed');
-    }
+    this.#events.renewed();
     return true;
   }
 
@@ -104,7 +110,7 @@ export class MemoryLease {
    * @throws LedgerUnavailableError when the renewal fails (nothing is written).
    */
   ensureConfirmed(pool: string): void {
-    if (this.#clock.now() - this.#confirmedAt <= this.leaseMs / 3) return;
+    if (!renewDue(this.#clock.now() - this.#confirmedAt, this.leaseMs)) return;
     if (this.renew()) return;
     throw new LedgerUnavailableError(
       pool,
@@ -114,9 +120,7 @@ export class MemoryLease {
   }
 
   health(now = this.#clock.now()): Exclude<LeaseHealth, 'none'> {
-    if (now < this.#confirmedAt + (2 * this.leaseMs) / 3) return 'held';
-    if (now < this.#confirmedAt + this.leaseMs) return 'at-risk';
-    return 'lost';
+    return healthAt(this.#confirmedAt, this.leaseMs, now);
   }
 
   info(): LeaseInfo {
@@ -124,7 +128,7 @@ export class MemoryLease {
       health: this.#stopped ? 'lost' : this.health(),
       leaseId: this.leaseId,
       confirmedAt: this.#confirmedAt,
-      deadline: this.#confirmedAt + this.leaseMs,
+      deadline: deadlineOf(this.#confirmedAt, this.leaseMs),
       leaseMs: this.leaseMs,
       marginMs: this.marginMs,
       location: { kind: 'memory' },
@@ -132,15 +136,7 @@ export class MemoryLease {
   }
 
   listen(listener: Listener): () => void {
-    if (typeof listener !== 'function') {
-      throw new TypeError(`Expected \`listener\` to be a function, got \`${typeof listener}\``);
-    }
-    // A wrapper, so one listener added twice is two subscriptions.
-    const entry: Listener = (event) => listener(event);
-    this.#listeners.add(entry);
-    return () => {
-      this.#listeners.delete(entry);
-    };
+    return this.#events.listen(listener);
   }
 
   /** Stop renewing and firing events (close, abandon). */
@@ -149,7 +145,7 @@ export class MemoryLease {
     this.#clock.clearInterval(this.#renewer);
     this.#clock.clearTimeout(this.#atRisk);
     this.#clock.clearTimeout(this.#lost);
-    this.#listeners.clear();
+    this.#events.clear();
   }
 
   // The two instants of the current lease: at risk at 2/3, lost at the deadline.
@@ -160,10 +156,13 @@ export class MemoryLease {
     const at = (instant: number) => Math.max(1, instant - now);
     this.#atRisk = this.#clock.setTimeout(
       () => this.#check('at-risk'),
-      at(confirmedAt + (2 * this.leaseMs) / 3),
+      at(atRiskAt(confirmedAt, this.leaseMs)),
     );
     this.#atRisk.unref();
-    this.#lost = this.#clock.setTimeout(() => this.#check('lost'), at(confirmedAt + this.leaseMs));
+    this.#lost = this.#clock.setTimeout(
+      () => this.#check('lost'),
+      at(deadlineOf(confirmedAt, this.leaseMs)),
+    );
     this.#lost.unref();
   }
 
@@ -175,7 +174,10 @@ export class MemoryLease {
     if (health !== 'held') this.#report(health);
     // A timer may fire a moment before its instant by the wall clock: look again then.
     if (health === 'lost' || (health === 'at-risk' && due === 'at-risk')) return;
-    const instant = this.#confirmedAt + (due === 'lost' ? this.leaseMs : (2 * this.leaseMs) / 3);
+    const instant =
+      due === 'lost'
+        ? deadlineOf(this.#confirmedAt, this.leaseMs)
+        : atRiskAt(this.#confirmedAt, this.leaseMs);
     const again = this.#clock.setTimeout(() => this.#check(due), Math.max(1, instant - now));
     again.unref();
     if (due === 'lost') this.#lost = again;
@@ -184,25 +186,6 @@ export class MemoryLease {
 
   // Fire each transition up to `health` once, in order.
   #report(health: 'at-risk' | 'lost'): void {
-    if (this.#reported === 'held') {
-      this.#reported = 'at-risk';
-      this.#emit('lease-at-risk');
-    }
-    if (health === 'lost' && this.#reported === 'at-risk') {
-      this.#reported = 'lost';
-      this.#emit('lease-lost');
-    }
-  }
-
-  #emit(type: LeaseEvent['type']): void {
-    const event: LeaseEvent = { type, lease: this.info() };
-    if (type !== 'lease-renewed' && this.#lastError !== undefined) event.error = this.#lastError;
-    for (const listener of [...this.#listeners]) {
-      try {
-        listener(event);
-      } catch {
-        // A listener's error never reaches the clock's timer.
-      }
-    }
+    this.#events.report(health, this.#lastError);
   }
 }

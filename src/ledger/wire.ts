@@ -12,17 +12,16 @@ import {
   ErrorCode,
   InvalidInputError,
   LedgerUnavailableError,
-} from '../../errors/index.js';
-import { SCALAR_DIMENSIONS } from '../../resources/cap-fields.js';
-import { deviceIdsProblem, extendedNameProblem } from '../../resources/names.js';
-import type { ResourceCap } from '../../resources/types.js';
-import { MAX_ID_LENGTH } from '../checks.js';
-import { CAP_KEYS, normalizeCap } from '../document/cap.js';
-import { validateDocument } from '../document/codec.js';
-import { validatePoolName } from '../document/pool-name.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
-import { MAX_ADOPT, type ReservationRow } from '../types.js';
+} from '../errors/index.js';
+import { SCALAR_DIMENSIONS } from '../resources/cap-fields.js';
+import { deviceIdsProblem, extendedNameProblem } from '../resources/names.js';
+import type { ResourceCap } from '../resources/types.js';
+import { MAX_ID_LENGTH } from './checks.js';
+import { CAP_KEYS, normalizeCap } from './document/cap.js';
+import { validateDocument } from './document/codec.js';
+import { validatePoolName } from './document/pool-name.js';
+import type { LedgerAnswer, LedgerOp, OpAnswer } from './ops.js';
+import { type AdoptResult, MAX_ADOPT, type ReservationRow, type ReserveResult } from './types.js';
 
 /** The wire version; a message of another version is refused. */
 export const COMBINE_WIRE_VERSION = 1;
@@ -225,7 +224,7 @@ export function decodeReply(
       if (answer.ok === true) {
         const problem = answerValueProblem(ops[i]!, answer.value, pool);
         if (problem !== undefined) throw new TypeError(`answer ${i}: ${problem}`);
-        return { ok: true, value: answer.value ?? undefined };
+        return { ok: true, ...tagged(ops[i]!, answer.value) };
       }
       const message = typeof answer.message === 'string' ? answer.message.slice(0, 1000) : '';
       if (answer.code === ErrorCode.DUPLICATE_RESERVATION && typeof answer.id === 'string') {
@@ -237,6 +236,23 @@ export function decodeReply(
       };
     }),
   };
+}
+
+// An answer `value` that `answerValueProblem` found well formed, tagged with
+// the kind of its call.
+function tagged(op: LedgerOp, value: unknown): LedgerAnswer {
+  switch (op.kind) {
+    case 'reserve':
+      return { kind: 'reserve', value: value as ReserveResult };
+    case 'adopt':
+      return { kind: 'adopt', value: value as AdoptResult[] };
+    case 'release':
+      return { kind: 'release', value: value === true };
+    case 'releaseInstance':
+      return { kind: 'releaseInstance', value: undefined };
+    default:
+      return { kind: 'reap', value: Number(value) };
+  }
 }
 
 /** True for a plain JSON object (not null, not an array). */

@@ -13,8 +13,8 @@
  * filesystem that reports nothing (a network mount, a watch that failed or
  * hit the inotify limit) behaves as before, by polling.
  */
-import { type ClockTimer, systemClock } from '../clock.js';
-import type { LedgerFs } from './fs.js';
+import { type ClockTimer, systemClock } from '../../clock.js';
+import type { LedgerFs } from '../fs.js';
 
 interface Sleeper {
   names: ReadonlySet<string>;

@@ -10,9 +10,9 @@
  * The queue file and the lock directory have their own guards in `lock.ts`.
  */
 
-import { LedgerFileError } from '../errors/index.js';
-import { LedgerFileProblem } from '../errors/ledger-fs.js';
-import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
+import { LedgerFileError } from '../../errors/index.js';
+import { LedgerFileProblem } from '../../errors/ledger-fs.js';
+import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from '../fs.js';
 
 /**
  * The largest file the ledger parses, in bytes, unless `maxFileBytes` says

@@ -3,8 +3,8 @@
  * pure part of the lost-lease report, shared by the holder's own calls and the
  * calls it applies for waiting processes (cross-process combining).
  */
-import type { LedgerOp } from './ops.js';
-import type { LedgerDocument } from './types.js';
+import type { LedgerOp } from '../ops.js';
+import type { LedgerDocument } from '../types.js';
 
 /** The op that carries a lost-rows report, and the agents lost. */
 export interface LostRows {

@@ -24,8 +24,8 @@
  * writes, both could write: the same race kici's own stale path (`stat`, then
  * `rm -rf`) has among kici processes. See docs/security.md, Locking.
  */
-import { systemClock } from '../clock.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { systemClock } from '../../clock.js';
+import { hasErrorCode, type LedgerFs } from '../fs.js';
 
 /** What {@link takeOverIfStale} found. */
 export type TakeoverResult =

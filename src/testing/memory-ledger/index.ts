@@ -4,29 +4,33 @@
  * share one MemoryPoolStore to play several orchestrator replicas.
  */
 import { randomUUID } from 'node:crypto';
-import { type Clock, systemClock } from '../clock.js';
-import { LedgerLeaseExpiredError } from '../errors/index.js';
-import { positiveOption } from '../ledger/checks.js';
-import { assertCap } from '../ledger/document/cap.js';
-import { emptyDocument } from '../ledger/document/codec.js';
-import { validatePoolName } from '../ledger/document/pool-name.js';
-import { partitionRows, type StaleRow } from '../ledger/document/verdict.js';
-import { attachStorage, type LedgerCore, LedgerFrontEnd } from '../ledger/front-end.js';
-import { applyBatch, type LedgerOp } from '../ledger/ops.js';
+import { type Clock, systemClock } from '../../clock.js';
+import { LedgerLeaseExpiredError } from '../../errors/index.js';
+import { positiveOption } from '../../ledger/checks.js';
+import { assertCap } from '../../ledger/document/cap.js';
+import { emptyDocument } from '../../ledger/document/codec.js';
+import { validatePoolName } from '../../ledger/document/pool-name.js';
+import { partitionRows, type StaleRow } from '../../ledger/document/verdict.js';
+import { LedgerFrontEnd } from '../../ledger/front-end.js';
+import { applyBatch, type LedgerAnswer, type LedgerOp } from '../../ledger/ops.js';
 import type {
+  AdoptRequest,
   AdoptResult,
   LeaseEvent,
   LeaseInfo,
   LedgerDocument,
+  PoolLedger,
   RegisterPoolOptions,
+  ReleaseOptions,
   ReservationRow,
+  ReserveOptions,
   ReserveResult,
-} from '../ledger/types.js';
-import type { ResourceCap } from '../resources/index.js';
-import { MemoryLease } from './memory-ledger/lease.js';
-import { MemoryPoolStore, type StoreInternals, storeInternals } from './memory-ledger/store.js';
+} from '../../ledger/types.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/index.js';
+import { MemoryLease } from './lease.js';
+import { MemoryPoolStore, type StoreInternals, storeInternals } from './store.js';
 
-export { MemoryPoolStore, type MemoryPoolStoreOptions } from './memory-ledger/store.js';
+export { MemoryPoolStore, type MemoryPoolStoreOptions } from './store.js';
 
 /**
  * What {@link MemoryPoolLedger.inspect} answers.
@@ -104,7 +108,9 @@ export interface MemoryPoolLedgerOptions {
  * console.log(await b.reapStale('host')); // 1
  * ```
  */
-export class MemoryPoolLedger extends LedgerFrontEnd {
+export class MemoryPoolLedger implements PoolLedger {
+  /** This replica's instance id, written into its rows. */
+  readonly instanceId: string;
   /** This replica's lease id, written into its rows. */
   readonly leaseId: string;
   /** The shared state. */
@@ -116,7 +122,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   // Per pool, the agents this instance reserved and has not released.
   readonly #held = new Map<string, Set<string>>();
   readonly #lease: MemoryLease;
-  readonly #core: LedgerCore;
+  readonly #front: LedgerFrontEnd;
 
   /**
    * @param options - `instanceId` is required; see `MemoryPoolLedgerOptions`.
@@ -152,13 +158,14 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
       );
     }
     const clock = options.clock ?? systemClock;
-    super(options.instanceId);
-    this.#core = attachStorage(this, {
+    this.instanceId = options.instanceId;
+    this.#front = new LedgerFrontEnd(options.instanceId, {
       closedMessage: 'This MemoryPoolLedger is closed; create a new one',
       clock: () => clock,
       checkPool: validatePoolName,
       ownRow: (agentId, cpus, memBytes) => this.#ownRow(agentId, cpus, memBytes),
       commit: (pool, op) => this.#commit(pool, op),
+      inspect: (pool) => this.inspect(pool),
     });
     this.leaseId = randomUUID();
     this.store = options.store ?? new MemoryPoolStore();
@@ -212,7 +219,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
     if (typeof on !== 'boolean') {
       throw new TypeError(`Expected \`on\` to be a boolean, got \`${String(on)}\``);
     }
-    this.#core.assertOpen();
+    this.#front.assertOpen();
     this.#lease.setFailing(on);
   }
 
@@ -221,14 +228,98 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    *
    * @throws TypeError when the ledger is closed, or as `PoolLedger.registerPool`.
    */
-  override registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
-    this.#core.assertOpen();
-    super.registerPool(name, cap, options);
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    this.#front.assertOpen();
+    this.#front.registerPool(name, cap, options);
   }
 
   /** The pool's live rows (copies). */
-  override async list(pool: string): Promise<ReservationRow[]> {
+  async list(pool: string): Promise<ReservationRow[]> {
     return this.inspect(pool).live.map((row) => structuredClone(row));
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
+   *
+   * @throws as `reserve`.
+   */
+  tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<boolean> {
+    return this.#front.tryReserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
+   * out of the sum (and dropped when the pool is written). A refusal says
+   * which dimension did not fit and writes nothing.
+   *
+   * @throws TypeError when the pool is not registered, an amount is not a finite
+   *   number >= 0, or the ledger is closed.
+   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
+   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored pool is bad (it is left as it is).
+   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
+   *   although it did not release them; `agentIds` names them. This call did nothing;
+   *   each loss is reported once, so the next call proceeds.
+   * @throws the storage's errors: see the class.
+   */
+  reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<ReserveResult> {
+    return this.#front.reserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another process or lease (this host before a restart), or reserve them
+   * again when gone, in one write; see {@link PoolLedger.adopt}.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as `reserve`.
+   */
+  adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    return this.#front.adopt(pool, agents);
+  }
+
+  /**
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; `{ anyInstance: true }` and
+   * `{ instanceId }` are the operator paths). Idempotent.
+   *
+   * @returns true when a row was removed.
+   * @throws as `reserve`, except the registration, duplicate and lost-lease errors.
+   */
+  release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
+    return this.#front.release(pool, agentId, options);
+  }
+
+  /**
+   * Remove stale rows from `pool` now.
+   *
+   * @returns The number of rows removed.
+   * @throws as `release`, and `LedgerLeaseExpiredError` as `reserve` (the
+   *   reaper of `start()` never consumes that report).
+   */
+  reapStale(pool: string): Promise<number> {
+    return this.#front.reapStale(pool);
+  }
+
+  /** Summed CPU and memory of `pool`'s live rows (no write). */
+  getUsage(pool: string): Promise<ResourceAmount> {
+    return this.#front.getUsage(pool);
+  }
+
+  /** Stop the reaper started by `start`. */
+  stop(): void {
+    this.#front.stop();
   }
 
   /**
@@ -247,10 +338,10 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    *
    * @throws TypeError when the ledger is closed or `intervalMs` is not a finite number > 0.
    */
-  override start(intervalMs = 30_000): void {
-    this.#core.assertOpen();
+  start(intervalMs = 30_000): void {
+    this.#front.assertOpen();
     positiveOption('intervalMs', intervalMs, 30_000);
-    super.start(intervalMs);
+    this.#front.start(intervalMs);
   }
 
   /**
@@ -258,14 +349,14 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    *
    * @throws TypeError when the ledger is closed.
    */
-  override async releaseAllForInstance(): Promise<void> {
-    this.#core.assertOpen();
-    await super.releaseAllForInstance();
+  async releaseAllForInstance(): Promise<void> {
+    this.#front.assertOpen();
+    await this.#front.releaseAllForInstance();
   }
 
   /** Stop the timers and end the lease: rows left behind are stale for peers at once. */
   async close(): Promise<void> {
-    if (this.#core.closed) return;
+    if (this.#front.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'ended');
   }
@@ -276,7 +367,7 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
    * renewal is older than `leaseTtlMs + leaseMarginMs`.
    */
   abandon(): void {
-    if (this.#core.closed) return;
+    if (this.#front.closed) return;
     this.#shut();
     this.#internals.endLease(this.leaseId, 'abandoned');
   }
@@ -296,16 +387,16 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
 
   // One read-decide-write, synchronously (it runs before the first await):
   // nothing else runs in between.
-  async #commit(pool: string, op: LedgerOp): Promise<unknown> {
+  async #commit(pool: string, op: LedgerOp): Promise<LedgerAnswer> {
     if (op.kind === 'reserve' || (op.kind === 'reap' && op.background !== true)) {
       this.#checkHeld(pool);
     }
     if (op.kind === 'reserve' || op.kind === 'adopt') this.#lease.ensureConfirmed(pool);
     const answer = this.#apply(pool, op);
-    if (op.kind === 'reserve') {
-      if ((answer as ReserveResult).ok) this.#heldOf(pool).add(op.row.agentId);
-    } else if (op.kind === 'adopt') {
-      (answer as AdoptResult[]).forEach((result, i) => {
+    if (op.kind === 'reserve' && answer.kind === 'reserve') {
+      if (answer.value.ok) this.#heldOf(pool).add(op.row.agentId);
+    } else if (op.kind === 'adopt' && answer.kind === 'adopt') {
+      answer.value.forEach((result, i) => {
         if (result.ok) this.#heldOf(pool).add(op.rows[i]!.agentId);
       });
     } else if (op.kind === 'release') {
@@ -317,20 +408,20 @@ export class MemoryPoolLedger extends LedgerFrontEnd {
   }
 
   #shut(): void {
-    this.#core.markClosed();
+    this.#front.markClosed();
     this.#lease.stop();
   }
 
-  #apply(pool: string, op: LedgerOp): unknown {
+  #apply(pool: string, op: LedgerOp): LedgerAnswer {
     const stored = this.#internals.get(pool);
-    const registered = this.#core.caps.get(pool);
+    const registered = this.#front.caps.get(pool);
     if (stored && registered) assertCap(stored, registered, this.#source(pool));
     const base = stored ?? emptyDocument(registered ?? {});
     const outcome = applyBatch(pool, base, this.#partition(base), [op]);
     if (outcome.dirty) this.#internals.put(pool, outcome.doc);
     const answer = outcome.answers[0]!;
     if (!answer.ok) throw answer.error;
-    return answer.value;
+    return answer;
   }
 
   #partition(doc: LedgerDocument) {

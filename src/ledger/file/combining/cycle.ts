@@ -6,27 +6,28 @@
  * one write and one fsync.
  */
 import { join } from 'node:path';
-import { sleep, systemClock } from '../../clock.js';
-import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../../errors/index.js';
-import type { ResourceCap } from '../../resources/types.js';
-import { assertCap } from '../document/cap.js';
+import { sleep, systemClock } from '../../../clock.js';
+import { LedgerLockCompromisedError, LedgerOutcomeUnknownError } from '../../../errors/index.js';
+import type { ResourceCap } from '../../../resources/types.js';
+import { assertCap } from '../../document/cap.js';
 import {
   type DocumentSource,
   emptyDocument,
   parseDocument,
   serializeDocument,
-} from '../document/codec.js';
-import { type LivenessFacts, partitionRows } from '../document/verdict.js';
-import { hasErrorCode, type LedgerFs } from '../fs.js';
-import type { OpAnswer } from '../group-commit.js';
+} from '../../document/codec.js';
+import { type LivenessFacts, partitionRows } from '../../document/verdict.js';
+import { hasErrorCode, type LedgerFs } from '../../fs.js';
+import type { OpAnswer } from '../../ops.js';
+import { applyBatch, granted, type LedgerOp } from '../../ops.js';
+import type { LedgerTelemetry } from '../../telemetry.js';
+import type { LedgerDocument } from '../../types.js';
+import { MAX_FORWARDED_OPS } from '../../wire.js';
 import type { HeldRows } from '../held-rows.js';
+import type { MachineLedgerHooks } from '../hooks.js';
 import { ledgerIoError } from '../io-error.js';
 import type { LockHandle, PoolLocker, WaitHooks } from '../lock.js';
-import type { MachineLedgerHooks } from '../machine-ledger.js';
-import { applyBatch, granted, type LedgerOp } from '../ops.js';
 import { checkWriteSize, readPoolFile, syncDir } from '../store.js';
-import type { LedgerTelemetry } from '../telemetry.js';
-import type { LedgerDocument } from '../types.js';
 import { publishStaged, stageAnswers } from './answers.js';
 import {
   batchStamp,
@@ -41,7 +42,6 @@ import {
 } from './channel.js';
 import { answerTexts, failAnswers, planCombined, splitAnswers } from './plan.js';
 import { Inbox, PostedRequest, redo } from './waiter.js';
-import { MAX_FORWARDED_OPS } from './wire.js';
 
 // A posted waiter behind a holder that combines looks at the lock again after
 // DEFER_MS to 2 * DEFER_MS (jittered) unless its answer or a wake-up came first.
@@ -712,7 +712,7 @@ export function settledFrom(
     );
     if (own === undefined) return 'not-applied';
     // The grant answers the device ids its row holds, as the write that added it did.
-    return { ok: true, value: granted({ ok: true }, own.devices) };
+    return { ok: true, kind: 'reserve', value: granted({ ok: true }, own.devices) };
   }
   if (op.kind === 'release') {
     const present = doc.reservations.some(
@@ -720,7 +720,9 @@ export function settledFrom(
         row.agentId === op.agentId &&
         (op.instanceId === undefined || row.instanceId === op.instanceId),
     );
-    return present ? 'not-applied' : { ok: true, value: op.removedBefore === true };
+    return present
+      ? 'not-applied'
+      : { ok: true, kind: 'release', value: op.removedBefore === true };
   }
   return undefined;
 }

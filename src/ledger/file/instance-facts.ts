@@ -3,11 +3,11 @@
  * liveness facts it gathers about the rows of a document for the pure
  * staleness rule (`document/verdict.ts`): one probe per pid and per lease.
  */
-import type { LeaseState, LivenessFacts, ProcessState } from './document/verdict.js';
-import type { LedgerFs } from './fs.js';
+import type { LeaseState, LivenessFacts, ProcessState } from '../document/verdict.js';
+import type { LedgerFs } from '../fs.js';
+import { judgeProcess } from '../proc.js';
+import type { LedgerDocument, ReservationRow } from '../types.js';
 import { leaseState } from './lease.js';
-import { judgeProcess } from './proc.js';
-import type { LedgerDocument, ReservationRow } from './types.js';
 
 /** What the facts are gathered with. */
 export interface InstanceIdentity {

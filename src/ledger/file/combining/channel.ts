@@ -40,15 +40,15 @@
  * directory (the kici orchestrator) are unaffected: they take the lock as before.
  */
 import { join } from 'node:path';
-import { monotonicEpochNow, systemClock } from '../../clock.js';
-import { assertCap } from '../document/cap.js';
-import type { DocumentSource } from '../document/codec.js';
-import { hasErrorCode, type LedgerFs } from '../fs.js';
-import type { OpAnswer } from '../group-commit.js';
+import { monotonicEpochNow, systemClock } from '../../../clock.js';
+import { assertCap } from '../../document/cap.js';
+import type { DocumentSource } from '../../document/codec.js';
+import { hasErrorCode, type LedgerFs } from '../../fs.js';
+import type { OpAnswer } from '../../ops.js';
+import type { LedgerDocument } from '../../types.js';
+import { type CombineReply, type CombineRequest, decodeRequest, isObject } from '../../wire.js';
 import type { LostRows } from '../lost.js';
 import { readLedgerFile } from '../safe-fs.js';
-import type { LedgerDocument } from '../types.js';
-import { type CombineReply, type CombineRequest, decodeRequest, isObject } from './wire.js';
 
 /** The most requests one holder takes in one cycle (the rest wait for the next). */
 export const MAX_COMBINED_REQUESTS = 256;

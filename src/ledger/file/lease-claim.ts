@@ -13,10 +13,10 @@
  * body by an atomic rename, naming itself, so the lease file is never missing.
  */
 import { join } from 'node:path';
-import { LedgerInstanceInUseError } from '../errors/index.js';
-import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
+import { LedgerInstanceInUseError } from '../../errors/index.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
+import { judgeProcess } from '../proc.js';
 import { isClosed, type LeaseHolder, leaseBody, leasePath, parseLeaseBody } from './lease.js';
-import { judgeProcess } from './proc.js';
 import { createExclusive, readLedgerFile } from './safe-fs.js';
 
 /** What a claim is judged with. */

@@ -5,21 +5,45 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { type Clock, monotonicNow, resolveClock } from '../clock.js';
-import { testHooksOf, withTestHooks } from '../internal/test-hooks.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { checkInstanceId, checkKnownKeys, positiveOption } from './checks.js';
+import { type Clock, monotonicNow, resolveClock } from '../../clock.js';
+import { testHooksOf, withTestHooks } from '../../internal/test-hooks.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { checkInstanceId, checkKnownKeys, positiveOption } from '../checks.js';
+import { emptyDocument, parseDocument } from '../document/codec.js';
+import { sumRows } from '../document/fit.js';
+import { validatePoolName } from '../document/pool-name.js';
+import { type LivenessFacts, partitionRows, type StaleRow } from '../document/verdict.js';
+import { LedgerFrontEnd } from '../front-end.js';
+import { defaultFs, hasErrorCode, type LedgerFs } from '../fs.js';
+import { GroupCommit } from '../group-commit.js';
+import type { LedgerAnswer, LedgerOp, OpAnswer } from '../ops.js';
+import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from '../proc.js';
+import {
+  LEDGER_TELEMETRY_KEYS,
+  type LedgerTelemetry,
+  type LedgerTelemetryOptions,
+} from '../telemetry.js';
+import type {
+  AdoptRequest,
+  AdoptResult,
+  LeaseEvent,
+  LeaseInfo,
+  LedgerDocument,
+  PoolLedger,
+  RegisterPoolOptions,
+  ReleaseOptions,
+  ReservationRow,
+  ReserveOptions,
+  ReserveResult,
+} from '../types.js';
 import { FileCycle } from './combining/cycle.js';
+import { MACHINE_LEDGER_HOOK_KEYS, type MachineLedgerHooks } from './hooks.js';
+
+export type { MachineLedgerHooks } from './hooks.js';
+
 import type { Inbox } from './combining/waiter.js';
 import { DEFAULT_LEDGER_DIR, findLedgerDir, LEDGER_DIR_ENV, resolveLedgerDir } from './dir.js';
 import { DirRecovery } from './dir-recovery.js';
-import { emptyDocument, parseDocument } from './document/codec.js';
-import { sumRows } from './document/fit.js';
-import { validatePoolName } from './document/pool-name.js';
-import { type LivenessFacts, partitionRows, type StaleRow } from './document/verdict.js';
-import { attachStorage, type LedgerCore, LedgerFrontEnd } from './front-end.js';
-import { defaultFs, hasErrorCode, type LedgerFs } from './fs.js';
-import { GroupCommit, type OpAnswer } from './group-commit.js';
 import { HeldRows } from './held-rows.js';
 import { InstanceFacts } from './instance-facts.js';
 import { ledgerIoError } from './io-error.js';
@@ -27,17 +51,9 @@ import { type LeaseHolder, leaseBody, leasePath, markClosed } from './lease.js';
 import { type ClaimContext, checkAlone, claimLease } from './lease-claim.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { PoolLocker } from './lock.js';
-import type { LedgerOp } from './ops.js';
-import { isProcessAlive, readBootId, readPidNamespace, readProcessStartTime } from './proc.js';
 import { DEFAULT_MAX_FILE_BYTES } from './safe-fs.js';
 import { readPoolFile } from './store.js';
 import { sweepLeftovers } from './sweep.js';
-import {
-  LEDGER_TELEMETRY_KEYS,
-  type LedgerTelemetry,
-  type LedgerTelemetryOptions,
-} from './telemetry.js';
-import type { LeaseEvent, LeaseInfo, LedgerDocument, ReservationRow } from './types.js';
 
 /**
  * Options of {@link MachineLedger}.
@@ -110,32 +126,6 @@ export interface MachineLedgerOptions extends LedgerTelemetryOptions {
   /** The environment used to resolve the directory. @default `process.env` */
   env?: NodeJS.ProcessEnv;
 }
-
-/**
- * What tests can hook into (passed with {@link withMachineLedgerHooks}; not
- * public API: no subpath exports this, and no string option key reaches it).
- */
-export interface MachineLedgerHooks {
-  /** Under the lock, before the pool file is written. */
-  beforeCommit: (pool: string) => Promise<void> | void;
-  /** Under the lock, before claiming waiters' requests (combining crash tests). */
-  beforeClaim: (pool: string) => Promise<void> | void;
-  /** Under the lock, after the pool file was written, before answers are posted. */
-  afterWrite: (pool: string) => Promise<void> | void;
-  /** The monotonic clock the lease renewal is timed with. @default `performance.now`, or the `clock` option's `now` when one is given */
-  monotonic: () => number;
-  /** The lock's stale window without the 2000 ms minimum (stall-injection tests). @default `staleMs` */
-  lockStaleMs: number;
-}
-
-/** Every key of {@link MachineLedgerHooks}. */
-export const MACHINE_LEDGER_HOOK_KEYS = [
-  'beforeCommit',
-  'beforeClaim',
-  'afterWrite',
-  'monotonic',
-  'lockStaleMs',
-] as const satisfies readonly (keyof MachineLedgerHooks)[];
 
 /**
  * `options` carrying test hooks (see src/internal/test-hooks.ts): for tests,
@@ -248,15 +238,19 @@ export function leaseMarginOption(value: unknown, leaseTtlMs: number): number {
  * await ledger.close();
  * ```
  */
-export class MachineLedger extends LedgerFrontEnd {
+export class MachineLedger implements PoolLedger {
+  /** This orchestrator instance's id, written into every row it makes. */
+  readonly instanceId: string;
   #leaseId: string;
 
-  readonly #batches = new GroupCommit<LedgerOp>((pool, ops) => this.#parts.run(pool, ops));
+  readonly #batches = new GroupCommit<LedgerOp, LedgerAnswer>((pool, ops) =>
+    this.#parts.run(pool, ops),
+  );
   // Per pool, this instance's inbox for combined answers (undefined: the
   // combining directory is not usable, the plain lock is used).
   readonly #inboxes = new Map<string, Inbox | undefined>();
   readonly #parts: LedgerParts;
-  readonly #core: LedgerCore;
+  readonly #front: LedgerFrontEnd;
   #bootIdValue: string | undefined;
   #dirPromise: Promise<string> | undefined;
 
@@ -272,17 +266,18 @@ export class MachineLedger extends LedgerFrontEnd {
     }
     checkKnownKeys('MachineLedger options', options, MACHINE_LEDGER_OPTION_KEYS);
     checkInstanceId(options.instanceId);
-    super(options.instanceId);
-    this.#core = attachStorage(this, {
+    this.instanceId = options.instanceId;
+    this.#front = new LedgerFrontEnd(options.instanceId, {
       closedMessage: 'This MachineLedger is closed; create a new one',
       clock: () => this.#parts.clock,
       checkPool: validatePoolName,
       ownRow: (agentId, cpus, memBytes) => this.#parts.identity.row(agentId, cpus, memBytes),
       commit: (pool, op) => this.#batches.enqueue(pool, op),
+      inspect: (pool) => this.inspect(pool),
     });
     this.#leaseId = randomUUID();
     this.#bootIdValue = options.bootId;
-    const telemetry = this.#core.instrument(
+    const telemetry = this.#front.instrument(
       options,
       'file',
       resolveClock(options.clock, options.now),
@@ -296,16 +291,16 @@ export class MachineLedger extends LedgerFrontEnd {
       continueLease: (leaseId) => {
         this.#leaseId = leaseId;
       },
-      caps: this.#core.caps,
+      caps: this.#front.caps,
       inboxes: this.#inboxes,
       telemetry,
       dir: () => this.dir(),
       expectedDir: () => this.#expectedDir(),
       bootId: () => this.bootId,
-      closed: () => this.#core.closed,
+      closed: () => this.#front.closed,
       settleSoon: async (pool) => {
-        if (this.#core.closed) return false;
-        await this.#core.submit(pool, { kind: 'reap', background: true });
+        if (this.#front.closed) return false;
+        await this.#front.submit(pool, { kind: 'reap', background: true });
         return true;
       },
     });
@@ -380,14 +375,14 @@ export class MachineLedger extends LedgerFrontEnd {
     let snapshot: PoolSnapshot;
     try {
       snapshot = readSnapshot(this.#parts.fs, pool, dir, file, {
-        cap: this.#core.caps.get(pool) ?? {},
+        cap: this.#front.caps.get(pool) ?? {},
         maxBytes: this.#parts.maxFileBytes,
         facts: (at, doc) => this.#parts.identity.facts(at, doc),
       });
     } catch (error) {
       throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
     }
-    if (dir !== undefined) this.#core.telemetry?.observed(pool, snapshot.cap, snapshot.live);
+    if (dir !== undefined) this.#front.telemetry?.observed(pool, snapshot.cap, snapshot.live);
     return snapshot;
   }
 
@@ -407,6 +402,121 @@ export class MachineLedger extends LedgerFrontEnd {
       if (hasErrorCode(error, 'ENOENT')) return [];
       throw ledgerIoError(error, { pool: '', path: dir, mayHaveWritten: false });
     }
+  }
+
+  /**
+   * Declare the cap a pool must have. The first write creates the pool with
+   * this cap; a stored pool with another cap is refused with `LedgerCapMismatchError`.
+   *
+   * @throws InvalidInputError for an invalid pool name.
+   * @throws TypeError for a cap field that is not a finite number >= 0.
+   */
+  registerPool(name: string, cap: ResourceCap, options?: RegisterPoolOptions): void {
+    this.#front.registerPool(name, cap, options);
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`; true when granted.
+   *
+   * @throws as `reserve`.
+   */
+  tryReserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<boolean> {
+    return this.#front.tryReserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Reserve `cpus` and `memBytes` for `agentId` in `pool`. Stale rows are left
+   * out of the sum (and dropped when the pool is written). A refusal says
+   * which dimension did not fit and writes nothing.
+   *
+   * @throws TypeError when the pool is not registered, an amount is not a finite
+   *   number >= 0, or the ledger is closed.
+   * @throws DuplicateReservationError when the pool already holds a live row for `agentId`.
+   * @throws LedgerCorruptError, LedgerCapMismatchError when the stored pool is bad (it is left as it is).
+   * @throws LedgerLeaseExpiredError when rows this instance reserved in `pool` are gone
+   *   although it did not release them; `agentIds` names them. This call did nothing;
+   *   each loss is reported once, so the next call proceeds.
+   * @throws the storage's errors: see the class.
+   */
+  reserve(
+    pool: string,
+    agentId: string,
+    cpus: number,
+    memBytes: number,
+    options?: ReserveOptions,
+  ): Promise<ReserveResult> {
+    return this.#front.reserve(pool, agentId, cpus, memBytes, options);
+  }
+
+  /**
+   * Take over the rows these agents hold in `pool` under this instance id but
+   * another process or lease (this host before a restart), or reserve them
+   * again when gone, in one write; see {@link PoolLedger.adopt}.
+   *
+   * @returns One answer per agent, in order.
+   * @throws TypeError or InvalidInputError for bad agents; otherwise as `reserve`.
+   */
+  adopt(pool: string, agents: readonly AdoptRequest[]): Promise<AdoptResult[]> {
+    return this.#front.adopt(pool, agents);
+  }
+
+  /**
+   * Remove the reservation of `agentId` in `pool` that this instance made
+   * (another instance's row answers `false`; `{ anyInstance: true }` and
+   * `{ instanceId }` are the operator paths). Idempotent.
+   *
+   * @returns true when a row was removed.
+   * @throws as `reserve`, except the registration, duplicate and lost-lease errors.
+   */
+  release(pool: string, agentId: string, options?: ReleaseOptions): Promise<boolean> {
+    return this.#front.release(pool, agentId, options);
+  }
+
+  /**
+   * Remove stale rows from `pool` now.
+   *
+   * @returns The number of rows removed.
+   * @throws as `release`, and `LedgerLeaseExpiredError` as `reserve` (the
+   *   reaper of `start()` never consumes that report).
+   */
+  reapStale(pool: string): Promise<number> {
+    return this.#front.reapStale(pool);
+  }
+
+  /** Summed CPU and memory of `pool`'s live rows (no write). */
+  getUsage(pool: string): Promise<ResourceAmount> {
+    return this.#front.getUsage(pool);
+  }
+
+  /** `pool`'s live rows (no write). */
+  list(pool: string): Promise<ReservationRow[]> {
+    return this.#front.list(pool);
+  }
+
+  /**
+   * Reap every registered pool every `intervalMs`. Idempotent; the timer is
+   * unref'd and a failed round is retried on the next tick (it never throws).
+   *
+   * @throws TypeError when `intervalMs` is not a finite number >= 0.
+   */
+  start(intervalMs?: number): void {
+    this.#front.start(intervalMs);
+  }
+
+  /** Stop the reaper started by `start`. */
+  stop(): void {
+    this.#front.stop();
+  }
+
+  /** Release every row this instance holds in every registered pool. Best effort per pool. */
+  releaseAllForInstance(): Promise<void> {
+    return this.#front.releaseAllForInstance();
   }
 
   /**
@@ -441,7 +551,7 @@ export class MachineLedger extends LedgerFrontEnd {
    *   lease cannot be written.
    */
   async openLease(): Promise<LeaseInfo> {
-    this.#core.assertOpen();
+    this.#front.assertOpen();
     const dir = await this.dir();
     await this.#parts.lease.ensure(dir, '');
     return this.lease();
@@ -469,7 +579,7 @@ export class MachineLedger extends LedgerFrontEnd {
    * and agents that watch the lease stop at once. Waits for operations in progress.
    */
   async close(): Promise<void> {
-    this.#core.markClosed();
+    this.#front.markClosed();
     this.#parts.lease.stop();
     await this.#batches.idle();
     for (const inbox of this.#inboxes.values()) inbox?.close();

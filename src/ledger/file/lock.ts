@@ -24,9 +24,9 @@
  *    release removes the token directory, then the lock directory.
  */
 import { join } from 'node:path';
-import { type Clock, type ClockTimer, systemClock } from '../clock.js';
-import { LedgerBusyError, LedgerDirError } from '../errors/index.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
+import { type Clock, type ClockTimer, systemClock } from '../../clock.js';
+import { LedgerBusyError, LedgerDirError } from '../../errors/index.js';
+import { hasErrorCode, type LedgerFs } from '../fs.js';
 import { directoryId, holdLock, type LockHandle, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';

@@ -5,8 +5,8 @@
  * `ScalerError`) and anything that is not a system error pass through as they are.
  */
 
-import { isScalerError, LedgerIoError } from '../errors/index.js';
-import { isLedgerIoError } from '../errors/ledger-fs.js';
+import { isScalerError, LedgerIoError } from '../../errors/index.js';
+import { isLedgerIoError } from '../../errors/ledger-fs.js';
 
 /** The system error code (`ENOSPC`, `EROFS`...) of `error`, or `undefined` for anything else. */
 export function systemErrorCode(error: unknown): string | undefined {

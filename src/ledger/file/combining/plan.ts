@@ -5,12 +5,11 @@
  * pool file is written, posted after it: see `answers.ts`).
  */
 
-import type { DocumentSource } from '../document/codec.js';
-import type { LedgerFs } from '../fs.js';
-import type { OpAnswer } from '../group-commit.js';
+import type { DocumentSource } from '../../document/codec.js';
+import type { LedgerFs } from '../../fs.js';
+import type { LedgerOp, OpAnswer } from '../../ops.js';
+import type { LedgerDocument } from '../../types.js';
 import { findLostRows, type LostRows } from '../lost.js';
-import type { LedgerOp } from '../ops.js';
-import type { LedgerDocument } from '../types.js';
 import { encodeAnswer, notApplied, postNotApplied } from './answers.js';
 import { type ClaimedRequest, usableRequest } from './channel.js';
 
@@ -81,7 +80,8 @@ export function splitAnswers(plan: CombinedPlan, answers: readonly OpAnswer[]): 
   let next = 0;
   return plan.parts.map((part) =>
     part.ops.map(
-      (_, i): OpAnswer => (i === part.lost?.index ? { ok: true, value: null } : answers[next++]!),
+      (_, i): OpAnswer =>
+        i === part.lost?.index ? { ok: true, kind: 'placeholder', value: null } : answers[next++]!,
     ),
   );
 }

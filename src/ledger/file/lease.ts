@@ -5,8 +5,8 @@
  * while the judging instance renewed its own, is known to be gone.
  */
 import { join } from 'node:path';
-import type { LeaseState } from './document/verdict.js';
-import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
+import type { LeaseState } from '../document/verdict.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
 import { createExclusive, openExistingForWrite } from './safe-fs.js';
 
 const LEASE_ID = /^[A-Za-z0-9_-]{1,128}$/;

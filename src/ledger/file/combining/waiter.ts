@@ -7,14 +7,13 @@
  * poll. Where watching is not available the waiter simply polls.
  */
 import { join } from 'node:path';
-import { type ClockTimer, systemClock } from '../../clock.js';
-import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
-import type { OpAnswer } from '../group-commit.js';
-import type { LedgerOp } from '../ops.js';
+import { type ClockTimer, systemClock } from '../../../clock.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
+import type { LedgerOp, OpAnswer } from '../../ops.js';
+import { type CombineRequest, decodeReply, encodeRequest, isObject } from '../../wire.js';
 import { createExclusive, readLedgerFile } from '../safe-fs.js';
 import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
-import { type CombineRequest, decodeReply, encodeRequest, isObject } from './wire.js';
 
 // How long a late answer to a request nobody waits for is looked for, to be
 // removed (after that, the sweep of stale answers removes it).
@@ -317,7 +316,12 @@ export function redo(
     if (!flag || (op.kind !== 'reserve' && op.kind !== 'release')) return;
     op.maybeApplied = true;
     const decided = prepared?.[i];
-    if (op.kind === 'release' && decided?.ok === true && decided.value === true) {
+    if (
+      op.kind === 'release' &&
+      decided?.ok === true &&
+      decided.kind === 'release' &&
+      decided.value
+    ) {
       op.removedBefore = true;
     }
   });

@@ -3,8 +3,8 @@
  * their removal (under the pool lock, best effort).
  */
 import { basename, join } from 'node:path';
-import { systemClock } from '../clock.js';
-import type { LedgerFs } from './fs.js';
+import { systemClock } from '../../clock.js';
+import type { LedgerFs } from '../fs.js';
 import { tempPrefix } from './store.js';
 import { isMovedLockName, removeTree } from './takeover.js';
 

@@ -4,9 +4,9 @@
  * (`lock.ts`): the temp file is made inside the holder's token directory.
  */
 import { basename } from 'node:path';
-import { LedgerFileError } from '../errors/index.js';
-import { LedgerFileProblem } from '../errors/ledger-fs.js';
-import type { LedgerFs } from './fs.js';
+import { LedgerFileError } from '../../errors/index.js';
+import { LedgerFileProblem } from '../../errors/ledger-fs.js';
+import type { LedgerFs } from '../fs.js';
 import { type FileCheck, readLedgerFile } from './safe-fs.js';
 
 // The pool file is small and local: reads, renames and metadata calls are

@@ -6,14 +6,23 @@
  * deadline and says so (`lease-at-risk`, `lease-lost`, `lease-renewed`) from
  * its own timers, and it judges peers only while it renews its own lease.
  */
-import type { Clock, ClockTimer } from '../clock.js';
-import { LedgerUnavailableError } from '../errors/index.js';
-import { isLedgerError } from '../errors/ledger.js';
-import type { LedgerFs } from './fs.js';
+import type { Clock, ClockTimer } from '../../clock.js';
+import { LedgerUnavailableError } from '../../errors/index.js';
+import { isLedgerError } from '../../errors/ledger.js';
+import type { LedgerFs } from '../fs.js';
+import {
+  atRiskAt,
+  breaksStreak,
+  deadlineOf,
+  healthAt,
+  LeaseEvents,
+  renewDue,
+  renewEveryMs,
+} from '../lease-health.js';
+import type { LedgerTelemetry } from '../telemetry.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo } from '../types.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { leasePath, touchLeaseSync } from './lease.js';
-import type { LedgerTelemetry } from './telemetry.js';
-import type { LeaseEvent, LeaseHealth, LeaseInfo } from './types.js';
 
 /** What the lease needs from its ledger. */
 export interface LeaseOwner {
@@ -50,8 +59,6 @@ export interface LeaseOwner {
   expectedDir(): string;
 }
 
-type Reported = 'held' | 'at-risk' | 'lost';
-
 /** Keeps one instance's lease renewed, and knows how it stands. */
 export class LeaseKeeper {
   private renewTimer: ClockTimer | undefined;
@@ -65,12 +72,15 @@ export class LeaseKeeper {
   private confirmedMono = Number.NEGATIVE_INFINITY;
   // The start of the current unbroken streak of confirmed renewals.
   private healthyFrom: number | undefined;
-  // The state the events last announced.
-  private reported: Reported = 'held';
   private lastError: unknown;
-  private readonly listeners = new Set<(event: LeaseEvent) => void>();
+  private readonly events: LeaseEvents;
 
-  constructor(private readonly owner: LeaseOwner) {}
+  constructor(private readonly owner: LeaseOwner) {
+    this.events = new LeaseEvents(
+      (health) => this.info(health),
+      (type) => owner.telemetry?.leaseEvent(type),
+    );
+  }
 
   /**
    * Before a cycle: make the lease (first call), or renew it when it was not
@@ -90,7 +100,7 @@ export class LeaseKeeper {
       // clock, a renewal runs before the transition it would have prevented.
       this.renewTimer = this.owner.clock.setInterval(
         () => this.renewInBackground(),
-        Math.max(100, Math.floor(this.owner.leaseTtlMs / 3)),
+        Math.max(100, Math.floor(renewEveryMs(this.owner.leaseTtlMs))),
       );
       this.renewTimer.unref();
     }
@@ -145,9 +155,9 @@ export class LeaseKeeper {
    */
   healthySince(): number | undefined {
     if (this.healthyFrom === undefined || this.confirmedAt === undefined) return undefined;
-    const half = this.owner.leaseTtlMs / 2;
-    if (this.owner.clock.now() - this.confirmedAt > half) return undefined;
-    if (this.owner.monotonic() - this.confirmedMono > half) return undefined;
+    const { leaseTtlMs } = this.owner;
+    if (breaksStreak(this.owner.clock.now() - this.confirmedAt, leaseTtlMs)) return undefined;
+    if (breaksStreak(this.owner.monotonic() - this.confirmedMono, leaseTtlMs)) return undefined;
     return this.healthyFrom;
   }
 
@@ -159,7 +169,7 @@ export class LeaseKeeper {
       health: health ?? this.healthAt(this.owner.clock.now()),
       leaseId,
       confirmedAt,
-      deadline: confirmedAt === undefined ? undefined : confirmedAt + leaseTtlMs,
+      deadline: confirmedAt === undefined ? undefined : deadlineOf(confirmedAt, leaseTtlMs),
       leaseMs: leaseTtlMs,
       marginMs,
       location: { kind: 'file', path: this.file(this.dir ?? this.owner.expectedDir()) },
@@ -173,15 +183,7 @@ export class LeaseKeeper {
    * @throws TypeError when `listener` is not a function.
    */
   onEvent(listener: (event: LeaseEvent) => void): () => void {
-    if (typeof listener !== 'function') {
-      throw new TypeError(`Expected \`listener\` to be a function, got \`${typeof listener}\``);
-    }
-    // A wrapper per registration: the same function added twice is called twice.
-    const entry = (event: LeaseEvent) => listener(event);
-    this.listeners.add(entry);
-    return () => {
-      this.listeners.delete(entry);
-    };
+    return this.events.listen(listener);
   }
 
   /** True once a lease file may exist (it was made, or is being made). */
@@ -203,18 +205,16 @@ export class LeaseKeeper {
 
   private stale(): boolean {
     if (this.confirmedAt === undefined) return true;
-    const third = this.owner.leaseTtlMs / 3;
+    const { leaseTtlMs } = this.owner;
     return (
-      this.owner.clock.now() - this.confirmedAt > third ||
-      this.owner.monotonic() - this.confirmedMono > third
+      renewDue(this.owner.clock.now() - this.confirmedAt, leaseTtlMs) ||
+      renewDue(this.owner.monotonic() - this.confirmedMono, leaseTtlMs)
     );
   }
 
   private healthAt(now: number): LeaseHealth {
     if (this.confirmedAt === undefined) return 'none';
-    const { leaseTtlMs } = this.owner;
-    if (now < this.confirmedAt + (2 * leaseTtlMs) / 3) return 'held';
-    return now < this.confirmedAt + leaseTtlMs ? 'at-risk' : 'lost';
+    return healthAt(this.confirmedAt, this.owner.leaseTtlMs, now);
   }
 
   private clearRenewTimer(): void {
@@ -243,7 +243,7 @@ export class LeaseKeeper {
       if (systemErrorCode(error) !== undefined) {
         throw ledgerIoError(error, { pool, path: file, mayHaveWritten: false });
       }
-      const third = Math.floor(this.owner.leaseTtlMs / 3);
+      const third = Math.floor(renewEveryMs(this.owner.leaseTtlMs));
       throw new LedgerUnavailableError(
         pool,
         `Cannot renew the lease of this ledger instance (${file}) for pool ${JSON.stringify(pool)}: ${(error as Error).message}. Nothing was written: rows are written only under a lease confirmed within the last leaseTtlMs / 3 (${third} ms). Retry once the ledger directory is writable again.`,
@@ -291,21 +291,18 @@ export class LeaseKeeper {
   }
 
   private confirmed(sentAt: number, sentMono: number): void {
-    const half = this.owner.leaseTtlMs / 2;
+    const { leaseTtlMs } = this.owner;
     // A stall is over: what was due before this renewal was sent is said first
     // (one sent at the very instant of a transition was in time).
     this.catchUp(sentAt - 1);
     const broken =
       this.confirmedAt === undefined ||
-      sentAt - this.confirmedAt > half ||
-      sentMono - this.confirmedMono > half;
+      breaksStreak(sentAt - this.confirmedAt, leaseTtlMs) ||
+      breaksStreak(sentMono - this.confirmedMono, leaseTtlMs);
     if (this.healthyFrom === undefined || broken) this.healthyFrom = sentAt;
     this.confirmedAt = Math.max(this.confirmedAt ?? Number.NEGATIVE_INFINITY, sentAt);
     this.confirmedMono = Math.max(this.confirmedMono, sentMono);
-    if (this.reported !== 'held') {
-      this.reported = 'held';
-      this.emit('lease-renewed', 'held');
-    }
+    this.events.renewed(this.lastError);
     this.lastError = undefined;
     this.arm();
   }
@@ -313,27 +310,20 @@ export class LeaseKeeper {
   // Announce the transitions due at `now` that were not announced yet.
   private catchUp(now: number): void {
     if (this.confirmedAt === undefined || this.stopped) return;
-    const { leaseTtlMs } = this.owner;
-    if (this.reported === 'held' && now >= this.confirmedAt + (2 * leaseTtlMs) / 3) {
-      this.reported = 'at-risk';
-      this.emit('lease-at-risk', 'at-risk');
-    }
-    if (this.reported === 'at-risk' && now >= this.confirmedAt + leaseTtlMs) {
-      this.reported = 'lost';
-      this.emit('lease-lost', 'lost');
-    }
+    this.events.report(healthAt(this.confirmedAt, this.owner.leaseTtlMs, now), this.lastError);
   }
 
   // One timer, at the next transition's instant.
   private arm(): void {
     this.owner.clock.clearTimeout(this.transitionTimer);
     this.transitionTimer = undefined;
-    if (this.stopped || this.confirmedAt === undefined || this.reported === 'lost') return;
+    const reported = this.events.reported;
+    if (this.stopped || this.confirmedAt === undefined || reported === 'lost') return;
     const { leaseTtlMs } = this.owner;
     const at =
-      this.reported === 'held'
-        ? this.confirmedAt + (2 * leaseTtlMs) / 3
-        : this.confirmedAt + leaseTtlMs;
+      reported === 'held'
+        ? atRiskAt(this.confirmedAt, leaseTtlMs)
+        : deadlineOf(this.confirmedAt, leaseTtlMs);
     this.transitionTimer = this.owner.clock.setTimeout(
       () => {
         this.transitionTimer = undefined;
@@ -346,18 +336,5 @@ export class LeaseKeeper {
       Math.max(0, at - this.owner.clock.now()),
     );
     this.transitionTimer.unref();
-  }
-
-  private emit(type: LeaseEvent['type'], health: LeaseHealth): void {
-    this.owner.telemetry?.leaseEvent(type);
-    const event: LeaseEvent = { type, lease: this.info(health) };
-    if (this.lastError !== undefined) event.error = this.lastError;
-    for (const listener of [...this.listeners]) {
-      try {
-        listener(event);
-      } catch {
-        // A listener's failure is its own.
-      }
-    }
   }
 }

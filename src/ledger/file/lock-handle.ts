@@ -3,9 +3,9 @@
  * our token directory, the refresh of the lock's mtime while held, release.
  */
 import { basename, join } from 'node:path';
-import { type ClockTimer, systemClock } from '../clock.js';
-import { LedgerLockCompromisedError } from '../errors/index.js';
-import { hasErrorCode, type LedgerFs, writeAll } from './fs.js';
+import { type ClockTimer, systemClock } from '../../clock.js';
+import { LedgerLockCompromisedError } from '../../errors/index.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
 
 /** Options of {@link LockHandle.write}. */
 export interface FencedWriteOptions {

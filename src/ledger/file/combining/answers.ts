@@ -7,11 +7,11 @@
  * the answer alone is created there.
  */
 import { join } from 'node:path';
-import { type LedgerFs, writeAll } from '../fs.js';
+import { type LedgerFs, writeAll } from '../../fs.js';
+import { type CombineReply, encodeReply, isObject } from '../../wire.js';
 import type { LostRows } from '../lost.js';
 import { createExclusive, readLedgerFile } from '../safe-fs.js';
 import { type ClaimedRequest, inboxOf } from './channel.js';
-import { type CombineReply, encodeReply, isObject } from './wire.js';
 
 /** The text of an answer file. */
 export function encodeAnswer(reply: CombineReply, lost?: LostRows): string {

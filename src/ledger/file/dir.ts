@@ -13,8 +13,8 @@
  */
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { LedgerDirError } from '../errors/index.js';
-import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from './fs.js';
+import { LedgerDirError } from '../../errors/index.js';
+import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from '../fs.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
 import { describeKind, processUid } from './safe-fs.js';
 

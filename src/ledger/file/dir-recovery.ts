@@ -7,9 +7,10 @@
  * in it before the cycle is run again, so rows written under the new
  * directory are covered by a lease file peers can see.
  */
+
+import { hasErrorCode, type LedgerFs } from '../fs.js';
 import type { Inbox } from './combining/waiter.js';
 import { ensureSafeDir } from './dir.js';
-import { hasErrorCode, type LedgerFs } from './fs.js';
 import type { LeaseKeeper } from './lease-keeper.js';
 import type { PoolLocker } from './lock.js';
 

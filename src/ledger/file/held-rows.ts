@@ -3,11 +3,10 @@
  * has not released), and the lost-lease report made from it when rows of it
  * vanished although it did not release them.
  */
-import { LedgerLeaseExpiredError } from '../errors/index.js';
-import type { OpAnswer } from './group-commit.js';
+import { LedgerLeaseExpiredError } from '../../errors/index.js';
+import type { LedgerOp, OpAnswer } from '../ops.js';
+import type { LedgerDocument } from '../types.js';
 import { findLostRows } from './lost.js';
-import type { LedgerOp } from './ops.js';
-import type { AdoptResult, LedgerDocument, ReserveResult } from './types.js';
 
 /** Per pool, the agents this instance reserved and has not released. */
 export class HeldRows {
@@ -72,8 +71,8 @@ export class HeldRows {
     ops.forEach((op, i) => {
       const answer = answers[i];
       if (!answer?.ok) return;
-      if (op.kind === 'adopt') {
-        (answer.value as AdoptResult[]).forEach((result, j) => {
+      if (op.kind === 'adopt' && answer.kind === 'adopt') {
+        answer.value.forEach((result, j) => {
           if (!result.ok) return;
           if (!held) {
             held = new Set();
@@ -81,7 +80,7 @@ export class HeldRows {
           }
           held.add(op.rows[j]!.agentId);
         });
-      } else if (op.kind === 'reserve' && (answer.value as ReserveResult).ok) {
+      } else if (op.kind === 'reserve' && answer.kind === 'reserve' && answer.value.ok) {
         if (!held) {
           held = new Set();
           this.rows.set(pool, held);

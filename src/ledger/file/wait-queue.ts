@@ -6,8 +6,8 @@
  * memory, never written, never truncated). A symlink planted there therefore
  * cannot turn a waiter into a writer of another file, and a FIFO cannot hang it.
  */
-import { monotonicEpochNow, systemClock } from '../clock.js';
-import { type LedgerFs, writeAll } from './fs.js';
+import { monotonicEpochNow, systemClock } from '../../clock.js';
+import { type LedgerFs, writeAll } from '../fs.js';
 
 // The queue line is `<start> <touchedAt> <id>\n`: far below this.
 const MAX_QUEUE_BYTES = 256;
