@@ -128,7 +128,11 @@ describe('the table of cap fields', () => {
         answers: [{ ok: true, value: refusal }],
       });
       const decoded = decodeReply(new TextEncoder().encode(reply), 'p', [{ kind: 'reserve', row }]);
-      expect(decoded).toEqual({ kind: 'answers', answers: [{ ok: true, value: refusal }] });
+      // The decoded answer is tagged with the kind of call it answers.
+      expect(decoded).toEqual({
+        kind: 'answers',
+        answers: [{ ok: true, kind: 'reserve', value: refusal }],
+      });
     }
   });
 
