@@ -188,7 +188,10 @@ const decisions: Case = {
     return {
       async step() {
         const i = n++;
-        const result = await manager.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `job-${i}`);
+        const result = await manager.requestScale({
+          jobId: `job-${i}`,
+          labels: JOB_LABELS[i % JOB_LABELS.length]!,
+        });
         if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
         await manager.onAgentDisconnected(result.agentId);
       },

@@ -23,12 +23,12 @@ export {
   validateScalerConfig,
 } from './config-check.js';
 export type { ClaimRequest, ClaimResult } from './dispatch.js';
-export type { ScalerEvent } from './events.js';
+export { SCALER_EVENT_KINDS, type ScalerEvent, type ScalerEventData } from './events.js';
 export type { AgentFilter, AgentSnapshot } from './inventory.js';
 export type { AgentRegistration } from './lifecycle.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
-export type { ScaleResult } from './scale.js';
+export type { ScaleRequest, ScaleResult } from './scale.js';
 export type { BackendEntry } from './scalers.js';
 export { FileStateStore, type FileStateStoreOptions } from './state/file.js';
 export { MemoryStateStore } from './state/memory.js';

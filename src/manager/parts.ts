@@ -12,7 +12,7 @@ import { Maintenance, Timers } from './maintenance.js';
 import { checkOptionKeys, type ScalerManagerOptions } from './options.js';
 import { Pacing } from './pacing.js';
 import { PoolLedgers } from './pools.js';
-import { LostReservations } from './reservations.js';
+import { checkReservationLostPolicy, LostReservations } from './reservations.js';
 import type { ScalerState } from './scalers.js';
 import { Spawner } from './spawner.js';
 import { StateWriter } from './state/batching.js';
@@ -62,24 +62,24 @@ export class ManagerParts {
       throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
     }
     checkOptionKeys(options);
-    const leaseLostPolicy = checkLeaseLostPolicy(options.leaseLostPolicy);
-    const clock = resolveClock(options.clock, options.now);
+    const policies = options.policies ?? {};
+    const leaseLostPolicy = checkLeaseLostPolicy(policies.leaseLost);
+    const clock = resolveClock(options.clock, undefined);
     const random = options.random ?? Math.random;
     if (typeof random !== 'function') {
       throw new TypeError(`Expected \`random\` to be a function, got \`${typeof random}\``);
     }
-    this.ledgers = new PoolLedgers(options.ledger, options.ledgers);
+    this.ledgers = new PoolLedgers(options.ledgers);
     this.maintenanceIntervalMs = positive(
       'maintenanceIntervalMs',
       options.maintenanceIntervalMs,
       5000,
     );
-    const reconcileSeconds = options.reconcileIntervalSeconds;
     this.reconcileIntervalMs =
-      reconcileSeconds === undefined
+      options.reconcileIntervalMs === undefined
         ? undefined
-        : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
-    const telemetry = createManagerTelemetry(options, () => this);
+        : positive('reconcileIntervalMs', options.reconcileIntervalMs, 60_000);
+    const telemetry = createManagerTelemetry(options.telemetry ?? {}, () => this);
     const events = new EventRelay(
       telemetry?.wrapOnEvent(options.onEvent) ?? options.onEvent,
       options.onScalerEvent,
@@ -109,7 +109,10 @@ export class ManagerParts {
     const problems = this.core.scalers.check(validated.config, this.ledgers);
     if (problems.length > 0) throw configError(problems);
     this.pacing = new Pacing(this.core);
-    this.lost = new LostReservations(this.core, options.reservationLostPolicy ?? 'report');
+    this.lost = new LostReservations(
+      this.core,
+      checkReservationLostPolicy(policies.reservationLost),
+    );
     this.spawner = new Spawner(
       this.core,
       options.generateAgentId,
@@ -127,7 +130,7 @@ export class ManagerParts {
     );
     this.timers = new Timers(this.core);
     this.lifecycle = new AgentLifecycle(this.core, this.pacing, options.onConfigAck);
-    this.recovery = checkRecoveryOptions(options.recovery);
+    this.recovery = checkRecoveryOptions(policies.unrecordedAgents);
     this.#attachStore(options.stateStore);
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);

@@ -19,6 +19,17 @@ export type ReservationLostPolicy = 'report' | 'stop-spawning' | 'drain';
 
 const POLICIES: readonly ReservationLostPolicy[] = ['report', 'stop-spawning', 'drain'];
 
+/** @throws TypeError naming the accepted values. @internal */
+export function checkReservationLostPolicy(value: unknown): ReservationLostPolicy {
+  if (value === undefined) return 'report';
+  if (!POLICIES.includes(value as ReservationLostPolicy)) {
+    throw new TypeError(
+      `Expected \`policies.reservationLost\` to be one of ${POLICIES.join(', ')}, got \`${String(value).slice(0, 64)}\``,
+    );
+  }
+  return value as ReservationLostPolicy;
+}
+
 /** Lost pool rows: restore them, and apply the policy to those that stay lost. @internal */
 export class LostReservations {
   readonly #core: FleetCore;

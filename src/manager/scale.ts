@@ -4,22 +4,31 @@ import type { CapacityLimit } from './capacity.js';
 import { checkId, checkJobResources, checkLabels } from './checks.js';
 import type { ManagerParts } from './parts.js';
 
-/** Why a scaler did not match a job. */
-export interface NoMatchReason {
-  /** The scaler. */
-  scaler: string;
+/**
+ * A job waiting for an agent: what {@link ScalerManager.requestScale} takes
+ * (the fields of a {@link ClaimRequest} but `runId`).
+ */
+export interface ScaleRequest {
+  /** The job; one spawn per job is in flight at a time. At most 253 characters. */
+  jobId: string;
   /**
-   * - `labels`: no label set holds every job label (`missing`: the fewest labels any set lacks);
-   * - `mandatory`: the job does not name every mandatory label (`missing`: those it lacks);
-   * - `exclude`: every label set that fits holds an excluded label (`excluded`: which);
-   * - `retired`: the scaler was removed by `reload` and takes no new work.
+   * The labels the job asks for; an automatic label such as
+   * `scaler-primitives:scaler:<name>` pins a scaler. At most 64, each at most 253 characters.
    */
-  reason: 'labels' | 'mandatory' | 'exclude' | 'retired';
-  /** Labels the job needs that are absent, or mandatory labels the job does not name. */
-  missing?: string[];
-  /** Excluded labels found in the label sets that would otherwise fit. */
-  excluded?: string[];
+  labels: readonly string[];
+  /** Label sets holding any of these are not used. */
+  excludeLabels?: readonly string[];
+  /**
+   * The job's own resource declaration (highest layer of defaults):
+   * `{ requests?: { cpus?, memory? }, limits?: { cpus?, memory? } }`.
+   */
+  resources?: ResourceRequest;
 }
+
+const SCALE_KEYS = ['jobId', 'labels', 'excludeLabels', 'resources'];
+
+/** Why a scaler did not match a job. @internal */
+export type NoMatchReason = Extract<ScaleResult, { kind: 'no-match' }>['reasons'][number];
 
 /**
  * The answer to `requestScale`, discriminated by `kind`:
@@ -58,7 +67,21 @@ export type ScaleResult =
       /** No scaler can run this job. */
       kind: 'no-match';
       /** Why, per scaler (in config order). */
-      reasons: NoMatchReason[];
+      reasons: {
+        /** The scaler. */
+        scaler: string;
+        /**
+         * - `labels`: no label set holds every job label (`missing`: the fewest labels any set lacks);
+         * - `mandatory`: the job does not name every mandatory label (`missing`: those it lacks);
+         * - `exclude`: every label set that fits holds an excluded label (`excluded`: which);
+         * - `retired`: the scaler was removed by `reload` and takes no new work.
+         */
+        reason: 'labels' | 'mandatory' | 'exclude' | 'retired';
+        /** Labels the job needs that are absent, or mandatory labels the job does not name. */
+        missing?: string[];
+        /** Excluded labels found in the label sets that would otherwise fit. */
+        excluded?: string[];
+      }[];
     }
   | {
       /** Every matching scaler is full now. */
@@ -115,17 +138,28 @@ export type ScaleResult =
     };
 
 /**
- * `requestScale`: check the arguments, then decide (inside the telemetry span
+ * `requestScale`: check the request, then decide (inside the telemetry span
  * when telemetry is on).
  * @internal
  */
 export async function requestScale(
   parts: ManagerParts,
-  labels: readonly string[],
-  jobId: string,
-  excludeLabels: readonly string[],
-  resources: ResourceRequest | undefined,
+  request: ScaleRequest,
 ): Promise<ScaleResult> {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+    throw new TypeError(
+      `Expected \`request\` to be an object { jobId, labels, excludeLabels?, resources? }, got \`${Array.isArray(request) ? 'array' : String(request)}\``,
+    );
+  }
+  for (const key of Object.keys(request)) {
+    if (!SCALE_KEYS.includes(key)) {
+      throw new TypeError(
+        `Unknown requestScale field \`${key.slice(0, 64)}\`; expected ${SCALE_KEYS.join(', ')}`,
+      );
+    }
+  }
+  const { labels, jobId, resources } = request;
+  const excludeLabels = request.excludeLabels ?? [];
   checkLabels('labels', labels);
   checkLabels('excludeLabels', excludeLabels);
   checkId('jobId', jobId);

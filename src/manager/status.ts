@@ -5,35 +5,11 @@ import type { FleetCore } from './core.js';
 import { isWarmCapacity } from './inventory.js';
 import type { ScalerState } from './scalers.js';
 
-/** Counters, for metrics. They only grow. */
-export interface ScalerCounters {
-  /** Spawns for a job (an agent started because a job waited). */
-  coldStarts: number;
-  /** Jobs correlated to an idle warm agent. */
-  warmHits: number;
-  /** Warm-pool spawns. */
-  warmSpawns: number;
-  /** Spawns that failed (pool or backend). */
-  spawnFailures: number;
-  /** Spawns pruned because the agent never registered. */
-  pruned: number;
-  /** Idle agents destroyed after their idle timeout. */
-  idleDestroyed: number;
-  /** Agents released by `reconcile` because their backend no longer lists them. */
-  reconciled: number;
-  /** Agents destroyed for any reason but idleness or a missed registration: drains, job and lifetime limits, excess, removal, shutdown. */
-  drained: number;
-}
+/** Counters, for metrics. They only grow. @internal */
+export type ScalerCounters = ScalerStatus['counters'];
 
-/** Usage in CPU cores and memory bytes. */
-export interface Usage {
-  /** Summed CPU requests, in cores. */
-  cpus: number;
-  /** Summed memory requests, in bytes. */
-  memBytes: number;
-  /** Summed extended resource requests, whole counts by name (absent when none). */
-  extended?: Record<string, number>;
-}
+/** Usage in CPU cores and memory bytes. @internal */
+export type Usage = ScalerStatus['globalUsage'];
 
 /** A point-in-time summary for metrics and health endpoints. */
 export interface ScalerStatus {
@@ -50,54 +26,82 @@ export interface ScalerStatus {
    */
   warmPoolCount: number;
   /** Summed requests of every tracked agent. */
-  globalUsage: Usage;
+  globalUsage: {
+    /** Summed CPU requests, in cores. */
+    cpus: number;
+    /** Summed memory requests, in bytes. */
+    memBytes: number;
+    /** Summed extended resource requests, whole counts by name (absent when none). */
+    extended?: Record<string, number>;
+  };
   /** The orchestrator-wide cap, if configured. */
   globalResourceCap?: ResourceCap;
   /** Machine pools: cap, and what this instance holds in each. */
-  pools: PoolStatus[];
+  pools: {
+    /** The pool. */
+    name: string;
+    /** Its cap. */
+    cap: ResourceCap;
+    /**
+     * What this manager's agents hold in it (other processes' rows are not
+     * counted): for an agent in several pools, its part of the request in this one.
+     */
+    usage: {
+      /** Summed CPU requests, in cores. */
+      cpus: number;
+      /** Summed memory requests, in bytes. */
+      memBytes: number;
+      /** Summed extended resource requests, whole counts by name (absent when none). */
+      extended?: Record<string, number>;
+    };
+  }[];
   /** Counters since construction. */
-  counters: ScalerCounters;
+  counters: {
+    /** Spawns for a job (an agent started because a job waited). */
+    coldStarts: number;
+    /** Jobs correlated to an idle warm agent. */
+    warmHits: number;
+    /** Warm-pool spawns. */
+    warmSpawns: number;
+    /** Spawns that failed (pool or backend). */
+    spawnFailures: number;
+    /** Spawns pruned because the agent never registered. */
+    pruned: number;
+    /** Idle agents destroyed after their idle timeout. */
+    idleDestroyed: number;
+    /** Agents released by `reconcile` because their backend no longer lists them. */
+    reconciled: number;
+    /** Agents destroyed for any reason but idleness or a missed registration: drains, job and lifetime limits, excess, removal, shutdown. */
+    drained: number;
+  };
   /** One entry per scaler (retiring ones included), in config order. */
   scalers: ScalerEntryStatus[];
   /** True once `shutdownAll()` was called. */
   shuttingDown: boolean;
   /** The ledger lease this manager's pool rows are held under, when the ledger has `lease()`. */
-  lease?: LeaseStatus;
+  lease?: {
+    /** `none`, `held`, `at-risk` or `lost` (see `LeaseHealth` in `scaler-primitives/ledger`). */
+    health: 'none' | 'held' | 'at-risk' | 'lost';
+    /** The last renewal the store confirmed (epoch ms, ledger clock), once there was one. */
+    confirmedAt?: number;
+    /** `confirmedAt + leaseMs`: rows are not safe past it. */
+    deadline?: number;
+    /** The lease length in ms. */
+    leaseMs: number;
+    /** What peers add to the deadline before they take rows. */
+    marginMs: number;
+    /** The manager's `policies.leaseLost`. */
+    policy: 'stop-agents' | 'stop-spawning' | 'report';
+    /** True while the policy refuses new spawns in machine pools. */
+    spawningStopped: boolean;
+  };
 }
 
-/**
- * The ledger lease in {@link ScalerStatus}: its health now and what
- * `leaseLostPolicy` does about it.
- */
-export interface LeaseStatus {
-  /** `none`, `held`, `at-risk` or `lost` (see `LeaseHealth` in `scaler-primitives/ledger`). */
-  health: 'none' | 'held' | 'at-risk' | 'lost';
-  /** The last renewal the store confirmed (epoch ms, ledger clock), once there was one. */
-  confirmedAt?: number;
-  /** `confirmedAt + leaseMs`: rows are not safe past it. */
-  deadline?: number;
-  /** The lease length in ms. */
-  leaseMs: number;
-  /** What peers add to the deadline before they take rows. */
-  marginMs: number;
-  /** The manager's `leaseLostPolicy`. */
-  policy: 'stop-agents' | 'stop-spawning' | 'report';
-  /** True while the policy refuses new spawns in machine pools. */
-  spawningStopped: boolean;
-}
+/** The ledger lease in {@link ScalerStatus}. @internal */
+export type LeaseStatus = NonNullable<ScalerStatus['lease']>;
 
-/** One machine pool in {@link ScalerStatus}. */
-export interface PoolStatus {
-  /** The pool. */
-  name: string;
-  /** Its cap. */
-  cap: ResourceCap;
-  /**
-   * What this manager's agents hold in it (other processes' rows are not
-   * counted): for an agent in several pools, its part of the request in this one.
-   */
-  usage: Usage;
-}
+/** One machine pool in {@link ScalerStatus}. @internal */
+export type PoolStatus = ScalerStatus['pools'][number];
 
 /** One scaler in {@link ScalerStatus}. */
 export interface ScalerEntryStatus {
@@ -124,7 +128,14 @@ export interface ScalerEntryStatus {
   /** Label sets this scaler can provision, automatic labels included. */
   labelSets: string[][];
   /** Summed requests of this scaler's agents. */
-  usage: Usage;
+  usage: {
+    /** Summed CPU requests, in cores. */
+    cpus: number;
+    /** Summed memory requests, in bytes. */
+    memBytes: number;
+    /** Summed extended resource requests, whole counts by name (absent when none). */
+    extended?: Record<string, number>;
+  };
   /** The scaler's cap, if configured. */
   resourceCap?: ResourceCap;
   /** The machine pool, if any. */
@@ -139,13 +150,35 @@ export interface ScalerEntryStatus {
   /** Labels a job must name to run here (empty: no gate). */
   mandatoryLabels: string[];
   /** The warm pool target, if any. */
-  warmPool?: WarmPoolStatus;
+  warmPool?: {
+    /** Idle agents to keep ready now (the active schedule's size, or the base `size`). */
+    size: number;
+    /** The configured base size (outside every schedule). */
+    baseSize: number;
+    /** Index of the active schedule in `warmPool.schedules`, if one is active. */
+    activeSchedule?: number;
+    /** Epoch milliseconds of the next schedule start (when schedules are configured). */
+    nextChangeAt?: number;
+    /** Idle agents older than this are destroyed. */
+    idleTimeoutSeconds: number;
+    /** Why the pool holds fewer agents than it could, when it does (see {@link WarmPoolHold}). */
+    held?: WarmPoolHold;
+  };
   /** The spawn-failure backoff, when failures were counted. */
-  backoff?: BackoffStatus;
+  backoff?: {
+    /** Consecutive failures (spawns that failed or agents that never registered). */
+    failures: number;
+    /** True while requests are refused with `backing-off`. */
+    open: boolean;
+    /** Epoch milliseconds when it closes (when open). */
+    until?: number;
+    /** The last failure. */
+    lastError?: unknown;
+  };
   /**
    * True while spawns in one of its machine pools are held: by
-   * `reservationLostPolicy` `stop-spawning` after a lost pool reservation, or
-   * by `leaseLostPolicy` while the lease of that pool's ledger is at risk or
+   * `policies.reservationLost` `stop-spawning` after a lost pool reservation, or
+   * by `policies.leaseLost` while the lease of that pool's ledger is at risk or
    * lost. A label set whose pools are all unaffected spawns on.
    */
   spawningStopped?: boolean;
@@ -153,33 +186,11 @@ export interface ScalerEntryStatus {
   retiring: boolean;
 }
 
-/** A scaler's spawn-failure backoff in {@link ScalerEntryStatus}. */
-export interface BackoffStatus {
-  /** Consecutive failures (spawns that failed or agents that never registered). */
-  failures: number;
-  /** True while requests are refused with `backing-off`. */
-  open: boolean;
-  /** Epoch milliseconds when it closes (when open). */
-  until?: number;
-  /** The last failure. */
-  lastError?: unknown;
-}
+/** A scaler's spawn-failure backoff in {@link ScalerEntryStatus}. @internal */
+export type BackoffStatus = NonNullable<ScalerEntryStatus['backoff']>;
 
-/** A scaler's warm pool in {@link ScalerEntryStatus}. */
-export interface WarmPoolStatus {
-  /** Idle agents to keep ready now (the active schedule's size, or the base `size`). */
-  size: number;
-  /** The configured base size (outside every schedule). */
-  baseSize: number;
-  /** Index of the active schedule in `warmPool.schedules`, if one is active. */
-  activeSchedule?: number;
-  /** Epoch milliseconds of the next schedule start (when schedules are configured). */
-  nextChangeAt?: number;
-  /** Idle agents older than this are destroyed. */
-  idleTimeoutSeconds: number;
-  /** Why the pool holds fewer agents than it could, when it does (see {@link WarmPoolHold}). */
-  held?: WarmPoolHold;
-}
+/** A scaler's warm pool in {@link ScalerEntryStatus}. @internal */
+export type WarmPoolStatus = NonNullable<ScalerEntryStatus['warmPool']>;
 
 /**
  * Why a warm pool is not replenished now, and until when. Also the `data` of

@@ -24,21 +24,8 @@ export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
   readonly removedAgents: readonly string[];
 }>;
 
-/** What one sweep did in a `reconcile()` pass. */
-export interface SweepOutcome {
-  /** The sweep's name (its key in the `sweeps` option). */
-  name: string;
-  /** The agents whose leftovers it removed (empty when it failed or did not run). */
-  removedAgents: string[];
-  /** What it threw (or a `TypeError` for an answer without `removedAgents`), when it failed. */
-  error?: unknown;
-  /**
-   * Set when it did not run because the live set was unknown: a backend has no
-   * `list()` or its `list()` failed, so agents it still runs (a crashed
-   * controller's, say) could not be told from dead ones.
-   */
-  skipped?: 'live-set-unknown';
-}
+/** What one sweep did in a `reconcile()` pass. @internal */
+export type SweepOutcome = NonNullable<ReconcileResult['sweeps']>[number];
 
 const MAX_SWEEP_NAME_LENGTH = 63;
 

@@ -4,27 +4,9 @@ import type { AgentRecord } from './agents.js';
 import type { ScalerBackend } from './backend.js';
 import type { FleetCore } from './core.js';
 import type { ScalerState } from './scalers.js';
-import type { SweepOutcome } from './sweeps.js';
 
-/** Options of `ScalerManager.shutdownAll`. */
-export interface ShutdownOptions {
-  /**
-   * Drain first: idle and spawning agents are destroyed at once, busy ones when
-   * their job completes, up to `timeoutMs`; what is left is then destroyed.
-   * @default false
-   */
-  drain?: boolean;
-  /**
-   * The longest wait of each stage: draining agents; spawns in flight (a spawn
-   * still unanswered then is aborted through its request's `signal` and given
-   * up to 5 s more); destroys and backend `shutdown()` calls; the ledger
-   * releases and the state store's flush at the end. What is still
-   * unanswered is listed in {@link ShutdownResult.unconfirmed} with its pool
-   * rows kept, and destroyed and released as soon as it answers.
-   * @default 300000
-   */
-  timeoutMs?: number;
-}
+/** Options of `ScalerManager.shutdownAll`. @internal */
+export type ShutdownOptions = { drain?: boolean; timeoutMs?: number };
 
 /** An agent `shutdownAll()` could not confirm stopped: its pool rows are kept. */
 export interface UnconfirmedAgent {
@@ -59,28 +41,41 @@ export interface ReconcileResult {
   /** Tracked agents their backend no longer lists: released and forgotten. */
   released: string[];
   /** Agents a backend lists that this manager does not track (left alone). */
-  untracked: UntrackedAgent[];
+  untracked: {
+    /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
+    scaler: string;
+    /** The agent. */
+    agentId: string;
+  }[];
   /** Backends whose `list()` threw (their agents were left alone). */
-  failed: ReconcileFailure[];
+  failed: {
+    /** The scaler. */
+    scaler: string;
+    /** What `list()` threw. */
+    error: unknown;
+  }[];
   /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
-  sweeps?: SweepOutcome[];
+  sweeps?: {
+    /** The sweep's name (its key in the `sweeps` option). */
+    name: string;
+    /** The agents whose leftovers it removed (empty when it failed or did not run). */
+    removedAgents: string[];
+    /** What it threw (or a `TypeError` for an answer without `removedAgents`), when it failed. */
+    error?: unknown;
+    /**
+     * Set when it did not run because the live set was unknown: a backend has no
+     * `list()` or its `list()` failed, so agents it still runs (a crashed
+     * controller's, say) could not be told from dead ones.
+     */
+    skipped?: 'live-set-unknown';
+  }[];
 }
 
-/** An agent a backend runs that the manager does not track. */
-export interface UntrackedAgent {
-  /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
-  scaler: string;
-  /** The agent. */
-  agentId: string;
-}
+/** An agent a backend runs that the manager does not track. @internal */
+export type UntrackedAgent = ReconcileResult['untracked'][number];
 
-/** A backend whose `list()` threw during `reconcile`. */
-export interface ReconcileFailure {
-  /** The scaler. */
-  scaler: string;
-  /** What `list()` threw. */
-  error: unknown;
-}
+/** A backend whose `list()` threw during `reconcile`. @internal */
+export type ReconcileFailure = ReconcileResult['failed'][number];
 
 /** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
 export async function within(

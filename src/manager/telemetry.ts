@@ -32,7 +32,7 @@ import { createManagerInstruments, type ManagerInstruments } from './telemetry-i
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
 
-/** The telemetry options of `ScalerManager`. */
+/** The telemetry options of `ScalerManager` (its `telemetry` option). @internal */
 export interface ManagerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
