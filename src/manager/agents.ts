@@ -2,12 +2,7 @@ import type { AgentResources } from './backend.js';
 import type { AgentMailbox } from './events.js';
 import type { PoolShare } from './pools.js';
 import type { ScalerState } from './scalers.js';
-
-/**
- * The state of one agent (see the state machine in docs/manager.md):
- * `spawning` → `idle` ⇄ `busy` → `draining` → `destroying` → `gone`.
- */
-export type AgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying' | 'gone';
+import type { AgentState } from './types.js';
 
 /**
  * The agent state machine, in one place. Every change of `AgentRecord.state`

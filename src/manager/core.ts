@@ -14,8 +14,8 @@ import type {
 import type { PoolLedgers } from './pools.js';
 import { type BackendEntry, ScalerRegistry } from './scalers.js';
 import type { StateWriter } from './state/batching.js';
-import type { ScalerCounters } from './status.js';
 import type { ManagerTelemetry } from './telemetry.js';
+import type { ScalerCounters } from './types.js';
 
 /** Timing and policy options every part reads. @internal */
 export interface CoreOptions {

@@ -1,7 +1,5 @@
 import type { LeaseInfo } from '../ledger/types.js';
-import type { AgentState } from './agents.js';
-import type { WarmPoolHold } from './status.js';
-import type { UnconfirmedAgent } from './teardown.js';
+import type { AgentState, UnconfirmedAgent, WarmPoolHold } from './types.js';
 
 /**
  * The data of each kind of manager event, by kind: the one list of the kinds

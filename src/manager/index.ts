@@ -12,9 +12,7 @@
  * @packageDocumentation
  */
 export { ConfigError, StateStoreError } from '../errors.js';
-export type { AgentState } from './agents.js';
 export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
-export type { CapacityLimit } from './capacity.js';
 export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config.js';
 export {
   type ConfigValidation,
@@ -28,12 +26,21 @@ export type { AgentFilter, AgentSnapshot } from './inventory.js';
 export type { AgentRegistration } from './lifecycle.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
-export type { ScaleRequest, ScaleResult } from './scale.js';
 export type { BackendEntry } from './scalers.js';
 export { FileStateStore, type FileStateStoreOptions } from './state/file.js';
 export { MemoryStateStore } from './state/memory.js';
 export type { RecoveryResult } from './state/recovery.js';
 export type { AgentStateRecord, StateChange, StateStore } from './state/types.js';
-export type { ScalerEntryStatus, ScalerStatus, WarmPoolHold } from './status.js';
-export type { ReconcileSweep } from './sweeps.js';
-export type { ReconcileResult, ShutdownResult, UnconfirmedAgent } from './teardown.js';
+export type {
+  AgentState,
+  CapacityLimit,
+  ReconcileResult,
+  ReconcileSweep,
+  ScaleRequest,
+  ScaleResult,
+  ScalerEntryStatus,
+  ScalerStatus,
+  ShutdownResult,
+  UnconfirmedAgent,
+  WarmPoolHold,
+} from './types.js';

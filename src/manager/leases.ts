@@ -6,12 +6,11 @@
  */
 import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../ledger/types.js';
 import type { SpawnLease } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
 import type { FleetCore } from './core.js';
 import type { ScalerEventData } from './events.js';
 import type { PoolLedgers } from './pools.js';
 import type { ScalerState } from './scalers.js';
-import type { LeaseStatus } from './status.js';
+import type { CapacityLimit, LeaseStatus } from './types.js';
 
 /**
  * What the manager does when its ledger says the lease its pool rows are held

@@ -7,11 +7,17 @@ import type { AgentRegistration } from './lifecycle.js';
 import type { ScalerManagerOptions } from './options.js';
 import { ManagerParts } from './parts.js';
 import { reconcileManager, shutdownManager, startManager } from './running.js';
-import { requestScale, type ScaleRequest, type ScaleResult } from './scale.js';
+import { requestScale } from './scale.js';
 import type { RecoveryResult } from './state/recovery.js';
-import type { ScalerStatus } from './status.js';
-import { checkSweeps, type ReconcileSweep } from './sweeps.js';
-import type { ReconcileResult, ShutdownResult } from './teardown.js';
+import { checkSweeps } from './sweeps.js';
+import type {
+  ReconcileResult,
+  ReconcileSweep,
+  ScaleRequest,
+  ScaleResult,
+  ScalerStatus,
+  ShutdownResult,
+} from './types.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what

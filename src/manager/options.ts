@@ -6,7 +6,7 @@ import type { ScalerConfigInput } from './config.js';
 import type { ScalerEvent } from './events.js';
 import type { BackendEntry } from './scalers.js';
 import type { StateStore } from './state/types.js';
-import type { ReconcileSweep } from './sweeps.js';
+import type { ReconcileSweep } from './types.js';
 
 /** Options of the `ScalerManager` constructor. */
 export interface ScalerManagerOptions {

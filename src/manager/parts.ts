@@ -1,5 +1,4 @@
 import { type Clock, resolveClock } from '../clock.js';
-import type { CapacityLimit } from './capacity.js';
 import { nonNegative, positive } from './checks.js';
 import type { ScalerConfig, ScalerConfigInput } from './config.js';
 import { type ConfigValidation, configError, validateScalerConfig } from './config-check.js';
@@ -22,10 +21,9 @@ import {
   type RecoveryResult,
   recoverFleet,
 } from './state/recovery.js';
-import type { ScalerStatus } from './status.js';
 import { buildStatus } from './status.js';
-import type { ShutdownResult } from './teardown.js';
 import { createManagerTelemetry } from './telemetry.js';
+import type { CapacityLimit, ScalerStatus, ShutdownResult } from './types.js';
 import { WarmPool } from './warm-pool.js';
 
 /**

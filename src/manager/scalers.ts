@@ -4,7 +4,7 @@ import type { ScalerBackend } from './backend.js';
 import { byCodeUnits, poolsOf, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
 import type { PoolLedgers } from './pools.js';
-import type { NoMatchReason } from './scale.js';
+import type { NoMatchReason } from './types.js';
 
 /** One backend the host provides, under the scaler name it serves. */
 export interface BackendEntry {

@@ -5,14 +5,13 @@ import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../res
 import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
 import type { AgentRecord } from './agents.js';
 import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
 import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
 import type { FleetCore } from './core.js';
 import { newMailbox } from './events.js';
 import type { Pacing } from './pacing.js';
 import { type PoolShare, splitRequest } from './pools.js';
-import type { ScaleResult } from './scale.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
+import type { CapacityLimit, ScaleResult } from './types.js';
 
 /**
  * One spawn attempt, start to end: reserve in memory, then in the pool, then

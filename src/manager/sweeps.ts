@@ -6,26 +6,7 @@
  * `sweepIsolation`.
  */
 import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './teardown.js';
-
-/**
- * One sweep: remove what agents not in `liveAgentIds` left behind, and answer
- * which agents that was. `sweepAgentCaps(kv, live)` and
- * `sweepIsolation(live, opts)` both fit once closed over their first argument.
- *
- * `liveAgentIds` is a live view: iterating it reads the manager's agents at that
- * moment (every tracked agent, spawning and being destroyed included, plus the
- * agents a backend listed that the manager does not track), so a sweep that
- * iterates it after reading its own state keeps what an agent started meanwhile
- * wrote.
- */
-export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
-  /** The agents whose leftovers the sweep removed. */
-  readonly removedAgents: readonly string[];
-}>;
-
-/** What one sweep did in a `reconcile()` pass. @internal */
-export type SweepOutcome = NonNullable<ReconcileResult['sweeps']>[number];
+import type { ReconcileResult, ReconcileSweep, SweepOutcome } from './types.js';
 
 const MAX_SWEEP_NAME_LENGTH = 63;
 

@@ -4,78 +4,12 @@ import type { AgentRecord } from './agents.js';
 import type { ScalerBackend } from './backend.js';
 import type { FleetCore } from './core.js';
 import type { ScalerState } from './scalers.js';
-
-/** Options of `ScalerManager.shutdownAll`. @internal */
-export type ShutdownOptions = { drain?: boolean; timeoutMs?: number };
-
-/** An agent `shutdownAll()` could not confirm stopped: its pool rows are kept. */
-export interface UnconfirmedAgent {
-  /** The agent. */
-  agentId: string;
-  /** Its scaler. */
-  scaler: string;
-  /**
-   * What was not confirmed:
-   * - `spawn-unanswered`: its spawn (or pool reservation) had not answered, even after the abort;
-   * - `destroy-unanswered`: its `destroy` had not answered;
-   * - `destroy-failed`: its `destroy` rejected (twice, when it had failed before);
-   * - `shutdown-failed`: its backend's `shutdown()` rejected or had not answered.
-   */
-  reason: 'spawn-unanswered' | 'destroy-unanswered' | 'destroy-failed' | 'shutdown-failed';
-}
-
-/** What `shutdownAll()` did. */
-export interface ShutdownResult {
-  /**
-   * Agents that may still run, with their pool rows kept (empty when every
-   * agent was confirmed stopped and every row released). A spawn or destroy
-   * listed here that answers later, while the process lives, is destroyed and
-   * its rows released at once; otherwise peers reclaim the rows once this
-   * instance's lease ends.
-   */
-  unconfirmed: UnconfirmedAgent[];
-}
-
-/** What `reconcile` found. */
-export interface ReconcileResult {
-  /** Tracked agents their backend no longer lists: released and forgotten. */
-  released: string[];
-  /** Agents a backend lists that this manager does not track (left alone). */
-  untracked: {
-    /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
-    scaler: string;
-    /** The agent. */
-    agentId: string;
-  }[];
-  /** Backends whose `list()` threw (their agents were left alone). */
-  failed: {
-    /** The scaler. */
-    scaler: string;
-    /** What `list()` threw. */
-    error: unknown;
-  }[];
-  /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
-  sweeps?: {
-    /** The sweep's name (its key in the `sweeps` option). */
-    name: string;
-    /** The agents whose leftovers it removed (empty when it failed or did not run). */
-    removedAgents: string[];
-    /** What it threw (or a `TypeError` for an answer without `removedAgents`), when it failed. */
-    error?: unknown;
-    /**
-     * Set when it did not run because the live set was unknown: a backend has no
-     * `list()` or its `list()` failed, so agents it still runs (a crashed
-     * controller's, say) could not be told from dead ones.
-     */
-    skipped?: 'live-set-unknown';
-  }[];
-}
-
-/** An agent a backend runs that the manager does not track. @internal */
-export type UntrackedAgent = ReconcileResult['untracked'][number];
-
-/** A backend whose `list()` threw during `reconcile`. @internal */
-export type ReconcileFailure = ReconcileResult['failed'][number];
+import type {
+  ReconcileResult,
+  ShutdownOptions,
+  ShutdownResult,
+  UnconfirmedAgent,
+} from './types.js';
 
 /** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
 export async function within(

@@ -25,9 +25,9 @@ import {
 import type { ReserveResult } from '../ledger/types.js';
 import type { AgentRecord } from './agents.js';
 import type { ScalerEvent } from './events.js';
-import type { ScaleResult } from './scale.js';
 import { type ManagerView, observeManager } from './telemetry-gauges.js';
 import { createManagerInstruments, type ManagerInstruments } from './telemetry-instruments.js';
+import type { ScaleResult } from './types.js';
 
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
