@@ -50,7 +50,7 @@ import {
 import { MachineLedger } from '../src/ledger/index.js';
 import type { LedgerTelemetryOptions } from '../src/ledger/telemetry.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
-import type { ManagerTelemetryOptions } from '../src/manager/telemetry.js';
+import type { ManagerTelemetryOptions } from '../src/manager/telemetry/telemetry.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;

@@ -1,9 +1,10 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors.js';
-import { AgentBook, type AgentRecord, whenGone } from './agents.js';
+import { AgentBook, type AgentRecord, whenGone } from './agents/agents.js';
 import type { BackendEventInput } from './backend.js';
-import { CapacityGate } from './capacity.js';
-import type { ScalerConfig } from './config.js';
+import { CapacityGate } from './capacity/capacity.js';
+import type { PoolLedgers } from './capacity/pools.js';
+import type { ScalerConfig } from './config/config.js';
 import type {
   EventDataArg,
   EventRelay,
@@ -11,10 +12,9 @@ import type {
   ScalerEvent,
   ScalerEventData,
 } from './events.js';
-import type { PoolLedgers } from './pools.js';
-import { type BackendEntry, ScalerRegistry } from './scalers.js';
+import { type BackendEntry, ScalerRegistry } from './spawning/scalers.js';
 import type { StateWriter } from './state/batching.js';
-import type { ManagerTelemetry } from './telemetry.js';
+import type { ManagerTelemetry } from './telemetry/telemetry.js';
 import type { ScalerCounters } from './types.js';
 
 /** Timing and policy options every part reads. @internal */

@@ -12,21 +12,21 @@
  * @packageDocumentation
  */
 export { ConfigError, StateStoreError } from '../errors.js';
+export type { ClaimRequest, ClaimResult } from './agents/dispatch.js';
+export type { AgentFilter, AgentSnapshot } from './agents/inventory.js';
+export type { AgentRegistration } from './agents/lifecycle.js';
 export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
-export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config.js';
 export {
   type ConfigValidation,
   formatConfigPath,
   parseScalerConfig,
   validateScalerConfig,
-} from './config-check.js';
-export type { ClaimRequest, ClaimResult } from './dispatch.js';
+} from './config/check.js';
+export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config/config.js';
 export { SCALER_EVENT_KINDS, type ScalerEvent, type ScalerEventData } from './events.js';
-export type { AgentFilter, AgentSnapshot } from './inventory.js';
-export type { AgentRegistration } from './lifecycle.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
-export type { BackendEntry } from './scalers.js';
+export type { BackendEntry } from './spawning/scalers.js';
 export { FileStateStore, type FileStateStoreOptions } from './state/file.js';
 export { MemoryStateStore } from './state/memory.js';
 export type { RecoveryResult } from './state/recovery.js';

@@ -1,15 +1,20 @@
+import type { ClaimRequest, ClaimResult } from './agents/dispatch.js';
+import {
+  type AgentFilter,
+  type AgentSnapshot,
+  listSnapshots,
+  snapshotOf,
+} from './agents/inventory.js';
+import type { AgentRegistration } from './agents/lifecycle.js';
+import { checkSweeps } from './agents/sweeps.js';
 import { checkId } from './checks.js';
-import type { ScalerConfigInput } from './config.js';
-import type { ConfigValidation } from './config-check.js';
-import type { ClaimRequest, ClaimResult } from './dispatch.js';
-import { type AgentFilter, type AgentSnapshot, listSnapshots, snapshotOf } from './inventory.js';
-import type { AgentRegistration } from './lifecycle.js';
+import type { ConfigValidation } from './config/check.js';
+import type { ScalerConfigInput } from './config/config.js';
 import type { ScalerManagerOptions } from './options.js';
 import { ManagerParts } from './parts.js';
 import { reconcileManager, shutdownManager, startManager } from './running.js';
 import { requestScale } from './scale.js';
 import type { RecoveryResult } from './state/recovery.js';
-import { checkSweeps } from './sweeps.js';
 import type {
   ReconcileResult,
   ReconcileSweep,

@@ -2,9 +2,9 @@ import type { Clock } from '../clock.js';
 import { assertKnownKeys } from '../internal/strict-keys.js';
 import type { TelemetryOptions } from '../internal/telemetry/index.js';
 import type { PoolLedger } from '../ledger/types.js';
-import type { ScalerConfigInput } from './config.js';
+import type { ScalerConfigInput } from './config/config.js';
 import type { ScalerEvent } from './events.js';
-import type { BackendEntry } from './scalers.js';
+import type { BackendEntry } from './spawning/scalers.js';
 import type { StateStore } from './state/types.js';
 import type { ReconcileSweep } from './types.js';
 

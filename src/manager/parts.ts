@@ -1,19 +1,20 @@
 import { type Clock, resolveClock } from '../clock.js';
+import { Dispatch } from './agents/dispatch.js';
+import { AgentLifecycle } from './agents/lifecycle.js';
+import { Maintenance, Timers } from './agents/maintenance.js';
+import { checkLeaseLostPolicy, LeaseWatch } from './capacity/leases.js';
+import { Pacing } from './capacity/pacing.js';
+import { PoolLedgers } from './capacity/pools.js';
+import { checkReservationLostPolicy, LostReservations } from './capacity/reservations.js';
 import { nonNegative, positive } from './checks.js';
-import type { ScalerConfig, ScalerConfigInput } from './config.js';
-import { type ConfigValidation, configError, validateScalerConfig } from './config-check.js';
+import { type ConfigValidation, configError, validateScalerConfig } from './config/check.js';
+import type { ScalerConfig, ScalerConfigInput } from './config/config.js';
 import { FleetCore } from './core.js';
-import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
-import { checkLeaseLostPolicy, LeaseWatch } from './leases.js';
-import { AgentLifecycle } from './lifecycle.js';
-import { Maintenance, Timers } from './maintenance.js';
 import { checkOptionKeys, type ScalerManagerOptions } from './options.js';
-import { Pacing } from './pacing.js';
-import { PoolLedgers } from './pools.js';
-import { checkReservationLostPolicy, LostReservations } from './reservations.js';
-import type { ScalerState } from './scalers.js';
-import { Spawner } from './spawner.js';
+import type { ScalerState } from './spawning/scalers.js';
+import { Spawner } from './spawning/spawner.js';
+import { WarmPool } from './spawning/warm-pool.js';
 import { StateWriter } from './state/batching.js';
 import {
   checkRecoveryOptions,
@@ -21,10 +22,9 @@ import {
   type RecoveryResult,
   recoverFleet,
 } from './state/recovery.js';
-import { buildStatus } from './status.js';
-import { createManagerTelemetry } from './telemetry.js';
+import { buildStatus } from './telemetry/status.js';
+import { createManagerTelemetry } from './telemetry/telemetry.js';
 import type { CapacityLimit, ScalerStatus, ShutdownResult } from './types.js';
-import { WarmPool } from './warm-pool.js';
 
 /**
  * The parts of one manager, built from its options and wired to each other

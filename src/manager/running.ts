@@ -3,11 +3,12 @@
  * books are recovered), the timers it arms, the reconcile pass they run, and
  * the `shutdownAll()` sequence.
  */
+
+import { runSweeps } from './agents/sweeps.js';
+import { reconcileFleet, SHUTDOWN_TIMEOUT_MS, shutdownFleet, within } from './agents/teardown.js';
 import { nonNegative } from './checks.js';
 import type { ManagerParts } from './parts.js';
 import type { RecoveryResult } from './state/recovery.js';
-import { runSweeps } from './sweeps.js';
-import { reconcileFleet, SHUTDOWN_TIMEOUT_MS, shutdownFleet, within } from './teardown.js';
 import type { ReconcileResult, ReconcileSweep, ShutdownOptions, ShutdownResult } from './types.js';
 
 /**

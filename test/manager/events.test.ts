@@ -41,7 +41,7 @@ function compile(source: string): string[] {
 
 describe('ScalerEvent: the compiler refuses an undeclared kind', () => {
   const header = `
-import type { AgentRecord } from '${root}/src/manager/agents.js';
+import type { AgentRecord } from '${root}/src/manager/agents/agents.js';
 import type { FleetCore } from '${root}/src/manager/core.js';
 export function emit(core: FleetCore, record: AgentRecord): void {
 `;
@@ -184,7 +184,7 @@ describe('ScalerEvent: a manager driven through its paths emits only listed kind
     }
     // The one computed kind: the lease watch passes the ledger's event type, narrowed to these three.
     expect(computed.map((site) => site.replace(/^.*\/src\/manager\//, ''))).toEqual([
-      'leases.ts: type',
+      'capacity/leases.ts: type',
     ]);
     for (const kind of ['lease-at-risk', 'lease-lost', 'lease-renewed']) named.add(kind);
     expect([...named].sort()).toEqual([...SCALER_EVENT_KINDS].sort());

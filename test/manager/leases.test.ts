@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { PoolLedger } from '../../src/ledger/index.js';
+import type { LeaseLostPolicy } from '../../src/manager/capacity/leases.js';
 import {
   MemoryStateStore,
   type ScalerConfigInput,
@@ -13,7 +14,6 @@ import {
   ScalerManager,
   type SpawnRequest,
 } from '../../src/manager/index.js';
-import type { LeaseLostPolicy } from '../../src/manager/leases.js';
 import {
   FakeBackend,
   MemoryPoolLedger,

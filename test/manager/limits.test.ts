@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,

@@ -3,7 +3,7 @@
  * failure backoff (exponential, full jitter, bounded, reset on registration).
  */
 import { describe, expect, it } from 'vitest';
-import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 import type {
   ScaleResult,
   ScalerConfigInput,

@@ -15,7 +15,7 @@ import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } fr
 import { MachineLedger } from '../../src/ledger/index.js';
 import { createLedgerTelemetry, LedgerTelemetry } from '../../src/ledger/telemetry.js';
 import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { createManagerTelemetry, ManagerTelemetry } from '../../src/manager/telemetry.js';
+import { createManagerTelemetry, ManagerTelemetry } from '../../src/manager/telemetry/telemetry.js';
 import { FakeBackend, TestClock } from '../../src/testing/index.js';
 import { MetricsHarness, TracesHarness } from '../helpers/otel.js';
 

@@ -6,12 +6,12 @@
  */
 import { ErrorCode, isScalerError } from '../../errors/base.js';
 import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
-import type { AgentRecord } from '../agents.js';
-import { adoptRequest } from '../capacity.js';
+import type { AgentRecord } from '../agents/agents.js';
+import { adoptRequest } from '../capacity/capacity.js';
+import { addDevices, devicesIn, splitRequest } from '../capacity/pools.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
-import { addDevices, devicesIn, splitRequest } from '../pools.js';
-import type { ScalerState } from '../scalers.js';
+import type { ScalerState } from '../spawning/scalers.js';
 import type { AgentState } from '../types.js';
 import type { AgentStateRecord } from './types.js';
 

@@ -4,13 +4,13 @@
  * what it hands a backend so an agent can watch the lease itself, and what
  * the status says of it.
  */
-import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../ledger/types.js';
-import type { SpawnLease } from './backend.js';
-import type { FleetCore } from './core.js';
-import type { ScalerEventData } from './events.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../../ledger/types.js';
+import type { SpawnLease } from '../backend.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerEventData } from '../events.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit, LeaseStatus } from '../types.js';
 import type { PoolLedgers } from './pools.js';
-import type { ScalerState } from './scalers.js';
-import type { CapacityLimit, LeaseStatus } from './types.js';
 
 /**
  * What the manager does when its ledger says the lease its pool rows are held

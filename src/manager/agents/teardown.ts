@@ -1,15 +1,15 @@
-import type { Clock, ClockTimer } from '../clock.js';
-import { BackendError } from '../errors.js';
-import type { AgentRecord } from './agents.js';
-import type { ScalerBackend } from './backend.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
+import type { Clock, ClockTimer } from '../../clock.js';
+import { BackendError } from '../../errors.js';
+import type { ScalerBackend } from '../backend.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
 import type {
   ReconcileResult,
   ShutdownOptions,
   ShutdownResult,
   UnconfirmedAgent,
-} from './types.js';
+} from '../types.js';
+import type { AgentRecord } from './agents.js';
 
 /** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
 export async function within(

@@ -3,10 +3,10 @@
  * of the agent's request each pool's row holds (the whole request with one
  * pool; with several, the dimensions each pool caps).
  */
-import type { ConfigIssue } from '../errors/input.js';
-import type { PoolLedger } from '../ledger/types.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { poolsOf, type ScalerConfig } from './config.js';
+import type { ConfigIssue } from '../../errors/input.js';
+import type { PoolLedger } from '../../ledger/types.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { poolsOf, type ScalerConfig } from '../config/config.js';
 
 /** One pool of an agent and the part of its request that pool's row holds. @internal */
 export interface PoolShare {

@@ -1,6 +1,6 @@
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
-import type { BackoffStatus, CapacityLimit } from './types.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { BackoffStatus, CapacityLimit } from '../types.js';
 
 const MINUTE_MS = 60_000;
 /** When only a concurrency slot is missing, ask again after this long. */

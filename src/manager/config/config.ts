@@ -1,14 +1,14 @@
 import { z } from 'zod';
-import { strictShape } from '../internal/zod-strict.js';
+import { strictShape } from '../../internal/zod-strict.js';
 import {
   type LimitRangePolicy,
   limitRangeDefaults,
   limitRangeSchema,
-} from '../resources/limit-range.js';
-import { resolveResources } from '../resources/resolve.js';
-import type { ParsedResourceRequest, ResourceCapInput } from '../resources/schema.js';
-import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
-import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
+} from '../../resources/limit-range.js';
+import { resolveResources } from '../../resources/resolve.js';
+import type { ParsedResourceRequest, ResourceCapInput } from '../../resources/schema.js';
+import { resourceCapSchema, resourceRequestSchema } from '../../resources/schema.js';
+import type { ResourceCap, ResourceRequest, ResourceSpec } from '../../resources/types.js';
 import { scheduleProblem } from './schedules.js';
 
 /**

@@ -1,8 +1,8 @@
-import type { AgentResources } from './backend.js';
-import type { AgentMailbox } from './events.js';
-import type { PoolShare } from './pools.js';
-import type { ScalerState } from './scalers.js';
-import type { AgentState } from './types.js';
+import type { AgentResources } from '../backend.js';
+import type { PoolShare } from '../capacity/pools.js';
+import type { AgentMailbox } from '../events.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { AgentState } from '../types.js';
 
 /**
  * The agent state machine, in one place. Every change of `AgentRecord.state`

@@ -1,7 +1,7 @@
-import type { AgentRecord } from './agents.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
-import type { CapacityLimit } from './types.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit } from '../types.js';
 
 /**
  * What the manager does when the ledger removed the pool row of an agent that

@@ -7,10 +7,10 @@ import type {
   OtelAttributes,
   OtelMeter,
   OtelObservableResult,
-} from '../internal/telemetry/index.js';
-import type { ResourceCap } from '../resources/types.js';
-import type { AgentRecord } from './agents.js';
-import type { ScalerStatus, Usage } from './types.js';
+} from '../../internal/telemetry/index.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { ScalerStatus, Usage } from '../types.js';
 
 /** What the telemetry reads from the manager. @internal */
 export interface ManagerView {

@@ -1,13 +1,20 @@
-import { CapTracker } from '../caps/cap-tracker.js';
-import type { CapDimension } from '../caps/types.js';
-import type { AdoptHeldBy, AdoptRequest, ReserveRefusal, ReserveResult } from '../ledger/types.js';
-import { checkLimitRange } from '../resources/limit-range.js';
-import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceAmount } from '../resources/types.js';
-import type { AgentBook, AgentRecord } from './agents.js';
-import type { AgentResources } from './backend.js';
-import { exceeds } from './checks.js';
-import type { ScalerConfig } from './config.js';
+import { CapTracker } from '../../caps/cap-tracker.js';
+import type { CapDimension } from '../../caps/types.js';
+import type {
+  AdoptHeldBy,
+  AdoptRequest,
+  ReserveRefusal,
+  ReserveResult,
+} from '../../ledger/types.js';
+import { checkLimitRange } from '../../resources/limit-range.js';
+import { coresToMillicores } from '../../resources/quantity.js';
+import type { ResourceAmount } from '../../resources/types.js';
+import type { AgentBook, AgentRecord } from '../agents/agents.js';
+import type { AgentResources } from '../backend.js';
+import { exceeds } from '../checks.js';
+import type { ScalerConfig } from '../config/config.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit, Usage } from '../types.js';
 import {
   addDevices,
   devicesIn,
@@ -15,8 +22,6 @@ import {
   type PoolShare,
   uncoveredResource,
 } from './pools.js';
-import type { ScalerState } from './scalers.js';
-import type { CapacityLimit, Usage } from './types.js';
 
 /**
  * What reserving an agent's rows in all its pools came to: every pool granted

@@ -1,8 +1,8 @@
-import { GLOBAL_SCOPE } from './capacity.js';
-import type { FleetCore } from './core.js';
-import { isWarmCapacity } from './inventory.js';
-import type { ScalerState } from './scalers.js';
-import type { ScalerEntryStatus, ScalerStatus } from './types.js';
+import { isWarmCapacity } from '../agents/inventory.js';
+import { GLOBAL_SCOPE } from '../capacity/capacity.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { ScalerEntryStatus, ScalerStatus } from '../types.js';
 
 /** Per-scaler facts other parts add to the status (warm target, pacing, schedule). @internal */
 export type StatusExtras = (scaler: ScalerState, entry: ScalerEntryStatus) => void;

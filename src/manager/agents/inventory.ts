@@ -1,8 +1,8 @@
-import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
+import type { ResourceAmount, ResourceLimits } from '../../resources/types.js';
+import type { AgentResources } from '../backend.js';
+import { checkId, checkLabels } from '../checks.js';
+import type { AgentState } from '../types.js';
 import type { AgentBook, AgentRecord } from './agents.js';
-import type { AgentResources } from './backend.js';
-import { checkId, checkLabels } from './checks.js';
-import type { AgentState } from './types.js';
 
 /**
  * A read-only, frozen picture of one agent the manager tracks, taken when it was

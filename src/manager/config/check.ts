@@ -4,9 +4,9 @@
  * parts that parsed (zod runs them only on a config that parsed whole).
  */
 import type { z } from 'zod';
-import type { ConfigIssue } from '../errors/input.js';
-import { ConfigError } from '../errors.js';
-import { resourceCapSchema } from '../resources/schema.js';
+import type { ConfigIssue } from '../../errors/input.js';
+import { ConfigError } from '../../errors.js';
+import { resourceCapSchema } from '../../resources/schema.js';
 import {
   baseSchema,
   labelSetSchema,

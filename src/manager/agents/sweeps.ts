@@ -5,8 +5,8 @@
  * neither adapter; the host passes closures over `sweepAgentCaps` and
  * `sweepIsolation`.
  */
-import type { FleetCore } from './core.js';
-import type { ReconcileResult, ReconcileSweep, SweepOutcome } from './types.js';
+import type { FleetCore } from '../core.js';
+import type { ReconcileResult, ReconcileSweep, SweepOutcome } from '../types.js';
 
 const MAX_SWEEP_NAME_LENGTH = 63;
 

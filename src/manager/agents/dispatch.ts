@@ -1,12 +1,12 @@
-import type { ResourceRequest } from '../resources/types.js';
+import type { ResourceRequest } from '../../resources/types.js';
+import { checkId, checkJobResources, checkLabels } from '../checks.js';
+import type { FleetCore } from '../core.js';
+import type { LabelSetState, ScalerState } from '../spawning/scalers.js';
+import type { Spawner } from '../spawning/spawner.js';
 import type { AgentRecord } from './agents.js';
 import { fitsWithin } from './binding.js';
-import { checkId, checkJobResources, checkLabels } from './checks.js';
-import type { FleetCore } from './core.js';
 import { type AgentSnapshot, snapshotOf } from './inventory.js';
 import type { AgentLifecycle } from './lifecycle.js';
-import type { LabelSetState, ScalerState } from './scalers.js';
-import type { Spawner } from './spawner.js';
 
 /** A job looking for an idle agent: what {@link ScalerManager.claimIdleAgent} takes. */
 export interface ClaimRequest {
