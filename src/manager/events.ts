@@ -10,27 +10,64 @@ import type { AgentState, UnconfirmedAgent, WarmPoolHold } from './types.js';
  */
 export interface ScalerEventData {
   /** The spawn was decided and its capacity reserved; the backend is asked next. */
-  spawning: { jobId?: string; warm: boolean };
+  spawning: {
+    /** The job it is spawned for (absent for a warm-pool spawn). */
+    jobId?: string;
+    /** True for a warm-pool spawn. */
+    warm: boolean;
+  };
   /** The backend's `spawn` resolved. */
   spawned: undefined;
-  /** The reservation (`stage: 'reserve'`, `pool` when the agent spans several), the state store (`state`) or the backend's `spawn` (`spawn`) failed. */
-  'spawn-failed': { stage: 'reserve' | 'spawn' | 'state'; error: unknown; pool?: string };
-  /** The agent registered (`onAgentRegistered`), with the labels it registered with. */
-  registered: { labels: string[] };
+  /** The reservation, the state store or the backend's `spawn` failed; everything was rolled back. */
+  'spawn-failed': {
+    /** `reserve` (the ledger), `state` (the state store) or `spawn` (the backend). */
+    stage: 'reserve' | 'spawn' | 'state';
+    /** What was thrown. */
+    error: unknown;
+    /** The pool whose reservation failed, when the agent spans several. */
+    pool?: string;
+  };
+  /** The agent registered (`onAgentRegistered`). */
+  registered: {
+    /** The labels it registered with. */
+    labels: string[];
+  };
   /** The agent took a job. */
-  busy: { runId: string; jobId: string };
+  busy: {
+    /** The job's run. */
+    runId: string;
+    /** The job. */
+    jobId: string;
+  };
   /** The agent finished its job and is idle. */
   idle: undefined;
   /** The agent takes no new job and is destroyed when its job completes. */
-  draining: { reason: string };
+  draining: {
+    /** Why (`drain`, `lifetime`, `excess`, `reservation-lost`, ...). */
+    reason: string;
+  };
   /** The manager began destroying the agent. */
-  destroying: { reason: string };
+  destroying: {
+    /** Why (`idle`, `pruned`, `drain`, `max-jobs`, `shutdown`, `lease-at-risk`, ...). */
+    reason: string;
+  };
   /** The backend's `destroy` resolved. */
-  destroyed: { reason?: string };
-  /** The backend's `destroy` rejected; general (with `agentId` in `data`) for an unrecorded agent destroyed by recovery. */
-  'destroy-failed': { error: unknown; agentId?: string };
+  destroyed: {
+    /** Why it was destroyed (the `destroying` reason). */
+    reason?: string;
+  };
+  /** The backend's `destroy` rejected (retried); general for an unrecorded agent recovery destroys. */
+  'destroy-failed': {
+    /** What `destroy` threw. */
+    error: unknown;
+    /** The agent, in the general event about an unrecorded agent. */
+    agentId?: string;
+  };
   /** Releasing the agent's pool row failed (retried). */
-  'release-failed': { error: unknown };
+  'release-failed': {
+    /** What the ledger threw. */
+    error: unknown;
+  };
   /** `onAgentDisconnected` was called. */
   disconnected: undefined;
   /** The agent did not register within `registrationTimeoutMs`. */
@@ -38,69 +75,165 @@ export interface ScalerEventData {
   /** `reconcile()` or recovery found the agent no longer listed by its backend. */
   gone: undefined;
   /** `correlateAgentToJob` on an agent being destroyed: the job was refused. */
-  'job-refused': { runId: string; jobId: string };
+  'job-refused': {
+    /** The job's run. */
+    runId: string;
+    /** The refused job. */
+    jobId: string;
+  };
   /** Another agent took the job this one was spawning for. */
-  'job-taken': { jobId: string; by: string };
-  /** The events buffered before correlation overflowed: how many were dropped. */
-  'events-dropped': { dropped: number };
-  /** The agent's pool row is gone (`certain` is false when the ledger could not name the rows). */
-  'reservation-lost': { pool: string; certain: boolean; error?: unknown };
+  'job-taken': {
+    /** The job. */
+    jobId: string;
+    /** The agent that took it. */
+    by: string;
+  };
+  /** The events buffered before correlation overflowed. */
+  'events-dropped': {
+    /** How many were dropped. */
+    dropped: number;
+  };
+  /** The agent's pool row is gone. */
+  'reservation-lost': {
+    /** The pool. */
+    pool: string;
+    /** False when the ledger could not name the rows it removed (all of ours may be gone). */
+    certain: boolean;
+    /** What the ledger reported. */
+    error?: unknown;
+  };
   /** A lost pool row was written back. */
-  'reservation-restored': { pool: string };
+  'reservation-restored': {
+    /** The pool. */
+    pool: string;
+  };
   /** A lost pool row could not be written back (see `policies.reservationLost`). */
-  'reservation-restore-failed': { pool: string; error: unknown };
+  'reservation-restore-failed': {
+    /** The pool. */
+    pool: string;
+    /** Why (a refusal or what the ledger threw). */
+    error: unknown;
+  };
   /** A hook called by `onConfigAck` threw or rejected. */
-  'config-ack-failed': { error: unknown; hook: 'backend' | 'option' };
+  'config-ack-failed': {
+    /** What it threw. */
+    error: unknown;
+    /** The backend's `onConfigAck` or the `onConfigAck` option. */
+    hook: 'backend' | 'option';
+  };
   /** Recovery tracks the stored agent again, in its stored state. */
-  recovered: { state: Exclude<AgentState, 'gone'>; jobId?: string };
+  recovered: {
+    /** Its stored state. */
+    state: Exclude<AgentState, 'gone'>;
+    /** Its stored job. */
+    jobId?: string;
+  };
   /** General: a maintenance pass failed. */
-  'maintenance-failed': { error: unknown };
-  /** General: the scaler's spawns failed in a row; new spawns wait `retryAfterMs`. */
-  'backoff-opened': { failures: number; retryAfterMs: number; error: unknown };
+  'maintenance-failed': {
+    /** What it threw. */
+    error: unknown;
+  };
+  /** General: the scaler's spawns failed in a row; new spawns wait. */
+  'backoff-opened': {
+    /** Consecutive failures. */
+    failures: number;
+    /** How long new spawns wait, in ms. */
+    retryAfterMs: number;
+    /** The last failure. */
+    error: unknown;
+  };
   /** General: an agent of the scaler registered; its backoff ended. */
   'backoff-closed': Record<string, never>;
   /** General: a state store write failed (retried with the next commit). */
-  'state-write-failed': { error: unknown; agentIds: string[] };
+  'state-write-failed': {
+    /** What the store threw. */
+    error: unknown;
+    /** The agents whose records were in the failed commit. */
+    agentIds: string[];
+  };
   /** General: the recovery `start()` ran failed. */
-  'recovery-failed': { error: unknown };
+  'recovery-failed': {
+    /** What it threw. */
+    error: unknown;
+  };
   /** General: a sweep removed what agents no longer alive left behind. */
-  swept: { sweep: string; removedAgents: readonly string[] };
+  swept: {
+    /** The sweep's name. */
+    sweep: string;
+    /** The agents whose leftovers it removed. */
+    removedAgents: readonly string[];
+  };
   /** General: a sweep failed. */
-  'sweep-failed': { sweep: string; error: unknown };
+  'sweep-failed': {
+    /** The sweep's name. */
+    sweep: string;
+    /** What it threw. */
+    error: unknown;
+  };
   /** General: sweeps skipped because the live agents are unknown. */
-  'sweeps-skipped': { sweeps: string[] };
+  'sweeps-skipped': {
+    /** The sweeps that did not run. */
+    sweeps: string[];
+  };
   /** General: a backend's `shutdown()` failed. */
-  'shutdown-failed': { error: unknown };
+  'shutdown-failed': {
+    /** What it threw. */
+    error: unknown;
+  };
   /** General: `shutdownAll()` could not confirm that these agents stopped; their pool rows are kept. */
-  'shutdown-incomplete': { unconfirmed: UnconfirmedAgent[] };
+  'shutdown-incomplete': {
+    /** The agents, with what was not confirmed. */
+    unconfirmed: UnconfirmedAgent[];
+  };
   /** General: the warm pool of the scaler cannot resolve its label set's resources. */
-  'warm-pool-failed': { error: unknown };
+  'warm-pool-failed': {
+    /** What resolving threw. */
+    error: unknown;
+  };
   /** General: the warm pool of the scaler is held below its target: why and until when. */
   'warm-pool-held': WarmPoolHold;
   /** General: the hold ended. */
-  'warm-pool-resumed': { reason: WarmPoolHold['reason'] };
-  /** General: the ledger lease is at risk (`agents`: those `stop-agents` destroys; `pools` with several ledgers). */
+  'warm-pool-resumed': {
+    /** The reason of the hold that ended. */
+    reason: WarmPoolHold['reason'];
+  };
+  /** General: the ledger lease is at risk. */
   'lease-at-risk': {
+    /** The lease as the ledger last saw it (`deadline`, `confirmedAt`, ...), when it has one. */
     lease: LeaseInfo | undefined;
+    /** The manager's `policies.leaseLost`. */
     policy: 'stop-agents' | 'stop-spawning' | 'report';
+    /** The agents `stop-agents` destroys now (empty under the other policies and at renewal). */
     agents: string[];
+    /** The pools this ledger serves, when the manager has several ledgers. */
     pools?: string[];
+    /** What the ledger reported as the cause, when it did. */
     error?: unknown;
   };
   /** General: the ledger lease is lost. */
   'lease-lost': {
+    /** The lease as the ledger last saw it (`deadline`, `confirmedAt`, ...), when it has one. */
     lease: LeaseInfo | undefined;
+    /** The manager's `policies.leaseLost`. */
     policy: 'stop-agents' | 'stop-spawning' | 'report';
+    /** The agents `stop-agents` destroys now (empty under the other policies and at renewal). */
     agents: string[];
+    /** The pools this ledger serves, when the manager has several ledgers. */
     pools?: string[];
+    /** What the ledger reported as the cause, when it did. */
     error?: unknown;
   };
   /** General: the ledger lease was renewed again. */
   'lease-renewed': {
+    /** The lease as the ledger last saw it (`deadline`, `confirmedAt`, ...), when it has one. */
     lease: LeaseInfo | undefined;
+    /** The manager's `policies.leaseLost`. */
     policy: 'stop-agents' | 'stop-spawning' | 'report';
+    /** The agents `stop-agents` destroys now (empty under the other policies and at renewal). */
     agents: string[];
+    /** The pools this ledger serves, when the manager has several ledgers. */
     pools?: string[];
+    /** What the ledger reported as the cause, when it did. */
     error?: unknown;
   };
 }
@@ -192,8 +325,14 @@ export type ScalerEvent =
         /** A human-readable sentence. */
         message?: string;
       } & (ScalerEventData[K] extends undefined
-        ? { data?: undefined }
-        : { /** The facts of this kind. */ data: ScalerEventData[K] });
+        ? {
+            /** No facts for this kind. */
+            data?: undefined;
+          }
+        : {
+            /** The facts of this kind. */
+            data: ScalerEventData[K];
+          });
     }[keyof ScalerEventData]
   | {
       /** Reported by the agent's backend through `SpawnRequest.emit`. */

@@ -15,14 +15,25 @@ export { ConfigError, StateStoreError } from '../errors.js';
 export type { ClaimRequest, ClaimResult } from './agents/dispatch.js';
 export type { AgentFilter, AgentSnapshot } from './agents/inventory.js';
 export type { AgentRegistration } from './agents/lifecycle.js';
-export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
+export type {
+  AgentResources,
+  ScalerBackend,
+  SpawnLease,
+  SpawnRequest,
+  SpawnResult,
+} from './backend.js';
 export {
   type ConfigValidation,
   formatConfigPath,
   parseScalerConfig,
   validateScalerConfig,
 } from './config/check.js';
-export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config/config.js';
+export {
+  type ScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEntryInput,
+  scalerConfigSchema,
+} from './config/config.js';
 export { SCALER_EVENT_KINDS, type ScalerEvent, type ScalerEventData } from './events.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';

@@ -98,3 +98,17 @@ describe('new ScalerManager(options): unknown keys', () => {
     expect(manager.getStatus().shuttingDown).toBe(false);
   });
 });
+
+describe('the facade stays small (issue 39)', () => {
+  it('ScalerManager has at most 20 public methods and at most 18 options', () => {
+    const methods = Object.getOwnPropertyNames(ScalerManager.prototype).filter(
+      (name) => name !== 'constructor',
+    );
+    expect(methods.length, methods.join(', ')).toBeLessThanOrEqual(20);
+    const listed = [...refusal({ colour: 'blue' }).message.matchAll(/`([A-Za-z]+)`/g)].map(
+      (match) => match[1],
+    );
+    expect(listed).toContain('telemetry');
+    expect(listed.length, listed.join(', ')).toBeLessThanOrEqual(18);
+  });
+});
