@@ -46,7 +46,7 @@ async function measure(m: ScalerManager, concurrency: number, ms: number) {
     while (performance.now() < until) {
       const i = n++;
       const t0 = performance.now();
-      const result = await m.requestScale(['linux'], `job-${i}`);
+      const result = await m.requestScale({ jobId: `job-${i}`, labels: ['linux'] });
       if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
       latencies.push(performance.now() - t0);
       await m.onAgentDisconnected(result.agentId);

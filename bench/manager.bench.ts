@@ -50,7 +50,7 @@ function manager(ledger?: MachineLedger): ScalerManager {
   return new ScalerManager({
     config: config(ledger !== undefined),
     backends: Array.from({ length: SCALERS }, (_, i) => ({ name: `scaler-${i}`, backend })),
-    ledger,
+    ...(ledger !== undefined ? { ledgers: { host: ledger } } : {}),
   });
 }
 
@@ -64,7 +64,10 @@ async function measure(m: ScalerManager, concurrency: number, ms: number) {
     while (performance.now() < until) {
       const i = n++;
       const t0 = performance.now();
-      const result = await m.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `job-${i}`);
+      const result = await m.requestScale({
+        jobId: `job-${i}`,
+        labels: JOB_LABELS[i % JOB_LABELS.length]!,
+      });
       if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
       await m.onAgentDisconnected(result.agentId);
       if (latencies.length < 200_000) latencies.push(performance.now() - t0);
@@ -101,8 +104,13 @@ async function refusals(m: ScalerManager, ms: number) {
   while (performance.now() < until) {
     for (let k = 0; k < 100; k++) {
       const i = n++;
-      if (i % 2 === 0) await m.requestScale(['windows'], `r-${i}`);
-      else await m.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `r-${i}`, [], big);
+      if (i % 2 === 0) await m.requestScale({ jobId: `r-${i}`, labels: ['windows'] });
+      else
+        await m.requestScale({
+          jobId: `r-${i}`,
+          labels: JOB_LABELS[i % JOB_LABELS.length]!,
+          resources: big,
+        });
     }
   }
   return n / ((performance.now() - start) / 1000);

@@ -225,7 +225,7 @@ const MANAGER_CONFIG: ScalerConfigInput = {
 function spawnAndEnd(m: ScalerManager, label: string, gpus: number, end: End): Cycle {
   const resources = gpus > 0 ? { requests: { 'nvidia.com/gpu': gpus } } : undefined;
   return async (job) => {
-    const result = await m.requestScale([label], job, [], resources);
+    const result = await m.requestScale({ jobId: job, labels: [label], resources: resources });
     if (result.kind !== 'spawned') throw new Error(`${label}: ${JSON.stringify(result)}`);
     if (end === 'drain') await m.drain(result.agentId);
     else await m.onAgentDisconnected(result.agentId);

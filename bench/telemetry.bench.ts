@@ -50,7 +50,7 @@ import {
 import { MachineLedger } from '../src/ledger/index.js';
 import type { LedgerTelemetryOptions } from '../src/ledger/telemetry.js';
 import { type ScalerConfigInput, ScalerManager } from '../src/manager/index.js';
-import type { ManagerTelemetryOptions } from '../src/manager/telemetry.js';
+import type { ManagerTelemetryOptions } from '../src/manager/telemetry/telemetry.js';
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const SCALERS = 20;
@@ -188,7 +188,10 @@ const decisions: Case = {
     return {
       async step() {
         const i = n++;
-        const result = await manager.requestScale(JOB_LABELS[i % JOB_LABELS.length]!, `job-${i}`);
+        const result = await manager.requestScale({
+          jobId: `job-${i}`,
+          labels: JOB_LABELS[i % JOB_LABELS.length]!,
+        });
         if (result.kind !== 'spawned') throw new Error(`unexpected ${result.kind}`);
         await manager.onAgentDisconnected(result.agentId);
       },

@@ -60,7 +60,7 @@ async function simulateDay(settleTurns: number, dispatch: boolean) {
     }
     for (const jobId of waiting.splice(0)) {
       asks++;
-      const result = await fleet.manager.requestScale(['linux'], jobId);
+      const result = await fleet.manager.requestScale({ jobId: jobId, labels: ['linux'] });
       if (result.kind === 'at-capacity' || result.kind === 'spawn-failed') waiting.push(jobId);
     }
     await fleet.clock.advance(MINUTE);

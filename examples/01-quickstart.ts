@@ -18,15 +18,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
-  formatCpu,
-  formatMemory,
   MachineLedger,
-  type ResourceRequest,
   type ScaleResult,
   type ScalerBackend,
   ScalerManager,
 } from 'scaler-primitives';
 import { leaseEnv } from 'scaler-primitives/fence';
+import { formatCpu, formatMemory, type ResourceRequest } from 'scaler-primitives/resources';
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
@@ -139,7 +137,7 @@ const manager = new ScalerManager({
     { name: 'linux-small', backend: processBackend },
     { name: 'linux-large', backend: processBackend },
   ],
-  ledger,
+  ledgers: { 'this-host': ledger },
 });
 manager.start();
 
@@ -162,7 +160,11 @@ const dispatcher = {
       do {
         this.again = false;
         for (const job of jobs.filter((j) => j.state === 'queued')) {
-          const result = await manager.requestScale(job.labels, job.id, [], job.resources);
+          const result = await manager.requestScale({
+            jobId: job.id,
+            labels: job.labels,
+            resources: job.resources,
+          });
           this.handle(job, result);
         }
       } while (this.again);

@@ -9,17 +9,16 @@
  *
  * Run: npx tsx examples/02-resources-and-caps.ts
  */
+import { ErrorCode, isScalerError } from 'scaler-primitives';
+import { CapTracker } from 'scaler-primitives/caps';
 import {
-  CapTracker,
-  ErrorCode,
   formatCpu,
   formatMemory,
-  isScalerError,
   parseMemory,
   type ResourceRequest,
   resolveResources,
   resourceCapSchema,
-} from 'scaler-primitives';
+} from 'scaler-primitives/resources';
 
 // Config as an operator writes it.
 const globalDefaults: ResourceRequest = { requests: { cpus: '500m', memory: '512m' } };

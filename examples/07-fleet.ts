@@ -8,14 +8,15 @@
  * 4. shutdown: nothing left running, the machine pool empty.
  *
  * Agents are simulated in-process; the machine pool is a real MachineLedger in a
- * throwaway directory (no root needed). Time is steered through the `now` option,
- * so the schedule can jump to 08:00.
+ * throwaway directory (no root needed). Time is steered through the `clock` option
+ * (the system clock with its own `now()`), so the schedule can jump to 08:00.
  *
  * Run: npx tsx examples/07-fleet.ts
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { systemClock } from 'scaler-primitives';
 import { MachineLedger } from 'scaler-primitives/ledger';
 import {
   type ScalerBackend,
@@ -93,8 +94,8 @@ const manager = new ScalerManager({
     { name: 'vm', backend: vm },
     { name: 'cloud', backend: cloud },
   ],
-  ledger,
-  now: () => now,
+  ledgers: { host: ledger },
+  clock: { ...systemClock, now: () => now },
   random: () => 0.5, // deterministic jitter for the printout
   demandHoldMs: 0,
   onEvent: (e) => {
@@ -130,7 +131,7 @@ await gone;
 console.log('3. backoff');
 cloud.failing = true;
 for (const job of ['job-a', 'job-b', 'job-c', 'job-d']) {
-  const result = await manager.requestScale(['linux'], job);
+  const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
   const detail =
     result.kind === 'spawned'
       ? `${result.agentId} on ${result.scaler}`
@@ -146,7 +147,7 @@ console.log(
 );
 cloud.failing = false;
 now = backoff.until!;
-const retried = await manager.requestScale(['linux'], 'job-e');
+const retried = await manager.requestScale({ jobId: 'job-e', labels: ['linux'] });
 console.log(
   `  after the backoff: ${retried.kind} on ${'backend' in retried ? retried.backend : '-'}`,
 );

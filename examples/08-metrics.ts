@@ -79,14 +79,13 @@ const manager = new ScalerManager({
     ],
   },
   backends: [{ name: 'vm', backend }],
-  ledger,
-  meterProvider,
-  tracerProvider,
-  spawnDurationHistogram: true, // opt-in: one histogram record per spawn (docs/observability.md)
+  ledgers: { 'build-host': ledger },
+  // spawnDurationHistogram is opt-in: one histogram record per spawn (docs/observability.md)
+  telemetry: { meterProvider, tracerProvider, spawnDurationHistogram: true },
 });
 
 for (const job of ['job-1', 'job-2', 'job-3']) {
-  const result = await manager.requestScale(['linux'], job);
+  const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
   console.log(`${job}: ${result.kind}${'agentId' in result ? ` (${result.agentId})` : ''}`);
 }
 const agents = manager.getStatus().scalers[0]!;
@@ -98,10 +97,12 @@ const [first, second] = spans
   .map((s) => String(s.attributes['scaler.agent.id']));
 manager.onAgentRegistered(first!, ['linux']);
 await manager.onAgentDisconnected(second!);
-console.log(`job-3 again: ${(await manager.requestScale(['linux'], 'job-3')).kind}`);
+console.log(
+  `job-3 again: ${(await manager.requestScale({ jobId: 'job-3', labels: ['linux'] })).kind}`,
+);
 failNext = true;
 await manager.onAgentDisconnected(first!);
-console.log(`job-4: ${(await manager.requestScale(['linux'], 'job-4')).kind}`);
+console.log(`job-4: ${(await manager.requestScale({ jobId: 'job-4', labels: ['linux'] })).kind}`);
 
 console.log('\n--- metrics (ConsoleMetricExporter) ---');
 print = true;

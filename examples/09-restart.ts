@@ -145,7 +145,7 @@ async function host(name: string, dir: string): Promise<void> {
       ],
     },
     backends: [{ name: 'proc', backend }],
-    ledger,
+    ledgers: { host: ledger },
     stateStore: new FileStateStore({ dir: join(dir, 'state') }),
     generateAgentId: () => `agent-${name}-${++n}`,
   });
@@ -153,7 +153,7 @@ async function host(name: string, dir: string): Promise<void> {
   if (name === 'first') {
     const ids: string[] = [];
     for (const job of ['job-build', 'job-test']) {
-      const result = await manager.requestScale(['linux'], job);
+      const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
       if (result.kind !== 'spawned') throw new Error(`${job}: ${result.kind}`);
       manager.onAgentRegistered(result.agentId, ['linux']);
       manager.correlateAgentToJob(result.agentId, `run-${job}`, job);

@@ -46,8 +46,7 @@ class Controller {
 
   /** Wire to the manager's `onEvent`. */
   onEvent(event: ScalerEvent): void {
-    const jobId = event.data?.jobId;
-    if (event.kind === 'busy' && typeof jobId === 'string') this.waiting.delete(jobId);
+    if (event.source === 'manager' && event.kind === 'busy') this.waiting.delete(event.data.jobId);
     // An agent that never registered was pruned: its job still waits.
     if (event.kind === 'pruned') {
       for (const job of this.waiting.values()) this.#retryLater(job);
@@ -61,7 +60,7 @@ class Controller {
   }
 
   async #scale(job: Job): Promise<void> {
-    const result = await this.manager.requestScale(job.labels, job.id);
+    const result = await this.manager.requestScale({ jobId: job.id, labels: job.labels });
     switch (result.kind) {
       case 'spawned':
       case 'already-spawning':

@@ -165,7 +165,7 @@ const manager = new ScalerManager({
     { name: 'small', backend: processes },
     { name: 'large', backend: processes },
   ],
-  ledger,
+  ledgers: { [POOL]: ledger },
   maintenanceIntervalMs: 300,
   demandHoldMs: 1000,
   onEvent: (event: ScalerEvent) => {
@@ -200,7 +200,7 @@ function pump(): Promise<void> {
         }
         if (claim.kind === 'shutting-down') return;
         if (claim.kind === 'already-bound' || claim.spawning !== undefined) continue;
-        handle(job, await manager.requestScale(job.labels, job.id));
+        handle(job, await manager.requestScale({ jobId: job.id, labels: job.labels }));
       }
     } while (again && !stopping);
   })().finally(() => {

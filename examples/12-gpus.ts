@@ -8,14 +8,14 @@
  *
  * Run: npx tsx examples/12-gpus.ts
  */
+import { CapTracker } from 'scaler-primitives/caps';
 import {
-  CapTracker,
   formatCpu,
   formatMemory,
   type ResourceRequest,
   resolveResources,
   resourceCapSchema,
-} from 'scaler-primitives';
+} from 'scaler-primitives/resources';
 
 const k8s = { convention: 'kubernetes' } as const;
 

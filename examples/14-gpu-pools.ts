@@ -131,7 +131,11 @@ const jobs = [
 ];
 const spawned = new Map<string, string>();
 for (const { on, job, labels, resources } of jobs) {
-  const result = await on.manager.requestScale(labels, job, [], resources);
+  const result = await on.manager.requestScale({
+    jobId: job,
+    labels: labels,
+    resources: resources,
+  });
   if (result.kind === 'spawned') {
     spawned.set(job, result.agentId);
   } else if (result.kind === 'at-capacity' && result.limit.limit === 'pool-cap') {
@@ -155,7 +159,11 @@ for (const { host, manager } of hosts) {
 // train-a ends (one job per agent: its agent goes, its rows are released in both pools) ...
 await one.manager.onAgentDisconnected(spawned.get('train-a')!);
 // ... and train-b fits now, on the two ids train-a freed.
-const retried = await two.manager.requestScale(['linux', 'gpu'], 'train-b', [], gpus(2));
+const retried = await two.manager.requestScale({
+  jobId: 'train-b',
+  labels: ['linux', 'gpu'],
+  resources: gpus(2),
+});
 const trainB = retried.kind === 'spawned' ? two.manager.getAgent(retried.agentId) : undefined;
 console.log(
   `\nafter train-a ended: train-b ${retried.kind}, ${GPU} ${trainB?.devices?.[GPU]?.join(',')}`,

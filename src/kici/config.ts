@@ -212,7 +212,7 @@ const KICI_GLOBAL_MAX_AGENTS = 50;
  * - `warmPool.enabled: false` (or absent) means no warm pool.
  * - Backend settings (`image`, `host`, `runtime`, `networkPolicy`, `vcpuCount`, ...) are
  *   kept in the scaler's `options` (label-set ones in `options.labelSets[j]`), which
- *   `getScalerContextForAgent` hands to the backend; `networkIsolation` is made explicit
+ *   `getAgent(id).context` hands to the backend; `networkIsolation` is made explicit
  *   (kici's default `true`).
  * - Settings that would widen what runs where (`roles`, a non-linux/x64 `platform`) are
  *   errors until acknowledged; unknown settings (which kici drops silently) are errors.
@@ -234,7 +234,11 @@ const KICI_GLOBAL_MAX_AGENTS = 50;
  * let manager: ScalerManager | undefined;
  * const result = toScalerConfig(YAML.parse(readFileSync('/etc/kici/scaler.yaml', 'utf8')));
  * for (const issue of result.issues) console.warn(issue.severity, issue.path.join('.'), issue.message);
- * if (result.ok) manager = new ScalerManager({ config: result.input, backends, ledger });
+ * if (result.ok) {
+ *   const pools = Object.keys(result.input.machinePools ?? {});
+ *   const ledgers = Object.fromEntries(pools.map((pool) => [pool, ledger]));
+ *   manager = new ScalerManager({ config: result.input, backends, ledgers });
+ * }
  * ```
  */
 export function toScalerConfig(

@@ -78,7 +78,14 @@ export interface SpawnRequest {
    * Events are relayed to `onScalerEvent` once the agent is correlated with a job,
    * and buffered until then.
    */
-  emit(event: BackendEventInput): void;
+  emit(event: {
+    /** A short machine-readable kind, e.g. `image-pulled`. */
+    kind: string;
+    /** A human-readable sentence. */
+    message?: string;
+    /** Anything else worth passing on. */
+    data?: Record<string, unknown>;
+  }): void;
 }
 
 /**
@@ -98,15 +105,8 @@ export interface SpawnLease {
   marginMs: number;
 }
 
-/** An event a backend reports through {@link SpawnRequest.emit}. */
-export interface BackendEventInput {
-  /** A short machine-readable kind, e.g. `image-pulled`. */
-  kind: string;
-  /** A human-readable sentence. */
-  message?: string;
-  /** Anything else worth passing on. */
-  data?: Record<string, unknown>;
-}
+/** An event a backend reports through {@link SpawnRequest.emit}. @internal */
+export type BackendEventInput = Parameters<SpawnRequest['emit']>[0];
 
 /** What a backend's `spawn` resolves to. Everything is optional. */
 export interface SpawnResult {

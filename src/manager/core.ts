@@ -1,15 +1,21 @@
 import type { Clock } from '../clock.js';
 import type { LedgerLeaseExpiredError } from '../errors/index.js';
-import { AgentBook, type AgentRecord, whenGone } from './agents.js';
+import { AgentBook, type AgentRecord, whenGone } from './agents/agents.js';
 import type { BackendEventInput } from './backend.js';
-import { CapacityGate } from './capacity.js';
-import type { ScalerConfig } from './config.js';
-import type { EventRelay, ScalerEvent } from './events.js';
-import type { PoolLedgers } from './pools.js';
-import { type BackendEntry, ScalerRegistry } from './scalers.js';
+import { CapacityGate } from './capacity/capacity.js';
+import type { PoolLedgers } from './capacity/pools.js';
+import type { ScalerConfig } from './config/config.js';
+import type {
+  EventDataArg,
+  EventRelay,
+  ManagerEventKind,
+  ScalerEvent,
+  ScalerEventData,
+} from './events.js';
+import { type BackendEntry, ScalerRegistry } from './spawning/scalers.js';
 import type { StateWriter } from './state/batching.js';
-import type { ScalerCounters } from './status.js';
-import type { ManagerTelemetry } from './telemetry.js';
+import type { ManagerTelemetry } from './telemetry/telemetry.js';
+import type { ScalerCounters } from './types.js';
 
 /** Timing and policy options every part reads. @internal */
 export interface CoreOptions {
@@ -188,26 +194,31 @@ export class FleetCore {
   }
 
   /** A manager event about one agent. */
-  emitFor(
+  emitFor<K extends ManagerEventKind>(
     record: AgentRecord,
-    kind: string,
+    kind: K,
     message: string,
-    data?: Record<string, unknown>,
+    ...data: EventDataArg<K>
   ): void {
-    const event: ScalerEvent = {
+    const event = {
       source: 'manager',
       kind,
       agentId: record.agentId,
       scaler: record.scaler.name,
       at: this.now(),
       message,
-    };
-    if (data !== undefined) event.data = data;
+    } as ScalerEvent;
+    if (data.length > 0) event.data = data[0];
     this.#events.dispatch(record.mailbox, event);
   }
 
   /** An event about no single agent (`agentId` is empty). */
-  emitGeneral(scaler: string, kind: string, message: string, data: Record<string, unknown>): void {
+  emitGeneral<K extends ManagerEventKind>(
+    scaler: string,
+    kind: K,
+    message: string,
+    data: ScalerEventData[K],
+  ): void {
     this.#events.general({
       source: 'manager',
       kind,
@@ -216,7 +227,7 @@ export class FleetCore {
       at: this.now(),
       message,
       data,
-    });
+    } as ScalerEvent);
   }
 
   /** A backend's own event about an agent it runs. */

@@ -12,28 +12,46 @@
  * @packageDocumentation
  */
 export { ConfigError, StateStoreError } from '../errors/index.js';
-export type { AgentState } from './agents.js';
-export type { AgentResources, ScalerBackend, SpawnRequest, SpawnResult } from './backend.js';
-export type { CapacityLimit } from './capacity.js';
-export { type ScalerConfig, type ScalerConfigInput, scalerConfigSchema } from './config.js';
+export type { ClaimRequest, ClaimResult } from './agents/dispatch.js';
+export type { AgentFilter, AgentSnapshot } from './agents/inventory.js';
+export type { AgentRegistration } from './agents/lifecycle.js';
+export type {
+  AgentResources,
+  ScalerBackend,
+  SpawnLease,
+  SpawnRequest,
+  SpawnResult,
+} from './backend.js';
 export {
   type ConfigValidation,
   formatConfigPath,
   parseScalerConfig,
   validateScalerConfig,
-} from './config-check.js';
-export type { ClaimRequest, ClaimResult } from './dispatch.js';
-export type { ScalerEvent } from './events.js';
-export type { AgentFilter, AgentSnapshot } from './inventory.js';
-export type { AgentRegistration } from './lifecycle.js';
+} from './config/check.js';
+export {
+  type ScalerConfig,
+  type ScalerConfigInput,
+  type ScalerEntryInput,
+  scalerConfigSchema,
+} from './config/config.js';
+export { SCALER_EVENT_KINDS, type ScalerEvent, type ScalerEventData } from './events.js';
 export { ScalerManager } from './manager.js';
 export type { ScalerManagerOptions } from './options.js';
-export type { ScaleResult } from './scale.js';
-export type { BackendEntry } from './scalers.js';
+export type { BackendEntry } from './spawning/scalers.js';
 export { FileStateStore, type FileStateStoreOptions } from './state/file.js';
 export { MemoryStateStore } from './state/memory.js';
 export type { RecoveryResult } from './state/recovery.js';
 export type { AgentStateRecord, StateChange, StateStore } from './state/types.js';
-export type { ScalerEntryStatus, ScalerStatus, WarmPoolHold } from './status.js';
-export type { ReconcileSweep } from './sweeps.js';
-export type { ReconcileResult, ShutdownResult, UnconfirmedAgent } from './teardown.js';
+export type {
+  AgentState,
+  CapacityLimit,
+  ReconcileResult,
+  ReconcileSweep,
+  ScaleRequest,
+  ScaleResult,
+  ScalerEntryStatus,
+  ScalerStatus,
+  ShutdownResult,
+  UnconfirmedAgent,
+  WarmPoolHold,
+} from './types.js';

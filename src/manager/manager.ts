@@ -1,25 +1,28 @@
-import type { ResourceRequest } from '../resources/types.js';
-import { checkId } from './checks.js';
-import type { ScalerConfigInput } from './config.js';
-import type { ConfigValidation } from './config-check.js';
-import type { ClaimRequest, ClaimResult } from './dispatch.js';
+import type { ClaimRequest, ClaimResult } from './agents/dispatch.js';
 import {
   type AgentFilter,
   type AgentSnapshot,
   listSnapshots,
-  scalerContextOf,
   snapshotOf,
-} from './inventory.js';
-import type { AgentRegistration } from './lifecycle.js';
+} from './agents/inventory.js';
+import type { AgentRegistration } from './agents/lifecycle.js';
+import { checkSweeps } from './agents/sweeps.js';
+import { checkId } from './checks.js';
+import type { ConfigValidation } from './config/check.js';
+import type { ScalerConfigInput } from './config/config.js';
 import type { ScalerManagerOptions } from './options.js';
 import { ManagerParts } from './parts.js';
 import { reconcileManager, shutdownManager, startManager } from './running.js';
-import type { ScaleResult } from './scale.js';
 import { requestScale } from './scale.js';
 import type { RecoveryResult } from './state/recovery.js';
-import type { ScalerStatus } from './status.js';
-import { checkSweeps, type ReconcileSweep } from './sweeps.js';
-import type { ReconcileResult, ShutdownOptions, ShutdownResult } from './teardown.js';
+import type {
+  ReconcileResult,
+  ReconcileSweep,
+  ScaleRequest,
+  ScaleResult,
+  ScalerStatus,
+  ShutdownResult,
+} from './types.js';
 
 /**
  * Decides whether a waiting job may get a new agent, where, and with what
@@ -47,7 +50,7 @@ import type { ReconcileResult, ShutdownOptions, ShutdownResult } from './teardow
  *   backends: [{ name: 'small', backend: myContainerBackend }],
  * });
  * manager.start();
- * const result = await manager.requestScale(['linux'], 'job-1');
+ * const result = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
  * if (result.kind === 'spawned') console.log(`starting ${result.agentId} on ${result.scaler}`);
  * // later, from the dispatcher:
  * manager.onAgentRegistered(agentId, labels); // -> { boundJobId: 'job-1', mandatoryLabels: [] }
@@ -62,7 +65,7 @@ export class ScalerManager {
   /**
    * @param options - Config, backends, callbacks and the ledger; see {@link ScalerManagerOptions}.
    * @throws {@link ConfigError} when the config is invalid, a scaler has no backend,
-   *   or a scaler names a machine pool and no `ledger` was given.
+   *   or a scaler names a machine pool that no entry of `ledgers` serves.
    * @throws TypeError for malformed options (duplicate backend names, bad timings).
    */
   constructor(options: ScalerManagerOptions) {
@@ -77,27 +80,17 @@ export class ScalerManager {
    * order, with the first label set of each that fits; a scaler that is full,
    * paced or backing off is skipped for the next one that matches.
    *
-   * @param labels - The labels the job asks for; an automatic label such as
-   *   `scaler-primitives:scaler:<name>` pins a scaler. At most 64, each at most 253 characters.
-   * @param jobId - The job; one spawn per job is in flight at a time. At most 253 characters.
-   * @param excludeLabels - Label sets holding any of these are not used.
-   * @param resources - The job's own resource declaration (highest layer of
-   *   defaults): `{ requests?: { cpus?, memory? }, limits?: { cpus?, memory? } }`.
+   * @param request - `{ jobId, labels, excludeLabels?, resources? }`; see {@link ScaleRequest}.
    * @returns A {@link ScaleResult}, discriminated by `kind`. Never rejects for a
    *   backend or ledger failure (that is `spawn-failed`).
    * @throws `InvalidInputError` for an unknown key in `resources` (a typo, or
    *   the flat `{ cpus, memory }` form) or an id or label over its length limit.
    * @throws `ResourceParseError` or `ResourceConflictError` when the
    *   job's resources (with the layered defaults) are invalid.
-   * @throws TypeError for malformed arguments.
+   * @throws TypeError for an unknown field or malformed values.
    */
-  async requestScale(
-    labels: readonly string[],
-    jobId: string,
-    excludeLabels: readonly string[] = [],
-    resources?: ResourceRequest,
-  ): Promise<ScaleResult> {
-    return requestScale(this.#parts, labels, jobId, excludeLabels, resources);
+  async requestScale(request: ScaleRequest): Promise<ScaleResult> {
+    return requestScale(this.#parts, request);
   }
 
   /**
@@ -211,28 +204,6 @@ export class ScalerManager {
   }
 
   /**
-   * The scaler that spawned `agentId`, or `null` for an agent not spawned here.
-   *
-   * @param agentId - The agent.
-   */
-  getScalerName(agentId: string): string | null {
-    return this.#parts.core.book.get(agentId)?.scaler.name ?? null;
-  }
-
-  /**
-   * What a host may add to a job's context for an agent it spawned: scaler name
-   * and type, labels, resources, the scaler's `options`, and what the backend's
-   * `spawn` returned as `context`.
-   *
-   * @param agentId - The agent.
-   * @returns The context, or `undefined` for an agent not spawned here.
-   */
-  getScalerContextForAgent(agentId: string): Record<string, unknown> | undefined {
-    const record = this.#parts.core.book.get(agentId);
-    return record === undefined ? undefined : scalerContextOf(record);
-  }
-
-  /**
    * A frozen snapshot of every agent this manager tracks (spawning, idle, busy,
    * draining, destroying), in the order they were spawned.
    *
@@ -273,14 +244,9 @@ export class ScalerManager {
     return this.#parts.dispatch.claim(job);
   }
 
-  /** Agents tracked now: spawning, idle, busy, draining and being destroyed. */
-  getGlobalActiveCount(): number {
-    return this.#parts.core.book.size;
-  }
-
   /**
    * Run unattended: {@link ScalerManager.maintain} every `maintenanceIntervalMs`
-   * and, with `reconcileIntervalSeconds`, {@link ScalerManager.reconcile}; each
+   * and, with `reconcileIntervalMs`, {@link ScalerManager.reconcile}; each
    * timer is re-armed only after its pass ended (never overlapping), with up to
    * 10% jitter, unref'd. Also starts the ledger's reaper. Idempotent.
    */
@@ -294,8 +260,8 @@ export class ScalerManager {
    * is tracked again in its stored state, with its job binding and its pool row
    * taken over (`PoolLedger.adopt`); one that no longer runs is forgotten and its
    * row released; one whose row is gone is reserved again where it fits, else
-   * handled by `leaseLostPolicy` / `reservationLostPolicy`. Agents no record names
-   * are left or destroyed (`recovery.unrecordedAgents`). `requestScale` calls wait
+   * handled by `policies.leaseLost` / `policies.reservationLost`. Agents no record names
+   * are left or destroyed (`policies.unrecordedAgents`). `requestScale` calls wait
    * for it. Runs once; later calls return the first run's result.
    *
    * A ledger with `openLease()` (`MachineLedger`) makes its lease first: a
@@ -339,7 +305,7 @@ export class ScalerManager {
    * Compare the agents this manager tracks with each backend's `list()` and
    * release the ones that are gone (spawns and destroys in flight are left
    * alone); write back pool rows of ours that vanished, when they fit (else
-   * `reservationLostPolicy`); then, when every backend could be listed, run the
+   * `policies.reservationLost`); then, when every backend could be listed, run the
    * `sweeps` (e.g. `sweepAgentCaps`, `sweepIsolation`) with the agents alive.
    *
    * @returns What was released, what runs untracked, which backends failed to
@@ -366,7 +332,26 @@ export class ScalerManager {
    *   `timeoutMs`: the longest wait of each stage (draining, spawns in flight, destroys; default 300000).
    * @returns The agents it could not confirm stopped (`unconfirmed`, empty when all stopped).
    */
-  shutdownAll(options: ShutdownOptions = {}): Promise<ShutdownResult> {
+  shutdownAll(
+    options: {
+      /**
+       * Drain first: idle and spawning agents are destroyed at once, busy ones when
+       * their job completes, up to `timeoutMs`; what is left is then destroyed.
+       * @default false
+       */
+      drain?: boolean;
+      /**
+       * The longest wait of each stage: draining agents; spawns in flight (a spawn
+       * still unanswered then is aborted through its request's `signal` and given
+       * up to 5 s more); destroys and backend `shutdown()` calls; the ledger
+       * releases and the state store's flush at the end. What is still
+       * unanswered is listed in {@link ShutdownResult.unconfirmed} with its pool
+       * rows kept, and destroyed and released as soon as it answers.
+       * @default 300000
+       */
+      timeoutMs?: number;
+    } = {},
+  ): Promise<ShutdownResult> {
     return shutdownManager(this.#parts, options);
   }
 

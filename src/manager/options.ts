@@ -1,18 +1,15 @@
 import type { Clock } from '../clock.js';
 import { assertKnownKeys } from '../internal/strict-keys.js';
+import type { TelemetryOptions } from '../internal/telemetry/index.js';
 import type { PoolLedger } from '../ledger/types.js';
-import type { ScalerConfigInput } from './config.js';
+import type { ScalerConfigInput } from './config/config.js';
 import type { ScalerEvent } from './events.js';
-import type { LeaseLostPolicy } from './leases.js';
-import type { ReservationLostPolicy } from './reservations.js';
-import type { BackendEntry } from './scalers.js';
-import type { RecoveryOptions } from './state/recovery.js';
+import type { BackendEntry } from './spawning/scalers.js';
 import type { StateStore } from './state/types.js';
-import type { ReconcileSweep } from './sweeps.js';
-import type { ManagerTelemetryOptions } from './telemetry.js';
+import type { ReconcileSweep } from './types.js';
 
 /** Options of the `ScalerManager` constructor. */
-export interface ScalerManagerOptions extends ManagerTelemetryOptions {
+export interface ScalerManagerOptions {
   /** The scaler configuration (validated with `scalerConfigSchema`). */
   config: ScalerConfigInput;
   /** One backend per scaler name (more are allowed, for scalers a later `reload` adds). */
@@ -25,16 +22,12 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   /** Receives every event as it happens, correlated or not: the hook for logs and metrics. */
   onEvent?: (event: ScalerEvent) => void;
   /**
-   * The cross-process ledger for `machinePools` (a `MachineLedger`, the NATS
-   * ledger, or anything implementing `PoolLedger`). Required when a scaler names a pool.
-   */
-  ledger?: PoolLedger;
-  /**
-   * One ledger per machine pool, by pool name, instead of `ledger` (not both):
+   * The cross-process ledger of each machine pool, by pool name (a
+   * `MachineLedger`, the NATS ledger, or anything implementing `PoolLedger`):
    * e.g. `{ local: machineLedger, 'gpu-box': natsLedger }`. One ledger object
-   * may serve several pools. Every pool in `machinePools` needs one (a
-   * `ConfigError` naming the pool otherwise); a ledger for a pool the config
-   * does not declare (yet) is allowed.
+   * may serve several pools (`{ a: ledger, b: ledger }`). Every pool in
+   * `machinePools` needs one (a `ConfigError` naming the pool otherwise); a
+   * ledger for a pool the config does not declare (yet) is allowed.
    */
   ledgers?: Readonly<Record<string, PoolLedger>>;
   /**
@@ -51,24 +44,36 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
   maintenanceIntervalMs?: number;
   /**
    * How often `start()` runs `reconcile()` (compare with each backend's `list()`,
-   * restore lost pool rows), in seconds. Without it, `start()` does not reconcile.
+   * restore lost pool rows), in milliseconds. Without it, `start()` does not reconcile.
    */
-  reconcileIntervalSeconds?: number;
+  reconcileIntervalMs?: number;
   /**
-   * What to do when the ledger removed the pool row of a running agent; the
-   * manager first tries to write it back.
-   * @default 'report'
+   * What the manager does when something it holds is in doubt. Unknown keys are refused.
    */
-  reservationLostPolicy?: ReservationLostPolicy;
-  /**
-   * What to do when the ledger says its lease is at risk (renewals failing,
-   * before peers may take this manager's pool rows): destroy the agents that
-   * hold rows (`stop-agents`), stop spawning in machine pools
-   * (`stop-spawning`), or only report (`report`). See docs/manager.md,
-   * "Leases". Needs a ledger with `onLeaseEvent`.
-   * @default 'stop-agents'
-   */
-  leaseLostPolicy?: LeaseLostPolicy;
+  policies?: {
+    /**
+     * The ledger removed the pool row of a running agent (the manager first
+     * tries to write it back): `report`, `stop-spawning` in that pool, or
+     * `drain` the agents whose row could not be restored.
+     * @default 'report'
+     */
+    reservationLost?: 'report' | 'stop-spawning' | 'drain';
+    /**
+     * The ledger says its lease is at risk (renewals failing, before peers may
+     * take this manager's pool rows): destroy the agents that hold rows
+     * (`stop-agents`), stop spawning in machine pools (`stop-spawning`), or
+     * only report (`report`). See docs/manager.md, "Leases". Needs a ledger
+     * with `onLeaseEvent`.
+     * @default 'stop-agents'
+     */
+    leaseLost?: 'stop-agents' | 'stop-spawning' | 'report';
+    /**
+     * `recoverState()` finds agents a backend lists that no stored record
+     * names: `leave` them running, or `destroy` them.
+     * @default 'leave'
+     */
+    unrecordedAgents?: 'leave' | 'destroy';
+  };
   /**
    * After a job was refused for capacity, the warm pool does not replenish the
    * scalers involved for this long, so capacity freed by finished agents goes to
@@ -89,8 +94,6 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * @default the system clock (`systemClock` of `scaler-primitives`)
    */
   clock?: Clock;
-  /** Shorthand for a `clock` that only replaces `now()` (epoch milliseconds). Ignored when `clock` is given. @default `Date.now` */
-  now?: () => number;
   /** A source of numbers in [0, 1) for backoff and timer jitter. @default `Math.random` */
   random?: () => number;
   /** Make an agent id for a scaler. Must be unique, at most 253 characters. @default `<scaler>-<12 hex digits>` */
@@ -104,8 +107,6 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * @default none: the books live in memory only, as with a `MemoryStateStore` no one reads
    */
   stateStore?: StateStore;
-  /** How `recoverState()` treats what it finds (`unrecordedAgents`: `leave` or `destroy`). */
-  recovery?: RecoveryOptions;
   /**
    * Called by `onConfigAck(agentId)` once an agent confirmed it received its
    * configuration (e.g. to clear a microVM's MMDS data), after the agent's
@@ -122,6 +123,23 @@ export interface ScalerManagerOptions extends ManagerTelemetryOptions {
    * `sweeps-skipped`.
    */
   sweeps?: Readonly<Record<string, ReconcileSweep>>;
+  /**
+   * OpenTelemetry: with a `meterProvider` the manager records metrics, with a
+   * `tracerProvider` spans (see docs/observability.md); without either it
+   * records nothing and costs nothing. Unknown keys are refused.
+   */
+  telemetry?: TelemetryOptions & {
+    /**
+     * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
+     * (how long each backend `spawn` call took). Off by default: it is the one
+     * instrument that costs an SDK `record` on every spawn (see
+     * docs/observability.md, Overhead). `scaler.spawns` counts every spawn by
+     * outcome either way, and `scaler.agent.registration.duration` covers spawn
+     * to registration.
+     * @default false
+     */
+    spawnDurationHistogram?: boolean;
+  };
 }
 
 // Every key of ScalerManagerOptions, once: `satisfies` fails to compile when an
@@ -132,26 +150,20 @@ const OPTION_KEYS = {
   backends: true,
   onScalerEvent: true,
   onEvent: true,
-  ledger: true,
   ledgers: true,
   registrationTimeoutMs: true,
   maintenanceIntervalMs: true,
-  reconcileIntervalSeconds: true,
-  reservationLostPolicy: true,
-  leaseLostPolicy: true,
+  reconcileIntervalMs: true,
+  policies: true,
   demandHoldMs: true,
   maxBufferedEvents: true,
   clock: true,
-  now: true,
   random: true,
   generateAgentId: true,
   stateStore: true,
-  recovery: true,
   onConfigAck: true,
   sweeps: true,
-  meterProvider: true,
-  tracerProvider: true,
-  spawnDurationHistogram: true,
+  telemetry: true,
 } as const satisfies Record<keyof ScalerManagerOptions, true>;
 
 const OPTION_KEY_LIST: readonly string[] = Object.keys(OPTION_KEYS);
@@ -161,6 +173,30 @@ const OPTION_KEY_LIST: readonly string[] = Object.keys(OPTION_KEYS);
  * an `InvalidInputError` naming it, the nearest option and every option.
  * @internal
  */
-export function checkOptionKeys(options: object): void {
+export function checkOptionKeys(options: ScalerManagerOptions): void {
   assertKnownKeys(options, OPTION_KEY_LIST, 'ScalerManager options');
+  for (const [group, keys] of Object.entries(GROUP_KEYS)) {
+    const value: unknown = options[group as keyof typeof GROUP_KEYS];
+    if (value === undefined) continue;
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+      throw new TypeError(
+        `Expected \`${group}\` to be an object { ${keys.join(', ')} }, got \`${Array.isArray(value) ? 'array' : String(value)}\``,
+      );
+    }
+    assertKnownKeys(value, keys, `ScalerManager options.${group}`);
+  }
 }
+
+// The keys of the grouped options, checked like the top-level ones.
+const GROUP_KEYS = {
+  policies: Object.keys({
+    reservationLost: true,
+    leaseLost: true,
+    unrecordedAgents: true,
+  } as const satisfies Record<keyof NonNullable<ScalerManagerOptions['policies']>, true>),
+  telemetry: Object.keys({
+    meterProvider: true,
+    tracerProvider: true,
+    spawnDurationHistogram: true,
+  } as const satisfies Record<keyof NonNullable<ScalerManagerOptions['telemetry']>, true>),
+} as const;

@@ -1,20 +1,20 @@
 import { type Clock, resolveClock } from '../clock.js';
-import type { CapacityLimit } from './capacity.js';
+import { Dispatch } from './agents/dispatch.js';
+import { AgentLifecycle } from './agents/lifecycle.js';
+import { Maintenance, Timers } from './agents/maintenance.js';
+import { checkLeaseLostPolicy, LeaseWatch } from './capacity/leases.js';
+import { Pacing } from './capacity/pacing.js';
+import { PoolLedgers } from './capacity/pools.js';
+import { checkReservationLostPolicy, LostReservations } from './capacity/reservations.js';
 import { nonNegative, positive } from './checks.js';
-import type { ScalerConfig, ScalerConfigInput } from './config.js';
-import { type ConfigValidation, configError, validateScalerConfig } from './config-check.js';
+import { type ConfigValidation, configError, validateScalerConfig } from './config/check.js';
+import type { ScalerConfig, ScalerConfigInput } from './config/config.js';
 import { FleetCore } from './core.js';
-import { Dispatch } from './dispatch.js';
 import { EventRelay } from './events.js';
-import { checkLeaseLostPolicy, LeaseWatch } from './leases.js';
-import { AgentLifecycle } from './lifecycle.js';
-import { Maintenance, Timers } from './maintenance.js';
 import { checkOptionKeys, type ScalerManagerOptions } from './options.js';
-import { Pacing } from './pacing.js';
-import { PoolLedgers } from './pools.js';
-import { LostReservations } from './reservations.js';
-import type { ScalerState } from './scalers.js';
-import { Spawner } from './spawner.js';
+import type { ScalerState } from './spawning/scalers.js';
+import { Spawner } from './spawning/spawner.js';
+import { WarmPool } from './spawning/warm-pool.js';
 import { StateWriter } from './state/batching.js';
 import {
   checkRecoveryOptions,
@@ -22,11 +22,9 @@ import {
   type RecoveryResult,
   recoverFleet,
 } from './state/recovery.js';
-import type { ScalerStatus } from './status.js';
-import { buildStatus } from './status.js';
-import type { ShutdownResult } from './teardown.js';
-import { createManagerTelemetry } from './telemetry.js';
-import { WarmPool } from './warm-pool.js';
+import { buildStatus } from './telemetry/status.js';
+import { createManagerTelemetry } from './telemetry/telemetry.js';
+import type { CapacityLimit, ScalerStatus, ShutdownResult } from './types.js';
 
 /**
  * The parts of one manager, built from its options and wired to each other
@@ -62,24 +60,24 @@ export class ManagerParts {
       throw new TypeError(`Expected \`options\` to be an object, got \`${String(options)}\``);
     }
     checkOptionKeys(options);
-    const leaseLostPolicy = checkLeaseLostPolicy(options.leaseLostPolicy);
-    const clock = resolveClock(options.clock, options.now);
+    const policies = options.policies ?? {};
+    const leaseLostPolicy = checkLeaseLostPolicy(policies.leaseLost);
+    const clock = resolveClock(options.clock, undefined);
     const random = options.random ?? Math.random;
     if (typeof random !== 'function') {
       throw new TypeError(`Expected \`random\` to be a function, got \`${typeof random}\``);
     }
-    this.ledgers = new PoolLedgers(options.ledger, options.ledgers);
+    this.ledgers = new PoolLedgers(options.ledgers);
     this.maintenanceIntervalMs = positive(
       'maintenanceIntervalMs',
       options.maintenanceIntervalMs,
       5000,
     );
-    const reconcileSeconds = options.reconcileIntervalSeconds;
     this.reconcileIntervalMs =
-      reconcileSeconds === undefined
+      options.reconcileIntervalMs === undefined
         ? undefined
-        : positive('reconcileIntervalSeconds', reconcileSeconds, 60) * 1000;
-    const telemetry = createManagerTelemetry(options, () => this);
+        : positive('reconcileIntervalMs', options.reconcileIntervalMs, 60_000);
+    const telemetry = createManagerTelemetry(options.telemetry ?? {}, () => this);
     const events = new EventRelay(
       telemetry?.wrapOnEvent(options.onEvent) ?? options.onEvent,
       options.onScalerEvent,
@@ -109,7 +107,10 @@ export class ManagerParts {
     const problems = this.core.scalers.check(validated.config, this.ledgers);
     if (problems.length > 0) throw configError(problems);
     this.pacing = new Pacing(this.core);
-    this.lost = new LostReservations(this.core, options.reservationLostPolicy ?? 'report');
+    this.lost = new LostReservations(
+      this.core,
+      checkReservationLostPolicy(policies.reservationLost),
+    );
     this.spawner = new Spawner(
       this.core,
       options.generateAgentId,
@@ -127,7 +128,7 @@ export class ManagerParts {
     );
     this.timers = new Timers(this.core);
     this.lifecycle = new AgentLifecycle(this.core, this.pacing, options.onConfigAck);
-    this.recovery = checkRecoveryOptions(options.recovery);
+    this.recovery = checkRecoveryOptions(policies.unrecordedAgents);
     this.#attachStore(options.stateStore);
     this.dispatch = new Dispatch(this.core, this.spawner, this.lifecycle);
     this.apply(validated.config);

@@ -3,19 +3,13 @@
  * books are recovered), the timers it arms, the reconcile pass they run, and
  * the `shutdownAll()` sequence.
  */
+
+import { runSweeps } from './agents/sweeps.js';
+import { reconcileFleet, SHUTDOWN_TIMEOUT_MS, shutdownFleet, within } from './agents/teardown.js';
 import { nonNegative } from './checks.js';
 import type { ManagerParts } from './parts.js';
 import type { RecoveryResult } from './state/recovery.js';
-import { type ReconcileSweep, runSweeps } from './sweeps.js';
-import type { ReconcileResult } from './teardown.js';
-import {
-  reconcileFleet,
-  SHUTDOWN_TIMEOUT_MS,
-  type ShutdownOptions,
-  type ShutdownResult,
-  shutdownFleet,
-  within,
-} from './teardown.js';
+import type { ReconcileResult, ReconcileSweep, ShutdownOptions, ShutdownResult } from './types.js';
 
 /**
  * What a running manager calls on itself: the manager's own public passes, so

@@ -1,131 +1,33 @@
 import type { ResourceRequest } from '../resources/types.js';
-import type { AgentResources } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
 import { checkId, checkJobResources, checkLabels } from './checks.js';
 import type { ManagerParts } from './parts.js';
+import type { CapacityLimit, ScaleRequest, ScaleResult } from './types.js';
 
-/** Why a scaler did not match a job. */
-export interface NoMatchReason {
-  /** The scaler. */
-  scaler: string;
-  /**
-   * - `labels`: no label set holds every job label (`missing`: the fewest labels any set lacks);
-   * - `mandatory`: the job does not name every mandatory label (`missing`: those it lacks);
-   * - `exclude`: every label set that fits holds an excluded label (`excluded`: which);
-   * - `retired`: the scaler was removed by `reload` and takes no new work.
-   */
-  reason: 'labels' | 'mandatory' | 'exclude' | 'retired';
-  /** Labels the job needs that are absent, or mandatory labels the job does not name. */
-  missing?: string[];
-  /** Excluded labels found in the label sets that would otherwise fit. */
-  excluded?: string[];
-}
+const SCALE_KEYS = ['jobId', 'labels', 'excludeLabels', 'resources'];
 
 /**
- * The answer to `requestScale`, discriminated by `kind`:
- *
- * - `spawned`: capacity was reserved and the backend is starting `agentId`;
- * - `already-spawning`: a spawn for this job is in flight (nothing new reserved);
- * - `no-match`: no scaler has a label set for this job (`reasons` per scaler);
- * - `at-capacity`: a limit is full now; retry when an agent goes away;
- * - `never-fits`: the request exceeds a cap even when empty at every scaler that matches; fail the job;
- * - `spawn-failed`: the pool reservation or the backend's `spawn` failed; everything was rolled back;
- * - `backing-off`: every matching scaler that could fit is in spawn-failure backoff (`retryAfterMs`);
- * - `shutting-down`: `shutdownAll()` was called.
- */
-export type ScaleResult =
-  | {
-      /** Capacity reserved, the backend is spawning. */
-      kind: 'spawned';
-      /** The scaler chosen. */
-      scaler: string;
-      /** The new agent's id. */
-      agentId: string;
-      /** The matched label set, automatic labels included. */
-      labels: string[];
-      /** The resolved requests and limits. */
-      resources: AgentResources;
-    }
-  | {
-      /** A spawn for this job is already in flight. */
-      kind: 'already-spawning';
-      /** The scaler of that spawn. */
-      scaler: string;
-      /** The agent being spawned. */
-      agentId: string;
-    }
-  | {
-      /** No scaler can run this job. */
-      kind: 'no-match';
-      /** Why, per scaler (in config order). */
-      reasons: NoMatchReason[];
-    }
-  | {
-      /** Every matching scaler is full now. */
-      kind: 'at-capacity';
-      /** The first scaler that matched. */
-      scaler: string;
-      /** The first limit that refused (at the first matching scaler). */
-      limit: CapacityLimit;
-      /** The refusal of every matching scaler, in the order they were tried. */
-      refusals: CapacityLimit[];
-      /** The soonest a pacing or backoff refusal lifts, when one of them refused. */
-      retryAfterMs?: number;
-    }
-  | {
-      /** Every matching scaler that could fit is backing off after spawn failures. */
-      kind: 'backing-off';
-      /** The first scaler backing off. */
-      scaler: string;
-      /** The soonest any of them closes its backoff, in milliseconds. */
-      retryAfterMs: number;
-      /** The last spawn failure of that scaler. */
-      lastError: unknown;
-      /** The refusal of every matching scaler. */
-      refusals: CapacityLimit[];
-    }
-  | {
-      /** `shutdownAll()` was called: nothing new is spawned. */
-      kind: 'shutting-down';
-    }
-  | {
-      /** The request can never fit at any matching scaler under the current config. */
-      kind: 'never-fits';
-      /** The first scaler that matched. */
-      scaler: string;
-      /** The cap it exceeds at that scaler. */
-      limit: CapacityLimit;
-      /** The refusal of every matching scaler. */
-      refusals: CapacityLimit[];
-    }
-  | {
-      /** Reserving in the machine pool or spawning failed; every reservation was released. */
-      kind: 'spawn-failed';
-      /** The scaler chosen. */
-      scaler: string;
-      /** The agent id that was to be used. */
-      agentId: string;
-      /**
-       * `reserve`: the pool ledger threw; `spawn`: the backend rejected;
-       * `state`: the `stateStore` failed to record the agent (nothing was spawned).
-       */
-      stage: 'reserve' | 'spawn' | 'state';
-      /** What was thrown. */
-      error: unknown;
-    };
-
-/**
- * `requestScale`: check the arguments, then decide (inside the telemetry span
+ * `requestScale`: check the request, then decide (inside the telemetry span
  * when telemetry is on).
  * @internal
  */
 export async function requestScale(
   parts: ManagerParts,
-  labels: readonly string[],
-  jobId: string,
-  excludeLabels: readonly string[],
-  resources: ResourceRequest | undefined,
+  request: ScaleRequest,
 ): Promise<ScaleResult> {
+  if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+    throw new TypeError(
+      `Expected \`request\` to be an object { jobId, labels, excludeLabels?, resources? }, got \`${Array.isArray(request) ? 'array' : String(request)}\``,
+    );
+  }
+  for (const key of Object.keys(request)) {
+    if (!SCALE_KEYS.includes(key)) {
+      throw new TypeError(
+        `Unknown requestScale field \`${key.slice(0, 64)}\`; expected ${SCALE_KEYS.join(', ')}`,
+      );
+    }
+  }
+  const { labels, jobId, resources } = request;
+  const excludeLabels = request.excludeLabels ?? [];
   checkLabels('labels', labels);
   checkLabels('excludeLabels', excludeLabels);
   checkId('jobId', jobId);

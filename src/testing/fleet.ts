@@ -44,7 +44,7 @@ export interface TestFleetOptions {
    * More `ScalerManager` options (`registrationTimeoutMs`, `maintenanceIntervalMs`,
    * `onEvent`...). Agent ids default to `<scaler>-<n>` (deterministic).
    */
-  manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledger'>;
+  manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledgers'>;
   /** Call `manager.start()` (maintenance on the clock, the ledger's reaper). @default true */
   startManager?: boolean;
   /**
@@ -196,7 +196,7 @@ class WatchedLedger extends MemoryPoolLedger {
  *   },
  *   { backend: { registerAfterMs: 15_000, jobDurationMs: 10 * 60_000 } },
  * );
- * await fleet.manager.requestScale(['linux'], 'job-1');
+ * await fleet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
  * await fleet.clock.advance(15_000); // registered, running job-1
  * fleet.checkInvariants();
  * await fleet.clock.advance(10 * 60_000); // job-1 done, agent idle
@@ -278,7 +278,7 @@ export function createTestFleet(
     config,
     backends: Object.entries(backends).map(([name, backend]) => ({ name, backend })),
     clock,
-    ledger,
+    ledgers: Object.fromEntries(Object.keys(parsed.machinePools).map((pool) => [pool, ledger])),
     onEvent: (event) => {
       events.push(event);
       if (event.kind === 'busy' && typeof event.data?.jobId === 'string') {
@@ -309,7 +309,7 @@ export function createTestFleet(
       }
       const ids: string[] = [];
       for (const id of entry.ids) {
-        if (manager.getScalerName(id) === name) ids.push(id);
+        if (manager.getAgent(id)?.scaler === name) ids.push(id);
         else entry.ids.delete(id);
       }
       if (ids.length > 0) out[name] = ids;
@@ -399,7 +399,7 @@ export function createTestFleet(
     problems.push(...releasedRunning);
     const byJob = new Map<string, string[]>();
     for (const [agentId, jobId] of bound) {
-      if (manager.getScalerName(agentId) === null) continue;
+      if (manager.getAgent(agentId) === undefined) continue;
       byJob.set(jobId, [...(byJob.get(jobId) ?? []), agentId]);
     }
     for (const [jobId, agents] of byJob) {

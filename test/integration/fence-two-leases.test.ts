@@ -3,7 +3,7 @@
  * controller process runs ScalerManager over a file pool (`MachineLedger` on
  * a tmpfs the test mounts) and a NATS pool (`NatsPoolLedger` on a real
  * nats-server, reached through a TCP route the test can cut), with
- * `leaseLostPolicy: 'report'` and a backend whose `destroy` does not stop
+ * `policies: { leaseLost: 'report' }` and a backend whose `destroy` does not stop
  * anything: only the agent's fence can stop it. The agent is a separate
  * process that fences itself with the one-call NATS fence
  * (`watchLeasesFromEnv`, scaler-primitives/fence/nats).

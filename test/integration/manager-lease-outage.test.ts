@@ -66,7 +66,7 @@ describe.runIf(hasLease)('leaseLostPolicy against a MachineLedger whose writes f
         ],
       },
       backends: [{ name: 'vm', backend }],
-      ledger,
+      ledgers: { host: ledger },
       onEvent: (event) => events.push(event),
     });
     backend.attach(manager);
@@ -75,7 +75,7 @@ describe.runIf(hasLease)('leaseLostPolicy against a MachineLedger whose writes f
       // The peer renews from now on (its lease is made by its first write).
       expect(await peer.reserve('host', 'peer-0', 0, 0)).toEqual({ ok: true });
       for (const job of ['j1', 'j2']) {
-        const result = await manager.requestScale(['linux'], job);
+        const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
         expect(result.kind).toBe('spawned');
         if (result.kind === 'spawned') {
           const request = backend.callsOf('spawn').at(-1)!.args[0] as {
@@ -92,13 +92,16 @@ describe.runIf(hasLease)('leaseLostPolicy against a MachineLedger whose writes f
       state.down = true;
       const atRisk = () => events.find((e) => e.kind === 'lease-at-risk');
       await until(() => atRisk() !== undefined, 3 * leaseTtlMs, 'lease-at-risk');
-      const deadline = (atRisk()!.data!.lease as { deadline: number }).deadline;
+      const deadline = ((atRisk()!.data as { lease: unknown }).lease as { deadline: number })
+        .deadline;
       await until(() => backend.running().length === 0, leaseTtlMs, 'the agents destroyed');
       const destroys = backend.callsOf('destroy');
       expect(destroys).toHaveLength(2);
       for (const call of destroys) expect(call.settledAt ?? call.at).toBeLessThan(deadline);
       expect(manager.getStatus().lease?.spawningStopped).toBe(true);
-      expect((await manager.requestScale(['linux'], 'j3')).kind).toBe('at-capacity');
+      expect((await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).kind).toBe(
+        'at-capacity',
+      );
 
       // The peer takes the whole pool, but only after the deadline plus the margin.
       let grantedAt = 0;
@@ -122,7 +125,7 @@ describe.runIf(hasLease)('leaseLostPolicy against a MachineLedger whose writes f
         'lease-renewed',
       );
       expect(await peer.release('host', 'peer-1')).toBe(true);
-      const again = await manager.requestScale(['linux'], 'j4');
+      const again = await manager.requestScale({ jobId: 'j4', labels: ['linux'] });
       expect(again.kind).toBe('spawned');
     } finally {
       state.down = false;

@@ -96,7 +96,9 @@ describe.runIf(ok)('reconcile() sweeps caps keys and nft rules after a crash', (
       },
     });
     fake.attach(manager);
-    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).kind).toBe(
+      'spawned',
+    );
     expect((await kv.get('new-1'))?.string()).toBe('{"cpu_quota":"200%"}');
 
     const result = await manager.reconcile();

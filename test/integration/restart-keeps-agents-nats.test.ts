@@ -254,7 +254,7 @@ describe.runIf(hasSystem(['nats-server'], 'restart keeps agents on NATS'))(
       const id = `ctl-${serial++}`;
       const loading = controller(id, 'restart', {
         bootId: 'another-host',
-        leaseLostPolicy: 'report',
+        policies: { leaseLost: 'report' },
       });
       const old = await controller(id, 'start', { leaseLostPolicy: 'report', agents: 1 });
       old.child.kill('SIGUSR2');

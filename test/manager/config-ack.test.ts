@@ -54,7 +54,7 @@ function fleet(
 }
 
 async function agent(manager: ScalerManager, label: string, job: string) {
-  const result = await manager.requestScale([label], job);
+  const result = await manager.requestScale({ jobId: job, labels: [label] });
   if (result.kind !== 'spawned') throw new Error(`expected spawned, got ${result.kind}`);
   manager.onAgentRegistered(result.agentId, []);
   return result.agentId;
@@ -63,7 +63,10 @@ async function agent(manager: ScalerManager, label: string, job: string) {
 const failures = (events: ScalerEvent[]) =>
   events
     .filter((e) => e.kind === 'config-ack-failed')
-    .map((e) => [e.agentId, e.data?.hook, (e.data?.error as Error | undefined)?.message]);
+    .map((e) => {
+      const data = e.data as { hook?: string; error?: unknown } | undefined;
+      return [e.agentId, data?.hook, (data?.error as Error | undefined)?.message];
+    });
 
 describe('onConfigAck on the backend', () => {
   it("calls the owning backend's hook with no wiring by the host, and only that backend's", async () => {

@@ -160,9 +160,15 @@ describe('claimIdleAgent', () => {
     const fleet = createTestFleet(warmConfig(0), { startManager: false });
     const { manager, backends } = fleet;
     const linux = backends.linux!;
-    const a = (await manager.requestScale(['linux'], 'job-a')) as { agentId: string };
-    const b = (await manager.requestScale(['linux'], 'job-b')) as { agentId: string };
-    const c = (await manager.requestScale(['linux'], 'job-c')) as { agentId: string };
+    const a = (await manager.requestScale({ jobId: 'job-a', labels: ['linux'] })) as {
+      agentId: string;
+    };
+    const b = (await manager.requestScale({ jobId: 'job-b', labels: ['linux'] })) as {
+      agentId: string;
+    };
+    const c = (await manager.requestScale({ jobId: 'job-c', labels: ['linux'] })) as {
+      agentId: string;
+    };
     linux.register(a.agentId);
     linux.runJob(a.agentId, 'job-a', 1000);
     await fleet.clock.advance(1000); // a is idle; b and c still spawn for job-b and job-c
@@ -199,7 +205,9 @@ describe('claimIdleAgent', () => {
   it('a job given by correlateAgentToJob also ends a spawn binding: no job runs twice', async () => {
     const fleet = await warmFleet(1);
     const { manager, backends } = fleet;
-    const spawned = (await manager.requestScale(['linux'], 'job-1')) as { agentId: string };
+    const spawned = (await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })) as {
+      agentId: string;
+    };
     const idle = manager.listAgents({ scaler: 'linux', state: 'idle' })[0]!;
     backends.linux!.runJob(idle.agentId, 'job-1', 10_000); // the host's own dispatch path
     fleet.checkInvariants();

@@ -22,7 +22,7 @@ function fleet({
 
 async function busyAgents(manager: ScalerManager, n: number) {
   for (let i = 1; i <= n; i++) {
-    await manager.requestScale(['linux'], `job-${i}`);
+    await manager.requestScale({ jobId: `job-${i}`, labels: ['linux'] });
     manager.onAgentRegistered(`vm-${i}`, []);
   }
 }
@@ -93,7 +93,7 @@ describe('drain(agentId)', () => {
   it('a spawning agent is destroyed once its spawn settles; registering binds nothing', async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet({ config: base });
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     const drained = manager.drain('vm-1');
     // A fast agent registers before its spawn call answered: it is bound to nothing.

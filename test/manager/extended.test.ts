@@ -60,7 +60,7 @@ function manager(
       { name: 'gpu', backend: gpuBackend },
       { name: 'plain', backend: plain },
     ],
-    ledger,
+    ledgers: { gpuhost: ledger },
     clock,
     generateAgentId: (scaler) => `${instanceId}-${scaler}-${++n}`,
     random: () => 0.5,
@@ -74,7 +74,11 @@ const oneGpu = { requests: { cpus: 1, [gpu]: 1 } };
 describe('extended resources in the manager', () => {
   it('a GPU job spawns with its GPU limit, holds a pool row with it, and status counts it', async () => {
     const { manager: m, gpuBackend, ledger } = manager(new MemoryPoolStore(), 'a');
-    const result = await m.requestScale(['linux', 'gpu'], 'j1', [], oneGpu);
+    const result = await m.requestScale({
+      jobId: 'j1',
+      labels: ['linux', 'gpu'],
+      resources: oneGpu,
+    });
     expect(result).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpuBackend.spawned()[0]!.resources.limits.extended).toEqual({ [gpu]: 1 });
     expect(gpuBackend.spawned()[0]!.resources.requests.extended).toEqual({ [gpu]: 1 });
@@ -91,10 +95,20 @@ describe('extended resources in the manager', () => {
     const clock = new TestClock('2026-01-05T12:00:00Z');
     const a = manager(store, 'a', {}, clock);
     const b = manager(store, 'b', {}, clock);
-    expect((await a.manager.requestScale(['linux', 'gpu'], 'j1', [], oneGpu)).kind).toBe('spawned');
-    expect((await b.manager.requestScale(['linux', 'gpu'], 'j2', [], oneGpu)).kind).toBe('spawned');
+    expect(
+      (await a.manager.requestScale({ jobId: 'j1', labels: ['linux', 'gpu'], resources: oneGpu }))
+        .kind,
+    ).toBe('spawned');
+    expect(
+      (await b.manager.requestScale({ jobId: 'j2', labels: ['linux', 'gpu'], resources: oneGpu }))
+        .kind,
+    ).toBe('spawned');
     // Each replica's scaler cap (3) has room; the shared pool (2) has not.
-    const third = await a.manager.requestScale(['linux', 'gpu'], 'j3', [], oneGpu);
+    const third = await a.manager.requestScale({
+      jobId: 'j3',
+      labels: ['linux', 'gpu'],
+      resources: oneGpu,
+    });
     expect(third).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', pool: 'gpuhost', dimension: gpu, used: 2, max: 2 },
@@ -108,19 +122,29 @@ describe('extended resources in the manager', () => {
     const { manager: m, gpuBackend, plain } = manager(new MemoryPoolStore(), 'a');
     // The scaler caps 3, the pool 2: the pool refuses before anything is held.
     expect(
-      await m.requestScale(['linux', 'gpu'], 'big', [], { requests: { cpus: 1, [gpu]: 3 } }),
+      await m.requestScale({
+        jobId: 'big',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { cpus: 1, [gpu]: 3 } },
+      }),
     ).toMatchObject({
       kind: 'never-fits',
       limit: { limit: 'pool-cap', dimension: gpu, requested: 3, max: 2, neverFits: true },
     });
     expect(
-      await m.requestScale(['linux', 'gpu'], 'bigger', [], { requests: { cpus: 1, [gpu]: 4 } }),
+      await m.requestScale({
+        jobId: 'bigger',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { cpus: 1, [gpu]: 4 } },
+      }),
     ).toMatchObject({
       kind: 'never-fits',
       limit: { limit: 'scaler-cap', dimension: gpu, requested: 4, max: 3 },
     });
     // 'plain' has no cap at all and does not provide GPUs.
-    expect(await m.requestScale(['linux', 'small'], 'on-plain', [], oneGpu)).toMatchObject({
+    expect(
+      await m.requestScale({ jobId: 'on-plain', labels: ['linux', 'small'], resources: oneGpu }),
+    ).toMatchObject({
       kind: 'never-fits',
       scaler: 'plain',
       limit: { limit: 'scaler-cap', scaler: 'plain', dimension: gpu, max: 0, neverFits: true },
@@ -128,8 +152,12 @@ describe('extended resources in the manager', () => {
     expect(gpuBackend.spawned()).toHaveLength(0);
     expect(plain.spawned()).toHaveLength(0);
     // A provided resource without a count cap is granted.
-    const fp = await m.requestScale(['linux', 'gpu'], 'fpga', [], {
-      requests: { cpus: 1, [fpga]: 2 },
+    const fp = await m.requestScale({
+      jobId: 'fpga',
+      labels: ['linux', 'gpu'],
+      resources: {
+        requests: { cpus: 1, [fpga]: 2 },
+      },
     });
     expect(fp).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpuBackend.spawned()[0]!.resources.limits.extended).toEqual({ [fpga]: 2 });
@@ -138,25 +166,41 @@ describe('extended resources in the manager', () => {
 
   it('releases the GPU with the agent', async () => {
     const { manager: m, ledger } = manager(new MemoryPoolStore(), 'a');
-    const first = await m.requestScale(['linux', 'gpu'], 'j1', [], {
-      requests: { cpus: 1, [gpu]: 2 },
+    const first = await m.requestScale({
+      jobId: 'j1',
+      labels: ['linux', 'gpu'],
+      resources: {
+        requests: { cpus: 1, [gpu]: 2 },
+      },
     });
     if (first.kind !== 'spawned') throw new Error(`expected spawned, got ${first.kind}`);
-    expect((await m.requestScale(['linux', 'gpu'], 'j2', [], oneGpu)).kind).toBe('at-capacity');
+    expect(
+      (await m.requestScale({ jobId: 'j2', labels: ['linux', 'gpu'], resources: oneGpu })).kind,
+    ).toBe('at-capacity');
     await m.onAgentDisconnected(first.agentId);
     expect(await ledger.list('gpuhost')).toEqual([]);
     expect(m.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
-    expect((await m.requestScale(['linux', 'gpu'], 'j2', [], oneGpu)).kind).toBe('spawned');
+    expect(
+      (await m.requestScale({ jobId: 'j2', labels: ['linux', 'gpu'], resources: oneGpu })).kind,
+    ).toBe('spawned');
     await m.shutdownAll();
   });
 
   it('job resources accept extended names and still refuse unknown keys', async () => {
     const { manager: m } = manager(new MemoryPoolStore(), 'a');
     await expect(
-      m.requestScale(['linux', 'small'], 'typo', [], { requests: { gpu: 1 } } as never),
+      m.requestScale({
+        jobId: 'typo',
+        labels: ['linux', 'small'],
+        resources: { requests: { gpu: 1 } } as never,
+      }),
     ).rejects.toSatisfy(isInvalidInputError);
     await expect(
-      m.requestScale(['linux', 'gpu'], 'half', [], { requests: { [gpu]: 1.5 } }),
+      m.requestScale({
+        jobId: 'half',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { [gpu]: 1.5 } },
+      }),
     ).rejects.toThrow(/whole/);
     await m.shutdownAll();
   });
@@ -196,7 +240,7 @@ describe('LimitRange-like limits in the manager', () => {
 
   it('fills what no layer declares from the scaler policy defaults', async () => {
     const { m, backend } = limitedManager();
-    expect((await m.requestScale(['linux', 'gpu'], 'j1')).kind).toBe('spawned');
+    expect((await m.requestScale({ jobId: 'j1', labels: ['linux', 'gpu'] })).kind).toBe('spawned');
     expect(backend.spawned()[0]!.resources).toEqual({
       requests: { cpus: 0.5, memBytes: GiB },
       limits: { cpus: 1, memBytes: 2 * GiB },
@@ -207,7 +251,11 @@ describe('LimitRange-like limits in the manager', () => {
   it('a job outside the scaler or the global policy answers never-fits with the rule', async () => {
     const { m, backend } = limitedManager();
     expect(
-      await m.requestScale(['linux', 'gpu'], 'big', [], { requests: { cpus: 3 } }),
+      await m.requestScale({
+        jobId: 'big',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { cpus: 3 } },
+      }),
     ).toMatchObject({
       kind: 'never-fits',
       limit: {
@@ -221,23 +269,35 @@ describe('LimitRange-like limits in the manager', () => {
       },
     });
     expect(
-      await m.requestScale(['linux', 'gpu'], 'ratio', [], {
-        requests: { memory: '1Gi' },
-        limits: { memory: '4Gi' },
+      await m.requestScale({
+        jobId: 'ratio',
+        labels: ['linux', 'gpu'],
+        resources: {
+          requests: { memory: '1Gi' },
+          limits: { memory: '4Gi' },
+        },
       }),
     ).toMatchObject({
       kind: 'never-fits',
       limit: { limit: 'scaler-limit-range', resource: 'memory', rule: 'maxLimitRequestRatio' },
     });
     expect(
-      await m.requestScale(['linux', 'gpu'], 'gpus', [], { requests: { [gpu]: 2 } }),
+      await m.requestScale({
+        jobId: 'gpus',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { [gpu]: 2 } },
+      }),
     ).toMatchObject({
       kind: 'never-fits',
       limit: { limit: 'global-limit-range', resource: gpu, rule: 'max', value: 2, bound: 1 },
     });
     expect(backend.spawned()).toHaveLength(0);
     expect(
-      await m.requestScale(['linux', 'gpu'], 'one-gpu', [], { requests: { [gpu]: 1 } }),
+      await m.requestScale({
+        jobId: 'one-gpu',
+        labels: ['linux', 'gpu'],
+        resources: { requests: { [gpu]: 1 } },
+      }),
     ).toMatchObject({ kind: 'spawned' });
     await m.shutdownAll();
   });

@@ -28,7 +28,7 @@ describe('agent inventory (listAgents, getAgent)', () => {
     const fleet = createTestFleet(config, { startManager: false });
     const { manager, clock, backends } = fleet;
     const t0 = clock.now();
-    const spawned = await manager.requestScale(['small'], 'job-1');
+    const spawned = await manager.requestScale({ jobId: 'job-1', labels: ['small'] });
     expect(spawned.kind).toBe('spawned');
     const id = (spawned as { agentId: string }).agentId;
 
@@ -72,7 +72,9 @@ describe('agent inventory (listAgents, getAgent)', () => {
   it('answers frozen snapshots that do not change with the agent', async () => {
     const fleet = createTestFleet(config, { startManager: false });
     const { manager, backends } = fleet;
-    const { agentId } = (await manager.requestScale(['small'], 'job-1')) as { agentId: string };
+    const { agentId } = (await manager.requestScale({ jobId: 'job-1', labels: ['small'] })) as {
+      agentId: string;
+    };
     const before = manager.getAgent(agentId)!;
     backends.small!.register(agentId);
     expect(before.state).toBe('spawning');
@@ -91,9 +93,15 @@ describe('agent inventory (listAgents, getAgent)', () => {
   it('filters by scaler, state and labels, alone and together', async () => {
     const fleet = createTestFleet(config, { startManager: false });
     const { manager, backends } = fleet;
-    const a = (await manager.requestScale(['small'], 'job-a')) as { agentId: string };
-    const b = (await manager.requestScale(['small'], 'job-b')) as { agentId: string };
-    const c = (await manager.requestScale(['large'], 'job-c')) as { agentId: string };
+    const a = (await manager.requestScale({ jobId: 'job-a', labels: ['small'] })) as {
+      agentId: string;
+    };
+    const b = (await manager.requestScale({ jobId: 'job-b', labels: ['small'] })) as {
+      agentId: string;
+    };
+    const c = (await manager.requestScale({ jobId: 'job-c', labels: ['large'] })) as {
+      agentId: string;
+    };
     backends.small!.register(a.agentId);
     backends.small!.runJob(a.agentId, 'job-a', 1000);
     await fleet.clock.advance(1000); // a idle, b spawning, c spawning
@@ -145,7 +153,9 @@ describe('agent inventory (listAgents, getAgent)', () => {
     };
     const fleet = createTestFleet(oneShot, { startManager: false });
     const { manager, backends } = fleet;
-    const { agentId } = (await manager.requestScale(['linux'], 'job-1')) as { agentId: string };
+    const { agentId } = (await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })) as {
+      agentId: string;
+    };
     expect(manager.getAgent(agentId)!.lastJob).toBe(true); // spawned for a job: that job is its last
     backends.once!.register(agentId);
     expect(manager.getAgent(agentId)).toMatchObject({ state: 'busy', lastJob: true });

@@ -1,6 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { automaticLabels, labelSetMatches, passesMandatoryGate } from '../../src/manager/labels.js';
+import {
+  automaticLabels,
+  labelSetMatches,
+  passesMandatoryGate,
+} from '../../src/manager/spawning/labels.js';
 
 describe('label matching', () => {
   it.each([

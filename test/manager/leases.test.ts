@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { PoolLedger } from '../../src/ledger/index.js';
+import type { LeaseLostPolicy } from '../../src/manager/capacity/leases.js';
 import {
   MemoryStateStore,
   type ScalerConfigInput,
@@ -13,7 +14,6 @@ import {
   ScalerManager,
   type SpawnRequest,
 } from '../../src/manager/index.js';
-import type { LeaseLostPolicy } from '../../src/manager/leases.js';
 import {
   FakeBackend,
   MemoryPoolLedger,
@@ -63,7 +63,7 @@ function host(
       { name: 'vm', backend: vm },
       { name: 'free', backend: free },
     ],
-    ledger,
+    ledgers: { host: ledger },
     clock,
     generateAgentId: (scaler) => `${scaler}-${++n}`,
     onEvent: (event) => events.push(event),
@@ -77,7 +77,7 @@ function host(
 function setup(policy?: LeaseLostPolicy) {
   const clock = new TestClock(T0);
   const store = new MemoryPoolStore();
-  const a = host(clock, store, policy === undefined ? {} : { leaseLostPolicy: policy });
+  const a = host(clock, store, policy === undefined ? {} : { policies: { leaseLost: policy } });
   const peer = new MemoryPoolLedger({ instanceId: 'peer', store, clock });
   peer.registerPool('host', { maxCpu: 4 });
   return { clock, store, peer, ...a };
@@ -85,9 +85,9 @@ function setup(policy?: LeaseLostPolicy) {
 
 /** Two agents in the pool (one busy with a job that never ends, one idle) and one outside it. */
 async function fill(h: Host): Promise<{ busy: string; idle: string; outside: string }> {
-  const busy = await h.manager.requestScale(['linux'], 'job-busy');
-  const idle = await h.manager.requestScale(['linux'], 'job-idle');
-  const outside = await h.manager.requestScale(['nopool'], 'job-out');
+  const busy = await h.manager.requestScale({ jobId: 'job-busy', labels: ['linux'] });
+  const idle = await h.manager.requestScale({ jobId: 'job-idle', labels: ['linux'] });
+  const outside = await h.manager.requestScale({ jobId: 'job-out', labels: ['nopool'] });
   if (busy.kind !== 'spawned' || idle.kind !== 'spawned' || outside.kind !== 'spawned') {
     throw new Error('spawn failed');
   }
@@ -120,7 +120,9 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
       at: T0 + 20_000,
       data: { policy: 'stop-agents', agents: [agents.busy, agents.idle] },
     });
-    expect((risk!.data!.lease as { deadline: number }).deadline).toBe(DEADLINE);
+    expect(((risk!.data as { lease: unknown }).lease as { deadline: number }).deadline).toBe(
+      DEADLINE,
+    );
     // Both pool agents are gone, each destroyed before the deadline; the other scaler's agent runs on.
     expect(h.vm.running()).toEqual([]);
     const destroys = h.vm.callsOf('destroy');
@@ -130,14 +132,14 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
     expect(
       h.events
         .filter((e) => e.kind === 'destroyed' && e.scaler === 'vm')
-        .map((e) => e.data?.reason),
+        .map((e) => (e.data as { reason?: string } | undefined)?.reason),
     ).toEqual(['lease-at-risk', 'lease-at-risk']);
     // Their rows were released as usual.
     expect(rowsOf(h.store)).toEqual([]);
-    expect(h.manager.getGlobalActiveCount()).toBe(1);
+    expect(h.manager.getStatus().globalActiveCount).toBe(1);
 
     // No new spawn in the pool until the lease is renewed; outside the pool, spawns go on.
-    const refused = await h.manager.requestScale(['linux'], 'job-3');
+    const refused = await h.manager.requestScale({ jobId: 'job-3', labels: ['linux'] });
     expect(refused).toMatchObject({
       kind: 'at-capacity',
       limit: {
@@ -149,7 +151,9 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
         neverFits: false,
       },
     });
-    expect((await h.manager.requestScale(['nopool'], 'job-4')).kind).toBe('spawned');
+    expect((await h.manager.requestScale({ jobId: 'job-4', labels: ['nopool'] })).kind).toBe(
+      'spawned',
+    );
     const status = h.manager.getStatus();
     expect(status.lease).toEqual({
       health: 'at-risk',
@@ -166,7 +170,7 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
     await h.clock.advance(10_000); // the deadline
     expect(general(h.events, 'lease-lost').map((e) => e.at)).toEqual([DEADLINE]);
     expect(h.manager.getStatus().lease?.health).toBe('lost');
-    expect(await h.manager.requestScale(['linux'], 'job-5')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'job-5', labels: ['linux'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'lease-at-risk', health: 'lost' },
     });
@@ -185,7 +189,7 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
     const [renewed] = general(h.events, 'lease-renewed');
     expect(renewed).toMatchObject({ at: T0 + 25_000, data: { policy: 'stop-agents', agents: [] } });
     expect(h.manager.getStatus().lease).toMatchObject({ health: 'held', spawningStopped: false });
-    const again = await h.manager.requestScale(['linux'], 'job-again');
+    const again = await h.manager.requestScale({ jobId: 'job-again', labels: ['linux'] });
     expect(again).toMatchObject({ kind: 'spawned', scaler: 'vm' });
     expect(h.vm.running()).toEqual(['vm-4']);
     expect(general(h.events, 'lease-lost')).toEqual([]);
@@ -202,7 +206,9 @@ describe('leaseLostPolicy stop-agents (the default)', () => {
       true,
     );
     await h.clock.advance(10_000);
-    expect(general(h.events, 'lease-lost')[0]?.data?.agents).toEqual([agents.busy]);
+    expect(
+      (general(h.events, 'lease-lost')[0]?.data as { agents?: string[] } | undefined)?.agents,
+    ).toEqual([agents.busy]);
     expect(h.vm.running()).toEqual([]);
     expect(rowsOf(h.store)).toEqual([]);
   });
@@ -246,7 +252,7 @@ describe('leaseLostPolicy stop-spawning', () => {
     });
     expect(h.vm.running()).toEqual([agents.busy, agents.idle]);
     expect(h.vm.callsOf('destroy')).toEqual([]);
-    expect(await h.manager.requestScale(['linux'], 'job-3')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'job-3', labels: ['linux'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'lease-at-risk', pool: 'host', health: 'at-risk' },
     });
@@ -291,7 +297,7 @@ describe('leaseLostPolicy report', () => {
       undefined,
     );
     // Not refused by the policy: the reserve reaches the ledger, which refuses an unconfirmed lease.
-    expect(await h.manager.requestScale(['linux'], 'job-3')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'job-3', labels: ['linux'] })).toMatchObject({
       kind: 'spawn-failed',
       stage: 'reserve',
     });
@@ -331,10 +337,10 @@ describe('SpawnRequest.leases', () => {
         { name: 'vm', backend: vm },
         { name: 'free', backend: new FakeBackend({ name: 'free', clock }) },
       ],
-      ledger: bare,
+      ledgers: { host: bare },
       clock,
     });
-    expect((await manager.requestScale(['linux'], 'j')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j', labels: ['linux'] })).kind).toBe('spawned');
     expect(spawn(vm)).toEqual([undefined]);
     expect(spawnLeases(vm)).toEqual([undefined]);
     expect(manager.getStatus().lease).toBeUndefined();
@@ -352,7 +358,7 @@ describe('recovery after a restart longer than the lease', () => {
     peer.registerPool('host', { maxCpu: 4 });
     const ids: string[] = [];
     for (const job of ['j1', 'j2', 'j3']) {
-      const r = await a.manager.requestScale(['linux'], job);
+      const r = await a.manager.requestScale({ jobId: job, labels: ['linux'] });
       if (r.kind !== 'spawned') throw new Error(r.kind);
       ids.push(r.agentId);
       vm.register(r.agentId);
@@ -387,8 +393,7 @@ describe('recovery after a restart longer than the lease', () => {
 
   it('stop-spawning: the agent without a row runs on and reservationLostPolicy handles it (drain here)', async () => {
     const { vm, ids, b, result } = await crashAndRestart({
-      leaseLostPolicy: 'stop-spawning',
-      reservationLostPolicy: 'drain',
+      policies: { leaseLost: 'stop-spawning', reservationLost: 'drain' },
     });
     expect(result.poolRows.map((r) => r.how)).toEqual(['reserved', 'reserved', 'lost']);
     expect(b.events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
@@ -405,7 +410,7 @@ describe('recovery after a restart longer than the lease', () => {
   });
 
   it('report with reservationLostPolicy report: the agent without a row runs on, reported', async () => {
-    const { vm, ids, b, result } = await crashAndRestart({ leaseLostPolicy: 'report' });
+    const { vm, ids, b, result } = await crashAndRestart({ policies: { leaseLost: 'report' } });
     expect(result.poolRows.map((r) => r.how)).toEqual(['reserved', 'reserved', 'lost']);
     await new Promise((resolve) => setTimeout(resolve, 10));
     expect(vm.running()).toEqual(ids);
@@ -442,13 +447,13 @@ describe('a stall (no timer runs past the deadline)', () => {
         { name: 'vm', backend: vm },
         { name: 'free', backend: new FakeBackend({ name: 'free', clock }) },
       ],
-      ledger,
+      ledgers: { host: ledger },
       clock,
       onEvent: (event) => events.push(event),
     });
     vm.attach(manager);
     for (const job of ['j1', 'j2']) {
-      expect((await manager.requestScale(['linux'], job)).kind).toBe('spawned');
+      expect((await manager.requestScale({ jobId: job, labels: ['linux'] })).kind).toBe('spawned');
     }
     expect(vm.running()).toHaveLength(2);
     now += 120_000; // stopped for four leases: nothing could act meanwhile
@@ -461,7 +466,7 @@ describe('a stall (no timer runs past the deadline)', () => {
     ).toEqual(['lease-at-risk', 'lease-lost', 'lease-renewed']);
     expect(vm.running()).toEqual([]);
     expect(manager.getStatus().lease?.health).toBe('held');
-    expect((await manager.requestScale(['linux'], 'j3')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).kind).toBe('spawned');
   });
 });
 
@@ -486,15 +491,17 @@ describe('leaseLostPolicy option', () => {
         { name: 'vm', backend },
         { name: 'free', backend },
       ],
-      ledger: new MemoryPoolLedger({ instanceId: 'x' }),
+      ledgers: { host: new MemoryPoolLedger({ instanceId: 'x' }) },
     };
-    expect(() => new ScalerManager({ ...base, leaseLostPolicy: 'drain' as never })).toThrow(
+    expect(() => new ScalerManager({ ...base, policies: { leaseLost: 'drain' as never } })).toThrow(
       new TypeError(
-        'Expected `leaseLostPolicy` to be one of stop-agents, stop-spawning, report, got `drain`',
+        'Expected `policies.leaseLost` to be one of stop-agents, stop-spawning, report, got `drain`',
       ),
     );
-    expect(() => new ScalerManager({ ...base, leaseLostpolicy: 'report' } as never)).toThrow(
-      /Unknown key "leaseLostpolicy" in ScalerManager options\. Did you mean `leaseLostPolicy`\?/,
+    expect(
+      () => new ScalerManager({ ...base, policies: { leaselost: 'report' } } as never),
+    ).toThrow(
+      /Unknown key "leaselost" in ScalerManager options\.policies\. Did you mean `leaseLost`\?/,
     );
     expect(new ScalerManager({ ...base }).getStatus().lease?.policy).toBe('stop-agents');
   });

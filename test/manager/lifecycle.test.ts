@@ -50,7 +50,7 @@ const spawnedId = (result: { kind: string; agentId?: string }) => {
 describe('registration and correlation', () => {
   it('onAgentRegistered answers for our agents and null for static ones', async () => {
     const { manager } = setup();
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     expect(manager.onAgentRegistered('static-1', ['linux'])).toBeNull();
     expect(manager.onAgentRegistered(id, ['linux'])).toEqual({
       boundJobId: 'job-1',
@@ -59,10 +59,10 @@ describe('registration and correlation', () => {
     const status = manager.getStatus();
     expect(status.spawningCount).toBe(0);
     expect(status.scalers[0]!.busyCount).toBe(1);
-    expect(manager.getScalerName(id)).toBe('small');
-    expect(manager.getScalerName('static-1')).toBeNull();
+    expect(manager.getAgent(id)?.scaler).toBe('small');
+    expect(manager.getAgent('static-1')?.scaler).toBeUndefined();
     // The context the backend's spawn answered with, under the scaler's own fields.
-    expect(manager.getScalerContextForAgent(id)).toMatchObject({
+    expect(manager.getAgent(id)?.context).toMatchObject({
       scaler: 'small',
       type: 'container',
       backend: 'small',
@@ -74,7 +74,7 @@ describe('registration and correlation', () => {
     const { manager, backend, clock, relayed } = setup();
     // The backend reports progress while its spawn call is answering.
     const release = backend.holdNext();
-    const spawning = manager.requestScale(['linux'], 'job-1');
+    const spawning = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     backend.spawned()[0]!.emit({ kind: 'image-pulled', message: 'pulled' });
     release();
@@ -108,7 +108,7 @@ describe('registration and correlation', () => {
   it('an agent that registers, runs and leaves before spawn() resolves is still spawned', async () => {
     const { manager, backend, clock } = setup();
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     expect(manager.onAgentRegistered('small-1', [])).toEqual({
       boundJobId: 'job-1',
@@ -127,7 +127,7 @@ describe('registration and correlation', () => {
 
   it('the buffer is bounded and says how many events it dropped', async () => {
     const { manager, backend, relayed } = setup({ maxBufferedEvents: 3 });
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     for (let i = 0; i < 10; i++) backend.spawned()[0]!.emit({ kind: `e${i}` });
     manager.correlateAgentToJob(id, 'run-1', 'job-1');
     const kinds = relayed.map(([, , e]) => e.kind);
@@ -142,14 +142,14 @@ describe('registration and correlation', () => {
         throw new Error('host bug');
       },
     });
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     await manager.onAgentDisconnected(id);
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
 
   it('disconnect releases everything and is idempotent', async () => {
     const { manager } = setup();
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     await manager.onAgentDisconnected(id);
     await manager.onAgentDisconnected(id);
     expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
@@ -160,7 +160,7 @@ describe('registration and correlation', () => {
 describe('pruning spawns that never register', () => {
   it('prunes after the timeout (default 5 minutes), releases, destroys and emits', async () => {
     const { manager, backend, clock, events } = setup();
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     await clock.advance(299_999);
     await manager.maintain();
     expect(manager.getStatus().globalActiveCount).toBe(1);
@@ -173,12 +173,14 @@ describe('pruning spawns that never register', () => {
     expect(backend.destroyed()).toEqual([id]);
     expect(events.find((e) => e.kind === 'pruned')).toMatchObject({ agentId: id });
     // The job can ask again.
-    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).kind).toBe(
+      'spawned',
+    );
   });
 
   it('registered agents are never pruned', async () => {
     const { manager, clock } = setup({ registrationTimeoutMs: 1000 });
-    const id = spawnedId(await manager.requestScale(['linux'], 'job-1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     manager.onAgentRegistered(id, []);
     await clock.advance(10_000);
     await manager.maintain();
@@ -188,7 +190,7 @@ describe('pruning spawns that never register', () => {
   it('a spawn that hangs past the timeout is pruned; when it finally resolves the agent is destroyed', async () => {
     const { manager, backend, clock } = setup({ registrationTimeoutMs: 1000 });
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     await clock.advance(1000);
     await manager.maintain();
@@ -199,7 +201,7 @@ describe('pruning spawns that never register', () => {
     expect(manager.canRunJob('small-1', ['linux'])).toBe(false);
     expect(backend.destroyed()).toEqual([]);
     // The job may ask again at once.
-    const again = manager.requestScale(['linux'], 'job-1');
+    const again = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     release();
     expect(await again).toMatchObject({ kind: 'spawned', agentId: 'small-2' });
     const result = await pending;
@@ -277,21 +279,23 @@ describe('warm pool', () => {
   it('warm spawns count against maxAgents and caps', async () => {
     const { manager } = setup({ config: warmConfig(3) });
     await manager.maintain();
-    const result = await manager.requestScale(['linux'], 'job-1');
+    const result = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(result).toMatchObject({ kind: 'at-capacity', limit: { limit: 'scaler-max-agents' } });
   });
 
   it('real demand comes first: no replenishment while jobs were refused for capacity', async () => {
     const { manager, backend, clock } = setup({ config: warmConfig(1), demandHoldMs: 5000 });
     for (const job of ['j1', 'j2', 'j3']) {
-      spawnedId(await manager.requestScale(['linux'], job));
+      spawnedId(await manager.requestScale({ jobId: job, labels: ['linux'] }));
     }
-    expect((await manager.requestScale(['linux'], 'j4')).kind).toBe('at-capacity');
+    expect((await manager.requestScale({ jobId: 'j4', labels: ['linux'] })).kind).toBe(
+      'at-capacity',
+    );
     await manager.onAgentDisconnected('small-1');
     await manager.maintain();
     expect(backend.spawned()).toHaveLength(3);
     // The waiting job gets the freed capacity.
-    expect((await manager.requestScale(['linux'], 'j4')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j4', labels: ['linux'] })).kind).toBe('spawned');
     await manager.onAgentDisconnected('small-2');
     await clock.advance(5000);
     await manager.maintain();
@@ -300,8 +304,8 @@ describe('warm pool', () => {
 
   it('destroys idle agents past their timeout, never busy ones', async () => {
     const { manager, backend, clock } = setup({ config: warmConfig(0, 60) });
-    const idle = spawnedId(await manager.requestScale(['linux'], 'j1'));
-    const busy = spawnedId(await manager.requestScale(['linux'], 'j2'));
+    const idle = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
+    const busy = spawnedId(await manager.requestScale({ jobId: 'j2', labels: ['linux'] }));
     manager.onAgentRegistered(idle, []);
     manager.onAgentRegistered(busy, []);
     manager.correlateAgentToJob(busy, 'run', 'j2');
@@ -322,7 +326,7 @@ describe('warm pool', () => {
 
   it('a failed destroy keeps the agent tracked and emits destroy-failed', async () => {
     const { manager, backend, clock, events } = setup({ config: warmConfig(0, 1) });
-    const id = spawnedId(await manager.requestScale(['linux'], 'j1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
     manager.onAgentRegistered(id, []);
     manager.onJobComplete(id);
     backend.script({ method: 'destroy', fail: new Error('boom destroying'), times: Infinity });
@@ -355,20 +359,22 @@ describe('reload', () => {
 
   it('a lowered cap keeps running agents and refuses new work until usage falls', async () => {
     const { manager } = setup();
-    const a = spawnedId(await manager.requestScale(['linux'], 'j1'));
-    spawnedId(await manager.requestScale(['linux'], 'j2'));
+    const a = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
+    spawnedId(await manager.requestScale({ jobId: 'j2', labels: ['linux'] }));
     const lowered = config();
     lowered.scalers[0]!.resourceCap = { maxCpu: 1 };
     expect(await manager.reload(lowered)).toMatchObject({ ok: true, errors: [] });
     expect(manager.getStatus().globalActiveCount).toBe(2);
-    expect(await manager.requestScale(['linux'], 'j3')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'scaler-cap', used: 2, max: 1 },
     });
     await manager.onAgentDisconnected(a);
-    expect((await manager.requestScale(['linux'], 'j3')).kind).toBe('at-capacity');
+    expect((await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).kind).toBe(
+      'at-capacity',
+    );
     await manager.onAgentDisconnected('small-2');
-    expect((await manager.requestScale(['linux'], 'j3')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('a removed scaler takes no new work and retires with its last agent', async () => {
@@ -380,7 +386,7 @@ describe('reload', () => {
         { name: 'big', backend: big },
       ],
     });
-    const id = spawnedId(await manager.requestScale(['linux'], 'j1'));
+    const id = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
     const next = config({
       scalers: [{ name: 'big', type: 'vm', maxAgents: 1, labelSets: [{ labels: ['linux'] }] }],
     });
@@ -390,15 +396,17 @@ describe('reload', () => {
       ['big', false, 0],
       ['small', true, 1],
     ]);
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).toMatchObject({
       kind: 'spawned',
       scaler: 'big',
     });
-    expect(await manager.requestScale(['linux'], 'j3')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j3', labels: ['linux'] })).toMatchObject({
       kind: 'at-capacity',
       scaler: 'big',
     });
-    expect(await manager.requestScale(['scaler-primitives:scaler:small'], 'j4')).toEqual({
+    expect(
+      await manager.requestScale({ jobId: 'j4', labels: ['scaler-primitives:scaler:small'] }),
+    ).toEqual({
       kind: 'no-match',
       reasons: [
         { scaler: 'big', reason: 'labels', missing: ['scaler-primitives:scaler:small'] },
@@ -412,23 +420,23 @@ describe('reload', () => {
 
   it('new label sets match immediately (the match cache is cleared)', async () => {
     const { manager } = setup();
-    expect((await manager.requestScale(['arm'], 'j1')).kind).toBe('no-match');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['arm'] })).kind).toBe('no-match');
     const next = config();
     next.scalers[0]!.labelSets.push({ labels: ['arm'] });
     await manager.reload(next);
-    expect((await manager.requestScale(['arm'], 'j1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['arm'] })).kind).toBe('spawned');
   });
 });
 
 describe('reconcile and shutdown', () => {
   it('releases agents the backend no longer lists, leaves spawns in flight alone', async () => {
     const { manager, backend, clock } = setup();
-    const gone = spawnedId(await manager.requestScale(['linux'], 'j1'));
-    const kept = spawnedId(await manager.requestScale(['linux'], 'j2'));
+    const gone = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
+    const kept = spawnedId(await manager.requestScale({ jobId: 'j2', labels: ['linux'] }));
     // An agent someone else started on this backend: the manager never spawned it.
     await backend.spawn({ ...backend.spawned()[0]!, agentId: 'stranger', jobId: 'theirs' });
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'j3');
+    const pending = manager.requestScale({ jobId: 'j3', labels: ['linux'] });
     await clock.settle();
     await backend.crash(gone, { disconnect: false });
     const result = await manager.reconcile();
@@ -437,7 +445,7 @@ describe('reconcile and shutdown', () => {
       untracked: [{ scaler: 'small', agentId: 'stranger' }],
       failed: [],
     });
-    expect(manager.getScalerName(kept)).toBe('small');
+    expect(manager.getAgent(kept)?.scaler).toBe('small');
     expect(manager.getStatus().globalActiveCount).toBe(2);
     expect(manager.getStatus().counters.reconciled).toBe(1);
     release();
@@ -446,7 +454,7 @@ describe('reconcile and shutdown', () => {
 
   it('a backend whose list() throws is reported and left alone', async () => {
     const { manager, backend } = setup();
-    spawnedId(await manager.requestScale(['linux'], 'j1'));
+    spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
     backend.script({ method: 'list', fail: new Error('api down'), times: Infinity });
     const result = await manager.reconcile();
     expect(result.failed).toHaveLength(1);
@@ -470,8 +478,8 @@ describe('reconcile and shutdown', () => {
         { name: 'b', backend: withShutdown },
       ],
     });
-    const a = spawnedId(await manager.requestScale(['a'], 'j1'));
-    spawnedId(await manager.requestScale(['b'], 'j2'));
+    const a = spawnedId(await manager.requestScale({ jobId: 'j1', labels: ['a'] }));
+    spawnedId(await manager.requestScale({ jobId: 'j2', labels: ['b'] }));
     manager.start();
     await manager.shutdownAll();
     expect(plain.destroyed()).toEqual([a]);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,
@@ -48,7 +48,7 @@ function withScaler(extra: Partial<ScalerEntryInput>): ScalerConfigInput {
 }
 
 async function agent(manager: ScalerManager, job: string) {
-  const result = await manager.requestScale(['linux'], job);
+  const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
   if (result.kind !== 'spawned') throw new Error(`expected spawned, got ${result.kind}`);
   manager.onAgentRegistered(result.agentId, []);
   return result.agentId;
@@ -143,7 +143,11 @@ describe('strict input at the edge', () => {
   it('refuses a typo in requestScale resources, naming the key and the nearest accepted one', async () => {
     const { manager } = fleet({ config: withScaler({}) });
     const error = await manager
-      .requestScale(['linux'], 'j1', [], { reqeusts: { cpus: 2 } } as never)
+      .requestScale({
+        jobId: 'j1',
+        labels: ['linux'],
+        resources: { reqeusts: { cpus: 2 } } as never,
+      })
       .catch((e: unknown) => e);
     expect(isInvalidInputError(error)).toBe(true);
     expect((error as Error).message).toMatch(/reqeusts.*did you mean `requests`/);
@@ -151,11 +155,15 @@ describe('strict input at the edge', () => {
 
   it('refuses the legacy flat { cpus, memory } form', async () => {
     const { manager } = fleet({ config: withScaler({}) });
-    await expect(manager.requestScale(['linux'], 'j1', [], { cpus: 2 } as never)).rejects.toThrow(
-      /resources\.cpus.*flat form/,
-    );
     await expect(
-      manager.requestScale(['linux'], 'j1', [], { requests: { cpu: 2 } } as never),
+      manager.requestScale({ jobId: 'j1', labels: ['linux'], resources: { cpus: 2 } as never }),
+    ).rejects.toThrow(/resources\.cpus.*flat form/);
+    await expect(
+      manager.requestScale({
+        jobId: 'j1',
+        labels: ['linux'],
+        resources: { requests: { cpu: 2 } } as never,
+      }),
     ).rejects.toThrow(/resources\.requests\.cpu.*did you mean `cpus`/);
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
@@ -163,10 +171,16 @@ describe('strict input at the edge', () => {
   it('length-limits job ids, agent ids and labels', async () => {
     const { manager } = fleet({ config: withScaler({}) });
     const long = 'x'.repeat(4000);
-    await expect(manager.requestScale(['linux'], long)).rejects.toSatisfy(isInvalidInputError);
-    await expect(manager.requestScale([long], 'j1')).rejects.toSatisfy(isInvalidInputError);
+    await expect(manager.requestScale({ jobId: long, labels: ['linux'] })).rejects.toSatisfy(
+      isInvalidInputError,
+    );
+    await expect(manager.requestScale({ jobId: 'j1', labels: [long] })).rejects.toSatisfy(
+      isInvalidInputError,
+    );
     const many = Array.from({ length: 65 }, (_, i) => `l${i}`);
-    await expect(manager.requestScale(many, 'j1')).rejects.toSatisfy(isInvalidInputError);
+    await expect(manager.requestScale({ jobId: 'j1', labels: many })).rejects.toSatisfy(
+      isInvalidInputError,
+    );
     expect(() => manager.onAgentRegistered(long)).toThrow(/at most 253/);
     expect(() => manager.canRunJob(long, [])).toThrow(/at most 253/);
     expect(() => manager.onJobComplete(long)).toThrow(/at most 253/);
@@ -187,7 +201,7 @@ describe('strict input at the edge', () => {
 
   it('refuses an unknown lost-reservation policy', () => {
     expect(() =>
-      fleet({ config: withScaler({}), reservationLostPolicy: 'ignore' as never }),
+      fleet({ config: withScaler({}), policies: { reservationLost: 'ignore' as never } }),
     ).toThrow(/report, stop-spawning, drain/);
   });
 });

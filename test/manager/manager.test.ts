@@ -59,7 +59,7 @@ function setup(options: Partial<ScalerManagerOptions> = {}) {
 describe('ScalerManager.requestScale: result kinds', () => {
   it('spawned: reserves, passes the request to the backend, names the scaler', async () => {
     const { manager, small } = setup();
-    const result = await manager.requestScale(['linux'], 'job-1');
+    const result = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(result).toEqual({
       kind: 'spawned',
       scaler: 'small',
@@ -86,8 +86,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('uses the first label set that fits, and the job resources over the layers', async () => {
     const { manager, small } = setup();
-    const result = await manager.requestScale(['docker'], 'job-1', [], {
-      limits: { cpus: '1500m' },
+    const result = await manager.requestScale({
+      jobId: 'job-1',
+      labels: ['docker'],
+      resources: {
+        limits: { cpus: '1500m' },
+      },
     });
     expect(result.kind).toBe('spawned');
     expect(small.spawned()[0]!.labelSetIndex).toBe(1);
@@ -99,12 +103,15 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('a job may pin a scaler through its automatic label', async () => {
     const { manager } = setup();
-    const result = await manager.requestScale(
-      ['scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
-      'job-1',
-    );
+    const result = await manager.requestScale({
+      jobId: 'job-1',
+      labels: ['scaler-primitives:scaler:small', 'scaler-primitives:os:linux'],
+    });
     expect(result).toMatchObject({ kind: 'spawned', scaler: 'small' });
-    const none = await manager.requestScale(['scaler-primitives:scaler:gpu', 'gpu'], 'job-2');
+    const none = await manager.requestScale({
+      jobId: 'job-2',
+      labels: ['scaler-primitives:scaler:gpu', 'gpu'],
+    });
     expect(none.kind).toBe('spawned');
     expect(none.kind === 'spawned' && none.scaler).toBe('gpu');
   });
@@ -112,21 +119,25 @@ describe('ScalerManager.requestScale: result kinds', () => {
   it('already-spawning: a second request for the same job while the spawn is in flight', async () => {
     const { manager, small } = setup();
     const release = small.holdNext();
-    const first = manager.requestScale(['linux'], 'job-1');
-    const second = await manager.requestScale(['linux'], 'job-1');
+    const first = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
+    const second = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(second).toEqual({ kind: 'already-spawning', scaler: 'small', agentId: 'small-1' });
     release();
     expect((await first).kind).toBe('spawned');
     // Still spawning (not registered): still already-spawning.
-    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('already-spawning');
+    expect((await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).kind).toBe(
+      'already-spawning',
+    );
     manager.onAgentRegistered('small-1', []);
-    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).kind).toBe(
+      'spawned',
+    );
     expect(small.spawned()).toHaveLength(2);
   });
 
   it('no-match: says why for each scaler', async () => {
     const { manager } = setup();
-    const labels = await manager.requestScale(['windows'], 'job-1');
+    const labels = await manager.requestScale({ jobId: 'job-1', labels: ['windows'] });
     expect(labels).toEqual({
       kind: 'no-match',
       reasons: [
@@ -134,7 +145,11 @@ describe('ScalerManager.requestScale: result kinds', () => {
         { scaler: 'gpu', reason: 'mandatory', missing: ['gpu'] },
       ],
     });
-    const exclude = await manager.requestScale(['linux'], 'job-2', ['small', 'docker']);
+    const exclude = await manager.requestScale({
+      jobId: 'job-2',
+      labels: ['linux'],
+      excludeLabels: ['small', 'docker'],
+    });
     expect(exclude).toEqual({
       kind: 'no-match',
       reasons: [
@@ -146,16 +161,22 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('the match cache keeps label lists apart that join to the same text', async () => {
     const { manager } = setup();
-    expect((await manager.requestScale(['linux', 'small'], 'j1')).kind).toBe('spawned');
-    expect((await manager.requestScale(['linux\nsmall'], 'j2')).kind).toBe('no-match');
-    expect((await manager.requestScale(['linux,small'], 'j3')).kind).toBe('no-match');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['linux', 'small'] })).kind).toBe(
+      'spawned',
+    );
+    expect((await manager.requestScale({ jobId: 'j2', labels: ['linux\nsmall'] })).kind).toBe(
+      'no-match',
+    );
+    expect((await manager.requestScale({ jobId: 'j3', labels: ['linux,small'] })).kind).toBe(
+      'no-match',
+    );
   });
 
   it('the mandatory gate: a gpu agent only for jobs naming gpu', async () => {
     const { manager, gpu } = setup();
-    const plain = await manager.requestScale(['linux'], 'job-1');
+    const plain = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(plain).toMatchObject({ kind: 'spawned', scaler: 'small' });
-    const gpuJob = await manager.requestScale(['linux', 'gpu'], 'job-2');
+    const gpuJob = await manager.requestScale({ jobId: 'job-2', labels: ['linux', 'gpu'] });
     expect(gpuJob).toMatchObject({ kind: 'spawned', scaler: 'gpu' });
     expect(gpu.spawned()[0]!.mandatoryLabels).toEqual(['gpu']);
     const reg = manager.onAgentRegistered('gpu-2', ['linux', 'gpu']);
@@ -175,9 +196,13 @@ describe('ScalerManager.requestScale: result kinds', () => {
         ],
       }),
     });
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ scaler: 'small' });
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ scaler: 'gpu' });
-    const full = await manager.requestScale(['linux'], 'j3');
+    expect(await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).toMatchObject({
+      scaler: 'small',
+    });
+    expect(await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).toMatchObject({
+      scaler: 'gpu',
+    });
+    const full = await manager.requestScale({ jobId: 'j3', labels: ['linux'] });
     expect(full).toEqual({
       kind: 'at-capacity',
       scaler: 'small',
@@ -191,8 +216,8 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('at-capacity on globalMaxAgents', async () => {
     const { manager } = setup({ config: config({ globalMaxAgents: 1 }) });
-    await manager.requestScale(['linux'], 'j1');
-    const result = await manager.requestScale(['linux'], 'j2');
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
+    const result = await manager.requestScale({ jobId: 'j2', labels: ['linux'] });
     expect(result).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'global-max-agents', used: 1, max: 1 },
@@ -202,18 +227,34 @@ describe('ScalerManager.requestScale: result kinds', () => {
   it('at-capacity on a scaler cap and on the orchestrator cap, with the numbers', async () => {
     const { manager } = setup();
     for (const job of ['j1', 'j2']) {
-      await manager.requestScale(['linux'], job, [], { requests: { cpus: 2 } });
+      await manager.requestScale({
+        jobId: job,
+        labels: ['linux'],
+        resources: { requests: { cpus: 2 } },
+      });
     }
-    const scalerCap = await manager.requestScale(['linux'], 'j3', [], { requests: { cpus: 1 } });
+    const scalerCap = await manager.requestScale({
+      jobId: 'j3',
+      labels: ['linux'],
+      resources: { requests: { cpus: 1 } },
+    });
     expect(scalerCap).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'scaler-cap', dimension: 'cpu', requested: 1, used: 4, max: 4 },
     });
 
     const other = setup({ config: config({ resourceCap: { maxMemory: '3Gi' } }) });
-    await other.manager.requestScale(['linux'], 'j1', [], { requests: { memory: '2Gi' } });
-    const globalCap = await other.manager.requestScale(['linux'], 'j2', [], {
-      requests: { memory: '2Gi' },
+    await other.manager.requestScale({
+      jobId: 'j1',
+      labels: ['linux'],
+      resources: { requests: { memory: '2Gi' } },
+    });
+    const globalCap = await other.manager.requestScale({
+      jobId: 'j2',
+      labels: ['linux'],
+      resources: {
+        requests: { memory: '2Gi' },
+      },
     });
     expect(globalCap).toMatchObject({
       kind: 'at-capacity',
@@ -223,7 +264,11 @@ describe('ScalerManager.requestScale: result kinds', () => {
 
   it('never-fits: a request above a cap even when empty, at every matching scaler', async () => {
     const { manager, small } = setup();
-    const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 5 } });
+    const result = await manager.requestScale({
+      jobId: 'j1',
+      labels: ['linux'],
+      resources: { requests: { cpus: 5 } },
+    });
     expect(result).toEqual({
       kind: 'never-fits',
       scaler: 'small',
@@ -257,8 +302,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
       }),
       backends: [{ name: 'small', backend: new FakeBackend() }],
     });
-    await manager.requestScale(['linux'], 'j1');
-    const result = await manager.requestScale(['linux'], 'j2', [], { requests: { cpus: 3 } });
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
+    const result = await manager.requestScale({
+      jobId: 'j2',
+      labels: ['linux'],
+      resources: { requests: { cpus: 3 } },
+    });
     expect(result.kind).toBe('never-fits');
   });
 
@@ -270,7 +319,7 @@ describe('ScalerManager.requestScale: result kinds', () => {
       }),
       backends: [{ name: 'small', backend }],
     });
-    const result = await manager.requestScale(['linux'], 'j1');
+    const result = await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     expect(result).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'scaler-max-agents', max: 0 },
@@ -281,8 +330,12 @@ describe('ScalerManager.requestScale: result kinds', () => {
   it('spawn-failed: a throwing spawn rolls usage back to exactly zero', async () => {
     const { manager, small, events } = setup();
     small.failNext(1, new Error('boom spawning small-1'));
-    const result = await manager.requestScale(['linux'], 'j1', [], {
-      requests: { cpus: '0.1', memory: 3 },
+    const result = await manager.requestScale({
+      jobId: 'j1',
+      labels: ['linux'],
+      resources: {
+        requests: { cpus: '0.1', memory: 3 },
+      },
     });
     expect(result).toMatchObject({
       kind: 'spawn-failed',
@@ -298,22 +351,28 @@ describe('ScalerManager.requestScale: result kinds', () => {
     expect(status.counters.spawnFailures).toBe(1);
     expect(events.map((e) => e.kind)).toEqual(['spawning', 'spawn-failed']);
     // The job is not stuck in already-spawning.
-    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('rejects malformed arguments with TypeErrors', async () => {
     const { manager } = setup();
-    await expect(manager.requestScale('linux' as never, 'j')).rejects.toThrow(TypeError);
-    await expect(manager.requestScale(['linux'], '')).rejects.toThrow(/jobId/);
-    await expect(manager.requestScale(['linux'], 'j', [1] as never)).rejects.toThrow(
-      /excludeLabels/,
+    await expect(manager.requestScale({ jobId: 'j', labels: 'linux' as never })).rejects.toThrow(
+      TypeError,
     );
+    await expect(manager.requestScale({ jobId: '', labels: ['linux'] })).rejects.toThrow(/jobId/);
+    await expect(
+      manager.requestScale({ jobId: 'j', labels: ['linux'], excludeLabels: [1] as never }),
+    ).rejects.toThrow(/excludeLabels/);
   });
 
   it('bad job resources throw the resources error naming the layer', async () => {
     const { manager } = setup();
     await expect(
-      manager.requestScale(['linux'], 'j', [], { requests: { cpus: 2 }, limits: { cpus: 1 } }),
+      manager.requestScale({
+        jobId: 'j',
+        labels: ['linux'],
+        resources: { requests: { cpus: 2 }, limits: { cpus: 1 } },
+      }),
     ).rejects.toThrow(/job/);
     expect(manager.getStatus().globalActiveCount).toBe(0);
   });
@@ -362,7 +421,7 @@ describe('ScalerManager: machine pools', () => {
         ],
       },
       backends: [{ name: 'a', backend }],
-      ledger,
+      ledgers: { host: ledger },
       generateAgentId: () => `a-${++n}`,
       onEvent: (e) => events.push(e),
     });
@@ -393,20 +452,22 @@ describe('ScalerManager: machine pools', () => {
       return reserve(...args);
     };
     await holdElsewhere(3); // another process holds the pool
-    const pending = manager.requestScale(['linux'], 'j1');
+    const pending = manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     await Promise.resolve();
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
     answer();
     expect(await pending).toMatchObject({ kind: 'at-capacity' });
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 0, memBytes: 0 });
     await holdElsewhere(0);
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ kind: 'spawned' });
+    expect(await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).toMatchObject({
+      kind: 'spawned',
+    });
     expect(manager.getStatus().pools[0]!.usage).toEqual({ cpus: 1, memBytes: 0 });
   });
 
   it('registers pools and reserves in the pool after the in-memory caps', async () => {
     const { manager, ledger, usage } = poolSetup();
-    await manager.requestScale(['linux'], 'j1');
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     // The cap the manager registered is the one the ledger stored.
     expect(ledger.store.read('host')?.cap).toEqual({ maxCpu: 3 });
     expect(await usage()).toEqual({ cpus: 1, memBytes: 0 });
@@ -419,7 +480,7 @@ describe('ScalerManager: machine pools', () => {
   it('a full pool (another process holds it) is at-capacity and rolls the caps back', async () => {
     const { manager, backend, holdElsewhere } = poolSetup();
     await holdElsewhere(2.5);
-    const result = await manager.requestScale(['linux'], 'j1');
+    const result = await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     expect(result).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', pool: 'host', dimension: 'cpu', used: 2.5, max: 3 },
@@ -432,28 +493,32 @@ describe('ScalerManager: machine pools', () => {
   it('a request above the pool cap never fits, without asking the ledger', async () => {
     const { manager, failReserve } = poolSetup();
     failReserve(new Error('must not be called'));
-    const result = await manager.requestScale(['linux'], 'j1', [], { requests: { cpus: 4 } });
+    const result = await manager.requestScale({
+      jobId: 'j1',
+      labels: ['linux'],
+      resources: { requests: { cpus: 4 } },
+    });
     expect(result).toMatchObject({ kind: 'never-fits', limit: { limit: 'pool-cap', max: 3 } });
   });
 
   it('a throwing ledger is spawn-failed at the reserve stage, everything rolled back', async () => {
     const { manager, backend, failReserve } = poolSetup();
     failReserve(new Error('ledger busy'));
-    const result = await manager.requestScale(['linux'], 'j1');
+    const result = await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
     expect(backend.spawned()).toHaveLength(0);
     expect(manager.getStatus().globalUsage).toEqual({ cpus: 0, memBytes: 0 });
     failReserve(undefined);
-    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('a lost lease names the agents whose pool rows are gone (reservation-lost)', async () => {
     const { manager, events, failReserve } = poolSetup();
-    await manager.requestScale(['linux'], 'j1');
-    await manager.requestScale(['linux'], 'j2');
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
+    await manager.requestScale({ jobId: 'j2', labels: ['linux'] });
     // A peer reaped a-1 while we stalled; the file ledger names it.
     failReserve(new LedgerLeaseExpiredError('host', 'lease lapsed', ['a-1']));
-    const result = await manager.requestScale(['linux'], 'j3');
+    const result = await manager.requestScale({ jobId: 'j3', labels: ['linux'] });
     expect(result).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
     const lost = events.filter((e) => e.kind === 'reservation-lost');
     expect(lost.map((e) => e.agentId)).toEqual(['a-1']);
@@ -461,7 +526,7 @@ describe('ScalerManager: machine pools', () => {
     // A ledger that cannot name the rows (NATS): every agent of ours in the pool.
     events.length = 0;
     failReserve(new LedgerLeaseExpiredError('host', 'lease lapsed'));
-    await manager.requestScale(['linux'], 'j4');
+    await manager.requestScale({ jobId: 'j4', labels: ['linux'] });
     expect(events.filter((e) => e.kind === 'reservation-lost').map((e) => e.agentId)).toEqual([
       'a-1',
       'a-2',
@@ -469,14 +534,16 @@ describe('ScalerManager: machine pools', () => {
     // Other reserve failures say nothing of the other agents.
     events.length = 0;
     failReserve(new Error('disk full'));
-    await manager.requestScale(['linux'], 'j5');
+    await manager.requestScale({ jobId: 'j5', labels: ['linux'] });
     expect(events.some((e) => e.kind === 'reservation-lost')).toBe(false);
   });
 
   it('a throwing spawn releases the pool row too', async () => {
     const { manager, backend, usage } = poolSetup();
     backend.failNext(1);
-    expect((await manager.requestScale(['linux'], 'j1')).kind).toBe('spawn-failed');
+    expect((await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).kind).toBe(
+      'spawn-failed',
+    );
     await Promise.resolve();
     await new Promise((r) => setImmediate(r));
     expect(await usage()).toEqual({ cpus: 0, memBytes: 0 });
@@ -487,8 +554,8 @@ describe('ScalerManager: machine pools', () => {
     const started = vi.spyOn(ledger, 'start');
     const stopped = vi.spyOn(ledger, 'stop');
     const releasedAll = vi.spyOn(ledger, 'releaseAllForInstance');
-    const a = await manager.requestScale(['linux'], 'j1');
-    await manager.requestScale(['linux'], 'j2');
+    const a = await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
+    await manager.requestScale({ jobId: 'j2', labels: ['linux'] });
     expect((await usage()).cpus).toBe(2);
     await manager.onAgentDisconnected(a.kind === 'spawned' ? a.agentId : '');
     expect((await usage()).cpus).toBe(1);
@@ -519,7 +586,7 @@ describe('ScalerManager: machine pools', () => {
           },
           backends: [{ name: 'a', backend: new FakeBackend() }],
         }),
-    ).toThrow(/scalers\[0\]\.machinePool: .*no `ledger`/);
+    ).toThrow(/scalers\[0\]\.machinePool: .*no `ledgers`/);
   });
 });
 

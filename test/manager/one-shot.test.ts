@@ -88,8 +88,12 @@ describe('one-shot agents (maxJobsPerAgent: 1)', () => {
     const [warm] = manager.listAgents({ state: 'idle' });
 
     // job-1 and job-2 arrive while the host scales for both (cold spawns, registering later).
-    const s1 = (await manager.requestScale(['linux'], 'job-1')) as { agentId: string };
-    const s2 = (await manager.requestScale(['linux'], 'job-2')) as { agentId: string };
+    const s1 = (await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })) as {
+      agentId: string;
+    };
+    const s2 = (await manager.requestScale({ jobId: 'job-2', labels: ['linux'] })) as {
+      agentId: string;
+    };
     // The warm agent takes job-1 first.
     expect(manager.claimIdleAgent({ jobId: 'job-1', labels: ['linux'] })).toMatchObject({
       kind: 'claimed',

@@ -3,7 +3,7 @@
  * failure backoff (exponential, full jitter, bounded, reset on registration).
  */
 import { describe, expect, it } from 'vitest';
-import type { ScalerEntryInput } from '../../src/manager/config.js';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 import type {
   ScaleResult,
   ScalerConfigInput,
@@ -34,16 +34,16 @@ const kindOf = (r: ScaleResult) => r.kind;
 describe('maxConcurrentSpawns', () => {
   it('refuses with spawn-rate once that many agents are spawning, and frees the slot on registration', async () => {
     const { manager } = fleet({ config: config({ maxConcurrentSpawns: 2 }) });
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
-    expect(kindOf(await manager.requestScale(['linux'], 'j2'))).toBe('spawned');
-    const refused = await manager.requestScale(['linux'], 'j3');
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe('spawned');
+    expect(kindOf(await manager.requestScale({ jobId: 'j2', labels: ['linux'] }))).toBe('spawned');
+    const refused = await manager.requestScale({ jobId: 'j3', labels: ['linux'] });
     expect(refused).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'spawn-rate', window: 'concurrent', used: 2, max: 2 },
     });
     expect(refused.kind === 'at-capacity' && refused.retryAfterMs).toBeGreaterThan(0);
     manager.onAgentRegistered('vm-1', []);
-    expect(kindOf(await manager.requestScale(['linux'], 'j3'))).toBe('spawned');
+    expect(kindOf(await manager.requestScale({ jobId: 'j3', labels: ['linux'] }))).toBe('spawned');
   });
 });
 
@@ -51,25 +51,29 @@ describe('maxSpawnsPerMinute', () => {
   it('allows that many starts in any 60 s and says when the next one may start', async () => {
     const { manager, clock } = fleet({ config: config({ maxSpawnsPerMinute: 3 }) });
     for (const job of ['j1', 'j2', 'j3']) {
-      expect(kindOf(await manager.requestScale(['linux'], job))).toBe('spawned');
+      expect(kindOf(await manager.requestScale({ jobId: job, labels: ['linux'] }))).toBe('spawned');
       await clock.advance(10_000);
     }
-    const refused = await manager.requestScale(['linux'], 'j4');
+    const refused = await manager.requestScale({ jobId: 'j4', labels: ['linux'] });
     expect(refused).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'spawn-rate', window: 'minute', used: 3, max: 3, retryAfterMs: 30_000 },
       retryAfterMs: 30_000,
     });
     await clock.advance(29_999);
-    expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('at-capacity');
+    expect(kindOf(await manager.requestScale({ jobId: 'j4', labels: ['linux'] }))).toBe(
+      'at-capacity',
+    );
     await clock.advance(1);
-    expect(kindOf(await manager.requestScale(['linux'], 'j4'))).toBe('spawned');
+    expect(kindOf(await manager.requestScale({ jobId: 'j4', labels: ['linux'] }))).toBe('spawned');
   });
 
   it('a paced scaler does not stop the next matching one', async () => {
     const { manager } = fleet({ config: config({ maxSpawnsPerMinute: 1 }, true) });
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({ scaler: 'vm' });
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).toMatchObject({
+      scaler: 'vm',
+    });
+    expect(await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).toMatchObject({
       kind: 'spawned',
       scaler: 'other',
     });
@@ -86,9 +90,13 @@ describe('spawn-failure backoff', () => {
     backend
       .failNext(1, new Error('boom spawning vm-1'))
       .failNext(1, new Error('boom spawning vm-2'));
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
-    const refused = await manager.requestScale(['linux'], 'j1');
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe(
+      'spawn-failed',
+    );
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe(
+      'spawn-failed',
+    );
+    const refused = await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     expect(refused).toMatchObject({ kind: 'backing-off', scaler: 'vm', retryAfterMs: 500 });
     expect(refused.kind === 'backing-off' && String(refused.lastError)).toMatch(
       /boom spawning vm-2/,
@@ -98,20 +106,24 @@ describe('spawn-failure backoff', () => {
     await clock.advance(500);
     // Half-open: one probe goes through; the next waits for it.
     backend.failNext(1);
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe(
+      'spawn-failed',
+    );
     // Third failure: the bound doubles (2000 ms), jitter 0.5 -> 1000 ms.
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).toMatchObject({
       kind: 'backing-off',
       retryAfterMs: 1000,
     });
     random = 0.999;
     await clock.advance(1000);
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({ kind: 'backing-off' });
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe('spawned');
+    expect(await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).toMatchObject({
+      kind: 'backing-off',
+    });
     manager.onAgentRegistered('vm-4', []);
     expect(events.filter((e) => e.kind === 'backoff-closed')).toHaveLength(1);
     expect(manager.getStatus().scalers[0]!.backoff).toBeUndefined();
-    expect(kindOf(await manager.requestScale(['linux'], 'j2'))).toBe('spawned');
+    expect(kindOf(await manager.requestScale({ jobId: 'j2', labels: ['linux'] }))).toBe('spawned');
   });
 
   it('is bounded by maxMs whatever the number of failures', async () => {
@@ -122,8 +134,10 @@ describe('spawn-failure backoff', () => {
     let last = 0;
     for (let i = 0; i < 12; i++) {
       backend.failNext(1);
-      expect(kindOf(await manager.requestScale(['linux'], `j${i}`))).toBe('spawn-failed');
-      const refused = await manager.requestScale(['linux'], `j${i}`);
+      expect(kindOf(await manager.requestScale({ jobId: `j${i}`, labels: ['linux'] }))).toBe(
+        'spawn-failed',
+      );
+      const refused = await manager.requestScale({ jobId: `j${i}`, labels: ['linux'] });
       expect(refused.kind).toBe('backing-off');
       last = refused.kind === 'backing-off' ? refused.retryAfterMs : 0;
       expect(last).toBeLessThan(4000);
@@ -137,10 +151,10 @@ describe('spawn-failure backoff', () => {
       config: config({ spawnBackoff: { failureThreshold: 1, initialMs: 1000, maxMs: 1000 } }),
       registrationTimeoutMs: 1000,
     });
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawned');
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe('spawned');
     await clock.advance(1000);
     await manager.maintain();
-    expect(await manager.requestScale(['linux'], 'j1')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j1', labels: ['linux'] })).toMatchObject({
       kind: 'backing-off',
       lastError: expect.objectContaining({ message: expect.stringMatching(/register/) }),
     });
@@ -154,9 +168,11 @@ describe('spawn-failure backoff', () => {
       ),
     });
     backend.failNext(1);
-    expect(kindOf(await manager.requestScale(['linux'], 'j1'))).toBe('spawn-failed');
+    expect(kindOf(await manager.requestScale({ jobId: 'j1', labels: ['linux'] }))).toBe(
+      'spawn-failed',
+    );
     for (let i = 2; i < 6; i++) {
-      expect(await manager.requestScale(['linux'], `j${i}`)).toMatchObject({
+      expect(await manager.requestScale({ jobId: `j${i}`, labels: ['linux'] })).toMatchObject({
         kind: 'spawned',
         scaler: 'other',
       });

@@ -283,19 +283,6 @@ describe('options: ledgers', () => {
   const backends = [{ name: 'vm', backend: new FakeBackend({ clock }) }];
   const ledger = () => new MemoryPoolLedger({ instanceId: 'x', clock });
 
-  it('both `ledger` and `ledgers` is a TypeError', () => {
-    expect(
-      () =>
-        new ScalerManager({
-          config: twoPools(),
-          backends,
-          clock,
-          ledger: ledger(),
-          ledgers: { local: ledger(), 'gpu-box': ledger() },
-        }),
-    ).toThrow(/either `ledger` .* or `ledgers` .*, got both/);
-  });
-
   it('a declared pool without a ledger is a ConfigError naming it; so is a bad ledger', () => {
     let error: ConfigError | undefined;
     try {
@@ -344,7 +331,7 @@ describe('options: ledgers', () => {
       clock,
       ledgers: { local: shared, 'gpu-box': shared },
     });
-    expect((await m.requestScale(['gpu'], 'j1')).kind).toBe('spawned');
+    expect((await m.requestScale({ jobId: 'j1', labels: ['gpu'] })).kind).toBe('spawned');
     expect(shared.inspect('local').live).toHaveLength(1);
     expect(shared.inspect('gpu-box').live).toHaveLength(1);
     await m.shutdownAll();
@@ -356,7 +343,7 @@ describe('options: ledgers', () => {
 describe('reserving in several pools', () => {
   it('splits the request by what each pool caps, in name order, and gives the devices to the backend and getAgent', async () => {
     const h = setup();
-    const result = await h.manager.requestScale(['gpu'], 'j1');
+    const result = await h.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
     expect(result).toMatchObject({ kind: 'spawned', agentId: 'host-a-vm-1' });
     // gpu-box before local (code-unit order), whatever the config's order.
     expect(h.log).toEqual(['reserve gpu-box host-a-vm-1', 'reserve local host-a-vm-1']);
@@ -377,7 +364,7 @@ describe('reserving in several pools', () => {
     expect(Object.isFrozen(agent.devices)).toBe(true);
 
     // The next agent gets the next free ids; the status counts each pool's part.
-    await h.manager.requestScale(['gpu'], 'j2');
+    await h.manager.requestScale({ jobId: 'j2', labels: ['gpu'] });
     expect(h.backend.spawned()[1]!.devices).toEqual({ [GPU]: ['2', '3'] });
     const status = h.manager.getStatus();
     expect(status.pools).toEqual([
@@ -403,7 +390,7 @@ describe('reserving in several pools', () => {
     await settle();
     expect(rows(h.stores.gpu, 'gpu-box').map((r) => r.agentId)).toEqual(['host-a-vm-2']);
     expect(rows(h.stores.local, 'local').map((r) => r.agentId)).toEqual(['host-a-vm-2']);
-    await h.manager.requestScale(['gpu'], 'j3');
+    await h.manager.requestScale({ jobId: 'j3', labels: ['gpu'] });
     expect(h.backend.spawned()[2]!.devices).toEqual({ [GPU]: ['0', '1'] });
     await h.manager.shutdownAll();
     expect(rows(h.stores.gpu, 'gpu-box')).toEqual([]);
@@ -420,7 +407,7 @@ describe('reserving in several pools', () => {
     });
     peer.registerPool('local', { maxCpu: 8, maxMemoryBytes: 16 * GiB });
     expect((await peer.reserve('local', 'other', 7, 0)).ok).toBe(true);
-    const answer = h.manager.requestScale(['gpu'], 'j1').then((result) => {
+    const answer = h.manager.requestScale({ jobId: 'j1', labels: ['gpu'] }).then((result) => {
       h.log.push('answered');
       return result;
     });
@@ -445,15 +432,15 @@ describe('reserving in several pools', () => {
     ]);
     expect(rows(h.stores.gpu, 'gpu-box')).toEqual([]);
     expect(h.backend.spawned()).toEqual([]);
-    expect(h.manager.getGlobalActiveCount()).toBe(0);
+    expect(h.manager.getStatus().globalActiveCount).toBe(0);
   });
 
   it('a refusal of the devices in the first pool reserves nothing in the second', async () => {
     const h = setup();
-    await h.manager.requestScale(['gpu'], 'j1');
-    await h.manager.requestScale(['gpu'], 'j2');
+    await h.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
+    await h.manager.requestScale({ jobId: 'j2', labels: ['gpu'] });
     h.log.length = 0;
-    expect(await h.manager.requestScale(['gpu'], 'j3')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'j3', labels: ['gpu'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', pool: 'gpu-box', dimension: GPU, used: 4, max: 4 },
     });
@@ -463,7 +450,7 @@ describe('reserving in several pools', () => {
   it('an error thrown by the second pool`s ledger releases the first before the answer', async () => {
     const h = setup();
     h.local.failReserve = new Error('disk on fire');
-    const answer = h.manager.requestScale(['gpu'], 'j1').then((result) => {
+    const answer = h.manager.requestScale({ jobId: 'j1', labels: ['gpu'] }).then((result) => {
       h.log.push('answered');
       return result;
     });
@@ -489,8 +476,12 @@ describe('reserving in several pools', () => {
     // A job asking for an FPGA on a scaler whose config never mentions one (a
     // scaler that gives one needs a pool that counts it: a config error).
     const h = setup();
-    const result = await h.manager.requestScale(['gpu'], 'j1', [], {
-      requests: { cpus: 1, 'example.com/fpga': 1 },
+    const result = await h.manager.requestScale({
+      jobId: 'j1',
+      labels: ['gpu'],
+      resources: {
+        requests: { cpus: 1, 'example.com/fpga': 1 },
+      },
     });
     expect(result).toMatchObject({
       kind: 'never-fits',
@@ -516,8 +507,8 @@ describe('reserving in several pools', () => {
     configB.scalers[0]!.machinePools = ['gpu-box', 'local'];
     const b = host(clock, stores, { instanceId: 'b', config: configB, log });
     const [ra, rb] = await Promise.all([
-      a.manager.requestScale(['gpu'], 'ja'),
-      b.manager.requestScale(['gpu'], 'jb'),
+      a.manager.requestScale({ jobId: 'ja', labels: ['gpu'] }),
+      b.manager.requestScale({ jobId: 'jb', labels: ['gpu'] }),
     ]);
     const kinds = [ra.kind, rb.kind].sort();
     expect(kinds).toEqual(['at-capacity', 'spawned']);
@@ -543,8 +534,8 @@ describe('recovery and adoption with several pools', () => {
     const stateStore = new MemoryStateStore();
     const backend = new FakeBackend({ name: 'vm', clock });
     const a = host(clock, stores, { manager: { stateStore }, backend });
-    await a.manager.requestScale(['gpu'], 'j1');
-    await a.manager.requestScale(['gpu'], 'j2');
+    await a.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
+    await a.manager.requestScale({ jobId: 'j2', labels: ['gpu'] });
     // The first agent goes: the second keeps ids 2 and 3, ids 0 and 1 are free.
     backend.register('host-a-vm-1');
     backend.runJob('host-a-vm-1', 'j1', Number.POSITIVE_INFINITY);
@@ -584,7 +575,9 @@ describe('recovery and adoption with several pools', () => {
       devices: { [GPU]: ['2', '3'] },
     });
     // A new agent gets the free ids, never the recovered agent's.
-    expect(await b.manager.requestScale(['gpu'], 'j3')).toMatchObject({ kind: 'spawned' });
+    expect(await b.manager.requestScale({ jobId: 'j3', labels: ['gpu'] })).toMatchObject({
+      kind: 'spawned',
+    });
     expect(backend.spawned().at(-1)!.devices).toEqual({ [GPU]: ['0', '1'] });
     await b.manager.shutdownAll();
   });
@@ -595,7 +588,7 @@ describe('recovery and adoption with several pools', () => {
     const stateStore = new MemoryStateStore();
     const backend = new FakeBackend({ name: 'vm', clock });
     const a = host(clock, stores, { manager: { stateStore }, backend });
-    await a.manager.requestScale(['gpu'], 'j1');
+    await a.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
     await a.manager.recoverState(); // the books are written
     // Killed after a grant whose record was never stored (a row no record names),
     // and beside it a row of another instance and the row of a stored agent.
@@ -648,8 +641,8 @@ describe('recovery and adoption with several pools', () => {
     const stateStore = new MemoryStateStore();
     const backend = new FakeBackend({ name: 'vm', clock });
     const a = host(clock, stores, { manager: { stateStore }, backend });
-    await a.manager.requestScale(['gpu'], 'j1');
-    await a.manager.requestScale(['gpu'], 'j2');
+    await a.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
+    await a.manager.requestScale({ jobId: 'j2', labels: ['gpu'] });
     backend.register('host-a-vm-1');
     backend.runJob('host-a-vm-1', 'j1', Number.POSITIVE_INFINITY);
     backend.completeJob('host-a-vm-1');
@@ -681,14 +674,16 @@ describe('recovery and adoption with several pools', () => {
   it('a row lost in one pool follows reservationLostPolicy (stop-spawning, then restored with its ids)', async () => {
     const clock = new TestClock('2026-01-05T09:00:00Z');
     const stores = { local: new MemoryPoolStore(), gpu: new MemoryPoolStore() };
-    const h = host(clock, stores, { manager: { reservationLostPolicy: 'stop-spawning' } });
-    await h.manager.requestScale(['gpu'], 'j1');
-    await h.manager.requestScale(['gpu'], 'j2');
+    const h = host(clock, stores, { manager: { policies: { reservationLost: 'stop-spawning' } } });
+    await h.manager.requestScale({ jobId: 'j1', labels: ['gpu'] });
+    await h.manager.requestScale({ jobId: 'j2', labels: ['gpu'] });
     // An operator removes the GPU row of the second agent.
     expect(await h.gpu.release('gpu-box', 'host-a-vm-2')).toBe(true);
     await h.manager.reconcile();
     const lost = h.events.filter((e) => e.kind === 'reservation-lost');
-    expect(lost.map((e) => [e.agentId, e.data?.pool])).toEqual([['host-a-vm-2', 'gpu-box']]);
+    expect(lost.map((e) => [e.agentId, (e.data as { pool?: string } | undefined)?.pool])).toEqual([
+      ['host-a-vm-2', 'gpu-box'],
+    ]);
     // Restored at once in that pool only, with the same ids.
     expect(h.events.some((e) => e.kind === 'reservation-restored')).toBe(true);
     const gpuRows = rows(stores.gpu, 'gpu-box');
@@ -707,7 +702,7 @@ describe('recovery and adoption with several pools', () => {
     });
     await h.manager.reconcile();
     expect(h.events.some((e) => e.kind === 'reservation-restore-failed')).toBe(true);
-    expect(await h.manager.requestScale(['gpu'], 'j3')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'j3', labels: ['gpu'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'reservation-lost', pool: 'gpu-box' },
     });
@@ -730,8 +725,8 @@ describe('leases across several ledgers', () => {
     });
     // The gpu-box ledger's lease is shorter: its deadline comes first.
     const h = host(clock, stores, { config, gpuLeaseMs: 15_000 });
-    const gpuAgent = await h.manager.requestScale(['gpu'], 'jg');
-    const cpuAgent = await h.manager.requestScale(['cpu'], 'jc');
+    const gpuAgent = await h.manager.requestScale({ jobId: 'jg', labels: ['gpu'] });
+    const cpuAgent = await h.manager.requestScale({ jobId: 'jc', labels: ['cpu'] });
     expect([gpuAgent.kind, cpuAgent.kind]).toEqual(['spawned', 'spawned']);
     const [gpuRequest, cpuRequest] = h.backend.spawned();
     const gpuLease = h.gpu.lease();
@@ -755,12 +750,14 @@ describe('leases across several ledgers', () => {
     const risk = h.events.find((e) => e.kind === 'lease-at-risk');
     expect(risk?.data).toMatchObject({ agents: ['host-a-vm-1'], pools: ['gpu-box'] });
     expect(h.backend.running()).toEqual(['host-a-vm-2']);
-    expect(await h.manager.requestScale(['gpu'], 'jg2')).toMatchObject({
+    expect(await h.manager.requestScale({ jobId: 'jg2', labels: ['gpu'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'lease-at-risk', pool: 'gpu-box' },
     });
     // The CPU-only label set reserves in `local` alone: its spawns go on.
-    expect(await h.manager.requestScale(['cpu'], 'jc2')).toMatchObject({ kind: 'spawned' });
+    expect(await h.manager.requestScale({ jobId: 'jc2', labels: ['cpu'] })).toMatchObject({
+      kind: 'spawned',
+    });
     expect(h.manager.getStatus().lease).toMatchObject({ health: 'at-risk', spawningStopped: true });
     h.gpu.failRenewals(false);
     expect(h.manager.getStatus().lease?.spawningStopped).toBe(false);
@@ -771,7 +768,9 @@ describe('leases across several ledgers', () => {
 describe('the test kit with several pools', () => {
   it('createTestFleet (one ledger for both pools) checks each agent`s rows in each of its pools', async () => {
     const fleet = createTestFleet(twoPools(), { startManager: false });
-    expect((await fleet.manager.requestScale(['gpu'], 'j1')).kind).toBe('spawned');
+    expect((await fleet.manager.requestScale({ jobId: 'j1', labels: ['gpu'] })).kind).toBe(
+      'spawned',
+    );
     expect(fleet.ledger.inspect('local').live).toHaveLength(1);
     expect(fleet.ledger.inspect('gpu-box').live).toHaveLength(1);
     fleet.checkInvariants();

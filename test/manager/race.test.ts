@@ -105,7 +105,7 @@ async function runOnce(seed: number, requests: number) {
       { name: 'b', backend: backend('b') },
       { name: 'c', backend: backend('c') },
     ],
-    ledger,
+    ledgers: { host: ledger },
   });
   const labelChoices = [['linux'], ['x'], ['y'], ['z'], ['linux', 'x'], ['w']];
   const kinds = new Map<string, number>();
@@ -114,8 +114,12 @@ async function runOnce(seed: number, requests: number) {
     const labels = labelChoices[Math.floor(rng() * labelChoices.length)]!;
     const cpus = [0.5, 1, 1.5, 2, 7][Math.floor(rng() * 5)]!;
     const memory = [`${Math.floor(rng() * 4)}Gi`, '512Mi'][Math.floor(rng() * 2)]!;
-    const result = await manager.requestScale(labels, `job-${i % (requests / 2)}`, [], {
-      requests: { cpus, memory },
+    const result = await manager.requestScale({
+      jobId: `job-${i % (requests / 2)}`,
+      labels: labels,
+      resources: {
+        requests: { cpus, memory },
+      },
     });
     kinds.set(result.kind, (kinds.get(result.kind) ?? 0) + 1);
     check(`after ${result.kind}`);

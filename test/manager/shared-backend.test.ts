@@ -27,7 +27,9 @@ function setup() {
 }
 
 async function spawnIdle(manager: ScalerManager, backend: FakeBackend, label: string, job: string) {
-  const result = (await manager.requestScale([label], job)) as { agentId: string };
+  const result = (await manager.requestScale({ jobId: job, labels: [label] })) as {
+    agentId: string;
+  };
   backend.register(result.agentId);
   backend.runJob(result.agentId, job, Number.POSITIVE_INFINITY);
   backend.completeJob(result.agentId);

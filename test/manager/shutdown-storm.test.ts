@@ -119,13 +119,13 @@ async function storm(seed: number) {
   // Churn: the first 1,000 requests over 100 s of clock time, agents
   // registering, running their job, going idle and being reaped meanwhile.
   for (let i = 0; i < REQUESTS - BURST; i++) {
-    void manager.requestScale(['linux'], `job-${i}`);
+    void manager.requestScale({ jobId: `job-${i}`, labels: ['linux'] });
     if (i % 10 === 9) await clock.advance(1000);
   }
   // The last 200 at once: pool `a` is full, so most of them are refused there
   // (after the ledger answered) and go on to scaler `second`.
   for (let i = REQUESTS - BURST; i < REQUESTS; i++) {
-    void manager.requestScale(['linux'], `job-${i}`);
+    void manager.requestScale({ jobId: `job-${i}`, labels: ['linux'] });
   }
   const inFlight = manager.listAgents({ state: 'spawning' }).length;
   const shutdown = manager.shutdownAll({ timeoutMs: 30_000 });

@@ -26,7 +26,7 @@ describe('shutdownAll while requestScale is in flight', () => {
   it('waits for a spawn in flight and destroys its agent before it resolves', async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet();
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     expect(backend.agent('vm-1')?.state).toBe('starting');
     let resolved = false;
@@ -59,7 +59,7 @@ describe('shutdownAll while requestScale is in flight', () => {
       await answered;
       return reserve(...args);
     };
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     const shutdown = manager.shutdownAll();
     await clock.settle();
@@ -85,7 +85,7 @@ describe('shutdownAll while requestScale is in flight', () => {
       },
     );
     const release = backend.holdNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     const shutdown = manager.shutdownAll();
     await clock.settle();
@@ -101,9 +101,13 @@ describe('shutdownAll while requestScale is in flight', () => {
   it('answers shutting-down to new requests, from the moment it is called', async () => {
     const { manager, backend } = fleet();
     const shutdown = manager.shutdownAll();
-    expect(await manager.requestScale(['linux'], 'job-1')).toEqual({ kind: 'shutting-down' });
+    expect(await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).toEqual({
+      kind: 'shutting-down',
+    });
     await shutdown;
-    expect(await manager.requestScale(['linux'], 'job-2')).toEqual({ kind: 'shutting-down' });
+    expect(await manager.requestScale({ jobId: 'job-2', labels: ['linux'] })).toEqual({
+      kind: 'shutting-down',
+    });
     expect(backend.spawned()).toEqual([]);
     expect(manager.getStatus().shuttingDown).toBe(true);
   });
@@ -111,7 +115,7 @@ describe('shutdownAll while requestScale is in flight', () => {
   it('a failed destroy at shutdown keeps the pool row (the agent may still run)', async () => {
     const { manager, backend, ledger, events, rows, checkInvariants } = fleet();
     const releaseAll = vi.spyOn(ledger, 'releaseAllForInstance');
-    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     backend.script({ method: 'destroy', fail: new Error('boom destroying'), times: Infinity });
     expect(await manager.shutdownAll()).toEqual({
       unconfirmed: [{ agentId: 'vm-1', scaler: 'vm', reason: 'destroy-failed' }],
@@ -135,7 +139,7 @@ describe('shutdownAll while requestScale is in flight', () => {
   it('a spawn that never answers is aborted after timeoutMs; one that honours the abort gives its row back before it resolves', async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet();
     backend.hangNext();
-    const pending = manager.requestScale(['linux'], 'job-1');
+    const pending = manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     const signal = backend.spawned()[0]!.signal!;
     let resolved = false;
@@ -165,7 +169,7 @@ describe('shutdownAll while requestScale is in flight', () => {
   it('a spawn that ignores the abort is reported with its row kept, then destroyed and released as soon as it answers', async () => {
     const { manager, backend, clock, rows, events, checkInvariants } = fleet();
     const answer = backend.holdNext(); // a backend that does not look at the signal
-    void manager.requestScale(['linux'], 'job-1');
+    void manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     let resolved = false;
     const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
@@ -197,7 +201,7 @@ describe('shutdownAll while requestScale is in flight', () => {
     const { manager, backend, clock, rows } = fleet();
     const answer = backend.holdNext();
     backend.failNext(1);
-    void manager.requestScale(['linux'], 'job-1');
+    void manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await clock.settle();
     let result: ShutdownResult | undefined;
     void manager.shutdownAll({ timeoutMs: 0 }).then((answer) => {
@@ -215,7 +219,7 @@ describe('shutdownAll while requestScale is in flight', () => {
 
   it('a destroy that never answers does not hold shutdownAll: reported, row kept, released once it answers', async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet();
-    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     const answer = backend.holdNext(1, 'destroy');
     let resolved = false;
     const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
@@ -239,7 +243,7 @@ describe('shutdownAll while requestScale is in flight', () => {
 
   it('a destroy that failed before the call is tried once more', async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet();
-    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     manager.onAgentRegistered('vm-1', []);
     manager.onJobComplete('vm-1');
     backend.failNext(1, new Error('boom'), 'destroy');
@@ -279,7 +283,7 @@ describe('shutdownAll while requestScale is in flight', () => {
 
   it('a ledger release that never answers does not hold shutdownAll forever', async () => {
     const { manager, backend, ledger, clock } = fleet();
-    await manager.requestScale(['linux'], 'job-1');
+    await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     ledger.release = () => new Promise<never>(() => {});
     let resolved = false;
     const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
@@ -297,8 +301,8 @@ describe('shutdownAll while requestScale is in flight', () => {
 
   it("a backend's shutdown() that answers late: reported, rows kept, released once it answers", async () => {
     const { manager, backend, clock, rows, checkInvariants } = fleet({}, {});
-    await manager.requestScale(['linux'], 'job-1');
-    await manager.requestScale(['linux'], 'job-2');
+    await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
+    await manager.requestScale({ jobId: 'job-2', labels: ['linux'] });
     const answer = backend.holdNext(1, 'shutdown');
     let resolved = false;
     const shutdown = manager.shutdownAll({ timeoutMs: 5000 }).then((result) => {
@@ -358,7 +362,7 @@ describe('shutdownAll while requestScale is in flight', () => {
       await answered;
       return reserve(...args);
     };
-    const pending = manager.requestScale(['linux'], 'job-2');
+    const pending = manager.requestScale({ jobId: 'job-2', labels: ['linux'] });
     await clock.settle();
     const shutdown = manager.shutdownAll();
     await clock.settle();
@@ -380,7 +384,8 @@ describe('shutdownAll while requestScale is in flight', () => {
 describe('shutdownAll({ drain })', () => {
   it('waits for busy agents to finish, destroys idle ones at once, then forces at the timeout', async () => {
     const { manager, backend, clock, checkInvariants } = fleet();
-    for (const job of ['j1', 'j2', 'j3']) await manager.requestScale(['linux'], job);
+    for (const job of ['j1', 'j2', 'j3'])
+      await manager.requestScale({ jobId: job, labels: ['linux'] });
     for (const id of ['vm-1', 'vm-2', 'vm-3']) manager.onAgentRegistered(id, []);
     manager.onJobComplete('vm-3'); // idle
     let resolved = false;
@@ -412,7 +417,7 @@ describe('destroy racing dispatch', () => {
         scalers: [{ ...config.scalers[0]!, idleTimeoutSeconds: 60 }],
       },
     });
-    await manager.requestScale(['linux'], 'j1');
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     manager.onAgentRegistered('vm-1', []);
     manager.onJobComplete('vm-1');
     const release = backend.holdNext(1, 'destroy');

@@ -105,7 +105,7 @@ describe('soak', () => {
         if (job === `job-${nextJob}`) jobs++;
         if (rng() < 0.05) backend.failNext(1);
         if (rng() < 0.05) other.failNext(1);
-        const result = await manager.requestScale(['linux'], job);
+        const result = await manager.requestScale({ jobId: job, labels: ['linux'] });
         if (result.kind !== 'spawned' && result.kind !== 'already-spawning') waiting.push(job);
       } else if (r < 0.5) {
         const id = pick(backends.flatMap((b) => b.running()).filter((a) => !registered.has(a)));

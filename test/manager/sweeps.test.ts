@@ -57,7 +57,9 @@ describe('reconcile() sweeps', () => {
     const { manager, events } = setup({ agentCaps: sweep, isolation: sweep }, (f) =>
       withSurvivors(f, ['survivor']),
     );
-    expect((await manager.requestScale(['linux'], 'job-1')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'job-1', labels: ['linux'] })).kind).toBe(
+      'spawned',
+    );
     const result = await manager.reconcile();
     expect(result.untracked).toEqual([{ scaler: 'linux', agentId: 'survivor' }]);
     expect(seen).toEqual([
@@ -68,10 +70,11 @@ describe('reconcile() sweeps', () => {
       { name: 'agentCaps', removedAgents: ['dead-1', 'dead-2'] },
       { name: 'isolation', removedAgents: ['dead-1', 'dead-2'] },
     ]);
-    expect(events.filter((e) => e.kind === 'swept').map((e) => e.data?.sweep)).toEqual([
-      'agentCaps',
-      'isolation',
-    ]);
+    expect(
+      events
+        .filter((e) => e.kind === 'swept')
+        .map((e) => (e.data as { sweep?: string } | undefined)?.sweep),
+    ).toEqual(['agentCaps', 'isolation']);
     await manager.shutdownAll();
   });
 
@@ -79,7 +82,7 @@ describe('reconcile() sweeps', () => {
     let manager!: ScalerManager;
     const sweep: ReconcileSweep = async (live) => {
       // The sweep reads its own state first (here: a spawn happens meanwhile), then the view.
-      await manager.requestScale(['linux'], 'late-job');
+      await manager.requestScale({ jobId: 'late-job', labels: ['linux'] });
       return { removedAgents: ['linux-1', 'x'].filter((id) => !new Set(live).has(id)) };
     };
     ({ manager } = setup({ s: sweep }));

@@ -41,7 +41,7 @@ describe('start() and stop()', () => {
   it('runs maintain and reconcile on the injected clock, unref’d, and stop() clears them', async () => {
     const { manager, backend, clock } = timed({
       maintenanceIntervalMs: 5000,
-      reconcileIntervalSeconds: 30,
+      reconcileIntervalMs: 30_000,
       random: () => 0,
     });
     const lists = () => backend.callsOf('list').length;
@@ -64,7 +64,7 @@ describe('start() and stop()', () => {
   it('never overlaps a pass with itself: the next one is armed after the last ended', async () => {
     const { manager, backend, clock } = timed({
       maintenanceIntervalMs: 60_000,
-      reconcileIntervalSeconds: 1,
+      reconcileIntervalMs: 1000,
       random: () => 0,
     });
     const lists = () => backend.callsOf('list').length;
@@ -120,9 +120,9 @@ function fleet(options: Partial<ScalerManagerOptions>) {
 
 /** vm-1 runs; its row vanishes (a peer reaped it while this instance stalled). */
 async function lostRow(policy: 'report' | 'stop-spawning' | 'drain', refill: boolean) {
-  const setup = fleet({ reservationLostPolicy: policy });
+  const setup = fleet({ policies: { reservationLost: policy } });
   const { manager, ledger } = setup;
-  await manager.requestScale(['linux'], 'j1');
+  await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
   manager.onAgentRegistered('vm-1', []);
   await ledger.release('host', 'vm-1');
   // Another process takes the freed capacity, so the row cannot be restored.
@@ -137,7 +137,7 @@ describe('lost pool reservations', () => {
     expect(events.map((e) => e.kind)).toContain('reservation-lost');
     expect(events.map((e) => e.kind)).toContain('reservation-restored');
     expect(hasRow('vm-1')).toBe(true);
-    expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('report: carry on spawning', async () => {
@@ -145,21 +145,21 @@ describe('lost pool reservations', () => {
     await manager.reconcile();
     expect(events.map((e) => e.kind)).toContain('reservation-restore-failed');
     await holdElsewhere(1);
-    expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('stop-spawning: refuses spawns in that pool until the row is restored', async () => {
     const { manager, holdElsewhere, hasRow } = await lostRow('stop-spawning', true);
     await manager.reconcile();
     await holdElsewhere(0);
-    expect(await manager.requestScale(['linux'], 'j2')).toMatchObject({
+    expect(await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'reservation-lost', pool: 'host' },
     });
     expect(manager.getStatus().scalers[0]!.spawningStopped).toBe(true);
     await manager.reconcile(); // now it fits again: restored
     expect(hasRow('vm-1')).toBe(true);
-    expect((await manager.requestScale(['linux'], 'j2')).kind).toBe('spawned');
+    expect((await manager.requestScale({ jobId: 'j2', labels: ['linux'] })).kind).toBe('spawned');
   });
 
   it('drain: a busy agent that lost its row is drained, never destroyed mid-job', async () => {
@@ -174,15 +174,15 @@ describe('lost pool reservations', () => {
 
   it('a lease-expired error from reserve names the lost rows, and the policy applies to them', async () => {
     const { manager, events, clock, peer, holdElsewhere } = fleet({
-      reservationLostPolicy: 'drain',
+      policies: { reservationLost: 'drain' },
     });
-    await manager.requestScale(['linux'], 'j1');
+    await manager.requestScale({ jobId: 'j1', labels: ['linux'] });
     manager.onAgentRegistered('vm-1', []);
     // A peer reaps vm-1's row (this instance's lease lapsed) and takes the capacity:
     // the ledger's next reserve fails with a LedgerLeaseExpiredError naming vm-1.
     expect(await peer.release('host', 'vm-1', { anyInstance: true })).toBe(true);
     await holdElsewhere(2);
-    const refused = await manager.requestScale(['linux'], 'j2');
+    const refused = await manager.requestScale({ jobId: 'j2', labels: ['linux'] });
     expect(refused).toMatchObject({ kind: 'spawn-failed', stage: 'reserve' });
     expect(refused.kind === 'spawn-failed' && refused.error).toMatchObject({
       name: 'LedgerLeaseExpiredError',

@@ -36,7 +36,7 @@ function fleet() {
 describe('unset limits in the manager', () => {
   it('a CPU-only label set spawns with a CPU limit, no memory limit, and caps that encode', async () => {
     const f = fleet();
-    const result = await f.manager.requestScale(['linux', 'cpu'], 'j1');
+    const result = await f.manager.requestScale({ jobId: 'j1', labels: ['linux', 'cpu'] });
     expect(result).toMatchObject({ kind: 'spawned', resources: { limits: { cpus: 2 } } });
     const spawn = f.backends['cpu-only']!.callsOf('spawn')[0]!.args[0] as SpawnRequest;
     expect(spawn.resources).toEqual({ requests: { cpus: 2, memBytes: 0 }, limits: { cpus: 2 } });
@@ -51,10 +51,12 @@ describe('unset limits in the manager', () => {
   it('caps math: the pool counts a 0 memory request, so the CPU cap alone decides', async () => {
     const f = fleet();
     for (const id of ['j1', 'j2', 'j3', 'j4']) {
-      expect((await f.manager.requestScale(['linux', 'cpu'], id)).kind).toBe('spawned');
+      expect((await f.manager.requestScale({ jobId: id, labels: ['linux', 'cpu'] })).kind).toBe(
+        'spawned',
+      );
     }
     // 4 x 2 cores fill the 8-core pool; 0 bytes of memory are held against its 4 GiB.
-    const refused = await f.manager.requestScale(['linux', 'cpu'], 'j5');
+    const refused = await f.manager.requestScale({ jobId: 'j5', labels: ['linux', 'cpu'] });
     expect(refused).toMatchObject({
       kind: 'at-capacity',
       limit: { limit: 'pool-cap', dimension: 'cpu' },
@@ -66,7 +68,9 @@ describe('unset limits in the manager', () => {
 
   it("a limit range's max refuses a job with no memory limit, and admits one that declares it", async () => {
     const f = fleet();
-    expect(await f.manager.requestScale(['linux', 'capped'], 'no-limit')).toMatchObject({
+    expect(
+      await f.manager.requestScale({ jobId: 'no-limit', labels: ['linux', 'capped'] }),
+    ).toMatchObject({
       kind: 'never-fits',
       limit: {
         limit: 'scaler-limit-range',
@@ -77,8 +81,12 @@ describe('unset limits in the manager', () => {
       },
     });
     expect(
-      await f.manager.requestScale(['linux', 'capped'], 'with-limit', [], {
-        limits: { memory: '1Gi' },
+      await f.manager.requestScale({
+        jobId: 'with-limit',
+        labels: ['linux', 'capped'],
+        resources: {
+          limits: { memory: '1Gi' },
+        },
       }),
     ).toMatchObject({
       kind: 'spawned',

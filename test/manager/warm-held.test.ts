@@ -28,9 +28,13 @@ describe('explained warm pool', () => {
       backend: { registerAfterMs: 100 },
     });
     const { manager, clock } = fleet;
-    const cold = (await manager.requestScale(['c'], 'job-1')) as { agentId: string };
+    const cold = (await manager.requestScale({ jobId: 'job-1', labels: ['c'] })) as {
+      agentId: string;
+    };
     await clock.advance(100); // registered, busy with job-1
-    expect((await manager.requestScale(['c'], 'job-2')).kind).toBe('at-capacity');
+    expect((await manager.requestScale({ jobId: 'job-2', labels: ['c'] })).kind).toBe(
+      'at-capacity',
+    );
     const refusedAt = clock.now();
 
     await manager.maintain();
@@ -81,7 +85,7 @@ describe('explained warm pool', () => {
     const fleet = createTestFleet({ ...config, globalMaxAgents: 4 }, { startManager: false });
     const { manager, backends } = fleet;
     backends.warm!.script({ latencyMs: 5000 });
-    const spawn = manager.requestScale(['w'], 'job-1');
+    const spawn = manager.requestScale({ jobId: 'job-1', labels: ['w'] });
     await manager.maintain();
     expect(held(fleet)).toMatchObject({ reason: 'job-spawns', ready: 0, target: 1 });
     expect(heldEvents(fleet)[0]!.message).toMatch(

@@ -59,12 +59,14 @@ beforeEach(() => {
   manager = new ScalerManager({
     config,
     backends: [{ name: 'vm', backend }],
-    ledger,
+    ledgers: { host: ledger },
     clock,
     generateAgentId: (scaler) => `${scaler}-${++n}`,
-    meterProvider: metrics.provider,
-    tracerProvider: traces.provider,
-    spawnDurationHistogram: true,
+    telemetry: {
+      meterProvider: metrics.provider,
+      tracerProvider: traces.provider,
+      spawnDurationHistogram: true,
+    },
   });
   backend.attach(manager);
 });
@@ -100,22 +102,28 @@ const hist = (v: unknown) => v as Histogram;
 
 describe('ScalerManager metrics', () => {
   it('records every instrument after a scripted scenario', async () => {
-    expect((await drive(manager.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+    expect((await drive(manager.requestScale({ jobId: 'job-1', labels: ['linux'] }))).kind).toBe(
+      'spawned',
+    );
     await clock.advance(5000);
     backend.register('vm-1'); // 2 s spawn + 5 s = 7 s to registration
-    expect((await drive(manager.requestScale(['linux'], 'job-2'))).kind).toBe('spawned');
+    expect((await drive(manager.requestScale({ jobId: 'job-2', labels: ['linux'] }))).kind).toBe(
+      'spawned',
+    );
     // The pool (2 cpu) is full: job-3 waits.
-    const refused = await drive(manager.requestScale(['linux'], 'job-3'));
+    const refused = await drive(manager.requestScale({ jobId: 'job-3', labels: ['linux'] }));
     expect(refused.kind).toBe('at-capacity');
     await clock.advance(3000);
-    await drive(manager.requestScale(['linux'], 'job-3')); // refused again: the wait starts at the first refusal
+    await drive(manager.requestScale({ jobId: 'job-3', labels: ['linux'] })); // refused again: the wait starts at the first refusal
     await manager.onAgentDisconnected('vm-1');
-    const third = await drive(manager.requestScale(['linux'], 'job-3'));
+    const third = await drive(manager.requestScale({ jobId: 'job-3', labels: ['linux'] }));
     expect(third.kind).toBe('spawned');
     // A backend failure.
     await manager.onAgentDisconnected('vm-2');
     backend.failNext(1, new Error('cloud quota'));
-    expect((await drive(manager.requestScale(['linux'], 'job-4'))).kind).toBe('spawn-failed');
+    expect((await drive(manager.requestScale({ jobId: 'job-4', labels: ['linux'] }))).kind).toBe(
+      'spawn-failed',
+    );
 
     const m = await metrics.collect();
     const requests = (result: string, extra: Record<string, unknown> = {}) =>
@@ -200,8 +208,11 @@ describe('ScalerManager metrics', () => {
 
   it('counts destroys by reason and opens the backoff gauge', async () => {
     backend.failNext(3, new Error('down'));
-    for (const job of ['a', 'b', 'c']) await drive(manager.requestScale(['linux'], job));
-    expect((await drive(manager.requestScale(['linux'], 'd'))).kind).toBe('backing-off');
+    for (const job of ['a', 'b', 'c'])
+      await drive(manager.requestScale({ jobId: job, labels: ['linux'] }));
+    expect((await drive(manager.requestScale({ jobId: 'd', labels: ['linux'] }))).kind).toBe(
+      'backing-off',
+    );
     const m = await metrics.collect();
     expect(pointValue(m, 'scaler.backoff.open', { 'scaler.name': 'vm' })).toBe(1);
     expect(pointValue(m, 'scaler.backoff.failures', { 'scaler.name': 'vm' })).toBe(3);
@@ -224,13 +235,17 @@ describe('ScalerManager metrics', () => {
       },
       backends: [{ name: 'vm', backend: quietBackend }],
       clock,
-      meterProvider: own.provider,
+      telemetry: { meterProvider: own.provider },
     });
     try {
-      expect((await drive(quiet.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+      expect((await drive(quiet.requestScale({ jobId: 'job-1', labels: ['linux'] }))).kind).toBe(
+        'spawned',
+      );
       // Counted without the histogram: a failed backend spawn too.
       quietBackend.failNext(1, new Error('cloud quota'));
-      expect((await drive(quiet.requestScale(['linux'], 'job-2'))).kind).toBe('spawn-failed');
+      expect((await drive(quiet.requestScale({ jobId: 'job-2', labels: ['linux'] }))).kind).toBe(
+        'spawn-failed',
+      );
       const m = await own.collect();
       expect(m.has('scaler.spawn.duration')).toBe(false);
       expect(pointValue(m, 'scaler.spawns', { 'scaler.outcome': 'spawned' })).toBe(1);
@@ -252,16 +267,18 @@ describe('ScalerManager metrics', () => {
           new ScalerManager({
             config,
             backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
-            ledger,
+            ledgers: { host: ledger },
             clock,
-            spawnDurationHistogram: bad as unknown as boolean,
+            telemetry: { spawnDurationHistogram: bad as unknown as boolean },
           }),
       ).toThrow(/Expected `spawnDurationHistogram` to be a boolean, got `(string|number|null)`/);
     }
   });
 
   it('counts destroys by reason', async () => {
-    expect((await drive(manager.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+    expect((await drive(manager.requestScale({ jobId: 'job-1', labels: ['linux'] }))).kind).toBe(
+      'spawned',
+    );
     await clock.advance(301_000); // past registrationTimeoutMs: pruned at the next pass
     await drive(manager.maintain());
     const m = await metrics.collect();
@@ -274,7 +291,7 @@ describe('ScalerManager metrics', () => {
 
 describe('ScalerManager spans', () => {
   it('requestScale → pool reserve (→ ledger reserve with the lock wait) and backend spawn', async () => {
-    await drive(manager.requestScale(['linux'], 'job-1'));
+    await drive(manager.requestScale({ jobId: 'job-1', labels: ['linux'] }));
     const [scale] = traces.named('scaler.request_scale');
     expect(scale!.attributes).toMatchObject({
       'scaler.result': 'spawned',
@@ -298,9 +315,9 @@ describe('ScalerManager spans', () => {
   });
 
   it('records the limit hit and a failed spawn as an error', async () => {
-    await drive(manager.requestScale(['linux'], 'j1'));
-    await drive(manager.requestScale(['linux'], 'j2'));
-    await drive(manager.requestScale(['linux'], 'j3'));
+    await drive(manager.requestScale({ jobId: 'j1', labels: ['linux'] }));
+    await drive(manager.requestScale({ jobId: 'j2', labels: ['linux'] }));
+    await drive(manager.requestScale({ jobId: 'j3', labels: ['linux'] }));
     const third = traces.named('scaler.request_scale')[2]!;
     expect(third.attributes).toMatchObject({
       'scaler.result': 'at-capacity',
@@ -311,7 +328,7 @@ describe('ScalerManager spans', () => {
     expect(refusedReserve.attributes['scaler.result']).toBe('refused');
     await manager.onAgentDisconnected('vm-1');
     backend.failNext(1, new Error('cloud quota'));
-    await drive(manager.requestScale(['linux'], 'j4'));
+    await drive(manager.requestScale({ jobId: 'j4', labels: ['linux'] }));
     const failed = traces.named('scaler.request_scale')[3]!;
     expect(failed.status).toMatchObject({ code: 2, message: 'cloud quota' });
     const spawn = traces.named('scaler.backend.spawn').at(-1)!;
@@ -350,13 +367,14 @@ describe('ScalerManager spans, sampled out', () => {
     const quiet = new ScalerManager({
       config,
       backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
-      ledger: ownLedger,
+      ledgers: { host: ownLedger },
       clock,
-      meterProvider: own.provider,
-      tracerProvider: sampledOut,
+      telemetry: { meterProvider: own.provider, tracerProvider: sampledOut },
     });
     try {
-      expect((await drive(quiet.requestScale(['linux'], 'job-1'))).kind).toBe('spawned');
+      expect((await drive(quiet.requestScale({ jobId: 'job-1', labels: ['linux'] }))).kind).toBe(
+        'spawned',
+      );
       await ownLedger.release('host', 'never-held'); // a root of its own: sampled in
       expect(exporter.getFinishedSpans().map((span) => span.name)).toEqual([
         'scaler.ledger.release',
@@ -396,14 +414,14 @@ describe('ScalerManager instruments', () => {
     const own = new ScalerManager({
       config,
       backends: [{ name: 'vm', backend: new FakeBackend({ clock }) }],
-      ledger,
+      ledgers: { host: ledger },
       clock,
-      meterProvider: provider,
+      telemetry: { meterProvider: provider },
     });
     const atConstruction = made.length;
     expect(scopes).toEqual(['scaler-primitives@0.1.0']);
     expect(atConstruction).toBeGreaterThan(10);
-    await drive(own.requestScale(['linux'], 'x'));
+    await drive(own.requestScale({ jobId: 'x', labels: ['linux'] }));
     await metrics.collect();
     expect(made.length).toBe(atConstruction);
     await own.shutdownAll({ timeoutMs: 0 });

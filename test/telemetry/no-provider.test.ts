@@ -15,7 +15,7 @@ import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } fr
 import { MachineLedger } from '../../src/ledger/index.js';
 import { createLedgerTelemetry, LedgerTelemetry } from '../../src/ledger/telemetry.js';
 import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { createManagerTelemetry, ManagerTelemetry } from '../../src/manager/telemetry.js';
+import { createManagerTelemetry, ManagerTelemetry } from '../../src/manager/telemetry/telemetry.js';
 import { FakeBackend, TestClock } from '../../src/testing/index.js';
 import { MetricsHarness, TracesHarness } from '../helpers/otel.js';
 
@@ -76,25 +76,29 @@ async function scenario(telemetry: Record<string, unknown>): Promise<void> {
   const manager = new ScalerManager({
     config,
     backends: [{ name: 'vm', backend }],
-    ledger,
+    ledgers: { host: ledger },
     clock,
     generateAgentId: (scaler) => `${scaler}-${++n}`,
-    ...telemetry,
+    telemetry,
   });
   backend.attach(manager);
   try {
     for (let round = 0; round < 20; round++) {
-      const a = await manager.requestScale(['linux'], `a-${round}`);
-      const b = await manager.requestScale(['linux'], `b-${round}`);
+      const a = await manager.requestScale({ jobId: `a-${round}`, labels: ['linux'] });
+      const b = await manager.requestScale({ jobId: `b-${round}`, labels: ['linux'] });
       if (a.kind !== 'spawned' || b.kind !== 'spawned') throw new Error(`refused: ${b.kind}`);
-      expect((await manager.requestScale(['linux'], `c-${round}`)).kind).toBe('at-capacity');
+      expect((await manager.requestScale({ jobId: `c-${round}`, labels: ['linux'] })).kind).toBe(
+        'at-capacity',
+      );
       backend.register(a.agentId);
       await manager.onAgentDisconnected(a.agentId);
       await manager.onAgentDisconnected(b.agentId);
       await clock.advance(1000); // the fake backend's destroys complete, the rows go back
     }
     backend.failNext(1, new Error('quota'));
-    expect((await manager.requestScale(['linux'], 'fail')).kind).toBe('spawn-failed');
+    expect((await manager.requestScale({ jobId: 'fail', labels: ['linux'] })).kind).toBe(
+      'spawn-failed',
+    );
     await ledger.reserve('host', 'direct', 1, 0);
     await ledger.release('host', 'direct');
   } finally {

@@ -34,7 +34,7 @@ describe('createTestFleet', () => {
       backend: { registerAfterMs: 20_000, jobDurationMs: 10 * 60_000 },
     });
     expect(Object.keys(fleet.backends)).toEqual(['linux', 'mac']);
-    const result = await fleet.manager.requestScale(['linux'], 'job-1');
+    const result = await fleet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(result).toMatchObject({ kind: 'spawned', agentId: 'linux-1' });
     fleet.checkInvariants();
     await fleet.clock.advance(20_000);
@@ -69,7 +69,7 @@ describe('createTestFleet', () => {
         seed,
         manager: { registrationTimeoutMs: timeoutMs, maintenanceIntervalMs: 5000 },
       });
-      await fleet.manager.requestScale(['mac'], 'job-1');
+      await fleet.manager.requestScale({ jobId: 'job-1', labels: ['mac'] });
       await fleet.clock.advance(timeoutMs - 1);
       expect(
         fleet.events.map((e) => e.kind),
@@ -83,7 +83,7 @@ describe('createTestFleet', () => {
       ).toEqual(['mac-1']);
       expect(fleet.backends.mac!.callsOf('destroy').map((c) => c.agentId)).toEqual(['mac-1']);
       // The linux warm agent, or the one that replaced it if it was pruned too.
-      expect(fleet.manager.getGlobalActiveCount(), `seed ${seed}`).toBe(1);
+      expect(fleet.manager.getStatus().globalActiveCount, `seed ${seed}`).toBe(1);
       fleet.checkInvariants();
       await fleet.shutdown();
     }
@@ -91,7 +91,7 @@ describe('createTestFleet', () => {
 
   it('checkInvariants names a row without an agent and an agent without its row', async () => {
     const fleet = createTestFleet(config, { startManager: false });
-    await fleet.manager.requestScale(['linux'], 'job-1');
+    await fleet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     fleet.checkInvariants();
     // Someone releases the agent's row behind the manager's back...
     await fleet.ledger.release('host', 'linux-1');
@@ -117,7 +117,7 @@ describe('createTestFleet', () => {
 
   it('checkInvariants remembers a row released while its agent ran, even once the agent is gone', async () => {
     const fleet = createTestFleet(config, { startManager: false });
-    await fleet.manager.requestScale(['linux'], 'job-1');
+    await fleet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     const linux = fleet.backends.linux!;
     // A release that waits for nothing: the agent still runs when its row goes.
     await fleet.ledger.release('host', 'linux-1');
@@ -128,14 +128,14 @@ describe('createTestFleet', () => {
     );
     // Releasing a row whose agent is gone, or a row that is not there, is fine.
     const quiet = createTestFleet(config, { startManager: false });
-    await quiet.manager.requestScale(['linux'], 'job-1');
+    await quiet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await quiet.backends.linux!.crash('linux-1');
     await quiet.ledger.release('host', 'linux-1');
     await quiet.ledger.release('host', 'nobody');
     quiet.checkInvariants();
     // releaseAllForInstance while an agent runs is caught too.
     const all = createTestFleet(config, { startManager: false });
-    await all.manager.requestScale(['linux'], 'job-1');
+    await all.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     await all.ledger.releaseAllForInstance();
     expect(() => all.checkInvariants()).toThrow(
       /the row of linux-1 was released while the agent still ran/,
@@ -144,7 +144,8 @@ describe('createTestFleet', () => {
 
   it('above a lowered maxAgents agents may stay until drained, but none may be added', async () => {
     const fleet = createTestFleet(config, { startManager: false });
-    for (const job of ['j1', 'j2', 'j3']) await fleet.manager.requestScale(['linux'], job);
+    for (const job of ['j1', 'j2', 'j3'])
+      await fleet.manager.requestScale({ jobId: job, labels: ['linux'] });
     fleet.checkInvariants();
     const lowered = structuredClone(config);
     lowered.scalers[0]!.maxAgents = 1;
@@ -155,7 +156,7 @@ describe('createTestFleet', () => {
     // A broken manager would add one back: the count above the limit grew.
     const raised = structuredClone(config);
     await fleet.manager.reload(raised);
-    await fleet.manager.requestScale(['linux'], 'j4');
+    await fleet.manager.requestScale({ jobId: 'j4', labels: ['linux'] });
     await fleet.manager.reload(lowered);
     expect(() => fleet.checkInvariants()).toThrow(
       /scaler linux: 3 agents tracked, maxAgents 1 \(above the lowered limit it may only shrink: 2 at the last check\)/,
@@ -165,8 +166,8 @@ describe('createTestFleet', () => {
   it('checkInvariants sees a pool over its cap because of another replica, and a job bound twice', async () => {
     const store = new MemoryPoolStore();
     const fleet = createTestFleet(config, { store, startManager: false });
-    const a = await fleet.manager.requestScale(['mac'], 'job-1');
-    const b = await fleet.manager.requestScale(['mac'], 'job-2');
+    const a = await fleet.manager.requestScale({ jobId: 'job-1', labels: ['mac'] });
+    const b = await fleet.manager.requestScale({ jobId: 'job-2', labels: ['mac'] });
     expect([a.kind, b.kind]).toEqual(['spawned', 'spawned']);
     fleet.backends.mac!.register('mac-1');
     fleet.backends.mac!.register('mac-2');
@@ -210,7 +211,7 @@ describe('createTestFleet', () => {
         backend: { registerAfterMs: 20_000, jobDurationMs: 60_000 },
       });
       const dues: number[][] = [];
-      await fleet.manager.requestScale(['linux'], 'job-1');
+      await fleet.manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
       for (let i = 0; i < 12; i++) {
         await fleet.clock.advance(10_000);
         dues.push(fleet.clock.pending().map((t) => t.dueAt));

@@ -73,7 +73,7 @@ const OPENED = Symbol('NatsStateStore.open');
  *
  * const nc = await connect({ servers: 'nats://127.0.0.1:4222' });
  * const stateStore = await NatsStateStore.open(nc, { name: 'ci-eu-1' });
- * const manager = new ScalerManager({ config, backends, ledger, stateStore });
+ * const manager = new ScalerManager({ config, backends, ledgers: { host: ledger }, stateStore });
  * manager.start();
  * ```
  */

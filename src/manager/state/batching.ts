@@ -5,7 +5,7 @@
  * when the commit begins. Callers that need durability (a spawn, before it is
  * reported) await {@link StateWriter.durable}.
  */
-import type { AgentRecord } from '../agents.js';
+import type { AgentRecord } from '../agents/agents.js';
 import { toStateRecord } from './records.js';
 import type { StateChange, StateStore } from './types.js';
 

@@ -71,7 +71,7 @@ interface Fingerprint {
  * declare const backends: BackendEntry[];
  * declare const ledger: MachineLedger;
  * const stateStore = new FileStateStore({ dir: '/var/lib/ci/manager' });
- * const manager = new ScalerManager({ config, backends, ledger, stateStore });
+ * const manager = new ScalerManager({ config, backends, ledgers: { host: ledger }, stateStore });
  * manager.start(); // recovers what the previous process left
  * ```
  */

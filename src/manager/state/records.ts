@@ -1,4 +1,4 @@
-import type { AgentRecord } from '../agents.js';
+import type { AgentRecord } from '../agents/agents.js';
 import type { AgentStateRecord, StoredAgentState } from './types.js';
 
 /**

@@ -6,13 +6,13 @@
  */
 import { ErrorCode, isScalerError } from '../../errors/base.js';
 import type { AdoptRequest, AdoptResult } from '../../ledger/types.js';
-import type { AgentRecord } from '../agents.js';
-import { adoptRequest } from '../capacity.js';
+import type { AgentRecord } from '../agents/agents.js';
+import { adoptRequest } from '../capacity/capacity.js';
+import { addDevices, devicesIn, splitRequest } from '../capacity/pools.js';
 import type { FleetCore } from '../core.js';
 import { newMailbox } from '../events.js';
-import { addDevices, devicesIn, splitRequest } from '../pools.js';
-import type { ScalerState } from '../scalers.js';
-import type { ReconcileFailure } from '../teardown.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { AgentState } from '../types.js';
 import type { AgentStateRecord } from './types.js';
 
 /**
@@ -25,7 +25,7 @@ import type { AgentStateRecord } from './types.js';
  */
 export type UnrecordedAgentPolicy = 'leave' | 'destroy';
 
-/** Options of restart recovery (the `recovery` option of `ScalerManager`). */
+/** Options of restart recovery (from the `policies` option of `ScalerManager`). @internal */
 export interface RecoveryOptions {
   /**
    * What to do with agents a backend lists that no stored record names.
@@ -41,67 +41,59 @@ export interface RecoveryResult {
   /** Stored agents their backend no longer lists: forgotten, pool rows released. */
   released: string[];
   /** What became of each recovered agent's pool row. */
-  poolRows: RecoveredPoolRow[];
+  poolRows: {
+    /** The agent. */
+    agentId: string;
+    /** Its pool. */
+    pool: string;
+    /**
+     * `adopted`: its old row was taken over in place; `reserved`: it was gone
+     * (the restart outlasted the lease and a peer reaped it) and was reserved
+     * again; `destroyed`: it was gone and did not fit (or the ledger failed),
+     * and `policies.leaseLost` is `stop-agents`, so the agent was destroyed (a
+     * recovered agent never runs without a row); `lost`: the same under the
+     * other lease policies: `reservation-lost` handling applies
+     * (`policies.reservationLost`).
+     */
+    how: 'adopted' | 'reserved' | 'destroyed' | 'lost';
+  }[];
   /** Agents a backend lists that no record names, with what was done. */
-  unrecorded: UnrecordedAgent[];
+  unrecorded: {
+    /** The scaler whose backend listed it. */
+    scaler: string;
+    /** The agent. */
+    agentId: string;
+    /** What was done: left alone, or destroyed. */
+    action: 'leave' | 'destroy';
+  }[];
   /** Stored agents of a scaler this config no longer has: left in the store, untouched. */
   unknownScaler: string[];
   /** Backends whose `list()` threw: their stored agents were re-attached unchecked. */
-  failed: ReconcileFailure[];
+  failed: {
+    /** The scaler. */
+    scaler: string;
+    /** What `list()` threw. */
+    error: unknown;
+  }[];
 }
 
-/** What recovery did with one recovered agent's pool row. */
-export interface RecoveredPoolRow {
-  /** The agent. */
-  agentId: string;
-  /** Its pool. */
-  pool: string;
-  /**
-   * `adopted`: its old row was taken over in place; `reserved`: it was gone
-   * (the restart outlasted the lease and a peer reaped it) and was reserved
-   * again; `destroyed`: it was gone and did not fit (or the ledger failed),
-   * and `leaseLostPolicy` is `stop-agents`, so the agent was destroyed (a
-   * recovered agent never runs without a row); `lost`: the same under the
-   * other lease policies: `reservation-lost` handling applies
-   * (`reservationLostPolicy`).
-   */
-  how: 'adopted' | 'reserved' | 'destroyed' | 'lost';
-}
+/** What recovery did with one recovered agent's pool row. @internal */
+export type RecoveredPoolRow = RecoveryResult['poolRows'][number];
 
-/** An agent a backend runs that no stored record names. */
-export interface UnrecordedAgent {
-  /** The scaler whose backend listed it. */
-  scaler: string;
-  /** The agent. */
-  agentId: string;
-  /** What was done: left alone, or destroyed. */
-  action: UnrecordedAgentPolicy;
-}
+/** An agent a backend runs that no stored record names. @internal */
+export type UnrecordedAgent = RecoveryResult['unrecorded'][number];
 
 const POLICIES: readonly UnrecordedAgentPolicy[] = ['leave', 'destroy'];
 
-/** @throws TypeError for an unknown key or policy. @internal */
-export function checkRecoveryOptions(
-  options: RecoveryOptions | undefined,
-): Required<RecoveryOptions> {
-  if (options === undefined) return { unrecordedAgents: 'leave' };
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new TypeError(`Expected \`recovery\` to be an object, got \`${String(options)}\``);
-  }
-  for (const key of Object.keys(options)) {
-    if (key !== 'unrecordedAgents') {
-      throw new TypeError(
-        `Unknown recovery option \`${key.slice(0, 64)}\`; expected unrecordedAgents`,
-      );
-    }
-  }
-  const policy = options.unrecordedAgents ?? 'leave';
-  if (!POLICIES.includes(policy)) {
+/** @throws TypeError naming the accepted values. @internal */
+export function checkRecoveryOptions(policy: unknown): Required<RecoveryOptions> {
+  if (policy === undefined) return { unrecordedAgents: 'leave' };
+  if (!POLICIES.includes(policy as UnrecordedAgentPolicy)) {
     throw new TypeError(
-      `Expected \`recovery.unrecordedAgents\` to be one of ${POLICIES.join(', ')}, got \`${String(policy).slice(0, 64)}\``,
+      `Expected \`policies.unrecordedAgents\` to be one of ${POLICIES.join(', ')}, got \`${String(policy).slice(0, 64)}\``,
     );
   }
-  return { unrecordedAgents: policy };
+  return { unrecordedAgents: policy as UnrecordedAgentPolicy };
 }
 
 /**
@@ -169,7 +161,7 @@ export async function recoverFleet(
     core.gate.holdInMemory(record.agentId, scaler, record.resources.requests);
     result.recovered.push(record.agentId);
     core.emitFor(record, 'recovered', `${record.agentId} recovered (${record.state})`, {
-      state: record.state,
+      state: record.state as Exclude<AgentState, 'gone'>,
       jobId: record.jobId,
     });
     for (const { pool } of record.shares) {

@@ -6,6 +6,7 @@ export const STATE_RECORD_VERSION = 1;
 /**
  * The states a stored agent can be in: the manager's state machine without
  * `gone` (a gone agent has no record).
+ * @internal
  */
 export type StoredAgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying';
 
@@ -26,7 +27,7 @@ export interface AgentStateRecord {
   /** The scaler that spawned it. */
   scaler: string;
   /** Its state in the manager's state machine. */
-  state: StoredAgentState;
+  state: 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying';
   /** True when spawned by the warm pool (no job at spawn). */
   warm: boolean;
   /** The job it is bound to (spawned for, or running); absent when none. */

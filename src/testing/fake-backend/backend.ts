@@ -39,9 +39,9 @@ export type { FakeBackendOptions, FakeCall, FakeScript } from './types.js';
  * const manager = new ScalerManager({ config, backends: [{ name: 'linux', backend }], clock });
  * backend.attach(manager);
  * backend.failNext(2, new Error('quota exceeded'));
- * await manager.requestScale(['linux'], 'job-1'); // spawn-failed
- * await manager.requestScale(['linux'], 'job-1'); // spawn-failed
- * await manager.requestScale(['linux'], 'job-1'); // spawned
+ * await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }); // spawn-failed
+ * await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }); // spawn-failed
+ * await manager.requestScale({ jobId: 'job-1', labels: ['linux'] }); // spawned
  * await clock.advance(20_000); // registered, busy with job-1
  * console.log(backend.running(), backend.calls.map((c) => `${c.method}:${c.outcome}`));
  * ```

@@ -240,7 +240,7 @@ export class TestClock implements Clock {
    *
    * declare const manager: ScalerManager; // built with `clock`
    * declare const clock: TestClock;
-   * void manager.requestScale(['linux'], 'job-1'); // not awaited
+   * void manager.requestScale({ jobId: 'job-1', labels: ['linux'] }); // not awaited
    * await clock.settle(); // its spawn has been called
    * ```
    */

@@ -22,7 +22,7 @@ function host(
   const manager = new ScalerManager({
     config,
     backends: [{ name: 'vm', backend: shared.backend }],
-    ledger,
+    ledgers: { host: ledger },
     stateStore: shared.stateStore,
     generateAgentId: () => `vm-${++n}-${Math.random().toString(16).slice(2, 8)}`,
     onEvent: (event) => events.push(event),
@@ -45,9 +45,9 @@ describe('recoverState', () => {
     };
     const a = host(shared);
     a.manager.start();
-    const busy = await a.manager.requestScale(['linux'], 'job-busy');
-    const draining = await a.manager.requestScale(['linux'], 'job-drain');
-    const spawning = await a.manager.requestScale(['linux'], 'job-wait');
+    const busy = await a.manager.requestScale({ jobId: 'job-busy', labels: ['linux'] });
+    const draining = await a.manager.requestScale({ jobId: 'job-drain', labels: ['linux'] });
+    const spawning = await a.manager.requestScale({ jobId: 'job-wait', labels: ['linux'] });
     expect([busy.kind, draining.kind, spawning.kind]).toEqual(['spawned', 'spawned', 'spawned']);
     if (busy.kind !== 'spawned' || draining.kind !== 'spawned' || spawning.kind !== 'spawned')
       return;
@@ -88,14 +88,14 @@ describe('recoverState', () => {
     expect(b.manager.canRunJob(draining.agentId, ['linux'])).toBe(false);
     expect(b.manager.canRunJob(busy.agentId, ['linux'])).toBe(true);
     // The pending binding holds: the job waits for its agent, and gets it.
-    expect(await b.manager.requestScale(['linux'], 'job-wait')).toEqual({
+    expect(await b.manager.requestScale({ jobId: 'job-wait', labels: ['linux'] })).toEqual({
       kind: 'already-spawning',
       scaler: 'vm',
       agentId: spawning.agentId,
     });
     expect(b.manager.onAgentRegistered(spawning.agentId, ['linux'])?.boundJobId).toBe('job-wait');
     // The busy agent's job is still bound, and its events reach the run again.
-    expect(b.manager.getScalerContextForAgent(busy.agentId)).toBeDefined();
+    expect(b.manager.getAgent(busy.agentId)?.context).toBeDefined();
     expect(b.manager.onAgentRegistered(busy.agentId, ['linux'])?.boundJobId).toBe('job-busy');
     // The draining agent still drains: its job completes and it is destroyed.
     b.manager.onJobComplete(draining.agentId);
@@ -103,11 +103,11 @@ describe('recoverState', () => {
     expect(shared.backend.callsOf('destroy').map((c) => c.args[0])).toContain(draining.agentId);
     expect(rowsOf(shared.pools).map((row) => row.agentId)).not.toContain(draining.agentId);
     // The capacity the recovered agents hold is counted: one more fits, not two.
-    const fourth = await b.manager.requestScale(['linux'], 'job-4');
+    const fourth = await b.manager.requestScale({ jobId: 'job-4', labels: ['linux'] });
     expect(fourth.kind).toBe('spawned');
-    const fifth = await b.manager.requestScale(['linux'], 'job-5');
+    const fifth = await b.manager.requestScale({ jobId: 'job-5', labels: ['linux'] });
     expect(fifth.kind).toBe('spawned');
-    const sixth = await b.manager.requestScale(['linux'], 'job-6');
+    const sixth = await b.manager.requestScale({ jobId: 'job-6', labels: ['linux'] });
     expect(sixth.kind).toBe('at-capacity');
     await b.manager.shutdownAll();
     expect(rowsOf(shared.pools)).toEqual([]);
@@ -121,8 +121,8 @@ describe('recoverState', () => {
       backend: new FakeBackend({ name: 'vm' }),
     };
     const a = host(shared);
-    const gone = await a.manager.requestScale(['linux'], 'job-gone');
-    const kept = await a.manager.requestScale(['linux'], 'job-kept');
+    const gone = await a.manager.requestScale({ jobId: 'job-gone', labels: ['linux'] });
+    const kept = await a.manager.requestScale({ jobId: 'job-kept', labels: ['linux'] });
     if (gone.kind !== 'spawned' || kept.kind !== 'spawned') throw new Error('spawn failed');
     a.ledger.abandon();
     // While the host was down: one agent ended, and someone started one by hand.
@@ -139,7 +139,7 @@ describe('recoverState', () => {
       resources: { requests: { cpus: 1, memBytes: 0 }, limits: { cpus: 1 } },
       emit: () => undefined,
     });
-    const b = host(shared, { recovery: { unrecordedAgents: 'destroy' } });
+    const b = host(shared, { policies: { unrecordedAgents: 'destroy' } });
     const result = await b.manager.recoverState();
     expect(result.recovered).toEqual([kept.agentId]);
     expect(result.released).toEqual([gone.agentId]);
@@ -158,14 +158,15 @@ describe('recoverState', () => {
       backend: new FakeBackend({ name: 'vm' }),
     };
     const a = host(shared);
-    for (let i = 0; i < 4; i++) await a.manager.requestScale(['linux'], `job-${i}`);
+    for (let i = 0; i < 4; i++)
+      await a.manager.requestScale({ jobId: `job-${i}`, labels: ['linux'] });
     a.ledger.abandon();
     const b = host(shared);
     b.manager.start();
     // Issued at once: it must see the 4 recovered agents (maxAgents 4).
-    const answer = await b.manager.requestScale(['linux'], 'job-new');
+    const answer = await b.manager.requestScale({ jobId: 'job-new', labels: ['linux'] });
     expect(answer.kind).toBe('at-capacity');
-    expect(b.manager.getGlobalActiveCount()).toBe(4);
+    expect(b.manager.getStatus().globalActiveCount).toBe(4);
     expect(rowsOf(shared.pools)).toHaveLength(4);
     b.manager.stop();
   });
@@ -175,13 +176,13 @@ describe('recoverState', () => {
     const base = {
       config,
       backends: [{ name: 'vm', backend }],
-      ledger: new MemoryPoolLedger({ instanceId: 'x', store: new MemoryPoolStore() }),
+      ledgers: { host: new MemoryPoolLedger({ instanceId: 'x', store: new MemoryPoolStore() }) },
     };
-    expect(() => new ScalerManager({ ...base, recovery: { unknown: 'adopt' } as never })).toThrow(
+    expect(() => new ScalerManager({ ...base, policies: { unknown: 'adopt' } as never })).toThrow(
       /unrecordedAgents/,
     );
     expect(
-      () => new ScalerManager({ ...base, recovery: { unrecordedAgents: 'adopt' as never } }),
+      () => new ScalerManager({ ...base, policies: { unrecordedAgents: 'adopt' as never } }),
     ).toThrow(/leave, destroy/);
     expect(() => new ScalerManager({ ...base, stateStore: {} as never })).toThrow(/StateStore/);
   });
@@ -214,14 +215,14 @@ describe('recoverState', () => {
       backends: [{ name: 'vm', backend }],
       stateStore: slow,
     });
-    const spawned = await manager.requestScale(['linux'], 'job-1');
+    const spawned = await manager.requestScale({ jobId: 'job-1', labels: ['linux'] });
     expect(spawned.kind).toBe('spawned');
     expect(order[0]).toBe('commit:put');
     expect(order[1]).toBe('spawn:true');
     fail = true;
-    const failed = await manager.requestScale(['linux'], 'job-2');
+    const failed = await manager.requestScale({ jobId: 'job-2', labels: ['linux'] });
     expect(failed).toMatchObject({ kind: 'spawn-failed', stage: 'state' });
     expect(backend.running()).toHaveLength(1);
-    expect(manager.getGlobalActiveCount()).toBe(1);
+    expect(manager.getStatus().globalActiveCount).toBe(1);
   });
 });

@@ -13,7 +13,7 @@ import {
   type OtelMeter,
   SLOW_BUCKETS,
   Tally,
-} from '../internal/telemetry/index.js';
+} from '../../internal/telemetry/index.js';
 
 /** The instruments of one manager. @internal */
 export interface ManagerInstruments {

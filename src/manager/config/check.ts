@@ -4,9 +4,9 @@
  * parts that parsed (zod runs them only on a config that parsed whole).
  */
 import type { z } from 'zod';
-import { ConfigError } from '../errors/index.js';
-import type { ConfigIssue } from '../errors/input.js';
-import { resourceCapSchema } from '../resources/schema.js';
+import { ConfigError } from '../../errors/index.js';
+import type { ConfigIssue } from '../../errors/input.js';
+import { resourceCapSchema } from '../../resources/schema.js';
 import {
   baseSchema,
   labelSetSchema,

@@ -1,8 +1,8 @@
+import type { Pacing } from '../capacity/pacing.js';
+import { checkId, checkLabels } from '../checks.js';
+import type { FleetCore } from '../core.js';
 import type { AgentRecord } from './agents.js';
 import { rebindOnRegistration, releaseSpawnBinding } from './binding.js';
-import { checkId, checkLabels } from './checks.js';
-import type { FleetCore } from './core.js';
-import type { Pacing } from './pacing.js';
 
 /** The answer to `onAgentRegistered` for an agent the manager spawned. */
 export interface AgentRegistration {

@@ -21,18 +21,18 @@ import {
   resolveProviders,
   type TelemetryOptions,
   withdrawParentSpan,
-} from '../internal/telemetry/index.js';
-import type { ReserveResult } from '../ledger/types.js';
-import type { AgentRecord } from './agents.js';
-import type { ScalerEvent } from './events.js';
-import type { ScaleResult } from './scale.js';
-import { type ManagerView, observeManager } from './telemetry-gauges.js';
-import { createManagerInstruments, type ManagerInstruments } from './telemetry-instruments.js';
+} from '../../internal/telemetry/index.js';
+import type { ReserveResult } from '../../ledger/types.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { ScalerEvent } from '../events.js';
+import type { ScaleResult } from '../types.js';
+import { type ManagerView, observeManager } from './gauges.js';
+import { createManagerInstruments, type ManagerInstruments } from './instruments.js';
 
 /** Jobs whose first capacity refusal is remembered, at most (oldest forgotten first). */
 const MAX_WAITING_JOBS = 10_000;
 
-/** The telemetry options of `ScalerManager`. */
+/** The telemetry options of `ScalerManager` (its `telemetry` option). @internal */
 export interface ManagerTelemetryOptions extends TelemetryOptions {
   /**
    * With a `meterProvider`: also record the histogram `scaler.spawn.duration`

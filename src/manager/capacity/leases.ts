@@ -4,13 +4,13 @@
  * what it hands a backend so an agent can watch the lease itself, and what
  * the status says of it.
  */
-import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../ledger/types.js';
-import type { SpawnLease } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
-import type { FleetCore } from './core.js';
+import type { LeaseEvent, LeaseHealth, LeaseInfo, PoolLedger } from '../../ledger/types.js';
+import type { SpawnLease } from '../backend.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerEventData } from '../events.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit, LeaseStatus } from '../types.js';
 import type { PoolLedgers } from './pools.js';
-import type { ScalerState } from './scalers.js';
-import type { LeaseStatus } from './status.js';
 
 /**
  * What the manager does when its ledger says the lease its pool rows are held
@@ -47,7 +47,7 @@ export function checkLeaseLostPolicy(value: unknown): LeaseLostPolicy {
   if (value === undefined) return 'stop-agents';
   if (!POLICIES.includes(value as LeaseLostPolicy)) {
     throw new TypeError(
-      `Expected \`leaseLostPolicy\` to be one of ${POLICIES.join(', ')}, got \`${String(value).slice(0, 64)}\``,
+      `Expected \`policies.leaseLost\` to be one of ${POLICIES.join(', ')}, got \`${String(value).slice(0, 64)}\``,
     );
   }
   return value as LeaseLostPolicy;
@@ -176,7 +176,7 @@ export class LeaseWatch {
     watched.health = type === 'lease-renewed' ? 'held' : type === 'lease-lost' ? 'lost' : 'at-risk';
     const stopping = this.policy === 'stop-agents' && type !== 'lease-renewed';
     const targets = stopping ? this.#holders(watched.ledger) : [];
-    const data: Record<string, unknown> = {
+    const data: ScalerEventData['lease-renewed'] = {
       lease: event.lease,
       policy: this.policy,
       agents: targets.map((record) => record.agentId),

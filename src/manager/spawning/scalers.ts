@@ -1,10 +1,15 @@
-import type { ConfigIssue } from '../errors/input.js';
-import type { ResourceRequest } from '../resources/types.js';
-import type { ScalerBackend } from './backend.js';
-import { byCodeUnits, poolsOf, type ScalerConfig, type ScalerEntryConfig } from './config.js';
+import type { ConfigIssue } from '../../errors/input.js';
+import type { ResourceRequest } from '../../resources/types.js';
+import type { ScalerBackend } from '../backend.js';
+import type { PoolLedgers } from '../capacity/pools.js';
+import {
+  byCodeUnits,
+  poolsOf,
+  type ScalerConfig,
+  type ScalerEntryConfig,
+} from '../config/config.js';
+import type { NoMatchReason } from '../types.js';
 import { automaticLabels, type CompiledLabelSet, explainMatch } from './labels.js';
-import type { PoolLedgers } from './pools.js';
-import type { NoMatchReason } from './scale.js';
 
 /** One backend the host provides, under the scaler name it serves. */
 export interface BackendEntry {

@@ -1,5 +1,16 @@
 import { Cron } from 'croner';
-import type { WarmPoolConfig, WarmPoolSchedule } from './config.js';
+
+/** The parts of a warm pool's config the schedules read (its `size` and `schedules`). */
+interface WarmPoolConfig {
+  size: number;
+  schedules: readonly WarmPoolSchedule[];
+}
+
+interface WarmPoolSchedule {
+  cron: string;
+  timezone: string;
+  size: number;
+}
 
 const MINUTE_MS = 60_000;
 /** How far a run's start or end is searched (a pattern that matches longer is "always"). */

@@ -1,12 +1,11 @@
-import type { AgentRecord } from './agents.js';
-import type { AgentResources } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
-import type { FleetCore } from './core.js';
-import { isWarmCapacity } from './inventory.js';
+import type { AgentRecord } from '../agents/agents.js';
+import { isWarmCapacity } from '../agents/inventory.js';
+import type { AgentResources } from '../backend.js';
+import { Schedules } from '../config/schedules.js';
+import type { FleetCore } from '../core.js';
+import type { CapacityLimit, ScalerEntryStatus, WarmPoolHold } from '../types.js';
 import type { ScalerState } from './scalers.js';
-import { Schedules } from './schedules.js';
 import type { Spawner } from './spawner.js';
-import type { ScalerEntryStatus, WarmPoolHold } from './status.js';
 
 /**
  * The warm pool: how many idle agents a scaler keeps ready now, which idle

@@ -3,10 +3,10 @@
  * of the agent's request each pool's row holds (the whole request with one
  * pool; with several, the dimensions each pool caps).
  */
-import type { ConfigIssue } from '../errors/input.js';
-import type { PoolLedger } from '../ledger/types.js';
-import type { ResourceAmount, ResourceCap } from '../resources/types.js';
-import { poolsOf, type ScalerConfig } from './config.js';
+import type { ConfigIssue } from '../../errors/input.js';
+import type { PoolLedger } from '../../ledger/types.js';
+import type { ResourceAmount, ResourceCap } from '../../resources/types.js';
+import { poolsOf, type ScalerConfig } from '../config/config.js';
 
 /** One pool of an agent and the part of its request that pool's row holds. @internal */
 export interface PoolShare {
@@ -103,24 +103,13 @@ export function addDevices(
 }
 
 /**
- * The ledger of each machine pool: one `ledger` for every pool, or one per
- * pool (`ledgers`). Both, or a bad value, is a TypeError.
+ * The ledger of each machine pool (`ledgers`, by pool name). A bad value is a TypeError.
  * @internal
  */
 export class PoolLedgers {
-  readonly #one: PoolLedger | undefined;
   readonly #byPool: ReadonlyMap<string, PoolLedger> | undefined;
 
-  constructor(
-    ledger: PoolLedger | undefined,
-    ledgers: Readonly<Record<string, PoolLedger>> | undefined,
-  ) {
-    if (ledger !== undefined && ledgers !== undefined) {
-      throw new TypeError(
-        'Expected either `ledger` (one ledger for every machine pool) or `ledgers` (one per pool), got both',
-      );
-    }
-    this.#one = ledger;
+  constructor(ledgers: Readonly<Record<string, PoolLedger>> | undefined) {
     if (ledgers !== undefined) {
       if (typeof ledgers !== 'object' || ledgers === null || Array.isArray(ledgers)) {
         throw new TypeError(
@@ -138,17 +127,16 @@ export class PoolLedgers {
 
   /** True when any ledger was given. */
   get any(): boolean {
-    return this.#one !== undefined || (this.#byPool?.size ?? 0) > 0;
+    return (this.#byPool?.size ?? 0) > 0;
   }
 
   /** The ledger of `pool`, if one was given. */
   of(pool: string): PoolLedger | undefined {
-    return this.#one ?? this.#byPool?.get(pool);
+    return this.#byPool?.get(pool);
   }
 
   /** Every distinct ledger object. */
   all(): PoolLedger[] {
-    if (this.#one !== undefined) return [this.#one];
     return [...new Set(this.#byPool?.values() ?? [])];
   }
 
@@ -179,13 +167,12 @@ export class PoolLedgers {
       }
       return errors;
     }
-    if (this.#one !== undefined) return errors;
     for (const [i, scaler] of config.scalers.entries()) {
       const named = new Set(poolsOf(scaler, undefined));
       if (named.size > 0) {
         errors.push({
           path: ['scalers', i, scaler.machinePools === undefined ? 'machinePool' : 'machinePools'],
-          message: `Scaler "${scaler.name}" uses machine pool ${[...named].map((p) => `"${p}"`).join(', ')} but the manager was given no \`ledger\``,
+          message: `Scaler "${scaler.name}" uses machine pool ${[...named].map((p) => `"${p}"`).join(', ')} but the manager was given no \`ledgers\``,
         });
       }
       for (const [j, set] of scaler.labelSets.entries()) {
@@ -203,7 +190,7 @@ export class PoolLedgers {
             set,
           )
             .map((p) => `"${p}"`)
-            .join(', ')} but the manager was given no \`ledger\``,
+            .join(', ')} but the manager was given no \`ledgers\``,
         });
       }
     }

@@ -1,146 +1,53 @@
 import { z } from 'zod';
-import { strictShape } from '../internal/zod-strict.js';
+import { strictShape } from '../../internal/zod-strict.js';
 import {
   type LimitRangePolicy,
   limitRangeDefaults,
   limitRangeSchema,
-} from '../resources/limit-range.js';
-import { resolveResources } from '../resources/resolve.js';
-import type { ParsedResourceRequest, ResourceCapInput } from '../resources/schema.js';
-import { resourceCapSchema, resourceRequestSchema } from '../resources/schema.js';
-import type { ResourceCap, ResourceRequest, ResourceSpec } from '../resources/types.js';
+} from '../../resources/limit-range.js';
+import { resolveResources } from '../../resources/resolve.js';
+import type { ParsedResourceRequest, ResourceCapInput } from '../../resources/schema.js';
+import { resourceCapSchema, resourceRequestSchema } from '../../resources/schema.js';
+import type { ResourceCap, ResourceRequest, ResourceSpec } from '../../resources/types.js';
 import { scheduleProblem } from './schedules.js';
 
 /**
  * A LimitRange-like policy as written in configuration: per resource (`cpus`,
  * `memory` or an extended resource name) `{ min?, max?, maxLimitRequestRatio?,
  * defaultRequest?, default? }`, quantities as numbers or strings.
+ * @internal
  */
-export type LimitRangeInput = Record<
-  string,
-  {
-    /** Request and limit must be at least this. */
-    min?: number | string;
-    /** Request and limit must be at most this. */
-    max?: number | string;
-    /** The limit may be at most this many times the request (>= 1). */
-    maxLimitRequestRatio?: number;
-    /** The request when no layer declares one. */
-    defaultRequest?: number | string;
-    /** The limit when no layer declares one. */
-    default?: number | string;
-  }
->;
+export type LimitRangeInput = NonNullable<ScalerConfigInput['limits']>;
 
-/** Default resources as written in configuration. */
-export interface ResourceDefaultsInput {
-  /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
-  resources?: ResourceRequest | ResourceSpec;
-}
+/** Default resources as written in configuration. @internal */
+export type ResourceDefaultsInput = NonNullable<ScalerConfigInput['defaults']>;
 
-/** Validated default resources. */
-export interface ResourceDefaults {
-  /** Resources, parsed to numbers (cores, bytes). */
-  resources?: ParsedResourceRequest;
-}
+/** Validated default resources. @internal */
+export type ResourceDefaults = NonNullable<ScalerConfig['defaults']>;
 
-/** A warm-pool period as written in configuration. */
-export interface WarmPoolScheduleInput {
-  /**
-   * A five-field cron pattern; the period is active during every minute it
-   * matches (`* 8-17 * * mon-fri`: working hours).
-   */
-  cron: string;
-  /** The IANA time zone the pattern is read in. @default 'UTC' */
-  timezone?: string;
-  /** The warm pool size while this period is active. */
-  size: number;
-}
+/** A warm-pool period as written in configuration. @internal */
+export type WarmPoolScheduleInput = NonNullable<WarmPoolInput['schedules']>[number];
 
-/** A validated warm-pool period. */
-export interface WarmPoolSchedule {
-  /** The cron pattern. */
-  cron: string;
-  /** The IANA time zone. */
-  timezone: string;
-  /** The size while active. */
-  size: number;
-}
+/** A validated warm-pool period. @internal */
+export type WarmPoolSchedule = WarmPoolConfig['schedules'][number];
 
-/** A warm pool as written in configuration. */
-export interface WarmPoolInput {
-  /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
-  size: number;
-  /**
-   * Periods with another size. When several are active, the one whose current
-   * run started latest wins. @default []
-   */
-  schedules?: WarmPoolScheduleInput[];
-  /** An idle agent older than this is destroyed. @default 300 */
-  idleTimeoutSeconds?: number;
-  /** Index of the label set warm agents are started with. @default 0 */
-  labelSet?: number;
-}
+/** A warm pool as written in configuration. @internal */
+export type WarmPoolInput = NonNullable<ScalerEntryInput['warmPool']>;
 
-/** A validated warm pool. */
-export interface WarmPoolConfig {
-  /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
-  size: number;
-  /** Periods with another size. */
-  schedules: WarmPoolSchedule[];
-  /** An idle agent older than this is destroyed. */
-  idleTimeoutSeconds: number;
-  /** Index of the label set warm agents are started with. */
-  labelSet: number;
-}
+/** A validated warm pool. @internal */
+export type WarmPoolConfig = NonNullable<ScalerEntryConfig['warmPool']>;
 
-/** Spawn-failure backoff as written in configuration. */
-export interface SpawnBackoffInput {
-  /** Consecutive failures (spawn rejected, or the agent never registered) that open the backoff. @default 3 */
-  failureThreshold?: number;
-  /** The first backoff's upper bound; each further failure doubles it (full jitter). @default 1000 */
-  initialMs?: number;
-  /** The largest upper bound. @default 300000 */
-  maxMs?: number;
-}
+/** Spawn-failure backoff as written in configuration. @internal */
+export type SpawnBackoffInput = NonNullable<ScalerEntryInput['spawnBackoff']>;
 
-/** A validated spawn-failure backoff. */
-export interface SpawnBackoffConfig {
-  /** Consecutive failures that open the backoff. */
-  failureThreshold: number;
-  /** The first backoff's upper bound. */
-  initialMs: number;
-  /** The largest upper bound. */
-  maxMs: number;
-}
+/** A validated spawn-failure backoff. @internal */
+export type SpawnBackoffConfig = NonNullable<ScalerEntryConfig['spawnBackoff']>;
 
-/** A label set as written in configuration. */
-export interface LabelSetInput {
-  /** The labels an agent of this set has (the manager adds the automatic ones). */
-  labels: string[];
-  /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
-  resources?: ResourceRequest | ResourceSpec;
-  /** The machine pool agents of this set reserve in, instead of the scaler's pool(s). */
-  machinePool?: string;
-  /**
-   * The machine pools agents of this set reserve in (1 to 8 distinct keys of
-   * `machinePools`), instead of the scaler's pool(s); not with `machinePool`.
-   * See {@link ScalerEntryInput.machinePools}.
-   */
-  machinePools?: string[];
-}
+/** A label set as written in configuration. @internal */
+export type LabelSetInput = ScalerEntryInput['labelSets'][number];
 
-/** A validated label set. */
-export interface LabelSetConfig {
-  /** The labels an agent of this set has (without automatic labels). */
-  labels: string[];
-  /** Resources, parsed to numbers (cores, bytes). */
-  resources?: ParsedResourceRequest;
-  /** The machine pool of this set's agents, when the set names one. */
-  machinePool?: string;
-  /** The machine pools of this set's agents, when the set names several. */
-  machinePools?: string[];
-}
+/** A validated label set. @internal */
+export type LabelSetConfig = ScalerEntryConfig['labelSets'][number];
 
 /** One scaler as written in configuration. */
 export interface ScalerEntryInput {
@@ -151,7 +58,20 @@ export interface ScalerEntryInput {
   /** The most agents this scaler runs at once (spawning, idle and busy). 0 spawns nothing. */
   maxAgents: number;
   /** The kinds of agent this scaler can start; the first that fits a job is used. */
-  labelSets: LabelSetInput[];
+  labelSets: {
+    /** The labels an agent of this set has (the manager adds the automatic ones). */
+    labels: string[];
+    /** Resources of agents of this set (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+    resources?: ResourceRequest | ResourceSpec;
+    /** The machine pool agents of this set reserve in, instead of the scaler's pool(s). */
+    machinePool?: string;
+    /**
+     * The machine pools agents of this set reserve in (1 to 8 distinct keys of
+     * `machinePools`), instead of the scaler's pool(s); not with `machinePool`.
+     * See {@link ScalerEntryInput.machinePools}.
+     */
+    machinePools?: string[];
+  }[];
   /** Labels a job must name to run here (a taint): keeps special agents for jobs that ask. @default [] */
   mandatoryLabels?: string[];
   /** A machine pool (a key of `machinePools`) shared with other processes through the ledger. */
@@ -172,11 +92,50 @@ export interface ScalerEntryInput {
    * A LimitRange-like policy for this scaler's jobs: its defaults fill what no
    * job, label set or scaler default declares; a job outside it answers `never-fits`.
    */
-  limits?: LimitRangeInput;
+  limits?: Record<
+    string,
+    {
+      /** Request and limit must be at least this. */
+      min?: number | string;
+      /** Request and limit must be at most this. */
+      max?: number | string;
+      /** The limit may be at most this many times the request (>= 1). */
+      maxLimitRequestRatio?: number;
+      /** The request when no layer declares one. */
+      defaultRequest?: number | string;
+      /** The limit when no layer declares one. */
+      default?: number | string;
+    }
+  >;
   /** Resources for label sets that declare none. */
-  defaults?: ResourceDefaultsInput;
+  defaults?: {
+    /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+    resources?: ResourceRequest | ResourceSpec;
+  };
   /** Keep idle agents ready. */
-  warmPool?: WarmPoolInput;
+  warmPool?: {
+    /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
+    size: number;
+    /**
+     * Periods with another size. When several are active, the one whose current
+     * run started latest wins. @default []
+     */
+    schedules?: {
+      /**
+       * A five-field cron pattern; the period is active during every minute it
+       * matches (`* 8-17 * * mon-fri`: working hours).
+       */
+      cron: string;
+      /** The IANA time zone the pattern is read in. @default 'UTC' */
+      timezone?: string;
+      /** The warm pool size while this period is active. */
+      size: number;
+    }[];
+    /** An idle agent older than this is destroyed. @default 300 */
+    idleTimeoutSeconds?: number;
+    /** Index of the label set warm agents are started with. @default 0 */
+    labelSet?: number;
+  };
   /** Agents idle longer than this are destroyed, except those the warm pool's target keeps. Without it, the warm pool's `idleTimeoutSeconds` applies (to scalers with a warm pool). */
   idleTimeoutSeconds?: number;
   /** An agent that completed this many jobs is destroyed (1 = ephemeral agents). */
@@ -188,50 +147,20 @@ export interface ScalerEntryInput {
   /** At most this many spawns of this scaler started in any 60 seconds. */
   maxSpawnsPerMinute?: number;
   /** Back off after consecutive spawn failures. @default `{ failureThreshold: 3, initialMs: 1000, maxMs: 300000 }` */
-  spawnBackoff?: SpawnBackoffInput;
+  spawnBackoff?: {
+    /** Consecutive failures (spawn rejected, or the agent never registered) that open the backoff. @default 3 */
+    failureThreshold?: number;
+    /** The first backoff's upper bound; each further failure doubles it (full jitter). @default 1000 */
+    initialMs?: number;
+    /** The largest upper bound. @default 300000 */
+    maxMs?: number;
+  };
   /** Backend-specific settings, passed through untouched (see `getScalerContextForAgent`). */
   options?: Record<string, unknown>;
 }
 
-/** One validated scaler. */
-export interface ScalerEntryConfig {
-  /** Unique name. */
-  name: string;
-  /** The host's backend kind. */
-  type: string;
-  /** The most agents this scaler runs at once. */
-  maxAgents: number;
-  /** The label sets, in order. */
-  labelSets: LabelSetConfig[];
-  /** Labels a job must name to run here. */
-  mandatoryLabels: string[];
-  /** The machine pool, if any. */
-  machinePool?: string;
-  /** The machine pools, when the scaler names several (as given). */
-  machinePools?: string[];
-  /** The scaler's cap, in cores and bytes. */
-  resourceCap?: ResourceCap;
-  /** The scaler's LimitRange-like policy, parsed. */
-  limits?: LimitRangePolicy;
-  /** Default resources, parsed. */
-  defaults?: ResourceDefaults;
-  /** The warm pool, with defaults filled in. */
-  warmPool?: WarmPoolConfig;
-  /** Idle timeout for every agent of this scaler, in seconds. */
-  idleTimeoutSeconds?: number;
-  /** Jobs an agent runs before it is destroyed. */
-  maxJobsPerAgent?: number;
-  /** An agent's lifetime before it is drained, in seconds. */
-  maxAgentLifetimeSeconds?: number;
-  /** Spawns in flight (not yet registered) at once. */
-  maxConcurrentSpawns?: number;
-  /** Spawns started in any 60 seconds. */
-  maxSpawnsPerMinute?: number;
-  /** The spawn-failure backoff (defaults filled in when given). */
-  spawnBackoff?: SpawnBackoffConfig;
-  /** Backend-specific settings. */
-  options?: Record<string, unknown>;
-}
+/** One validated scaler. @internal */
+export type ScalerEntryConfig = ScalerConfig['scalers'][number];
 
 /** A scaler configuration as written (quantities as strings or numbers). */
 export interface ScalerConfigInput {
@@ -240,11 +169,28 @@ export interface ScalerConfigInput {
   /** The reserved prefix of automatic labels; user labels may not start with it. @default 'scaler-primitives:' (kici's is `kici:`) */
   autoLabelPrefix?: string;
   /** Resources for jobs, label sets and scalers that declare none. */
-  defaults?: ResourceDefaultsInput;
+  defaults?: {
+    /** Resources (nested `{ requests, limits }` or flat `{ cpus, memory }`). */
+    resources?: ResourceRequest | ResourceSpec;
+  };
   /** A cap on the summed requests of every agent of this orchestrator. */
   resourceCap?: ResourceCapInput;
   /** A LimitRange-like policy for every job, checked after the scaler's own. */
-  limits?: LimitRangeInput;
+  limits?: Record<
+    string,
+    {
+      /** Request and limit must be at least this. */
+      min?: number | string;
+      /** Request and limit must be at most this. */
+      max?: number | string;
+      /** The limit may be at most this many times the request (>= 1). */
+      maxLimitRequestRatio?: number;
+      /** The request when no layer declares one. */
+      defaultRequest?: number | string;
+      /** The limit when no layer declares one. */
+      default?: number | string;
+    }
+  >;
   /** Machine pools by name, each with its cap, shared with other processes through the ledger. @default {} */
   machinePools?: Record<string, ResourceCapInput>;
   /** The scalers, in the order they are tried. */
@@ -258,7 +204,10 @@ export interface ScalerConfig {
   /** The reserved prefix of automatic labels. */
   autoLabelPrefix: string;
   /** Default resources, parsed. */
-  defaults?: ResourceDefaults;
+  defaults?: {
+    /** Resources, parsed to numbers (cores, bytes). */
+    resources?: ParsedResourceRequest;
+  };
   /** The orchestrator-wide cap. */
   resourceCap?: ResourceCap;
   /** The orchestrator-wide LimitRange-like policy, parsed. */
@@ -266,7 +215,79 @@ export interface ScalerConfig {
   /** Machine pools by name. */
   machinePools: Record<string, ResourceCap>;
   /** The scalers, in the order they are tried. */
-  scalers: ScalerEntryConfig[];
+  scalers: {
+    /** Unique name. */
+    name: string;
+    /** The host's backend kind. */
+    type: string;
+    /** The most agents this scaler runs at once. */
+    maxAgents: number;
+    /** The label sets, in order. */
+    labelSets: {
+      /** The labels an agent of this set has (without automatic labels). */
+      labels: string[];
+      /** Resources, parsed to numbers (cores, bytes). */
+      resources?: ParsedResourceRequest;
+      /** The machine pool of this set's agents, when the set names one. */
+      machinePool?: string;
+      /** The machine pools of this set's agents, when the set names several. */
+      machinePools?: string[];
+    }[];
+    /** Labels a job must name to run here. */
+    mandatoryLabels: string[];
+    /** The machine pool, if any. */
+    machinePool?: string;
+    /** The machine pools, when the scaler names several (as given). */
+    machinePools?: string[];
+    /** The scaler's cap, in cores and bytes. */
+    resourceCap?: ResourceCap;
+    /** The scaler's LimitRange-like policy, parsed. */
+    limits?: LimitRangePolicy;
+    /** Default resources, parsed. */
+    defaults?: {
+      /** Resources, parsed to numbers (cores, bytes). */
+      resources?: ParsedResourceRequest;
+    };
+    /** The warm pool, with defaults filled in. */
+    warmPool?: {
+      /** How many idle agents to keep ready (busy agents do not count), outside every schedule. */
+      size: number;
+      /** Periods with another size. */
+      schedules: {
+        /** The cron pattern. */
+        cron: string;
+        /** The IANA time zone. */
+        timezone: string;
+        /** The size while active. */
+        size: number;
+      }[];
+      /** An idle agent older than this is destroyed. */
+      idleTimeoutSeconds: number;
+      /** Index of the label set warm agents are started with. */
+      labelSet: number;
+    };
+    /** Idle timeout for every agent of this scaler, in seconds. */
+    idleTimeoutSeconds?: number;
+    /** Jobs an agent runs before it is destroyed. */
+    maxJobsPerAgent?: number;
+    /** An agent's lifetime before it is drained, in seconds. */
+    maxAgentLifetimeSeconds?: number;
+    /** Spawns in flight (not yet registered) at once. */
+    maxConcurrentSpawns?: number;
+    /** Spawns started in any 60 seconds. */
+    maxSpawnsPerMinute?: number;
+    /** The spawn-failure backoff (defaults filled in when given). */
+    spawnBackoff?: {
+      /** Consecutive failures that open the backoff. */
+      failureThreshold: number;
+      /** The first backoff's upper bound. */
+      initialMs: number;
+      /** The largest upper bound. */
+      maxMs: number;
+    };
+    /** Backend-specific settings. */
+    options?: Record<string, unknown>;
+  }[];
 }
 
 /**

@@ -1,7 +1,6 @@
-import type { CapacityLimit } from './capacity.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
-import type { BackoffStatus } from './status.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { BackoffStatus, CapacityLimit } from '../types.js';
 
 const MINUTE_MS = 60_000;
 /** When only a concurrency slot is missing, ask again after this long. */

@@ -1,17 +1,20 @@
 import { randomBytes } from 'node:crypto';
-import { BackendError } from '../errors/index.js';
-import { isLedgerLeaseExpiredError } from '../errors/ledger.js';
-import { combineResourceLayers, type ReadLayer, readResourceLayer } from '../resources/resolve.js';
-import type { ResourceLimits, ResourceRequest } from '../resources/types.js';
-import type { AgentRecord } from './agents.js';
-import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from './backend.js';
-import type { CapacityLimit } from './capacity.js';
-import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from './config.js';
-import type { FleetCore } from './core.js';
-import { newMailbox } from './events.js';
-import type { Pacing } from './pacing.js';
-import { type PoolShare, splitRequest } from './pools.js';
-import type { ScaleResult } from './scale.js';
+import { BackendError } from '../../errors/index.js';
+import { isLedgerLeaseExpiredError } from '../../errors/ledger.js';
+import {
+  combineResourceLayers,
+  type ReadLayer,
+  readResourceLayer,
+} from '../../resources/resolve.js';
+import type { ResourceLimits, ResourceRequest } from '../../resources/types.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { AgentResources, ScalerBackend, SpawnLease, SpawnRequest } from '../backend.js';
+import type { Pacing } from '../capacity/pacing.js';
+import { type PoolShare, splitRequest } from '../capacity/pools.js';
+import { resourceLayers, type ScalerConfig, type ScalerEntryConfig } from '../config/config.js';
+import type { FleetCore } from '../core.js';
+import { newMailbox } from '../events.js';
+import type { CapacityLimit, ScaleResult } from '../types.js';
 import type { LabelSetState, ScalerState } from './scalers.js';
 
 /**

@@ -1,13 +1,8 @@
-import type { AgentResources } from './backend.js';
-import type { AgentMailbox } from './events.js';
-import type { PoolShare } from './pools.js';
-import type { ScalerState } from './scalers.js';
-
-/**
- * The state of one agent (see the state machine in docs/manager.md):
- * `spawning` → `idle` ⇄ `busy` → `draining` → `destroying` → `gone`.
- */
-export type AgentState = 'spawning' | 'idle' | 'busy' | 'draining' | 'destroying' | 'gone';
+import type { AgentResources } from '../backend.js';
+import type { PoolShare } from '../capacity/pools.js';
+import type { AgentMailbox } from '../events.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { AgentState } from '../types.js';
 
 /**
  * The agent state machine, in one place. Every change of `AgentRecord.state`

@@ -1,7 +1,7 @@
-import type { AgentRecord } from './agents.js';
-import type { CapacityLimit } from './capacity.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit } from '../types.js';
 
 /**
  * What the manager does when the ledger removed the pool row of an agent that
@@ -18,6 +18,17 @@ import type { ScalerState } from './scalers.js';
 export type ReservationLostPolicy = 'report' | 'stop-spawning' | 'drain';
 
 const POLICIES: readonly ReservationLostPolicy[] = ['report', 'stop-spawning', 'drain'];
+
+/** @throws TypeError naming the accepted values. @internal */
+export function checkReservationLostPolicy(value: unknown): ReservationLostPolicy {
+  if (value === undefined) return 'report';
+  if (!POLICIES.includes(value as ReservationLostPolicy)) {
+    throw new TypeError(
+      `Expected \`policies.reservationLost\` to be one of ${POLICIES.join(', ')}, got \`${String(value).slice(0, 64)}\``,
+    );
+  }
+  return value as ReservationLostPolicy;
+}
 
 /** Lost pool rows: restore them, and apply the policy to those that stay lost. @internal */
 export class LostReservations {

@@ -7,14 +7,15 @@ import type {
   OtelAttributes,
   OtelMeter,
   OtelObservableResult,
-} from '../internal/telemetry/index.js';
-import type { ResourceCap } from '../resources/types.js';
-import type { FleetCore } from './core.js';
-import type { ScalerStatus, Usage } from './status.js';
+} from '../../internal/telemetry/index.js';
+import type { ResourceCap } from '../../resources/types.js';
+import type { AgentRecord } from '../agents/agents.js';
+import type { ScalerStatus, Usage } from '../types.js';
 
 /** What the telemetry reads from the manager. @internal */
 export interface ManagerView {
-  core: FleetCore;
+  /** The parts of the manager's shared state the telemetry reads. */
+  core: { readonly book: { get(agentId: string): AgentRecord | undefined }; now(): number };
   status(): ScalerStatus;
 }
 

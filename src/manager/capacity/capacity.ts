@@ -1,13 +1,20 @@
-import { CapTracker } from '../caps/cap-tracker.js';
-import type { CapDimension } from '../caps/types.js';
-import type { AdoptHeldBy, AdoptRequest, ReserveRefusal, ReserveResult } from '../ledger/types.js';
-import { checkLimitRange, type LimitRangeRule } from '../resources/limit-range.js';
-import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceAmount } from '../resources/types.js';
-import type { AgentBook, AgentRecord } from './agents.js';
-import type { AgentResources } from './backend.js';
-import { exceeds } from './checks.js';
-import type { ScalerConfig } from './config.js';
+import { CapTracker } from '../../caps/cap-tracker.js';
+import type { CapDimension } from '../../caps/types.js';
+import type {
+  AdoptHeldBy,
+  AdoptRequest,
+  ReserveRefusal,
+  ReserveResult,
+} from '../../ledger/types.js';
+import { checkLimitRange } from '../../resources/limit-range.js';
+import { coresToMillicores } from '../../resources/quantity.js';
+import type { ResourceAmount } from '../../resources/types.js';
+import type { AgentBook, AgentRecord } from '../agents/agents.js';
+import type { AgentResources } from '../backend.js';
+import { exceeds } from '../checks.js';
+import type { ScalerConfig } from '../config/config.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { CapacityLimit, Usage } from '../types.js';
 import {
   addDevices,
   devicesIn,
@@ -15,8 +22,6 @@ import {
   type PoolShare,
   uncoveredResource,
 } from './pools.js';
-import type { ScalerState } from './scalers.js';
-import type { Usage } from './status.js';
 
 /**
  * What reserving an agent's rows in all its pools came to: every pool granted
@@ -28,143 +33,6 @@ export type PoolsOutcome =
   | { ok: true; devices: Record<string, string[]> | undefined }
   | { ok: false; pool: string; refusal: ReserveRefusal }
   | { ok: 'error'; pool: string; error: unknown; tried: readonly string[] };
-
-/** A limit that refused a request, and by how much. Discriminated by `limit`. */
-export type CapacityLimit =
-  | {
-      /**
-       * The scaler's spawn pacing: `maxConcurrentSpawns` (`window: 'concurrent'`)
-       * or `maxSpawnsPerMinute` (`window: 'minute'`) was reached.
-       */
-      limit: 'spawn-rate';
-      /** The scaler. */
-      scaler: string;
-      /** Which pacing rule refused. */
-      window: 'concurrent' | 'minute';
-      /** Spawns counted by that rule now. */
-      used: number;
-      /** The rule's limit. */
-      max: number;
-      /** When to ask again, in milliseconds. */
-      retryAfterMs: number;
-      /** Always false. */
-      neverFits: false;
-    }
-  | {
-      /**
-       * The scaler's machine pool lost rows of running agents and the
-       * `stop-spawning` policy holds new spawns there until they are restored.
-       */
-      limit: 'reservation-lost';
-      /** The scaler. */
-      scaler: string;
-      /** The pool. */
-      pool: string;
-      /** Always false. */
-      neverFits: false;
-    }
-  | {
-      /**
-       * The ledger lease this manager's pool rows are held under is at risk
-       * or lost (renewals fail): `leaseLostPolicy` `stop-agents` or
-       * `stop-spawning` refuses new spawns in machine pools until the lease
-       * is renewed.
-       */
-      limit: 'lease-at-risk';
-      /** The scaler. */
-      scaler: string;
-      /** The pool. */
-      pool: string;
-      /** The lease's health now. */
-      health: 'at-risk' | 'lost';
-      /** The lease's deadline (epoch ms on the ledger's clock), when known. */
-      deadline?: number;
-      /** Always false. */
-      neverFits: false;
-    }
-  | {
-      /**
-       * The job is outside a LimitRange-like policy: the scaler's `limits`
-       * (`scaler-limit-range`) or the orchestrator's (`global-limit-range`).
-       */
-      limit: 'scaler-limit-range' | 'global-limit-range';
-      /** The scaler that was tried. */
-      scaler: string;
-      /** The resource (`cpus`, `memory` or an extended resource name). */
-      resource: string;
-      /** The rule that refused: `min`, `max` or `maxLimitRequestRatio`. */
-      rule: LimitRangeRule;
-      /** The side checked (`limits` for the ratio). */
-      side: 'requests' | 'limits';
-      /** The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`). */
-      value: number;
-      /** The rule's bound. */
-      bound: number;
-      /** A sentence naming all of it. */
-      message: string;
-      /** Always true: the job never fits this policy. */
-      neverFits: true;
-    }
-  | {
-      /** The scaler's spawn backoff is open after consecutive spawn failures. */
-      limit: 'backing-off';
-      /** The scaler. */
-      scaler: string;
-      /** Consecutive failures so far. */
-      failures: number;
-      /** When the backoff closes, in milliseconds from now. */
-      retryAfterMs: number;
-      /** The last spawn failure. */
-      lastError: unknown;
-      /** Always false. */
-      neverFits: false;
-    }
-  | {
-      /** `globalMaxAgents` was reached. */
-      limit: 'global-max-agents';
-      /** Agents tracked now (spawning, idle and busy). */
-      used: number;
-      /** The limit. */
-      max: number;
-      /** The scaler that was tried. */
-      scaler: string;
-      /** Always false: agents may go away, and a limit of 0 may be raised by `reload`. */
-      neverFits: false;
-    }
-  | {
-      /** The scaler's `maxAgents` was reached. */
-      limit: 'scaler-max-agents';
-      /** Agents of this scaler tracked now. */
-      used: number;
-      /** The limit. */
-      max: number;
-      /** The scaler. */
-      scaler: string;
-      /** Always false: agents may go away, and a limit of 0 may be raised by `reload`. */
-      neverFits: false;
-    }
-  | {
-      /**
-       * A CPU, memory or extended resource cap: the orchestrator's (`global-cap`),
-       * the scaler's, or a machine pool's (`pool-cap`, with the pool; for an agent
-       * in several pools, the pool that refused).
-       */
-      limit: 'global-cap' | 'scaler-cap' | 'pool-cap';
-      /** The scaler that was tried. */
-      scaler: string;
-      /** The pool, for `pool-cap`. */
-      pool?: string;
-      /** The dimension that did not fit. */
-      dimension: CapDimension;
-      /** What the request asked for (cores or bytes). */
-      requested: number;
-      /** What is already held (cores or bytes). */
-      used: number;
-      /** The cap (cores or bytes). */
-      max: number;
-      /** True when the request exceeds the cap even with nothing held. */
-      neverFits: boolean;
-    };
 
 /** The CapTracker scope of the orchestrator-wide cap. @internal */
 export const GLOBAL_SCOPE = 'global';

@@ -1,8 +1,8 @@
-import { coresToMillicores } from '../resources/quantity.js';
-import type { ResourceLimits } from '../resources/types.js';
+import { coresToMillicores } from '../../resources/quantity.js';
+import type { ResourceLimits } from '../../resources/types.js';
+import type { AgentResources } from '../backend.js';
+import type { FleetCore } from '../core.js';
 import type { AgentRecord } from './agents.js';
-import type { AgentResources } from './backend.js';
-import type { FleetCore } from './core.js';
 
 /**
  * Which agent a job is bound to, when more than one could claim it. The rules

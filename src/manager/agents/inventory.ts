@@ -1,7 +1,8 @@
-import type { ResourceAmount, ResourceLimits } from '../resources/types.js';
-import type { AgentBook, AgentRecord, AgentState } from './agents.js';
-import type { AgentResources } from './backend.js';
-import { checkId, checkLabels } from './checks.js';
+import type { ResourceAmount, ResourceLimits } from '../../resources/types.js';
+import type { AgentResources } from '../backend.js';
+import { checkId, checkLabels } from '../checks.js';
+import type { AgentState } from '../types.js';
+import type { AgentBook, AgentRecord } from './agents.js';
 
 /**
  * A read-only, frozen picture of one agent the manager tracks, taken when it was
@@ -50,6 +51,13 @@ export interface AgentSnapshot {
    * agent is never warm capacity.
    */
   readonly lastJob: boolean;
+  /**
+   * What a host may add to a job's context for this agent (what kici's
+   * `getScalerContextForAgent` answered): the scaler's `options`, what the
+   * backend's `spawn` returned as `context`, then `scaler`, `type`, `labels`
+   * and `resources`.
+   */
+  readonly context: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -105,6 +113,7 @@ export function snapshotOf(record: AgentRecord): AgentSnapshot {
     jobsRun: record.jobsCompleted,
     lastJob: isLastJob(record),
     pools: Object.freeze(record.shares.map((share) => share.pool)),
+    context: Object.freeze(scalerContextOf(record)),
   };
   if (record.jobId !== undefined) snapshot.jobId = record.jobId;
   if (record.shares.length > 0) snapshot.pool = record.shares[0]!.pool;

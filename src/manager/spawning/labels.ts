@@ -1,4 +1,4 @@
-import type { NoMatchReason } from './scale.js';
+import type { NoMatchReason } from '../types.js';
 
 /**
  * True when a job names every mandatory label of a scaler (the taint-like gate).

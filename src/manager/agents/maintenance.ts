@@ -1,8 +1,8 @@
-import type { ClockTimer } from '../clock.js';
+import type { ClockTimer } from '../../clock.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type { WarmPool } from '../spawning/warm-pool.js';
 import type { AgentRecord } from './agents.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
-import type { WarmPool } from './warm-pool.js';
 
 const NONE: Promise<void>[] = [];
 

@@ -5,40 +5,8 @@
  * neither adapter; the host passes closures over `sweepAgentCaps` and
  * `sweepIsolation`.
  */
-import type { FleetCore } from './core.js';
-import type { ReconcileResult } from './teardown.js';
-
-/**
- * One sweep: remove what agents not in `liveAgentIds` left behind, and answer
- * which agents that was. `sweepAgentCaps(kv, live)` and
- * `sweepIsolation(live, opts)` both fit once closed over their first argument.
- *
- * `liveAgentIds` is a live view: iterating it reads the manager's agents at that
- * moment (every tracked agent, spawning and being destroyed included, plus the
- * agents a backend listed that the manager does not track), so a sweep that
- * iterates it after reading its own state keeps what an agent started meanwhile
- * wrote.
- */
-export type ReconcileSweep = (liveAgentIds: Iterable<string>) => Promise<{
-  /** The agents whose leftovers the sweep removed. */
-  readonly removedAgents: readonly string[];
-}>;
-
-/** What one sweep did in a `reconcile()` pass. */
-export interface SweepOutcome {
-  /** The sweep's name (its key in the `sweeps` option). */
-  name: string;
-  /** The agents whose leftovers it removed (empty when it failed or did not run). */
-  removedAgents: string[];
-  /** What it threw (or a `TypeError` for an answer without `removedAgents`), when it failed. */
-  error?: unknown;
-  /**
-   * Set when it did not run because the live set was unknown: a backend has no
-   * `list()` or its `list()` failed, so agents it still runs (a crashed
-   * controller's, say) could not be told from dead ones.
-   */
-  skipped?: 'live-set-unknown';
-}
+import type { FleetCore } from '../core.js';
+import type { ReconcileResult, ReconcileSweep, SweepOutcome } from '../types.js';
 
 const MAX_SWEEP_NAME_LENGTH = 63;
 

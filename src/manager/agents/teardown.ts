@@ -1,86 +1,15 @@
-import type { Clock, ClockTimer } from '../clock.js';
-import { BackendError } from '../errors/index.js';
+import type { Clock, ClockTimer } from '../../clock.js';
+import { BackendError } from '../../errors/index.js';
+import type { ScalerBackend } from '../backend.js';
+import type { FleetCore } from '../core.js';
+import type { ScalerState } from '../spawning/scalers.js';
+import type {
+  ReconcileResult,
+  ShutdownOptions,
+  ShutdownResult,
+  UnconfirmedAgent,
+} from '../types.js';
 import type { AgentRecord } from './agents.js';
-import type { ScalerBackend } from './backend.js';
-import type { FleetCore } from './core.js';
-import type { ScalerState } from './scalers.js';
-import type { SweepOutcome } from './sweeps.js';
-
-/** Options of `ScalerManager.shutdownAll`. */
-export interface ShutdownOptions {
-  /**
-   * Drain first: idle and spawning agents are destroyed at once, busy ones when
-   * their job completes, up to `timeoutMs`; what is left is then destroyed.
-   * @default false
-   */
-  drain?: boolean;
-  /**
-   * The longest wait of each stage: draining agents; spawns in flight (a spawn
-   * still unanswered then is aborted through its request's `signal` and given
-   * up to 5 s more); destroys and backend `shutdown()` calls; the ledger
-   * releases and the state store's flush at the end. What is still
-   * unanswered is listed in {@link ShutdownResult.unconfirmed} with its pool
-   * rows kept, and destroyed and released as soon as it answers.
-   * @default 300000
-   */
-  timeoutMs?: number;
-}
-
-/** An agent `shutdownAll()` could not confirm stopped: its pool rows are kept. */
-export interface UnconfirmedAgent {
-  /** The agent. */
-  agentId: string;
-  /** Its scaler. */
-  scaler: string;
-  /**
-   * What was not confirmed:
-   * - `spawn-unanswered`: its spawn (or pool reservation) had not answered, even after the abort;
-   * - `destroy-unanswered`: its `destroy` had not answered;
-   * - `destroy-failed`: its `destroy` rejected (twice, when it had failed before);
-   * - `shutdown-failed`: its backend's `shutdown()` rejected or had not answered.
-   */
-  reason: 'spawn-unanswered' | 'destroy-unanswered' | 'destroy-failed' | 'shutdown-failed';
-}
-
-/** What `shutdownAll()` did. */
-export interface ShutdownResult {
-  /**
-   * Agents that may still run, with their pool rows kept (empty when every
-   * agent was confirmed stopped and every row released). A spawn or destroy
-   * listed here that answers later, while the process lives, is destroyed and
-   * its rows released at once; otherwise peers reclaim the rows once this
-   * instance's lease ends.
-   */
-  unconfirmed: UnconfirmedAgent[];
-}
-
-/** What `reconcile` found. */
-export interface ReconcileResult {
-  /** Tracked agents their backend no longer lists: released and forgotten. */
-  released: string[];
-  /** Agents a backend lists that this manager does not track (left alone). */
-  untracked: UntrackedAgent[];
-  /** Backends whose `list()` threw (their agents were left alone). */
-  failed: ReconcileFailure[];
-  /** What each of the `sweeps` option's sweeps did, in order (absent without `sweeps`). */
-  sweeps?: SweepOutcome[];
-}
-
-/** An agent a backend runs that the manager does not track. */
-export interface UntrackedAgent {
-  /** The scaler whose backend listed it (for a backend object serving several scalers, the first of them in config order). */
-  scaler: string;
-  /** The agent. */
-  agentId: string;
-}
-
-/** A backend whose `list()` threw during `reconcile`. */
-export interface ReconcileFailure {
-  /** The scaler. */
-  scaler: string;
-  /** What `list()` threw. */
-  error: unknown;
-}
 
 /** Resolve true when `promise` settles within `ms` on `clock`, false otherwise. @internal */
 export async function within(

@@ -1,12 +1,12 @@
-import type { ResourceRequest } from '../resources/types.js';
+import type { ResourceRequest } from '../../resources/types.js';
+import { checkId, checkJobResources, checkLabels } from '../checks.js';
+import type { FleetCore } from '../core.js';
+import type { LabelSetState, ScalerState } from '../spawning/scalers.js';
+import type { Spawner } from '../spawning/spawner.js';
 import type { AgentRecord } from './agents.js';
 import { fitsWithin } from './binding.js';
-import { checkId, checkJobResources, checkLabels } from './checks.js';
-import type { FleetCore } from './core.js';
 import { type AgentSnapshot, snapshotOf } from './inventory.js';
 import type { AgentLifecycle } from './lifecycle.js';
-import type { LabelSetState, ScalerState } from './scalers.js';
-import type { Spawner } from './spawner.js';
 
 /** A job looking for an idle agent: what {@link ScalerManager.claimIdleAgent} takes. */
 export interface ClaimRequest {
@@ -27,25 +27,8 @@ export interface ClaimRequest {
   resources?: ResourceRequest;
 }
 
-/** Why the idle agents of a scaler could not take a job, in a `no-fit` {@link ClaimResult}. */
-export interface ClaimMismatch {
-  /** The scaler. */
-  scaler: string;
-  /** Its idle agents. */
-  idle: number;
-  /**
-   * - `labels`: the agents' label set lacks labels the job asks for (`missing`);
-   * - `mandatory`: the job does not name every mandatory label of the scaler (`missing`);
-   * - `exclude`: the agents' label set holds an excluded label (`excluded`);
-   * - `resources`: an idle agent has the labels, but less than the job's resources;
-   * - `retired`: the scaler was removed by `reload` and takes no new work.
-   */
-  reason: 'labels' | 'mandatory' | 'exclude' | 'resources' | 'retired';
-  /** Labels the job needs that the agents lack, or mandatory labels the job does not name. */
-  missing?: string[];
-  /** Excluded labels found in the agents' label set. */
-  excluded?: string[];
-}
+/** Why the idle agents of a scaler could not take a job, in a `no-fit` {@link ClaimResult}. @internal */
+export type ClaimMismatch = Extract<ClaimResult, { kind: 'no-fit' }>['reasons'][number];
 
 /**
  * The answer to {@link ScalerManager.claimIdleAgent}, discriminated by `kind`:
@@ -84,7 +67,24 @@ export type ClaimResult =
       /** Agents are idle, but none can run this job. */
       kind: 'no-fit';
       /** Why not, one entry per scaler with idle agents (config order). */
-      reasons: ClaimMismatch[];
+      reasons: {
+        /** The scaler. */
+        scaler: string;
+        /** Its idle agents. */
+        idle: number;
+        /**
+         * - `labels`: the agents' label set lacks labels the job asks for (`missing`);
+         * - `mandatory`: the job does not name every mandatory label of the scaler (`missing`);
+         * - `exclude`: the agents' label set holds an excluded label (`excluded`);
+         * - `resources`: an idle agent has the labels, but less than the job's resources;
+         * - `retired`: the scaler was removed by `reload` and takes no new work.
+         */
+        reason: 'labels' | 'mandatory' | 'exclude' | 'resources' | 'retired';
+        /** Labels the job needs that the agents lack, or mandatory labels the job does not name. */
+        missing?: string[];
+        /** Excluded labels found in the agents' label set. */
+        excluded?: string[];
+      }[];
       /** The agent being spawned for this job, if one is. */
       spawning?: string;
     }
