@@ -25,6 +25,7 @@ export type {
   LeaseHealth,
   LeaseInfo,
   LeaseLocation,
+  LedgerDocument,
   PoolLedger,
   RegisterPoolOptions,
   ReleaseOptions,

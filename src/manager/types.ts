@@ -4,7 +4,6 @@
  * parts import each other in one direction only.
  */
 import type { CapDimension } from '../caps/types.js';
-import type { LimitRangeRule } from '../resources/limit-range.js';
 import type { ResourceCap, ResourceRequest } from '../resources/types.js';
 import type { AgentResources } from './backend.js';
 
@@ -78,7 +77,7 @@ export type CapacityLimit =
       /** The resource (`cpus`, `memory` or an extended resource name). */
       resource: string;
       /** The rule that refused: `min`, `max` or `maxLimitRequestRatio`. */
-      rule: LimitRangeRule;
+      rule: 'min' | 'max' | 'maxLimitRequestRatio';
       /** The side checked (`limits` for the ratio). */
       side: 'requests' | 'limits';
       /** The job's value (cores, bytes or a count; the ratio for `maxLimitRequestRatio`). */

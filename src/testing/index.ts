@@ -34,5 +34,9 @@ export {
   type TestFleet,
   type TestFleetOptions,
 } from './fleet.js';
-export { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger/index.js';
+export {
+  MemoryPoolLedger,
+  type MemoryPoolLedgerOptions,
+  MemoryPoolStore,
+} from './memory-ledger/index.js';
 export { TestClock } from './test-clock/clock.js';

@@ -30,17 +30,7 @@ import type { ResourceAmount, ResourceCap } from '../../resources/index.js';
 import { MemoryLease } from './lease.js';
 import { MemoryPoolStore, type StoreInternals, storeInternals } from './store.js';
 
-export { MemoryPoolStore, type MemoryPoolStoreOptions } from './store.js';
-
-/**
- * What {@link MemoryPoolLedger.inspect} answers.
- */
-export interface MemoryPoolSnapshot {
-  /** Rows that count against the cap. */
-  live: ReservationRow[];
-  /** Rows a reap would remove now, each with why. */
-  stale: StaleRow[];
-}
+export { MemoryPoolStore } from './store.js';
 
 /**
  * Options of {@link MemoryPoolLedger}.
@@ -326,7 +316,12 @@ export class MemoryPoolLedger implements PoolLedger {
    * Live rows and the rows this instance would reap now, with reasons (the
    * store's objects: do not change them).
    */
-  inspect(pool: string): MemoryPoolSnapshot {
+  inspect(pool: string): {
+    /** Rows that count against the cap. */
+    live: ReservationRow[];
+    /** Rows a reap would remove now, each with why. */
+    stale: StaleRow[];
+  } {
     validatePoolName(pool);
     const doc = this.#internals.get(pool);
     if (doc === undefined) return { live: [], stale: [] };

@@ -114,10 +114,10 @@ export class MemoryPoolStore {
   readonly #leases = new Map<string, LeaseRecord>();
 
   /**
-   * @param options - See `MemoryPoolStoreOptions`.
+   * @param options - `bootId`: the boot id of the simulated host, written into every row (default a random id).
    * @throws TypeError for an unknown option or an empty `bootId`.
    */
-  constructor(options: MemoryPoolStoreOptions = {}) {
+  constructor(options: { bootId?: string } = {}) {
     for (const key of Object.keys(options ?? {})) {
       if (key !== 'bootId') {
         throw new TypeError(
@@ -156,12 +156,4 @@ export class MemoryPoolStore {
     validatePoolName(pool);
     this.#docs.set(pool, structuredClone(doc));
   }
-}
-
-/**
- * Options of {@link MemoryPoolStore}.
- */
-export interface MemoryPoolStoreOptions {
-  /** The boot id of the simulated host, written into every row. @default a random id */
-  bootId?: string;
 }
