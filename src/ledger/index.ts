@@ -7,6 +7,7 @@
  * @packageDocumentation
  */
 
+export type { OtelMeterProvider, OtelTracerProvider } from '../internal/telemetry/api.js';
 export { StaleReason, type StaleRow } from './document/verdict.js';
 export { DEFAULT_LEDGER_DIR, LEDGER_DIR_ENV } from './file/dir.js';
 export {

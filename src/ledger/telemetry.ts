@@ -19,11 +19,12 @@ import {
   INTERNAL_SPAN,
   isRecording,
   type OtelMeter,
+  type OtelMeterProvider,
   type OtelSpan,
   type OtelTracer,
+  type OtelTracerProvider,
   resolveProviders,
   TELEMETRY_OPTION_KEYS,
-  type TelemetryOptions,
   takeParentSpan,
 } from '../internal/telemetry/index.js';
 import type { ResourceCap } from '../resources/types.js';
@@ -33,9 +34,22 @@ import { LedgerInstruments, type PoolView } from './telemetry-instruments.js';
 import type { ReservationRow } from './types.js';
 
 /**
- * Telemetry options of `MachineLedger` and `NatsPoolLedger`.
+ * Telemetry options of `MachineLedger` and `NatsPoolLedger` (the manager's
+ * `telemetry` option takes the same two providers).
  */
-export interface LedgerTelemetryOptions extends TelemetryOptions {
+export interface LedgerTelemetryOptions {
+  /**
+   * Record metrics through this OpenTelemetry `MeterProvider` (its meter is named
+   * `scaler-primitives` with the package version). Without it nothing is recorded
+   * and nothing is allocated per operation. See docs/observability.md.
+   * @default none
+   */
+  meterProvider?: OtelMeterProvider;
+  /**
+   * Record spans through this OpenTelemetry `TracerProvider` (tracer `scaler-primitives`).
+   * @default none
+   */
+  tracerProvider?: OtelTracerProvider;
   /**
    * With a `meterProvider`: read every registered pool this often (no lock, no
    * write) so the usage gauges stay fresh while no operation runs. Without it

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import { assertKnownKeys } from '../internal/strict-keys.js';
-import type { TelemetryOptions } from '../internal/telemetry/index.js';
+import type { LedgerTelemetryOptions } from '../ledger/telemetry.js';
 import type { PoolLedger } from '../ledger/types.js';
 import type { ScalerConfigInput } from './config/config.js';
 import type { ScalerEvent } from './events.js';
@@ -128,7 +128,7 @@ export interface ScalerManagerOptions {
    * `tracerProvider` spans (see docs/observability.md); without either it
    * records nothing and costs nothing. Unknown keys are refused.
    */
-  telemetry?: TelemetryOptions & {
+  telemetry?: Pick<LedgerTelemetryOptions, 'meterProvider' | 'tracerProvider'> & {
     /**
      * With a `meterProvider`: also record the histogram `scaler.spawn.duration`
      * (how long each backend `spawn` call took). Off by default: it is the one

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { metrics, trace } from '@opentelemetry/api';
-import { describe, expect, it } from 'vitest';
+import type { OtelMeterProvider, OtelTracerProvider } from 'scaler-primitives/ledger';
+import { describe, expect, expectTypeOf, it } from 'vitest';
 import {
   INSTRUMENTATION_NAME,
   INSTRUMENTATION_VERSION,
-  type OtelMeterProvider,
-  type OtelTracerProvider,
+  type OtelContext,
+  type OtelTracer,
 } from '../../src/internal/telemetry/index.js';
 import { MetricsHarness, TracesHarness } from '../helpers/otel.js';
 
@@ -32,5 +33,20 @@ describe('the instrumentation scope', () => {
     }
     await m.shutdown();
     await t.shutdown();
+  });
+
+  it('refuses a provider of the wrong shape (compile-time, through the public names)', () => {
+    const meter = { createCounter: () => ({ add: (_value: number) => {} }) };
+    const tracer = { startSpan: () => ({ end: () => {} }) };
+    // @ts-expect-error a meter without histograms and observables is not a MeterProvider's.
+    const badMeterProvider: OtelMeterProvider = { getMeter: () => meter };
+    // @ts-expect-error a span without setAttribute, setStatus, ... is not a TracerProvider's.
+    const badTracerProvider: OtelTracerProvider = { getTracer: () => tracer };
+    expect(typeof badMeterProvider.getMeter).toBe('function');
+    expect(typeof badTracerProvider.getTracer).toBe('function');
+  });
+
+  it("the library's own Context fits what a tracer's startSpan takes (compile-time)", () => {
+    expectTypeOf<OtelContext>().toExtend<NonNullable<Parameters<OtelTracer['startSpan']>[2]>>();
   });
 });

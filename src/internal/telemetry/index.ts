@@ -36,19 +36,15 @@ export const SLOW_BUCKETS = [
   0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800,
 ];
 
-/** The two provider options of `ScalerManager`, `MachineLedger` and `NatsPoolLedger`. */
+/**
+ * The two provider options, as the internal helpers take them. The public
+ * option interfaces (`LedgerTelemetryOptions`, the manager's `telemetry`)
+ * declare the same two keys with their documentation.
+ */
 export interface TelemetryOptions {
-  /**
-   * Record metrics through this OpenTelemetry `MeterProvider` (its meter is named
-   * `scaler-primitives` with the package version). Without it nothing is recorded
-   * and nothing is allocated per operation. See docs/observability.md.
-   * @default none
-   */
+  /** See `LedgerTelemetryOptions.meterProvider`. */
   meterProvider?: OtelMeterProvider;
-  /**
-   * Record spans through this OpenTelemetry `TracerProvider` (tracer `scaler-primitives`).
-   * @default none
-   */
+  /** See `LedgerTelemetryOptions.tracerProvider`. */
   tracerProvider?: OtelTracerProvider;
 }
 
