@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MachineLedger } from 'scaler-primitives/ledger';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../src/ledger/index.js';
 
 const root = join(import.meta.dirname, '..');
 const dirs: string[] = [];

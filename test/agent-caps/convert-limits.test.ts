@@ -1,11 +1,12 @@
 // Issue 11, "Numbers": conversions refuse what their own encoder would reject and
 // never return an unsafe integer.
-import { describe, expect, it } from 'vitest';
+
 import {
   capsFromResources,
   encodeAgentCaps,
   resourcesFromCaps,
-} from '../../src/agent-caps/index.js';
+} from 'scaler-primitives/agent-caps';
+import { describe, expect, it } from 'vitest';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 describe('conversion limits', () => {

@@ -1,6 +1,6 @@
+import { capsFromResources, renderDropIn, resourcesFromCaps } from 'scaler-primitives/agent-caps';
 import { describe, expect, it } from 'vitest';
 import { isEmpty } from '../../src/agent-caps/codec.js';
-import { capsFromResources, renderDropIn, resourcesFromCaps } from '../../src/agent-caps/index.js';
 
 const GiB = 1024 ** 3;
 

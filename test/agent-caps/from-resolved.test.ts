@@ -2,15 +2,15 @@
 // capsFromResources turns its limits into caps that encode, decode and read
 // back, and an unset limit is an absent field, never 0 and never an error.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
 import {
   capsFromResources,
   decodeAgentCaps,
   encodeAgentCaps,
   resourcesFromCaps,
-} from '../../src/agent-caps/index.js';
+} from 'scaler-primitives/agent-caps';
+import { type ResourceRequest, resolveResources } from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
 import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
-import { type ResourceRequest, resolveResources } from '../../src/resources/index.js';
 import { MAX_CPU_LIMIT_CORES } from '../../src/resources/types.js';
 
 const gpu = 'nvidia.com/gpu';

@@ -1,7 +1,6 @@
 // The three tests of the Rust swarm-queue-client crate (module agent_limits),
 // reproduced as golden vectors: our bytes and names must match the crate's.
-import { describe, expect, it } from 'vitest';
-import { isEmpty } from '../../src/agent-caps/codec.js';
+
 import {
   BUCKET,
   decodeAgentCaps,
@@ -9,7 +8,9 @@ import {
   encodeAgentCaps,
   keySubject,
   STREAM,
-} from '../../src/agent-caps/index.js';
+} from 'scaler-primitives/agent-caps';
+import { describe, expect, it } from 'vitest';
+import { isEmpty } from '../../src/agent-caps/codec.js';
 
 const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
 

@@ -1,6 +1,6 @@
+import { decodeAgentCaps, encodeAgentCaps } from 'scaler-primitives/agent-caps';
 import { describe, expect, it } from 'vitest';
 import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
-import { decodeAgentCaps, encodeAgentCaps } from '../../src/agent-caps/index.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 // Each row was checked against systemd 252's parsers (see docs/agent-caps.md).

@@ -1,5 +1,5 @@
+import { assertAgentName, directGetSubject, keySubject } from 'scaler-primitives/agent-caps';
 import { describe, expect, it } from 'vitest';
-import { assertAgentName, directGetSubject, keySubject } from '../../src/agent-caps/index.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
 
 describe('agent names', () => {

@@ -9,8 +9,8 @@ import {
   RequestError,
   TimeoutError,
 } from '@nats-io/transport-node';
+import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
 import { describe, expect, it } from 'vitest';
-import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import { isNatsRequestError } from '../../src/errors/nats.js';
 

@@ -1,13 +1,13 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 import {
   type AgentCaps,
   capsFromResources,
   decodeAgentCaps,
   encodeAgentCaps,
   resourcesFromCaps,
-} from '../../src/agent-caps/index.js';
+} from 'scaler-primitives/agent-caps';
+import { describe, expect, it } from 'vitest';
+import { isValidCpuQuota, isValidMemoryMax } from '../../src/agent-caps/grammar.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 
 const decimals = fc.oneof(

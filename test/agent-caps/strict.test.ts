@@ -1,7 +1,6 @@
 // Fail closed: every exported agent-caps function refuses unknown keys and oversized
 // input itself. Decoding stays tolerant of unknown wire fields (as the Rust crate is).
-import { describe, expect, it } from 'vitest';
-import { isEmpty, MAX_CAPS_VALUE_BYTES } from '../../src/agent-caps/codec.js';
+
 import {
   assertAgentName,
   capsFromResources,
@@ -11,9 +10,11 @@ import {
   renderDropIn,
   resourcesFromCaps,
   validateAgentCaps,
-} from '../../src/agent-caps/index.js';
+} from 'scaler-primitives/agent-caps';
+import { readAgentCaps } from 'scaler-primitives/agent-caps/nats';
+import { describe, expect, it } from 'vitest';
+import { isEmpty, MAX_CAPS_VALUE_BYTES } from '../../src/agent-caps/codec.js';
 import { MAX_AGENT_NAME_LENGTH } from '../../src/agent-caps/names.js';
-import { readAgentCaps } from '../../src/agent-caps/nats/index.js';
 import { isCapsValueError } from '../../src/errors/agent-caps.js';
 import type { InvalidInputError } from '../../src/errors/input.js';
 import { isInvalidInputError } from '../../src/errors/input.js';

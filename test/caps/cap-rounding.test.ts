@@ -1,7 +1,8 @@
 // Issue 11, "Numbers": the cap tracker counts a sub-millicore request as a whole
 // millicore and rounds a fractional cap down.
+
+import { CapTracker } from 'scaler-primitives/caps';
 import { describe, expect, it } from 'vitest';
-import { CapTracker } from '../../src/caps/index.js';
 
 describe('CapTracker rounding', () => {
   it('counts 1e-10 cores as one millicore', () => {

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
+import { CapTracker } from 'scaler-primitives/caps';
 import { describe, expect, it } from 'vitest';
-import { CapTracker } from '../../src/caps/index.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
 
 const gpu = 'nvidia.com/gpu';

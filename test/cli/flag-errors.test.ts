@@ -5,6 +5,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CapsValueError, InvalidInputError } from 'scaler-primitives/errors';
 import { afterAll, describe, expect, it } from 'vitest';
 import { capsCommand } from '../../src/cli/commands/caps.js';
 import { configCommand } from '../../src/cli/commands/config.js';
@@ -13,7 +14,6 @@ import { nftCommand } from '../../src/cli/commands/nft.js';
 import { flagMessage } from '../../src/cli/flags.js';
 import { main } from '../../src/cli/main.js';
 import type { CliCommand } from '../../src/cli/registry.js';
-import { CapsValueError, InvalidInputError } from '../../src/errors/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cli-flags-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -8,9 +8,9 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { renderIsolationPlan } from 'scaler-primitives/nftables';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main, VERSION } from '../../src/cli/main.js';
-import { renderIsolationPlan } from '../../src/nftables/index.js';
 
 let dir: string;
 beforeEach(() => {

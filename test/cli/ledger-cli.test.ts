@@ -16,8 +16,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { MachineLedger } from 'scaler-primitives/ledger';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/index.js';
 
 const cli = join(import.meta.dirname, '../../src/cli/index.ts');
 let dir: string;

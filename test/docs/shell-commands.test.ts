@@ -21,8 +21,8 @@ import {
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { MachineLedger } from 'scaler-primitives/ledger';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/index.js';
 import { ensureBuilt, root } from '../helpers/built-package.js';
 import { Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';

@@ -7,8 +7,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { leaseEnv } from 'scaler-primitives/fence';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { leaseEnv } from '../../src/fence/index.js';
 import { hasSystem } from '../helpers/system.js';
 
 const agentScript = join(import.meta.dirname, '../fixtures/fence-agent.ts');

@@ -1,6 +1,6 @@
+import { natsHeartbeatReader } from 'scaler-primitives/fence';
 import { describe, expect, it } from 'vitest';
 import type { HeartbeatEntry } from '../../src/fence/heartbeat.js';
-import { natsHeartbeatReader } from '../../src/fence/index.js';
 
 const entry = (revision: number, value: string, operation = 'PUT'): HeartbeatEntry => ({
   revision,

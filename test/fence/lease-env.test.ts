@@ -1,11 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import { isScalerError } from '../../src/errors/base.js';
 import {
   type FenceLease,
   leaseEnv,
   readLeaseEnv,
   watchLeaseFromEnv,
-} from '../../src/fence/index.js';
+} from 'scaler-primitives/fence';
+import { describe, expect, it } from 'vitest';
+import { isScalerError } from '../../src/errors/base.js';
 import { LEASE_ENV } from '../../src/fence/lease.js';
 
 const fileLease: FenceLease = {

@@ -6,8 +6,6 @@
 import { mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { isScalerError } from '../../src/errors/base.js';
 import {
   type FenceExpiry,
   type FenceLease,
@@ -15,9 +13,11 @@ import {
   readLeaseEnv,
   readLeasesEnv,
   watchLeaseFromEnv,
-} from '../../src/fence/index.js';
+} from 'scaler-primitives/fence';
+import { TestClock } from 'scaler-primitives/testing';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isScalerError } from '../../src/errors/base.js';
 import { LEASE_ENV, MAX_LEASES } from '../../src/fence/lease.js';
-import { TestClock } from '../../src/testing/index.js';
 
 const fileLease: FenceLease = {
   location: { kind: 'file', path: '/var/lib/ci/ledger/4f0c9e1a.lease' },

@@ -1,14 +1,9 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type FenceExpiry, leaseEnv, watchLease, watchLeaseFromEnv } from 'scaler-primitives/fence';
+import { TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  type FenceExpiry,
-  leaseEnv,
-  watchLease,
-  watchLeaseFromEnv,
-} from '../../src/fence/index.js';
-import { TestClock } from '../../src/testing/index.js';
 
 // A whole second, so a file's mtime set with utimes reads back exactly.
 const T0 = Math.floor(Date.now() / 1000) * 1000;

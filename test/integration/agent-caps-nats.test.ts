@@ -1,8 +1,7 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { directGetSubject, encodeAgentCaps, STREAM } from '../../src/agent-caps/index.js';
+import { directGetSubject, encodeAgentCaps, STREAM } from 'scaler-primitives/agent-caps';
 import {
   type AgentCapsChange,
   deleteAgentCaps,
@@ -11,7 +10,8 @@ import {
   readAgentCaps,
   watchAgentCaps,
   writeAgentCaps,
-} from '../../src/agent-caps/nats/index.js';
+} from 'scaler-primitives/agent-caps/nats';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isCapsValueError, isRevisionConflictError } from '../../src/errors/agent-caps.js';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isNatsRequestError } from '../../src/errors/nats.js';

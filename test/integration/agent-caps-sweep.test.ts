@@ -4,13 +4,13 @@
 // leaves alone what it does not own.
 import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import {
   openOrCreateCapsBucket,
   readAgentCaps,
   sweepAgentCaps,
   writeAgentCaps,
-} from '../../src/agent-caps/nats/index.js';
+} from 'scaler-primitives/agent-caps/nats';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isNatsRequestError } from '../../src/errors/nats.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';

@@ -7,9 +7,9 @@
  * out a lease: they run with short leases in test/testing/conformance-ledgers.test.ts.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { poolLedgerConformance } from 'scaler-primitives/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
-import { poolLedgerConformance } from '../../src/testing/index.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 

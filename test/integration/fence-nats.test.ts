@@ -13,9 +13,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { type FenceExpiry, type FenceLease, leaseEnv } from 'scaler-primitives/fence';
+import { watchLeasesFromEnv } from 'scaler-primitives/fence/nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type FenceExpiry, type FenceLease, leaseEnv } from '../../src/fence/index.js';
-import { watchLeasesFromEnv } from '../../src/fence/nats/index.js';
 import { freePort, type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 

@@ -8,8 +8,8 @@
  */
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { ErrorCode, isScalerError } from 'scaler-primitives/errors';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, isScalerError } from '../../src/errors/index.js';
 import { instanceKey, leaseKey } from '../../src/ledger/nats/keys.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';

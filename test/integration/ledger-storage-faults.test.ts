@@ -22,9 +22,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type AgentStateRecord, FileStateStore } from 'scaler-primitives/manager';
 import { afterEach, describe, expect, it } from 'vitest';
 import { isStateStoreError } from '../../src/errors/state-store.js';
-import { type AgentStateRecord, FileStateStore } from '../../src/manager/index.js';
 import {
   type FixtureEvent,
   type FixtureProcess,

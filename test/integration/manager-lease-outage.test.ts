@@ -11,10 +11,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MachineLedger, type PoolLedger } from 'scaler-primitives/ledger';
+import { type ScalerEvent, ScalerManager } from 'scaler-primitives/manager';
+import { FakeBackend } from 'scaler-primitives/testing';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MachineLedger, type PoolLedger } from '../../src/ledger/index.js';
-import { type ScalerEvent, ScalerManager } from '../../src/manager/index.js';
-import { FakeBackend } from '../../src/testing/index.js';
 import { faultyFs } from '../helpers/faulty-fs.js';
 
 const hasLease =

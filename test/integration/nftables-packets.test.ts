@@ -1,12 +1,12 @@
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   addIsolationRules,
   type IsolationPolicy,
   removeIsolationRules,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NftLayoutName } from '../../src/nftables/layout.js';
 import type { IsolationRules } from '../../src/nftables/policy.js';
 import { Namespaces, run } from '../helpers/netns.js';

@@ -3,14 +3,14 @@
 // run inside a network namespace this test makes and deletes; the host ruleset is never
 // touched).
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   type IsolationPolicy,
   type NftPlan,
   renderIsolationPlan,
   renderPlan,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import { DISPATCH_MAPS, skeletonCommands } from '../../src/nftables/layout.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';

@@ -1,12 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  isNftCommandError,
-  isNftNotInstalledError,
-  isNftPermissionError,
-} from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureTable,
@@ -22,7 +16,13 @@ import {
   sweepIsolation,
   validateNftablesAvailability,
   verifyIsolation,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  isNftCommandError,
+  isNftNotInstalledError,
+  isNftPermissionError,
+} from '../../src/errors/nftables.js';
 import type { NftLayoutName } from '../../src/nftables/layout.js';
 import { skeletonCommands } from '../../src/nftables/layout.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';

@@ -4,21 +4,21 @@
 // runs; the next controller's reconcile() removes exactly the dead agents'.
 import type { KV } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { capsFromResources } from '../../src/agent-caps/index.js';
+import { capsFromResources } from 'scaler-primitives/agent-caps';
 import {
   openOrCreateCapsBucket,
   sweepAgentCaps,
   writeAgentCaps,
-} from '../../src/agent-caps/nats/index.js';
-import { type ScalerBackend, ScalerManager } from '../../src/manager/index.js';
+} from 'scaler-primitives/agent-caps/nats';
+import { type ScalerBackend, ScalerManager } from 'scaler-primitives/manager';
 import {
   addIsolationRules,
   listIsolatedAgents,
   type NftOptions,
   sweepIsolation,
-} from '../../src/nftables/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/nftables';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';

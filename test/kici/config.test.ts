@@ -1,13 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
-import { isConfigError } from '../../src/errors/input.js';
 import {
   type KiciScalerConfig,
   parseKiciScalerConfig,
   toScalerConfig,
-} from '../../src/kici/index.js';
-import { parseScalerConfig } from '../../src/manager/index.js';
+} from 'scaler-primitives/kici';
+import { parseScalerConfig } from 'scaler-primitives/manager';
+import { describe, expect, it } from 'vitest';
+import { isConfigError } from '../../src/errors/input.js';
 
 const GiB = 2 ** 30;
 const example = (): KiciScalerConfig =>

@@ -9,11 +9,11 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { kiciLedgerDirFromEnv, MachineLedger, resolveKiciLedgerDir } from 'scaler-primitives/kici';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isLedgerCapMismatchError, isLedgerCorruptError } from '../../src/errors/ledger.js';
 import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
-import { kiciLedgerDirFromEnv, MachineLedger, resolveKiciLedgerDir } from '../../src/kici/index.js';
 import { kiciLedgerDirCandidates } from '../../src/kici/ledger-dir.js';
 
 const CAP = { maxCpu: 4, maxMemoryBytes: 8 * 2 ** 30 };

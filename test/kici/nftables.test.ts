@@ -1,6 +1,3 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
-import { isNftNotInstalledError } from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureKiciTable,
@@ -10,13 +7,16 @@ import {
   parseRuleHandles,
   removeIsolationRules,
   validateNftablesAvailability,
-} from '../../src/kici/index.js';
+} from 'scaler-primitives/kici';
 import {
   addIsolationRules as coreAdd,
   removeIsolationRules as coreRemove,
   listIsolatedAgents,
   renderIsolationPlan,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isNftNotInstalledError } from '../../src/errors/nftables.js';
 import { inNs, Namespaces } from '../helpers/netns.js';
 import { hasSystem } from '../helpers/system.js';
 

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import { parseKiciMemory } from 'scaler-primitives/kici';
+import { parseMemory } from 'scaler-primitives/resources';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isResourceParseError } from '../../src/errors/resources.js';
-import { parseKiciMemory } from '../../src/kici/index.js';
 import { fromKiciCap, fromKiciResources } from '../../src/kici/resources.js';
-import { parseMemory } from '../../src/resources/index.js';
 import { kiciPackageDir } from '../helpers/kici-ledger.js';
 
 // kici 0.9.1's own parseMemoryString, cut from the published bundle at run time.

@@ -1,8 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import * as root from 'scaler-primitives';
+import * as kici from 'scaler-primitives/kici';
 import { describe, expect, it } from 'vitest';
-import * as root from '../../src/index.js';
-import * as kici from '../../src/kici/index.js';
 
 const src = join(import.meta.dirname, '../../src');
 

@@ -1,8 +1,9 @@
 // `private constructor` binds TypeScript only: a JavaScript caller (or a cast)
 // can still write `new`. It must get a clear error naming the factory, not an
 // object that fails later with `this[#kv].create is not a function`.
+
+import { NatsPoolLedger } from 'scaler-primitives/ledger/nats';
 import { describe, expect, it } from 'vitest';
-import { NatsPoolLedger } from '../../src/ledger/nats/index.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: a JavaScript caller has no types
 const Ledger = NatsPoolLedger as any;

@@ -11,8 +11,9 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ErrorCode, isScalerError } from 'scaler-primitives';
+import { resourceCapSchema } from 'scaler-primitives/resources';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ErrorCode, isScalerError } from '../../src/index.js';
 import {
   emptyDocument,
   parseDocument,
@@ -26,7 +27,6 @@ import {
   KNOWN_CAP_FEATURES,
   SCALAR_DIMENSIONS,
 } from '../../src/resources/cap-fields.js';
-import { resourceCapSchema } from '../../src/resources/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 const source = { pool: 'p', location: '/tmp/p.json' };

@@ -9,6 +9,7 @@ import * as nodeFs from 'node:fs';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
+import { FileStateStore } from 'scaler-primitives/manager';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   isLedgerDirError,
@@ -17,7 +18,6 @@ import {
 } from '../../src/errors/ledger-fs.js';
 import { isStateStoreError } from '../../src/errors/state-store.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
-import { FileStateStore } from '../../src/manager/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 let dir: string;

@@ -21,10 +21,10 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MachineLedger } from 'scaler-primitives/ledger';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ErrorCode, isScalerError } from '../../src/errors/base.js';
 import { defaultFs } from '../../src/ledger/fs.js';
-import { MachineLedger } from '../../src/ledger/index.js';
 import { readBootId, readProcessStartTime } from '../../src/ledger/proc.js';
 import { type FixtureProcess, startFixture } from '../helpers/processes.js';
 

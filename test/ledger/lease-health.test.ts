@@ -8,6 +8,7 @@ import * as nodeFs from 'node:fs';
 import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
 import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
@@ -15,7 +16,6 @@ import { isLedgerIoError } from '../../src/errors/ledger-fs.js';
 import type { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
-import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory, type MakeLedgerOptions } from '../helpers/machine-ledger.js';
 import { MetricsHarness, pointValue } from '../helpers/otel.js';
 

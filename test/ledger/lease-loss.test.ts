@@ -7,6 +7,7 @@
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   isLedgerLeaseExpiredError,
@@ -18,7 +19,6 @@ import {
   type MachineLedgerHooks,
   withMachineLedgerHooks,
 } from '../../src/ledger/file/machine-ledger.js';
-import { TestClock } from '../../src/testing/index.js';
 
 let dir: string;
 const ledgers: MachineLedger[] = [];

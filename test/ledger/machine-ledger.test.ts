@@ -12,6 +12,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   isLedgerBusyError,
@@ -24,7 +25,6 @@ import { isLedgerDirError } from '../../src/errors/ledger-fs.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { LedgerFs } from '../../src/ledger/fs.js';
-import { TestClock } from '../../src/testing/index.js';
 import { ledgerFactory } from '../helpers/machine-ledger.js';
 
 let dir: string;

@@ -10,11 +10,11 @@ import * as nodeFs from 'node:fs';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type AgentStateRecord, FileStateStore } from 'scaler-primitives/manager';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isStateStoreError } from '../../src/errors/state-store.js';
 import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { type LedgerFs, writeAll } from '../../src/ledger/fs.js';
-import { type AgentStateRecord, FileStateStore } from '../../src/manager/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'sp-write-all-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -4,14 +4,15 @@
  * then the host's `onConfigAck` option. A failure of either is an event and
  * never keeps the other from running.
  */
-import { describe, expect, it } from 'vitest';
+
 import {
   type ScalerBackend,
   type ScalerEvent,
   ScalerManager,
   type ScalerManagerOptions,
-} from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 /** A microVM-style backend: a FakeBackend plus its own onConfigAck. */
 function mmdsBackend(

@@ -3,8 +3,9 @@
  * the cross-field rules together, the rules run on the parts that parsed, and no rule
  * reports a problem that only a replaced part would have.
  */
+
+import { formatConfigPath, validateScalerConfig } from 'scaler-primitives/manager';
 import { describe, expect, it } from 'vitest';
-import { formatConfigPath, validateScalerConfig } from '../../src/manager/index.js';
 
 function problems(value: unknown): string[] {
   const result = validateScalerConfig(value);

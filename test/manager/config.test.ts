@@ -1,11 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import { isConfigError } from '../../src/errors/input.js';
 import {
   formatConfigPath,
   parseScalerConfig,
   type ScalerConfigInput,
   validateScalerConfig,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
+import { describe, expect, it } from 'vitest';
+import { isConfigError } from '../../src/errors/input.js';
 
 const Gi = 2 ** 30;
 

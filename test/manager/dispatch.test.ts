@@ -1,7 +1,7 @@
+import type { ClaimResult, ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors/input.js';
-import type { ClaimResult, ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet, type TestFleet } from '../../src/testing/index.js';
 
 function warmConfig(size: number, extra: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
   return {

@@ -2,12 +2,13 @@
  * Drain and destroy: every move of the agent state machine the manager makes,
  * against concurrent calls. A busy agent is never destroyed by the manager.
  */
-import { describe, expect, it } from 'vitest';
+
 import type {
   ScalerConfigInput,
   ScalerManager,
   ScalerManagerOptions,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
+import { describe, expect, it } from 'vitest';
 import { handFleet, vmOnHost } from './hand-fleet.js';
 
 const base = vmOnHost(8);

@@ -11,15 +11,15 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import ts from 'typescript';
-import { describe, expect, it } from 'vitest';
 import {
   MemoryStateStore,
   SCALER_EVENT_KINDS,
   type ScalerEvent,
   ScalerManager,
-} from '../../src/manager/index.js';
-import { FakeBackend, MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '../..');
 

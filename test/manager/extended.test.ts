@@ -5,20 +5,21 @@
  * neither caps nor provides a resource answers never-fits naming it; status
  * shows usage per resource.
  */
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
+
 import {
   type ScalerConfigInput,
   ScalerManager,
   type ScalerManagerOptions,
   validateScalerConfig,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
 import {
   FakeBackend,
   MemoryPoolLedger,
   MemoryPoolStore,
   TestClock,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
 
 const gpu = 'nvidia.com/gpu';
 const fpga = 'example.com/fpga';

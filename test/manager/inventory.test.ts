@@ -1,7 +1,7 @@
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../src/errors/input.js';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
 
 const config: ScalerConfigInput = {
   globalMaxAgents: 10,

@@ -4,22 +4,23 @@
  * and a TestClock. Lease 30 s, margin 3 s: at risk at +20 s, lost at +30 s,
  * peers may take the rows after +33 s.
  */
-import { describe, expect, it } from 'vitest';
-import type { PoolLedger } from '../../src/ledger/index.js';
-import type { LeaseLostPolicy } from '../../src/manager/capacity/leases.js';
+
+import type { PoolLedger } from 'scaler-primitives/ledger';
 import {
   MemoryStateStore,
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
   type SpawnRequest,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
 import {
   FakeBackend,
   MemoryPoolLedger,
   MemoryPoolStore,
   TestClock,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
+import type { LeaseLostPolicy } from '../../src/manager/capacity/leases.js';
 
 const T0 = Date.parse('2026-01-05T09:00:00Z');
 const DEADLINE = T0 + 30_000;

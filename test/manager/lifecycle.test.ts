@@ -1,12 +1,12 @@
-import { describe, expect, it } from 'vitest';
-import { isBackendError } from '../../src/errors/manager.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
   type ScalerManagerOptions,
-} from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
+import { isBackendError } from '../../src/errors/manager.js';
 
 function config(overrides: Partial<ScalerConfigInput> = {}): ScalerConfigInput {
   return {

@@ -2,16 +2,17 @@
  * Idle timeout on every scaler, maxJobsPerAgent, maxAgentLifetimeSeconds, and
  * strict input at the manager's edge. Time is a fake clock.
  */
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
-import type { ScalerEntryInput } from '../../src/manager/config/config.js';
+
 import {
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
   type ScalerManagerOptions,
-} from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 
 /** A manager on a TestClock and a FakeBackend; maintenance runs when the test calls it. */
 function fleet({

@@ -1,12 +1,12 @@
-import { describe, expect, it, vi } from 'vitest';
-import { LedgerLeaseExpiredError } from '../../src/errors/ledger.js';
 import {
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
   type ScalerManagerOptions,
-} from '../../src/manager/index.js';
-import { FakeBackend, MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it, vi } from 'vitest';
+import { LedgerLeaseExpiredError } from '../../src/errors/ledger.js';
 
 const start = '2026-01-05T12:00:00Z';
 

@@ -1,6 +1,6 @@
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
 
 // The one-shot pattern: every agent runs one job, then exits (`maxJobsPerAgent: 1`).
 const oneShot: ScalerConfigInput = {

@@ -3,10 +3,11 @@
  * unknown key (a typo) is an InvalidInputError naming it, the nearest option
  * and every option, never silently ignored.
  */
+
+import { ScalerManager, type ScalerManagerOptions } from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
 import { type InvalidInputError, isInvalidInputError } from '../../src/errors/input.js';
-import { ScalerManager, type ScalerManagerOptions } from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
 
 function base(): ScalerManagerOptions {
   const clock = new TestClock('2026-01-05T12:00:00Z');

@@ -2,13 +2,14 @@
  * Spawn pacing (maxConcurrentSpawns, maxSpawnsPerMinute) and the per-scaler
  * failure backoff (exponential, full jitter, bounded, reset on registration).
  */
-import { describe, expect, it } from 'vitest';
-import type { ScalerEntryInput } from '../../src/manager/config/config.js';
+
 import type {
   ScaleResult,
   ScalerConfigInput,
   ScalerManagerOptions,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
+import { describe, expect, it } from 'vitest';
+import type { ScalerEntryInput } from '../../src/manager/config/config.js';
 import { handFleet } from './hand-fleet.js';
 
 /** A fleet on the kit, driven by hand. */

@@ -5,9 +5,9 @@
  * backend and back through recovery and adoption, a row lost in one pool, and
  * a lease at risk on one of two ledgers.
  */
-import { describe, expect, it } from 'vitest';
-import type { ConfigError } from '../../src/errors/index.js';
-import type { PoolLedger, ReleaseOptions, ReserveOptions } from '../../src/ledger/index.js';
+
+import type { ConfigError } from 'scaler-primitives/errors';
+import type { PoolLedger, ReleaseOptions, ReserveOptions } from 'scaler-primitives/ledger';
 import {
   MemoryStateStore,
   type ScalerConfigInput,
@@ -15,14 +15,15 @@ import {
   ScalerManager,
   type ScalerManagerOptions,
   validateScalerConfig,
-} from '../../src/manager/index.js';
+} from 'scaler-primitives/manager';
 import {
   createTestFleet,
   FakeBackend,
   MemoryPoolLedger,
   MemoryPoolStore,
   TestClock,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 type MemoryPoolLedgerOptions = ConstructorParameters<typeof MemoryPoolLedger>[0];
 

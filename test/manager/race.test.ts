@@ -4,13 +4,13 @@
  * every agent is gone, every usage is exactly zero.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
 import {
   type ScalerConfigInput,
   ScalerManager,
   type SpawnRequest,
-} from '../../src/manager/index.js';
-import { MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 const Gi = 2 ** 30;
 const config: ScalerConfigInput = {

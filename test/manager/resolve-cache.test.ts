@@ -1,6 +1,6 @@
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
 
 // The manager reads the config's resource layers once per config and label
 // set: these check that the answers still follow the config, and that what a

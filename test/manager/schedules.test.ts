@@ -2,8 +2,9 @@
  * Warm-pool schedules (croner): periods in a time zone, the latest-started
  * active period wins, the next change in getStatus(), across a DST change.
  */
+
+import type { ScalerConfigInput, ScalerManagerOptions } from 'scaler-primitives/manager';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput, ScalerManagerOptions } from '../../src/manager/index.js';
 import { handFleet } from './hand-fleet.js';
 
 /** A fleet on the kit from `start`, driven by hand. */

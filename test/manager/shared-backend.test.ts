@@ -1,6 +1,6 @@
+import { type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
 
 // One backend object (one process supervisor, one cloud account) serving three scalers.
 const config: ScalerConfigInput = {

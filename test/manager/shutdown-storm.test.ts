@@ -6,9 +6,10 @@
  * first scaler (pool full) went on to spawn on the next one after
  * `shutdownAll()` had taken its list: that agent ran on, with its row.
  */
+
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet, type FakeBackend } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet, type FakeBackend } from '../../src/testing/index.js';
 
 const REQUESTS = 1200;
 const BURST = 200;

@@ -4,9 +4,10 @@
  * an agent spawned after shutdown resolved, a pool row released while its
  * agent ran, canRunJob true for an agent being destroyed.
  */
+
+import type { ScalerManagerOptions, ShutdownResult } from 'scaler-primitives/manager';
+import { type FleetBackendOptions, MemoryPoolLedger } from 'scaler-primitives/testing';
 import { describe, expect, it, vi } from 'vitest';
-import type { ScalerManagerOptions, ShutdownResult } from '../../src/manager/index.js';
-import { type FleetBackendOptions, MemoryPoolLedger } from '../../src/testing/index.js';
 import { handFleet, vmOnHost } from './hand-fleet.js';
 
 const config = vmOnHost(4);

@@ -6,9 +6,10 @@
  * while its agent may run, no row leaked) and no busy agent was destroyed;
  * after shutdownAll(), nothing runs and the pool is empty.
  */
+
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
+import { createTestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
 
 const JOBS = 10_000;
 const GLOBAL_MAX = 8;

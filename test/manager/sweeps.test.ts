@@ -2,14 +2,15 @@
 // host's sweeps with a live view of its agents (tracked, spawning, and untracked
 // ones a backend still runs), never when the live set is unknown, and a failing
 // sweep is an outcome and an event, never a rejection.
-import { describe, expect, it } from 'vitest';
+
 import {
   type ReconcileSweep,
   type ScalerBackend,
   type ScalerEvent,
   ScalerManager,
-} from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 const config = {
   globalMaxAgents: 10,

@@ -2,13 +2,14 @@
  * Running unattended: start() timers on the injected clock (never overlapping,
  * unref'd, cleared by stop()), and the lost-reservation policies.
  */
-import { describe, expect, it } from 'vitest';
+
 import {
   type ScalerConfigInput,
   ScalerManager,
   type ScalerManagerOptions,
-} from '../../src/manager/index.js';
-import { FakeBackend, MemoryPoolLedger, TestClock } from '../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { FakeBackend, MemoryPoolLedger, TestClock } from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 import { handFleet, vmOnHost } from './hand-fleet.js';
 
 const warm: ScalerConfigInput = {

@@ -3,10 +3,11 @@
 // memory against the pool (an unset limit is not a 0 request, and not a cap),
 // the spawn request's limits always make valid caps, and a limit range's `max`
 // refuses a job whose limit would be unset.
+
+import { capsFromResources, encodeAgentCaps } from 'scaler-primitives/agent-caps';
+import type { SpawnRequest } from 'scaler-primitives/manager';
+import { createTestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import { capsFromResources, encodeAgentCaps } from '../../src/agent-caps/index.js';
-import type { SpawnRequest } from '../../src/manager/index.js';
-import { createTestFleet } from '../../src/testing/index.js';
 
 const GiB = 2 ** 30;
 

@@ -1,6 +1,6 @@
+import type { ScalerConfigInput, ScalerEvent, WarmPoolHold } from 'scaler-primitives/manager';
+import { createTestFleet, type TestFleet } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput, ScalerEvent, WarmPoolHold } from '../../src/manager/index.js';
-import { createTestFleet, type TestFleet } from '../../src/testing/index.js';
 
 const config: ScalerConfigInput = {
   globalMaxAgents: 1,

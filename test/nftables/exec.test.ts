@@ -1,12 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
-import {
-  isNftCommandError,
-  isNftNotInstalledError,
-  isNftPermissionError,
-  type NftPermissionError,
-} from '../../src/errors/nftables.js';
 import {
   addIsolationRules,
   ensureTable,
@@ -17,7 +10,14 @@ import {
   sweepIsolation,
   validateNftablesAvailability,
   verifyIsolation,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { describe, expect, it } from 'vitest';
+import {
+  isNftCommandError,
+  isNftNotInstalledError,
+  isNftPermissionError,
+  type NftPermissionError,
+} from '../../src/errors/nftables.js';
 import type { NftRunResult } from '../../src/nftables/session.js';
 import { codeOf } from '../helpers/source.js';
 

@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
+import { parseRuleHandles, parseRuleHandlesJson } from 'scaler-primitives/nftables';
 import { describe, expect, it } from 'vitest';
 import { isNftCommandError } from '../../src/errors/nftables.js';
-import { parseRuleHandles, parseRuleHandlesJson } from '../../src/nftables/index.js';
 import { agentFootprints, parseTableState } from '../../src/nftables/parse.js';
 
 const dir = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));

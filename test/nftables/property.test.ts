@@ -1,7 +1,7 @@
 import fc from 'fast-check';
+import { renderIsolationPlan, validateInterfaceName } from 'scaler-primitives/nftables';
 import { describe, expect, it } from 'vitest';
 import { isInvalidInputError } from '../../src/errors/input.js';
-import { renderIsolationPlan, validateInterfaceName } from '../../src/nftables/index.js';
 import { parseCidr } from '../../src/nftables/validate.js';
 
 const LINE =

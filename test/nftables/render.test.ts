@@ -1,13 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   buildIsolationPlan,
   type IsolationPolicy,
   renderIsolationPlan,
   renderPlan,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import { GOLDEN_CASES } from '../fixtures/nftables/golden-cases.js';
 
 const dir = fileURLToPath(new URL('../fixtures/nftables/', import.meta.url));

@@ -1,8 +1,6 @@
 // Fail closed: every exported nftables function refuses unknown keys, wrong values and
 // oversized input itself, before any nft text exists or any process runs.
-import { describe, expect, it } from 'vitest';
-import type { InvalidInputError } from '../../src/errors/input.js';
-import { isInvalidInputError } from '../../src/errors/input.js';
+
 import {
   addIsolationRules,
   buildIsolationPlan,
@@ -19,7 +17,10 @@ import {
   sweepIsolation,
   validateNftablesAvailability,
   verifyIsolation,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { describe, expect, it } from 'vitest';
+import type { InvalidInputError } from '../../src/errors/input.js';
+import { isInvalidInputError } from '../../src/errors/input.js';
 
 function refused(fn: () => unknown): InvalidInputError {
   try {

@@ -1,12 +1,12 @@
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   addIsolationRules,
   type IsolationPolicy,
   renderIsolationPlan,
   validateAgentId,
   validateInterfaceName,
-} from '../../src/nftables/index.js';
+} from 'scaler-primitives/nftables';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
 import { parseAddress, parseCidr } from '../../src/nftables/validate.js';
 
 function refusal(fn: () => unknown): Error {

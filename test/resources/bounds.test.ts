@@ -1,18 +1,18 @@
 // The edges of what a quantity may be: a leading `+` (as Kubernetes reads it) and
 // the largest CPU amount that a number of cores can carry to the millicore.
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { isResourceParseError, type ResourceParseError } from '../../src/errors/resources.js';
-import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
-import type { ReservationRow } from '../../src/ledger/types.js';
-import { MAX_MILLICORES } from '../../src/resources/decimal.js';
 import {
   formatCpu,
   parseCpu,
   parseMemory,
   parseMillicores,
   resourceSchemas,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
+import { isResourceParseError, type ResourceParseError } from '../../src/errors/resources.js';
+import { checkFit, sumRows } from '../../src/ledger/document/fit.js';
+import type { ReservationRow } from '../../src/ledger/types.js';
+import { MAX_MILLICORES } from '../../src/resources/decimal.js';
 import { capToMillicores, coresToMillicores, MAX_CPU_CORES } from '../../src/resources/quantity.js';
 
 const k8s = { convention: 'kubernetes' } as const;

@@ -1,5 +1,6 @@
 // The fast paths (no BigInt) must agree with the exact decimal path everywhere.
 import fc from 'fast-check';
+import { parseMillicores } from 'scaler-primitives/resources';
 import { describe, expect, it } from 'vitest';
 import {
   decimalOfDigits,
@@ -7,7 +8,6 @@ import {
   MAX_MILLICORES,
   millicoresOf,
 } from '../../src/resources/decimal.js';
-import { parseMillicores } from '../../src/resources/index.js';
 import { coresToMillicores } from '../../src/resources/quantity.js';
 
 describe('fast paths agree with the exact path', () => {

@@ -1,14 +1,14 @@
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
-import { isResourceParseError } from '../../src/errors/resources.js';
-import { MAX_MILLICORES, MAX_QUANTITY_LENGTH } from '../../src/resources/decimal.js';
 import {
   formatCpu,
   formatMemory,
   parseCpu,
   parseMemory,
   parseMillicores,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
+import { isResourceParseError } from '../../src/errors/resources.js';
+import { MAX_MILLICORES, MAX_QUANTITY_LENGTH } from '../../src/resources/decimal.js';
 import {
   CPU_STRING_CASES,
   INVALID_CASES,

@@ -1,11 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
 import {
   checkLimitRange,
   limitRangeDefaults,
   limitRangeSchema,
   resolveResources,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
 
 const policy = limitRangeSchema().parse({
   cpus: { min: '250m', max: 4, maxLimitRequestRatio: 2, defaultRequest: '500m', default: 1 },

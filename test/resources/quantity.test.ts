@@ -1,7 +1,7 @@
 import fc from 'fast-check';
+import { formatCpu, formatMemory, parseCpu, parseMemory } from 'scaler-primitives/resources';
 import { describe, expect, it } from 'vitest';
 import { isResourceParseError, ResourceParseError } from '../../src/errors/resources.js';
-import { formatCpu, formatMemory, parseCpu, parseMemory } from '../../src/resources/index.js';
 import { MAX_CPU_CORES } from '../../src/resources/quantity.js';
 
 const Gi = 1024 ** 3;

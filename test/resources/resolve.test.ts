@@ -1,8 +1,8 @@
 import fc from 'fast-check';
+import { type ResourceRequest, resolveResources } from 'scaler-primitives/resources';
 import { describe, expect, it } from 'vitest';
 import type { ResourceConflictError } from '../../src/errors/resources.js';
 import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
-import { type ResourceRequest, resolveResources } from '../../src/resources/index.js';
 import { mirrorRequestsLimits } from '../../src/resources/resolve.js';
 
 const Gi = 1024 ** 3;

@@ -1,10 +1,10 @@
-import { describe, expect, it } from 'vitest';
 import {
   resourceCapSchema,
   resourceRequestSchema,
   resourceSchemas,
   resourceSpecSchema,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
 
 const Gi = 1024 ** 3;
 

@@ -1,6 +1,3 @@
-import { describe, expect, it } from 'vitest';
-import { isInvalidInputError } from '../../src/errors/input.js';
-import { isResourceParseError } from '../../src/errors/resources.js';
 import {
   isExtendedResourceName,
   parseExtendedCount,
@@ -8,7 +5,10 @@ import {
   resourceCapSchema,
   resourceRequestSchema,
   resourceSpecSchema,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
+import { isInvalidInputError } from '../../src/errors/input.js';
+import { isResourceParseError } from '../../src/errors/resources.js';
 import {
   MAX_EXTENDED_NAME_LENGTH,
   validateExtendedResourceName,

@@ -1,14 +1,15 @@
 // Issue 22: a limit no layer declares is unset (absent), not 0; the limit range
 // reads it as unbounded, and the request side stays a request of nothing.
-import { describe, expect, it } from 'vitest';
-import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
+
 import {
   checkLimitRange,
   limitRangeDefaults,
   limitRangeSchema,
   type ResourceRequest,
   resolveResources,
-} from '../../src/resources/index.js';
+} from 'scaler-primitives/resources';
+import { describe, expect, it } from 'vitest';
+import { isResourceConflictError, isResourceParseError } from '../../src/errors/resources.js';
 import { MAX_CPU_LIMIT_CORES } from '../../src/resources/types.js';
 
 const Gi = 1024 ** 3;

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Histogram } from '@opentelemetry/sdk-metrics';
+import { MachineLedger, type MachineLedgerOptions } from 'scaler-primitives/ledger';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLedgerLeaseExpiredError } from '../../src/errors/ledger.js';
-import { MachineLedger, type MachineLedgerOptions } from '../../src/ledger/index.js';
 import { MetricsHarness, points, pointValue, TracesHarness } from '../helpers/otel.js';
 
 let dir: string;

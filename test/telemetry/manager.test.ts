@@ -10,10 +10,10 @@ import {
   SamplingDecision,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { MachineLedger } from 'scaler-primitives/ledger';
+import { type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/index.js';
-import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
 import { MetricsHarness, points, pointValue, TracesHarness } from '../helpers/otel.js';
 
 const GiB = 2 ** 30;

@@ -11,12 +11,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MachineLedger } from 'scaler-primitives/ledger';
+import { type ScalerConfigInput, ScalerManager } from 'scaler-primitives/manager';
+import { FakeBackend, TestClock } from 'scaler-primitives/testing';
 import { afterEach, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { MachineLedger } from '../../src/ledger/index.js';
 import { createLedgerTelemetry, LedgerTelemetry } from '../../src/ledger/telemetry.js';
-import { type ScalerConfigInput, ScalerManager } from '../../src/manager/index.js';
 import { createManagerTelemetry, ManagerTelemetry } from '../../src/manager/telemetry/telemetry.js';
-import { FakeBackend, TestClock } from '../../src/testing/index.js';
 import { MetricsHarness, TracesHarness } from '../helpers/otel.js';
 
 const config: ScalerConfigInput = {

@@ -11,13 +11,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import {
   MemoryPoolLedger,
   MemoryPoolStore,
   poolLedgerConformance,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 
 /** The lease checks that need the suite's `failRenewals` option. */
 const NEEDS_FAULTS = /^(renewals that fail|a peer takes the rows|no instance judges others)/;

@@ -7,6 +7,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { ResourceAmount, ResourceCap } from 'scaler-primitives/resources';
+import {
+  type ConformanceCheck,
+  ConformanceSkipped,
+  MemoryPoolLedger,
+  MemoryPoolStore,
+  poolLedgerConformance,
+} from 'scaler-primitives/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
@@ -22,14 +30,6 @@ import type {
   ReserveOptions,
   ReserveResult,
 } from '../../src/ledger/types.js';
-import type { ResourceAmount, ResourceCap } from '../../src/resources/index.js';
-import {
-  type ConformanceCheck,
-  ConformanceSkipped,
-  MemoryPoolLedger,
-  MemoryPoolStore,
-  poolLedgerConformance,
-} from '../../src/testing/index.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { hasSystem } from '../helpers/system.js';
 import { startTcpProxy, type TcpProxy } from '../helpers/tcp-proxy.js';

@@ -7,10 +7,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { poolLedgerConformance } from 'scaler-primitives/testing';
 import { afterAll, describe, it } from 'vitest';
 import { MachineLedger } from '../../src/ledger/file/machine-ledger.js';
 import type { PoolLedger } from '../../src/ledger/types.js';
-import { poolLedgerConformance } from '../../src/testing/index.js';
 import { faultyFs } from '../helpers/faulty-fs.js';
 
 const hasLease =

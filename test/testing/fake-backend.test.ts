@@ -1,11 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import type { ScalerBackend, SpawnRequest } from '../../src/manager/index.js';
+import type { ScalerBackend, SpawnRequest } from 'scaler-primitives/manager';
 import {
   type ConformanceCheck,
   FakeBackend,
   scalerBackendConformance,
   TestClock,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 const T0 = Date.parse('2026-01-05T09:00:00Z');
 

@@ -1,11 +1,11 @@
-import { describe, expect, it } from 'vitest';
-import type { ScalerConfigInput } from '../../src/manager/index.js';
+import type { ScalerConfigInput } from 'scaler-primitives/manager';
 import {
   createTestFleet,
   FleetInvariantError,
   MemoryPoolLedger,
   MemoryPoolStore,
-} from '../../src/testing/index.js';
+} from 'scaler-primitives/testing';
+import { describe, expect, it } from 'vitest';
 
 const config: ScalerConfigInput = {
   globalMaxAgents: 6,

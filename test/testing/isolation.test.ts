@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import * as root from 'scaler-primitives';
 import { describe, expect, it } from 'vitest';
-import * as root from '../../src/index.js';
 import { codeOf } from '../helpers/source.js';
 
 const src = join(import.meta.dirname, '..', '..', 'src');

@@ -1,3 +1,4 @@
+import { MemoryPoolLedger, MemoryPoolStore, TestClock } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
 import {
   isLedgerCapMismatchError,
@@ -6,7 +7,6 @@ import {
 } from '../../src/errors/ledger.js';
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
-import { MemoryPoolLedger, MemoryPoolStore, TestClock } from '../../src/testing/index.js';
 
 const GiB = 2 ** 30;
 

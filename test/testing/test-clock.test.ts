@@ -1,5 +1,5 @@
+import { TestClock } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import { TestClock } from '../../src/testing/index.js';
 
 const T0 = '2026-01-05T09:00:00.000Z';
 

@@ -5,15 +5,15 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
 import {
   type AgentStateRecord,
   FileStateStore,
   MemoryStateStore,
   type StateChange,
   type StateStore,
-} from '../../../src/manager/index.js';
-import { type MakeStateStore, stateStoreConformance } from '../../../src/testing/index.js';
+} from 'scaler-primitives/manager';
+import { type MakeStateStore, stateStoreConformance } from 'scaler-primitives/testing';
+import { afterAll, describe, expect, it } from 'vitest';
 
 function memoryMaker(): MakeStateStore {
   const stores = new Map<string, MemoryStateStore>();

@@ -14,9 +14,9 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { type AgentStateRecord, FileStateStore } from 'scaler-primitives/manager';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isStateStoreError } from '../../../src/errors/state-store.js';
-import { type AgentStateRecord, FileStateStore } from '../../../src/manager/index.js';
 
 const root = mkdtempSync(join(tmpdir(), 'sp-state-file-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));

@@ -1,8 +1,9 @@
 // `private constructor` binds TypeScript only: a JavaScript caller (or a cast)
 // can still write `new`. It must get a clear error naming `open()`, not a store
 // that fails later with `this[#kv].create is not a function`.
+
+import { NatsStateStore } from 'scaler-primitives/manager/nats';
 import { describe, expect, it } from 'vitest';
-import { NatsStateStore } from '../../../src/manager/nats/index.js';
 
 // biome-ignore lint/suspicious/noExplicitAny: a JavaScript caller has no types
 const Store = NatsStateStore as any;

@@ -6,12 +6,12 @@
  */
 import { Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { AgentStateRecord } from 'scaler-primitives/manager';
+import { NatsStateStore } from 'scaler-primitives/manager/nats';
+import { stateStoreConformance } from 'scaler-primitives/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStateStoreError } from '../../../src/errors/state-store.js';
-import type { AgentStateRecord } from '../../../src/manager/index.js';
-import { NatsStateStore } from '../../../src/manager/nats/index.js';
 import { keyOf } from '../../../src/manager/nats/store.js';
-import { stateStoreConformance } from '../../../src/testing/index.js';
 import { type NatsServer, startNatsServer } from '../../helpers/nats-server.js';
 import { hasSystem } from '../../helpers/system.js';
 

@@ -4,10 +4,11 @@
  * and pool store, and must end with every agent tracked in its state, every
  * job still bound, and exactly one pool row per agent, now B's.
  */
+
+import type { ScalerEvent } from 'scaler-primitives/manager';
+import { MemoryStateStore, ScalerManager } from 'scaler-primitives/manager';
+import { FakeBackend, MemoryPoolLedger, MemoryPoolStore } from 'scaler-primitives/testing';
 import { describe, expect, it } from 'vitest';
-import type { ScalerEvent } from '../../../src/manager/index.js';
-import { MemoryStateStore, ScalerManager } from '../../../src/manager/index.js';
-import { FakeBackend, MemoryPoolLedger, MemoryPoolStore } from '../../../src/testing/index.js';
 import { vmOnHost } from '../hand-fleet.js';
 
 const config = vmOnHost(4);
