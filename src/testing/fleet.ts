@@ -14,7 +14,6 @@ import {
 import { FakeBackend, type FakeBackendOptions } from './fake-backend/backend.js';
 import {
   MemoryPoolLedger,
-  type MemoryPoolLedgerOptions,
   MemoryPoolStore,
 } from './memory-ledger/index.js';
 import { TestClock } from './test-clock/clock.js';
@@ -43,8 +42,13 @@ export interface TestFleetOptions {
   /**
    * More `ScalerManager` options (`registrationTimeoutMs`, `maintenanceIntervalMs`,
    * `onEvent`...). Agent ids default to `<scaler>-<n>` (deterministic).
+   * `ledgers` gives some pools their own {@link MemoryPoolLedger} (a controller
+   * with a ledger per pool); the pools it does not name use the fleet's
+   * `ledger`, and `checkInvariants()` reads each pool's rows from its ledger.
    */
-  manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledgers'>;
+  manager?: Omit<ScalerManagerOptions, 'config' | 'backends' | 'clock' | 'ledgers'> & {
+    ledgers?: Readonly<Record<string, MemoryPoolLedger>>;
+  };
   /** Call `manager.start()` (maintenance on the clock, the ledger's reaper). @default true */
   startManager?: boolean;
   /**
@@ -64,8 +68,13 @@ export interface TestFleet {
   manager: ScalerManager;
   /** Its clock. */
   clock: TestClock;
-  /** Its machine-pool ledger. */
+  /** Its machine-pool ledger (of every pool `manager.ledgers` does not name). */
   ledger: MemoryPoolLedger;
+  /**
+   * The ledger of each pool of the config, by pool name (a release through
+   * these, as through the manager, is watched by `checkInvariants()`).
+   */
+  ledgers: Record<string, MemoryPoolLedger>;
   /** One backend per scaler name in the config. */
   backends: Record<string, FakeBackend>;
   /** Every event the manager emitted, in order. */
@@ -84,7 +93,7 @@ export interface TestFleet {
   checkInvariants(): void;
   /** The agents the manager tracks now, by scaler. */
   trackedAgents(): Record<string, string[]>;
-  /** `manager.shutdownAll()`, then close the ledger. */
+  /** `manager.shutdownAll()`, then close the ledgers. */
   shutdown(): Promise<void>;
 }
 
@@ -124,55 +133,52 @@ export class FleetInvariantError extends Error {
 const EPSILON = 1e-9;
 
 /**
- * The fleet's ledger: a MemoryPoolLedger that notes every row released while
- * its agent still runs on one of the fleet's backends.
+ * A view of a fleet ledger that notes every row released while its agent
+ * still runs on one of the fleet's backends; everything else goes to the ledger.
  */
-class WatchedLedger extends MemoryPoolLedger {
-  readonly #runsOn: (agentId: string) => string | undefined;
-  readonly #note: (sentence: string) => void;
-
-  constructor(
-    options: MemoryPoolLedgerOptions,
-    runsOn: (agentId: string) => string | undefined,
-    note: (sentence: string) => void,
-  ) {
-    super(options);
-    this.#runsOn = runsOn;
-    this.#note = note;
-  }
-
-  override async release(
+function watchReleases(
+  ledger: MemoryPoolLedger,
+  runsOn: (agentId: string) => string | undefined,
+  note: (sentence: string) => void,
+): MemoryPoolLedger {
+  const running = (pool: string, agentId: string, backend: string): void =>
+    note(
+      `pool ${pool}: the row of ${agentId} was released while the agent still ran on backend ${backend}`,
+    );
+  const release = async (
     pool: string,
     agentId: string,
     options?: ReleaseOptions,
-  ): Promise<boolean> {
-    const backend = this.#runsOn(agentId);
-    const removed = await super.release(pool, agentId, options);
-    if (removed && backend !== undefined) this.#running(pool, agentId, backend);
+  ): Promise<boolean> => {
+    const backend = runsOn(agentId);
+    const removed = await ledger.release(pool, agentId, options);
+    if (removed && backend !== undefined) running(pool, agentId, backend);
     return removed;
-  }
-
-  override async releaseAllForInstance(): Promise<void> {
+  };
+  const releaseAllForInstance = async (): Promise<void> => {
     const held: Array<[string, string, string]> = [];
-    for (const pool of this.store.pools()) {
-      for (const row of this.inspect(pool).live) {
-        const backend = row.instanceId === this.instanceId ? this.#runsOn(row.agentId) : undefined;
+    for (const pool of ledger.store.pools()) {
+      for (const row of ledger.inspect(pool).live) {
+        const backend = row.instanceId === ledger.instanceId ? runsOn(row.agentId) : undefined;
         if (backend !== undefined) held.push([pool, row.agentId, backend]);
       }
     }
-    await super.releaseAllForInstance();
+    await ledger.releaseAllForInstance();
     for (const [pool, agentId, backend] of held) {
-      if (!this.inspect(pool).live.some((row) => row.agentId === agentId)) {
-        this.#running(pool, agentId, backend);
+      if (!ledger.inspect(pool).live.some((row) => row.agentId === agentId)) {
+        running(pool, agentId, backend);
       }
     }
-  }
-
-  #running(pool: string, agentId: string, backend: string): void {
-    this.#note(
-      `pool ${pool}: the row of ${agentId} was released while the agent still ran on backend ${backend}`,
-    );
-  }
+  };
+  return new Proxy(ledger, {
+    get(target, key) {
+      if (key === 'release') return release;
+      if (key === 'releaseAllForInstance') return releaseAllForInstance;
+      const value: unknown = Reflect.get(target, key, target);
+      // Methods run on the ledger itself (its private fields are not on the view).
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }
 
 /**
@@ -237,16 +243,49 @@ export function createTestFleet(
   const backends: Record<string, FakeBackend> = {};
   // Rows released while their agent ran, as they happened (reported by every check).
   const releasedRunning: string[] = [];
-  const ledger = new WatchedLedger(
-    { instanceId, store: options.store ?? new MemoryPoolStore(), clock },
-    (agentId) => {
-      for (const [name, backend] of Object.entries(backends)) {
-        if (backend.agent(agentId) !== undefined) return name;
-      }
-      return undefined;
-    },
-    (sentence) => releasedRunning.push(`${sentence} (at ${new Date(clock.now()).toISOString()})`),
-  );
+  const runsOn = (agentId: string): string | undefined => {
+    for (const [name, backend] of Object.entries(backends)) {
+      if (backend.agent(agentId) !== undefined) return name;
+    }
+    return undefined;
+  };
+  const note = (sentence: string): void => {
+    releasedRunning.push(`${sentence} (at ${new Date(clock.now()).toISOString()})`);
+  };
+  const ledger = new MemoryPoolLedger({
+    instanceId,
+    store: options.store ?? new MemoryPoolStore(),
+    clock,
+  });
+  const { ledgers: given, ...extra } = options.manager ?? {};
+  if (
+    given !== undefined &&
+    (typeof given !== 'object' || given === null || Array.isArray(given))
+  ) {
+    throw new TypeError(
+      `Expected \`manager.ledgers\` to be an object of pool name to MemoryPoolLedger, got \`${Array.isArray(given) ? 'array' : String(given)}\``,
+    );
+  }
+  // The ledger of each pool: the given ones, the fleet's for the rest.
+  const ledgers: Record<string, MemoryPoolLedger> = {};
+  for (const [pool, each] of Object.entries(given ?? {})) {
+    if (!(each instanceof MemoryPoolLedger)) {
+      throw new TypeError(
+        `Expected \`manager.ledgers.${pool}\` to be a MemoryPoolLedger (checkInvariants reads its rows), got \`${each === null ? 'null' : typeof each}\``,
+      );
+    }
+    ledgers[pool] = each;
+  }
+  for (const pool of Object.keys(parsed.machinePools)) ledgers[pool] ??= ledger;
+  const views = new Map<MemoryPoolLedger, MemoryPoolLedger>();
+  const viewOf = (each: MemoryPoolLedger): MemoryPoolLedger => {
+    let view = views.get(each);
+    if (view === undefined) {
+      view = watchReleases(each, runsOn, note);
+      views.set(each, view);
+    }
+    return view;
+  };
   for (const name of Object.keys(options.backends ?? {})) {
     if (!parsed.scalers.some((s) => s.name === name)) {
       throw new TypeError(
@@ -265,7 +304,6 @@ export function createTestFleet(
   const events: ScalerEvent[] = [];
   // Which job each agent is bound to, from the manager's own events.
   const bound = new Map<string, string>();
-  const extra = options.manager ?? {};
   const counters = new Map<string, number>();
   const manager = new ScalerManager({
     generateAgentId: (scaler) => {
@@ -278,7 +316,9 @@ export function createTestFleet(
     config,
     backends: Object.entries(backends).map(([name, backend]) => ({ name, backend })),
     clock,
-    ledgers: Object.fromEntries(Object.keys(parsed.machinePools).map((pool) => [pool, ledger])),
+    ledgers: Object.fromEntries(
+      Object.entries(ledgers).map(([pool, each]) => [pool, viewOf(each)]),
+    ),
     onEvent: (event) => {
       events.push(event);
       if (event.kind === 'busy' && typeof event.data?.jobId === 'string') {
@@ -364,14 +404,20 @@ export function createTestFleet(
         agentPools.set(id, own ?? (pool === undefined ? [] : [pool]));
       }
     }
-    const pools = new Set([...status.pools.map((p) => p.name), ...ledger.store.pools()]);
+    // Each pool's ledger: the one serving it, else the (first) one whose store has it.
+    const ledgerOf = new Map(Object.entries(ledgers));
+    for (const each of new Set([ledger, ...Object.values(ledgers)])) {
+      for (const pool of each.store.pools()) if (!ledgerOf.has(pool)) ledgerOf.set(pool, each);
+    }
+    const pools = new Set([...status.pools.map((p) => p.name), ...ledgerOf.keys()]);
     for (const pool of [...pools].sort()) {
-      const live = ledger.inspect(pool).live;
+      const poolLedger = ledgerOf.get(pool) ?? ledger;
+      const live = poolLedger.inspect(pool).live;
       const cap = status.pools.find((p) => p.name === pool)?.cap;
       const total = sumRows(live);
       over(`pool ${pool} CPU (all instances)`, total.cpus, cap?.maxCpu, 'cores');
       over(`pool ${pool} memory (all instances)`, total.memBytes, cap?.maxMemoryBytes, 'bytes');
-      const ours = live.filter((row) => row.instanceId === instanceId);
+      const ours = live.filter((row) => row.instanceId === poolLedger.instanceId);
       const rowAgents = new Set(ours.map((row) => row.agentId));
       for (const row of ours) {
         if (!agentPools.get(row.agentId)?.includes(pool)) {
@@ -411,14 +457,17 @@ export function createTestFleet(
   return {
     manager,
     clock,
-    ledger,
+    ledger: viewOf(ledger),
+    ledgers: Object.fromEntries(
+      Object.entries(ledgers).map(([pool, each]) => [pool, viewOf(each)]),
+    ),
     backends,
     events,
     checkInvariants,
     trackedAgents,
     async shutdown() {
       await manager.shutdownAll();
-      await ledger.close();
+      for (const each of new Set([ledger, ...Object.values(ledgers)])) await each.close();
     },
   };
 }

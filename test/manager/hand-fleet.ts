@@ -30,7 +30,7 @@ export function vmOnHost(maxCpu: number, type = 'firecracker'): ScalerConfigInpu
 export function handFleet(
   config: ScalerConfigInput,
   options: {
-    manager?: Partial<ScalerManagerOptions>;
+    manager?: Partial<Omit<ScalerManagerOptions, 'ledgers'>>;
     backend?: FleetBackendOptions;
     start?: NonNullable<Parameters<typeof createTestFleet>[1]>['start'];
   } = {},
