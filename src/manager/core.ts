@@ -206,7 +206,7 @@ export class FleetCore {
       agentId: record.agentId,
       scaler: record.scaler.name,
       at: this.now(),
-      message,
+      message: withReason(message, data[0]),
     } as ScalerEvent;
     if (data.length > 0) event.data = data[0];
     this.#events.dispatch(record.mailbox, event);
@@ -225,7 +225,7 @@ export class FleetCore {
       agentId: '',
       scaler,
       at: this.now(),
-      message,
+      message: withReason(message, data),
       data,
     } as ScalerEvent);
   }
@@ -265,4 +265,26 @@ export class FleetCore {
     }
     return lost;
   }
+}
+
+/**
+ * An event's message with the reason its `data.error` carries (the error's
+ * message), so a log of messages alone says why: "Releasing a-1 in pool
+ * "gpu-box" failed: connection refused".
+ */
+function withReason(message: string, data: unknown): string {
+  if (typeof data !== 'object' || data === null || !('error' in data)) return message;
+  const error = (data as { error?: unknown }).error;
+  if (error === undefined || error === null) return message;
+  let reason: string;
+  if (error instanceof Error) reason = error.message;
+  else if (
+    typeof error === 'object' &&
+    typeof (error as { message?: unknown }).message === 'string'
+  )
+    reason = (error as { message: string }).message;
+  else reason = String(error);
+  reason = reason.trim();
+  if (reason === '' || message.includes(reason)) return message;
+  return `${message}: ${reason}`;
 }
