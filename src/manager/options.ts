@@ -96,7 +96,12 @@ export interface ScalerManagerOptions {
   clock?: Clock;
   /** A source of numbers in [0, 1) for backoff and timer jitter. @default `Math.random` */
   random?: () => number;
-  /** Make an agent id for a scaler. Must be unique, at most 253 characters. @default `<scaler>-<12 hex digits>` */
+  /**
+   * Make an agent id for a scaler. Must be unique, at most 253 characters.
+   * Called once a request passed the agent counts and in-memory caps (not for
+   * one they refuse); a pool ledger can still refuse it after.
+   * @default `<scaler>-<12 hex digits>`
+   */
   generateAgentId?: (scaler: string) => string;
   /**
    * Where the manager keeps its books (agents, states, job bindings, pool

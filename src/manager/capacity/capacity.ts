@@ -23,6 +23,10 @@ import {
   uncoveredResource,
 } from './pools.js';
 
+// The id a request's in-memory reservation is tried under before it has an
+// agent id (generated agent ids are at most 253 characters: never this one).
+const PENDING_ID = `pending:${'-'.repeat(250)}`;
+
 /**
  * What reserving an agent's rows in all its pools came to: every pool granted
  * (with the device ids assigned), one refused (the pools before it were
@@ -142,15 +146,16 @@ export class CapacityGate {
   }
 
   /**
-   * Count maxes, then the in-memory caps. On success the caps are held under
-   * `agentId` (the caller must then track the agent, so the counts see it).
+   * Count maxes, then the in-memory caps. Only when they grant it is `newId`
+   * called (so a refused request uses no agent id), and the caps are held under
+   * the id it returns (the caller must then track the agent, so the counts see it).
    */
   reserveInMemory(
     config: ScalerConfig,
-    agentId: string,
+    newId: () => string,
     scaler: ScalerState,
     requests: ResourceAmount,
-  ): CapacityLimit | undefined {
+  ): CapacityLimit | { agentId: string } {
     const globalMax = config.globalMaxAgents;
     if (this.#book.size >= globalMax) {
       return {
@@ -170,8 +175,16 @@ export class CapacityGate {
         neverFits: false,
       };
     }
-    const granted = this.#caps.tryReserve(agentId, [GLOBAL_SCOPE, scaler.scope], requests);
-    if (granted.ok) return undefined;
+    const scopes = [GLOBAL_SCOPE, scaler.scope];
+    // Tried under a placeholder first; nothing runs between it and the real
+    // reservation, so the second answer is the first one.
+    let granted = this.#caps.tryReserve(PENDING_ID, scopes, requests);
+    if (granted.ok) {
+      this.#caps.release(PENDING_ID);
+      const agentId = newId();
+      granted = this.#caps.tryReserve(agentId, scopes, requests);
+      if (granted.ok) return { agentId };
+    }
     return {
       limit: granted.scope === GLOBAL_SCOPE ? 'global-cap' : 'scaler-cap',
       scaler: scaler.name,

@@ -140,9 +140,14 @@ export class Spawner {
     if (never) return Promise.resolve(never);
     const paced = this.#pacing.check(scaler);
     if (paced) return Promise.resolve(paced);
-    const agentId = this.#newAgentId(scaler.name);
-    const refusal = core.gate.reserveInMemory(core.config, agentId, scaler, resources.requests);
-    if (refusal) return Promise.resolve(refusal);
+    const held = core.gate.reserveInMemory(
+      core.config,
+      () => this.#newAgentId(scaler.name),
+      scaler,
+      resources.requests,
+    );
+    if (!('agentId' in held)) return Promise.resolve(held);
+    const { agentId } = held;
     this.#pacing.started(scaler);
     const now = core.now();
     const record: AgentRecord = {
