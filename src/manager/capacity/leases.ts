@@ -173,9 +173,13 @@ export class LeaseWatch {
   #on(watched: Watched, event: LeaseEvent): void {
     const type = event?.type;
     if (type !== 'lease-at-risk' && type !== 'lease-lost' && type !== 'lease-renewed') return;
-    watched.health = type === 'lease-renewed' ? 'held' : type === 'lease-lost' ? 'lost' : 'at-risk';
+    const health = type === 'lease-renewed' ? 'held' : type === 'lease-lost' ? 'lost' : 'at-risk';
+    // One event per transition: a ledger that says the same twice changes nothing.
+    const repeated = watched.health === health;
+    watched.health = health;
     const stopping = this.policy === 'stop-agents' && type !== 'lease-renewed';
     const targets = stopping ? this.#holders(watched.ledger) : [];
+    if (repeated && targets.length === 0) return;
     const data: ScalerEventData['lease-renewed'] = {
       lease: event.lease,
       policy: this.policy,
@@ -221,7 +225,9 @@ export class LeaseWatch {
     const what = type === 'lease-lost' ? 'is lost' : 'is at risk';
     const action =
       this.policy === 'stop-agents'
-        ? `destroying ${stopped} agent(s) that hold pool rows and refusing new spawns in machine pools`
+        ? stopped > 0
+          ? `destroying ${stopped} agent(s) that hold pool rows and refusing new spawns in machine pools`
+          : 'no agent holds a pool row now (any that did are being destroyed); refusing new spawns in machine pools'
         : this.policy === 'stop-spawning'
           ? 'refusing new spawns in machine pools; running agents are kept'
           : 'reporting only (leaseLostPolicy "report")';
