@@ -164,7 +164,7 @@ describe('validateScalerConfig: every problem in one pass', () => {
     });
     expect(found).toEqual(
       expect.arrayContaining([
-        '(root): Unknown key "sclaers" (did you mean "scalers"?); accepted keys: globalMaxAgents, autoLabelPrefix, defaults, resourceCap, limits, machinePools, scalers',
+        '(root): Unknown key "sclaers" (did you mean "scalers"?); accepted keys: globalMaxAgents, autoLabelPrefix, defaults, resourceCap, limits, machinePools, scalers, quantityConvention',
         'machinePools.host: Unknown key "maxMemroy" (did you mean "maxMemory"?); accepted keys: maxCpu, maxMemory, maxMemoryBytes, maxExtended, provides, maxAgents, devices',
         'limits.cpus: Unknown key "defualt" (did you mean "default"?); accepted keys: min, max, maxLimitRequestRatio, defaultRequest, default',
         expect.stringMatching(

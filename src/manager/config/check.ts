@@ -15,6 +15,7 @@ import {
   scalerConfigSchema,
   scalerSchema,
 } from './config.js';
+import { applyQuantityConvention } from './convention.js';
 
 /**
  * The answer of {@link validateScalerConfig} and of `ScalerManager.reload`:
@@ -57,7 +58,7 @@ export function validateScalerConfig(value: unknown): ConfigValidation {
   // zod runs the cross-field rules only on a config that parsed: run them on the parts
   // that did, so that one pass reports every problem.
   const seen = new Set(errors.map((e) => JSON.stringify([e.path, e.message])));
-  for (const issue of crossFieldIssues(value)) {
+  for (const issue of crossFieldIssues(applyQuantityConvention(value))) {
     if (!seen.has(JSON.stringify([issue.path, issue.message]))) errors.push(issue);
   }
   return { ok: false, errors };

@@ -9,6 +9,7 @@ import { resolveResources } from '../../resources/resolve.js';
 import type { ParsedResourceRequest, ResourceCapInput } from '../../resources/schema.js';
 import { resourceCapSchema, resourceRequestSchema } from '../../resources/schema.js';
 import type { ResourceCap, ResourceRequest, ResourceSpec } from '../../resources/types.js';
+import { applyQuantityConvention, QUANTITY_CONVENTIONS } from './convention.js';
 import { scheduleProblem } from './schedules.js';
 
 /**
@@ -166,6 +167,15 @@ export type ScalerEntryConfig = ScalerConfig['scalers'][number];
 export interface ScalerConfigInput {
   /** The most agents the whole orchestrator runs at once. */
   globalMaxAgents: number;
+  /**
+   * How CPU and memory quantity strings in this config and in each job's
+   * `resources` read: `binary` (`"1.5G"` and `"1.5Gi"` are 1.5 GiB; `"2g"` is
+   * 2 GiB, as in Docker, systemd and kici) or `kubernetes` (exactly as
+   * Kubernetes reads them: `"1.5G"` is 1,500,000,000 bytes, `"1.5Gi"` 1.5 GiB).
+   * Numbers are cores and bytes in either.
+   * @default 'binary'
+   */
+  quantityConvention?: 'binary' | 'kubernetes';
   /** The reserved prefix of automatic labels; user labels may not start with it. @default 'scaler-primitives:' (kici's is `kici:`) */
   autoLabelPrefix?: string;
   /** Resources for jobs, label sets and scalers that declare none. */
@@ -201,6 +211,8 @@ export interface ScalerConfigInput {
 export interface ScalerConfig {
   /** The most agents the whole orchestrator runs at once. */
   globalMaxAgents: number;
+  /** How quantity strings read (absent: `binary`); jobs' `resources` read the same way. */
+  quantityConvention?: 'binary' | 'kubernetes';
   /** The reserved prefix of automatic labels. */
   autoLabelPrefix: string;
   /** Default resources, parsed. */
@@ -395,6 +407,7 @@ export const baseSchema = strictShape({
   limits: limitsSchema.optional(),
   machinePools: z.record(nameSchema, resourceCapSchema).default({}),
   scalers: z.array(scalerSchema),
+  quantityConvention: z.enum(QUANTITY_CONVENTIONS).optional(),
 });
 
 /**
@@ -404,7 +417,8 @@ export const baseSchema = strictShape({
  * mandatory labels present in every label set, warm pool within `maxAgents`, label-set
  * resources that resolve without a request above its limit) are reported with their paths.
  */
-export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
+export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> = z.preprocess(
+  applyQuantityConvention,
   baseSchema.superRefine((config, ctx) => {
     const prefix = config.autoLabelPrefix;
     const seen = new Map<string, number>();
@@ -503,7 +517,8 @@ export const scalerConfigSchema: z.ZodType<ScalerConfig, ScalerConfigInput> =
         }
       }
     }
-  });
+  }),
+) as unknown as z.ZodType<ScalerConfig, ScalerConfigInput>;
 
 type PoolChoice = Pick<ScalerEntryConfig, 'machinePool' | 'machinePools'>;
 type RefineContext = {

@@ -73,7 +73,9 @@ export class Spawner {
       return entry.plain;
     }
     const read = [...entry.read];
-    read[0] = readResourceLayer(job, 0, LAYER_NAMES[0]!);
+    read[0] = readResourceLayer(job, 0, LAYER_NAMES[0]!, {
+      convention: this.#core.config.quantityConvention ?? 'binary',
+    });
     const { requests, limits } = combineResourceLayers(read);
     return { requests, limits };
   }
