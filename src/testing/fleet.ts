@@ -12,10 +12,7 @@ import {
   type ScalerManagerOptions,
 } from '../manager/index.js';
 import { FakeBackend, type FakeBackendOptions } from './fake-backend/backend.js';
-import {
-  MemoryPoolLedger,
-  MemoryPoolStore,
-} from './memory-ledger/index.js';
+import { MemoryPoolLedger, MemoryPoolStore } from './memory-ledger/index.js';
 import { TestClock } from './test-clock/clock.js';
 
 /**
@@ -170,13 +167,22 @@ function watchReleases(
       }
     }
   };
+  // What a test sets on the view (`fleet.ledger.release = ...`) stays on the
+  // view: set on the ledger, the view's own release would call it back.
+  const own = new Map<PropertyKey, unknown>([
+    ['release', release],
+    ['releaseAllForInstance', releaseAllForInstance],
+  ]);
   return new Proxy(ledger, {
     get(target, key) {
-      if (key === 'release') return release;
-      if (key === 'releaseAllForInstance') return releaseAllForInstance;
+      if (own.has(key)) return own.get(key);
       const value: unknown = Reflect.get(target, key, target);
       // Methods run on the ledger itself (its private fields are not on the view).
       return typeof value === 'function' ? value.bind(target) : value;
+    },
+    set(_target, key, value) {
+      own.set(key, value);
+      return true;
     },
   });
 }
