@@ -17,13 +17,24 @@ import {
   type AgentRecord,
   capLog,
   ensureStateDir,
+  exitFilePath,
+  findProgram,
   isSafeAgentId,
   listRecordIds,
   openLog,
   readRecord,
   removeRecord,
+  takeExitCode,
   writeRecord,
 } from './state.js';
+
+// The agent runs under a small POSIX shell that leads its process group and,
+// when the agent ends, writes its exit code (128 + n after signal n) to
+// `<agentId>.exit`, so a backend instance that did not start it (after a
+// controller restart) still learns its exit code. The command stays argv: it
+// is passed as the shell's positional arguments, never parsed by the shell.
+const EXIT_RECORDER =
+  'f=$1; shift; "$@"; c=$?; printf \'%s\\n\' "$c" > "$f.tmp" && mv -f "$f.tmp" "$f"; exit "$c"';
 
 /** An agent's exit the backend did not cause, as `onExit` reports it. */
 export interface ProcessAgentExit {
@@ -32,12 +43,12 @@ export interface ProcessAgentExit {
   /** The scaler it was started for. */
   scaler: string;
   /**
-   * Its exit code, when this backend instance started it and saw it exit;
-   * `null` when it died of a signal, or when it was started by an earlier
-   * instance (another process's child: its exit code cannot be read).
+   * Its exit code (128 + n when signal n ended it), whichever backend
+   * instance started it; `null` when it cannot be known (the agent's wrapper
+   * shell was itself killed, or its process was found reused).
    */
   exitCode: number | null;
-  /** The signal that ended it (`SIGSEGV`...), when known; otherwise `null`. */
+  /** The signal that ended its wrapper shell, when one did; otherwise `null`. */
   signal: string | null;
   /** True when an earlier instance started it (found again through the state directory). */
   adopted: boolean;
@@ -217,14 +228,23 @@ export class ProcessBackend implements ScalerBackend {
         ? this.#options.env(request)
         : (this.#options.env ?? {});
     const env = { ...agentEnv(request, this.#options.passLeases !== false), ...extra };
-    const log = openLog(this.#dir, agentId);
     const baseEnv = this.#options.extendEnv === false ? {} : process.env;
+    const fullEnv: Record<string, string | undefined> = { ...baseEnv, ...env };
+    if (!findProgram(argv[0]!, fullEnv.PATH)) {
+      throw new BackendError(
+        request.scaler,
+        `Could not start agent ${agentId}: \`${argv[0]}\` is not an executable file${argv[0]!.includes('/') ? '' : ' in PATH'}.`,
+      );
+    }
+    const exitFile = exitFilePath(this.#dir, agentId);
+    takeExitCode(this.#dir, agentId); // a previous agent's, under the same id
+    const log = openLog(this.#dir, agentId);
     let child: ChildProcess;
     try {
-      child = spawnChild(argv[0]!, argv.slice(1), {
+      child = spawnChild('/bin/sh', ['-c', EXIT_RECORDER, 'scaler-agent', exitFile, ...argv], {
         detached: true,
         stdio: ['ignore', log, log],
-        env: { ...baseEnv, ...env },
+        env: fullEnv,
         ...(this.#options.cwd !== undefined ? { cwd: this.#options.cwd } : {}),
       });
     } finally {
@@ -273,6 +293,7 @@ export class ProcessBackend implements ScalerBackend {
       if (this.#destroying.has(agentId)) return;
       const current = readRecord(this.#dir, agentId);
       if (current?.pid !== pid || current.startTime !== record.startTime) return;
+      takeExitCode(this.#dir, agentId);
       removeRecord(this.#dir, agentId);
       this.#report({
         agentId,
@@ -318,6 +339,7 @@ export class ProcessBackend implements ScalerBackend {
         }
       }
     }
+    takeExitCode(this.#dir, agentId);
     removeRecord(this.#dir, agentId);
   }
 
@@ -353,11 +375,13 @@ export class ProcessBackend implements ScalerBackend {
       }
       // Our own child's exit is reported with its code by its exit handler.
       if (this.#children.get(id) === record.pid || this.#destroying.has(id)) continue;
+      // The wrapper shell wrote the exit code before it ended (absent when it was killed).
+      const exitCode = state === 'gone' ? takeExitCode(this.#dir, id) : null;
       removeRecord(this.#dir, id);
       this.#report({
         agentId: id,
         scaler: record.scaler,
-        exitCode: null,
+        exitCode,
         signal: null,
         adopted: true,
       });

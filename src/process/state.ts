@@ -185,3 +185,58 @@ export function capLog(dir: string, agentId: string, maxBytes: number): void {
     fs.closeSync(fd);
   }
 }
+
+/**
+ * The exit code the agent's wrapper shell wrote to `<dir>/<agentId>.exit`
+ * when the agent ended, then remove the file; `null` when there is none (the
+ * wrapper was killed, or never ran).
+ */
+export function takeExitCode(dir: string, agentId: string): number | null {
+  const path = join(dir, `${agentId}.exit`);
+  let code: number | null = null;
+  try {
+    const fd = fs.openSync(
+      path,
+      fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK,
+    );
+    try {
+      const stat = fs.fstatSync(fd);
+      if (stat.isFile() && stat.size <= 16) {
+        const value = Number(fs.readFileSync(fd, 'utf8').trim());
+        if (Number.isInteger(value) && value >= 0 && value <= 255) code = value;
+      }
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return null;
+  }
+  try {
+    fs.unlinkSync(path);
+  } catch {
+    // Gone already.
+  }
+  return code;
+}
+
+/** The path of the file the agent's wrapper shell writes its exit code to. */
+export function exitFilePath(dir: string, agentId: string): string {
+  return join(dir, `${agentId}.exit`);
+}
+
+/**
+ * Whether `program` can be run: an executable file at that path when it holds
+ * a `/`, otherwise in one of the `PATH` directories.
+ */
+export function findProgram(program: string, path: string | undefined): boolean {
+  const executable = (file: string) => {
+    try {
+      fs.accessSync(file, fs.constants.X_OK);
+      return fs.statSync(file).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (program.includes('/')) return executable(program);
+  return (path ?? '').split(':').some((dir) => dir !== '' && executable(join(dir, program)));
+}

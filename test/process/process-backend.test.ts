@@ -75,8 +75,9 @@ describe('ProcessBackend across a controller restart', () => {
   it('a new instance over the same directory lists the 4 agents of a SIGKILLed controller; destroy ends one group, grandchild included', async () => {
     const dir = tempDir();
     // Each agent starts a grandchild in its group and records its pid; both ignore SIGTERM,
-    // so destroy must escalate to SIGKILL of the whole group.
-    const script = `trap '' TERM; sleep 300 & echo $! > "${dir}/$1.grandchild"; wait`;
+    // so destroy must escalate to SIGKILL of the whole group. An agent exits on its own
+    // with the code written to <id>.stop (ending its grandchild first).
+    const script = `trap '' TERM; sleep 300 & g=$!; echo $g > "${dir}/$1.grandchild"; while [ ! -e "${dir}/$1.stop" ]; do sleep 0.1; done; kill -9 $g; exit $(cat "${dir}/$1.stop")`;
     const ids = ['a1', 'a2', 'a3', 'a4'];
     process.env.AGENT_SCRIPT = script; // the fixture inherits this process's env
     const controller = startFixture('process-controller.ts', [dir, ids.join(',')]);
@@ -91,6 +92,7 @@ describe('ProcessBackend across a controller restart', () => {
       dir,
       command: ['false'],
       graceMs: 300,
+      watchIntervalMs: 50,
       onExit: (exit) => exits.push(exit),
     });
     expect((await next.list()).sort()).toEqual(ids);
@@ -113,6 +115,17 @@ describe('ProcessBackend across a controller restart', () => {
     expect((await next.list()).sort()).toEqual(['a1', 'a3', 'a4']);
     await next.destroy('a2'); // idempotent
     expect(exits).toEqual([]); // a destroyed agent is not reported as exiting on its own
+
+    // The others exit on their own: the new instance, which did not start them, reports
+    // each with its exit code, without being asked.
+    writeFileSync(join(dir, 'a3.stop'), '3');
+    writeFileSync(join(dir, 'a4.stop'), '44');
+    await until('two exit reports', () => exits.length >= 2);
+    expect(exits.sort((x, y) => x.agentId.localeCompare(y.agentId))).toEqual([
+      { agentId: 'a3', scaler: 'proc', exitCode: 3, signal: null, adopted: true },
+      { agentId: 'a4', scaler: 'proc', exitCode: 44, signal: null, adopted: true },
+    ]);
+    expect(await next.list()).toEqual(['a1']);
   }, 90_000);
 
   it('a record whose pid is alive with another start time is not an agent, and destroy never signals it', async () => {
