@@ -325,8 +325,10 @@ export class ProcessBackend implements ScalerBackend {
     const record = readRecord(this.#dir, agentId);
     if (record === undefined) return;
     const state = this.#judge(record);
-    // A reused pid is a stranger's: never signal it.
-    if (state !== 'reused') {
+    // A reused pid is a stranger's, and a pid of another boot names nothing of ours: never
+    // signal them. A gone leader may have left processes in its group (the group id stays
+    // reserved while any member lives, so they are the agent's).
+    if (state !== 'reused' && record.bootId === this.#bootId) {
       const pgid = record.pid;
       killGroup(pgid, 'SIGTERM');
       if (!(await waitGroupGone(pgid, this.#graceMs))) {

@@ -130,7 +130,8 @@ describe('ProcessBackend across a controller restart', () => {
 
   it('a record whose pid is alive with another start time is not an agent, and destroy never signals it', async () => {
     const dir = tempDir();
-    const stranger = spawn('sleep', ['300'], { stdio: 'ignore' });
+    // Its own group leader, so a wrong signal to the group of `pid` would reach it.
+    const stranger = spawn('sleep', ['300'], { stdio: 'ignore', detached: true });
     try {
       const pid = stranger.pid!;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -163,6 +164,14 @@ describe('ProcessBackend across a controller restart', () => {
       const second = backend({ dir, command: ['sleep', '300'], onExit: (e) => exits.push(e) });
       expect((await second.list()).sort()).toEqual(['real', 'same']);
       await second.destroy('stale');
+      // Right pid and start time, but recorded on another boot: not ours either (written
+      // after list(), which would forget it, so that destroy meets it).
+      writeFileSync(
+        join(dir, 'otherboot.json'),
+        JSON.stringify({ ...record, agentId: 'otherboot', startTime, bootId: 'another-boot' }),
+        { mode: 0o600 },
+      );
+      await second.destroy('otherboot');
       expect(alive(pid)).toBe(true);
       expect(exits.map((e) => e.agentId)).toEqual(['stale']);
       expect(exits[0]).toMatchObject({ adopted: true, exitCode: null });
