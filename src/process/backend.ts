@@ -230,7 +230,7 @@ export class ProcessBackend implements ScalerBackend {
     const env = { ...agentEnv(request, this.#options.passLeases !== false), ...extra };
     const baseEnv = this.#options.extendEnv === false ? {} : process.env;
     const fullEnv: Record<string, string | undefined> = { ...baseEnv, ...env };
-    if (!findProgram(argv[0]!, fullEnv.PATH)) {
+    if (!findProgram(argv[0]!, fullEnv.PATH, this.#options.cwd)) {
       throw new BackendError(
         request.scaler,
         `Could not start agent ${agentId}: \`${argv[0]}\` is not an executable file${argv[0]!.includes('/') ? '' : ' in PATH'}.`,

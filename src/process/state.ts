@@ -226,9 +226,13 @@ export function exitFilePath(dir: string, agentId: string): string {
 
 /**
  * Whether `program` can be run: an executable file at that path when it holds
- * a `/`, otherwise in one of the `PATH` directories.
+ * a `/` (relative to `cwd`), otherwise in one of the `PATH` directories.
  */
-export function findProgram(program: string, path: string | undefined): boolean {
+export function findProgram(
+  program: string,
+  path: string | undefined,
+  cwd: string | undefined,
+): boolean {
   const executable = (file: string) => {
     try {
       fs.accessSync(file, fs.constants.X_OK);
@@ -237,6 +241,9 @@ export function findProgram(program: string, path: string | undefined): boolean 
       return false;
     }
   };
-  if (program.includes('/')) return executable(program);
-  return (path ?? '').split(':').some((dir) => dir !== '' && executable(join(dir, program)));
+  const base = cwd ?? process.cwd();
+  if (program.includes('/')) return executable(resolve(base, program));
+  return (path ?? '')
+    .split(':')
+    .some((dir) => dir !== '' && executable(resolve(base, dir, program)));
 }
