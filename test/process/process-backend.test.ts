@@ -229,6 +229,51 @@ describe('ProcessBackend runs the command it is given', () => {
     expect(JSON.parse(lease!)).toMatchObject({ location: { kind: 'file', path: '/run/lease' } });
   }, 60_000);
 
+  it('chooses the command by scaler, and leaves out the lease and the controller env when told', async () => {
+    const dir = tempDir();
+    const out = join(dir, 'out');
+    process.env.PROCESS_BACKEND_TEST_MARK = 'from-controller';
+    try {
+      const made = backend({
+        dir,
+        command: {
+          proc: [
+            '/bin/sh',
+            '-c',
+            // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansion
+            'printf "%s|%s|%s" "$1" "${SCALER_LEASE-unset}" "${PROCESS_BACKEND_TEST_MARK-unset}" > "$OUT"; sleep 300',
+            'wrapper',
+            '{scaler}',
+          ],
+        },
+        env: { OUT: out, PATH: process.env.PATH ?? '/usr/bin:/bin' },
+        passLeases: false,
+        extendEnv: false,
+      });
+      const leases = [
+        {
+          location: { kind: 'file' as const, path: '/run/lease' },
+          leaseMs: 10_000,
+          marginMs: 2_000,
+        },
+      ];
+      await made.spawn(request('s1', { leases }));
+      await until('the wrapper output', () => {
+        try {
+          return readFileSync(out, 'utf8').includes('|');
+        } catch {
+          return false;
+        }
+      });
+      expect(readFileSync(out, 'utf8')).toBe('proc|unset|unset');
+      await expect(made.spawn(request('s2', { scaler: 'gpu' }))).rejects.toThrow(
+        /no command for scaler `gpu`/,
+      );
+    } finally {
+      delete process.env.PROCESS_BACKEND_TEST_MARK;
+    }
+  }, 60_000);
+
   it('reports an agent that exits on its own with its exit code, and forgets it', async () => {
     const dir = tempDir();
     const exits: ProcessAgentExit[] = [];
