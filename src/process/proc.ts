@@ -54,6 +54,12 @@ export function judgeAgentProcess(pid: number, startTime: number): 'running' | '
 
 /** The pids of the live (not zombie) processes in process group `pgid`. */
 export function groupMembers(pgid: number): number[] {
+  // No process at all in the group (not even a zombie): no need to scan /proc.
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return [];
+  }
   let names: string[];
   try {
     names = readdirSync('/proc');
