@@ -2,16 +2,13 @@
  * Facts about processes and the host, read from `/proc`: the boot id, whether a
  * pid is alive, and a process's start time (to tell a reused pid from its first owner).
  */
+import { bootIdFrom, parseProcStat } from '../internal/proc-stat.js';
 import type { LedgerFs } from './fs.js';
 import { hasErrorCode } from './fs.js';
 
 /** Read the Linux boot id; `unknown-boot` where `/proc` has none (then only pids and leases decide). */
 export function readBootId(fs: LedgerFs): string {
-  try {
-    return fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || 'unknown-boot';
-  } catch {
-    return 'unknown-boot';
-  }
+  return bootIdFrom(() => fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
 }
 
 /**
@@ -40,11 +37,7 @@ export function readProcessStartTime(fs: LedgerFs, pid: number): number | undefi
   } catch {
     return undefined;
   }
-  // Field 2 (comm) is in parentheses and may hold spaces or ')': split after the last ')'.
-  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state), so field 22 is rest[19].
-  const value = Number(rest[19]);
-  return Number.isSafeInteger(value) && value >= 0 ? value : undefined;
+  return parseProcStat(text)?.startTime;
 }
 
 /**

@@ -4,39 +4,21 @@
  * and which processes are still in a process group.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { bootIdFrom, type ProcStat, parseProcStat } from '../internal/proc-stat.js';
 
-/** A process's state letter (`R`, `S`, `Z`...) and start time in clock ticks since boot. */
-export interface ProcStat {
-  state: string;
-  startTime: number;
-  pgrp: number;
-}
-
-/** Parse `/proc/<pid>/stat`; `undefined` when it cannot be read (no such process, no `/proc`). */
+/** Read and parse `/proc/<pid>/stat`; `undefined` when it cannot be read (no such process, no `/proc`). */
 export function readProcStat(pid: number): ProcStat | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined;
-  let text: string;
   try {
-    text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return undefined;
   }
-  // Field 2 (comm) is in parentheses and may hold spaces or ')': split after the last ')'.
-  const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // rest[0] is field 3 (state), rest[2] field 5 (pgrp), rest[19] field 22 (starttime).
-  const startTime = Number(rest[19]);
-  const pgrp = Number(rest[2]);
-  if (!Number.isSafeInteger(startTime) || !Number.isSafeInteger(pgrp)) return undefined;
-  return { state: rest[0] ?? '?', startTime, pgrp };
 }
 
 /** The Linux boot id; `unknown-boot` where `/proc` has none. */
 export function readBootId(): string {
-  try {
-    return readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim() || 'unknown-boot';
-  } catch {
-    return 'unknown-boot';
-  }
+  return bootIdFrom(() => readFileSync('/proc/sys/kernel/random/boot_id', 'utf8'));
 }
 
 /**
