@@ -4,8 +4,10 @@
  * - a tiny dispatcher with a queue of CI jobs,
  * - a `ScalerManager` with two scalers (different label sets, caps and agent limits)
  *   that share one machine pool through a `MachineLedger` in a temp directory,
- * - a real backend: every agent is a child process (examples/quickstart-agent.mjs)
- *   that registers back over IPC, runs its job (a short sleep) and exits.
+ * - a real backend, `ProcessBackend`: every agent is a detached process
+ *   (examples/quickstart-agent.mjs) with its output in a log file; it registers
+ *   with the dispatcher over a loopback HTTP server, runs its job (a short sleep)
+ *   and exits.
  *
  * It prints progress while it runs (queued / spawning / running / done, usage
  * against caps) and a summary table at the end.
@@ -13,17 +15,14 @@
  * Run: npm run demo   (or: npx tsx examples/01-quickstart.ts; with the package installed:
  *      npx tsx node_modules/scaler-primitives/examples/01-quickstart.ts)
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  MachineLedger,
-  type ScaleResult,
-  type ScalerBackend,
-  ScalerManager,
-} from 'scaler-primitives';
-import { leaseEnv } from 'scaler-primitives/fence';
+import { text } from 'node:stream/consumers';
+import { MachineLedger, type ScaleResult, ScalerManager } from 'scaler-primitives';
+import { type ProcessAgentExit, ProcessBackend } from 'scaler-primitives/process';
 import { formatCpu, formatMemory, type ResourceRequest } from 'scaler-primitives/resources';
 
 const started = Date.now();
@@ -87,55 +86,52 @@ const jobs: Job[] = jobSpecs.map((spec) => ({ ...spec, state: 'queued', queuedAt
 
 // ---------------------------------------------------------------- the backend
 
-const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
-const children = new Map<string, ChildProcess>();
+const work = mkdtempSync(join(tmpdir(), 'scaler-primitives-demo-'));
+const ledgerDir = join(work, 'ledger');
 
-/** Starts each agent as a child process; the dispatcher hears from it over IPC. */
-const processBackend: ScalerBackend = {
-  async spawn(request) {
-    const child = fork(agentScript, [], {
-      execPath: process.execPath,
-      // The agent imports scaler-primitives/fence: from a clone it needs the same
-      // loader as this program (tsx); from the installed package, none.
-      execArgv: process.execArgv,
-      env: {
-        ...process.env,
-        // Every lease of the controller the agent's rows are held under, for
-        // the agent's fence (SCALER_LEASE): it stops at the first that lapses.
-        ...leaseEnv(request.leases),
-        AGENT_ID: request.agentId,
-        AGENT_LABELS: JSON.stringify(request.labels),
-      },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    children.set(request.agentId, child);
-    child.on('message', (message) => dispatcher.onAgentMessage(request.agentId, message));
-    child.on('exit', () => {
-      children.delete(request.agentId);
-      dispatcher.onAgentExit(request.agentId);
-    });
-    await new Promise<void>((resolve, reject) => {
-      child.once('spawn', resolve);
-      child.once('error', reject);
-    });
-  },
-  async destroy(agentId) {
-    children.get(agentId)?.kill();
-  },
-  async list() {
-    return [...children.keys()];
-  },
-};
+// Agents are detached processes (they would outlive a restart of this program),
+// so they reach the dispatcher over HTTP on a loopback port, not over a pipe.
+const server = createServer(async (request, response) => {
+  try {
+    const message = JSON.parse(await text(request)) as AgentMessage;
+    const answer =
+      request.url === '/register'
+        ? dispatcher.onRegister(message)
+        : request.url === '/done'
+          ? dispatcher.onDone(message)
+          : undefined;
+    if (answer === undefined) response.writeHead(404).end();
+    else response.setHeader('content-type', 'application/json').end(JSON.stringify(answer));
+  } catch {
+    response.writeHead(400).end();
+  }
+});
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+const dispatcherUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+const backend = new ProcessBackend({
+  dir: join(work, 'agents'),
+  // The agent imports scaler-primitives/fence: from a clone it needs the same
+  // loader as this program (tsx); from the installed package, none.
+  command: [
+    process.execPath,
+    ...process.execArgv,
+    join(import.meta.dirname, 'quickstart-agent.mjs'),
+  ],
+  // The backend adds SCALER_AGENT_ID, SCALER_LABELS and SCALER_LEASE (for the agent's fence).
+  env: { DISPATCHER_URL: dispatcherUrl },
+  graceMs: 2000,
+  onExit: (exit) => dispatcher.onAgentExit(exit),
+});
 
 // ---------------------------------------------------------------- the manager
 
-const ledgerDir = mkdtempSync(join(tmpdir(), 'scaler-primitives-demo-'));
 const ledger = new MachineLedger({ instanceId: 'demo-orchestrator', dir: ledgerDir });
 const manager = new ScalerManager({
   config,
   backends: [
-    { name: 'linux-small', backend: processBackend },
-    { name: 'linux-large', backend: processBackend },
+    { name: 'linux-small', backend },
+    { name: 'linux-large', backend },
   ],
   ledgers: { 'this-host': ledger },
 });
@@ -209,31 +205,50 @@ const dispatcher = {
     }
   },
 
-  onAgentMessage(agentId: string, message: unknown): void {
-    const m = message as { type: string; labels?: string[]; jobId?: string };
-    if (m.type === 'register') {
-      const answer = manager.onAgentRegistered(agentId, m.labels ?? []);
-      const job = jobs.find((j) => j.id === answer?.boundJobId);
-      if (!job) return;
-      manager.correlateAgentToJob(agentId, 'run-1', job.id);
-      job.state = 'running';
-      job.startedAt = Date.now();
-      children.get(agentId)?.send({ type: 'run', jobId: job.id, ms: job.ms });
-      progress(`${job.id} -> running on ${agentId}`);
-    } else if (m.type === 'done') {
-      const job = jobs.find((j) => j.id === m.jobId);
-      if (!job) return;
+  /** An agent registered: its answer is the job the manager bound it to (null: none, it exits). */
+  onRegister({ agentId, labels }: AgentMessage): { jobId: string; ms: number } | null {
+    const answer = manager.onAgentRegistered(agentId, labels ?? []);
+    const job = jobs.find((j) => j.id === answer?.boundJobId);
+    if (!job) return null;
+    manager.correlateAgentToJob(agentId, 'run-1', job.id);
+    job.state = 'running';
+    job.agentId = agentId;
+    job.startedAt = Date.now();
+    progress(`${job.id} -> running on ${agentId}`);
+    return { jobId: job.id, ms: job.ms };
+  },
+
+  onDone({ agentId, jobId }: AgentMessage): null {
+    const job = jobs.find((j) => j.id === jobId);
+    if (job) {
       manager.onJobComplete(agentId);
       job.state = 'done';
       job.doneAt = Date.now();
       progress(`${job.id} -> done`);
     }
+    return null;
   },
 
-  onAgentExit(agentId: string): void {
+  /** The backend saw an agent exit on its own: a job it had not finished fails, and capacity frees. */
+  onAgentExit({ agentId, exitCode, signal }: ProcessAgentExit): void {
+    const job = jobs.find(
+      (j) => j.agentId === agentId && (j.state === 'spawning' || j.state === 'running'),
+    );
+    if (job) {
+      job.state = 'failed';
+      job.why = `agent ${agentId} exited (${exitCode === null ? (signal ?? 'status unknown') : `code ${exitCode}`}) before finishing`;
+      progress(`${job.id} -> failed (${job.why})`);
+    }
     void manager.onAgentDisconnected(agentId).then(() => this.pump());
   },
 };
+
+/** What an agent posts to the dispatcher. */
+interface AgentMessage {
+  agentId: string;
+  labels?: string[];
+  jobId?: string;
+}
 
 function describeLimit(limit: Extract<ScaleResult, { kind: 'at-capacity' }>['limit']): string {
   switch (limit.limit) {
@@ -292,10 +307,11 @@ const deadline = Date.now() + 50_000;
 while (jobs.some((j) => j.state !== 'done' && j.state !== 'failed') && Date.now() < deadline) {
   await new Promise((resolve) => setTimeout(resolve, 50));
 }
-await manager.shutdownAll();
+await manager.shutdownAll(); // stops every agent still running (backend.shutdown())
+server.close();
 const poolAfter = await ledger.getUsage('this-host');
 await ledger.close();
-rmSync(ledgerDir, { recursive: true, force: true });
+rmSync(work, { recursive: true, force: true });
 
 // ---------------------------------------------------------------- summary
 

@@ -2,35 +2,39 @@
  * A complete small controller on ScalerManager, keeping no copy of its agents:
  *
  * - a job queue (the only state the controller keeps is its jobs);
- * - two scalers on one process backend (a shared backend object), with a
+ * - two scalers on one `ProcessBackend` (a shared backend object), with a
  *   machine pool on a real MachineLedger in a temp directory;
- * - child-process agents (examples/quickstart-agent.mjs) that register over IPC,
- *   run one job and exit: the one-shot pattern, `maxJobsPerAgent: 1`;
+ * - agents that are detached processes (examples/quickstart-agent.mjs, output in
+ *   a log file per agent) and register over a loopback HTTP server (a warm agent
+ *   holds its request open until it is given a job), run one job and exit: the
+ *   one-shot pattern, `maxJobsPerAgent: 1`. The backend reports an agent that
+ *   exits on its own (`onExit`), so a job whose agent died does not stay running;
  * - warm capacity: a warm pool of two on the small scaler;
  * - the dispatch loop: `claimIdleAgent` first (a warm agent takes the job at
  *   once), else `requestScale`; agents, states and "who runs what" come from
  *   the manager (`listAgents`, `getAgent`, the registration answer);
- * - SIGINT: stop dispatching, `shutdownAll()` (every child is killed and waited
- *   for, every pool row released), close the ledger, exit 130.
+ * - SIGINT: stop dispatching, `shutdownAll()` (every agent's process group is
+ *   stopped and waited for, every pool row released), close the ledger, exit 130.
  *
  * It exits 0 by itself once its queue has drained. With CONTROLLER_LEDGER_DIR
  * set, it uses (and leaves) that ledger directory, so a test can check it is empty.
  *
  * Run: npx tsx examples/11-controller.ts
  */
-import { type ChildProcess, fork } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { leaseEnv } from 'scaler-primitives/fence';
+import { text } from 'node:stream/consumers';
 import { MachineLedger } from 'scaler-primitives/ledger';
 import {
   type ScaleResult,
-  type ScalerBackend,
   type ScalerConfigInput,
   type ScalerEvent,
   ScalerManager,
 } from 'scaler-primitives/manager';
+import { type ProcessAgentExit, ProcessBackend } from 'scaler-primitives/process';
 
 const started = Date.now();
 const log = (line: string) =>
@@ -96,79 +100,78 @@ const jobById = (id: string | undefined) => jobs.find((j) => j.id === id);
 
 // ------------------------------------------------------------------ the backend
 
-// The backend owns its processes (that is its job, not agent bookkeeping): one
-// object serves both scalers, so `shutdown()` is called once for both.
-const agentScript = join(import.meta.dirname, 'quickstart-agent.mjs');
-const children = new Map<string, ChildProcess>();
+const work = mkdtempSync(join(tmpdir(), 'controller-example-'));
+const keepDir = process.env.CONTROLLER_LEDGER_DIR;
+const dir = keepDir ?? join(work, 'ledger');
 
-function exited(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => child.once('exit', () => resolve()));
+/** What an agent posts to the dispatcher. */
+interface AgentMessage {
+  agentId: string;
+  labels?: string[];
+  jobId?: string;
 }
 
-async function stop(agentId: string): Promise<void> {
-  const child = children.get(agentId);
-  if (child === undefined) return;
-  child.kill('SIGTERM');
-  const killer = setTimeout(() => child.kill('SIGKILL'), 2000);
-  await exited(child);
-  clearTimeout(killer);
-}
+/** Registered agents waiting for a job: each holds its `/register` request open. */
+const waitingAgents = new Map<string, (job: { jobId: string; ms: number } | null) => void>();
 
-const processes: ScalerBackend = {
-  async spawn(request) {
-    const child = fork(agentScript, [], {
-      // The agent imports scaler-primitives/fence: from a clone it needs the same
-      // loader as this program (tsx); from the installed package, none.
-      execArgv: process.execArgv,
-      env: {
-        ...process.env,
-        // Every lease of the controller the agent's rows are held under, for
-        // the agent's fence (SCALER_LEASE): it stops at the first that lapses.
-        ...leaseEnv(request.leases),
-        AGENT_ID: request.agentId,
-        AGENT_LABELS: JSON.stringify(request.labels),
-      },
-      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    });
-    children.set(request.agentId, child);
-    child.on('message', (message) => onAgentMessage(request.agentId, message));
-    child.on('exit', () => {
-      children.delete(request.agentId);
-      void manager.onAgentDisconnected(request.agentId).then(() => pump());
-    });
-    await new Promise<void>((resolve, reject) => {
-      child.once('spawn', resolve);
-      child.once('error', reject);
-    });
-    log(
-      `spawned ${request.agentId} pid ${child.pid}${request.warm ? ' (warm)' : ` for ${request.jobId}`}`,
-    );
-  },
-  destroy: stop,
-  async list() {
-    return [...children.keys()];
-  },
-  async shutdown() {
-    await Promise.all([...children.keys()].map(stop));
-  },
-};
+// Agents are detached processes, so they reach the dispatcher over HTTP on a
+// loopback port, not over a pipe to this process.
+const server = createServer(async (request, response) => {
+  try {
+    const message = JSON.parse(await text(request)) as AgentMessage;
+    const reply = (value: unknown) =>
+      response.setHeader('content-type', 'application/json').end(JSON.stringify(value));
+    if (request.url === '/register') {
+      waitingAgents.set(message.agentId, reply);
+      response.once('close', () => {
+        if (waitingAgents.get(message.agentId) === reply) waitingAgents.delete(message.agentId);
+      });
+      onRegister(message);
+    } else if (request.url === '/done') {
+      onDone(message);
+      reply(null);
+    } else response.writeHead(404).end();
+  } catch {
+    response.writeHead(400).end();
+  }
+});
+await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+
+// One backend object serves both scalers, so the manager calls its `shutdown()` once.
+const backend = new ProcessBackend({
+  dir: join(work, 'agents'),
+  // The agent imports scaler-primitives/fence: from a clone it needs the same
+  // loader as this program (tsx); from the installed package, none.
+  command: [
+    process.execPath,
+    ...process.execArgv,
+    join(import.meta.dirname, 'quickstart-agent.mjs'),
+  ],
+  // The backend adds SCALER_AGENT_ID, SCALER_LABELS and SCALER_LEASE (for the agent's fence).
+  env: { DISPATCHER_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+  graceMs: 2000,
+  onExit: (exit) => onAgentExit(exit),
+});
 
 // ------------------------------------------------------------------ the manager
 
-const keepDir = process.env.CONTROLLER_LEDGER_DIR;
-const dir = keepDir ?? mkdtempSync(join(tmpdir(), 'controller-example-'));
 const ledger = new MachineLedger({ instanceId: 'controller-example', dir });
 const manager = new ScalerManager({
   config,
   backends: [
-    { name: 'small', backend: processes },
-    { name: 'large', backend: processes },
+    { name: 'small', backend },
+    { name: 'large', backend },
   ],
   ledgers: { [POOL]: ledger },
   maintenanceIntervalMs: 300,
   demandHoldMs: 1000,
   onEvent: (event: ScalerEvent) => {
+    if (event.kind === 'spawned') {
+      const agent = manager.getAgent(event.agentId);
+      log(
+        `spawned ${event.agentId} pid ${agent?.context.pid}${agent?.warm ? ' (warm)' : ` for ${agent?.jobId}`}`,
+      );
+    }
     if (event.kind === 'warm-pool-held' || event.kind === 'job-taken')
       log(`event: ${event.message}`);
   },
@@ -238,35 +241,49 @@ function start(job: Job, agentId: string): void {
   delete job.why;
   const agent = manager.getAgent(agentId)!;
   log(`${job.id} -> ${agentId} (${agent.scaler}${agent.warm ? ', warm' : ''})`);
-  children.get(agentId)?.send({ type: 'run', jobId: job.id, ms: job.ms });
+  const give = waitingAgents.get(agentId);
+  waitingAgents.delete(agentId);
+  give?.({ jobId: job.id, ms: job.ms }); // answers the agent's /register
 }
 
-function onAgentMessage(agentId: string, message: unknown): void {
-  const m = message as { type: string; labels?: string[]; jobId?: string };
-  if (m.type === 'register') {
-    const answer = manager.onAgentRegistered(agentId, m.labels ?? []);
-    const job = jobById(answer?.boundJobId);
-    if (job !== undefined && job.state === 'waiting') {
-      manager.correlateAgentToJob(agentId, job.id, job.id);
-      start(job, agentId);
-    } else void pump(); // idle (warm): maybe a job waits for it
-  } else if (m.type === 'done') {
-    const job = jobById(m.jobId);
-    if (job !== undefined) job.state = 'done';
-    manager.onJobComplete(agentId); // one-shot: the manager retires it
-    log(`${m.jobId} done`);
-    void pump();
+function onRegister({ agentId, labels }: AgentMessage): void {
+  const answer = manager.onAgentRegistered(agentId, labels ?? []);
+  const job = jobById(answer?.boundJobId);
+  if (job !== undefined && job.state === 'waiting') {
+    manager.correlateAgentToJob(agentId, job.id, job.id);
+    start(job, agentId);
+  } else void pump(); // idle (warm): maybe a job waits for it
+}
+
+function onDone({ agentId, jobId }: AgentMessage): void {
+  const job = jobById(jobId);
+  if (job !== undefined) job.state = 'done';
+  manager.onJobComplete(agentId); // one-shot: the manager retires it
+  log(`${jobId} done`);
+  void pump();
+}
+
+/** The backend saw an agent exit on its own: a job it was running fails, and its capacity frees. */
+function onAgentExit({ agentId, exitCode, signal }: ProcessAgentExit): void {
+  const job = jobById(manager.getAgent(agentId)?.jobId);
+  if (job?.state === 'running') {
+    job.state = 'failed';
+    job.why = `agent exited (${exitCode === null ? (signal ?? 'status unknown') : `code ${exitCode}`})`;
+    log(`${job.id} failed: ${job.why}`);
   }
+  void manager.onAgentDisconnected(agentId).then(() => pump());
 }
 
 // ------------------------------------------------------------------ run and shut down
 
 async function shutdown(code: number): Promise<never> {
   stopping = true;
-  await manager.shutdownAll();
+  await manager.shutdownAll(); // stops every agent's process group (backend.shutdown())
+  for (const give of waitingAgents.values()) give(null);
+  server.close();
   await ledger.close();
-  const leftover = children.size;
-  if (keepDir === undefined) rmSync(dir, { recursive: true, force: true });
+  const leftover = (await backend.list()).length;
+  rmSync(work, { recursive: true, force: true }); // the backend's records and the agents' logs
   log(`shut down: ${leftover} child process(es) left, exit ${code}`);
   process.exit(code);
 }
