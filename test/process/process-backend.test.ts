@@ -6,6 +6,7 @@ import type { SpawnRequest } from 'scaler-primitives/manager';
 import { type ProcessAgentExit, ProcessBackend } from 'scaler-primitives/process';
 import { scalerBackendConformance } from 'scaler-primitives/testing';
 import { afterEach, describe, expect, it } from 'vitest';
+import { alive, restartThroughManager, until } from '../helpers/process-agents.js';
 import { type FixtureProcess, startFixture, stopFixture } from '../helpers/processes.js';
 
 const dirs: string[] = [];
@@ -43,24 +44,6 @@ function request(agentId: string, extra: Partial<SpawnRequest> = {}): SpawnReque
     emit: () => {},
     ...extra,
   };
-}
-
-/** Whether a pid is alive and not a zombie. */
-function alive(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
-    return state !== 'Z' && state !== 'X';
-  } catch {
-    return false;
-  }
-}
-
-async function until(what: string, condition: () => boolean, ms = 30_000): Promise<void> {
-  for (let waited = 0; !condition(); waited += 50) {
-    if (waited > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe('ProcessBackend keeps the ScalerBackend contract', () => {
@@ -335,60 +318,6 @@ describe('ProcessBackend runs the command it is given', () => {
 
 describe('ProcessBackend under a ScalerManager that is SIGKILLed and restarted', () => {
   it('the new controller recovers the 4 agents, destroys one with its grandchild, and hears the others exit with their codes', async () => {
-    const root = tempDir();
-    const host = (phase: 'fill' | 'restart') =>
-      startFixture('process-manager-host.ts', [
-        JSON.stringify({
-          phase,
-          ledgerDir: join(root, 'ledger'),
-          stateDir: join(root, 'state'),
-          agentsDir: join(root, 'agents'),
-        }),
-      ]);
-    const first = host('fill');
-    fixtures.push(first);
-    const ready = await first.waitFor('ready', 60_000);
-    const agents = (ready.agents as string[]).sort();
-    expect(agents).toHaveLength(4);
-    first.child.kill('SIGKILL');
-    await first.exited;
-
-    const second = host('restart');
-    fixtures.push(second);
-    const recovered = await second.waitFor('recovered', 60_000);
-    expect((recovered.recovered as string[]).sort()).toEqual(agents);
-    expect((recovered.listed as string[]).sort()).toEqual(agents);
-
-    // The restarted controller destroys one agent: its group, grandchild included, is gone.
-    const dir = join(root, 'agents');
-    const [victim, ...others] = agents as [string, ...string[]];
-    const pid = (JSON.parse(readFileSync(join(dir, `${victim}.json`), 'utf8')) as { pid: number })
-      .pid;
-    await until('the grandchild pid file', () => {
-      try {
-        return readFileSync(join(dir, `${victim}.grandchild`), 'utf8').trim() !== '';
-      } catch {
-        return false;
-      }
-    });
-    const grandchild = Number(readFileSync(join(dir, `${victim}.grandchild`), 'utf8'));
-    expect(alive(pid) && alive(grandchild)).toBe(true);
-    writeFileSync(join(dir, 'destroy'), victim);
-    await second.waitFor('destroyed', 60_000);
-    expect(alive(pid)).toBe(false);
-    expect(alive(grandchild)).toBe(false);
-
-    for (const [i, agentId] of others.entries()) {
-      writeFileSync(join(dir, `${agentId}.stop`), String(10 + i));
-    }
-    await until(
-      'three exit events',
-      () => second.events.filter((e) => e.event === 'exit').length >= 3,
-    );
-    const exits = second.events
-      .filter((e) => e.event === 'exit')
-      .map((e) => [e.agentId, e.exitCode, e.adopted])
-      .sort();
-    expect(exits).toEqual(others.map((agentId, i) => [agentId, 10 + i, true]));
+    await restartThroughManager(tempDir(), fixtures);
   }, 120_000);
 });
