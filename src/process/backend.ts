@@ -12,6 +12,7 @@ import { type Clock, type ClockTimer, sleep, systemClock } from '../clock.js';
 import { BackendError } from '../errors/index.js';
 import type { ScalerBackend, SpawnRequest, SpawnResult } from '../manager/index.js';
 import { agentEnv, checkArgv, type ProcessCommand, renderArgv } from './command.js';
+import { checkProcessLimits, limitsPrefix, type ProcessLimits } from './limits.js';
 import { groupMembers, judgeAgentProcess, readBootId, readProcStat } from './proc.js';
 import {
   type AgentRecord,
@@ -85,6 +86,15 @@ export interface ProcessBackendOptions {
   maxLogBytes?: number;
   /** How often the backend checks log sizes and agents an earlier instance started, in ms. @default 1000 */
   watchIntervalMs?: number;
+  /**
+   * Run each agent's command under a wrapper that applies its resource limits:
+   * `'systemd-run'` prefixes it with `systemd-run --scope --quiet -p
+   * CPUQuota=<n>% -p MemoryMax=<size> --`, the values `agent-caps` renders for
+   * the request's `resources.limits` (an unset limit sets no property). Needs
+   * a running systemd and the right to create scopes (root for the system
+   * manager). @default none
+   */
+  limits?: ProcessLimits;
   /** Called when an agent exits on its own (not through `destroy`/`shutdown`). A throw is ignored. */
   onExit?: (exit: ProcessAgentExit) => void;
   /** The clock for `startedAt` and the watch timer. @default systemClock */
@@ -101,6 +111,7 @@ const KNOWN = [
   'graceMs',
   'maxLogBytes',
   'watchIntervalMs',
+  'limits',
   'onExit',
   'clock',
 ];
@@ -141,6 +152,7 @@ export class ProcessBackend implements ScalerBackend {
   readonly #bootId = readBootId();
   readonly #graceMs: number;
   readonly #maxLogBytes: number;
+  readonly #limits: ProcessLimits | undefined;
   /** Agents this instance started and has not seen exit: pid by agent id. */
   readonly #children = new Map<string, number>();
   /** Agents being destroyed: their exit is not reported. */
@@ -191,6 +203,7 @@ export class ProcessBackend implements ScalerBackend {
     if (options.onExit !== undefined && typeof options.onExit !== 'function') {
       throw new TypeError(`Expected \`onExit\` to be a function, got \`${typeof options.onExit}\``);
     }
+    this.#limits = checkProcessLimits(options.limits);
     this.#graceMs = checkMs(options.graceMs ?? 10_000, 'graceMs', 0);
     this.#maxLogBytes = checkMs(options.maxLogBytes ?? 10 * 2 ** 20, 'maxLogBytes', 1024);
     const watchMs = checkMs(options.watchIntervalMs ?? 1000, 'watchIntervalMs', 10);
@@ -222,7 +235,11 @@ export class ProcessBackend implements ScalerBackend {
         `Agent ${agentId} already runs (pid ${existing.pid}).`,
       );
     }
-    const argv = renderArgv(this.#command, request);
+    const command = renderArgv(this.#command, request);
+    const argv =
+      this.#limits === undefined
+        ? command
+        : [...limitsPrefix(this.#limits, request.resources.limits), ...command];
     const extra =
       typeof this.#options.env === 'function'
         ? this.#options.env(request)

@@ -11,3 +11,4 @@ export {
   type ProcessBackendOptions,
 } from './backend.js';
 export type { ProcessCommand } from './command.js';
+export type { ProcessLimits } from './limits.js';
