@@ -39,10 +39,18 @@ export function groupMembers(pgid: number): number[] {
     .map(Number);
 }
 
-/** Resolve once `condition()` holds; reject naming `what` after `ms`. */
-export async function until(what: string, condition: () => boolean, ms = 30_000): Promise<void> {
+/** Resolve once `condition()` holds; reject naming `what` (a string, or a function giving it then) after `ms`. */
+export async function until(
+  what: string | (() => string),
+  condition: () => boolean,
+  ms = 30_000,
+): Promise<void> {
   for (let waited = 0; !condition(); waited += 50) {
-    if (waited > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    if (waited > ms) {
+      throw new Error(
+        `timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`,
+      );
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
 }
