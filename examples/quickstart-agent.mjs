@@ -19,6 +19,7 @@
 // lease file): the dependency-free fence reads it. An agent whose pools may be
 // on NATS calls `await watchLeasesFromEnv({ servers })` of
 // 'scaler-primitives/fence/nats' instead, which reads file and NATS leases alike.
+import { request } from 'node:http';
 import { watchLeaseFromEnv } from 'scaler-primitives/fence';
 
 watchLeaseFromEnv();
@@ -34,24 +35,32 @@ if (!agentId || !dispatcher) {
   process.exit(2);
 }
 
-/** POST `body` to the dispatcher's `/<what>` and answer its JSON reply. */
-async function call(what, body, signal) {
-  const response = await fetch(`${dispatcher}/${what}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ agentId, ...body }),
-    signal,
+/** POST `body` as JSON to the dispatcher's `/<what>` and answer its JSON reply. */
+function call(what, body) {
+  return new Promise((resolve, reject) => {
+    const post = request(`${dispatcher}/${what}`, { method: 'POST' }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk) => {
+        text += chunk;
+      });
+      response.on('end', () => {
+        if (response.statusCode === 200) resolve(JSON.parse(text));
+        else reject(new Error(`${what}: the dispatcher answered HTTP ${response.statusCode}`));
+      });
+    });
+    post.once('error', reject);
+    post.setHeader('content-type', 'application/json');
+    post.end(JSON.stringify({ agentId, ...body }));
   });
-  if (!response.ok) throw new Error(`${what}: the dispatcher answered HTTP ${response.status}`);
-  return response.json();
 }
 
-// Registering waits for a job. An agent nobody gives a job to does not linger.
-const job = await call('register', { labels }, AbortSignal.timeout(30_000)).catch((error) => {
-  if (error?.name === 'TimeoutError') process.exit(0);
-  throw error;
-});
-if (job === null) process.exit(0); // the dispatcher has nothing for it
+// An agent nobody gives a job to does not linger.
+const idle = setTimeout(() => process.exit(0), 30_000);
+// Registering waits for a job (null: the dispatcher has none for it).
+const job = await call('register', { labels });
+clearTimeout(idle);
+if (job === null) process.exit(0);
 await new Promise((resolve) => setTimeout(resolve, job.ms));
 await call('done', { jobId: job.jobId });
 process.exit(0);
