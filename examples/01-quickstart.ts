@@ -102,7 +102,8 @@ const server = createServer(async (request, response) => {
           : undefined;
     if (answer === undefined) response.writeHead(404).end();
     else response.setHeader('content-type', 'application/json').end(JSON.stringify(answer));
-  } catch {
+  } catch (error) {
+    console.error(`dispatcher: ${request.url}: ${String(error)}`);
     response.writeHead(400).end();
   }
 });

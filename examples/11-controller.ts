@@ -131,7 +131,8 @@ const server = createServer(async (request, response) => {
       onDone(message);
       reply(null);
     } else response.writeHead(404).end();
-  } catch {
+  } catch (error) {
+    console.error(`dispatcher: ${request.url}: ${String(error)}`);
     response.writeHead(400).end();
   }
 });
