@@ -116,10 +116,13 @@ const KNOWN = [
   'clock',
 ];
 
-function checkMs(value: unknown, name: string, min: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+// The longest delay a Node timer keeps: a longer one fires after 1 ms.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function checkRange(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
     throw new TypeError(
-      `Expected \`${name}\` to be a finite number >= ${min}, got \`${String(value)}\``,
+      `Expected \`${name}\` to be a number from ${min} to ${max}, got \`${String(value)}\``,
     );
   }
   return value;
@@ -204,9 +207,19 @@ export class ProcessBackend implements ScalerBackend {
       throw new TypeError(`Expected \`onExit\` to be a function, got \`${typeof options.onExit}\``);
     }
     this.#limits = checkProcessLimits(options.limits);
-    this.#graceMs = checkMs(options.graceMs ?? 10_000, 'graceMs', 0);
-    this.#maxLogBytes = checkMs(options.maxLogBytes ?? 10 * 2 ** 20, 'maxLogBytes', 1024);
-    const watchMs = checkMs(options.watchIntervalMs ?? 1000, 'watchIntervalMs', 10);
+    this.#graceMs = checkRange(options.graceMs ?? 10_000, 'graceMs', 0, MAX_TIMER_MS);
+    this.#maxLogBytes = checkRange(
+      options.maxLogBytes ?? 10 * 2 ** 20,
+      'maxLogBytes',
+      1024,
+      Number.MAX_SAFE_INTEGER,
+    );
+    const watchMs = checkRange(
+      options.watchIntervalMs ?? 1000,
+      'watchIntervalMs',
+      10,
+      MAX_TIMER_MS,
+    );
     this.#options = options;
     this.#command = command;
     this.#clock = options.clock ?? systemClock;

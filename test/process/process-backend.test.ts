@@ -306,7 +306,11 @@ describe('ProcessBackend runs the command it is given', () => {
       /Unknown ProcessBackend option `bogus`/,
     );
     expect(() => new ProcessBackend({ dir, command: ['sleep'], graceMs: -1 })).toThrow(
-      /`graceMs` to be a finite number >= 0, got `-1`/,
+      /`graceMs` to be a number from 0 to 2147483647, got `-1`/,
+    );
+    // Longer than a Node timer holds: setInterval would fire every millisecond.
+    expect(() => new ProcessBackend({ dir, command: ['sleep'], watchIntervalMs: 2 ** 31 })).toThrow(
+      /`watchIntervalMs` to be a number from 10 to 2147483647, got `2147483648`/,
     );
     const made = backend({ dir, command: ['sleep', '300'] });
     await expect(made.spawn(request('../escape'))).rejects.toThrow(/Expected `agentId`/);
