@@ -205,6 +205,36 @@ describe('combining channel', () => {
     inbox.close();
   });
 
+  it('a wait for one answer sleeps through other changes in the inbox, and wakes for its answer or a touch', async () => {
+    const { inbox, request } = post('lease-y', 1000, [reserve('y', 'lease-y')]);
+    const awaited = `${request.id}.ans`;
+    // The removal of an answer already read (the waiter's own unlink) and a
+    // late answer for another request wake nobody.
+    writeFileSync(join(inbox.path, 'old.ans'), '1\n');
+    let woken = false;
+    const first = inbox.wait(60_000, awaited).then(() => {
+      woken = true;
+    });
+    nodeFs.unlinkSync(join(inbox.path, 'old.ans'));
+    writeFileSync(join(inbox.path, 'other.ans'), '1\n');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(woken).toBe(false);
+    // Its own answer wakes it.
+    writeFileSync(join(inbox.path, awaited), '1\n');
+    await Promise.race([first, new Promise((r) => setTimeout(r, 5_000))]);
+    expect(woken).toBe(true);
+    // So does a touch of the inbox (a releasing holder waking its oldest waiter).
+    woken = false;
+    const third = inbox.wait(60_000, awaited).then(() => {
+      woken = true;
+    });
+    const seconds = Date.now() / 1000;
+    nodeFs.utimesSync(inbox.path, seconds, seconds);
+    await Promise.race([third, new Promise((r) => setTimeout(r, 5_000))]);
+    expect(woken).toBe(true);
+    inbox.close();
+  });
+
   it('an answer that cannot be written whole (a full disk) leaves no file behind', () => {
     const { inbox, request } = post('lease-f', 1000, [reserve('f', 'lease-f')]);
     const claimed = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);

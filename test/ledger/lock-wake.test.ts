@@ -83,6 +83,25 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
     expect(polling.watching(dir)).toBe(false);
   });
 
+  it('ends its watch at the first change nobody sleeps on, and makes it again for the next sleep', async () => {
+    const first = waker.sleep(dir, LOCK, 10_000);
+    mkdirSync(join(dir, 'p.lock'));
+    expect(await first).toBe(true);
+    expect(waker.watching(dir)).toBe(true);
+    // Nobody sleeps now: the next change ends the watch (no wake-ups for a
+    // directory nobody waits on).
+    writeFileSync(join(dir, 'p.json'), '{}');
+    for (let i = 0; i < 100 && waker.watching(dir); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(waker.watching(dir)).toBe(false);
+    expect(waker.prepare(dir)).toBe(true);
+    const second = waker.sleep(dir, LOCK, 10_000);
+    expect(waker.watching(dir)).toBe(true);
+    rmdirSync(join(dir, 'p.lock'));
+    expect(await second).toBe(true);
+  });
+
   it('close() wakes every sleeper and stops watching', async () => {
     const woken = waker.sleep(dir, LOCK, 10_000);
     waker.close();

@@ -12,6 +12,12 @@
  * It only shortens sleeps: every waiter still wakes on its timer, so a
  * filesystem that reports nothing (a network mount, a watch that failed or
  * hit the inotify limit) behaves as before, by polling.
+ *
+ * A watch is kept only while someone sleeps on it: the first change that
+ * arrives when nobody does ends it, and the next sleep makes it again. Every
+ * change in a busy ledger directory (each lock taken and released, each pool
+ * file replaced, each lease renewed) would otherwise wake every process that
+ * ever waited there, although most of them now wait on their combining inbox.
  */
 import { type ClockTimer, systemClock } from '../../clock.js';
 import type { LedgerFs } from '../fs.js';
@@ -28,9 +34,15 @@ class DirWatch {
   readonly #sleepers = new Set<Sleeper>();
   #watcher: FSWatcher | undefined;
 
-  constructor(watcher: FSWatcher) {
+  constructor(watcher: FSWatcher, onIdle: () => void) {
     this.#watcher = watcher;
     watcher.on('change', (event: string, name: string | Buffer | null) => {
+      // Nobody sleeps here any more: stop receiving this directory's changes.
+      if (this.#sleepers.size === 0) {
+        this.close();
+        onIdle();
+        return;
+      }
       // Only entries made, removed or renamed: a rewrite of the queue file (the
       // head refreshing its claim) or the lock's mtime refresh wakes nobody.
       if (event === 'rename') this.#changed(name);
@@ -108,6 +120,15 @@ export class LockWaker {
     return this.#watches.get(dir)?.open === true;
   }
 
+  /**
+   * Watch `dir` for the sleep that follows (a watch ended while nobody slept
+   * is made again); true when its changes will wake that sleep, false where
+   * only the timer will.
+   */
+  prepare(dir: string): boolean {
+    return this.#watch(dir) !== undefined;
+  }
+
   /** Stop every watch; sleeping waiters wake and go on polling. */
   close(): void {
     for (const watch of this.#watches.values()) watch?.close();
@@ -121,7 +142,10 @@ export class LockWaker {
     let watch: DirWatch | null;
     try {
       // Not persistent: a waiting ledger keeps the process alive through its timer only.
-      watch = new DirWatch(this.#fs.watch(dir, { persistent: false }));
+      const made: DirWatch = new DirWatch(this.#fs.watch(dir, { persistent: false }), () => {
+        if (this.#watches.get(dir) === made) this.#watches.delete(dir);
+      });
+      watch = made;
     } catch {
       // No watch here (ENOSPC: the inotify limit; ENOSYS; an fs seam without watch): poll.
       watch = null;

@@ -235,7 +235,7 @@ export class PoolLocker {
       // the head of the line wakes when the lock changes, the others when the
       // queue does (each still polls, for changes no watch reports).
       const leading = queue.leading();
-      const delay = this.#waker.watching(wake.dir)
+      const delay = this.#waker.prepare(wake.dir)
         ? watchedRetryDelay(leading)
         : leading
           ? retryDelay(waited)

@@ -6,7 +6,7 @@
  * say the lock is free, and the waiter wakes at once instead of at its next
  * poll. Where watching is not available the waiter simply polls.
  */
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
 import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
@@ -23,6 +23,8 @@ const LATE_MS = 30_000;
 export class Inbox {
   private watcher: ReturnType<LedgerFs['watch']> | undefined;
   private wake: (() => void) | undefined;
+  // The answer file the current wait is for (undefined: any change wakes it).
+  private awaited: string | undefined;
   // Answers already read that could not be removed (a read-only filesystem).
   private readonly left = new Set<string>();
   // Answers that may still arrive for requests nobody waits for any more
@@ -49,7 +51,7 @@ export class Inbox {
     if (!safeCombineDir(fs, path)) return undefined;
     const inbox = new Inbox(fs, path);
     try {
-      inbox.watcher = fs.watch(path, { persistent: false }, () => inbox.wake?.());
+      inbox.watcher = fs.watch(path, { persistent: false }, (_event, name) => inbox.changed(name));
       inbox.watcher.on('error', () => inbox.unwatch());
     } catch {
       inbox.watcher = undefined;
@@ -99,18 +101,39 @@ export class Inbox {
     }
   }
 
-  /** Resolve after `ms`, or earlier when something arrives in the inbox. */
-  wait(ms: number): Promise<void> {
+  /**
+   * Resolve after `ms`, or earlier when the answer file `awaited` (a name in
+   * the inbox) arrives or the inbox itself is touched (a releasing holder
+   * wakes its oldest waiter so). Without `awaited`, any change wakes it.
+   */
+  wait(ms: number, awaited?: string): Promise<void> {
     return new Promise((resolve) => {
       let timer: ClockTimer | undefined;
       const done = () => {
         this.wake = undefined;
+        this.awaited = undefined;
         systemClock.clearTimeout(timer);
         resolve();
       };
       this.wake = done;
+      this.awaited = awaited;
       timer = systemClock.setTimeout(done, Math.max(0, ms));
     });
+  }
+
+  // A change in the inbox: wakes the wait unless it names another entry (the
+  // removal of an answer already read, a late answer nobody waits for).
+  private changed(name: string | Buffer | null): void {
+    if (this.wake === undefined) return;
+    const entry = name === null ? undefined : String(name);
+    if (
+      entry === undefined ||
+      this.awaited === undefined ||
+      entry === this.awaited ||
+      entry === basename(this.path)
+    ) {
+      this.wake();
+    }
   }
 
   /**
