@@ -97,6 +97,9 @@ export class LockWaker {
    * Resolves `true` when woken by a change, `false` on the timer.
    */
   sleep(dir: string, names: ReadonlySet<string>, ms: number): Promise<boolean> {
+    // Whole milliseconds: Node keeps one list per distinct duration, and a
+    // jittered fraction would make (and drop) a new one for every sleep.
+    ms = Math.max(1, Math.round(ms));
     const watch = this.#watch(dir);
     if (watch === undefined) return timer(ms);
     return new Promise((resolve) => {

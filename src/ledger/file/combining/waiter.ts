@@ -10,7 +10,7 @@ import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
 import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
-import { type CombineRequest, decodeReply, encodeRequest, isObject } from '../../wire.js';
+import { type CombineRequest, decodeReplyText, encodeRequest, isObject } from '../../wire.js';
 import { createExclusive, readLedgerFile } from '../safe-fs.js';
 import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
@@ -117,7 +117,9 @@ export class Inbox {
       };
       this.wake = done;
       this.awaited = awaited;
-      timer = systemClock.setTimeout(done, Math.max(0, ms));
+      // Whole milliseconds: Node keeps one list per distinct duration, and a
+      // jittered fraction would make (and drop) a new one for every wait.
+      timer = systemClock.setTimeout(done, Math.max(0, Math.round(ms)));
     });
   }
 
@@ -245,11 +247,7 @@ export class PostedRequest {
     const newline = text.indexOf('\n');
     try {
       const head: unknown = JSON.parse(text.slice(0, newline));
-      const reply = decodeReply(
-        new TextEncoder().encode(text.slice(newline + 1)),
-        this.pool,
-        this.ops,
-      );
+      const reply = decodeReplyText(text.slice(newline + 1), this.pool, this.ops);
       if (!isObject(head) || head.v !== 1) throw new TypeError('answer head is not version 1');
       const lost = head.lost;
       if (lost === null || lost === undefined) return { reply };
