@@ -221,10 +221,14 @@ describe('combining channel', () => {
     writeFileSync(join(inbox.path, 'other.ans'), '1\n');
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(woken).toBe(false);
-    // Its own answer wakes it.
+    // Its own answer wakes it, and is reported (once) as there.
+    expect(inbox.reported(awaited)).toBe(false);
     writeFileSync(join(inbox.path, awaited), '1\n');
     await Promise.race([first, new Promise((r) => setTimeout(r, 5_000))]);
     expect(woken).toBe(true);
+    expect(inbox.reported('other.ans')).toBe(false);
+    expect(inbox.reported(awaited)).toBe(true);
+    expect(inbox.reported(awaited)).toBe(false);
     // So does a touch of the inbox (a releasing holder waking its oldest waiter).
     woken = false;
     const third = inbox.wait(60_000, awaited).then(() => {

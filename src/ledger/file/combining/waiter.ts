@@ -25,6 +25,8 @@ export class Inbox {
   private wake: (() => void) | undefined;
   // The answer file the current wait is for (undefined: any change wakes it).
   private awaited: string | undefined;
+  // The awaited answer file a change reported (it is there: no need to look first).
+  private seen: string | undefined;
   // Answers already read that could not be removed (a read-only filesystem).
   private readonly left = new Set<string>();
   // Answers that may still arrive for requests nobody waits for any more
@@ -134,8 +136,16 @@ export class Inbox {
       entry === this.awaited ||
       entry === basename(this.path)
     ) {
+      if (entry !== undefined && entry === this.awaited) this.seen = entry;
       this.wake();
     }
+  }
+
+  /** True once (then forgotten) when a change reported the awaited answer file `name`. */
+  reported(name: string): boolean {
+    if (this.seen !== name) return false;
+    this.seen = undefined;
+    return true;
   }
 
   /**
@@ -225,11 +235,18 @@ export class PostedRequest {
    */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox.path, `${this.id}.ans`);
+    const name = `${this.id}.ans`;
+    const file = join(this.inbox.path, name);
     let text: string | undefined;
     try {
       // Asked every time the waiter wakes: "not yet" costs no error thrown.
-      if (this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined) return undefined;
+      // (Once its watch reported the file, it is read straight away.)
+      if (
+        !this.inbox.reported(name) &&
+        this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined
+      ) {
+        return undefined;
+      }
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
       return undefined;
