@@ -14,7 +14,8 @@
  * hit the inotify limit) behaves as before, by polling.
  *
  * A watch is kept only while someone sleeps on it: the first change that
- * arrives when nobody does ends it, and the next sleep makes it again. Every
+ * arrives when nobody has slept on it for 50 ms ends it, and the next sleep
+ * makes it again. Every
  * change in a busy ledger directory (each lock taken and released, each pool
  * file replaced, each lease renewed) would otherwise wake every process that
  * ever waited there, although most of them now wait on their combining inbox.
@@ -29,18 +30,26 @@ interface Sleeper {
 
 type FSWatcher = ReturnType<LedgerFs['watch']>;
 
+// A watch nobody has slept on for this long ends at the next change.
+const IDLE_MS = 50;
+
 /** One directory's watch, shared by every waiter of every pool in it. */
 class DirWatch {
   readonly #sleepers = new Set<Sleeper>();
   #watcher: FSWatcher | undefined;
+  // When the last sleeper left (epoch ms).
+  #lastSleep = systemClock.now();
 
   constructor(watcher: FSWatcher, onIdle: () => void) {
     this.#watcher = watcher;
     watcher.on('change', (event: string, name: string | Buffer | null) => {
-      // Nobody sleeps here any more: stop receiving this directory's changes.
       if (this.#sleepers.size === 0) {
-        this.close();
-        onIdle();
+        // Nobody has slept here for a while: stop receiving this directory's
+        // changes. (A waiter between two sleeps keeps it.)
+        if (systemClock.now() - this.#lastSleep > IDLE_MS) {
+          this.close();
+          onIdle();
+        }
         return;
       }
       // Only entries made, removed or renamed: a rewrite of the queue file (the
@@ -61,6 +70,7 @@ class DirWatch {
 
   remove(sleeper: Sleeper): void {
     this.#sleepers.delete(sleeper);
+    this.#lastSleep = systemClock.now();
   }
 
   close(): void {
