@@ -70,7 +70,21 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
   if (data.length > MAX_COMBINE_MESSAGE_BYTES) {
     throw new TypeError(`request of ${data.length} bytes is over ${MAX_COMBINE_MESSAGE_BYTES}`);
   }
-  const value: unknown = JSON.parse(new TextDecoder().decode(data));
+  return decodeRequestText(new TextDecoder().decode(data));
+}
+
+/**
+ * {@link decodeRequest} for a request already read as text (the file ledger's
+ * posted requests): the same checks, without encoding it to bytes first.
+ *
+ * @throws TypeError naming what is wrong.
+ */
+export function decodeRequestText(text: string): CombineRequest {
+  const bytes = utf8Length(text);
+  if (bytes > MAX_COMBINE_MESSAGE_BYTES) {
+    throw new TypeError(`request of ${bytes} bytes is over ${MAX_COMBINE_MESSAGE_BYTES}`);
+  }
+  const value: unknown = JSON.parse(text);
   if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
     throw new TypeError(`request is not a version ${COMBINE_WIRE_VERSION} object`);
   }
@@ -195,9 +209,24 @@ export function decodeReply(
   pool: string,
   ops: readonly LedgerOp[],
 ): CombineReply {
-  const count = ops.length;
   if (data.length > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
-  const value: unknown = JSON.parse(new TextDecoder().decode(data));
+  return decodeReplyText(new TextDecoder().decode(data), pool, ops);
+}
+
+/**
+ * {@link decodeReply} for a reply already read as text (the file ledger's
+ * answers): the same checks, without encoding it to bytes first.
+ *
+ * @throws TypeError naming what is wrong.
+ */
+export function decodeReplyText(
+  text: string,
+  pool: string,
+  ops: readonly LedgerOp[],
+): CombineReply {
+  const count = ops.length;
+  if (utf8Length(text) > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
+  const value: unknown = JSON.parse(text);
   if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
     throw new TypeError('reply is not a version 1 object');
   }
@@ -378,4 +407,12 @@ function heldByProblem(value: Record<string, unknown>): string | undefined {
   return typeof by === 'string' && by.length > 0 && by.length <= MAX_ID_LENGTH
     ? undefined
     : 'heldBy is not an instance id';
+}
+
+// The UTF-8 length of `text`, counted only when it may be over the message
+// limit (a character takes at most 3 bytes per UTF-16 unit).
+function utf8Length(text: string): number {
+  return text.length * 3 <= MAX_COMBINE_MESSAGE_BYTES
+    ? text.length
+    : new TextEncoder().encode(text).length;
 }

@@ -4,13 +4,15 @@
  * of parts, answers split back per sender, staged answers, and what a waiter
  * makes of an answer that is not complete yet or does not decode.
  */
+
 import * as nodeFs from 'node:fs';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { emptyDocument } from '../../src/ledger/document/codec.js';
-import { publishStaged, stageAnswers } from '../../src/ledger/file/combining/answers.js';
+import { answerIn, publishStaged, stageAnswers } from '../../src/ledger/file/combining/answers.js';
 import {
   claimPending,
   combineDirPath,
@@ -203,6 +205,68 @@ describe('combining channel', () => {
     await waiting;
     expect(performance.now() - started).toBeLessThan(4_000);
     inbox.close();
+  });
+
+  it('a wait for one answer sleeps through other changes in the inbox, and wakes for its answer or a touch', async () => {
+    const { inbox, request } = post('lease-y', 1000, [reserve('y', 'lease-y')]);
+    const awaited = `${request.id}.ans`;
+    // The removal of an answer already read (the waiter's own unlink) and a
+    // late answer for another request wake nobody.
+    writeFileSync(join(inbox.path, 'old.ans'), '1\n');
+    let woken = false;
+    const first = inbox.wait(60_000, awaited).then(() => {
+      woken = true;
+    });
+    nodeFs.unlinkSync(join(inbox.path, 'old.ans'));
+    writeFileSync(join(inbox.path, 'other.ans'), '1\n');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(woken).toBe(false);
+    // Its own answer wakes it, and is reported (once) as there.
+    expect(inbox.reported(awaited)).toBe(false);
+    writeFileSync(join(inbox.path, awaited), '1\n');
+    await Promise.race([first, new Promise((r) => setTimeout(r, 5_000))]);
+    expect(woken).toBe(true);
+    expect(inbox.reported('other.ans')).toBe(false);
+    expect(inbox.reported(awaited)).toBe(true);
+    expect(inbox.reported(awaited)).toBe(false);
+    // So does a touch of the inbox (a releasing holder waking its oldest waiter).
+    woken = false;
+    const third = inbox.wait(60_000, awaited).then(() => {
+      woken = true;
+    });
+    const seconds = Date.now() / 1000;
+    nodeFs.utimesSync(inbox.path, seconds, seconds);
+    await Promise.race([third, new Promise((r) => setTimeout(r, 5_000))]);
+    expect(woken).toBe(true);
+    inbox.close();
+  });
+
+  it('a waiter takes exactly its own entry from a staged file, whatever the other answers hold', () => {
+    const id = fc
+      .tuple(
+        fc.integer({ min: 0, max: 10 ** 15 }),
+        fc.stringMatching(/^[\w-]{1,12}$/),
+        fc.stringMatching(/^[a-z0-9]{1,10}$/),
+      )
+      .map(([start, lease, random]) => `${String(start).padStart(17, '0')}.${lease}.${random}`);
+    // Answer texts with quotes, backslashes, newlines and any code point.
+    const text = fc.oneof(
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom('"', '\\', '\\"', '":"', '\n'),
+    );
+    fc.assert(
+      fc.property(fc.dictionary(id, text, { minKeys: 1, maxKeys: 8 }), id, (answers, other) => {
+        const file = stageAnswers(nodeFs, combine, new Map(Object.entries(answers)))!;
+        const staged = nodeFs.readFileSync(file, 'utf8');
+        nodeFs.unlinkSync(file);
+        for (const [key, value] of Object.entries(answers))
+          expect(answerIn(staged, key)).toBe(value);
+        if (!Object.hasOwn(answers, other)) expect(answerIn(staged, other)).toBeUndefined();
+      }),
+      { numRuns: 200 },
+    );
+    // An answer alone (two lines) is the answer itself.
+    expect(answerIn('{"v":1,"lost":null}\n{"v":1}\n', 'x')).toBe('{"v":1,"lost":null}\n{"v":1}\n');
   });
 
   it('an answer that cannot be written whole (a full disk) leaves no file behind', () => {

@@ -83,6 +83,26 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
     expect(polling.watching(dir)).toBe(false);
   });
 
+  it('ends its watch at a change once nobody has slept on it for a while, and makes it again for the next sleep', async () => {
+    const first = waker.sleep(dir, LOCK, 10_000);
+    mkdirSync(join(dir, 'p.lock'));
+    expect(await first).toBe(true);
+    expect(waker.watching(dir)).toBe(true);
+    // Nobody sleeps now: a change after the idle window ends the watch (no
+    // wake-ups for a directory nobody waits on).
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    writeFileSync(join(dir, 'p.json'), '{}');
+    for (let i = 0; i < 100 && waker.watching(dir); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(waker.watching(dir)).toBe(false);
+    expect(waker.prepare(dir)).toBe(true);
+    const second = waker.sleep(dir, LOCK, 10_000);
+    expect(waker.watching(dir)).toBe(true);
+    rmdirSync(join(dir, 'p.lock'));
+    expect(await second).toBe(true);
+  });
+
   it('close() wakes every sleeper and stops watching', async () => {
     const woken = waker.sleep(dir, LOCK, 10_000);
     waker.close();

@@ -12,6 +12,13 @@
  * It only shortens sleeps: every waiter still wakes on its timer, so a
  * filesystem that reports nothing (a network mount, a watch that failed or
  * hit the inotify limit) behaves as before, by polling.
+ *
+ * A watch is kept only while someone sleeps on it: the first change that
+ * arrives when nobody has slept on it for 50 ms ends it, and the next sleep
+ * makes it again. Every
+ * change in a busy ledger directory (each lock taken and released, each pool
+ * file replaced, each lease renewed) would otherwise wake every process that
+ * ever waited there, although most of them now wait on their combining inbox.
  */
 import { type ClockTimer, systemClock } from '../../clock.js';
 import type { LedgerFs } from '../fs.js';
@@ -23,14 +30,28 @@ interface Sleeper {
 
 type FSWatcher = ReturnType<LedgerFs['watch']>;
 
+// A watch nobody has slept on for this long ends at the next change.
+const IDLE_MS = 50;
+
 /** One directory's watch, shared by every waiter of every pool in it. */
 class DirWatch {
   readonly #sleepers = new Set<Sleeper>();
   #watcher: FSWatcher | undefined;
+  // When the last sleeper left (epoch ms).
+  #lastSleep = systemClock.now();
 
-  constructor(watcher: FSWatcher) {
+  constructor(watcher: FSWatcher, onIdle: () => void) {
     this.#watcher = watcher;
     watcher.on('change', (event: string, name: string | Buffer | null) => {
+      if (this.#sleepers.size === 0) {
+        // Nobody has slept here for a while: stop receiving this directory's
+        // changes. (A waiter between two sleeps keeps it.)
+        if (systemClock.now() - this.#lastSleep > IDLE_MS) {
+          this.close();
+          onIdle();
+        }
+        return;
+      }
       // Only entries made, removed or renamed: a rewrite of the queue file (the
       // head refreshing its claim) or the lock's mtime refresh wakes nobody.
       if (event === 'rename') this.#changed(name);
@@ -49,6 +70,7 @@ class DirWatch {
 
   remove(sleeper: Sleeper): void {
     this.#sleepers.delete(sleeper);
+    this.#lastSleep = systemClock.now();
   }
 
   close(): void {
@@ -85,6 +107,9 @@ export class LockWaker {
    * Resolves `true` when woken by a change, `false` on the timer.
    */
   sleep(dir: string, names: ReadonlySet<string>, ms: number): Promise<boolean> {
+    // Whole milliseconds: Node keeps one list per distinct duration, and a
+    // jittered fraction would make (and drop) a new one for every sleep.
+    ms = Math.max(1, Math.round(ms));
     const watch = this.#watch(dir);
     if (watch === undefined) return timer(ms);
     return new Promise((resolve) => {
@@ -108,6 +133,15 @@ export class LockWaker {
     return this.#watches.get(dir)?.open === true;
   }
 
+  /**
+   * Watch `dir` for the sleep that follows (a watch ended while nobody slept
+   * is made again); true when its changes will wake that sleep, false where
+   * only the timer will.
+   */
+  prepare(dir: string): boolean {
+    return this.#watch(dir) !== undefined;
+  }
+
   /** Stop every watch; sleeping waiters wake and go on polling. */
   close(): void {
     for (const watch of this.#watches.values()) watch?.close();
@@ -121,7 +155,10 @@ export class LockWaker {
     let watch: DirWatch | null;
     try {
       // Not persistent: a waiting ledger keeps the process alive through its timer only.
-      watch = new DirWatch(this.#fs.watch(dir, { persistent: false }));
+      const made: DirWatch = new DirWatch(this.#fs.watch(dir, { persistent: false }), () => {
+        if (this.#watches.get(dir) === made) this.#watches.delete(dir);
+      });
+      watch = made;
     } catch {
       // No watch here (ENOSPC: the inotify limit; ENOSYS; an fs seam without watch): poll.
       watch = null;

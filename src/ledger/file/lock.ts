@@ -110,6 +110,8 @@ export class PoolLocker {
   readonly #fs: LedgerFs;
   readonly #waker: LockWaker;
   readonly #clock: Clock;
+  // Per lock path, the names its waiters wake on (made once).
+  readonly #wakeNames = new Map<string, ReturnType<typeof wakeNames>>();
   // Locks of ours whose release failed (a read-only filesystem): lock path to
   // our token directory in it. Removed again every RELEASE_RETRY_MS and before
   // the next acquire of the pool, so that once the fault clears every process
@@ -179,7 +181,11 @@ export class PoolLocker {
     if (this.#stuck.size > 0) this.#removeStuck(lockPath);
     const started = systemClock.now();
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
-    const wake = wakeNames(lockPath);
+    let wake = this.#wakeNames.get(lockPath);
+    if (wake === undefined) {
+      wake = wakeNames(lockPath);
+      this.#wakeNames.set(lockPath, wake);
+    }
     let contended = false;
     // A posted waiter behind a live holder that combines has nothing to try:
     // that holder applies its request, or wakes it when it releases. So until
@@ -235,7 +241,7 @@ export class PoolLocker {
       // the head of the line wakes when the lock changes, the others when the
       // queue does (each still polls, for changes no watch reports).
       const leading = queue.leading();
-      const delay = this.#waker.watching(wake.dir)
+      const delay = this.#waker.prepare(wake.dir)
         ? watchedRetryDelay(leading)
         : leading
           ? retryDelay(waited)

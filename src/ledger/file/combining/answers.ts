@@ -88,10 +88,44 @@ function stagedAnswers(text: string): Record<string, unknown> | undefined {
  * else the text itself.
  */
 export function answerIn(text: string, id: string): string | undefined {
+  const own = ownStagedEntry(text, id);
+  if (own !== undefined) return own;
   const answers = stagedAnswers(text);
   if (answers === undefined) return text;
   const answer = Object.hasOwn(answers, id) ? answers[id] : undefined;
   return typeof answer === 'string' ? answer : undefined;
+}
+
+const STAGED_HEAD = '{"v":1,"answers":{';
+
+// The entry of `id` in a staged file's text, found without parsing the other
+// waiters' answers (each waiter reads the one file of its cycle); `undefined`
+// when the text is not a whole staged file or has no such entry, which the
+// full parse then decides. `"<id>":"` can only be the key: inside a JSON
+// string every `"` follows a backslash, and an id holds neither.
+function ownStagedEntry(text: string, id: string): string | undefined {
+  if (!text.startsWith(STAGED_HEAD) || !text.endsWith('}}\n')) return undefined;
+  if (text.indexOf('\n') !== text.length - 1) return undefined;
+  const key = `"${id}":"`;
+  const at = text.indexOf(key);
+  if (at < STAGED_HEAD.length) return undefined;
+  const start = at + key.length - 1;
+  // The value's closing quote: the first `"` not escaped by a backslash.
+  let end = start + 1;
+  for (;;) {
+    end = text.indexOf('"', end);
+    if (end < 0) return undefined;
+    let backslashes = 0;
+    while (text.charCodeAt(end - 1 - backslashes) === 92) backslashes++;
+    if (backslashes % 2 === 0) break;
+    end++;
+  }
+  try {
+    const value: unknown = JSON.parse(text.slice(start, end + 1));
+    return typeof value === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /**

@@ -46,7 +46,7 @@ import type { DocumentSource } from '../../document/codec.js';
 import { hasErrorCode, type LedgerFs } from '../../fs.js';
 import type { OpAnswer } from '../../ops.js';
 import type { LedgerDocument } from '../../types.js';
-import { type CombineReply, type CombineRequest, decodeRequest, isObject } from '../../wire.js';
+import { type CombineReply, type CombineRequest, decodeRequestText, isObject } from '../../wire.js';
 import type { LostRows } from '../lost.js';
 import { readLedgerFile } from '../safe-fs.js';
 
@@ -224,7 +224,7 @@ export function claimPending(
       const newline = text.indexOf('\n');
       if (newline < 0) throw new TypeError('the request has no envelope line');
       envelope = decodeEnvelope(JSON.parse(text.slice(0, newline)), stampOf(id));
-      request = decodeRequest(new TextEncoder().encode(text.slice(newline + 1)));
+      request = decodeRequestText(text.slice(newline + 1));
       if (request.pool !== pool) throw new TypeError('the request names another pool');
     } catch {
       envelope = undefined;

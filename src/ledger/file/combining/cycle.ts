@@ -592,7 +592,8 @@ export class FileCycle {
         // short bound passes and it looks at the lock again.
         pause: () => {
           const bound = inbox?.watched ? WATCHED_DEFER_MS : DEFER_MS;
-          return inbox?.wait(bound + Math.random() * bound) ?? sleep(DEFER_MS);
+          const awaited = request === undefined ? undefined : `${request.id}.ans`;
+          return inbox?.wait(bound + Math.random() * bound, awaited) ?? sleep(DEFER_MS);
         },
       } satisfies WaitHooks,
       answer: () => request?.answer(),

@@ -6,11 +6,11 @@
  * say the lock is free, and the waiter wakes at once instead of at its next
  * poll. Where watching is not available the waiter simply polls.
  */
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
 import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
-import { type CombineRequest, decodeReply, encodeRequest, isObject } from '../../wire.js';
+import { type CombineRequest, decodeReplyText, encodeRequest, isObject } from '../../wire.js';
 import { createExclusive, readLedgerFile } from '../safe-fs.js';
 import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
@@ -23,6 +23,10 @@ const LATE_MS = 30_000;
 export class Inbox {
   private watcher: ReturnType<LedgerFs['watch']> | undefined;
   private wake: (() => void) | undefined;
+  // The answer file the current wait is for (undefined: any change wakes it).
+  private awaited: string | undefined;
+  // The awaited answer file a change reported (it is there: no need to look first).
+  private seen: string | undefined;
   // Answers already read that could not be removed (a read-only filesystem).
   private readonly left = new Set<string>();
   // Answers that may still arrive for requests nobody waits for any more
@@ -49,7 +53,7 @@ export class Inbox {
     if (!safeCombineDir(fs, path)) return undefined;
     const inbox = new Inbox(fs, path);
     try {
-      inbox.watcher = fs.watch(path, { persistent: false }, () => inbox.wake?.());
+      inbox.watcher = fs.watch(path, { persistent: false }, (_event, name) => inbox.changed(name));
       inbox.watcher.on('error', () => inbox.unwatch());
     } catch {
       inbox.watcher = undefined;
@@ -99,18 +103,49 @@ export class Inbox {
     }
   }
 
-  /** Resolve after `ms`, or earlier when something arrives in the inbox. */
-  wait(ms: number): Promise<void> {
+  /**
+   * Resolve after `ms`, or earlier when the answer file `awaited` (a name in
+   * the inbox) arrives or the inbox itself is touched (a releasing holder
+   * wakes its oldest waiter so). Without `awaited`, any change wakes it.
+   */
+  wait(ms: number, awaited?: string): Promise<void> {
     return new Promise((resolve) => {
       let timer: ClockTimer | undefined;
       const done = () => {
         this.wake = undefined;
+        this.awaited = undefined;
         systemClock.clearTimeout(timer);
         resolve();
       };
       this.wake = done;
-      timer = systemClock.setTimeout(done, Math.max(0, ms));
+      this.awaited = awaited;
+      // Whole milliseconds: Node keeps one list per distinct duration, and a
+      // jittered fraction would make (and drop) a new one for every wait.
+      timer = systemClock.setTimeout(done, Math.max(0, Math.round(ms)));
     });
+  }
+
+  // A change in the inbox: wakes the wait unless it names another entry (the
+  // removal of an answer already read, a late answer nobody waits for).
+  private changed(name: string | Buffer | null): void {
+    if (this.wake === undefined) return;
+    const entry = name === null ? undefined : String(name);
+    if (
+      entry === undefined ||
+      this.awaited === undefined ||
+      entry === this.awaited ||
+      entry === basename(this.path)
+    ) {
+      if (entry !== undefined && entry === this.awaited) this.seen = entry;
+      this.wake();
+    }
+  }
+
+  /** True once (then forgotten) when a change reported the awaited answer file `name`. */
+  reported(name: string): boolean {
+    if (this.seen !== name) return false;
+    this.seen = undefined;
+    return true;
   }
 
   /**
@@ -200,11 +235,18 @@ export class PostedRequest {
    */
   answer(): CombinedAnswer | undefined {
     if (this.answerValue) return this.answerValue;
-    const file = join(this.inbox.path, `${this.id}.ans`);
+    const name = `${this.id}.ans`;
+    const file = join(this.inbox.path, name);
     let text: string | undefined;
     try {
       // Asked every time the waiter wakes: "not yet" costs no error thrown.
-      if (this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined) return undefined;
+      // (Once its watch reported the file, it is read straight away.)
+      if (
+        !this.inbox.reported(name) &&
+        this.fs.lstatSync(file, { throwIfNoEntry: false }) === undefined
+      ) {
+        return undefined;
+      }
       text = readLedgerFile(this.fs, file, { pool: this.pool, maxBytes: this.maxBytes });
     } catch {
       return undefined;
@@ -222,11 +264,7 @@ export class PostedRequest {
     const newline = text.indexOf('\n');
     try {
       const head: unknown = JSON.parse(text.slice(0, newline));
-      const reply = decodeReply(
-        new TextEncoder().encode(text.slice(newline + 1)),
-        this.pool,
-        this.ops,
-      );
+      const reply = decodeReplyText(text.slice(newline + 1), this.pool, this.ops);
       if (!isObject(head) || head.v !== 1) throw new TypeError('answer head is not version 1');
       const lost = head.lost;
       if (lost === null || lost === undefined) return { reply };
