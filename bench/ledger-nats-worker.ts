@@ -8,6 +8,9 @@
  * hand on the same KV (read the key, check the cap, `update` at the revision
  * read, on a lost race read again), with the same document.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
 import { connect } from '@nats-io/transport-node';
 import { isJetStreamRevisionConflict } from '../src/internal/nats-errors.js';
@@ -27,11 +30,19 @@ interface Config {
   instanceId: string;
   pool: string;
   maxCpu: number;
+  /** No warm-up call before ready: the window starts with every process's first call. */
+  cold?: boolean;
+  /** Contention before the measured window (the steady state, not the first calls). */
+  warmUpMs: number;
   durationMs: number;
+  /** Where to write CPU profiles of the steady window (the combiner's and one sender's). */
+  profileDir?: string;
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as Config;
 let conflicts = 0;
+let writes = 0;
+let forwards = 0;
 
 /** The hand-written loop: a `PoolLedger`-shaped pair of reserve and release. */
 async function handWritten(): Promise<
@@ -100,14 +111,21 @@ const ledger =
               timeoutMs: 60_000,
               ...(config.combine !== undefined ? { combine: config.combine } : {}),
             },
-            { onConflict: () => conflicts++ },
+            {
+              onConflict: () => conflicts++,
+              afterCommit: () => writes++,
+              onForward: () => forwards++,
+            },
           ),
         );
 if (config.backend !== 'cas') {
   const real = ledger as MachineLedger | NatsPoolLedger;
   real.registerPool(config.pool, { maxCpu: config.maxCpu });
-  // Warm up the connection (and the lease) before the clock starts.
-  await real.getUsage(config.pool);
+}
+// Warm up before saying ready: the connection, the lease, the pool's combiner
+// (elected by the first call) and the code paths of one reserve and release.
+if (!config.cold && (await ledger.tryReserve(config.pool, `${config.instanceId}-warm-up`, 1, 0))) {
+  await ledger.release(config.pool, `${config.instanceId}-warm-up`);
 }
 process.stdout.write(`${JSON.stringify({ event: 'ready' })}\n`);
 
@@ -120,30 +138,69 @@ const startAt = await new Promise<number>((resolve) => {
   });
 });
 await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.now())));
+// Every process contends from `startAt`; only cycles started in the steady
+// window (after `warmUpMs` of contention) are counted, with the CPU and the
+// counters of that window only.
+const windowStart = startAt + config.warmUpMs;
+const end = windowStart + config.durationMs;
 const latencies: number[] = [];
 let cycles = 0;
 let refused = 0;
 let errors = 0;
-const end = startAt + config.durationMs;
+let cpuAtStart: NodeJS.CpuUsage | undefined;
+let profiler: { stop(): Promise<void> } | undefined;
+/** Profile this process's main thread (`node --cpu-prof` covers start-up too, which dominates). */
+async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string, params?: object) =>
+    new Promise<unknown>((resolve, reject) =>
+      session.post(method, params, (error, result) => (error ? reject(error) : resolve(result))),
+    );
+  await post('Profiler.enable');
+  await post('Profiler.setSamplingInterval', { interval: 500 });
+  await post('Profiler.start');
+  return {
+    async stop() {
+      const { profile } = (await post('Profiler.stop')) as { profile: unknown };
+      writeFileSync(join(config.profileDir!, `${name}.cpuprofile`), JSON.stringify(profile));
+      session.disconnect();
+    },
+  };
+}
 for (let i = 0; Date.now() < end; i++) {
+  if (cpuAtStart === undefined && Date.now() >= windowStart) {
+    // The pool's combiner (the process that wrote during the warm-up) and one sender.
+    if (config.profileDir && (writes >= 10 || config.instanceId === 'bench-1')) {
+      profiler = await startProfile(`${config.instanceId}-${writes >= 10 ? 'writer' : 'sender'}`);
+    }
+    cpuAtStart = process.cpuUsage();
+    conflicts = 0;
+    writes = 0;
+    forwards = 0;
+  }
+  const counted = cpuAtStart !== undefined;
   const agent = `${config.instanceId}-${i}`;
   const t0 = performance.now();
   try {
     const granted = await ledger.tryReserve(config.pool, agent, 1, 0);
-    latencies.push(performance.now() - t0);
+    if (counted) latencies.push(performance.now() - t0);
     if (granted) {
       await ledger.release(config.pool, agent);
-      cycles++;
-    } else {
+      if (counted) cycles++;
+    } else if (counted) {
       refused++;
     }
   } catch (error) {
-    errors++;
+    if (counted) errors++;
     process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
   }
 }
+const cpu = process.cpuUsage(cpuAtStart ?? process.cpuUsage());
+await profiler?.stop();
+const cpuMs = (cpu.user + cpu.system) / 1000;
 await ledger.close();
 process.stdout.write(
-  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, errors, latencies })}\n`,
+  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, errors, latencies })}\n`,
 );
 process.exit(0);

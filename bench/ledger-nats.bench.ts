@@ -1,7 +1,7 @@
 /**
  * `npm run bench -- ledger-nats`: reservations per second and reserve latency
- * with 1, 4 and 8 contending processes on one pool, for the file ledger (one
- * host), a single nats-server and a 3-node cluster (bucket with 3 replicas).
+ * with 1 to 64 contending processes on one pool (the file ledger, one host: 1
+ * to 8), for a single nats-server and a 3-node cluster (bucket with 3 replicas).
  * On NATS, side by side in the same run and alternating: the compare-and-set
  * loop anyone would write by hand on the same KV, and `NatsPoolLedger`. An
  * independent reader watches every revision of each pool key and counts the
@@ -10,7 +10,7 @@
  * `combine: false` (every process writes for itself, as before 0.2).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
@@ -20,8 +20,17 @@ import { type NatsServer, startNatsCluster, startNatsServer } from '../test/help
 import { type BenchTable, fmt, percentile } from './lib.js';
 
 const DURATION_MS = 2500;
+/**
+ * Contention before the measured window, so that a row measures the steady state.
+ * `BENCH_NATS_COLD=1` measures from every process's first call instead (no warm-up):
+ * the combiner's election and the first calls of a fleet that starts at once.
+ */
+const COLD = process.env.BENCH_NATS_COLD === '1';
+const WARM_UP_MS = COLD ? 0 : 1000;
 // `BENCH_LEDGER_PROCESSES=8 BENCH_LEDGER_WHERE=single` narrows a run while tuning.
-const PROCESSES = (process.env.BENCH_LEDGER_PROCESSES ?? '1,4,8').split(',').map(Number);
+const PROCESSES = (process.env.BENCH_LEDGER_PROCESSES ?? '1,4,8,16,32,64').split(',').map(Number);
+/** The file ledger's rows stop at 8 processes (`bench/ledger.bench.ts` measures it further). */
+const FILE_PROCESSES = PROCESSES.filter((n) => n <= 8);
 const WHERE = (process.env.BENCH_LEDGER_WHERE ?? 'file,single,cluster').split(',');
 const worker = join(import.meta.dirname, 'ledger-nats-worker.ts');
 
@@ -29,6 +38,9 @@ interface WorkerResult {
   cycles: number;
   refused: number;
   conflicts: number;
+  writes?: number;
+  forwards?: number;
+  cpuMs?: number;
   errors: number;
   latencies: number[];
 }
@@ -81,6 +93,11 @@ async function run(
       instanceId: `bench-${i}`,
       pool,
       maxCpu: processes,
+      warmUpMs: WARM_UP_MS,
+      cold: COLD,
+      // `BENCH_NATS_CPU_PROF=<dir>`: CPU profiles of the steady window of the
+      // pool's combiner and of one sender, written there.
+      ...(process.env.BENCH_NATS_CPU_PROF ? { profileDir: process.env.BENCH_NATS_CPU_PROF } : {}),
       durationMs: DURATION_MS,
     }),
   );
@@ -88,12 +105,29 @@ async function run(
   // Every worker is up (tsx start-up takes a while on 2 cores): start them together.
   const startAt = Date.now() + 200;
   for (const w of workers) w.go(startAt);
+  const serverCpu = measureServers(startAt + WARM_UP_MS);
   const results = await Promise.all(workers.map((w) => w.done));
+  const serverMs = await serverCpu;
   const cycles = results.reduce((s, r) => s + r.cycles, 0);
   const conflicts = results.reduce((s, r) => s + r.conflicts, 0);
   const latencies = results.flatMap((r) => r.latencies);
   const errors = results.reduce((s, r) => s + (r.errors ?? 0), 0);
   const seen = await reader?.finish();
+  if (process.env.BENCH_NATS_DEBUG === '1') {
+    for (const [i, r] of results.entries()) {
+      const { latencies: l, ...rest } = r;
+      process.stderr.write(
+        `${label} ${processes} #${i} ${JSON.stringify(rest)} p50 ${fmt(percentile(l, 50), 1)} max ${fmt(Math.max(...l), 1)}\n`,
+      );
+    }
+  }
+  const cpuMs = results.reduce((s, r) => s + (r.cpuMs ?? 0), 0);
+  measuredRuns.set(`${label}/${processes}`, {
+    rate: (cycles * 1000) / DURATION_MS,
+    p99: percentile(latencies, 99),
+    violations: seen?.violations ?? 0,
+  });
+  const writes = results.reduce((s, r) => s + (r.writes ?? 0), 0);
   return {
     ledger: label,
     processes,
@@ -101,9 +135,73 @@ async function run(
     'reserve p50 ms': fmt(percentile(latencies, 50), 2),
     'reserve p99 ms': fmt(percentile(latencies, 99), 2),
     'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
+    'KV writes per reservation': backend.backend === 'nats' ? fmt(writes / cycles, 2) : '-',
+    'CPU ms per reservation (processes + servers)': `${fmt(cpuMs / cycles, 2)} + ${backend.backend === 'file' ? '0' : fmt(serverMs / cycles, 2)}`,
     errors,
     'violations seen / revisions read': seen ? `${seen.violations} of ${seen.revisions}` : '-',
   };
+}
+
+/** Figures by `<label>/<processes>`, for the target lines under the table. */
+const measuredRuns = new Map<string, { rate: number; p99: number; violations: number }>();
+
+/** One line per target of issue 41, from the rows of this run (only those that ran). */
+function targetNotes(): string[] {
+  const notes: string[] = [];
+  const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
+  for (const where of ['1 server', '3-node cluster, R3']) {
+    const ours = (n: number) => measuredRuns.get(`NatsPoolLedger, ${where}/${n}`);
+    const loop = measuredRuns.get(`hand-written CAS loop, ${where}/8`);
+    const at8 = ours(8);
+    if (at8 && loop) {
+      const x = at8.rate / loop.rate;
+      notes.push(
+        `${where}, 8 processes: ${fmt(x, 1)}x the hand-written loop (target >= 5x): ${met(x >= 5)}`,
+      );
+    }
+    if (at8 && where.includes('R3')) {
+      notes.push(
+        `${where}, 8 processes: p99 ${fmt(at8.p99, 1)} ms (target <= 25 ms): ${met(at8.p99 <= 25)}`,
+      );
+    }
+    const at64 = ours(64);
+    if (at8 && at64) {
+      const x = at64.rate / at8.rate;
+      notes.push(
+        `${where}, 64 processes: ${fmt(x, 2)}x the 8-process rate (target >= 0.8x): ${met(x >= 0.8)}`,
+      );
+    }
+    const over = [...measuredRuns.entries()]
+      .filter(([key]) => key.startsWith(`NatsPoolLedger, ${where}/`))
+      .reduce((sum, [, run]) => sum + run.violations, 0);
+    if (ours(8) || at64)
+      notes.push(
+        `${where}: revisions over the cap (NatsPoolLedger, all rows): ${over} (target 0): ${met(over === 0)}`,
+      );
+  }
+  return notes;
+}
+
+/** The nats-server processes of the rows being run (their CPU is counted in the window). */
+let serverPids: number[] = [];
+
+/** CPU ms (user + system) the servers use in the measured window starting at `from` (epoch ms). */
+async function measureServers(from: number): Promise<number> {
+  const ticks = () =>
+    serverPids.reduce((sum, pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        return sum + Number(fields[11]) + Number(fields[12]);
+      } catch {
+        return sum;
+      }
+    }, 0);
+  await new Promise((r) => setTimeout(r, Math.max(0, from - Date.now())));
+  const before = ticks();
+  await new Promise((r) => setTimeout(r, DURATION_MS));
+  // Clock ticks of 10 ms (USER_HZ 100).
+  return (ticks() - before) * 10;
 }
 
 /** Watch every revision of the pool key from a separate connection, checking it against the cap. */
@@ -139,6 +237,9 @@ async function pair(
       { backend: 'nats', servers, combine: false },
     ]);
   }
+  // `BENCH_NATS_ONLY=NatsPoolLedger` keeps the variants whose label starts with it (tuning).
+  const only = process.env.BENCH_NATS_ONLY;
+  if (only) variants.splice(0, variants.length, ...variants.filter(([l]) => l.startsWith(only)));
   if (round % 2 === 1) variants.reverse();
   const measured = new Map<string, Record<string, string | number>>();
   for (const [label, backend] of variants)
@@ -169,7 +270,7 @@ export default async function bench(): Promise<BenchTable[]> {
   if (WHERE.includes('file')) {
     const dir = mkdtempSync(join(tmpdir(), 'bench-file-ledger-'));
     try {
-      for (const n of PROCESSES)
+      for (const n of FILE_PROCESSES)
         rows.push(await run('file (one host, fsync)', n, { backend: 'file', dir }));
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -181,7 +282,7 @@ export default async function bench(): Promise<BenchTable[]> {
     {
       title: 'pool ledgers: contending processes on one pool (reserve + release cycles)',
       rows,
-      notes: NOTES,
+      notes: [...NOTES, ...targetNotes()],
     },
   ];
 }
@@ -190,6 +291,7 @@ async function single(rows: Array<Record<string, string | number>>): Promise<voi
   const server = await startNatsServer();
   try {
     await prepare([server.url], 1);
+    serverPids = [server.process.pid!];
     for (const [i, n] of PROCESSES.entries()) await pair(rows, '1 server', n, [server.url], i);
   } finally {
     await server.stop();
@@ -201,6 +303,7 @@ async function cluster(rows: Array<Record<string, string | number>>): Promise<vo
   try {
     const urls = servers.map((s) => s.url);
     await prepare(urls, 3);
+    serverPids = servers.map((s) => s.process.pid!);
     for (const [i, n] of PROCESSES.entries())
       await pair(rows, '3-node cluster, R3', n, urls, i + 1);
   } finally {
@@ -209,9 +312,12 @@ async function cluster(rows: Array<Record<string, string | number>>): Promise<vo
 }
 
 const NOTES = [
-  `Each process reserves 1 cpu and releases it in a loop for ${DURATION_MS} ms; the cap equals the`,
+  `Each process reserves 1 cpu and releases it in a loop; the cap equals the`,
   'number of processes, so every request fits and the cost measured is contention on one pool.',
   'All servers and processes share this machine (loopback; the cluster pays Raft replication).',
   'The hand-written loop and the ledger run one after the other for each row pair, the order',
   'alternating; an independent reader checks every revision it sees against the cap.',
+  `Every process warms up (one reserve and release) before the start; all then contend for`,
+  `${WARM_UP_MS} ms before a measured window of ${DURATION_MS} ms: rates, latencies, lost races, KV writes and`,
+  'CPU (user + system of the processes; of the servers, from /proc) are of that window only.',
 ];

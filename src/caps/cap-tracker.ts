@@ -11,6 +11,7 @@ import {
   checkId,
   checkScope,
   copyCap,
+  type ExtEntries,
   extMax,
   type Held,
   reservationOf,
@@ -20,6 +21,27 @@ import {
 import type { CapReservation, CapReserveResult, CapSnapshot, ScopeUsage } from './types.js';
 
 const OK: CapReserveResult = Object.freeze({ ok: true as const });
+/** How many recent reservations the small map holds before they move to the large one. */
+const YOUNG_MAX = 256;
+
+/** Whether `name` is among the first `count` entries of `names`. */
+function includes(names: readonly string[], count: number, name: string): boolean {
+  for (let i = 0; i < count; i++) if (names[i] === name) return true;
+  return false;
+}
+
+// A class rather than an object literal: V8 moves allocation of a literal
+// whose objects survived (10,000 reservations held) straight to the old
+// generation, and then every short-lived reservation is garbage there.
+class HeldReservation implements Held {
+  constructor(
+    readonly scopes: Scope[],
+    readonly names: string[],
+    readonly milli: number,
+    readonly bytes: number,
+    readonly ext: ExtEntries,
+  ) {}
+}
 
 /**
  * In-memory usage accounting for named scopes (`global`, `scaler:linux-small`,
@@ -48,7 +70,12 @@ const OK: CapReserveResult = Object.freeze({ ok: true as const });
  */
 export class CapTracker {
   readonly #scopes = new Map<string, Scope>();
-  readonly #held = new Map<string, Held>();
+  // Live reservations in two maps: the recent ones in a small map, where most
+  // come and go, moved into the large one in blocks of YOUNG_MAX. A large map
+  // that every short reservation passes through fills with deleted entries
+  // and reallocates its table again and again. Snapshot order: old, then young.
+  #young = new Map<string, Held>();
+  readonly #old = new Map<string, Held>();
 
   /**
    * @param options - `caps`: initial caps by scope name.
@@ -114,26 +141,34 @@ export class CapTracker {
         `Expected \`scopes\` to be an array of strings, got \`${typeof scopes}\``,
       );
     }
-    if (this.#held.has(id)) {
+    if (this.#young.has(id) || this.#old.has(id)) {
       throw new DuplicateReservationError(
         id,
         `Reservation "${id}" is already held; release it before reserving it again.`,
       );
     }
-    const states: Scope[] = [];
-    const names: string[] = [];
+    // Exact-size arrays (trimmed below when a scope repeats): one small
+    // allocation each instead of a growing backing store.
+    const states: Scope[] = new Array(scopes.length);
+    const names: string[] = new Array(scopes.length);
+    let count = 0;
     for (const name of scopes) {
       checkScope(name);
-      if (names.includes(name)) continue;
+      if (includes(names, count, name)) continue;
       const state = this.#scopes.get(name) ?? this.#scope(name);
       const refusal = check(name, state, milli, bytes, ext);
       if (refusal) {
-        for (const [i, n] of names.entries()) this.#forgetIfIdle(n, states[i]!);
+        for (let i = 0; i < count; i++) this.#forgetIfIdle(names[i]!, states[i]!);
         this.#forgetIfIdle(name, state);
         return refusal;
       }
-      states.push(state);
-      names.push(name);
+      states[count] = state;
+      names[count] = name;
+      count++;
+    }
+    if (count < scopes.length) {
+      states.length = count;
+      names.length = count;
     }
     for (const state of states) {
       state.milli += milli;
@@ -144,7 +179,11 @@ export class CapTracker {
         for (const [name, n] of ext) state.ext.set(name, (state.ext.get(name) ?? 0) + n);
       }
     }
-    this.#held.set(id, { scopes: states, names, milli, bytes, ext });
+    if (this.#young.size >= YOUNG_MAX) {
+      for (const [key, value] of this.#young) this.#old.set(key, value);
+      this.#young = new Map();
+    }
+    this.#young.set(id, new HeldReservation(states, names, milli, bytes, ext));
     return OK;
   }
 
@@ -156,9 +195,14 @@ export class CapTracker {
    * @returns What was released, or `undefined` when nothing was held under `id`.
    */
   release(id: string): CapReservation | undefined {
-    const held = this.#held.get(id);
-    if (held === undefined) return undefined;
-    this.#held.delete(id);
+    let held = this.#young.get(id);
+    if (held !== undefined) {
+      this.#young.delete(id);
+    } else {
+      held = this.#old.get(id);
+      if (held === undefined) return undefined;
+      this.#old.delete(id);
+    }
     for (const [i, state] of held.scopes.entries()) {
       state.milli -= held.milli;
       state.bytes -= held.bytes;
@@ -173,7 +217,7 @@ export class CapTracker {
       }
       this.#forgetIfIdle(held.names[i]!, state);
     }
-    return reservationOf(id, held);
+    return reservationOf(id, held, true);
   }
 
   /**
@@ -182,7 +226,7 @@ export class CapTracker {
    * @param id - The reservation id.
    */
   has(id: string): boolean {
-    return this.#held.has(id);
+    return this.#young.has(id) || this.#old.has(id);
   }
 
   /**
@@ -230,7 +274,9 @@ export class CapTracker {
         usage: usageOf(state),
       };
     }
-    const reservations = [...this.#held].map(([id, held]) => reservationOf(id, held));
+    const reservations = [...this.#old, ...this.#young].map(([id, held]) =>
+      reservationOf(id, held),
+    );
     return { scopes, reservations };
   }
 

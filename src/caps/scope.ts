@@ -132,10 +132,11 @@ export function usageOf(state: Scope): ScopeUsage {
   return usage;
 }
 
-export function reservationOf(id: string, held: Held): CapReservation {
+/** What `held` reserves under `id`; `released`: the held entry is gone, its names array is handed over. */
+export function reservationOf(id: string, held: Held, released = false): CapReservation {
   const out: CapReservation = {
     id,
-    scopes: [...held.names],
+    scopes: released ? held.names : [...held.names],
     cpus: held.milli / 1000,
     memBytes: held.bytes,
   };

@@ -183,6 +183,47 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 );
 
 describe('CapTracker properties', () => {
+  it('past hundreds of live reservations: duplicates, releases and snapshot order match a Map', () => {
+    // The tracker keeps recent reservations apart from older ones; the model is one Map.
+    fc.assert(
+      fc.property(
+        // Three reserves to a release over 1,500 ids: several hundred live at the end.
+        fc.array(fc.tuple(fc.nat(3), fc.nat(1500)), { minLength: 300, maxLength: 2000 }),
+        (ops) => {
+          const caps = new CapTracker({ caps: { global: { maxCpu: 1e6 } } });
+          const model = new Map<string, number>();
+          for (const [kind, n] of ops) {
+            const id = `agent-${n}`;
+            if (kind > 0) {
+              if (model.has(id)) {
+                expect(() => caps.tryReserve(id, ['global'], { cpus: 1, memBytes: 0 })).toThrow(
+                  /already held/,
+                );
+              } else {
+                expect(
+                  caps.tryReserve(id, ['global', `s${n % 3}`], { cpus: 1, memBytes: n }).ok,
+                ).toBe(true);
+                model.set(id, n);
+              }
+            } else {
+              const released = caps.release(id);
+              expect(released?.memBytes).toBe(model.get(id));
+              if (released) expect(released.scopes).toEqual(['global', `s${n % 3}`]);
+              model.delete(id);
+            }
+            expect(caps.has(id)).toBe(model.has(id));
+          }
+          expect(caps.snapshot().reservations.map((r) => r.id)).toEqual([...model.keys()]);
+          expect(caps.usage('global').reservations).toBe(model.size);
+          for (const id of [...model.keys()]) caps.release(id);
+          expect(caps.usage('global')).toEqual({ cpus: 0, memBytes: 0, reservations: 0 });
+          expect(caps.snapshot().reservations).toEqual([]);
+        },
+      ),
+      { numRuns: 40, endOnFailure: true },
+    );
+  });
+
   it('usage equals the sum of live reservations; granted never exceed caps; all-or-nothing', () => {
     fc.assert(
       fc.property(fc.array(opArb, { maxLength: 200 }), (ops) => {

@@ -144,6 +144,31 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
     expect(granted.filter((agent) => !watcher.agents.has(agent))).toEqual([]);
   });
 
+  it('a combiner SIGKILLed with a long lease: a survivor claims the pool at once, not after the lease', async () => {
+    const pool = 'killed-combiner-long-lease';
+    const watcher = await watchRevisions(kv, pool, { maxCpu: 3 });
+    // The victim's lease runs 120 s: the pool must get a new combiner long before.
+    const workers = churners(pool, 5, 120_000);
+    await Promise.all(workers.map((w) => w.waitFor('ready')));
+    await churned(kv, pool, 30);
+    const victim = await combinerOf(kv, pool, workers);
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    const survivors = workers.filter((w) => w !== victim);
+    // `combinerOf` waits up to 20 s for the key to name a survivor.
+    expect(await combinerOf(kv, pool, survivors)).toBeDefined();
+    await churned(kv, pool, 30);
+    for (const w of survivors) w.child.kill('SIGTERM');
+    const results = await Promise.all(survivors.map(finishFixture));
+    for (const result of results) expectCleanSurvivor(result);
+    await new Promise((r) => setTimeout(r, 200));
+    watcher.stop();
+    expect(watcher.violations).toEqual([]);
+    expect(watcher.maxRows).toBeLessThanOrEqual(3);
+    const granted = results.flatMap((r) => r.grantedAgents as string[]);
+    expect(granted.filter((agent) => !watcher.agents.has(agent))).toEqual([]);
+  });
+
   it('a stale combiner (stalled past its lease) applies nothing late, and its own next call is told', async () => {
     const pool = 'stale-combiner';
     const leaseMs = 1000;

@@ -300,49 +300,65 @@ export class Combiner {
   }
 
   // Read the combiner key; follow a live combiner, or claim a pool nobody combines.
+  // A lost claim reads the key again and follows the winner: when a fleet
+  // starts or its combiner dies, every instance claims at once, and all but
+  // one writing directly meanwhile is a storm of lost races on the pool key.
   private async elect(pool: string): Promise<'here' | CombinerRecord> {
-    const key = combinerKey(pool);
-    try {
-      const entry = await this.host.kv.get(key);
-      const record =
-        entry !== null && entry.operation === 'PUT'
-          ? decodeCombinerRecord(entry.string(), this.host.bucket)
-          : undefined;
-      if (record && entry && record.leaseId === this.host.leaseId()) {
-        if (record.subject === this.subject) {
-          this.combiners.set(pool, { record, revision: entry.revision });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.claimOrFollow(pool);
+      } catch (error) {
+        if (error instanceof ScalerError) throw error;
+        if (!isRevisionConflict(error)) {
+          this.combiners.delete(pool);
           return 'here';
         }
-        // This process continued the lease of one that combined the pool
-        // (a restart): claim it with this process's subject, below.
-      } else if (record && entry) {
-        const state = await this.host.leaseState(record.leaseId);
-        if (state !== 'expired') {
-          // A combiner that is gone but whose lease still runs: write directly meanwhile.
-          if (this.deadSubjects.has(record.subject)) return 'here';
-          this.combiners.set(pool, { record, revision: entry.revision });
-          return record;
-        }
+        // A second lost claim: the key moves too fast to follow; write directly
+        // meanwhile (the winner is read next time).
+        if (attempt >= 1) return 'here';
       }
-      // Nobody combines the pool (or its combiner's lease ended): claim it.
-      const mine: CombinerRecord = {
-        leaseId: this.host.leaseId(),
-        instanceId: this.host.instanceId,
-        subject: this.subject,
-      };
-      const revision = await this.host.cas.write(
-        key,
-        encodeCombinerRecord(mine),
-        entry?.revision ?? 0,
-      );
-      this.combiners.set(pool, { record: mine, revision });
-      return 'here';
-    } catch (error) {
-      if (error instanceof ScalerError) throw error;
-      // A lost claim: the winner is read next time. Meanwhile write directly.
-      if (!isRevisionConflict(error)) this.combiners.delete(pool);
-      return 'here';
     }
+  }
+
+  private async claimOrFollow(pool: string): Promise<'here' | CombinerRecord> {
+    const key = combinerKey(pool);
+    const entry = await this.host.kv.get(key);
+    const record =
+      entry !== null && entry.operation === 'PUT'
+        ? decodeCombinerRecord(entry.string(), this.host.bucket)
+        : undefined;
+    if (record && entry && record.leaseId === this.host.leaseId()) {
+      if (record.subject === this.subject) {
+        this.combiners.set(pool, { record, revision: entry.revision });
+        return 'here';
+      }
+      // This process continued the lease of one that combined the pool
+      // (a restart): claim it with this process's subject, below.
+    } else if (record && entry) {
+      // A combiner whose subject had no subscriber is gone (its process, or its
+      // connection: then it refuses what it had), whatever its lease says.
+      const gone =
+        this.deadSubjects.has(record.subject) ||
+        (await this.host.leaseState(record.leaseId)) === 'expired';
+      if (!gone) {
+        this.combiners.set(pool, { record, revision: entry.revision });
+        return record;
+      }
+    }
+    // Nobody combines the pool (or its combiner is gone): claim it. One
+    // claim per revision of the record wins; the others follow the winner.
+    const mine: CombinerRecord = {
+      leaseId: this.host.leaseId(),
+      instanceId: this.host.instanceId,
+      subject: this.subject,
+    };
+    const revision = await this.host.cas.write(
+      key,
+      encodeCombinerRecord(mine),
+      entry?.revision ?? 0,
+    );
+    this.combiners.set(pool, { record: mine, revision });
+    return 'here';
   }
 
   // Send `ops` to a combiner. 'again' means route anew (nothing of `ops` is left with it).
