@@ -161,6 +161,8 @@ export class ProcessBackend implements ScalerBackend {
   /** Agents being destroyed: their exit is not reported. */
   readonly #destroying = new Map<string, Promise<void>>();
   #timer: ClockTimer | undefined;
+  /** Set by `close()`: this instance hands the directory over to the next. */
+  #closed = false;
 
   /**
    * @throws TypeError naming a bad option; BackendError when `dir` is unsafe.
@@ -233,6 +235,12 @@ export class ProcessBackend implements ScalerBackend {
     if (!isSafeAgentId(agentId)) {
       throw new TypeError(
         `Expected \`agentId\` to be 1-128 of A-Z, a-z, 0-9, '.', '_' and '-' (not starting with '.' or '-'), got \`${String(agentId)}\``,
+      );
+    }
+    if (this.#closed) {
+      throw new BackendError(
+        request.scaler,
+        `This ProcessBackend over ${this.#dir} is closed; create a new one over the same directory`,
       );
     }
     if (request.signal?.aborted) {
@@ -320,7 +328,8 @@ export class ProcessBackend implements ScalerBackend {
     child.unref();
     void exited.then((result) => {
       if (this.#children.get(agentId) === pid) this.#children.delete(agentId);
-      if (this.#destroying.has(agentId)) return;
+      // Destroyed by us, or left for the next instance to report (closed).
+      if (this.#destroying.has(agentId) || this.#closed) return;
       const current = readRecord(this.#dir, agentId);
       if (current?.pid !== pid || current.startTime !== record.startTime) return;
       takeExitCode(this.#dir, agentId);
@@ -380,6 +389,20 @@ export class ProcessBackend implements ScalerBackend {
     return this.#sweep();
   }
 
+  /**
+   * Hand the directory over: stop watching, and leave every agent running and
+   * recorded. A new instance over the same directory lists those agents and
+   * reports the exits this one no longer reports (with `adopted: true`).
+   * Afterwards `spawn` is refused, `list()` names the running agents without
+   * reporting or forgetting exited ones, and `destroy` and `shutdown` still
+   * work. Idempotent.
+   */
+  close(): void {
+    this.#closed = true;
+    this.#clock.clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
   /** Destroy every agent recorded in the directory, and stop the watch timer. */
   async shutdown(): Promise<void> {
     this.#clock.clearInterval(this.#timer);
@@ -405,8 +428,11 @@ export class ProcessBackend implements ScalerBackend {
         running.push(id);
         continue;
       }
-      // Our own child's exit is reported with its code by its exit handler.
-      if (this.#children.get(id) === record.pid || this.#destroying.has(id)) continue;
+      // Our own child's exit is reported with its code by its exit handler; once closed,
+      // exits are left for the next instance.
+      if (this.#children.get(id) === record.pid || this.#destroying.has(id) || this.#closed) {
+        continue;
+      }
       // The wrapper shell wrote the exit code before it ended (absent when it was killed).
       const exitCode = state === 'gone' ? takeExitCode(this.#dir, id) : null;
       removeRecord(this.#dir, id);

@@ -274,6 +274,44 @@ describe('ProcessBackend runs the command it is given', () => {
     expect(readFileSync(join(dir, 'e1.log'), 'utf8')).toBe('hello from e1\n');
   }, 60_000);
 
+  it('close() hands the directory over: agents keep running, their exits are left for the next instance', async () => {
+    const dir = tempDir();
+    const go = join(dir, 'go');
+    const command = (r: SpawnRequest) =>
+      r.agentId === 'short'
+        ? ['/bin/sh', '-c', `while [ ! -e ${go} ]; do sleep 0.05; done; exit 7`]
+        : ['sleep', '300'];
+    const firstExits: ProcessAgentExit[] = [];
+    const first = backend({
+      dir,
+      command,
+      watchIntervalMs: 50,
+      onExit: (exit) => firstExits.push(exit),
+    });
+    await first.spawn(request('long'));
+    const short = await first.spawn(request('short'));
+    first.close();
+    first.close();
+    await expect(first.spawn(request('third'))).rejects.toThrow(/is closed; create a new one/);
+    writeFileSync(go, '');
+    const pid = (short as { context: { pid: number } }).context.pid;
+    await until('the short agent to exit', () => !alive(pid));
+    // Ten watch intervals and the child's exit handler: a closed instance reports nothing.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(firstExits).toEqual([]);
+    expect(await first.list()).toEqual(['long']);
+    expect(firstExits).toEqual([]);
+
+    const nextExits: ProcessAgentExit[] = [];
+    const next = backend({ dir, command, onExit: (exit) => nextExits.push(exit) });
+    expect(await next.list()).toEqual(['long']);
+    expect(nextExits).toEqual([
+      { agentId: 'short', scaler: 'proc', exitCode: 7, signal: null, adopted: true },
+    ]);
+    await next.destroy('long');
+    expect(await next.list()).toEqual([]);
+  }, 60_000);
+
   it('caps the log file', async () => {
     const dir = tempDir();
     const made = backend({
