@@ -94,7 +94,7 @@ export interface ProcessBackendOptions {
    * a running systemd and the right to create scopes (root for the system
    * manager). @default none
    */
-  limits?: ProcessLimits;
+  limits?: 'systemd-run';
   /** Called when an agent exits on its own (not through `destroy`/`shutdown`). A throw is ignored. */
   onExit?: (exit: ProcessAgentExit) => void;
   /** The clock for `startedAt` and the watch timer. @default systemClock */

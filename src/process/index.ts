@@ -11,4 +11,3 @@ export {
   type ProcessBackendOptions,
 } from './backend.js';
 export type { ProcessCommand } from './command.js';
-export type { ProcessLimits } from './limits.js';

@@ -7,7 +7,7 @@
 import { capsFromResources, renderDropIn } from '../agent-caps/index.js';
 import type { ResourceLimits } from '../resources/index.js';
 
-/** A wrapper that applies an agent's resource limits, for `ProcessBackendOptions.limits`. */
+/** A wrapper that applies an agent's resource limits: the values of `ProcessBackendOptions.limits`. */
 export type ProcessLimits = 'systemd-run';
 
 // Every wrapper, once: a value the type gains and this record lacks is a compile error.
