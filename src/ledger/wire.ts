@@ -70,7 +70,7 @@ export function decodeRequest(data: Uint8Array): CombineRequest {
   if (data.length > MAX_COMBINE_MESSAGE_BYTES) {
     throw new TypeError(`request of ${data.length} bytes is over ${MAX_COMBINE_MESSAGE_BYTES}`);
   }
-  return decodeRequestText(new TextDecoder().decode(data));
+  return parseRequest(new TextDecoder().decode(data));
 }
 
 /**
@@ -84,6 +84,11 @@ export function decodeRequestText(text: string): CombineRequest {
   if (bytes > MAX_COMBINE_MESSAGE_BYTES) {
     throw new TypeError(`request of ${bytes} bytes is over ${MAX_COMBINE_MESSAGE_BYTES}`);
   }
+  return parseRequest(text);
+}
+
+// The checks of a request whose size was checked (as bytes or as text).
+function parseRequest(text: string): CombineRequest {
   const value: unknown = JSON.parse(text);
   if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
     throw new TypeError(`request is not a version ${COMBINE_WIRE_VERSION} object`);
@@ -210,7 +215,7 @@ export function decodeReply(
   ops: readonly LedgerOp[],
 ): CombineReply {
   if (data.length > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
-  return decodeReplyText(new TextDecoder().decode(data), pool, ops);
+  return parseReply(new TextDecoder().decode(data), pool, ops);
 }
 
 /**
@@ -224,8 +229,13 @@ export function decodeReplyText(
   pool: string,
   ops: readonly LedgerOp[],
 ): CombineReply {
-  const count = ops.length;
   if (utf8Length(text) > MAX_COMBINE_MESSAGE_BYTES) throw new TypeError('reply too large');
+  return parseReply(text, pool, ops);
+}
+
+// The checks of a reply whose size was checked (as bytes or as text).
+function parseReply(text: string, pool: string, ops: readonly LedgerOp[]): CombineReply {
+  const count = ops.length;
   const value: unknown = JSON.parse(text);
   if (!isObject(value) || value.v !== COMBINE_WIRE_VERSION) {
     throw new TypeError('reply is not a version 1 object');
