@@ -178,8 +178,11 @@ function check(dir: string, run: Run, errno: string): void {
   const grants = results.flatMap((r) => r.grants as number[]).sort((a, b) => a - b);
   expect(grants.filter((at) => at < faultStart).length, summary).toBeGreaterThan(10);
   if (errno === 'EROFS') {
+    // Heard after the remount, a grant written before it is still an answer in
+    // flight: a waiter on a loaded machine can read its answer file (reads work
+    // on a read-only mount) a few hundred ms late. After 500 ms, none.
     expect(
-      grants.filter((at) => at > faultReady + 100 && at < cleared),
+      grants.filter((at) => at > faultReady + 500 && at < cleared),
       summary,
     ).toEqual([]);
   } else {
