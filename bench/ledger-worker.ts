@@ -10,11 +10,12 @@
  */
 import * as nodeFs from 'node:fs';
 import { createInterface } from 'node:readline';
-import { MachineLedger } from '../src/ledger/file/machine-ledger.js';
 
 const config = JSON.parse(process.argv[2]!) as {
-  impl: 'ours' | 'kici';
+  impl: 'ours' | 'before' | 'kici';
   kiciModule?: string;
+  /** For 'before': the machine-ledger module of another checkout (an earlier commit). */
+  ledgerModule?: string;
   dir: string;
   pool: string;
   id: string;
@@ -162,6 +163,9 @@ if (config.impl === 'kici') {
   };
   ledger = new mod.MachineLedger({ instanceId: config.id, explicitDir: config.dir });
 } else {
+  const { MachineLedger } = (await import(
+    config.impl === 'before' ? config.ledgerModule! : '../src/ledger/file/machine-ledger.js'
+  )) as typeof import('../src/ledger/file/machine-ledger.js');
   ledger = new MachineLedger({
     instanceId: config.id,
     dir: config.dir,

@@ -4,8 +4,9 @@
  * never committed): 1, 8 and 16 processes each running reserve+release pairs
  * on one pool with a cap of 4 CPUs (1 CPU each), ours with fsync on, kici's as
  * it is (it never fsyncs). Runs alternate ours/kici within each repeat; the
- * table shows medians over repeats. An independent reader process checks every
- * state of the pool file against the cap. Also: one process sequential (fsync
+ * table shows medians over repeats. An independent reader process reads the
+ * pool file at each change of its directory (inotify) and checks every state
+ * it reads against the cap. Also: one process sequential (fsync
  * on and off) and 32 concurrent callers in one process (group commit), and
  * where one contended reserve of ours spends its time.
  *
@@ -15,8 +16,13 @@
  * side.
  *
  * `LEDGER_BENCH_SECONDS` (default 3) per run, `LEDGER_BENCH_REPEATS` (default 3).
+ * `LEDGER_BENCH_READER=spin` makes the reader read in a loop instead (one core of
+ * two busy reading: the densest check, but it measures the reader too; the
+ * figures before 2026-12-07 16:00 UTC in bench/RESULTS.md were taken so).
+ * `LEDGER_BENCH_BEFORE=<checkout>` adds a third side: the MachineLedger of
+ * another checkout (an earlier commit) in the same worker, interleaved.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,13 +39,23 @@ const FSYNC = process.env.LEDGER_BENCH_FSYNC !== '0';
 const PROCESS_COUNTS = (process.env.LEDGER_BENCH_PROCESSES ?? '1,8,16').split(',').map(Number);
 // `LEDGER_BENCH_IN_PROCESS=0` skips the one-process scenarios.
 const IN_PROCESS = process.env.LEDGER_BENCH_IN_PROCESS !== '0';
+const READER = process.env.LEDGER_BENCH_READER === 'spin' ? 'spin' : 'watch';
+const BEFORE = process.env.LEDGER_BENCH_BEFORE;
+const BEFORE_MODULE =
+  BEFORE === undefined ? undefined : join(BEFORE, 'src', 'ledger', 'file', 'machine-ledger.ts');
+const BEFORE_COMMIT =
+  BEFORE === undefined
+    ? ''
+    : execFileSync('git', ['-C', BEFORE, 'rev-parse', '--short', 'HEAD'], {
+        encoding: 'utf8',
+      }).trim();
 
 // CPU (user + system) per reserve+release pair of ours at 8 processes before
 // issue 41, the median of interleaved runs on the 2-core development machine
 // (bench/RESULTS.md, 2026-12-07): what the CPU target is measured against.
 const CPU_PER_PAIR_BEFORE = 1.8;
 
-type Impl = 'ours' | 'kici';
+type Impl = 'ours' | 'before' | 'kici';
 
 interface Run {
   impl: Impl;
@@ -50,6 +66,7 @@ interface Run {
   errors: number;
   violations: number;
   reads: number;
+
   /** CPU time of the contending processes (user + system), ms. */
   cpuMs: number;
   /** Of it, system (kernel) time, ms. */
@@ -116,7 +133,8 @@ function startReader(file: string): {
   stop: () => Promise<{ violationCount: number; reads: number }>;
 } {
   const script = join(import.meta.dirname, '..', 'test', 'fixtures', 'ledger-reader.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', script, file], {
+  const args = READER === 'watch' ? [file, '--watch'] : [file];
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
@@ -159,6 +177,7 @@ async function contending(
     const config = JSON.stringify({
       impl,
       kiciModule,
+      ledgerModule: BEFORE_MODULE,
       dir,
       pool: 'p',
       id: `w${i}`,
@@ -225,10 +244,18 @@ async function contending(
     cpuSysMs: results.reduce((sum, r) => sum + r.cpuSysMs, 0),
     violations: report.violationCount,
     reads: report.reads,
+
     breakdown: results.flatMap((r) => r.breakdown),
     handover,
   };
 }
+
+const IMPLS: Impl[] = BEFORE === undefined ? ['ours', 'kici'] : ['ours', 'before', 'kici'];
+const LABELS: Record<Impl, string> = {
+  ours: `ours (fsync ${FSYNC ? 'on' : 'off'})`,
+  before: `ours at ${BEFORE_COMMIT} (fsync ${FSYNC ? 'on' : 'off'})`,
+  kici: 'kici 0.9.1 (no fsync)',
+};
 
 export default async function bench(): Promise<BenchTable[]> {
   const loadBefore = loadavg();
@@ -236,7 +263,8 @@ export default async function bench(): Promise<BenchTable[]> {
   const runs: Run[] = [];
   for (let repeat = 0; repeat < REPEATS; repeat++) {
     for (const processes of PROCESS_COUNTS) {
-      const order: Impl[] = repeat % 2 === 0 ? ['ours', 'kici'] : ['kici', 'ours'];
+      // Each side goes first in turn.
+      const order = IMPLS.map((_, i) => IMPLS[(i + repeat) % IMPLS.length]!);
       for (const impl of order) runs.push(await contending(impl, processes, kiciModule));
     }
   }
@@ -274,6 +302,7 @@ export default async function bench(): Promise<BenchTable[]> {
       errors: mine.reduce((sum, r) => sum + r.errors, 0),
       violations: mine.reduce((sum, r) => sum + r.violations, 0),
       reads: mine.reduce((sum, r) => sum + r.reads, 0),
+
       cpuPerPair:
         mine.reduce((sum, r) => sum + r.cpuMs, 0) /
         Math.max(
@@ -290,10 +319,10 @@ export default async function bench(): Promise<BenchTable[]> {
   };
   const rows: Array<Record<string, string>> = [];
   for (const processes of PROCESS_COUNTS) {
-    for (const impl of ['ours', 'kici'] as const) {
+    for (const impl of IMPLS) {
       const s = summary(impl, processes);
       rows.push({
-        scenario: `${processes} process${processes === 1 ? '' : 'es'}, ${impl === 'ours' ? `ours (fsync ${FSYNC ? 'on' : 'off'})` : 'kici 0.9.1 (no fsync)'}`,
+        scenario: `${processes} process${processes === 1 ? '' : 'es'}, ${LABELS[impl]}`,
         'reserve/s': fmt(s.rate),
         'range/s': `${fmt(s.low)}-${fmt(s.high)}`,
         'p50 ms': fmt(s.p50, 2),
@@ -310,6 +339,8 @@ export default async function bench(): Promise<BenchTable[]> {
   const ours8 = summary('ours', 8);
   const kici8 = summary('kici', 8);
   const ours16 = summary('ours', 16);
+  const before8 = BEFORE === undefined ? undefined : summary('before', 8);
+  const cpuBefore = before8?.cpuPerPair ?? CPU_PER_PAIR_BEFORE;
   const met = (ok: boolean) => (ok ? 'met' : 'NOT met');
 
   // Where one contended reserve of ours spends its time, per process count.
@@ -361,9 +392,10 @@ export default async function bench(): Promise<BenchTable[]> {
         `Machine: ${cpus().length} CPUs, load average ${loadBefore} before, ${loadAfter} after (other work on the machine makes figures noisy).`,
         `Target (issue 41): 8 processes, throughput >= 2.0x kici: ${fmt(ours8.rate / kici8.rate, 2)}x, ${met(ours8.rate >= 2 * kici8.rate)}.`,
         `Target (issue 41): 8 processes, p99 <= 0.3x kici: ${fmt(ours8.p99 / kici8.p99, 2)}x, ${met(ours8.p99 <= 0.3 * kici8.p99)}.`,
-        `Target (issue 41): 8 processes, CPU per pair at most half of the ${CPU_PER_PAIR_BEFORE} ms measured before it: ${fmt(ours8.cpuPerPair, 2)} ms, ${met(ours8.cpuPerPair <= CPU_PER_PAIR_BEFORE / 2)}.`,
+        `Target (issue 41): 8 processes, CPU per pair at most half of before it (${before8 === undefined ? `${CPU_PER_PAIR_BEFORE} ms, measured 2026-12-07` : `${fmt(cpuBefore, 2)} ms at ${BEFORE_COMMIT}, this run`}): ${fmt(ours8.cpuPerPair, 2)} ms (${fmt(ours8.cpuPerPair / cpuBefore, 2)}x), ${met(ours8.cpuPerPair <= cpuBefore / 2)}.`,
         `Target: 16 processes no lower than 8: ${fmt(ours16.rate)} vs ${fmt(ours8.rate)}/s, ${met(ours16.rate >= ours8.rate)}.`,
         `Target: 0 over-cap states seen by the reader: ${met(runs.every((r) => r.violations === 0))}.`,
+        `Reader: ${READER === 'watch' ? 'reads the pool file at each change of its directory (inotify) and every 50 ms' : 'reads the pool file in a loop (one core busy reading)'}.`,
       ],
     },
     ...breakdownTables,
