@@ -179,6 +179,30 @@ describe('typed I/O errors', () => {
     expect(existsSync(lock())).toBe(false);
   });
 
+  it('while its own last lock of the pool cannot be removed, a call fails at once with that errno instead of waiting for the lock', async () => {
+    const fault = { current: none };
+    // A lock timeout far longer than the test: a call that waited for the stuck
+    // lock would time the test out, or (if it came back) be LedgerBusyError.
+    const ledger = ledgers.make({ fs: faultyFs(fault), lockTimeoutMs: 60_000 });
+    ledger.registerPool('p', { maxCpu: 4 });
+    fault.current = (call, path) =>
+      call === 'rmdir' && (path === lock() || path.startsWith(`${lock()}/`)) ? 'EROFS' : undefined;
+    await expect(ledger.reserve('p', 'a', 1, 0)).resolves.toEqual({ ok: true });
+    expect(existsSync(lock())).toBe(true);
+    const error = await ledger.reserve('p', 'b', 1, 0).then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    expect(isLedgerIoError(error), String(error)).toBe(true);
+    expect(error).toMatchObject({ pool: 'p', errno: 'EROFS', mayHaveWritten: false });
+    expect(rows()).toEqual(['a']);
+    // Once the fault clears, the same ledger removes its lock and goes on.
+    fault.current = none;
+    await expect(ledger.reserve('p', 'b', 1, 0)).resolves.toEqual({ ok: true });
+    expect(existsSync(lock())).toBe(false);
+    expect(rows()).toEqual(['a', 'b']);
+  }, 20_000);
+
   it('a read-only directory is reported as read-only (EROFS), not as unsafe', async () => {
     const fault = { current: ((call) => (call === 'access' ? 'EROFS' : undefined)) as Fault };
     const ledger = ledgers.make({ fs: faultyFs(fault) });

@@ -31,19 +31,25 @@ export interface LockHandle {
   release(): Promise<void>;
 }
 
+/** Why a lock of ours could not be removed: the system error of the failed removal. */
+export interface StuckLock {
+  error: unknown;
+}
+
 /**
  * Remove our token directory and then the lock directory (identity `lockId`,
  * see {@link directoryId}).
  * `done`: both are gone, or the lock is not ours any more (taken over: the
- * directory there is not ours to remove). `stuck`: a removal failed (a
- * read-only filesystem, an I/O error) and the lock is still ours: try again later.
+ * directory there is not ours to remove). Otherwise a removal failed (a
+ * read-only filesystem, an I/O error) and the lock is still ours: try again
+ * later; the result carries the error.
  */
 export function removeLock(
   fs: LedgerFs,
   lockPath: string,
   tokenDir: string,
   lockId: string | undefined,
-): 'done' | 'stuck' {
+): 'done' | StuckLock {
   try {
     fs.rmdirSync(tokenDir);
   } catch (error) {
@@ -53,12 +59,12 @@ export function removeLock(
       // try removed the token, then failed on the lock directory).
       if (!sameDirectory(fs, lockPath, lockId)) return 'done';
     } else if (!hasErrorCode(error, 'ENOTEMPTY')) {
-      return 'stuck';
+      return { error };
     } else {
       try {
         fs.rmSync(tokenDir, { recursive: true, force: true });
-      } catch {
-        return 'stuck';
+      } catch (error) {
+        return { error };
       }
     }
   }
@@ -66,7 +72,7 @@ export function removeLock(
     fs.rmdirSync(lockPath);
   } catch (error) {
     // ENOTEMPTY: a late token arrived; its owner keeps the lock or backs off.
-    if (!hasErrorCode(error, 'ENOENT') && !hasErrorCode(error, 'ENOTEMPTY')) return 'stuck';
+    if (!hasErrorCode(error, 'ENOENT') && !hasErrorCode(error, 'ENOTEMPTY')) return { error };
   }
   return 'done';
 }
@@ -101,7 +107,12 @@ export function holdLock(
   lockPath: string,
   held: { token: string; id: string | undefined },
   staleMs: number,
-  onStuck: (lockPath: string, tokenDir: string, id: string | undefined) => void = () => {},
+  onStuck: (
+    lockPath: string,
+    tokenDir: string,
+    id: string | undefined,
+    error: unknown,
+  ) => void = () => {},
 ): LockHandle {
   const tokenDir = join(lockPath, held.token);
   const lost = (why: string, cause?: unknown) =>
@@ -180,9 +191,8 @@ export function holdLock(
       released = true;
       systemClock.clearInterval(refresher);
       refresher = undefined;
-      if (removeLock(fs, lockPath, tokenDir, held.id) === 'stuck') {
-        onStuck(lockPath, tokenDir, held.id);
-      }
+      const removed = removeLock(fs, lockPath, tokenDir, held.id);
+      if (removed !== 'done') onStuck(lockPath, tokenDir, held.id, removed.error);
     },
   };
   return handle;

@@ -113,10 +113,11 @@ export class PoolLocker {
   // Per lock path, the names its waiters wake on (made once).
   readonly #wakeNames = new Map<string, ReturnType<typeof wakeNames>>();
   // Locks of ours whose release failed (a read-only filesystem): lock path to
-  // our token directory in it. Removed again every RELEASE_RETRY_MS and before
-  // the next acquire of the pool, so that once the fault clears every process
-  // proceeds at once instead of after the stale window.
-  readonly #stuck = new Map<string, { tokenDir: string; id: string | undefined }>();
+  // our token directory in it and the error of the last try. Removed again
+  // every RELEASE_RETRY_MS and before the next acquire of the pool, so that
+  // once the fault clears every process proceeds at once instead of after the
+  // stale window.
+  readonly #stuck = new Map<string, { tokenDir: string; id: string | undefined; error: unknown }>();
   #retry: ClockTimer | undefined;
 
   constructor(fs: LedgerFs, clock: Clock = systemClock) {
@@ -139,8 +140,8 @@ export class PoolLocker {
   }
 
   // A release that could not remove the lock: retried in the background.
-  #onStuck = (lockPath: string, tokenDir: string, id: string | undefined): void => {
-    this.#stuck.set(lockPath, { tokenDir, id });
+  #onStuck = (lockPath: string, tokenDir: string, id: string | undefined, error: unknown): void => {
+    this.#stuck.set(lockPath, { tokenDir, id, error });
     if (this.#retry !== undefined) return;
     this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
     this.#retry.unref();
@@ -148,9 +149,11 @@ export class PoolLocker {
 
   // Try again to remove the stuck locks (all, or the one at `only`).
   #removeStuck(only?: string): void {
-    for (const [lockPath, { tokenDir, id }] of this.#stuck) {
+    for (const [lockPath, stuck] of this.#stuck) {
       if (only !== undefined && lockPath !== only) continue;
-      if (removeLock(this.#fs, lockPath, tokenDir, id) === 'done') this.#stuck.delete(lockPath);
+      const removed = removeLock(this.#fs, lockPath, stuck.tokenDir, stuck.id);
+      if (removed === 'done') this.#stuck.delete(lockPath);
+      else stuck.error = removed.error;
     }
     if (this.#stuck.size === 0) {
       this.#clock.clearInterval(this.#retry);
@@ -164,6 +167,9 @@ export class PoolLocker {
    *
    * @throws LedgerBusyError naming the pool and the lock's age.
    * @throws LedgerDirError when `<pool>.lock` exists and is not a directory.
+   * @throws the system error (EROFS, EIO...) that keeps this ledger's own last
+   * lock of the pool from being removed, at once: every waiter, this one too,
+   * would wait for that lock until the fault clears.
    */
   acquire(pool: string, lockPath: string, timing: LockTiming): Promise<LockHandle>;
   acquire(
@@ -178,7 +184,14 @@ export class PoolLocker {
     timing: LockTiming,
     hooks?: WaitHooks,
   ): Promise<LockHandle | undefined> {
-    if (this.#stuck.size > 0) this.#removeStuck(lockPath);
+    if (this.#stuck.size > 0) {
+      this.#removeStuck(lockPath);
+      // Our own release of this lock still fails (a read-only filesystem): the
+      // write this wait is for would fail the same way, so fail now rather
+      // than wait out the fault. Nothing is posted yet.
+      const stuck = this.#stuck.get(lockPath);
+      if (stuck !== undefined) throw stuck.error;
+    }
     const started = systemClock.now();
     const queue = new WaitQueue(this.#fs, queuePath(lockPath));
     let wake = this.#wakeNames.get(lockPath);
@@ -337,6 +350,7 @@ export class PoolLocker {
       this.#fs.rmdirSync(lockPath);
     } catch (error) {
       if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTEMPTY')) return;
+      const failure = error;
       let id: string | undefined;
       try {
         const stat = this.#fs.lstatSync(lockPath, { throwIfNoEntry: false });
@@ -345,7 +359,7 @@ export class PoolLocker {
         id = undefined;
       }
       // No token of ours inside: removeLock finds none and checks the identity.
-      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id);
+      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id, failure);
     }
   }
 
