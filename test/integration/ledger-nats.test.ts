@@ -17,6 +17,7 @@ import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
+import { stopProcess } from '../helpers/pid.js';
 import { hasSystem } from '../helpers/system.js';
 
 const GiB = 2 ** 30;
@@ -383,7 +384,8 @@ describe.runIf(ok)('NatsPoolLedger when the server goes away', () => {
       a.registerPool('p', { maxCpu: 8 });
       expect(await a.tryReserve('p', 'kept', 1, 0)).toBe(true);
       // Stopped, not gone: the connection stays open and the writes go out unanswered.
-      server.process.kill('SIGSTOP');
+      // (Waited for: a server not stopped yet has been seen granting s1 right after the signal.)
+      await stopProcess(server.process.pid!);
       const calls = ['s1', 's2', 's3', 's4'].map(async (agent) => {
         const started = performance.now();
         const error = await a.reserve('p', agent, 1, 0).then(
