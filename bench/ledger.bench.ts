@@ -66,6 +66,8 @@ interface Run {
   errors: number;
   violations: number;
   reads: number;
+  /** CPU time of the reader process (its whole life, start-up included), ms. */
+  readerCpuMs: number;
 
   /** CPU time of the contending processes (user + system), ms. */
   cpuMs: number;
@@ -130,7 +132,7 @@ async function inProcess(
 
 function startReader(file: string): {
   ready: Promise<void>;
-  stop: () => Promise<{ violationCount: number; reads: number }>;
+  stop: () => Promise<{ violationCount: number; reads: number; cpuMs: number }>;
 } {
   const script = join(import.meta.dirname, '..', 'test', 'fixtures', 'ledger-reader.ts');
   const args = READER === 'watch' ? [file, '--watch'] : [file];
@@ -155,9 +157,17 @@ function startReader(file: string): {
       const done = out
         .split('\n')
         .filter(Boolean)
-        .map((line) => JSON.parse(line) as { event: string; violationCount: number; reads: number })
+        .map(
+          (line) =>
+            JSON.parse(line) as {
+              event: string;
+              violationCount: number;
+              reads: number;
+              cpuMs: number;
+            },
+        )
         .find((event) => event.event === 'done');
-      return done ?? { violationCount: Number.NaN, reads: 0 };
+      return done ?? { violationCount: Number.NaN, reads: 0, cpuMs: Number.NaN };
     },
   };
 }
@@ -244,6 +254,7 @@ async function contending(
     cpuSysMs: results.reduce((sum, r) => sum + r.cpuSysMs, 0),
     violations: report.violationCount,
     reads: report.reads,
+    readerCpuMs: report.cpuMs,
 
     breakdown: results.flatMap((r) => r.breakdown),
     handover,
@@ -302,6 +313,7 @@ export default async function bench(): Promise<BenchTable[]> {
       errors: mine.reduce((sum, r) => sum + r.errors, 0),
       violations: mine.reduce((sum, r) => sum + r.violations, 0),
       reads: mine.reduce((sum, r) => sum + r.reads, 0),
+      readerCpu: median(mine.map((r) => r.readerCpuMs / 1000 / r.seconds)),
 
       cpuPerPair:
         mine.reduce((sum, r) => sum + r.cpuMs, 0) /
@@ -331,6 +343,7 @@ export default async function bench(): Promise<BenchTable[]> {
         'CPU ms/pair': fmt(s.cpuPerPair, 2),
         'of it system': fmt(s.sysPerPair, 2),
         'reader states': fmt(s.reads),
+        'reader CPU': `${fmt(100 * s.readerCpu)}%`,
         'over-cap': String(s.violations),
         errors: String(s.errors),
       });
