@@ -5,7 +5,9 @@
  * On NATS, side by side in the same run and alternating: the compare-and-set
  * loop anyone would write by hand on the same KV, and `NatsPoolLedger`. An
  * independent reader watches every revision of each pool key and counts the
- * ones over the cap. The servers run on loopback with temp stores, started and
+ * ones over the cap; for the loop it also counts the reservations that held
+ * (on a clustered nats-server before 2.9.21 a stored write can erase another's
+ * row, and the loop's raw rate counts those too). The servers run on loopback with temp stores, started and
  * stopped here. `BENCH_NATS_COMBINE_OFF=1` adds rows for the ledger with
  * `combine: false` (every process writes for itself, as before 0.2).
  */
@@ -141,7 +143,7 @@ async function run(
     ledger: label,
     processes,
     'reservations/s': fmt((cycles * 1000) / DURATION_MS),
-    'of them held (loop: checked against the revisions read)': held
+    'loop: of them held': held
       ? `${fmt((held.held * 1000) / DURATION_MS)} (${held.unseen} unseen)`
       : '-',
     'reserve p50 ms': fmt(percentile(latencies, 50), 2),
@@ -384,6 +386,9 @@ const NOTES = [
   'All servers and processes share this machine (loopback; the cluster pays Raft replication).',
   'The hand-written loop and the ledger run one after the other for each row pair, the order',
   'alternating; an independent reader checks every revision it sees against the cap.',
+  "Loop: of them held: the loop's cycles whose row is in every revision the reader saw from the",
+  "reserve's to the release's, and in none after (unseen: its reserve's revision was skipped).",
+  'A cycle whose row a write from the same revision erased (nats-server#4320, R3) does not count.',
   `Every process warms up (one reserve and release) before the start; all then contend for`,
   `${WARM_UP_MS} ms before a measured window of ${DURATION_MS} ms: rates, latencies, lost races, KV writes and`,
   'CPU (user + system of the processes; of the servers, from /proc) are of that window only.',
