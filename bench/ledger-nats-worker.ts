@@ -43,6 +43,8 @@ const config = JSON.parse(process.argv[2] ?? '{}') as Config;
 let conflicts = 0;
 let writes = 0;
 let forwards = 0;
+/** The hand-written loop: the revision its last successful write stored (0 when it wrote nothing). */
+let lastWritten = 0;
 
 /** The hand-written loop: a `PoolLedger`-shaped pair of reserve and release. */
 async function handWritten(): Promise<
@@ -56,6 +58,7 @@ async function handWritten(): Promise<
   async function change(
     decide: (doc: ReturnType<typeof emptyDocument>) => ReturnType<typeof emptyDocument> | undefined,
   ): Promise<boolean> {
+    lastWritten = 0;
     for (;;) {
       const entry = await kv.get(key);
       const doc =
@@ -65,8 +68,10 @@ async function handWritten(): Promise<
       const next = decide(doc);
       if (next === undefined) return false;
       try {
-        if (entry === null) await kv.create(key, serializeDocument(next));
-        else await kv.update(key, serializeDocument(next), entry.revision);
+        lastWritten =
+          entry === null
+            ? await kv.create(key, serializeDocument(next))
+            : await kv.update(key, serializeDocument(next), entry.revision);
         return true;
       } catch (error) {
         if (!isJetStreamRevisionConflict(error)) throw error;
@@ -144,6 +149,12 @@ await new Promise((resolve) => setTimeout(resolve, Math.max(0, startAt - Date.no
 const windowStart = startAt + config.warmUpMs;
 const end = windowStart + config.durationMs;
 const latencies: number[] = [];
+/**
+ * The hand-written loop's counted cycles: [cycle index, revision of the reserve, revision of
+ * the release (0: the release found no row to remove)], for the bench to check against the
+ * revisions its reader saw (on a server with nats-server#4320 a stored write can erase another).
+ */
+const held: Array<[number, number, number]> = [];
 let cycles = 0;
 let refused = 0;
 let errors = 0;
@@ -186,8 +197,10 @@ for (let i = 0; Date.now() < end; i++) {
     const granted = await ledger.tryReserve(config.pool, agent, 1, 0);
     if (counted) latencies.push(performance.now() - t0);
     if (granted) {
+      const reservedAt = lastWritten;
       await ledger.release(config.pool, agent);
       if (counted) cycles++;
+      if (counted && config.backend === 'cas') held.push([i, reservedAt, lastWritten]);
     } else if (counted) {
       refused++;
     }
@@ -201,6 +214,6 @@ await profiler?.stop();
 const cpuMs = (cpu.user + cpu.system) / 1000;
 await ledger.close();
 process.stdout.write(
-  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, errors, latencies })}\n`,
+  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, errors, latencies, held })}\n`,
 );
 process.exit(0);

@@ -5,7 +5,9 @@
  * On NATS, side by side in the same run and alternating: the compare-and-set
  * loop anyone would write by hand on the same KV, and `NatsPoolLedger`. An
  * independent reader watches every revision of each pool key and counts the
- * ones over the cap. The servers run on loopback with temp stores, started and
+ * ones over the cap; for the loop it also counts the reservations that held
+ * (on a clustered nats-server before 2.9.21 a stored write can erase another's
+ * row, and the loop's raw rate counts those too). The servers run on loopback with temp stores, started and
  * stopped here. `BENCH_NATS_COMBINE_OFF=1` adds rows for the ledger with
  * `combine: false` (every process writes for itself, as before 0.2).
  */
@@ -43,6 +45,8 @@ interface WorkerResult {
   cpuMs?: number;
   errors: number;
   latencies: number[];
+  /** The hand-written loop: [cycle index, reserve revision, release revision or 0] per counted cycle. */
+  held?: Array<[number, number, number]>;
 }
 
 function startWorker(config: Record<string, unknown>) {
@@ -86,7 +90,9 @@ async function run(
 ): Promise<Record<string, string | number>> {
   const pool = `bench-${label.replace(/\W+/g, '-')}-${processes}-${Date.now()}`;
   const reader =
-    backend.backend === 'file' ? undefined : await independentReader(backend, pool, processes);
+    backend.backend === 'file'
+      ? undefined
+      : await independentReader(backend, pool, processes, backend.backend === 'cas');
   const workers = Array.from({ length: processes }, (_, i) =>
     startWorker({
       ...backend,
@@ -113,6 +119,10 @@ async function run(
   const latencies = results.flatMap((r) => r.latencies);
   const errors = results.reduce((s, r) => s + (r.errors ?? 0), 0);
   const seen = await reader?.finish();
+  const held =
+    backend.backend === 'cas' && seen?.agentsByRevision
+      ? heldCycles(results, seen.agentsByRevision)
+      : undefined;
   if (process.env.BENCH_NATS_DEBUG === '1') {
     for (const [i, r] of results.entries()) {
       const { latencies: l, ...rest } = r;
@@ -124,6 +134,7 @@ async function run(
   const cpuMs = results.reduce((s, r) => s + (r.cpuMs ?? 0), 0);
   measuredRuns.set(`${label}/${processes}`, {
     rate: (cycles * 1000) / DURATION_MS,
+    ...(held ? { heldRate: (held.held * 1000) / DURATION_MS } : {}),
     p99: percentile(latencies, 99),
     violations: seen?.violations ?? 0,
   });
@@ -132,6 +143,9 @@ async function run(
     ledger: label,
     processes,
     'reservations/s': fmt((cycles * 1000) / DURATION_MS),
+    'loop: of them held': held
+      ? `${fmt((held.held * 1000) / DURATION_MS)} (${held.unseen} unseen)`
+      : '-',
     'reserve p50 ms': fmt(percentile(latencies, 50), 2),
     'reserve p99 ms': fmt(percentile(latencies, 99), 2),
     'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
@@ -143,7 +157,48 @@ async function run(
 }
 
 /** Figures by `<label>/<processes>`, for the target lines under the table. */
-const measuredRuns = new Map<string, { rate: number; p99: number; violations: number }>();
+const measuredRuns = new Map<
+  string,
+  { rate: number; heldRate?: number; p99: number; violations: number }
+>();
+
+/**
+ * The hand-written loop's counted cycles whose reservation really held: no revision the reader
+ * saw from the reserve's revision up to the release's lacks the agent's row, none from the
+ * release on holds it, and the release found the row. On a clustered nats-server before 2.9.21
+ * (nats-server#4320) writes from one revision can all be stored, each erasing the others'
+ * changes: such a cycle counts in the loop's raw rate but its row was gone (or came back).
+ * `unseen`: held cycles whose reserve revision the reader did not see (skipped: history 1).
+ */
+function heldCycles(
+  results: WorkerResult[],
+  agentsByRevision: Map<number, Set<string>>,
+): { held: number; unseen: number } {
+  const revisions = [...agentsByRevision.keys()].sort((a, b) => a - b);
+  let held = 0;
+  let unseen = 0;
+  results.forEach((result, w) => {
+    for (const [i, reservedAt, releasedAt] of result.held ?? []) {
+      if (reservedAt === 0 || releasedAt === 0) continue;
+      const agent = `bench-${w}-${i}`;
+      let ok = true;
+      // Revisions after the release: only the first few can hold a late copy of the row.
+      for (const revision of revisions) {
+        if (revision < reservedAt) continue;
+        const has = agentsByRevision.get(revision)!.has(agent);
+        if (revision < releasedAt ? !has : has) {
+          ok = false;
+          break;
+        }
+        if (revision > releasedAt + 64) break;
+      }
+      if (!ok) continue;
+      held++;
+      if (!agentsByRevision.has(reservedAt)) unseen++;
+    }
+  });
+  return { held, unseen };
+}
 
 /** One line per target of issue 41, from the rows of this run (only those that ran). */
 function targetNotes(): string[] {
@@ -158,6 +213,11 @@ function targetNotes(): string[] {
       notes.push(
         `${where}, 8 processes: ${fmt(x, 1)}x the hand-written loop (target >= 5x): ${met(x >= 5)}`,
       );
+      if (loop.heldRate !== undefined && loop.heldRate < loop.rate) {
+        notes.push(
+          `${where}, 8 processes: ${loop.heldRate > 0 ? `${fmt(at8.rate / loop.heldRate, 1)}x` : 'all of'} the loop's reservations that held (${fmt(loop.heldRate)} of ${fmt(loop.rate)}/s; the others were erased by a write from the same revision, nats-server#4320)`,
+        );
+      }
     }
     if (at8 && where.includes('R3')) {
       notes.push(
@@ -205,16 +265,25 @@ async function measureServers(from: number): Promise<number> {
 }
 
 /** Watch every revision of the pool key from a separate connection, checking it against the cap. */
-async function independentReader(backend: Record<string, unknown>, pool: string, maxCpu: number) {
+async function independentReader(
+  backend: Record<string, unknown>,
+  pool: string,
+  maxCpu: number,
+  keepAgents: boolean,
+) {
   const nc = await connect({ servers: backend.servers as string[] });
   const kv = await new Kvm(nc).open('scaler-pools');
-  const report = await watchRevisions(kv, pool, { maxCpu });
+  const report = await watchRevisions(kv, pool, { maxCpu }, { keepAgents });
   return {
     async finish() {
       await new Promise((r) => setTimeout(r, 300));
       report.stop();
       await nc.close();
-      return { violations: report.violations.length, revisions: report.revisions.length };
+      return {
+        violations: report.violations.length,
+        revisions: report.revisions.length,
+        agentsByRevision: report.agentsByRevision,
+      };
     },
   };
 }
@@ -317,6 +386,9 @@ const NOTES = [
   'All servers and processes share this machine (loopback; the cluster pays Raft replication).',
   'The hand-written loop and the ledger run one after the other for each row pair, the order',
   'alternating; an independent reader checks every revision it sees against the cap.',
+  "Loop: of them held: the loop's cycles whose row is in every revision the reader saw from the",
+  "reserve's to the release's, and in none after (unseen: its reserve's revision was skipped).",
+  'A cycle whose row a write from the same revision erased (nats-server#4320, R3) does not count.',
   `Every process warms up (one reserve and release) before the start; all then contend for`,
   `${WARM_UP_MS} ms before a measured window of ${DURATION_MS} ms: rates, latencies, lost races, KV writes and`,
   'CPU (user + system of the processes; of the servers, from /proc) are of that window only.',

@@ -30,6 +30,8 @@ export interface RevisionReport {
   /** Every agent id seen in a row of some revision. */
   agents: Set<string>;
   last: { revision: number; rows: number } | undefined;
+  /** The agents of each revision read, when the watch was asked to keep them (`keepAgents`). */
+  agentsByRevision?: Map<number, Set<string>>;
   stop(): void;
 }
 
@@ -39,7 +41,12 @@ export interface RevisionReport {
  * parse, is a violation. When the watch stalls while the key moves on (its
  * consumer lived on a server that was killed), it resumes from the next revision.
  */
-export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
+export async function watchRevisions(
+  kv: KV,
+  pool: string,
+  cap: ResourceCap,
+  options: { keepAgents?: boolean } = {},
+) {
   const key = `pool.${pool}`;
   let stopped = false;
   let current: { stop(): void } | undefined;
@@ -51,6 +58,7 @@ export async function watchRevisions(kv: KV, pool: string, cap: ResourceCap) {
     maxRows: 0,
     agents: new Set(),
     last: undefined,
+    ...(options.keepAgents ? { agentsByRevision: new Map<number, Set<string>>() } : {}),
     stop: () => {
       stopped = true;
       clearInterval(stallCheck);
@@ -117,7 +125,7 @@ export function revisionChecker(
   pool: string,
   cap: ResourceCap,
   report: Pick<RevisionReport, 'revisions' | 'violations' | 'maxRows' | 'last'> &
-    Partial<Pick<RevisionReport, 'agents'>>,
+    Partial<Pick<RevisionReport, 'agents' | 'agentsByRevision'>>,
 ): (entry: KvEntry) => void {
   const seen = new Set<number>();
   // Agent ids are used once: a row that left the pool and comes back is a call applied twice or late.
@@ -149,6 +157,7 @@ export function revisionChecker(
       }
       for (const agent of previous) if (!now.has(agent)) gone.add(agent);
       previous = now;
+      report.agentsByRevision?.set(entry.revision, now);
       report.last = { revision: entry.revision, rows: doc.reservations.length };
     } catch (error) {
       report.violations.push(`revision ${entry.revision}: ${(error as Error).message}`);

@@ -212,6 +212,55 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
     expect(end.reservations).toEqual([]);
   });
 
+  it('sends the answers of a batch in one socket write with its next KV write', async () => {
+    // The combiner's own connection: every frame it sends is recorded as one socket write.
+    const own = await connect({ servers: server.url });
+    const chunks: string[] = [];
+    const transport = (own as unknown as { protocol: { transport: { send(f: Uint8Array): void } } })
+      .protocol.transport;
+    const send = transport.send.bind(transport);
+    transport.send = (frame: Uint8Array) => {
+      chunks.push(new TextDecoder().decode(frame));
+      send(frame);
+    };
+    const pool = 'one-write';
+    const a = await NatsPoolLedger.connect({ nc: own, instanceId: 'ow-a' });
+    const others = await Promise.all(
+      ['ow-b', 'ow-c', 'ow-d'].map((instanceId) =>
+        NatsPoolLedger.connect({ servers: server.url, instanceId }),
+      ),
+    );
+    try {
+      for (const l of [a, ...others]) l.registerPool(pool, { maxCpu: 4 });
+      expect(await a.tryReserve(pool, 'ow-a-first', 1, 0)).toBe(true);
+      await a.release(pool, 'ow-a-first');
+      const before = chunks.length;
+      // Every instance reserves and releases in a loop: while the combiner's write is
+      // in flight, calls wait for the next one, and the answers of one batch meet the next write.
+      await Promise.all(
+        [a, ...others].map(async (l, n) => {
+          for (let i = 0; i < 40; i++) {
+            expect(await l.tryReserve(pool, `ow-${n}-${i}`, 1, 0)).toBe(true);
+            expect(await l.release(pool, `ow-${n}-${i}`)).toBe(true);
+          }
+        }),
+      );
+      const sent = chunks.slice(before);
+      const writes = sent.filter((c) => c.includes(`PUB $KV.scaler-pools.pool.${pool} `));
+      const answers = sent.filter((c) => /(^|\r\n)PUB _INBOX\./.test(c));
+      expect(writes.length).toBeGreaterThan(0);
+      expect(answers.length).toBeGreaterThan(0);
+      // Before: the answers left in a socket write of their own, before the next KV write.
+      expect(
+        answers.filter((c) => c.includes(`PUB $KV.scaler-pools.pool.${pool} `)).length,
+      ).toBeGreaterThan(0);
+      expect((await a.inspect(pool)).live).toEqual([]);
+    } finally {
+      await Promise.all([a, ...others].map((l) => l.close()));
+      await own.close();
+    }
+  });
+
   it('refuses requests it must not apply: not combining, another cap, malformed, after its lease ended', async () => {
     const pool = 'refusals';
     const a = await NatsPoolLedger.connect({ nc, instanceId: 'a', leaseMs: 1000 });

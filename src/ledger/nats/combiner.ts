@@ -21,7 +21,7 @@
 import { randomUUID } from 'node:crypto';
 import type { KV } from '@nats-io/kv';
 import type { Msg, NatsConnection, Subscription } from '@nats-io/transport-node';
-import { monotonicNow, sleep } from '../../clock.js';
+import { monotonicNow, nextTurn, sleep } from '../../clock.js';
 import { LedgerUnavailableError, ScalerError } from '../../errors/index.js';
 import { isNatsTimeout, isNoResponders } from '../../internal/nats-errors.js';
 import type { ResourceCap } from '../../resources/types.js';
@@ -122,6 +122,9 @@ export class Combiner {
   private readonly pending = new Map<string, CombinerRecord>();
   private epoch = 0;
   private sub: Subscription | undefined;
+  /** Answers to forwarded calls not yet sent (see {@link Combiner.sendReplies}). */
+  private readonly replies: Array<{ msg: Msg; reply: CombineReply }> = [];
+  private repliesDue = false;
 
   constructor(private readonly host: CombinerHost) {
     this.subject = `${combineSubjectPrefix(host.bucket)}${randomUUID()}`;
@@ -260,8 +263,39 @@ export class Combiner {
     }
   }
 
+  /**
+   * Send the answers of forwarded calls decided so far. Answers wait for this
+   * until the microtasks of their batch have run: the pool store calls it right
+   * before its next compare-and-set write, so that they leave in one socket
+   * write with it (nats.js writes what is queued once the microtasks have
+   * run), and the next turn of the event loop sends whatever is left. An
+   * answer is never held for I/O: a write that must first read or wait lets
+   * the event loop turn.
+   */
+  sendReplies(): void {
+    for (const { msg, reply } of this.replies.splice(0)) {
+      try {
+        msg.respond(encodeReply(reply));
+      } catch {
+        // The connection is gone: the sender sees a timeout or no responders.
+      }
+    }
+  }
+
+  // Queue an answer to a forwarded call (see `sendReplies`).
+  private reply(msg: Msg, reply: CombineReply): void {
+    this.replies.push({ msg, reply });
+    if (this.repliesDue) return;
+    this.repliesDue = true;
+    void nextTurn().then(() => {
+      this.repliesDue = false;
+      this.sendReplies();
+    });
+  }
+
   /** Step down from every pool (their combiner keys are ended) and stop listening. */
   async close(): Promise<void> {
+    this.sendReplies();
     await Promise.allSettled(
       [...this.combiners.entries()]
         .filter(([pool]) => this.combines(pool))
@@ -472,7 +506,7 @@ export class Combiner {
           !(s.reason instanceof ScalerError && s.reason.code === 'ERR_DUPLICATE_RESERVATION'),
       );
       if (failed) {
-        respond({
+        this.reply(msg, {
           kind: 'direct',
           maybeApplied: ops.map((op) => 'maybeApplied' in op && op.maybeApplied === true),
           reason: String((failed as PromiseRejectedResult).reason?.message ?? 'failed').slice(
@@ -482,7 +516,7 @@ export class Combiner {
         });
         return;
       }
-      respond({
+      this.reply(msg, {
         kind: 'answers',
         answers: settled.map((s) =>
           s.status === 'fulfilled'

@@ -570,6 +570,8 @@ export class PoolStore {
           throw new Error("a forwarded call's sender lease is no longer known fresh");
         }
         for (const op of applied) if (local(op)) this.#sent.add(op);
+        // The answers of the last batch leave in the same socket write as this one.
+        this.#combiner?.sendReplies();
         let revision: number;
         try {
           // A deleted or purged key still has a revision to compare against.
