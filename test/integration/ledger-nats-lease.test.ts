@@ -167,6 +167,14 @@ describe.runIf(ok)('NatsPoolLedger leases', () => {
       JSON.stringify({ ended: 'fenced', by: 'test' }),
       entry.revision,
     );
+    // The combiner learns of the fence from its watch on the heartbeat keys,
+    // which may deliver it after a request sent right away (a real fence
+    // follows an expiry, which the combiner judges without the watch). Wait
+    // until it knows: its reap removes b-1, a row under the ended lease.
+    await until('the combiner to judge the fenced lease ended', async () => {
+      await a.reapStale(pool);
+      return !(await rows(pool)).includes('b-1');
+    });
     expect(await ask([{ kind: 'reserve', row: row('b-2', fenced) }])).toMatchObject({
       kind: 'direct',
       reason: expect.stringMatching(/sender's lease has ended/),
