@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from 'node:fs';
+import { parseProcStat } from '../../src/internal/proc-stat.js';
 
 /** Is a process with this pid alive (signal 0 reaches it)? No test framework: fixtures use it too. */
 export function pidAlive(pid: number): boolean {
@@ -23,9 +24,7 @@ export async function stopProcess(pid: number, timeoutMs = 10_000): Promise<void
   for (;;) {
     const states = readdirSync(`/proc/${pid}/task`).map((tid) => {
       try {
-        // The state follows the command name, which may hold spaces and parentheses.
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+        return parseProcStat(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'))?.state ?? '?';
       } catch {
         return 'gone';
       }

@@ -108,16 +108,22 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
     );
   }
 
-  it('a combiner SIGKILLed mid-run: the others go on, nothing over the cap, applied twice or lost', async () => {
-    const pool = 'killed-combiner';
+  // 5 churners on `pool` under leases of `leaseMs`, watched; once they churn,
+  // the one that combines the pool is SIGKILLed.
+  async function killTheCombiner(pool: string, leaseMs: number) {
     const watcher = await watchRevisions(kv, pool, { maxCpu: 3 });
-    const workers = churners(pool, 5, 1500);
+    const workers = churners(pool, 5, leaseMs);
     await Promise.all(workers.map((w) => w.waitFor('ready')));
     await churned(kv, pool, 30);
     const victim = await combinerOf(kv, pool, workers);
     victim.child.kill('SIGKILL');
     await victim.exited;
-    const survivors = workers.filter((w) => w !== victim);
+    return { watcher, survivors: workers.filter((w) => w !== victim) };
+  }
+
+  it('a combiner SIGKILLed mid-run: the others go on, nothing over the cap, applied twice or lost', async () => {
+    const pool = 'killed-combiner';
+    const { watcher, survivors } = await killTheCombiner(pool, 1500);
     // The run goes on, under a new combiner.
     await churned(kv, pool, 30);
     expect(await combinerOf(kv, pool, survivors)).toBeDefined();
@@ -146,15 +152,8 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
 
   it('a combiner SIGKILLed with a long lease: a survivor claims the pool at once, not after the lease', async () => {
     const pool = 'killed-combiner-long-lease';
-    const watcher = await watchRevisions(kv, pool, { maxCpu: 3 });
     // The victim's lease runs 120 s: the pool must get a new combiner long before.
-    const workers = churners(pool, 5, 120_000);
-    await Promise.all(workers.map((w) => w.waitFor('ready')));
-    await churned(kv, pool, 30);
-    const victim = await combinerOf(kv, pool, workers);
-    victim.child.kill('SIGKILL');
-    await victim.exited;
-    const survivors = workers.filter((w) => w !== victim);
+    const { watcher, survivors } = await killTheCombiner(pool, 120_000);
     // `combinerOf` waits up to 20 s for the key to name a survivor.
     expect(await combinerOf(kv, pool, survivors)).toBeDefined();
     await churned(kv, pool, 30);

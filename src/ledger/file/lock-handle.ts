@@ -36,6 +36,14 @@ export interface StuckLock {
   error: unknown;
 }
 
+/** Told when a release could not remove the lock at `lockPath` (see {@link removeLock}). */
+export type OnStuck = (
+  lockPath: string,
+  tokenDir: string,
+  id: string | undefined,
+  error: unknown,
+) => void;
+
 /**
  * Remove our token directory and then the lock directory (identity `lockId`,
  * see {@link directoryId}).
@@ -107,12 +115,7 @@ export function holdLock(
   lockPath: string,
   held: { token: string; id: string | undefined },
   staleMs: number,
-  onStuck: (
-    lockPath: string,
-    tokenDir: string,
-    id: string | undefined,
-    error: unknown,
-  ) => void = () => {},
+  onStuck: OnStuck = () => {},
 ): LockHandle {
   const tokenDir = join(lockPath, held.token);
   const lost = (why: string, cause?: unknown) =>

@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { type Clock, type ClockTimer, systemClock } from '../../clock.js';
 import { LedgerBusyError, LedgerDirError } from '../../errors/index.js';
 import { hasErrorCode, type LedgerFs } from '../fs.js';
-import { directoryId, holdLock, type LockHandle, removeLock } from './lock-handle.js';
+import { directoryId, holdLock, type LockHandle, type OnStuck, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
@@ -140,7 +140,7 @@ export class PoolLocker {
   }
 
   // A release that could not remove the lock: retried in the background.
-  #onStuck = (lockPath: string, tokenDir: string, id: string | undefined, error: unknown): void => {
+  #onStuck: OnStuck = (lockPath, tokenDir, id, error) => {
     this.#stuck.set(lockPath, { tokenDir, id, error });
     if (this.#retry !== undefined) return;
     this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
@@ -350,7 +350,6 @@ export class PoolLocker {
       this.#fs.rmdirSync(lockPath);
     } catch (error) {
       if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTEMPTY')) return;
-      const failure = error;
       let id: string | undefined;
       try {
         const stat = this.#fs.lstatSync(lockPath, { throwIfNoEntry: false });
@@ -359,7 +358,7 @@ export class PoolLocker {
         id = undefined;
       }
       // No token of ours inside: removeLock finds none and checks the identity.
-      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id, failure);
+      if (id !== undefined) this.#onStuck(lockPath, join(lockPath, '.no-token'), id, error);
     }
   }
 

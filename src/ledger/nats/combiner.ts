@@ -109,6 +109,15 @@ interface Led {
 }
 
 /** The cross-process combiner of one ledger instance. */
+// Answer a forwarded request.
+function send(msg: Msg, reply: CombineReply): void {
+  try {
+    msg.respond(encodeReply(reply));
+  } catch {
+    // The connection is gone: the sender sees a timeout or no responders.
+  }
+}
+
 export class Combiner {
   /** The subject this instance listens on while it combines pools. */
   readonly subject: string;
@@ -273,13 +282,7 @@ export class Combiner {
    * the event loop turn.
    */
   sendReplies(): void {
-    for (const { msg, reply } of this.replies.splice(0)) {
-      try {
-        msg.respond(encodeReply(reply));
-      } catch {
-        // The connection is gone: the sender sees a timeout or no responders.
-      }
-    }
+    for (const { msg, reply } of this.replies.splice(0)) send(msg, reply);
   }
 
   // Queue an answer to a forwarded call (see `sendReplies`).
@@ -463,13 +466,7 @@ export class Combiner {
     // A sender waits at most one request timeout for the answer, then sends its
     // calls again (to this combiner): no attempt starts for them a while after that.
     const deadline = monotonicNow() + FORWARDED_WAIT_MS;
-    const respond = (reply: CombineReply) => {
-      try {
-        msg.respond(encodeReply(reply));
-      } catch {
-        // The connection is gone: the sender sees a timeout or no responders.
-      }
-    };
+    const respond = (reply: CombineReply) => send(msg, reply);
     let request: ReturnType<typeof decodeRequest>;
     try {
       request = decodeRequest(msg.data);
