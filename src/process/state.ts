@@ -9,6 +9,7 @@
 import * as fs from 'node:fs';
 import { join, resolve } from 'node:path';
 import { BackendError } from '../errors/index.js';
+import { effectiveUid } from '../internal/uid.js';
 
 /** What the backend records about one agent it started. */
 export interface AgentRecord {
@@ -32,10 +33,6 @@ export function isSafeAgentId(id: unknown): id is string {
   return typeof id === 'string' && AGENT_ID.test(id) && !id.includes('..');
 }
 
-function uid(): number | undefined {
-  return typeof process.geteuid === 'function' ? process.geteuid() : undefined;
-}
-
 function refuse(path: string, why: string, cause?: unknown): never {
   throw new BackendError('', `Refusing the process backend's state directory ${path}: ${why}`, {
     cause,
@@ -55,7 +52,7 @@ export function ensureStateDir(dir: string): string {
   const stat = fs.lstatSync(path);
   if (stat.isSymbolicLink()) refuse(path, 'it is a symbolic link. Give the real directory.');
   if (!stat.isDirectory()) refuse(path, 'it is not a directory.');
-  const me = uid();
+  const me = effectiveUid();
   if (me !== undefined && stat.uid !== me) {
     refuse(path, `it is owned by uid ${stat.uid}, not by this user (uid ${me}).`);
   }
@@ -97,7 +94,7 @@ export function readRecord(dir: string, agentId: string): AgentRecord | undefine
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile() || stat.size > MAX_RECORD_BYTES) return undefined;
-    const me = uid();
+    const me = effectiveUid();
     if (me !== undefined && stat.uid !== me) return undefined;
     return parseRecord(fs.readFileSync(fd, 'utf8'), agentId);
   } catch {

@@ -14,9 +14,10 @@
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { LedgerDirError } from '../../errors/index.js';
+import { effectiveUid } from '../../internal/uid.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from '../fs.js';
 import { ledgerIoError, systemErrorCode } from './io-error.js';
-import { describeKind, processUid } from './safe-fs.js';
+import { describeKind } from './safe-fs.js';
 
 /**
  * The ledger directory when nothing else is configured: the library's own state
@@ -171,7 +172,7 @@ async function checkWritable(fs: LedgerFs, dir: string): Promise<void> {
  * @throws LedgerDirError naming the offending directory, its mode or owner, and the fix.
  */
 export async function checkLedgerDir(fs: LedgerFs, dir: string): Promise<void> {
-  const uid = processUid();
+  const uid = effectiveUid();
   const absolute = resolve(dir);
   const stat = await lstatOrThrow(fs, dir, dir);
   if (stat.isSymbolicLink()) {

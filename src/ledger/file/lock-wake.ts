@@ -21,6 +21,7 @@
  * ever waited there, although most of them now wait on their combining inbox.
  */
 import { type ClockTimer, systemClock } from '../../clock.js';
+import { timerMs } from '../../internal/timer-ms.js';
 import type { LedgerFs } from '../fs.js';
 
 interface Sleeper {
@@ -107,9 +108,7 @@ export class LockWaker {
    * Resolves `true` when woken by a change, `false` on the timer.
    */
   sleep(dir: string, names: ReadonlySet<string>, ms: number): Promise<boolean> {
-    // Whole milliseconds: Node keeps one list per distinct duration, and a
-    // jittered fraction would make (and drop) a new one for every sleep.
-    ms = Math.max(1, Math.round(ms));
+    ms = timerMs(ms);
     const watch = this.#watch(dir);
     if (watch === undefined) return timer(ms);
     return new Promise((resolve) => {

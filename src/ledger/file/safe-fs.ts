@@ -12,6 +12,7 @@
 
 import { LedgerFileError } from '../../errors/index.js';
 import { LedgerFileProblem } from '../../errors/ledger-fs.js';
+import { effectiveUid } from '../../internal/uid.js';
 import { hasErrorCode, type LedgerFs, type LedgerStats as Stats } from '../fs.js';
 
 /**
@@ -41,12 +42,6 @@ export function describeKind(stat: Stats): string {
   return stat.isFile() ? 'a regular file' : 'not a regular file';
 }
 
-/** This process's effective uid, or `undefined` where there is none (Windows). */
-export function processUid(): number | undefined {
-  if (typeof process.geteuid === 'function') return process.geteuid();
-  return typeof process.getuid === 'function' ? process.getuid() : undefined;
-}
-
 /**
  * Check the status of a file about to be used (from `fstat` on its descriptor,
  * or `lstat` on its path): a regular file, owned by this user or root, not
@@ -71,7 +66,7 @@ export function checkFileStat(stat: Stats, path: string, pool: string, maxBytes?
       `Refusing ${path}: it is ${describeKind(stat)}, not a regular file. Remove it; the ledger recreates its files.`,
     );
   }
-  const uid = processUid();
+  const uid = effectiveUid();
   if (uid !== undefined && stat.uid !== uid && stat.uid !== 0) {
     throw new LedgerFileError(
       pool,

@@ -41,6 +41,7 @@
  */
 import { join } from 'node:path';
 import { monotonicEpochNow, systemClock } from '../../../clock.js';
+import { effectiveUid } from '../../../internal/uid.js';
 import { assertCap } from '../../document/cap.js';
 import type { DocumentSource } from '../../document/codec.js';
 import { hasErrorCode, type LedgerFs } from '../../fs.js';
@@ -79,7 +80,7 @@ export function safeCombineDir(fs: LedgerFs, path: string): boolean {
     // Missing (nobody ever waited on this pool) is the common case: no error thrown for it.
     const stat = fs.lstatSync(path, { throwIfNoEntry: false });
     if (stat === undefined) return false;
-    const uid = typeof process.geteuid === 'function' ? process.geteuid() : undefined;
+    const uid = effectiveUid();
     return (
       stat.isDirectory() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0
     );

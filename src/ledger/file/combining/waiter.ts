@@ -8,6 +8,7 @@
  */
 import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
+import { timerMs } from '../../../internal/timer-ms.js';
 import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
 import { type CombineRequest, decodeReplyText, encodeRequest, isObject } from '../../wire.js';
@@ -119,9 +120,7 @@ export class Inbox {
       };
       this.wake = done;
       this.awaited = awaited;
-      // Whole milliseconds: Node keeps one list per distinct duration, and a
-      // jittered fraction would make (and drop) a new one for every wait.
-      timer = systemClock.setTimeout(done, Math.max(0, Math.round(ms)));
+      timer = systemClock.setTimeout(done, timerMs(ms));
     });
   }
 
