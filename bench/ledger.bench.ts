@@ -21,6 +21,8 @@
  * figures before 2026-12-07 16:00 UTC in bench/RESULTS.md were taken so).
  * `LEDGER_BENCH_BEFORE=<checkout>` adds a third side: the MachineLedger of
  * another checkout (an earlier commit) in the same worker, interleaved.
+ * `LEDGER_BENCH_DIR=<dir>` puts the ledger directories there instead of the
+ * system temp dir: the filesystem decides much of the cost (the notes name it).
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -41,6 +43,7 @@ const PROCESS_COUNTS = (process.env.LEDGER_BENCH_PROCESSES ?? '1,8,16').split(',
 const IN_PROCESS = process.env.LEDGER_BENCH_IN_PROCESS !== '0';
 const READER = process.env.LEDGER_BENCH_READER === 'spin' ? 'spin' : 'watch';
 const BEFORE = process.env.LEDGER_BENCH_BEFORE;
+const BASE_DIR = process.env.LEDGER_BENCH_DIR ?? tmpdir();
 const BEFORE_MODULE =
   BEFORE === undefined ? undefined : join(BEFORE, 'src', 'ledger', 'file', 'machine-ledger.ts');
 const BEFORE_COMMIT =
@@ -86,6 +89,17 @@ interface InProcessRun {
 }
 
 const median = (values: number[]) => percentile(values, 50);
+// The filesystem under `dir` and its mount options (findmnt), or why it is not known.
+function filesystemOf(dir: string): string {
+  try {
+    return execFileSync('findmnt', ['-n', '-o', 'FSTYPE,OPTIONS', '-T', dir], {
+      encoding: 'utf8',
+    }).trim();
+  } catch {
+    return 'filesystem not known (no findmnt)';
+  }
+}
+
 const loadavg = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 
 // `callers` concurrent loops of reserve+release in this process (1: sequential).
@@ -98,7 +112,7 @@ async function inProcess(
   scenario: string,
   extended?: Record<string, number>,
 ): Promise<InProcessRun> {
-  const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
+  const dir = mkdtempSync(join(BASE_DIR, 'ledger-bench-'));
   const ledger = new MachineLedger({ instanceId: 'bench', dir, fsync });
   ledger.registerPool(
     'p',
@@ -178,7 +192,7 @@ async function contending(
   kiciModule: string,
   trace = false,
 ): Promise<Run> {
-  const dir = mkdtempSync(join(tmpdir(), 'ledger-bench-'));
+  const dir = mkdtempSync(join(BASE_DIR, 'ledger-bench-'));
   const script = join(import.meta.dirname, 'ledger-worker.ts');
   const children: ChildProcess[] = [];
   const outputs: Array<Promise<string>> = [];
@@ -403,6 +417,7 @@ export default async function bench(): Promise<BenchTable[]> {
       rows,
       notes: [
         `Machine: ${cpus().length} CPUs, load average ${loadBefore} before, ${loadAfter} after (other work on the machine makes figures noisy).`,
+        `Ledger directories under ${BASE_DIR}: ${filesystemOf(BASE_DIR)}.`,
         `Target (issue 41): 8 processes, throughput >= 2.0x kici: ${fmt(ours8.rate / kici8.rate, 2)}x, ${met(ours8.rate >= 2 * kici8.rate)}.`,
         `Target (issue 41): 8 processes, p99 <= 0.3x kici: ${fmt(ours8.p99 / kici8.p99, 2)}x, ${met(ours8.p99 <= 0.3 * kici8.p99)}.`,
         `Target (issue 41): 8 processes, CPU per pair at most half of before it (${before8 === undefined ? `${CPU_PER_PAIR_BEFORE} ms, measured 2026-12-07` : `${fmt(cpuBefore, 2)} ms at ${BEFORE_COMMIT}, this run`}): ${fmt(ours8.cpuPerPair, 2)} ms (${fmt(ours8.cpuPerPair / cpuBefore, 2)}x), ${met(ours8.cpuPerPair <= cpuBefore / 2)}.`,

@@ -22,7 +22,7 @@ export function hasErrorCode(error: unknown, code: string): boolean {
 }
 
 /**
- * Write all of `data` to `fd` at its current offset, or throw: `write` may
+ * Write all of `data` to `fd` at its current offset (or at `position`), or throw: `write` may
  * write fewer bytes than asked (a filesystem that fills up mid-write writes
  * what fits and says so only in the count; the next write then fails with
  * `ENOSPC`), so it is called again for the rest until every byte is written.
@@ -35,11 +35,18 @@ export function writeAll(
   fs: Pick<LedgerFs, 'writeSync'>,
   fd: number,
   data: string | Uint8Array,
+  position?: number,
 ): void {
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   let offset = 0;
   while (offset < bytes.length) {
-    const written = fs.writeSync(fd, bytes, offset, bytes.length - offset, null);
+    const written = fs.writeSync(
+      fd,
+      bytes,
+      offset,
+      bytes.length - offset,
+      position === undefined ? null : position + offset,
+    );
     if (!Number.isInteger(written) || written <= 0 || written > bytes.length - offset) {
       throw Object.assign(
         new Error(

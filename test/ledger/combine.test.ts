@@ -6,7 +6,15 @@
  */
 
 import * as nodeFs from 'node:fs';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -80,6 +88,86 @@ describe('combining channel', () => {
     expect(claimPending(nodeFs, combine, 'p', 1 << 20, 10_000)).toEqual([]);
     a.inbox.close();
     b.inbox.close();
+  });
+
+  it('requests are hard links to one request file per instance, rewritten only while no request links it', () => {
+    const inbox = Inbox.open(nodeFs, combine, 'lease-r')!;
+    const postAs = (stamp: number, agentId: string) =>
+      PostedRequest.post(
+        nodeFs,
+        combine,
+        inbox,
+        { stamp, instanceId: 'i-r', leaseId: 'lease-r', fsync: true, held: [], registered: true },
+        { pool: 'p', cap: { maxCpu: 2 }, ops: [reserve(agentId, 'lease-r')] },
+        1 << 20,
+      )!;
+    const file = join(combine, 'lease-r.post');
+    const first = postAs(1000, 'first-agent-with-a-long-name');
+    const firstReq = join(combine, `${first.id}.req`);
+    expect(statSync(firstReq).ino).toBe(statSync(file).ino);
+    expect(statSync(file).nlink).toBe(2);
+    // Claimed by a holder: the next request reuses the file, with only its own text.
+    expect(claimPending(nodeFs, combine, 'p', 1 << 20, 10_000)).toHaveLength(1);
+    const second = postAs(2000, 'b');
+    const secondReq = join(combine, `${second.id}.req`);
+    expect(statSync(secondReq).ino).toBe(statSync(file).ino);
+    expect(readFileSync(secondReq, 'utf8')).not.toContain('first-agent');
+    // Still posted (nobody claimed it): the next request gets a new file, the posted one keeps its text.
+    const text = readFileSync(secondReq, 'utf8');
+    const third = postAs(3000, 'c');
+    const thirdReq = join(combine, `${third.id}.req`);
+    expect(statSync(thirdReq).ino).not.toBe(statSync(secondReq).ino);
+    expect(readFileSync(secondReq, 'utf8')).toBe(text);
+    expect(
+      claimPending(nodeFs, combine, 'p', 1 << 20, 10_000).map((c) =>
+        c.request?.ops.map((op) => (op.kind === 'reserve' ? op.row.agentId : '')),
+      ),
+    ).toEqual([['b'], ['c']]);
+    inbox.close();
+    expect(readdirSync(combine)).toEqual([]);
+  });
+
+  it('a holder that read a request its waiter then withdrew and posted again claims neither', () => {
+    const a = post('lease-w', 1000, [reserve('old', 'lease-w')]);
+    let next: PostedRequest | undefined;
+    // After the holder opened the request and before it reads it, the waiter
+    // withdraws it and posts its next batch: the holder reads the next batch's
+    // text through the old name, and its claim (the unlink of that name) fails.
+    const racing = new Proxy(nodeFs, {
+      get(target, key) {
+        if (key !== 'readSync') return Reflect.get(target, key);
+        return (...args: Parameters<typeof nodeFs.readSync>) => {
+          if (next === undefined) {
+            expect(a.request.withdraw()).toBe('withdrawn');
+            next = PostedRequest.post(
+              nodeFs,
+              combine,
+              a.inbox,
+              {
+                stamp: 2000,
+                instanceId: 'i-lease-w',
+                leaseId: 'lease-w',
+                fsync: true,
+                held: [],
+                registered: true,
+              },
+              { pool: 'p', cap: { maxCpu: 2 }, ops: [reserve('new', 'lease-w')] },
+              1 << 20,
+            );
+          }
+          return target.readSync(...args);
+        };
+      },
+    });
+    expect(claimPending(racing, combine, 'p', 1 << 20, 10_000)).toEqual([]);
+    // The new request is still posted, whole, for the next holder.
+    expect(next).toBeDefined();
+    const claimed = claimPending(nodeFs, combine, 'p', 1 << 20, 10_000);
+    expect(claimed.map((c) => c.id)).toEqual([next!.id]);
+    expect(
+      claimed[0]!.request?.ops.map((op) => (op.kind === 'reserve' ? op.row.agentId : '')),
+    ).toEqual(['new']);
+    a.inbox.close();
   });
 
   it('the plan applies parts in start order, the holder among them, and splits answers back', () => {
@@ -291,9 +379,11 @@ describe('combining channel', () => {
     inbox.close();
   });
 
-  it('a sweep removes stale answers and the inboxes of closed instances, never a posted request', () => {
+  it('a sweep removes stale answers and the inboxes and request files of closed instances, never a posted request', () => {
     const live = post('lease-live', 1000, [reserve('l', 'lease-live')]);
     const gone = Inbox.open(nodeFs, combine, 'lease-gone')!;
+    // A closed instance's request file, still linked by a request it posted.
+    const orphan = post('lease-orphan', 2000, [reserve('o', 'lease-orphan')]);
     writeFileSync(join(dir, 'lease-live.lease'), '');
     writeFileSync(join(live.inbox.path, 'old.ans'), 'x\n');
     writeFileSync(join(gone.path, 'old.ans'), 'x\n');
@@ -304,15 +394,25 @@ describe('combining channel', () => {
       join(gone.path, 'old.ans'),
       join(combine, '1.x.pre'),
       join(combine, `${live.request.id}.req`),
+      join(combine, `${orphan.request.id}.req`),
     ])
       nodeFs.utimesSync(path, past, past);
     writeFileSync(join(live.inbox.path, 'new.ans'), 'x\n');
     nodeFs.utimesSync(gone.path, past, past);
+    nodeFs.utimesSync(orphan.inbox.path, past, past);
     sweepCombineLeftovers(nodeFs, combine, dir, 10_000);
-    expect(readdirSync(combine).sort()).toEqual([`${live.request.id}.req`, 'lease-live']);
+    // The live instance keeps its request file; the closed one's goes, its posted request stays whole.
+    expect(readdirSync(combine).sort()).toEqual([
+      `${live.request.id}.req`,
+      `${orphan.request.id}.req`,
+      'lease-live',
+      'lease-live.post',
+    ]);
+    expect(readFileSync(join(combine, `${orphan.request.id}.req`), 'utf8')).toContain('"o"');
     expect(readdirSync(live.inbox.path)).toEqual(['new.ans']);
     live.inbox.close();
     gone.close();
+    orphan.inbox.close();
   });
 
   it('an inbox closed with answers left in it is removed with them', () => {

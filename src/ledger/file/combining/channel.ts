@@ -4,10 +4,11 @@
  * so one read-modify-write and one fsync serve every waiter.
  *
  * The channel is the directory `<dir>/.<pool>.combine/` (mode 0700, ours):
- * 1. A waiter that found the lock taken posts its batch as `<id>.req` (written
- *    to `<id>.tmp` with `O_EXCL | O_NOFOLLOW`, then renamed, so a reader never
- *    sees half a request). `<id>` starts with the batch's start time in
- *    microseconds, zero-padded: names sort in arrival order.
+ * 1. A waiter that found the lock taken posts its batch as `<id>.req`: written
+ *    into its instance's request file `<leaseId>.post`, which is then
+ *    hard-linked under that name (a reader never sees half a request, and no
+ *    file is created per call; see `Inbox.post`). `<id>` starts with the
+ *    batch's start time in microseconds, zero-padded: names sort in arrival order.
  * 2. The holder claims each request by reading it and then unlinking
  *    `<id>.req`. The unlink decides: a waiter that withdraws its request (it
  *    took the lock itself, or gave up) unlinks it too, and exactly one of the
@@ -242,8 +243,9 @@ export function claimPending(
  * `ledgerDir`. Answers in inboxes older than `staleMs` (their waiter read
  * none of them: it was killed, gave up, or redid its calls; a waiter that
  * only stalled that long redoes its calls as one whose holder never
- * answered), and inboxes left empty by instances that have no lease file any
- * more (closed or long dead), once they are older than `staleMs`. Posted
+ * answered), and the inboxes (when empty) and request files of instances that
+ * have no lease file any more (closed or long dead), once they are older than
+ * `staleMs` (a request still linking such a file keeps its text). Posted
  * requests are never removed here: a live waiter's request is applied or
  * withdrawn by the protocol, and a dead waiter's is applied by the next holder
  * (its row is reaped with its lease).
@@ -264,6 +266,19 @@ export function sweepCombineLeftovers(
   for (const name of names) {
     if (/\.(tmp|ans|pre)$/.test(name)) {
       sweep(fs, join(dir, name), staleMs);
+      continue;
+    }
+    const post = /^([\w-]{1,128})\.post$/.exec(name);
+    if (post !== null) {
+      // The request file of an instance that has no lease file any more.
+      try {
+        if (
+          fs.lstatSync(join(ledgerDir, `${post[1]}.lease`), { throwIfNoEntry: false }) === undefined
+        )
+          sweep(fs, join(dir, name), staleMs);
+      } catch {
+        // Judged at the next sweep.
+      }
       continue;
     }
     if (!/^[\w-]{1,128}$/.test(name)) continue;

@@ -6,13 +6,14 @@
  * say the lock is free, and the waiter wakes at once instead of at its next
  * poll. Where watching is not available the waiter simply polls.
  */
-import { basename, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
 import { timerMs } from '../../../internal/timer-ms.js';
-import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
+import { effectiveUid } from '../../../internal/uid.js';
+import { hasErrorCode, type LedgerFs, type LedgerStats, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
 import { type CombineRequest, decodeReplyText, encodeRequest, isObject } from '../../wire.js';
-import { createExclusive, readLedgerFile } from '../safe-fs.js';
+import { readLedgerFile } from '../safe-fs.js';
 import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
 
@@ -60,6 +61,60 @@ export class Inbox {
       inbox.watcher = undefined;
     }
     return inbox;
+  }
+
+  /**
+   * This instance's request file for the pool, `<dir>/<leaseId>.post`
+   * (beside the inbox, not in it: writing it must not wake the inbox's watch).
+   */
+  get requestFile(): string {
+    return `${this.path}.post`;
+  }
+
+  /**
+   * Post `text` as the request `name` in the combining directory: write it
+   * into this instance's request file and hard-link that file there. The
+   * link makes the request whole or absent for a holder, and a request costs
+   * no new file: creating and freeing a file (an inode) per call was the
+   * largest part of a combined call's filesystem work. The file is rewritten
+   * only while no request links it (its link count is 1): a request still
+   * posted (a holder has not claimed it, its withdrawal failed) keeps its
+   * text, and the next post starts a new file. A holder that opened a request
+   * just before its waiter withdrew it may read the next one's text, but its
+   * claim (the unlink of the old name) fails, so it applies nothing. The file
+   * is open only during the post: a descriptor open for writing would keep
+   * an administrator from remounting the filesystem read-only.
+   *
+   * @throws The system error of a step that failed (nothing is posted then).
+   */
+  post(name: string, text: string): void {
+    const file = this.requestFile;
+    const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = this.fs.constants;
+    let fd: number | undefined;
+    try {
+      fd = this.fs.openSync(file, O_WRONLY | O_NOFOLLOW | O_NONBLOCK);
+    } catch (error) {
+      if (!hasErrorCode(error, 'ENOENT')) throw error;
+    }
+    if (fd !== undefined) {
+      const stat = this.fs.fstatSync(fd);
+      // Anything but our own regular file that no request links (a request
+      // still posted keeps its text): a new file takes its place.
+      if (!ownRegularFile(stat) || stat.nlink !== 1) {
+        this.fs.closeSync(fd);
+        this.fs.unlinkSync(file);
+        fd = undefined;
+      }
+    }
+    fd ??= this.fs.openSync(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, 0o600);
+    try {
+      const bytes = Buffer.from(text, 'utf8');
+      writeAll(this.fs, fd, bytes, 0);
+      this.fs.ftruncateSync(fd, bytes.length);
+    } finally {
+      this.fs.closeSync(fd);
+    }
+    this.fs.linkSync(file, join(dirname(this.path), name));
   }
 
   /** True while arrivals wake the waiter (else it only polls). */
@@ -154,6 +209,11 @@ export class Inbox {
   close(): void {
     this.unwatch();
     try {
+      this.fs.unlinkSync(this.requestFile);
+    } catch {
+      // Never made, or not removable now: swept once the lease file is gone.
+    }
+    try {
       for (const name of this.fs.readdirSync(this.path)) {
         if (name.endsWith('.ans')) this.fs.unlinkSync(join(this.path, name));
       }
@@ -206,21 +266,9 @@ export class PostedRequest {
     const { stamp: _stamp, ...head } = envelope;
     const text = `${JSON.stringify({ v: 1, ...head })}\n${encodeRequest(request)}\n`;
     if (Buffer.byteLength(text) > maxBytes) return undefined;
-    const temp = join(dir, `${id}.tmp`);
-    let fd: number | undefined;
     try {
-      fd = createExclusive(fs, temp, 0o600);
-      writeAll(fs, fd, text);
-      fs.closeSync(fd);
-      fd = undefined;
-      fs.renameSync(temp, join(dir, `${id}.req`));
+      inbox.post(`${id}.req`, text);
     } catch {
-      if (fd !== undefined) fs.closeSync(fd);
-      try {
-        fs.unlinkSync(temp);
-      } catch {
-        // Never made.
-      }
       return undefined;
     }
     return new PostedRequest(fs, dir, inbox, id, request.ops, request.pool, maxBytes);
@@ -362,4 +410,10 @@ export function redo(
       op.removedBefore = true;
     }
   });
+}
+
+// A regular file of ours that nobody else can write.
+function ownRegularFile(stat: LedgerStats): boolean {
+  const uid = effectiveUid();
+  return stat.isFile() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0;
 }
