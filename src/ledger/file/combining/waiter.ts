@@ -91,6 +91,7 @@ export class Inbox {
     const file = this.requestFile;
     const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK } = this.fs.constants;
     let fd: number | undefined;
+    let size = 0;
     try {
       fd = this.fs.openSync(file, O_WRONLY | O_NOFOLLOW | O_NONBLOCK);
     } catch (error) {
@@ -98,19 +99,22 @@ export class Inbox {
     }
     if (fd !== undefined) {
       const stat = this.fs.fstatSync(fd);
+      size = stat.size;
       // Anything but our own regular file that no request links (a request
       // still posted keeps its text): a new file takes its place.
       if (!ownRegularFile(stat) || stat.nlink !== 1) {
         this.fs.closeSync(fd);
         this.fs.unlinkSync(file);
         fd = undefined;
+        size = 0;
       }
     }
     fd ??= this.fs.openSync(file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, 0o600);
     try {
       const bytes = Buffer.from(text, 'utf8');
       writeAll(this.fs, fd, bytes, 0);
-      this.fs.ftruncateSync(fd, bytes.length);
+      // A longer earlier request leaves its tail: cut it.
+      if (bytes.length < size) this.fs.ftruncateSync(fd, bytes.length);
     } finally {
       this.fs.closeSync(fd);
     }
