@@ -127,6 +127,22 @@ describe('combining channel', () => {
     expect(readdirSync(combine)).toEqual([]);
   });
 
+  it('a request file that others can write is replaced, never written through', () => {
+    const file = join(combine, 'lease-m.post');
+    writeFileSync(file, 'planted\n');
+    nodeFs.chmodSync(file, 0o666);
+    // Held open: the planted file lives on (and keeps its inode) once replaced.
+    const planted = nodeFs.openSync(file, 'r');
+    const { inbox, request } = post('lease-m', 1000, [reserve('m', 'lease-m')]);
+    const posted = join(combine, `${request.id}.req`);
+    expect(statSync(posted).ino).not.toBe(nodeFs.fstatSync(planted).ino);
+    expect(statSync(posted).mode & 0o777).toBe(0o600);
+    expect(readFileSync(posted, 'utf8')).not.toContain('planted');
+    expect(readFileSync(planted, 'utf8')).toBe('planted\n');
+    nodeFs.closeSync(planted);
+    inbox.close();
+  });
+
   it('a holder that read a request its waiter then withdrew and posted again claims neither', () => {
     const a = post('lease-w', 1000, [reserve('old', 'lease-w')]);
     let next: PostedRequest | undefined;

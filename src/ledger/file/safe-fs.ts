@@ -42,6 +42,21 @@ export function describeKind(stat: Stats): string {
   return stat.isFile() ? 'a regular file' : 'not a regular file';
 }
 
+// Owned by this process's effective uid or by root (anyone, where there are no uids).
+function trustedOwner(stat: Stats): boolean {
+  const uid = effectiveUid();
+  return uid === undefined || stat.uid === uid || stat.uid === 0;
+}
+
+/**
+ * Whether `stat` (from `fstat` on an opened descriptor) is a regular file that
+ * {@link checkFileStat} would accept, as a yes or no: for files the ledger
+ * rewrites in place (the wait queue, a waiter's request file).
+ */
+export function ownRegularFile(stat: Stats): boolean {
+  return stat.isFile() && trustedOwner(stat) && (stat.mode & 0o022) === 0;
+}
+
 /**
  * Check the status of a file about to be used (from `fstat` on its descriptor,
  * or `lstat` on its path): a regular file, owned by this user or root, not
@@ -66,8 +81,8 @@ export function checkFileStat(stat: Stats, path: string, pool: string, maxBytes?
       `Refusing ${path}: it is ${describeKind(stat)}, not a regular file. Remove it; the ledger recreates its files.`,
     );
   }
-  const uid = effectiveUid();
-  if (uid !== undefined && stat.uid !== uid && stat.uid !== 0) {
+  if (!trustedOwner(stat)) {
+    const uid = effectiveUid();
     throw new LedgerFileError(
       pool,
       path,

@@ -8,6 +8,7 @@
  */
 import { monotonicEpochNow, systemClock } from '../../clock.js';
 import { type LedgerFs, writeAll } from '../fs.js';
+import { ownRegularFile } from './safe-fs.js';
 
 // The queue line is `<start> <touchedAt> <id>\n`: far below this.
 const MAX_QUEUE_BYTES = 256;
@@ -16,13 +17,6 @@ const MAX_QUEUE_BYTES = 256;
 export function queuePath(lockPath: string): string {
   const slash = lockPath.lastIndexOf('/');
   return `${lockPath.slice(0, slash + 1)}.${lockPath.slice(slash + 1, -'.lock'.length)}.queue`;
-}
-
-/** True when `fd` is a regular file owned by this process's uid (or by anyone, where uids do not exist). */
-function ownRegularFile(fs: LedgerFs, fd: number): boolean {
-  const stat = fs.fstatSync(fd);
-  const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
-  return stat.isFile() && (uid === undefined || stat.uid === uid);
 }
 
 /**
@@ -40,7 +34,7 @@ export function readOwnFile(fs: LedgerFs, path: string): string | undefined {
     return undefined;
   }
   try {
-    if (!ownRegularFile(fs, fd)) return undefined;
+    if (!ownRegularFile(fs.fstatSync(fd))) return undefined;
     const buffer = Buffer.alloc(MAX_QUEUE_BYTES + 1);
     const length = fs.readSync(fd, buffer, 0, buffer.length, 0);
     return length > MAX_QUEUE_BYTES ? undefined : buffer.toString('utf8', 0, length);
@@ -66,7 +60,7 @@ export function writeOwnFile(fs: LedgerFs, path: string, text: string): boolean 
   }
   try {
     // Truncate only once we know it is our regular file (O_TRUNC would act before the check).
-    if (!ownRegularFile(fs, fd)) return false;
+    if (!ownRegularFile(fs.fstatSync(fd))) return false;
     fs.ftruncateSync(fd, 0);
     writeAll(fs, fd, text);
     return true;

@@ -9,11 +9,10 @@
 import { basename, dirname, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../../clock.js';
 import { timerMs } from '../../../internal/timer-ms.js';
-import { effectiveUid } from '../../../internal/uid.js';
-import { hasErrorCode, type LedgerFs, type LedgerStats, writeAll } from '../../fs.js';
+import { hasErrorCode, type LedgerFs, writeAll } from '../../fs.js';
 import type { LedgerOp, OpAnswer } from '../../ops.js';
 import { type CombineRequest, decodeReplyText, encodeRequest, isObject } from '../../wire.js';
-import { readLedgerFile } from '../safe-fs.js';
+import { ownRegularFile, readLedgerFile } from '../safe-fs.js';
 import { answerIn, stagedAnswer } from './answers.js';
 import { type CombinedAnswer, type RequestEnvelope, requestId, safeCombineDir } from './channel.js';
 
@@ -414,10 +413,4 @@ export function redo(
       op.removedBefore = true;
     }
   });
-}
-
-// A regular file of ours that nobody else can write.
-function ownRegularFile(stat: LedgerStats): boolean {
-  const uid = effectiveUid();
-  return stat.isFile() && (uid === undefined || stat.uid === uid) && (stat.mode & 0o022) === 0;
 }
