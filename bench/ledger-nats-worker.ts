@@ -8,7 +8,7 @@
  * hand on the same KV (read the key, check the cap, `update` at the revision
  * read, on a lost race read again), with the same document.
  */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
@@ -159,6 +159,22 @@ let cycles = 0;
 let refused = 0;
 let errors = 0;
 let cpuAtStart: NodeJS.CpuUsage | undefined;
+/** Context switches of all this process's threads (wake-ups): at the window's start. */
+let switchesAtStart = 0;
+/** Voluntary and involuntary context switches of every live thread of this process so far. */
+function contextSwitches(): number {
+  let sum = 0;
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      const status = readFileSync(`/proc/self/task/${task}/status`, 'utf8');
+      for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)/gm))
+        sum += Number(m[1]);
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return sum;
+}
 let profiler: { stop(): Promise<void> } | undefined;
 /** Profile this process's main thread (`node --cpu-prof` covers start-up too, which dominates). */
 async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
@@ -186,6 +202,7 @@ for (let i = 0; Date.now() < end; i++) {
       profiler = await startProfile(`${config.instanceId}-${writes >= 10 ? 'writer' : 'sender'}`);
     }
     cpuAtStart = process.cpuUsage();
+    switchesAtStart = contextSwitches();
     conflicts = 0;
     writes = 0;
     forwards = 0;
@@ -210,10 +227,11 @@ for (let i = 0; Date.now() < end; i++) {
   }
 }
 const cpu = process.cpuUsage(cpuAtStart ?? process.cpuUsage());
+const switches = cpuAtStart === undefined ? 0 : contextSwitches() - switchesAtStart;
 await profiler?.stop();
 const cpuMs = (cpu.user + cpu.system) / 1000;
 await ledger.close();
 process.stdout.write(
-  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, errors, latencies, held })}\n`,
+  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, switches, errors, latencies, held })}\n`,
 );
 process.exit(0);
