@@ -28,7 +28,7 @@ const DURATION_MS = 2500;
  * the combiner's election and the first calls of a fleet that starts at once.
  */
 const COLD = process.env.BENCH_NATS_COLD === '1';
-const WARM_UP_MS = COLD ? 0 : 1000;
+const WARM_UP_MS = COLD ? 0 : Number(process.env.BENCH_NATS_WARM_UP_MS ?? 1000);
 // `BENCH_LEDGER_PROCESSES=8 BENCH_LEDGER_WHERE=single` narrows a run while tuning.
 const PROCESSES = (process.env.BENCH_LEDGER_PROCESSES ?? '1,4,8,16,32,64').split(',').map(Number);
 /** The file ledger's rows stop at 8 processes (`bench/ledger.bench.ts` measures it further). */
@@ -43,7 +43,9 @@ interface WorkerResult {
   writes?: number;
   forwards?: number;
   cpuMs?: number;
-  /** Context switches of all the process's threads in the window (its wake-ups). */
+  /** Of `cpuMs`, the threads other than the main one (V8's compiler and GC helpers, libuv's). */
+  otherThreadsCpuMs?: number;
+  /** Wake-ups (voluntary context switches) of all the process's threads in the window. */
   switches?: number;
   errors: number;
   latencies: number[];
@@ -135,6 +137,7 @@ async function run(
   }
   const cpuMs = results.reduce((s, r) => s + (r.cpuMs ?? 0), 0);
   const switches = results.reduce((s, r) => s + (r.switches ?? 0), 0);
+  const otherThreadsMs = results.reduce((s, r) => s + (r.otherThreadsCpuMs ?? 0), 0);
   measuredRuns.set(`${label}/${processes}`, {
     rate: (cycles * 1000) / DURATION_MS,
     ...(held ? { heldRate: (held.held * 1000) / DURATION_MS } : {}),
@@ -154,7 +157,8 @@ async function run(
     'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
     'KV writes per reservation': backend.backend === 'nats' ? fmt(writes / cycles, 2) : '-',
     'CPU ms per reservation (processes + servers)': `${fmt(cpuMs / cycles, 2)} + ${backend.backend === 'file' ? '0' : fmt(server.cpuMs / cycles, 2)}`,
-    'context switches per reservation (processes + servers)': `${fmt(switches / cycles, 1)} + ${backend.backend === 'file' ? '0' : fmt(server.switches / cycles, 1)}`,
+    "processes' CPU in other threads than main": `${fmt((100 * otherThreadsMs) / cpuMs)}%`,
+    'wake-ups per reservation (processes + servers)': `${fmt(switches / cycles, 1)} + ${backend.backend === 'file' ? '0' : fmt(server.switches / cycles, 1)}`,
     errors,
     'violations seen / revisions read': seen ? `${seen.violations} of ${seen.revisions}` : '-',
   };
@@ -272,15 +276,14 @@ async function measureServers(from: number): Promise<{ cpuMs: number; switches: 
   return { cpuMs: (ticks() - before.ticks) * 10, switches: switches() - before.switches };
 }
 
-/** Voluntary and involuntary context switches of every live thread of process `pid` so far. */
+/** Voluntary context switches (wake-ups; preemptions left out) of every live thread of process `pid` so far. */
 function contextSwitches(pid: number): number {
   let sum = 0;
   try {
     for (const task of readdirSync(`/proc/${pid}/task`)) {
       try {
         const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
-        for (const m of status.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)/gm))
-          sum += Number(m[1]);
+        for (const m of status.matchAll(/^voluntary_ctxt_switches:\s+(\d+)/gm)) sum += Number(m[1]);
       } catch {
         // The thread ended meanwhile.
       }
@@ -418,6 +421,6 @@ const NOTES = [
   'A cycle whose row a write from the same revision erased (nats-server#4320, R3) does not count.',
   `Every process warms up (one reserve and release) before the start; all then contend for`,
   `${WARM_UP_MS} ms before a measured window of ${DURATION_MS} ms: rates, latencies, lost races, KV writes and`,
-  'CPU (user + system of the processes; of the servers, from /proc) and context switches (of all',
-  'their threads, from /proc: the wake-ups) are of that window only.',
+  'CPU (user + system of the processes; of the servers, from /proc) and wake-ups (voluntary context',
+  'switches of all their threads, from /proc) are of that window only.',
 ];
