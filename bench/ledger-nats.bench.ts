@@ -77,7 +77,8 @@ function startWorker(config: Record<string, unknown>) {
     }, 20);
   });
   const done = new Promise<WorkerResult>((resolve, reject) => {
-    child.on('exit', () => {
+    // 'close', not 'exit': 'exit' can come before the last of the worker's output has been read.
+    child.on('close', () => {
       const line = out.split('\n').find((l) => l.includes('"done"'));
       if (line) resolve(JSON.parse(line) as WorkerResult);
       else reject(new Error(`ledger worker failed: ${err}`));
