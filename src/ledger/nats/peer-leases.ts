@@ -19,6 +19,8 @@ import type { CasWriter } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, type ServerClock } from './liveness.js';
 
+/** How long after a failed start of the watch a judgement starts it again. */
+const WATCH_RETRY_MS = 5000;
 /** How many peer leases are remembered as fresh, and as ended, at most. */
 const MAX_FRESH = 1000;
 const MAX_ENDED = 10_000;
@@ -62,6 +64,8 @@ export interface PeerLeasesOptions {
   ownLeaseId: () => string;
   /** The end marker written when a peer is fenced. */
   fencedBody: () => string;
+  /** This host's monotonic clock in ms (when to start a failed watch again). */
+  monotonic: () => number;
 }
 
 /** The judge of peer leases for one ledger instance. */
@@ -83,6 +87,8 @@ export class PeerLeases {
   #knownServesJudges = false;
   /** Counts the start of the watch: a read begun before it makes no peer fresh after it. */
   #epoch = 0;
+  /** After a failed start of the watch: when a judgement starts it again (monotonic ms). */
+  #retryAt = 0;
   #stopped = false;
 
   constructor(options: PeerLeasesOptions) {
@@ -124,8 +130,11 @@ export class PeerLeases {
         }
       })().catch(() => {});
     } catch {
-      // Without the watch, leases are judged by reading their keys (once per window).
+      // Without the watch, leases are judged by reading their keys (once per window,
+      // as an instance whose watch cannot start does), and a later judgement tries again.
       this.#judgeFromKnown();
+      this.#retryAt = this.#options.monotonic() + WATCH_RETRY_MS;
+      this.#watching = undefined;
     }
   }
 
@@ -166,7 +175,12 @@ export class PeerLeases {
    * uncertain is `unknown`, which keeps the rows.
    */
   state(id: string): Promise<LeaseState> {
-    if (this.#knownServesJudges) return this.#state(id, true);
+    if (this.#knownServesJudges) {
+      if (this.#watching === undefined && this.#options.monotonic() >= this.#retryAt) {
+        void this.watch();
+      }
+      return this.#state(id, true);
+    }
     return this.watch().then(() => this.#state(id, this.#knownServesJudges));
   }
 

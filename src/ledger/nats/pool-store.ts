@@ -155,6 +155,7 @@ export class PoolStore {
       clock: serverClock,
       ownLeaseId: () => this.#lease.id,
       fencedBody: () => endBody(this.#instanceId, 'fenced'),
+      monotonic: this.#monotonic,
     });
     if (options.combine !== false) {
       this.#combiner = new Combiner({
