@@ -8,7 +8,7 @@
  * hand on the same KV (read the key, check the cap, `update` at the revision
  * read, on a lost race read again), with the same document.
  */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
@@ -159,6 +159,38 @@ let cycles = 0;
 let refused = 0;
 let errors = 0;
 let cpuAtStart: NodeJS.CpuUsage | undefined;
+/** Wake-ups (voluntary context switches) of all this process's threads at the window's start. */
+let switchesAtStart = 0;
+/** CPU clock ticks of the threads other than the main one (V8's compiler and GC helpers, libuv's) at the window's start. */
+let otherTicksAtStart = 0;
+/** CPU clock ticks (user + system, 10 ms) of this process's threads other than the main thread so far (live ones). */
+function otherThreadTicks(): number {
+  let sum = 0;
+  for (const task of readdirSync('/proc/self/task')) {
+    if (Number(task) === process.pid) continue;
+    try {
+      const stat = readFileSync(`/proc/self/task/${task}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      sum += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return sum;
+}
+/** Voluntary context switches (a thread blocked, then woken: its wake-ups) of every live thread of this process so far; preemptions, which grow with the load, are left out. */
+function contextSwitches(): number {
+  let sum = 0;
+  for (const task of readdirSync('/proc/self/task')) {
+    try {
+      const status = readFileSync(`/proc/self/task/${task}/status`, 'utf8');
+      for (const m of status.matchAll(/^voluntary_ctxt_switches:\s+(\d+)/gm)) sum += Number(m[1]);
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return sum;
+}
 let profiler: { stop(): Promise<void> } | undefined;
 /** Profile this process's main thread (`node --cpu-prof` covers start-up too, which dominates). */
 async function startProfile(name: string): Promise<{ stop(): Promise<void> }> {
@@ -186,6 +218,8 @@ for (let i = 0; Date.now() < end; i++) {
       profiler = await startProfile(`${config.instanceId}-${writes >= 10 ? 'writer' : 'sender'}`);
     }
     cpuAtStart = process.cpuUsage();
+    switchesAtStart = contextSwitches();
+    otherTicksAtStart = otherThreadTicks();
     conflicts = 0;
     writes = 0;
     forwards = 0;
@@ -210,10 +244,13 @@ for (let i = 0; Date.now() < end; i++) {
   }
 }
 const cpu = process.cpuUsage(cpuAtStart ?? process.cpuUsage());
+const switches = cpuAtStart === undefined ? 0 : contextSwitches() - switchesAtStart;
+const otherThreadsCpuMs =
+  cpuAtStart === undefined ? 0 : (otherThreadTicks() - otherTicksAtStart) * 10;
 await profiler?.stop();
 const cpuMs = (cpu.user + cpu.system) / 1000;
 await ledger.close();
 process.stdout.write(
-  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, errors, latencies, held })}\n`,
+  `${JSON.stringify({ event: 'done', cycles, refused, conflicts, writes, forwards, cpuMs, otherThreadsCpuMs, switches, errors, latencies, held })}\n`,
 );
 process.exit(0);

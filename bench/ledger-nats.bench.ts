@@ -12,7 +12,7 @@
  * `combine: false` (every process writes for itself, as before 0.2).
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kvm } from '@nats-io/kv';
@@ -28,7 +28,7 @@ const DURATION_MS = 2500;
  * the combiner's election and the first calls of a fleet that starts at once.
  */
 const COLD = process.env.BENCH_NATS_COLD === '1';
-const WARM_UP_MS = COLD ? 0 : 1000;
+const WARM_UP_MS = COLD ? 0 : Number(process.env.BENCH_NATS_WARM_UP_MS ?? 1000);
 // `BENCH_LEDGER_PROCESSES=8 BENCH_LEDGER_WHERE=single` narrows a run while tuning.
 const PROCESSES = (process.env.BENCH_LEDGER_PROCESSES ?? '1,4,8,16,32,64').split(',').map(Number);
 /** The file ledger's rows stop at 8 processes (`bench/ledger.bench.ts` measures it further). */
@@ -43,6 +43,10 @@ interface WorkerResult {
   writes?: number;
   forwards?: number;
   cpuMs?: number;
+  /** Of `cpuMs`, the threads other than the main one (V8's compiler and GC helpers, libuv's). */
+  otherThreadsCpuMs?: number;
+  /** Wake-ups (voluntary context switches) of all the process's threads in the window. */
+  switches?: number;
   errors: number;
   latencies: number[];
   /** The hand-written loop: [cycle index, reserve revision, release revision or 0] per counted cycle. */
@@ -73,7 +77,8 @@ function startWorker(config: Record<string, unknown>) {
     }, 20);
   });
   const done = new Promise<WorkerResult>((resolve, reject) => {
-    child.on('exit', () => {
+    // 'close', not 'exit': 'exit' can come before the last of the worker's output has been read.
+    child.on('close', () => {
       const line = out.split('\n').find((l) => l.includes('"done"'));
       if (line) resolve(JSON.parse(line) as WorkerResult);
       else reject(new Error(`ledger worker failed: ${err}`));
@@ -113,7 +118,7 @@ async function run(
   for (const w of workers) w.go(startAt);
   const serverCpu = measureServers(startAt + WARM_UP_MS);
   const results = await Promise.all(workers.map((w) => w.done));
-  const serverMs = await serverCpu;
+  const server = await serverCpu;
   const cycles = results.reduce((s, r) => s + r.cycles, 0);
   const conflicts = results.reduce((s, r) => s + r.conflicts, 0);
   const latencies = results.flatMap((r) => r.latencies);
@@ -132,6 +137,8 @@ async function run(
     }
   }
   const cpuMs = results.reduce((s, r) => s + (r.cpuMs ?? 0), 0);
+  const switches = results.reduce((s, r) => s + (r.switches ?? 0), 0);
+  const otherThreadsMs = results.reduce((s, r) => s + (r.otherThreadsCpuMs ?? 0), 0);
   measuredRuns.set(`${label}/${processes}`, {
     rate: (cycles * 1000) / DURATION_MS,
     ...(held ? { heldRate: (held.held * 1000) / DURATION_MS } : {}),
@@ -150,7 +157,9 @@ async function run(
     'reserve p99 ms': fmt(percentile(latencies, 99), 2),
     'lost CAS races per reservation': backend.backend === 'file' ? '-' : fmt(conflicts / cycles, 2),
     'KV writes per reservation': backend.backend === 'nats' ? fmt(writes / cycles, 2) : '-',
-    'CPU ms per reservation (processes + servers)': `${fmt(cpuMs / cycles, 2)} + ${backend.backend === 'file' ? '0' : fmt(serverMs / cycles, 2)}`,
+    'CPU ms per reservation (processes + servers)': `${fmt(cpuMs / cycles, 2)} + ${backend.backend === 'file' ? '0' : fmt(server.cpuMs / cycles, 2)}`,
+    "processes' CPU in other threads than main": `${fmt((100 * otherThreadsMs) / cpuMs)}%`,
+    'wake-ups per reservation (processes + servers)': `${fmt(switches / cycles, 1)} + ${backend.backend === 'file' ? '0' : fmt(server.switches / cycles, 1)}`,
     errors,
     'violations seen / revisions read': seen ? `${seen.violations} of ${seen.revisions}` : '-',
   };
@@ -245,8 +254,11 @@ function targetNotes(): string[] {
 /** The nats-server processes of the rows being run (their CPU is counted in the window). */
 let serverPids: number[] = [];
 
-/** CPU ms (user + system) the servers use in the measured window starting at `from` (epoch ms). */
-async function measureServers(from: number): Promise<number> {
+/**
+ * CPU ms (user + system) and context switches (of all their threads) of the servers in the
+ * measured window starting at `from` (epoch ms).
+ */
+async function measureServers(from: number): Promise<{ cpuMs: number; switches: number }> {
   const ticks = () =>
     serverPids.reduce((sum, pid) => {
       try {
@@ -257,11 +269,30 @@ async function measureServers(from: number): Promise<number> {
         return sum;
       }
     }, 0);
+  const switches = () => serverPids.reduce((sum, pid) => sum + contextSwitches(pid), 0);
   await new Promise((r) => setTimeout(r, Math.max(0, from - Date.now())));
-  const before = ticks();
+  const before = { ticks: ticks(), switches: switches() };
   await new Promise((r) => setTimeout(r, DURATION_MS));
   // Clock ticks of 10 ms (USER_HZ 100).
-  return (ticks() - before) * 10;
+  return { cpuMs: (ticks() - before.ticks) * 10, switches: switches() - before.switches };
+}
+
+/** Voluntary context switches (wake-ups; preemptions left out) of every live thread of process `pid` so far. */
+function contextSwitches(pid: number): number {
+  let sum = 0;
+  try {
+    for (const task of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const status = readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8');
+        for (const m of status.matchAll(/^voluntary_ctxt_switches:\s+(\d+)/gm)) sum += Number(m[1]);
+      } catch {
+        // The thread ended meanwhile.
+      }
+    }
+  } catch {
+    // The process is gone.
+  }
+  return sum;
 }
 
 /** Watch every revision of the pool key from a separate connection, checking it against the cap. */
@@ -391,5 +422,6 @@ const NOTES = [
   'A cycle whose row a write from the same revision erased (nats-server#4320, R3) does not count.',
   `Every process warms up (one reserve and release) before the start; all then contend for`,
   `${WARM_UP_MS} ms before a measured window of ${DURATION_MS} ms: rates, latencies, lost races, KV writes and`,
-  'CPU (user + system of the processes; of the servers, from /proc) are of that window only.',
+  'CPU (user + system of the processes; of the servers, from /proc) and wake-ups (voluntary context',
+  'switches of all their threads, from /proc) are of that window only.',
 ];

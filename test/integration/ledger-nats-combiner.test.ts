@@ -260,6 +260,123 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
     }
   });
 
+  it("watches the peers' heartbeats only once it judges rows: an instance that only sends its calls does not", async () => {
+    const bucket = 'watch-on-judge';
+    const pool = 'watched';
+    const jsm = await jetstreamManager(nc);
+    // The watch consumers on the bucket's heartbeat keys.
+    const watchers = async () => {
+      let n = 0;
+      for await (const info of jsm.consumers.list(`KV_${bucket}`)) {
+        if (info.config.filter_subject === `$KV.${bucket}.lease.>`) n++;
+      }
+      return n;
+    };
+    const [a, b, c] = await Promise.all(
+      ['wj-a', 'wj-b', 'wj-c'].map((instanceId) =>
+        NatsPoolLedger.connect({ servers: server.url, instanceId, bucket }),
+      ),
+    );
+    try {
+      for (const l of [a!, b!, c!]) l.registerPool(pool, { maxCpu: 3 });
+      // None watches before it judges another instance's lease (each did from connect on
+      // before): a claims the pool and writes its own row.
+      expect(await a!.tryReserve(pool, 'wj-a-1', 1, 0)).toBe(true);
+      expect(await watchers()).toBe(0);
+      // b and c send their calls to a, the pool's combiner, which judges their leases;
+      // they judge nothing.
+      for (const [l, name] of [
+        [b!, 'b'],
+        [c!, 'c'],
+      ] as const) {
+        expect(await l.tryReserve(pool, `wj-${name}-1`, 1, 0)).toBe(true);
+        expect(await l.release(pool, `wj-${name}-1`)).toBe(true);
+      }
+      expect(await watchers()).toBe(1);
+      // A read judges the rows: b now watches too.
+      expect((await b!.list(pool)).map((row) => row.agentId)).toEqual(['wj-a-1']);
+      expect(await watchers()).toBe(2);
+    } finally {
+      await Promise.all([a!, b!, c!].map((l) => l.close()));
+      await jsm.streams.delete(`KV_${bucket}`);
+    }
+  });
+
+  it('a sender that becomes the combiner counts a lease closed before it watched as ended at once', async () => {
+    const pool = 'closed-before-watch';
+    const c = await NatsPoolLedger.connect({ servers: server.url, instanceId: 'cbw-c' });
+    const b = await NatsPoolLedger.connect({ servers: server.url, instanceId: 'cbw-b' });
+    try {
+      c.registerPool(pool, { maxCpu: 3 });
+      b.registerPool(pool, { maxCpu: 3 });
+      // c combines the pool and holds 2 of 3 CPUs; b sends its calls to c (it has seen
+      // c's lease fresh, to route them) and watches nothing.
+      expect(await c.tryReserve(pool, 'cbw-c-1', 2, 0)).toBe(true);
+      expect(await b.tryReserve(pool, 'cbw-b-1', 1, 0)).toBe(true);
+      expect(await b.release(pool, 'cbw-b-1')).toBe(true);
+      // c closes without releasing: its lease ends, its row is left behind.
+      await c.close();
+      // b combines the pool now; c's lease is ended, not fresh as b last saw it: its row goes.
+      expect(await b.tryReserve(pool, 'cbw-b-2', 3, 0)).toBe(true);
+      expect((await b.list(pool)).map((row) => row.agentId)).toEqual(['cbw-b-2']);
+    } finally {
+      await c.close();
+      await b.close();
+    }
+  });
+
+  it('a sender whose combiner redirects it reads the combiner lease again (ended while seen fresh)', async () => {
+    const pool = 'redirected';
+    // a notices its lease ended within half a second; b judges a's heartbeat by b's own
+    // 30 s window, and its calls give up after 3 s: without a fresh read of a's lease after
+    // the redirect, b would follow a's combiner key until its call's deadline.
+    const a = await NatsPoolLedger.connect({
+      servers: server.url,
+      instanceId: 'rd-a',
+      leaseMs: 1500,
+    });
+    const b = await NatsPoolLedger.connect({
+      servers: server.url,
+      instanceId: 'rd-b',
+      timeoutMs: 3000,
+    });
+    try {
+      a.registerPool(pool, { maxCpu: 2 });
+      b.registerPool(pool, { maxCpu: 2 });
+      expect(await a.tryReserve(pool, 'rd-a-1', 1, 0)).toBe(true);
+      // b has seen a's lease fresh (routing its calls) and watches nothing.
+      expect(await b.tryReserve(pool, 'rd-b-1', 1, 0)).toBe(true);
+      expect(await b.release(pool, 'rd-b-1')).toBe(true);
+      // An operator ends a's lease while its heartbeat is young; a takes a new lease and
+      // stops combining, while its combiner key still names the ended one.
+      const old = a.leaseId;
+      const lease = (await kv.get(`lease.${old}`))!;
+      await kv.update(
+        `lease.${old}`,
+        JSON.stringify({ ended: 'fenced', by: 'test' }),
+        lease.revision,
+      );
+      await until(
+        async () => {
+          await a.getUsage(pool).catch(() => undefined);
+          return a.leaseId !== old;
+        },
+        10_000,
+        'a to take a new lease',
+      );
+      // b is redirected, reads a's lease (ended) and claims the pool: its call is answered.
+      expect(await b.tryReserve(pool, 'rd-b-2', 1, 0)).toBe(true);
+      const record = decodeCombinerRecord(
+        (await kv.get(`leader.${pool}`))!.string(),
+        'scaler-pools',
+      )!;
+      expect(record.leaseId).toBe(b.leaseId);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('refuses requests it must not apply: not combining, another cap, malformed, after its lease ended', async () => {
     const pool = 'refusals';
     const a = await NatsPoolLedger.connect({ nc, instanceId: 'a', leaseMs: 1000 });

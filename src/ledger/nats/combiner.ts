@@ -62,8 +62,15 @@ export interface CombinerHost {
    * calls under it to another combiner (checked before every send).
    */
   assertSendable(): void;
-  /** A peer lease's state (fences a lease found expired). */
+  /** A peer lease's state, to judge a forwarded call's sender by (fences a lease found expired). */
   leaseState(leaseId: string): Promise<LeaseState>;
+  /**
+   * A combiner's lease state, to route calls by: a lease that ended may still
+   * look fresh for up to its window (it refuses or does not answer what it is sent).
+   */
+  routingLeaseState(leaseId: string): Promise<LeaseState>;
+  /** Read a lease's key at its next routing check (its combiner refused to combine under it). */
+  recheckLease(leaseId: string): void;
   /** Whether a peer lease is known fresh now, without a read. */
   leaseFreshNow(leaseId: string): boolean;
   /** The error of an own call whose caller was answered before it was sent (it is never sent), or undefined. */
@@ -324,14 +331,16 @@ export class Combiner {
   private async route(pool: string): Promise<'here' | CombinerRecord> {
     const pending = this.pending.get(pool);
     if (pending) {
-      if ((await this.host.leaseState(pending.leaseId)) !== 'expired') return pending;
+      if ((await this.host.routingLeaseState(pending.leaseId)) !== 'expired') return pending;
       this.pending.delete(pool);
     }
     const known = this.combiners.get(pool);
     if (known && !this.deadSubjects.has(known.record.subject)) {
       if (known.record.leaseId === this.host.leaseId()) return 'here';
       // A combiner whose lease ended (fenced by a peer, or closed) combines nothing.
-      if ((await this.host.leaseState(known.record.leaseId)) !== 'expired') return known.record;
+      if ((await this.host.routingLeaseState(known.record.leaseId)) !== 'expired') {
+        return known.record;
+      }
     }
     return this.elect(pool);
   }
@@ -376,7 +385,7 @@ export class Combiner {
       // connection: then it refuses what it had), whatever its lease says.
       const gone =
         this.deadSubjects.has(record.subject) ||
-        (await this.host.leaseState(record.leaseId)) === 'expired';
+        (await this.host.routingLeaseState(record.leaseId)) === 'expired';
       if (!gone) {
         this.combiners.set(pool, { record, revision: entry.revision });
         return record;
@@ -449,6 +458,9 @@ export class Combiner {
       case 'answers':
         return reply.answers;
       case 'redirect':
+        // Its record may still name it under a lease that ended (fenced or
+        // deleted) although it was seen fresh: the next routing reads the lease.
+        this.host.recheckLease(target.leaseId);
         this.combiners.delete(pool);
         return 'again';
       default:

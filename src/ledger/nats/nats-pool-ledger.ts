@@ -198,7 +198,7 @@ export class NatsPoolLedger implements PoolLedger {
             { cause: error },
           ),
       );
-      await ledger.#store.startWatching();
+      ledger.#store.startHeartbeatAndCombiner();
       return ledger;
     } catch (error) {
       if (owns) await nc.close().catch(() => {});

@@ -3,6 +3,13 @@
  * timestamps on their heartbeat keys only, never by this host's clock. A
  * watch on the heartbeat keys saves reads (a refresh seen proves a peer fresh,
  * an end marker ends it at once); without it every judgement reads the key.
+ *
+ * The watch starts with the first judgement of rows (a write here, a read of a
+ * pool, a forwarded call's sender), not at connect: an instance that only
+ * sends its calls to the pool's combiner judges nothing, and every heartbeat
+ * of every peer would wake it for nothing (a fleet of n instances delivers
+ * n x (n - 1) of them per heartbeat round). Until then, freshness read from a
+ * key serves only to route calls, never to keep a row.
  */
 import type { KV, KvEntry } from '@nats-io/kv';
 import { KvWatchInclude } from '@nats-io/kv';
@@ -12,6 +19,8 @@ import type { CasWriter } from './cas.js';
 import { LEASE_KEY_PREFIX, leaseKey } from './keys.js';
 import { foreignLeases, type LeaseFacts, type ServerClock } from './liveness.js';
 
+/** How long after a failed start of the watch a judgement starts it again. */
+const WATCH_RETRY_MS = 5000;
 /** How many peer leases are remembered as fresh, and as ended, at most. */
 const MAX_FRESH = 1000;
 const MAX_ENDED = 10_000;
@@ -55,6 +64,8 @@ export interface PeerLeasesOptions {
   ownLeaseId: () => string;
   /** The end marker written when a peer is fenced. */
   fencedBody: () => string;
+  /** This host's monotonic clock in ms (when to start a failed watch again). */
+  monotonic: () => number;
 }
 
 /** The judge of peer leases for one ledger instance. */
@@ -65,19 +76,47 @@ export class PeerLeases {
   /** Peer leases known ended (closed, fenced or deleted); they never come back. */
   readonly #ended = new Set<string>();
   #watch: { stop(): void } | undefined;
+  /** The start of the watch, once asked for (see {@link PeerLeases.watch}). */
+  #watching: Promise<void> | undefined;
+  /**
+   * Whether a heartbeat seen fresh before a judgement may serve it: once the
+   * watch runs (an end marker is then seen at once), or failed to start
+   * (leases are then judged by reading their keys once per window). Until
+   * then every judgement reads the key.
+   */
+  #knownServesJudges = false;
+  /** Counts the start of the watch: a read begun before it makes no peer fresh after it. */
+  #epoch = 0;
+  /** After a failed start of the watch: when a judgement starts it again (monotonic ms). */
+  #retryAt = 0;
+  #stopped = false;
 
   constructor(options: PeerLeasesOptions) {
     this.#options = options;
   }
 
-  /** Follow the heartbeat keys. A failure to start the watch is not an error. */
-  async watch(): Promise<void> {
+  /**
+   * Follow the heartbeat keys, once (later calls wait for the first). A failure
+   * to start the watch is not an error: leases are then judged by reading their keys.
+   */
+  watch(): Promise<void> {
+    this.#watching ??= this.#startWatch();
+    return this.#watching;
+  }
+
+  async #startWatch(): Promise<void> {
+    if (this.#stopped) return;
     try {
       const watch = await this.#options.kv.watch({
         key: `${LEASE_KEY_PREFIX}>`,
         include: KvWatchInclude.UpdatesOnly,
       });
+      if (this.#stopped) {
+        watch.stop();
+        return;
+      }
       this.#watch = watch;
+      this.#judgeFromKnown();
       void (async () => {
         for await (const entry of watch) {
           const id = entry.key.slice(LEASE_KEY_PREFIX.length);
@@ -91,12 +130,26 @@ export class PeerLeases {
         }
       })().catch(() => {});
     } catch {
-      // Without the watch, leases are judged by reading their keys.
+      // Without the watch, leases are judged by reading their keys (once per window,
+      // as an instance whose watch cannot start does), and a later judgement tries again.
+      this.#judgeFromKnown();
+      this.#retryAt = this.#options.monotonic() + WATCH_RETRY_MS;
+      this.#watching = undefined;
     }
   }
 
-  /** Stop following the heartbeat keys. */
+  // From now on every end marker written is delivered (or, without the watch,
+  // a heartbeat is read again once per window). What was learnt before (key
+  // reads that routed calls) may predate one that was not delivered: drop it.
+  #judgeFromKnown(): void {
+    this.#fresh.clear();
+    this.#epoch++;
+    this.#knownServesJudges = true;
+  }
+
+  /** Stop following the heartbeat keys (for good). */
   stop(): void {
+    this.#stopped = true;
     this.#watch?.stop();
     this.#watch = undefined;
   }
@@ -111,7 +164,8 @@ export class PeerLeases {
   }
 
   /**
-   * A peer lease's state, by server timestamps only. A heartbeat is `fresh`
+   * A peer lease's state, by server timestamps only, to judge rows or a
+   * forwarded call by (it starts the watch). A heartbeat is `fresh`
    * while the server's time, as an upper bound, is within its window of it (a
    * heartbeat seen fresh is not read again until then, so a busy pool reads
    * each peer's heartbeat about once per window). A lease is `expired` when
@@ -120,12 +174,34 @@ export class PeerLeases {
    * heartbeats were confirmed throughout (then it is fenced). Anything
    * uncertain is `unknown`, which keeps the rows.
    */
-  async state(id: string): Promise<LeaseState> {
+  state(id: string): Promise<LeaseState> {
+    if (this.#knownServesJudges) {
+      if (this.#watching === undefined && this.#options.monotonic() >= this.#retryAt) {
+        void this.watch();
+      }
+      return this.#state(id, true);
+    }
+    return this.watch().then(() => this.#state(id, this.#knownServesJudges));
+  }
+
+  /**
+   * A peer lease's state as {@link PeerLeases.state} says it, to route calls
+   * by (to a pool's combiner) without starting the watch: before it runs, a
+   * heartbeat read within its window stands for `fresh` although an end marker
+   * may have come since (a combiner whose lease ended refuses what it is sent,
+   * or does not answer; either way its callers route again).
+   */
+  routingState(id: string): Promise<LeaseState> {
+    return this.#state(id, true);
+  }
+
+  async #state(id: string, useKnown: boolean): Promise<LeaseState> {
     if (this.#ended.has(id)) return 'expired';
     const now = this.#options.clock.now();
     if (now === undefined) return 'unknown';
-    if (this.freshNow(id)) return 'fresh';
+    if (useKnown && this.#knownFresh(id)) return 'fresh';
     const key = leaseKey(id);
+    const epoch = this.#epoch;
     try {
       const entry = await this.#options.kv.get(key);
       if (entry === null || entry.operation !== 'PUT' || hasEnded(entry)) {
@@ -134,8 +210,10 @@ export class PeerLeases {
       }
       const created = entry.created.getTime();
       const windowMs = Math.max(this.#options.leaseMs, declaredLeaseMs(entry));
-      this.#noteFresh(id, created, windowMs);
-      if (this.freshNow(id)) return 'fresh';
+      if (epoch === this.#epoch) this.#noteFresh(id, created, windowMs);
+      // An end marker the watch delivered while the key was read.
+      if (this.#ended.has(id)) return 'expired';
+      if (this.#freshAt(created, windowMs)) return 'fresh';
       const later = this.#options.clock.now() ?? now;
       const since = this.#options.healthySince();
       if (
@@ -157,10 +235,25 @@ export class PeerLeases {
    * heartbeat seen is within its window by the server's time as an upper bound.
    */
   freshNow(id: string): boolean {
+    return this.#knownServesJudges && this.#knownFresh(id);
+  }
+
+  // Whether the last heartbeat of `id` seen (read or watched) is within its window now.
+  #knownFresh(id: string): boolean {
     if (this.#ended.has(id)) return false;
     const known = this.#fresh.get(id);
+    return known !== undefined && this.#freshAt(known.created, known.windowMs);
+  }
+
+  // Whether a heartbeat stamped `created` (server ms) is within `windowMs` of the server's time as an upper bound.
+  #freshAt(created: number, windowMs: number): boolean {
     const upper = this.#options.clock.upperNow();
-    return known !== undefined && upper !== undefined && upper - known.created <= known.windowMs;
+    return upper !== undefined && upper - created <= windowMs;
+  }
+
+  /** Forget that a lease was seen fresh: its next state is read from its key. */
+  recheck(id: string): void {
+    this.#fresh.delete(id);
   }
 
   /** Remember that a lease has ended (a peer's, or this instance's own previous one). */

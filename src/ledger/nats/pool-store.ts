@@ -155,6 +155,7 @@ export class PoolStore {
       clock: serverClock,
       ownLeaseId: () => this.#lease.id,
       fencedBody: () => endBody(this.#instanceId, 'fenced'),
+      monotonic: this.#monotonic,
     });
     if (options.combine !== false) {
       this.#combiner = new Combiner({
@@ -170,6 +171,8 @@ export class PoolStore {
           if (!this.#lease.confirmed) throw new LeaseNotConfirmed(this.#lease.info().health);
         },
         leaseState: (id) => this.#peers.state(id),
+        routingLeaseState: (id) => this.#peers.routingState(id),
+        recheckLease: (id) => this.#peers.recheck(id),
         leaseFreshNow: (id) => this.#peers.freshNow(id),
         withdrawn: (pool, op) => this.#withdrawn(pool, op),
         sending: (ops) => {
@@ -204,10 +207,12 @@ export class PoolStore {
     return this.#lease.open();
   }
 
-  /** Keep the heartbeat fresh, watch the peers' leases, and serve the combiner. */
-  async startWatching(): Promise<void> {
+  /**
+   * Keep the heartbeat fresh and serve the combiner. The peers' leases are
+   * watched from the first judgement of rows on (see peer-leases.ts).
+   */
+  startHeartbeatAndCombiner(): void {
     this.#lease.startHeartbeat();
-    await this.#peers.watch();
     this.#combiner?.start();
   }
 
