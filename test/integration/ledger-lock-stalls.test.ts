@@ -32,14 +32,14 @@ const TAKEOVER_STEPS = [
   'after lstatSync:lock',
   'before renameSync:lock',
   'before rmSync:moved',
-  'before openSync:token', // the token file is made
-  'after openSync:token',
+  'before mkdirSync:token',
+  'after mkdirSync:token',
   'after readdirSync:lock',
   'after openSync:pool', // the read: open (O_NOFOLLOW), fstat, read on the descriptor
-  'after openSync:token-fill', // the write opens the token file to fill it
-  'after fdatasync:token',
-  'before renameSync:token', // the token file becomes the pool file
-  'before unlinkSync:token', // a release after no write
+  'after openSync:temp',
+  'after fdatasync:temp',
+  'before renameSync:temp',
+  'before rmdirSync:token',
   'before rmdirSync:lock',
 ];
 

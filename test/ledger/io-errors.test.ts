@@ -47,18 +47,8 @@ function faultyFs(fault: { current: Fault }): LedgerFs {
     const code = fault.current(call, String(path));
     if (code) throw systemError(code, call, String(path));
   };
-  // The path each open descriptor was opened by, so a write names its file.
-  const opened = new Map<number, string>();
   return {
     ...nodeFs,
-    writeSync: ((fd: number, ...rest: unknown[]) => {
-      check('write', opened.get(fd));
-      return (nodeFs.writeSync as (fd: number, ...rest: unknown[]) => number)(fd, ...rest);
-    }) as LedgerFs['writeSync'],
-    closeSync: ((fd: number) => {
-      opened.delete(fd);
-      return nodeFs.closeSync(fd);
-    }) as LedgerFs['closeSync'],
     mkdirSync: ((path: string, mode: unknown) => {
       check('mkdir', path);
       return nodeFs.mkdirSync(path, mode as number);
@@ -77,9 +67,7 @@ function faultyFs(fault: { current: Fault }): LedgerFs {
     }) as LedgerFs['unlinkSync'],
     openSync: ((path: string, flags: number, mode?: number) => {
       check('open', path);
-      const fd = nodeFs.openSync(path, flags, mode);
-      opened.set(fd, path);
-      return fd;
+      return nodeFs.openSync(path, flags, mode);
     }) as LedgerFs['openSync'],
     promises: {
       ...nodeFs.promises,
@@ -115,21 +103,20 @@ describe('typed I/O errors', () => {
     const ledger = ledgers.make({ fs: faultyFs(fault) });
     ledger.registerPool('p', { maxCpu: 4 });
     await expect(ledger.reserve('p', 'a', 1, 0)).resolves.toEqual({ ok: true });
-    // The holder's token file in the lock is the temp file the pool file is written to.
     fault.current = (call, path) =>
-      call === 'write' && path.startsWith(`${lock()}/`) ? 'ENOSPC' : undefined;
+      call === 'open' && path.endsWith('.tmp') ? 'ENOSPC' : undefined;
     const error = (await failure(ledger.reserve('p', 'b', 1, 0))) as LedgerIoError;
     expect(isLedgerIoError(error), String(error)).toBe(true);
     expect(error).toMatchObject({
       code: 'ERR_LEDGER_IO',
       pool: 'p',
       errno: 'ENOSPC',
-      syscall: 'write',
+      syscall: 'open',
       mayHaveWritten: false,
     });
-    expect(error.path).toMatch(/p\.lock\/\d+\.[a-z0-9]+$/);
+    expect(error.path).toMatch(/p\.lock\/.*p\.json\.tmp$/);
     expect(error.message).toMatch(
-      /^Pool "p": `write` on .* failed with ENOSPC: the filesystem is full/,
+      /^Pool "p": `open` on .* failed with ENOSPC: the filesystem is full/,
     );
     expect(error.message).toMatch(/Nothing was written to the pool file/);
     expect((error.cause as { code: string }).code).toBe('ENOSPC');
@@ -139,15 +126,15 @@ describe('typed I/O errors', () => {
     await expect(ledger.reserve('p', 'b', 1, 0)).resolves.toEqual({ ok: true });
   });
 
-  it('no inode for the token file: the lock directory just made is removed again', async () => {
+  it('no inode for the token directory: the lock directory just made is removed again', async () => {
     const fault = { current: none };
     const ledger = ledgers.make({ fs: faultyFs(fault) });
     ledger.registerPool('p', { maxCpu: 4 });
     await expect(ledger.reserve('p', 'a', 1, 0)).resolves.toEqual({ ok: true });
     fault.current = (call, path) =>
-      call === 'open' && path.startsWith(`${lock()}/`) ? 'ENOSPC' : undefined;
+      call === 'mkdir' && path.startsWith(`${lock()}/`) ? 'ENOSPC' : undefined;
     const error = (await failure(ledger.reserve('p', 'b', 1, 0))) as LedgerIoError;
-    expect(error).toMatchObject({ code: 'ERR_LEDGER_IO', errno: 'ENOSPC', syscall: 'open' });
+    expect(error).toMatchObject({ code: 'ERR_LEDGER_IO', errno: 'ENOSPC', syscall: 'mkdir' });
     expect(existsSync(lock())).toBe(false);
     // Another process is not held up for the stale window (10 s) once the fault clears.
     fault.current = none;
@@ -162,10 +149,10 @@ describe('typed I/O errors', () => {
     const fault = { current: none };
     const ledger = ledgers.make({ fs: faultyFs(fault) });
     ledger.registerPool('p', { maxCpu: 4 });
-    fault.current = (call, path) => (call === 'rmdir' && path === lock() ? 'EROFS' : undefined);
+    fault.current = (call, path) =>
+      call === 'rmdir' && (path === lock() || path.startsWith(`${lock()}/`)) ? 'EROFS' : undefined;
     await expect(ledger.reserve('p', 'a', 1, 0)).resolves.toEqual({ ok: true });
-    // The token became the pool file; the lock directory stays, empty.
-    expect(nodeFs.readdirSync(lock())).toEqual([]);
+    expect(nodeFs.readdirSync(lock())).toHaveLength(1);
     await new Promise((resolve) => setTimeout(resolve, 250));
     expect(existsSync(lock())).toBe(true);
     fault.current = none;

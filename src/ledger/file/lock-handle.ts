@@ -1,8 +1,8 @@
 /**
  * A held pool lock (see `lock.ts` for the protocol): the fenced write through
- * our token file, the refresh of the lock's mtime while held, release.
+ * our token directory, the refresh of the lock's mtime while held, release.
  */
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { type ClockTimer, systemClock } from '../../clock.js';
 import { LedgerLockCompromisedError } from '../../errors/index.js';
 import { hasErrorCode, type LedgerFs, writeAll } from '../fs.js';
@@ -15,17 +15,14 @@ export interface FencedWriteOptions {
 
 /** A held lock. */
 export interface LockHandle {
-  /** Our token file inside the lock directory (gone once written, or once the lock is lost). */
-  readonly token: string;
-  /**
-   * Throw `LedgerLockCompromisedError` unless the lock is still ours: our token
-   * is inside it, or (once written) it is still the directory we made.
-   */
+  /** Our token directory inside the lock directory (gone once the lock is lost). */
+  readonly tokenDir: string;
+  /** Throw `LedgerLockCompromisedError` unless our token is still inside the lock directory. */
   assertOwned(): Promise<void>;
   /**
-   * Replace `file` with `text` atomically, fenced by the lock: our token file
-   * is filled, optionally fdatasynced, and renamed over `file`. Once per
-   * hold. Fsync the directory of `file` afterwards to make the rename durable.
+   * Replace `file` with `text` atomically, fenced by the lock: temp file in our
+   * token directory, optional fdatasync, rename over `file`. Fsync the
+   * directory of `file` afterwards to make the rename durable.
    *
    * @throws LedgerLockCompromisedError when the lock was taken over (nothing written).
    */
@@ -42,13 +39,13 @@ export interface StuckLock {
 /** Told when a release could not remove the lock at `lockPath` (see {@link removeLock}). */
 export type OnStuck = (
   lockPath: string,
-  token: string,
+  tokenDir: string,
   id: string | undefined,
   error: unknown,
 ) => void;
 
 /**
- * Remove our token file and then the lock directory (identity `lockId`,
+ * Remove our token directory and then the lock directory (identity `lockId`,
  * see {@link directoryId}).
  * `done`: both are gone, or the lock is not ours any more (taken over: the
  * directory there is not ours to remove). Otherwise a removal failed (a
@@ -58,17 +55,26 @@ export type OnStuck = (
 export function removeLock(
   fs: LedgerFs,
   lockPath: string,
-  token: string,
+  tokenDir: string,
   lockId: string | undefined,
 ): 'done' | StuckLock {
   try {
-    fs.unlinkSync(token);
+    fs.rmdirSync(tokenDir);
   } catch (error) {
-    if (!hasErrorCode(error, 'ENOENT') && !hasErrorCode(error, 'ENOTDIR')) return { error };
-    // Our token is gone: renamed into place by our write, or the lock was taken
-    // over (the directory there now is not ours to remove). It is ours to
-    // remove while it is still the directory we made.
-    if (!sameDirectory(fs, lockPath, lockId)) return 'done';
+    if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
+      // Our token is gone: the lock was taken over (the directory there now is
+      // not ours to remove), unless it is still our own directory (an earlier
+      // try removed the token, then failed on the lock directory).
+      if (!sameDirectory(fs, lockPath, lockId)) return 'done';
+    } else if (!hasErrorCode(error, 'ENOTEMPTY')) {
+      return { error };
+    } else {
+      try {
+        fs.rmSync(tokenDir, { recursive: true, force: true });
+      } catch (error) {
+        return { error };
+      }
+    }
   }
   try {
     fs.rmdirSync(lockPath);
@@ -111,21 +117,16 @@ export function holdLock(
   staleMs: number,
   onStuck: OnStuck = () => {},
 ): LockHandle {
-  const token = join(lockPath, held.token);
+  const tokenDir = join(lockPath, held.token);
   const lost = (why: string, cause?: unknown) =>
     new LedgerLockCompromisedError(
       pool,
       `Lost the lock ${lockPath} of pool ${JSON.stringify(pool)} (${why}); another process took it over after it looked stale. Nothing was written; retry the operation.`,
       cause === undefined ? undefined : { cause },
     );
-  let tried = false;
-  let written = false;
-  // Ours while our token is inside; once the write renamed it away, while the
-  // lock is still the directory we made (a taker moves it away).
   const owned = (): boolean => {
-    if (written) return sameDirectory(fs, lockPath, held.id);
     try {
-      return fs.lstatSync(token).isFile();
+      return fs.lstatSync(tokenDir).isDirectory();
     } catch {
       return false;
     }
@@ -146,51 +147,55 @@ export function holdLock(
   refresher.unref();
   let released = false;
   const handle: LockHandle = {
-    token,
+    tokenDir,
     async assertOwned() {
       if (released || !owned()) throw lost('our token is gone from the lock directory');
     },
     async write(file, text, options) {
       if (released) throw lost('the lock was released');
-      // The token is the temp file, for one try: another would need a new
-      // token, made in whatever lock directory is there by then (not fenced).
-      if (tried) throw new Error(`internal: the lock ${lockPath} was written once already`);
-      tried = true;
-      // Opened without O_CREAT: once a taker moved the lock away, our token is
-      // not at this path, and nothing is created in the taker's lock.
-      const { O_WRONLY, O_NOFOLLOW } = fs.constants;
+      const temp = join(tokenDir, `${basename(file)}.tmp`);
+      const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = fs.constants;
       let fd: number;
       try {
-        fd = fs.openSync(token, O_WRONLY | O_NOFOLLOW);
+        fd = fs.openSync(temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o644);
       } catch (error) {
         if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) {
-          throw lost('our token is gone from the lock directory', error);
+          throw lost('our token directory is gone', error);
         }
         throw error;
       }
+      let renamed = false;
       try {
-        writeAll(fs, fd, text);
-        if (options.fsync) await datasync(fs, fd);
+        try {
+          writeAll(fs, fd, text);
+          if (options.fsync) await datasync(fs, fd);
+        } finally {
+          fs.closeSync(fd);
+        }
+        try {
+          fs.renameSync(temp, file);
+        } catch (error) {
+          if (hasErrorCode(error, 'ENOENT')) throw lost('our token directory is gone', error);
+          throw error;
+        }
+        renamed = true;
       } finally {
-        fs.closeSync(fd);
-      }
-      try {
-        fs.renameSync(token, file);
-      } catch (error) {
-        if (hasErrorCode(error, 'ENOENT')) {
-          throw lost('our token is gone from the lock directory', error);
+        if (!renamed) {
+          try {
+            fs.unlinkSync(temp);
+          } catch {
+            // Never created, or removed with the moved lock.
+          }
         }
-        throw error;
       }
-      written = true;
     },
     async release() {
       if (released) return;
       released = true;
       systemClock.clearInterval(refresher);
       refresher = undefined;
-      const removed = removeLock(fs, lockPath, token, held.id);
-      if (removed !== 'done') onStuck(lockPath, token, held.id, removed.error);
+      const removed = removeLock(fs, lockPath, tokenDir, held.id);
+      if (removed !== 'done') onStuck(lockPath, tokenDir, held.id, removed.error);
     },
   };
   return handle;

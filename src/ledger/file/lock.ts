@@ -2,32 +2,26 @@
  * The pool lock: the directory `<dir>/<pool>.lock`, made by `mkdir`, as the kici
  * orchestrator's ledger makes it, so its processes and ours exclude each other.
  *
- * Inside the lock directory each of our holders keeps a token file
- * `<pool>.lock/<token>` (random, per acquisition), which its write fills and
- * renames over the pool file. The protocol:
+ * Inside the lock directory each of our holders keeps a token directory
+ * `<pool>.lock/<token>/` (random, per acquisition). The protocol:
  *
  * 1. `lstat <pool>.lock`: a lock not refreshed for `staleMs` is taken over
  *    (see `takeover.ts`), a fresh one ends the try. A free lock is made with
  *    `mkdir <pool>.lock` (0700; 01700, the sticky bit set, by a holder that
  *    serves the combining directory); `EEXIST` there (another process was
  *    faster) ends the try too.
- * 2. create the file `<pool>.lock/<token>` (`O_EXCL`, empty, the pool file's
- *    mode 0644); then the lock is ours only if the directory
+ * 2. `mkdir <pool>.lock/<token>`; then the lock is ours only if the directory
  *    holds our token and nothing else and has no group/other permission bits
  *    (kici's lock directories do: `mkdir` with the default mode). A process
  *    descheduled between steps 1 and 2 may be placing its token into a lock
  *    someone else took meanwhile: of two tokens, the second to arrive sees the
  *    first and backs off, so at most one of ours passes.
- * 3. Every write goes through {@link LockHandle.write}: the token file is
- *    opened (never created), filled and renamed over the pool file. That rename
+ * 3. Every write goes through {@link LockHandle.write}: the temp file is made in
+ *    the token directory and renamed from there over the pool file. That rename
  *    is the fence: once a taker has moved the lock directory away, the source
  *    path no longer exists and a holder that stalled anywhere writes nothing.
  * 4. While held, the lock directory's mtime is refreshed every `staleMs / 4`;
- *    release removes the token file (if no write renamed it), then the lock
- *    directory. After its write the holder's lock directory is empty until
- *    the release: a process placing its token late (step 2) then finds it
- *    alone and takes the lock; it reads what the holder wrote, and the
- *    holder, whose write is done, writes nothing more (a handle writes once).
+ *    release removes the token directory, then the lock directory.
  */
 import { join } from 'node:path';
 import { type Clock, type ClockTimer, systemClock } from '../../clock.js';
@@ -35,7 +29,6 @@ import { LedgerBusyError, LedgerDirError } from '../../errors/index.js';
 import { hasErrorCode, type LedgerFs } from '../fs.js';
 import { directoryId, holdLock, type LockHandle, type OnStuck, removeLock } from './lock-handle.js';
 import { LockWaker } from './lock-wake.js';
-import { createExclusive } from './safe-fs.js';
 import { takeOverIfStale } from './takeover.js';
 import { queuePath, WaitQueue } from './wait-queue.js';
 
@@ -120,11 +113,11 @@ export class PoolLocker {
   // Per lock path, the names its waiters wake on (made once).
   readonly #wakeNames = new Map<string, ReturnType<typeof wakeNames>>();
   // Locks of ours whose release failed (a read-only filesystem): lock path to
-  // our token file in it and the error of the last try. Removed again
+  // our token directory in it and the error of the last try. Removed again
   // every RELEASE_RETRY_MS and before the next acquire of the pool, so that
   // once the fault clears every process proceeds at once instead of after the
   // stale window.
-  readonly #stuck = new Map<string, { token: string; id: string | undefined; error: unknown }>();
+  readonly #stuck = new Map<string, { tokenDir: string; id: string | undefined; error: unknown }>();
   #retry: ClockTimer | undefined;
 
   constructor(fs: LedgerFs, clock: Clock = systemClock) {
@@ -147,8 +140,8 @@ export class PoolLocker {
   }
 
   // A release that could not remove the lock: retried in the background.
-  #onStuck: OnStuck = (lockPath, token, id, error) => {
-    this.#stuck.set(lockPath, { token, id, error });
+  #onStuck: OnStuck = (lockPath, tokenDir, id, error) => {
+    this.#stuck.set(lockPath, { tokenDir, id, error });
     if (this.#retry !== undefined) return;
     this.#retry = this.#clock.setInterval(() => this.#removeStuck(), RELEASE_RETRY_MS);
     this.#retry.unref();
@@ -158,7 +151,7 @@ export class PoolLocker {
   #removeStuck(only?: string): void {
     for (const [lockPath, stuck] of this.#stuck) {
       if (only !== undefined && lockPath !== only) continue;
-      const removed = removeLock(this.#fs, lockPath, stuck.token, stuck.id);
+      const removed = removeLock(this.#fs, lockPath, stuck.tokenDir, stuck.id);
       if (removed === 'done') this.#stuck.delete(lockPath);
       else stuck.error = removed.error;
     }
@@ -314,10 +307,9 @@ export class PoolLocker {
   // False, or the lock directory's identity (see directoryId) when the lock is ours.
   private claimToken(lockPath: string, token: string): string | undefined | false {
     const fs = this.#fs;
-    const tokenFile = join(lockPath, token);
+    const tokenDir = join(lockPath, token);
     try {
-      // Empty, and the pool file's mode: the holder's write fills it and renames it into place.
-      fs.closeSync(createExclusive(fs, tokenFile, 0o644));
+      fs.mkdirSync(tokenDir, 0o700);
     } catch (error) {
       // The lock directory was taken over (or released) since our mkdir.
       if (hasErrorCode(error, 'ENOENT') || hasErrorCode(error, 'ENOTDIR')) return false;
@@ -341,7 +333,7 @@ export class PoolLocker {
     }
     if (!alone) {
       try {
-        fs.unlinkSync(tokenFile);
+        fs.rmdirSync(tokenDir);
       } catch {
         // Taken over with the lock directory: gone already.
       }

@@ -1,7 +1,7 @@
 /**
  * Reading a pool file safely, the size rule for writing one, and the directory
  * fsync that makes a rename durable. The write itself is fenced by the lock
- * (`lock.ts`): the holder's token file inside the lock is the temp file.
+ * (`lock.ts`): the temp file is made inside the holder's token directory.
  */
 import { basename } from 'node:path';
 import { LedgerFileError } from '../../errors/index.js';

@@ -9,8 +9,8 @@
  * fresh lock, see below) and goes back to `mkdir`.
  *
  * Why a holder that lost its lock cannot write afterwards: our holders write
- * into their own token file `<pool>.lock/<token>` (opened, never created)
- * and rename it over the pool file (see `lock.ts`). Once the lock
+ * their temp file inside their own token directory `<pool>.lock/<token>/` and
+ * rename it from there over the pool file (see `lock.ts`). Once the lock
  * directory is moved, that path no longer resolves, so a holder that was
  * descheduled anywhere (after its ownership check, after its fsync, right
  * before its rename) gets `ENOENT` and writes nothing. Removing the moved tree
@@ -81,8 +81,8 @@ export function takeOverIfStale(
 }
 
 /**
- * Remove a moved lock directory and what is in it (token files; token
- * directories and temp files of older versions). `rm` never follows a symlink inside the tree. Best effort: a tree
+ * Remove a moved lock directory and what is in it (token directories, temp
+ * files). `rm` never follows a symlink inside the tree. Best effort: a tree
  * that cannot be removed now is harmless where it is (nothing resolves
  * `<pool>.lock/<token>` to it any more) and is swept by a later holder.
  */

@@ -327,7 +327,7 @@ export class FileCycle {
   }
 
   // The pool document when no holder that took our calls can still write:
-  // the lock is free (a holder writes only through its token file inside
+  // the lock is free (a holder writes only through its token directory inside
   // the lock), read after we saw it free. Undefined when that cannot be known.
   private async finalDocument(pool: string): Promise<LedgerDocument | undefined> {
     try {
@@ -494,7 +494,7 @@ export class FileCycle {
         const text = serializeDocument(outcome.doc);
         checkWriteSize(file, text, { pool, maxBytes: this.host.maxFileBytes });
         this.host.confirmLease(dir, pool);
-        // Fenced: the temp file is our token file inside the lock, so
+        // Fenced: the temp file sits in our token directory inside the lock, so
         // a holder whose lock was taken over cannot rename it into place.
         await handle.write(file, text, { fsync });
         wrote = true;
