@@ -2,6 +2,7 @@
  * Shared pieces of the NatsPoolLedger cross-process tests: start workers, and
  * watch every revision of a pool key checking it against the cap.
  */
+import { DiscardPolicy, type StreamConfig } from '@nats-io/jetstream';
 import type { KV, KvEntry } from '@nats-io/kv';
 import { KvWatchInclude } from '@nats-io/kv';
 import { parseDocument } from '../../src/ledger/document/codec.js';
@@ -9,6 +10,24 @@ import { checkFit } from '../../src/ledger/document/fit.js';
 import type { ResourceCap } from '../../src/resources/types.js';
 import type { NatsWorkerConfig } from '../fixtures/nats-ledger-worker.js';
 import { type FixtureProcess, startFixture } from './processes.js';
+
+/**
+ * The stream of a KV bucket made by hand with 3 replicas that keeps every
+ * revision (unlimited history), so a whole run can be read back and checked
+ * after it, whatever a failover did to the watches.
+ */
+export function fullHistoryBucket(bucket: string): Partial<StreamConfig> & { name: string } {
+  return {
+    name: `KV_${bucket}`,
+    subjects: [`$KV.${bucket}.>`],
+    max_msgs_per_subject: -1,
+    num_replicas: 3,
+    allow_rollup_hdrs: true,
+    deny_delete: true,
+    allow_direct: false,
+    discard: DiscardPolicy.New,
+  };
+}
 
 /** Start a worker; `running` collects it for cleanup. */
 export function natsWorker(

@@ -3,13 +3,13 @@
  * replicas: the stream leader is SIGKILLed during a contention run; the run
  * completes after leader election, never over-commits and loses no grant.
  */
-import { DiscardPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CasWriter, isRevisionConflict } from '../../src/ledger/nats/cas.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
-import { natsWorker, revisionChecker } from '../helpers/nats-ledger.js';
+import { fullHistoryBucket, natsWorker, revisionChecker } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsCluster } from '../helpers/nats-server.js';
 import { type FixtureProcess, finishFixture, stopFixture } from '../helpers/processes.js';
 import { hasSystem } from '../helpers/system.js';
@@ -159,20 +159,7 @@ describe.runIf(ok)('NatsPoolLedger on a 3-node cluster', () => {
     const jsm = await jetstreamManager(admin);
     // The bucket keeps every revision (a KV bucket made by hand, unlimited history),
     // so the whole run can be checked after it, whatever the failover did to watches.
-    await retry(
-      () =>
-        jsm.streams.add({
-          name: 'KV_scaler-pools',
-          subjects: ['$KV.scaler-pools.>'],
-          max_msgs_per_subject: -1,
-          num_replicas: 3,
-          allow_rollup_hdrs: true,
-          deny_delete: true,
-          allow_direct: false,
-          discard: DiscardPolicy.New,
-        }),
-      20_000,
-    );
+    await retry(() => jsm.streams.add(fullHistoryBucket('scaler-pools')), 20_000);
     const kv: KV = await new Kvm(admin).open('scaler-pools');
     const leaderName = (await jsm.streams.info('KV_scaler-pools')).cluster?.leader;
     const leaderIndex = servers.findIndex((_, i) => `n${i}` === leaderName);

@@ -6,13 +6,18 @@
  * independent watcher: never over the cap, never two rows for one agent, never
  * an agent's row back after it left (a call applied twice or late).
  */
-import { DiscardPolicy, jetstreamManager } from '@nats-io/jetstream';
+import { jetstreamManager } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeCombinerRecord } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
-import { natsWorker, revisionChecker, watchRevisions } from '../helpers/nats-ledger.js';
+import {
+  fullHistoryBucket,
+  natsWorker,
+  revisionChecker,
+  watchRevisions,
+} from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsCluster, startNatsServer } from '../helpers/nats-server.js';
 import {
   type FixtureEvent,
@@ -505,16 +510,7 @@ describe.runIf(ok)('NatsPoolLedger combiner, 3-node cluster', () => {
     for (;;) {
       try {
         const jsm = await jetstreamManager(admin);
-        await jsm.streams.add({
-          name: 'KV_scaler-pools',
-          subjects: ['$KV.scaler-pools.>'],
-          max_msgs_per_subject: -1,
-          num_replicas: 3,
-          allow_rollup_hdrs: true,
-          deny_delete: true,
-          allow_direct: false,
-          discard: DiscardPolicy.New,
-        });
+        await jsm.streams.add(fullHistoryBucket('scaler-pools'));
         break;
       } catch (error) {
         if (performance.now() > deadline) throw error;
