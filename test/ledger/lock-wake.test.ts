@@ -83,24 +83,48 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
     expect(polling.watching(dir)).toBe(false);
   });
 
-  it('ends its watch at a change once nobody has slept on it for a while, and makes it again for the next sleep', async () => {
+  it('outside a wait, ends its watch with the sleep', async () => {
+    const woken = waker.sleep(dir, LOCK, 10_000);
+    mkdirSync(join(dir, 'p.lock'));
+    expect(await woken).toBe(true);
+    expect(waker.watching(dir)).toBe(false);
+    expect(await waker.sleep(dir, LOCK, 20)).toBe(false);
+    expect(waker.watching(dir)).toBe(false);
+  });
+
+  it('keeps the watch from begin to end across sleeps and changes between them, then ends it', async () => {
+    expect(waker.begin(dir)).toBe(true);
+    expect(waker.watching(dir)).toBe(true);
     const first = waker.sleep(dir, LOCK, 10_000);
     mkdirSync(join(dir, 'p.lock'));
     expect(await first).toBe(true);
-    expect(waker.watching(dir)).toBe(true);
-    // Nobody sleeps now: a change after the idle window ends the watch (no
-    // wake-ups for a directory nobody waits on).
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Awake between two sleeps: changes arrive and the watch stays.
     writeFileSync(join(dir, 'p.json'), '{}');
-    for (let i = 0; i < 100 && waker.watching(dir); i++) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    expect(waker.watching(dir)).toBe(false);
-    expect(waker.prepare(dir)).toBe(true);
-    const second = waker.sleep(dir, LOCK, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
     expect(waker.watching(dir)).toBe(true);
+    const second = waker.sleep(dir, LOCK, 10_000);
     rmdirSync(join(dir, 'p.lock'));
     expect(await second).toBe(true);
+    waker.end(dir);
+    expect(waker.watching(dir)).toBe(false);
+  });
+
+  it('ends the watch only when the last of several waits ends, and not under a sleeper', async () => {
+    waker.begin(dir);
+    waker.begin(dir);
+    waker.end(dir);
+    expect(waker.watching(dir)).toBe(true);
+    const sleeping = waker.sleep(dir, LOCK, 10_000);
+    waker.end(dir);
+    // The sleeper still needs it; it ends when that sleep does.
+    expect(waker.watching(dir)).toBe(true);
+    mkdirSync(join(dir, 'p.lock'));
+    expect(await sleeping).toBe(true);
+    expect(waker.watching(dir)).toBe(false);
+    // A new wait makes it again.
+    expect(waker.begin(dir)).toBe(true);
+    expect(waker.watching(dir)).toBe(true);
+    waker.end(dir);
   });
 
   it('close() wakes every sleeper and stops watching', async () => {

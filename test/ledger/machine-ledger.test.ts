@@ -5,6 +5,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  rmdirSync,
   rmSync,
   statSync,
   utimesSync,
@@ -419,6 +420,47 @@ describe('lock', () => {
     expect(error.pool).toBe('p');
     expect(error.lockAgeMs).toBeGreaterThanOrEqual(0);
     expect(error.message).toMatch(/Pool "p" is busy.* s old/);
+  });
+
+  it('watches the ledger directory only while it waits on the lock, not after', async () => {
+    // The directory's watch wakes this process at every change there (each
+    // lock taken and released, each pool file replaced): once the wait ends it
+    // must be gone, not left to the next change.
+    const open = new Set<nodeFs.FSWatcher>();
+    const watched: string[] = [];
+    const fs = {
+      ...nodeFs,
+      watch: (path: string, options: nodeFs.WatchOptions) => {
+        const watcher = nodeFs.watch(path, options);
+        if (path === dir) {
+          watched.push(path);
+          open.add(watcher);
+          const close = watcher.close.bind(watcher);
+          watcher.close = () => {
+            open.delete(watcher);
+            close();
+          };
+        }
+        return watcher;
+      },
+    } as unknown as LedgerFs;
+    // A held lock with the default mode (the kici orchestrator's): the waiter
+    // stands in line and sleeps on the directory's watch.
+    const lockDir = join(dir, 'p.lock');
+    mkdirSync(lockDir);
+    const ledger = make({ fs });
+    ledger.registerPool('p', {});
+    const reserved = ledger.reserve('p', 'a', 1, 1);
+    for (let i = 0; i < 200 && open.size === 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    expect(open.size).toBe(1);
+    rmdirSync(lockDir);
+    expect(await reserved).toEqual({ ok: true });
+    expect(open.size).toBe(0);
+    // Changes in the directory now reach no watch of this ledger.
+    expect(await ledger.release('p', 'a')).toBe(true);
+    expect(watched).toHaveLength(1);
   });
 
   it('waits its turn behind an older waiter with a fresh claim, and ignores a stale claim', async () => {

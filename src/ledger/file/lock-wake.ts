@@ -13,12 +13,16 @@
  * filesystem that reports nothing (a network mount, a watch that failed or
  * hit the inotify limit) behaves as before, by polling.
  *
- * A watch is kept only while someone sleeps on it: the first change that
- * arrives when nobody has slept on it for 50 ms ends it, and the next sleep
- * makes it again. Every
- * change in a busy ledger directory (each lock taken and released, each pool
- * file replaced, each lease renewed) would otherwise wake every process that
- * ever waited there, although most of them now wait on their combining inbox.
+ * A watch is kept only while a waiter of this process waits on the
+ * directory: from the first sleep of a wait for a lock (`begin`) to the end of
+ * that wait (`end`: it got the lock, gave up, or now sleeps on its combining
+ * inbox instead), and the last one to end it closes the watch. Every change in
+ * a busy ledger directory (each lock taken and released, each pool file
+ * replaced, each lease renewed) wakes the process that watches it, although
+ * most of its waits are answered through the combining inbox. (Until 2026-12
+ * a watch ended at the first change 50 ms after its last sleeper: at 8
+ * processes that woke each of them about once more per reserve and release,
+ * for nothing.)
  */
 import { type ClockTimer, systemClock } from '../../clock.js';
 import { timerMs } from '../../internal/timer-ms.js';
@@ -31,31 +35,21 @@ interface Sleeper {
 
 type FSWatcher = ReturnType<LedgerFs['watch']>;
 
-// A watch nobody has slept on for this long ends at the next change.
-const IDLE_MS = 50;
-
 /** One directory's watch, shared by every waiter of every pool in it. */
 class DirWatch {
   readonly #sleepers = new Set<Sleeper>();
   #watcher: FSWatcher | undefined;
-  // When the last sleeper left (epoch ms).
-  #lastSleep = systemClock.now();
 
-  constructor(watcher: FSWatcher, onIdle: () => void) {
+  // `onQuiet` runs when the last sleeper leaves.
+  constructor(
+    watcher: FSWatcher,
+    private readonly onQuiet: () => void,
+  ) {
     this.#watcher = watcher;
     watcher.on('change', (event: string, name: string | Buffer | null) => {
-      if (this.#sleepers.size === 0) {
-        // Nobody has slept here for a while: stop receiving this directory's
-        // changes. (A waiter between two sleeps keeps it.)
-        if (systemClock.now() - this.#lastSleep > IDLE_MS) {
-          this.close();
-          onIdle();
-        }
-        return;
-      }
       // Only entries made, removed or renamed: a rewrite of the queue file (the
       // head refreshing its claim) or the lock's mtime refresh wakes nobody.
-      if (event === 'rename') this.#changed(name);
+      if (this.#sleepers.size > 0 && event === 'rename') this.#changed(name);
     });
     // A watch that fails (the directory went away, inotify gave up) ends; sleepers poll.
     watcher.on('error', () => this.close());
@@ -71,7 +65,11 @@ class DirWatch {
 
   remove(sleeper: Sleeper): void {
     this.#sleepers.delete(sleeper);
-    this.#lastSleep = systemClock.now();
+    if (this.#sleepers.size === 0) this.onQuiet();
+  }
+
+  get quiet(): boolean {
+    return this.#sleepers.size === 0;
   }
 
   close(): void {
@@ -98,6 +96,8 @@ class DirWatch {
 export class LockWaker {
   readonly #fs: LedgerFs;
   readonly #watches = new Map<string, DirWatch | null>();
+  // Per directory, the waits between `begin` and `end`.
+  readonly #waits = new Map<string, number>();
 
   constructor(fs: LedgerFs) {
     this.#fs = fs;
@@ -105,7 +105,8 @@ export class LockWaker {
 
   /**
    * Sleep up to `ms`, or less when one of `names` (entries of `dir`) changes.
-   * Resolves `true` when woken by a change, `false` on the timer.
+   * Resolves `true` when woken by a change, `false` on the timer. Outside a
+   * wait (`begin`), the watch ends with the sleep.
    */
   sleep(dir: string, names: ReadonlySet<string>, ms: number): Promise<boolean> {
     ms = timerMs(ms);
@@ -127,24 +128,42 @@ export class LockWaker {
     });
   }
 
-  /** True while `dir` is watched (for tests and the bench). */
+  /** True while `dir` is watched (for tests). */
   watching(dir: string): boolean {
     return this.#watches.get(dir)?.open === true;
   }
 
   /**
-   * Watch `dir` for the sleep that follows (a watch ended while nobody slept
-   * is made again); true when its changes will wake that sleep, false where
-   * only the timer will.
+   * A wait on a lock in `dir` begins: its watch is kept (made if needed) until
+   * the matching `end`. True when changes will wake the wait's sleeps, false
+   * where only their timers will.
    */
-  prepare(dir: string): boolean {
+  begin(dir: string): boolean {
+    this.#waits.set(dir, (this.#waits.get(dir) ?? 0) + 1);
     return this.#watch(dir) !== undefined;
+  }
+
+  /** The wait `begin` started has ended; the last one closes the watch. */
+  end(dir: string): void {
+    const waits = (this.#waits.get(dir) ?? 1) - 1;
+    if (waits > 0) {
+      this.#waits.set(dir, waits);
+      return;
+    }
+    this.#waits.delete(dir);
+    const watch = this.#watches.get(dir);
+    if (watch?.quiet) this.#close(dir, watch);
   }
 
   /** Stop every watch; sleeping waiters wake and go on polling. */
   close(): void {
     for (const watch of this.#watches.values()) watch?.close();
     this.#watches.clear();
+  }
+
+  #close(dir: string, watch: DirWatch): void {
+    watch.close();
+    if (this.#watches.get(dir) === watch) this.#watches.delete(dir);
   }
 
   #watch(dir: string): DirWatch | undefined {
@@ -155,7 +174,8 @@ export class LockWaker {
     try {
       // Not persistent: a waiting ledger keeps the process alive through its timer only.
       const made: DirWatch = new DirWatch(this.#fs.watch(dir, { persistent: false }), () => {
-        if (this.#watches.get(dir) === made) this.#watches.delete(dir);
+        // The last sleeper left: outside every wait, nobody needs the watch.
+        if (!this.#waits.has(dir)) this.#close(dir, made);
       });
       watch = made;
     } catch {

@@ -204,66 +204,77 @@ export class PoolLocker {
     // that holder applies its request, or wakes it when it releases. So until
     // then it neither tries the lock nor stands in line.
     let deferring = false;
-    for (;;) {
-      if (hooks?.settled()) {
-        queue.leave();
-        return undefined;
-      }
-      if (deferring) deferring = heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
-      if (!deferring) {
-        // Whether it is our turn is read only once the lock looks free.
-        let turn: boolean | undefined;
-        let token: { token: string; id: string | undefined } | undefined;
-        try {
-          token = this.attempt(pool, lockPath, timing, () => {
-            turn = queue.myTurn();
-            return turn;
-          });
-        } catch (error) {
+    // Whether this wait keeps the directory's watch (`LockWaker.begin`):
+    // undefined until its first sleep on the lock, and again while deferring.
+    let watched: boolean | undefined;
+    try {
+      for (;;) {
+        if (hooks?.settled()) {
           queue.leave();
-          throw error;
+          return undefined;
         }
-        if (token !== undefined) {
+        if (deferring) deferring = heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
+        if (!deferring) {
+          // Whether it is our turn is read only once the lock looks free.
+          let turn: boolean | undefined;
+          let token: { token: string; id: string | undefined } | undefined;
+          try {
+            token = this.attempt(pool, lockPath, timing, () => {
+              turn = queue.myTurn();
+              return turn;
+            });
+          } catch (error) {
+            queue.leave();
+            throw error;
+          }
+          if (token !== undefined) {
+            queue.leave();
+            return holdLock(this.#fs, pool, lockPath, token, timing.staleMs, this.#onStuck);
+          }
+          if (!contended) {
+            contended = true;
+            hooks?.contended();
+          }
+          // A posted waiter leaves the line only while the lock is held by a
+          // holder that will apply its request (one of ours that combines).
+          // Behind any other holder (the kici orchestrator's ledger, which knows
+          // nothing of posted requests) it waits in line like every plain waiter
+          // and takes the lock itself, then serves every posted request as holder.
+          deferring =
+            hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
+          if (deferring) {
+            queue.leave();
+            if (watched !== undefined) this.#waker.end(wake.dir);
+            watched = undefined;
+          } else queue.claim(turn);
+        }
+        const waited = systemClock.now() - started;
+        if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
           queue.leave();
-          return holdLock(this.#fs, pool, lockPath, token, timing.staleMs, this.#onStuck);
+          throw await this.busy(pool, lockPath, waited, timing);
         }
-        if (!contended) {
-          contended = true;
-          hooks?.contended();
+        if (deferring && hooks) {
+          await hooks.pause();
+          continue;
         }
-        // A posted waiter leaves the line only while the lock is held by a
-        // holder that will apply its request (one of ours that combines).
-        // Behind any other holder (the kici orchestrator's ledger, which knows
-        // nothing of posted requests) it waits in line like every plain waiter
-        // and takes the lock itself, then serves every posted request as holder.
-        deferring =
-          hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
-        if (deferring) queue.leave();
-        else queue.claim(turn);
+        // Waiters behind an older one only need to notice when it is their turn:
+        // the head of the line wakes when the lock changes, the others when the
+        // queue does (each still polls, for changes no watch reports).
+        const leading = queue.leading();
+        watched ??= this.#waker.begin(wake.dir);
+        const delay = watched
+          ? watchedRetryDelay(leading)
+          : leading
+            ? retryDelay(waited)
+            : 2 + Math.random();
+        await this.#waker.sleep(
+          wake.dir,
+          leading ? wake.lock : wake.queue,
+          Math.max(1, Math.min(delay, timing.timeoutMs - waited)),
+        );
       }
-      const waited = systemClock.now() - started;
-      if (waited >= timing.timeoutMs && !hooks?.mustWait()) {
-        queue.leave();
-        throw await this.busy(pool, lockPath, waited, timing);
-      }
-      if (deferring && hooks) {
-        await hooks.pause();
-        continue;
-      }
-      // Waiters behind an older one only need to notice when it is their turn:
-      // the head of the line wakes when the lock changes, the others when the
-      // queue does (each still polls, for changes no watch reports).
-      const leading = queue.leading();
-      const delay = this.#waker.prepare(wake.dir)
-        ? watchedRetryDelay(leading)
-        : leading
-          ? retryDelay(waited)
-          : 2 + Math.random();
-      await this.#waker.sleep(
-        wake.dir,
-        leading ? wake.lock : wake.queue,
-        Math.max(1, Math.min(delay, timing.timeoutMs - waited)),
-      );
+    } finally {
+      if (watched !== undefined) this.#waker.end(wake.dir);
     }
   }
 
