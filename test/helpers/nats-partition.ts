@@ -134,6 +134,14 @@ export interface HealFigures {
    * ledger's part of the delay, apart from the servers' election.
    */
   afterLeaderMs: number;
+  /**
+   * ms from the first write the stream acknowledged after it had a leader again
+   * (the observer writes a key of its own every 250 ms) to the first grant
+   * after that: the ledger's part of the delay, apart from a server that has a
+   * leader but does not take writes yet (nats-server 2.9 after a heal).
+   * Infinity when no grant followed; NaN when the stream took no write again.
+   */
+  afterWritableMs: number;
   /** The longest time without a grant from the heal through the 10 s after it (ms). */
   longestGapMs: number;
   /** Live workers that had no call granted or refused within `ANSWER_WITHIN_MS` of the heal (or of the stream's leader coming back). */
@@ -455,6 +463,7 @@ export async function runPartitionRound(
       violations: string[];
       watched: number;
       leaders: Array<[number, string | null]>;
+      accepted: number[];
       pool: Array<{
         seq: number;
         at: number;
@@ -530,6 +539,8 @@ export async function runPartitionRound(
       // Later when the round had to wait longer than that for a leader.
       if (Number.isFinite(leaderFoundMs)) leaderBack = Math.max(leaderBack, at + leaderFoundMs);
       const afterBack = oks.find((t) => t > leaderBack);
+      const writable = report.accepted.find((t) => t > leaderBack);
+      const afterWritable = writable === undefined ? undefined : oks.find((t) => t > writable);
       const silent = indexes
         .filter((i) => i !== combinerIndex || what === 'combiner killed')
         .filter(
@@ -570,6 +581,12 @@ export async function runPartitionRound(
         at,
         firstGrantMs: after.length > 0 ? after[0]! - at : Number.POSITIVE_INFINITY,
         afterLeaderMs: afterBack === undefined ? Number.POSITIVE_INFINITY : afterBack - leaderBack,
+        afterWritableMs:
+          writable === undefined
+            ? Number.NaN
+            : afterWritable === undefined
+              ? Number.POSITIVE_INFINITY
+              : afterWritable - writable,
         longestGapMs: gap,
         silent,
         never,
@@ -648,7 +665,7 @@ export function describeRound(round: RoundFigures): string {
   const heals = round.heals
     .map(
       (h) =>
-        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s), leader found after ${h.leaderFoundMs} ms${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}${h.never.length ? `, never again ${h.never.join(' ')}` : ''}`,
+        `${h.what}: first grant ${h.firstGrantMs} ms (${h.afterLeaderMs} ms after the stream had a leader, ${h.afterWritableMs} ms after it took a write), longest gap ${h.longestGapMs} ms, ${h.leaderChanges} leader change(s), leader found after ${h.leaderFoundMs} ms${h.silent.length ? `, silent ${h.silent.join(' ')}` : ''}${h.never.length ? `, never again ${h.never.join(' ')}` : ''}`,
     )
     .join('; ');
   return `nats-server ${round.serverVersion}${round.busy ? ', CPUs busy' : ''}, leader ${round.leader}: ${heals}; fenced grants ${round.fencedGrants.length}, over cap ${round.overCap}, orphans ${round.orphans.length}, late calls ${round.lateCalls.length} (slowest ${round.slowestCallMs} ms), outcome unknown ${round.outcomeUnknown}, fences ${round.fences.join('/')}, ${round.grants} grants, ${round.revisions} revisions`;

@@ -23,10 +23,13 @@ const ok = hasSystem(['nats-server', 'nft', 'ip', 'root'], 'NatsPoolLedger under
 // rejoins (its term went up while it was alone), and loses or blocks writes around leader
 // changes (docs/ledger.md, "Server version"): for seconds no write is acknowledged, whatever
 // the clients do (the first grant came within 2 s of 31 of 40 heals in the soak, within 8.6 s
-// of the rest but two, when the stream had no leader for 10-30 s; bench/RESULTS.md). So the
-// round waits after each heal until the stream has a leader again, the bound asserted here runs
-// from that moment (it tells a working ledger from one frozen after a heal, as it was: no grant
-// for the rest of a run), and the figures are printed.
+// of the rest but two, when the stream had no leader for 10-30 s; bench/RESULTS.md). A stream
+// with a leader can still take no write for a while: one CI run saw the first grant 24.5 s
+// after the leader came back. So the round waits after each heal until the stream has a leader
+// again, the observer writes a key of its own every 250 ms, and the bound asserted here runs
+// from the first write the stream took after its leader came back (it tells a working ledger
+// from one frozen after a heal, as it was: no grant for the rest of a run); the figures from
+// the heal and from the leader are printed.
 const FIRST_GRANT_BOUND_MS = 20_000;
 
 function olderThan(version: string, than: [number, number, number]): boolean {
@@ -63,9 +66,20 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
         throw new Error(line);
       }
       // Every call answers (above); every live worker is granted or refused again once the
-      // stream has a leader, and a grant follows soon after (the ledger's part of the delay).
+      // stream has a leader, and a grant follows soon after the stream takes writes again
+      // (the ledger's part of the delay).
       expect(heal.never, `${heal.what}: workers never granted or refused again`).toEqual([]);
-      expect(heal.afterLeaderMs, `${heal.what}: first grant after a leader`).toBeLessThan(
+      if (Number.isNaN(heal.afterWritableMs)) {
+        // The stream took no write of the observer's after its leader came back, to the end
+        // of the round: no client can be granted then (logged; a failure on a newer server).
+        const line = `${heal.what}: the stream took no write after its leader came back`;
+        if (older) {
+          console.log(`nats-server ${round.serverVersion}: ${line}; liveness not judged`);
+          continue;
+        }
+        throw new Error(line);
+      }
+      expect(heal.afterWritableMs, `${heal.what}: first grant after a write`).toBeLessThan(
         FIRST_GRANT_BOUND_MS,
       );
     }
