@@ -128,7 +128,7 @@ export class LockWaker {
     });
   }
 
-  /** True while `dir` is watched (for tests). */
+  /** True while `dir` is watched. */
   watching(dir: string): boolean {
     return this.#watches.get(dir)?.open === true;
   }

@@ -204,9 +204,9 @@ export class PoolLocker {
     // that holder applies its request, or wakes it when it releases. So until
     // then it neither tries the lock nor stands in line.
     let deferring = false;
-    // Whether this wait keeps the directory's watch (`LockWaker.begin`):
-    // undefined until its first sleep on the lock, and again while deferring.
-    let watched: boolean | undefined;
+    // Whether this wait keeps the directory's watch (`LockWaker.begin`): from
+    // its first sleep on the lock, not while deferring.
+    let begun = false;
     try {
       for (;;) {
         if (hooks?.settled()) {
@@ -244,8 +244,8 @@ export class PoolLocker {
             hooks?.posted() === true && heldByCombiningHolder(this.#fs, lockPath, timing.staleMs);
           if (deferring) {
             queue.leave();
-            if (watched !== undefined) this.#waker.end(wake.dir);
-            watched = undefined;
+            if (begun) this.#waker.end(wake.dir);
+            begun = false;
           } else queue.claim(turn);
         }
         const waited = systemClock.now() - started;
@@ -261,8 +261,12 @@ export class PoolLocker {
         // the head of the line wakes when the lock changes, the others when the
         // queue does (each still polls, for changes no watch reports).
         const leading = queue.leading();
-        watched ??= this.#waker.begin(wake.dir);
-        const delay = watched
+        if (!begun) {
+          this.#waker.begin(wake.dir);
+          begun = true;
+        }
+        // A watch that failed since (and is made again by the sleep) polls meanwhile.
+        const delay = this.#waker.watching(wake.dir)
           ? watchedRetryDelay(leading)
           : leading
             ? retryDelay(waited)
@@ -274,7 +278,7 @@ export class PoolLocker {
         );
       }
     } finally {
-      if (watched !== undefined) this.#waker.end(wake.dir);
+      if (begun) this.#waker.end(wake.dir);
     }
   }
 
