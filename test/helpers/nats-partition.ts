@@ -135,11 +135,12 @@ export interface HealFigures {
    */
   afterLeaderMs: number;
   /**
-   * ms from the first write the stream acknowledged after it had a leader again
-   * (the observer writes a key of its own every 250 ms) to the first grant
-   * after that: the ledger's part of the delay, apart from a server that has a
-   * leader but does not take writes yet (nats-server 2.9 after a heal).
-   * Infinity when no grant followed; NaN when the stream took no write again.
+   * As `afterLeaderMs`, but counted from the first write the stream
+   * acknowledged after it had a leader again (the observer writes a key of its
+   * own every 250 ms), 0 when a grant came first: the ledger's part of the
+   * delay, apart from a server that has a leader but takes no write yet
+   * (nats-server 2.9 after a heal). Infinity when no grant followed; NaN when
+   * the stream took no write again.
    */
   afterWritableMs: number;
   /** The longest time without a grant from the heal through the 10 s after it (ms). */
@@ -540,7 +541,6 @@ export async function runPartitionRound(
       if (Number.isFinite(leaderFoundMs)) leaderBack = Math.max(leaderBack, at + leaderFoundMs);
       const afterBack = oks.find((t) => t > leaderBack);
       const writable = report.accepted.find((t) => t > leaderBack);
-      const afterWritable = writable === undefined ? undefined : oks.find((t) => t > writable);
       const silent = indexes
         .filter((i) => i !== combinerIndex || what === 'combiner killed')
         .filter(
@@ -584,9 +584,9 @@ export async function runPartitionRound(
         afterWritableMs:
           writable === undefined
             ? Number.NaN
-            : afterWritable === undefined
+            : afterBack === undefined
               ? Number.POSITIVE_INFINITY
-              : afterWritable - writable,
+              : Math.max(0, afterBack - writable),
         longestGapMs: gap,
         silent,
         never,
