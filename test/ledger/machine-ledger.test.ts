@@ -463,6 +463,38 @@ describe('lock', () => {
     expect(watched).toHaveLength(1);
   });
 
+  it('tries the lock once more right after it starts watching, so a release just before the watch is not missed', async () => {
+    // The kici-style lock is released while the waiter makes its watch (after
+    // its failed try): the watch never reports that release. The waiter must
+    // take the lock in the same turn of the event loop, not after a timer.
+    const lockDir = join(dir, 'p.lock');
+    let immediateRan = false;
+    let tookLockAfterImmediate: boolean | undefined;
+    const fs = {
+      ...nodeFs,
+      watch: (path: string, options: nodeFs.WatchOptions) => {
+        if (path === dir && nodeFs.existsSync(lockDir)) {
+          rmdirSync(lockDir);
+          setImmediate(() => {
+            immediateRan = true;
+          });
+        }
+        return nodeFs.watch(path, options);
+      },
+      mkdirSync: (path: string, options?: nodeFs.MakeDirectoryOptions | number) => {
+        if (path === lockDir && tookLockAfterImmediate === undefined) {
+          tookLockAfterImmediate = immediateRan;
+        }
+        return nodeFs.mkdirSync(path, options);
+      },
+    } as unknown as LedgerFs;
+    mkdirSync(lockDir);
+    const ledger = make({ fs });
+    ledger.registerPool('p', {});
+    expect(await ledger.reserve('p', 'a', 1, 1)).toEqual({ ok: true });
+    expect(tookLockAfterImmediate).toBe(false);
+  });
+
   it('waits its turn behind an older waiter with a fresh claim, and ignores a stale claim', async () => {
     const queue = join(dir, '.p.queue');
     // One claim stamped 150 ms ahead stays fresh until then, however late this
