@@ -81,6 +81,9 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
     expect(await polling.sleep(dir, LOCK, 10)).toBe(false);
     expect(calls).toBe(1);
     expect(polling.watching(dir)).toBe(false);
+    // Without a watch there is nothing to look again for: the timers poll.
+    expect(polling.begin(dir)).toBe(false);
+    polling.end(dir);
   });
 
   it('outside a wait, ends its watch with the sleep', async () => {
@@ -110,8 +113,9 @@ describe('LockWaker (a real fs.watch on a temp directory)', () => {
   });
 
   it('ends the watch only when the last of several waits ends, and not under a sleeper', async () => {
-    waker.begin(dir);
-    waker.begin(dir);
+    // Only the wait that made the watch is told to look again before it sleeps.
+    expect(waker.begin(dir)).toBe(true);
+    expect(waker.begin(dir)).toBe(false);
     waker.end(dir);
     expect(waker.watching(dir)).toBe(true);
     const sleeping = waker.sleep(dir, LOCK, 10_000);

@@ -135,12 +135,13 @@ export class LockWaker {
 
   /**
    * A wait on a lock in `dir` begins: its watch is kept (made if needed) until
-   * the matching `end`. True when changes will wake the wait's sleeps, false
-   * where only their timers will.
+   * the matching `end`. True when the watch was made just now: it saw nothing
+   * of what changed before, so the wait should look again before it sleeps.
    */
   begin(dir: string): boolean {
     this.#waits.set(dir, (this.#waits.get(dir) ?? 0) + 1);
-    return this.#watch(dir) !== undefined;
+    const existed = this.watching(dir);
+    return this.#watch(dir) !== undefined && !existed;
   }
 
   /** The wait `begin` started has ended; the last one closes the watch. */

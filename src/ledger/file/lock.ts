@@ -262,12 +262,11 @@ export class PoolLocker {
         // queue does (each still polls, for changes no watch reports).
         const leading = queue.leading();
         if (!begun) {
-          const existed = this.#waker.watching(wake.dir);
           begun = true;
           // A watch made only now missed whatever changed since the try
           // above (a release then would wake nobody until the timer): try
           // once more, now watched, before the first sleep.
-          if (this.#waker.begin(wake.dir) && !existed) continue;
+          if (this.#waker.begin(wake.dir)) continue;
         }
         // A watch that failed since (and is made again by the sleep) polls meanwhile.
         const delay = this.#waker.watching(wake.dir)
