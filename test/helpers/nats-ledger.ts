@@ -29,6 +29,17 @@ export function fullHistoryBucket(bucket: string): Partial<StreamConfig> & { nam
   };
 }
 
+/**
+ * End the lease `leaseId` as a peer does when it judges it expired (or an
+ * operator fences it): its heartbeat key gets the end marker.
+ */
+export async function fenceLeaseKey(kv: KV, leaseId: string): Promise<void> {
+  const key = `lease.${leaseId}`;
+  const entry = await kv.get(key);
+  if (entry === null) throw new Error(`no heartbeat key ${key} to fence`);
+  await kv.update(key, JSON.stringify({ ended: 'fenced', by: 'test' }), entry.revision);
+}
+
 /** Start a worker; `running` collects it for cleanup. */
 export function natsWorker(
   running: FixtureProcess[],

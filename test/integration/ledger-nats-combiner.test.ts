@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { decodeCombinerRecord } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import {
+  fenceLeaseKey,
   fullHistoryBucket,
   natsWorker,
   revisionChecker,
@@ -355,12 +356,7 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
       // An operator ends a's lease while its heartbeat is young; a takes a new lease and
       // stops combining, while its combiner key still names the ended one.
       const old = a.leaseId;
-      const lease = (await kv.get(`lease.${old}`))!;
-      await kv.update(
-        `lease.${old}`,
-        JSON.stringify({ ended: 'fenced', by: 'test' }),
-        lease.revision,
-      );
+      await fenceLeaseKey(kv, old);
       await until(
         async () => {
           await a.getUsage(pool).catch(() => undefined);
@@ -447,13 +443,7 @@ describe.runIf(ok)('NatsPoolLedger combiner, one server', () => {
       ).toMatchObject({ kind: 'redirect' });
 
       // a's lease ends (fenced, as a peer does when it judges it expired): a stops combining.
-      const leaseKeyName = `lease.${a.leaseId}`;
-      const lease = (await kv.get(leaseKeyName))!;
-      await kv.update(
-        leaseKeyName,
-        JSON.stringify({ ended: 'fenced', by: 'test' }),
-        lease.revision,
-      );
+      await fenceLeaseKey(kv, a.leaseId);
       const revisionBefore = (await kv.get(`pool.${pool}`))!.revision;
       // Until a notices, its next commit attempt finds its lease refused by the server.
       const late = await ask({ v: 1, pool, cap: { maxCpu: 2 }, ops: [reserve('x-5')] });

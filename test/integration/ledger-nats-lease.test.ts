@@ -15,6 +15,7 @@ import { decodeCombinerRecord } from '../../src/ledger/nats/combine-wire.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
 import type { LeaseEvent } from '../../src/ledger/types.js';
+import { fenceLeaseKey } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { MetricsHarness, pointValue } from '../helpers/otel.js';
 import { hasSystem } from '../helpers/system.js';
@@ -161,12 +162,7 @@ describe.runIf(ok)('NatsPoolLedger leases', () => {
     });
     // b's lease fenced (as a peer does): a row sent under it is refused, nothing written.
     const fenced = b.leaseId;
-    const entry = (await kv.get(`lease.${fenced}`))!;
-    await kv.update(
-      `lease.${fenced}`,
-      JSON.stringify({ ended: 'fenced', by: 'test' }),
-      entry.revision,
-    );
+    await fenceLeaseKey(kv, fenced);
     // The combiner learns of the fence from its watch on the heartbeat keys,
     // which may deliver it after a request sent right away (a real fence
     // follows an expiry, which the combiner judges without the watch). Wait

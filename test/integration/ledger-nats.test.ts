@@ -16,6 +16,7 @@ import {
 import { isDuplicateReservationError } from '../../src/errors/resources.js';
 import { NatsPoolLedger } from '../../src/ledger/nats/nats-pool-ledger.js';
 import { withNatsLedgerHooks } from '../../src/ledger/nats/options.js';
+import { fenceLeaseKey } from '../helpers/nats-ledger.js';
 import { type NatsServer, startNatsServer } from '../helpers/nats-server.js';
 import { stopProcess } from '../helpers/pid.js';
 import { hasSystem } from '../helpers/system.js';
@@ -222,12 +223,7 @@ describe.runIf(ok)('NatsPoolLedger on one server', () => {
   // heartbeat look old (its monotonic clock jumps a minute) so its next call
   // takes the refresh-before-call path.
   async function fence(a: NatsPoolLedger): Promise<void> {
-    const current = (await kv.get(`lease.${a.leaseId}`))!;
-    await kv.update(
-      `lease.${a.leaseId}`,
-      JSON.stringify({ ended: 'fenced', by: 'test' }),
-      current.revision,
-    );
+    await fenceLeaseKey(kv, a.leaseId);
     skews.set(a, (skews.get(a) ?? 0) + 60_000);
   }
 
