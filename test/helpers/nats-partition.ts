@@ -120,6 +120,15 @@ const SPLIT_TABLE = 'sp_partition_split';
 export const ANSWER_WITHIN_MS = 2 * TIMEOUT_MS;
 /** How long a round waits after a heal for the stream to have a leader again (ms). */
 export const LEADER_WAIT_MS = 60_000;
+/**
+ * The longest a working ledger may take, after the stream took a write again
+ * following a heal, to grant a call (ms): the partition test's bound.
+ */
+export const FIRST_GRANT_BOUND_MS = 20_000;
+// After a heal, once the stream has a leader again, how long the round waits
+// before the next fault: the bound above, plus the first write's usual delay, so
+// that the grant it judges falls in the heal's own window, not in the next fault.
+const HEAL_WINDOW_MS = FIRST_GRANT_BOUND_MS + 2_000;
 
 /** A heal, or the kill of the combiner: when, and what followed. */
 export interface HealFigures {
@@ -139,10 +148,17 @@ export interface HealFigures {
    * acknowledged after it had a leader again (the observer writes a key of its
    * own every 250 ms), 0 when a grant came first: the ledger's part of the
    * delay, apart from a server that has a leader but takes no write yet
-   * (nats-server 2.9 after a heal). Infinity when no grant followed; NaN when
-   * the stream took no write again.
+   * (nats-server 2.9 after a heal). Both are looked for only in the heal's own
+   * window, before the next fault began. Infinity when no grant followed in
+   * it; NaN when the stream took no write in it.
    */
   afterWritableMs: number;
+  /**
+   * ms from that first acknowledged write to the end of the heal's window (the
+   * next fault, or the end of the round): how long `afterWritableMs` could be
+   * watched. NaN when the stream took no write again.
+   */
+  watchedMs: number;
   /** The longest time without a grant from the heal through the 10 s after it (ms). */
   longestGapMs: number;
   /** Live workers that had no call granted or refused within `ANSWER_WITHIN_MS` of the heal (or of the stream's leader coming back). */
@@ -363,7 +379,17 @@ export async function runPartitionRound(
     const firstLease = ready.map((e) => e.leaseId as string);
     await sleep(3000);
 
-    const heals: Array<{ what: HealFigures['what']; at: number; live: number[] }> = [];
+    const heals: Array<{
+      what: HealFigures['what'];
+      at: number;
+      live: number[];
+      /** When the heal's window ended: the next fault, or the end of the round. */
+      until?: number;
+    }> = [];
+    // The heal's window ends: the next fault starts now.
+    const endWindow = () => {
+      heals.at(-1)!.until = Date.now();
+    };
     const all = workers.map((_, i) => i);
 
     // 1. The bucket stream's leader, cut off from everyone.
@@ -392,7 +418,8 @@ export async function runPartitionRound(
     heals.push({ what: 'leader isolated', at: Date.now(), live: all });
     log(`leader ${leader} isolated and healed`);
     await waitForLeader(heals.at(-1)!.at);
-    await sleep(6000);
+    await sleep(HEAL_WINDOW_MS);
+    endWindow();
 
     // 2. The bridge split: w0 and a server that is not the stream leader now, apart
     // from the rest past w0's lease plus the margin.
@@ -406,7 +433,8 @@ export async function runPartitionRound(
     heals.push({ what: 'bridge split', at: Date.now(), live: all });
     log(`bridge split (w0, ${apartServer.name}) healed`);
     await waitForLeader(heals.at(-1)!.at);
-    await sleep(5000);
+    await sleep(HEAL_WINDOW_MS);
+    endWindow();
 
     // 3. A worker stopped (SIGSTOP) past its lease plus the margin.
     const w1 = workers[1]!;
@@ -418,7 +446,8 @@ export async function runPartitionRound(
     heals.push({ what: 'worker paused', at: resumedAt, live: all });
     log('w1 paused and resumed');
     await waitForLeader(resumedAt);
-    await sleep(5000);
+    await sleep(HEAL_WINDOW_MS);
+    endWindow();
 
     // 4. The combiner killed.
     combiner.child.kill('SIGKILL');
@@ -429,7 +458,8 @@ export async function runPartitionRound(
     });
     log(`w${combinerIndex} (the combiner) killed`);
     await waitForLeader(heals.at(-1)!.at);
-    await sleep(6000);
+    await sleep(HEAL_WINDOW_MS);
+    endWindow();
 
     // Every live worker stops calling and releases what it holds: the pool must empty
     // (the killed combiner's rows are reaped once its lease plus the margin has passed).
@@ -518,7 +548,7 @@ export async function runPartitionRound(
       .filter((c) => c[3] === 'ok')
       .map((c) => c[2])
       .sort((a, b) => a - b);
-    const healFigures: HealFigures[] = heals.map(({ what, at, live: indexes }, h) => {
+    const healFigures: HealFigures[] = heals.map(({ what, at, live: indexes, until }, h) => {
       const leaderFoundMs = leaderFound[h] ?? Number.POSITIVE_INFINITY;
       const after = oks.filter((t) => t > at && t <= at + 10_000);
       // Gaps from the heal through the 10 s after it, up to the next grant past them.
@@ -539,8 +569,11 @@ export async function runPartitionRound(
       }
       // Later when the round had to wait longer than that for a leader.
       if (Number.isFinite(leaderFoundMs)) leaderBack = Math.max(leaderBack, at + leaderFoundMs);
-      const afterBack = oks.find((t) => t > leaderBack);
-      const writable = report.accepted.find((t) => t > leaderBack);
+      // Looked for in the heal's own window only: a grant after the next fault began
+      // would measure that fault too.
+      const end = until ?? Number.POSITIVE_INFINITY;
+      const afterBack = oks.find((t) => t > leaderBack && t <= end);
+      const writable = report.accepted.find((t) => t > leaderBack && t <= end);
       const silent = indexes
         .filter((i) => i !== combinerIndex || what === 'combiner killed')
         .filter(
@@ -587,6 +620,7 @@ export async function runPartitionRound(
             : afterBack === undefined
               ? Number.POSITIVE_INFINITY
               : Math.max(0, afterBack - writable),
+        watchedMs: writable === undefined ? Number.NaN : end - writable,
         longestGapMs: gap,
         silent,
         never,

@@ -11,6 +11,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   describeRound,
+  FIRST_GRANT_BOUND_MS,
   LEADER_WAIT_MS,
   runPartitionRound,
   TIMEOUT_MS,
@@ -29,8 +30,9 @@ const ok = hasSystem(['nats-server', 'nft', 'ip', 'root'], 'NatsPoolLedger under
 // again, the observer writes a key of its own every 250 ms, and the bound asserted here runs
 // from the first write the stream took after its leader came back (it tells a working ledger
 // from one frozen after a heal, as it was: no grant for the rest of a run); the figures from
-// the heal and from the leader are printed.
-const FIRST_GRANT_BOUND_MS = 20_000;
+// the heal and from the leader are printed. The next fault starts only once the bound has
+// passed (FIRST_GRANT_BOUND_MS in the helper): a CI run once measured 20.4 s across the next
+// fault, whose stream had no leader for 9 s of it.
 
 function olderThan(version: string, than: [number, number, number]): boolean {
   const parts = version.split('.').map(Number);
@@ -73,6 +75,16 @@ describe.runIf(ok)('NatsPoolLedger under partitions (network namespaces)', () =>
         // No write of the observer's taken after the leader came back, to the end of the
         // round: no client can be granted then.
         serversDidNot(`${heal.what}: the stream took no write after its leader came back`);
+        continue;
+      }
+      if (
+        heal.afterWritableMs === Number.POSITIVE_INFINITY &&
+        heal.watchedMs < FIRST_GRANT_BOUND_MS
+      ) {
+        // The stream took its first write so late that the window ended before the bound.
+        serversDidNot(
+          `${heal.what}: the stream took its first write only ${heal.watchedMs} ms before the next fault`,
+        );
         continue;
       }
       expect(heal.afterWritableMs, `${heal.what}: first grant after a write`).toBeLessThan(
