@@ -193,56 +193,56 @@ await new Promise<void>((resolve) => {
     resolve();
   });
 });
-// Warm-up: the same contended pairs, not counted.
-const warmEnd = performance.now() + (config.warmUpMs ?? 0);
-for (let i = 0; performance.now() < warmEnd; i++) {
-  const agent = `${config.id}-w${i}`;
-  try {
-    if (await ledger.tryReserve(config.pool, agent, 1, 0)) await ledger.release(config.pool, agent);
-  } catch {
-    // Counted in the measured window only.
+// Reserve+release pairs for `durationMs`, recording each reserve's latency and
+// (traced) where its time went.
+async function runPairs(durationMs: number, prefix: string) {
+  const run = {
+    latencies: [] as number[],
+    breakdown: [] as number[][],
+    pairs: 0,
+    granted: 0,
+    errors: 0,
+  };
+  const end = performance.now() + durationMs;
+  while (performance.now() < end) {
+    const agent = `${config.id}-${prefix}${run.pairs}`;
+    for (const key of Object.keys(phase)) phase[key as keyof typeof phase] = 0;
+    const start = performance.now();
+    try {
+      const ok = await ledger.tryReserve(config.pool, agent, 1, 0);
+      const done = performance.now();
+      run.latencies.push(done - start);
+      if (config.impl === 'ours' && config.trace) {
+        // Answered by another process's holder: the whole call was waiting.
+        const locked = phase.lockAt > 0;
+        const waiting = locked ? phase.lockAt - start : done - start;
+        const holding = locked ? (phase.unlockAt || done) - phase.lockAt : 0;
+        run.breakdown.push([
+          done - start,
+          waiting,
+          holding,
+          ...PHASES.map((name) => phase[name]),
+          phase.attempts,
+          locked ? 0 : 1,
+        ]);
+      }
+      if (ok) {
+        run.granted++;
+        await ledger.release(config.pool, agent);
+      }
+      run.pairs++;
+    } catch {
+      run.errors++;
+    }
   }
+  return run;
 }
+// Warm-up: the same contended pairs, not counted.
+await runPairs(config.warmUpMs ?? 0, 'w');
 lockEvents.length = 0;
-const latencies: number[] = [];
-const breakdown: number[][] = [];
-let pairs = 0;
-let granted = 0;
-let errors = 0;
 const cpuStart = process.cpuUsage();
 const windowStart = performance.now();
-const end = windowStart + config.durationMs;
-while (performance.now() < end) {
-  const agent = `${config.id}-${pairs}`;
-  for (const key of Object.keys(phase)) phase[key as keyof typeof phase] = 0;
-  const start = performance.now();
-  try {
-    const ok = await ledger.tryReserve(config.pool, agent, 1, 0);
-    const done = performance.now();
-    latencies.push(done - start);
-    if (config.impl === 'ours' && config.trace) {
-      // Answered by another process's holder: the whole call was waiting.
-      const locked = phase.lockAt > 0;
-      const waiting = locked ? phase.lockAt - start : done - start;
-      const holding = locked ? (phase.unlockAt || done) - phase.lockAt : 0;
-      breakdown.push([
-        done - start,
-        waiting,
-        holding,
-        ...PHASES.map((name) => phase[name]),
-        phase.attempts,
-        locked ? 0 : 1,
-      ]);
-    }
-    if (ok) {
-      granted++;
-      await ledger.release(config.pool, agent);
-    }
-    pairs++;
-  } catch {
-    errors++;
-  }
-}
+const { latencies, breakdown, pairs, granted, errors } = await runPairs(config.durationMs, '');
 const windowMs = performance.now() - windowStart;
 const cpu = process.cpuUsage(cpuStart);
 const cpuMs = (cpu.user + cpu.system) / 1000;

@@ -156,7 +156,7 @@ export interface HealFigures {
   /**
    * ms from that first acknowledged write to the end of the heal's window (the
    * next fault, or the end of the round): how long `afterWritableMs` could be
-   * watched. NaN when the stream took no write again.
+   * watched. NaN when the stream took no write in it.
    */
   watchedMs: number;
   /** The longest time without a grant from the heal through the 10 s after it (ms). */
@@ -386,10 +386,6 @@ export async function runPartitionRound(
       /** When the heal's window ended: the next fault, or the end of the round. */
       until?: number;
     }> = [];
-    // The heal's window ends: the next fault starts now.
-    const endWindow = () => {
-      heals.at(-1)!.until = Date.now();
-    };
     const all = workers.map((_, i) => i);
 
     // 1. The bucket stream's leader, cut off from everyone.
@@ -409,6 +405,14 @@ export async function runPartitionRound(
         await sleep(500);
       }
     };
+    // After the last heal: its window, until the stream has a leader again and then
+    // HEAL_WINDOW_MS; the next fault (or the end of the round) starts when it ends.
+    const watchHeal = async () => {
+      const last = heals.at(-1)!;
+      await waitForLeader(last.at);
+      await sleep(HEAL_WINDOW_MS);
+      last.until = Date.now();
+    };
     const leader = (await askLeader()) as string;
     if (!/^n[012]$/.test(leader)) throw new Error(`no stream leader: ${String(leader)}`);
     const leaderNode = nodes.get(leader)!;
@@ -417,9 +421,7 @@ export async function runPartitionRound(
     heal(leaderNode);
     heals.push({ what: 'leader isolated', at: Date.now(), live: all });
     log(`leader ${leader} isolated and healed`);
-    await waitForLeader(heals.at(-1)!.at);
-    await sleep(HEAL_WINDOW_MS);
-    endWindow();
+    await watchHeal();
 
     // 2. The bridge split: w0 and a server that is not the stream leader now, apart
     // from the rest past w0's lease plus the margin.
@@ -432,9 +434,7 @@ export async function runPartitionRound(
     unsplit();
     heals.push({ what: 'bridge split', at: Date.now(), live: all });
     log(`bridge split (w0, ${apartServer.name}) healed`);
-    await waitForLeader(heals.at(-1)!.at);
-    await sleep(HEAL_WINDOW_MS);
-    endWindow();
+    await watchHeal();
 
     // 3. A worker stopped (SIGSTOP) past its lease plus the margin.
     const w1 = workers[1]!;
@@ -445,9 +445,7 @@ export async function runPartitionRound(
     const resumedAt = Date.now();
     heals.push({ what: 'worker paused', at: resumedAt, live: all });
     log('w1 paused and resumed');
-    await waitForLeader(resumedAt);
-    await sleep(HEAL_WINDOW_MS);
-    endWindow();
+    await watchHeal();
 
     // 4. The combiner killed.
     combiner.child.kill('SIGKILL');
@@ -457,9 +455,7 @@ export async function runPartitionRound(
       live: all.filter((i) => i !== combinerIndex),
     });
     log(`w${combinerIndex} (the combiner) killed`);
-    await waitForLeader(heals.at(-1)!.at);
-    await sleep(HEAL_WINDOW_MS);
-    endWindow();
+    await watchHeal();
 
     // Every live worker stops calling and releases what it holds: the pool must empty
     // (the killed combiner's rows are reaped once its lease plus the margin has passed).
